@@ -1,0 +1,130 @@
+// Command node is graphnode's single binary: the daemon, its sampler
+// children, and the offline tools (gen, partition, inspect).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// command is one subcommand. run gets the arguments after the subcommand
+// name and returns an error to print; flag.ErrHelp means usage was shown.
+type command struct {
+	summary string
+	run     func(ctx context.Context, app *app, args []string) error
+}
+
+// app is what every subcommand shares: streams and the logger.
+type app struct {
+	stdout, stderr io.Writer
+	log            *slog.Logger
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"gen":       {"generate a synthetic graph (R-MAT, stochastic block model)", runGen},
+		"partition": {"partition a graph into a parts/ directory", runPartition},
+		"inspect":   {"describe (and verify) a parts/ directory", runInspect},
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr, log: newLogger(stderr)}
+	cmds := commands()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr, cmds)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "node: unknown command %q\n\n", args[0])
+		usage(stderr, cmds)
+		return 2
+	}
+	err := c.run(ctx, a, args[1:])
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	}
+	fmt.Fprintf(stderr, "node %s: %v\n", args[0], err)
+	return 1
+}
+
+// errUsage marks an error already reported as a usage message.
+var errUsage = errors.New("usage")
+
+func usage(w io.Writer, cmds map[string]command) {
+	fmt.Fprintln(w, "usage: node <command> [flags]\n\ncommands:")
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'node <command> --help' for the flags of a command.")
+}
+
+// newFlagSet returns a FlagSet whose usage prints a summary line and
+// every flag; parse errors are reported once and returned as errUsage.
+func newFlagSet(a *app, name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(a.stderr, "usage: node %s %s\n\nflags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args into fs, mapping errors to errUsage / ErrHelp.
+// Flags may follow positional arguments (node inspect DIR --verify).
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, errUsage
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func newLogger(w io.Writer) *slog.Logger {
+	level := slog.LevelInfo
+	if v := strings.ToLower(os.Getenv("GRAPHNODE_LOG")); v == "debug" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
