@@ -77,13 +77,13 @@ func (t Triples) Len() int { return len(t.Head) }
 
 // Stats counts what ingestion saw and dropped.
 type Stats struct {
-	Lines          int64 // data lines read (comments and headers excluded)
-	EdgesRead      int64 // edges as read, before any policy
-	SelfLoops      int64 // self loops seen
-	SelfLoopsDrop  int64 // self loops dropped by policy
-	Duplicates     int64 // duplicate edges dropped by policy
-	Dangling       int64 // edges whose endpoint is not a known node
-	DanglingDrop   int64 // ... of which dropped by policy
-	MissingLabels  int64 // nodes without a label
-	ReverseAdded   int64 // reverse edges added by --undirected
+	Lines         int64 // data lines read (comments and headers excluded)
+	EdgesRead     int64 // edges as read, before any policy
+	SelfLoops     int64 // self loops seen
+	SelfLoopsDrop int64 // self loops dropped by policy
+	Duplicates    int64 // duplicate edges dropped by policy
+	Dangling      int64 // edges whose endpoint is not a known node
+	DanglingDrop  int64 // ... of which dropped by policy
+	MissingLabels int64 // nodes without a label
+	ReverseAdded  int64 // reverse edges added by --undirected
 }
