@@ -5,8 +5,9 @@ import (
 	"fmt"
 )
 
-// Sentinel errors. Every error returned by this package wraps one of them
-// and names the file and, where it applies, the section.
+// Sentinel errors. Every error returned by this package wraps one of them,
+// or the operating system's error for a failed system call, and names the
+// file and, where it applies, the section.
 var (
 	// ErrCorrupt: the bytes on disk are not a valid partition file.
 	ErrCorrupt = errors.New("corrupt file")
@@ -14,6 +15,9 @@ var (
 	ErrVersion = errors.New("unsupported format version")
 	// ErrNoSection: a section that was asked for is absent.
 	ErrNoSection = errors.New("no such section")
+	// ErrInvalid: a caller passed something the format cannot hold (an
+	// invalid Meta, a bad section name, a misused Writer).
+	ErrInvalid = errors.New("invalid argument")
 )
 
 // Format version written by this package. Readers accept any minor version
