@@ -8,6 +8,9 @@ require (
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect
 	github.com/edsrzf/mmap-go v1.2.0 // indirect
 	github.com/mschoch/smat v0.2.0 // indirect
+	github.com/quic-go/quic-go v0.65.0 // indirect
+	golang.org/x/crypto v0.54.0 // indirect
+	golang.org/x/net v0.56.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/term v0.47.0 // indirect
 )

@@ -1,0 +1,412 @@
+package partition
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+)
+
+// ErrFormat is wrapped by every error that reports input which does not
+// follow its format (a LineError, a bad directory layout, counts that do
+// not agree).
+var ErrFormat = errors.New("bad input")
+
+// LineError is a bad line of an input file: File:Line: Msg.
+type LineError struct {
+	File string // path as given to the reader
+	Line int64  // 1-based line number in the (decompressed) file
+	Msg  string // what is wrong, e.g. "want 2 fields, got 3"
+}
+
+func (e *LineError) Error() string {
+	return fmt.Sprintf("partition: %s:%d: %s", e.File, e.Line, e.Msg)
+}
+
+// Unwrap makes errors.Is(err, ErrFormat) true.
+func (e *LineError) Unwrap() error { return ErrFormat }
+
+// formatErrorf is a format error that is not about one line.
+func formatErrorf(format string, args ...any) error {
+	return fmt.Errorf("partition: "+format+": %w", append(args, ErrFormat)...)
+}
+
+// Tunables of the input layer.
+const (
+	scanBufSize    = 1 << 20 // initial line-scanner buffer; grows for longer lines
+	cancelInterval = 1 << 16 // lines between ctx and progress checks
+)
+
+// inFile is an opened input file: gzip is detected by its magic bytes
+// (1f 8b), not by the name, so "edges.csv" may be compressed and
+// "edges.csv.gz" may not.
+type inFile struct {
+	path string
+	f    *os.File
+	size int64         // bytes on disk
+	disk *countReader  // bytes consumed from disk, for progress
+	gz   *gzip.Reader  // nil when the file is not compressed
+	r    io.Reader     // the decompressed bytes
+	br   *bufio.Reader // sits under gz, or is r
+}
+
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// openInput opens path for reading, decompressing it when it is gzip.
+func openInput(path string) (*inFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("partition: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("partition: %w", err)
+	}
+	in, err := wrapInput(f, path, st.Size())
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	in.f = f
+	return in, nil
+}
+
+// wrapInput reads r, named path (size bytes, 0 when unknown), and
+// decompresses it when it starts with the gzip magic.
+func wrapInput(r io.Reader, path string, size int64) (*inFile, error) {
+	in := &inFile{path: path, size: size, disk: &countReader{r: r}}
+	in.br = bufio.NewReaderSize(in.disk, 256<<10)
+	in.r = in.br
+	if magic, _ := in.br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		gz, err := gzip.NewReader(in.br)
+		if err != nil {
+			return nil, fmt.Errorf("partition: %s: gzip: %v: %w", path, err, ErrFormat)
+		}
+		in.gz, in.r = gz, gz
+	}
+	return in, nil
+}
+
+// Close closes the file. It is safe to call twice.
+func (in *inFile) Close() error {
+	if in.f == nil {
+		return nil
+	}
+	err := in.f.Close()
+	in.f = nil
+	return err
+}
+
+// consumed is the number of on-disk bytes read so far (compressed bytes
+// for gzip), the unit of progress reports.
+func (in *inFile) consumed() int64 { return in.disk.n - int64(in.br.Buffered()) }
+
+// lineScanner hands out the lines of an inFile without copying them: a
+// line is valid until the next call of next. It strips "\n" and "\r\n",
+// counts lines for error messages, and every cancelInterval lines checks
+// ctx and reports progress.
+type lineScanner struct {
+	ctx      context.Context
+	in       *inFile
+	progress Progress
+	stage    string
+
+	buf        []byte
+	start, end int // unread bytes are buf[start:end]
+	eof        bool
+	line       int64 // number of the line last returned
+	err        error
+}
+
+func newLineScanner(ctx context.Context, in *inFile, progress Progress, stage string) *lineScanner {
+	return &lineScanner{ctx: ctx, in: in, progress: progress, stage: stage, buf: make([]byte, scanBufSize)}
+}
+
+// next returns the next line, or false at the end of input or on an error
+// (see Err).
+func (s *lineScanner) next() ([]byte, bool) {
+	for {
+		if i := bytes.IndexByte(s.buf[s.start:s.end], '\n'); i >= 0 {
+			line := s.buf[s.start : s.start+i]
+			s.start += i + 1
+			return s.finish(line)
+		}
+		if s.eof || s.err != nil {
+			if s.start < s.end && s.err == nil {
+				line := s.buf[s.start:s.end]
+				s.start = s.end
+				return s.finish(line)
+			}
+			return nil, false
+		}
+		s.fill()
+	}
+}
+
+func (s *lineScanner) finish(line []byte) ([]byte, bool) {
+	s.line++
+	if s.line%cancelInterval == 0 {
+		if err := s.ctx.Err(); err != nil {
+			s.err = err
+			return nil, false
+		}
+		s.progress.report(s.stage, s.in.consumed(), s.in.size)
+	}
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, true
+}
+
+// fill moves the unread tail to the front, grows the buffer when one line
+// fills it, and reads more.
+func (s *lineScanner) fill() {
+	if s.start > 0 {
+		s.end = copy(s.buf, s.buf[s.start:s.end])
+		s.start = 0
+	}
+	if s.end == len(s.buf) {
+		nb := make([]byte, 2*len(s.buf))
+		copy(nb, s.buf[:s.end])
+		s.buf = nb
+	}
+	n, eof, err := readSome(s.in.r, s.buf[s.end:], false)
+	s.end += n
+	s.eof = eof
+	if err != nil {
+		s.err = s.readError(err)
+	}
+}
+
+// readSome reads into buf, at least one byte unless at the end, or all of
+// buf when full is set. eof reports a clean end of input; a truncated
+// gzip stream is an error (io.ErrUnexpectedEOF), not an end.
+func readSome(r io.Reader, buf []byte, full bool) (n int, eof bool, err error) {
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			return n, true, nil
+		}
+		if err != nil {
+			return n, false, err
+		}
+		if !full && n > 0 {
+			break
+		}
+	}
+	return n, false, nil
+}
+
+func (s *lineScanner) readError(err error) error {
+	if s.in.gz != nil {
+		return fmt.Errorf("partition: %s: after line %d: gzip: %v: %w", s.in.path, s.line, err, ErrFormat)
+	}
+	return fmt.Errorf("partition: %s: %w", s.in.path, err)
+}
+
+// Err is the error that ended the scan, nil at a clean end of input.
+func (s *lineScanner) Err() error { return s.err }
+
+// errorf is a LineError at the line last returned.
+func (s *lineScanner) errorf(format string, args ...any) error {
+	return &LineError{File: s.in.path, Line: s.line, Msg: fmt.Sprintf(format, args...)}
+}
+
+// done reports the final progress.
+func (s *lineScanner) done() { s.progress.report(s.stage, s.in.size, s.in.size) }
+
+// scanFile runs fn on every line of path. fn returns an error to stop.
+func scanFile(ctx context.Context, path string, progress Progress, fn func(s *lineScanner, line []byte) error) error {
+	in, err := openInput(path)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	s := newLineScanner(ctx, in, progress, path)
+	for {
+		line, ok := s.next()
+		if !ok {
+			break
+		}
+		if err := fn(s, line); err != nil {
+			return err
+		}
+	}
+	if s.Err() != nil {
+		return s.Err()
+	}
+	s.done()
+	return nil
+}
+
+// isComment reports whether a line holds no data: empty, blank, or a
+// comment starting with '#' or '%'.
+func isComment(line []byte) bool {
+	for _, c := range line {
+		switch c {
+		case ' ', '\t':
+			continue
+		case '#', '%':
+			return true
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// parseUint parses a decimal unsigned integer without allocating.
+func parseUint(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range b {
+		d := c - '0'
+		if d > 9 {
+			return 0, false
+		}
+		if len(b) == 20 && v > (math.MaxUint64-uint64(d))/10 {
+			return 0, false
+		}
+		v = v*10 + uint64(d)
+	}
+	return v, true
+}
+
+// parseInt parses a decimal int64 with an optional sign.
+func parseInt(b []byte) (int64, bool) {
+	neg := false
+	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
+		neg = b[0] == '-'
+		b = b[1:]
+	}
+	u, ok := parseUint(b)
+	if !ok || u > math.MaxInt64 {
+		return 0, false
+	}
+	if neg {
+		return -int64(u), true
+	}
+	return int64(u), true
+}
+
+// exactPow10 are the powers of ten that float64 holds exactly.
+var exactPow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// parseFloat32 parses b as strconv.ParseFloat(string(b), 32) does, with
+// the same result bit for bit, but without allocating for plain decimals.
+//
+// Fast path (Clinger): a mantissa of at most 19 digits below 2^53 and a
+// decimal exponent within ±22 give a correctly rounded float64 with one
+// multiplication or division by an exact power of ten. Rounding that
+// float64 to float32 equals rounding the exact value to float32 unless
+// the float64 lies exactly on a float32 rounding midpoint (every midpoint
+// is a float64, and rounding to float64 is monotone, so an exact value
+// and its float64 lie on the same side of every midpoint); that case,
+// float32 subnormals and overflow go to strconv.
+func parseFloat32(b []byte) (float32, bool) {
+	i, neg := 0, false
+	if i < len(b) && (b[i] == '-' || b[i] == '+') {
+		neg = b[i] == '-'
+		i++
+	}
+	var mant uint64
+	nd, exp, digits := 0, 0, false
+	for ; i < len(b); i++ {
+		d := b[i] - '0'
+		if d > 9 {
+			break
+		}
+		digits = true
+		if mant == 0 && d == 0 {
+			continue
+		}
+		if nd == 19 {
+			return parseFloat32Slow(b)
+		}
+		mant = mant*10 + uint64(d)
+		nd++
+	}
+	if i < len(b) && b[i] == '.' {
+		for i++; i < len(b); i++ {
+			d := b[i] - '0'
+			if d > 9 {
+				break
+			}
+			digits = true
+			if mant == 0 && d == 0 {
+				exp--
+				continue
+			}
+			if nd == 19 {
+				return parseFloat32Slow(b)
+			}
+			mant = mant*10 + uint64(d)
+			nd++
+			exp--
+		}
+	}
+	if !digits {
+		return parseFloat32Slow(b)
+	}
+	if i < len(b) && b[i]|0x20 == 'e' {
+		e, ok := parseInt(b[i+1:])
+		if !ok || e < -400 || e > 400 {
+			return parseFloat32Slow(b)
+		}
+		exp += int(e)
+		i = len(b)
+	}
+	if i != len(b) {
+		return parseFloat32Slow(b)
+	}
+	if mant == 0 {
+		if neg {
+			return float32(math.Copysign(0, -1)), true
+		}
+		return 0, true
+	}
+	if mant > 1<<53 || exp < -22 || exp > 22 {
+		return parseFloat32Slow(b)
+	}
+	f := float64(mant)
+	if exp < 0 {
+		f /= exactPow10[-exp]
+	} else {
+		f *= exactPow10[exp]
+	}
+	if f < 0x1p-126 || f > math.MaxFloat32 || math.Float64bits(f)&(1<<29-1) == 1<<28 {
+		return parseFloat32Slow(b)
+	}
+	if neg {
+		f = -f
+	}
+	return float32(f), true
+}
+
+func parseFloat32Slow(b []byte) (float32, bool) {
+	v, err := strconv.ParseFloat(string(b), 32)
+	if err != nil {
+		return 0, false
+	}
+	return float32(v), true
+}

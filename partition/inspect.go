@@ -1,0 +1,257 @@
+package partition
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"graphnode/csr"
+)
+
+// InspectOptions tune Inspect.
+type InspectOptions struct {
+	// Verify checks every section's CRC-32C (csr.Open with Verify) and
+	// every file's CRC-32C against graph.toml.
+	Verify bool
+}
+
+// Report describes a parts/ directory.
+type Report struct {
+	Dir      string
+	Manifest *Manifest
+	Parts    []PartReport
+	Files    []FileCheck // with Verify: one per file of graph.toml
+
+	// Over all partitions.
+	Edges, Cut                             uint64
+	NodeBalance, EdgeBalance, TrainBalance float64 // max / mean
+}
+
+// PartReport describes one partition file.
+type PartReport struct {
+	Part             int
+	Path             string // slash path inside the directory
+	Nodes, Edges     uint64
+	FeatBytes        uint64
+	Train, Val, Test uint64
+	DegMin, DegMax   uint64
+	DegP50, DegP99   uint64
+	DegMean          float64
+	Cut              uint64 // stored edges whose neighbour is owned by another partition
+	Sections         []csr.Section
+	Err              error // the file could not be opened or disagrees with graph.toml
+}
+
+// FileCheck is the verification of one file.
+type FileCheck struct {
+	Path string
+	Err  error // nil: OK
+}
+
+// OK reports whether every partition opened and every check passed.
+func (r *Report) OK() bool {
+	for _, p := range r.Parts {
+		if p.Err != nil {
+			return false
+		}
+	}
+	for _, f := range r.Files {
+		if f.Err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Inspect opens the manifest and every partition of dir and computes the
+// report. A manifest that does not validate is an error; a partition
+// that fails to open or verify is recorded in the report (see OK).
+func Inspect(ctx context.Context, dir string, opts InspectOptions) (*Report, error) {
+	m, err := OpenDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Dir: dir, Manifest: m, Parts: make([]PartReport, m.Parts)}
+	for p := range r.Parts {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r.Parts[p] = inspectPart(dir, m, p, opts.Verify)
+	}
+	if opts.Verify {
+		for _, f := range m.File {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			r.Files = append(r.Files, verifyFile(dir, f, r.Parts))
+		}
+	}
+	r.totals()
+	return r, nil
+}
+
+// inspectPart opens partition p and measures it.
+func inspectPart(dir string, m *Manifest, p int, verify bool) PartReport {
+	rel := PartFile(p)
+	pr := PartReport{Part: p, Path: rel}
+	g, err := csr.Open(filepath.Join(dir, filepath.FromSlash(rel)), csr.OpenOptions{Verify: verify})
+	if err != nil {
+		pr.Err = err
+		return pr
+	}
+	defer g.Close()
+	meta, e := g.Meta(), m.Part[p]
+	if meta.Part != uint32(p) || meta.NumParts != uint32(m.Parts) || meta.Start != e.Start || meta.End != e.End || meta.TotalNodes != m.Nodes {
+		pr.Err = fmt.Errorf("partition: %s: header says part %d of %d owning [%d, %d) of %d nodes; graph.toml says part %d of %d owning [%d, %d) of %d: %w",
+			rel, meta.Part, meta.NumParts, meta.Start, meta.End, meta.TotalNodes, p, m.Parts, e.Start, e.End, m.Nodes, ErrManifest)
+	}
+	pr.Nodes, pr.Edges = uint64(g.NumNodes()), uint64(g.NumEdges())
+	if pr.Err == nil && pr.Edges != e.Edges {
+		pr.Err = fmt.Errorf("partition: %s: %d edges, graph.toml key \"part[%d].edges\" says %d: %w", rel, pr.Edges, p, e.Edges, ErrManifest)
+	}
+	pr.FeatBytes = uint64(len(g.FeatBytes()))
+	pr.Sections = g.Sections()
+	counts := []*uint64{&pr.Train, &pr.Val, &pr.Test}
+	for i, name := range []string{csr.SecTrain, csr.SecVal, csr.SecTest} {
+		b, err := g.Mask(name)
+		if err != nil {
+			pr.Err = err
+			return pr
+		}
+		*counts[i] = b.GetCardinality()
+	}
+	indptr := g.Indptr()
+	deg := make([]uint64, g.NumNodes())
+	for v := range deg {
+		deg[v] = indptr[v+1] - indptr[v]
+	}
+	if len(deg) > 0 {
+		slices.Sort(deg)
+		pr.DegMin, pr.DegMax = deg[0], deg[len(deg)-1]
+		pr.DegP50, pr.DegP99 = deg[(len(deg)-1)*50/100], deg[(len(deg)-1)*99/100]
+		pr.DegMean = float64(pr.Edges) / float64(len(deg))
+	}
+	for _, id := range g.Indices() {
+		if id < meta.Start || id >= meta.End {
+			pr.Cut++
+		}
+	}
+	return pr
+}
+
+// verifyFile checks one file's size and CRC-32C against graph.toml; a
+// part file that failed to open fails here too.
+func verifyFile(dir string, f FileEntry, parts []PartReport) FileCheck {
+	fc := FileCheck{Path: f.Path}
+	for _, p := range parts {
+		if p.Path == f.Path && p.Err != nil {
+			fc.Err = p.Err
+			return fc
+		}
+	}
+	size, crc, err := FileCRC(filepath.Join(dir, filepath.FromSlash(f.Path)))
+	switch {
+	case err != nil:
+		fc.Err = err
+	case size != f.Size:
+		fc.Err = fmt.Errorf("partition: %s: %d bytes, graph.toml records %d: %w", f.Path, size, f.Size, ErrManifest)
+	case fmt.Sprintf("%08x", crc) != f.CRC32C:
+		fc.Err = fmt.Errorf("partition: %s: crc32c %08x, graph.toml records %s: %w", f.Path, crc, f.CRC32C, csr.ErrCorrupt)
+	}
+	return fc
+}
+
+// totals computes the whole-directory figures.
+func (r *Report) totals() {
+	var maxN, maxE, maxT, sumN, sumT uint64
+	for _, p := range r.Parts {
+		r.Edges += p.Edges
+		r.Cut += p.Cut
+		sumN += p.Nodes
+		sumT += p.Train
+		maxN, maxE, maxT = max(maxN, p.Nodes), max(maxE, p.Edges), max(maxT, p.Train)
+	}
+	k := float64(len(r.Parts))
+	r.NodeBalance = balance(maxN, sumN, k)
+	r.EdgeBalance = balance(maxE, r.Edges, k)
+	r.TrainBalance = balance(maxT, sumT, k)
+}
+
+// balance is max / mean, 0 when the sum is 0.
+func balance(mx, sum uint64, k float64) float64 {
+	if sum == 0 {
+		return 0
+	}
+	return float64(mx) / (float64(sum) / k)
+}
+
+// percent is part / whole in percent, 0 when whole is 0.
+func percent(part, whole uint64) float64 {
+	if whole == 0 {
+		return 0
+	}
+	return 100 * float64(part) / float64(whole)
+}
+
+// Format writes the report as aligned text tables.
+func (r *Report) Format(w io.Writer) error {
+	m := r.Manifest
+	feat := "none"
+	if m.FeatDim > 0 {
+		feat = fmt.Sprintf("%d × %s", m.FeatDim, m.FeatDtype)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %q, %d nodes, %d edges, %d parts (%s, seed %d), direction %s, features %s, %d classes, ids %s\n",
+		r.Dir, m.Name, m.Nodes, m.Edges, m.Parts, m.Method, m.Seed, m.Direction, feat, m.Classes, m.IDKind)
+	fmt.Fprintf(&b, "checksum %s\n\n", m.Checksum)
+
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "part\tnodes\tedges\tfeat bytes\ttrain\tval\ttest\tdeg min\tmean\tp50\tp99\tmax\tcut %\t")
+	for _, p := range r.Parts {
+		if p.Err != nil && p.Sections == nil {
+			fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", p.Part)
+			continue
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%d\t%d\t%d\t%.2f\t\n", p.Part, p.Nodes, p.Edges, p.FeatBytes,
+			p.Train, p.Val, p.Test, p.DegMin, p.DegMean, p.DegP50, p.DegP99, p.DegMax, percent(p.Cut, p.Edges))
+	}
+	tw.Flush()
+	fmt.Fprintf(&b, "\nedge cut %.2f%% (%d of %d stored edges); balance max/mean: nodes %.3f, edges %.3f, train %.3f\n",
+		percent(r.Cut, r.Edges), r.Cut, r.Edges, r.NodeBalance, r.EdgeBalance, r.TrainBalance)
+
+	for _, p := range r.Parts {
+		if len(p.Sections) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n%s\n", p.Path)
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  section\ttype\toffset\tlength\tcrc32c")
+		for _, s := range p.Sections {
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%08x\n", s.Name, s.Type, s.Offset, s.Length, s.CRC)
+		}
+		tw.Flush()
+	}
+	for _, p := range r.Parts {
+		if p.Err != nil && r.Files == nil {
+			fmt.Fprintf(&b, "\n%s: FAILED: %v\n", p.Path, p.Err)
+		}
+	}
+	if r.Files != nil {
+		b.WriteString("\nverify\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		for _, f := range r.Files {
+			if f.Err != nil {
+				fmt.Fprintf(tw, "  %s\tFAILED\t%v\n", f.Path, f.Err)
+				continue
+			}
+			fmt.Fprintf(tw, "  %s\tOK\n", f.Path)
+		}
+		tw.Flush()
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

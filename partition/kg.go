@@ -1,0 +1,156 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+)
+
+// A knowledge graph in the layout of DGL-KE and KnowledgeGraphEmbedding
+// (FB15k, FB15k-237, WN18, WN18RR) is a directory of TAB-separated files:
+//
+//	entities.dict    id \t name     ids contiguous from 0
+//	relations.dict   id \t name
+//	train.txt        head \t relation \t tail   (names, not ids)
+//	valid.txt        same, optional
+//	test.txt         same, optional
+//
+// Node i is entity id i (IDs.Names[i] is its name); the training triples
+// become edges head -> tail with Etypes = relation; validation and test
+// triples go to Graph.KG. A triple naming an unknown entity or relation is
+// an error naming file and line. CRLF line ends (FB15k-237) are accepted,
+// and each file may be gzip-compressed (same name or name.gz).
+func readKG(ctx context.Context, dir string, opts ReadOptions) (*Graph, error) {
+	ents, err := readDict(ctx, filepath.Join(dir, "entities.dict"), opts.Progress)
+	if err != nil {
+		return nil, err
+	}
+	rels, err := readDict(ctx, filepath.Join(dir, "relations.dict"), opts.Progress)
+	if err != nil {
+		return nil, err
+	}
+	g := &Graph{NumNodes: len(ents.names), IDs: IDMap{Names: ents.names}}
+	g.KG = &KG{RelationNames: rels.names}
+	kg := kgReader{ctx: ctx, opts: opts, ents: ents, rels: rels}
+
+	train, err := existing(filepath.Join(dir, "train.txt"))
+	if err != nil {
+		return nil, err
+	}
+	var t Triples
+	if err := kg.triples(train, &t, &g.Stats); err != nil {
+		return nil, err
+	}
+	g.Src, g.Etypes, g.Dst = t.Head, t.Rel, t.Tail
+	for _, part := range []struct {
+		name string
+		to   *Triples
+	}{{"valid.txt", &g.KG.Valid}, {"test.txt", &g.KG.Test}} {
+		path, err := existing(filepath.Join(dir, part.name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := kg.triples(path, part.to, nil); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+type kgReader struct {
+	ctx        context.Context
+	opts       ReadOptions
+	ents, rels *nameIDs
+}
+
+// readDict reads "id \t name" lines; the ids must be 0..n-1 (in any order)
+// and the names distinct.
+func readDict(ctx context.Context, name string, progress Progress) (*nameIDs, error) {
+	path, err := existing(name)
+	if err != nil {
+		return nil, err
+	}
+	d := newNameIDs(0)
+	var set []bool
+	fields := make([][]byte, 0, 4)
+	err = scanFile(ctx, path, progress, func(s *lineScanner, line []byte) error {
+		if len(line) == 0 {
+			return nil
+		}
+		if fields = splitTabs(line, fields[:0]); len(fields) != 2 {
+			return s.errorf("want 2 fields (id, name), got %d", len(fields))
+		}
+		id, ok := parseUint(fields[0])
+		if !ok || id >= 1<<32-1 {
+			return s.errorf("id %q is not a node index", fields[0])
+		}
+		if _, dup := d.m[string(fields[1])]; dup {
+			return s.errorf("name %q listed twice", fields[1])
+		}
+		for uint64(len(set)) <= id {
+			set = append(set, false)
+			d.names = append(d.names, "")
+		}
+		if set[id] {
+			return s.errorf("id %d listed twice", id)
+		}
+		set[id] = true
+		d.names[id] = string(fields[1])
+		d.m[d.names[id]] = uint32(id)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for id, ok := range set {
+		if !ok {
+			return nil, formatErrorf("%s: ids are not contiguous: %d is missing", path, id)
+		}
+	}
+	return d, nil
+}
+
+// triples reads "head \t relation \t tail" lines into t; stats, when not
+// nil, counts them as edges.
+func (k *kgReader) triples(path string, t *Triples, stats *Stats) error {
+	fields := make([][]byte, 0, 4)
+	first := true
+	return scanFile(k.ctx, path, k.opts.Progress, func(s *lineScanner, line []byte) error {
+		if len(line) == 0 {
+			return nil
+		}
+		if first {
+			first = false
+			n := estimateRows(s, line)
+			t.Head, t.Rel, t.Tail = make([]uint32, 0, n), make([]uint32, 0, n), make([]uint32, 0, n)
+		}
+		if fields = splitTabs(line, fields[:0]); len(fields) != 3 {
+			return s.errorf("want 3 fields (head, relation, tail), got %d", len(fields))
+		}
+		h, ok := k.ents.lookup(fields[0])
+		if !ok {
+			return s.errorf("unknown entity %q", fields[0])
+		}
+		r, ok := k.rels.lookup(fields[1])
+		if !ok {
+			return s.errorf("unknown relation %q", fields[1])
+		}
+		tl, ok := k.ents.lookup(fields[2])
+		if !ok {
+			return s.errorf("unknown entity %q", fields[2])
+		}
+		t.Head, t.Rel, t.Tail = append(t.Head, h), append(t.Rel, r), append(t.Tail, tl)
+		if stats != nil {
+			stats.Lines++
+			stats.EdgesRead++
+			if h == tl {
+				stats.SelfLoops++
+			}
+		}
+		return nil
+	})
+}

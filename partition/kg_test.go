@@ -1,0 +1,90 @@
+package partition
+
+import (
+	"context"
+	"testing"
+)
+
+func TestReadKG(t *testing.T) {
+	for _, gz := range []bool{false, true} {
+		dir := t.TempDir()
+		rdWrite(t, dir, "entities.dict", "0\tparis\r\n2\tberlin\r\n1\tfrance\r\n", gz)
+		rdWrite(t, dir, "relations.dict", "0\tcapital_of\n1\tnear\n", gz)
+		rdWrite(t, dir, "train.txt", "paris\tcapital_of\tfrance\r\nberlin\tnear\tparis\r\nparis\tnear\tparis\r\n", gz)
+		rdWrite(t, dir, "valid.txt", "berlin\tnear\tfrance\n", gz)
+		// no test.txt: optional
+		g, err := Read(context.Background(), dir, ReadOptions{Format: FormatKG})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rdEq(t, "NumNodes", g.NumNodes, 3)
+		rdEq(t, "Names", g.IDs.Names, []string{"paris", "france", "berlin"})
+		rdEq(t, "Src", g.Src, []uint32{0, 2, 0})
+		rdEq(t, "Dst", g.Dst, []uint32{1, 0, 0})
+		rdEq(t, "Etypes", g.Etypes, []uint32{0, 1, 1})
+		rdEq(t, "Relations", g.KG.RelationNames, []string{"capital_of", "near"})
+		rdEq(t, "Valid", g.KG.Valid, Triples{Head: []uint32{2}, Rel: []uint32{1}, Tail: []uint32{1}})
+		rdEq(t, "Test", g.KG.Test.Len(), 0)
+		rdEq(t, "Stats", g.Stats, Stats{Lines: 3, EdgesRead: 3, SelfLoops: 1})
+	}
+}
+
+func TestReadKGErrors(t *testing.T) {
+	for _, c := range []struct {
+		name, ents, rels, train, want string
+	}{
+		{"unknown entity", "0\ta\n1\tb\n", "0\tr\n", "a\tr\tb\nb\tr\tc\n", "partition: DIR/train.txt:2: unknown entity \"c\""},
+		{"unknown relation", "0\ta\n", "0\tr\n", "a\tq\ta\n", "partition: DIR/train.txt:1: unknown relation \"q\""},
+		{"fields", "0\ta\n", "0\tr\n", "a r a\n", "partition: DIR/train.txt:1: want 3 fields (head, relation, tail), got 1"},
+		{"dup id", "0\ta\n0\tb\n", "0\tr\n", "", "partition: DIR/entities.dict:2: id 0 listed twice"},
+		{"dup name", "0\ta\n1\ta\n", "0\tr\n", "", "partition: DIR/entities.dict:2: name \"a\" listed twice"},
+		{"bad id", "0\ta\nx\tb\n", "0\tr\n", "", "partition: DIR/entities.dict:2: id \"x\" is not a node index"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			rdWrite(t, dir, "entities.dict", c.ents, false)
+			rdWrite(t, dir, "relations.dict", c.rels, false)
+			rdWrite(t, dir, "train.txt", c.train, false)
+			_, err := Read(context.Background(), dir, ReadOptions{Format: FormatKG})
+			rdWantLineError(t, err, rdDir(c.want, dir))
+		})
+	}
+	dir := t.TempDir()
+	rdWrite(t, dir, "entities.dict", "0\ta\n2\tb\n", false)
+	rdWrite(t, dir, "relations.dict", "0\tr\n", false)
+	rdWrite(t, dir, "train.txt", "", false)
+	_, err := Read(context.Background(), dir, ReadOptions{Format: FormatKG})
+	if err == nil || err.Error() != "partition: "+dir+"/entities.dict: ids are not contiguous: 1 is missing: bad input" {
+		t.Errorf("gap: %v", err)
+	}
+}
+
+func TestReadKGReal(t *testing.T) {
+	for _, c := range []struct {
+		name               string
+		ents, rels         int
+		train, valid, test int
+	}{
+		{"fb15k-237", 14541, 237, 272115, 17535, 20466},
+		{"wn18", 40943, 18, 141442, 5000, 5000},
+		{"wn18rr", 40943, 11, 86835, 3034, 3134},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := rdDataDir(t, c.name)
+			g, err := Read(context.Background(), dir, ReadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rdEq(t, "NumNodes", g.NumNodes, c.ents)
+			rdEq(t, "relations", len(g.KG.RelationNames), c.rels)
+			rdEq(t, "train", len(g.Src), c.train)
+			rdEq(t, "Etypes", len(g.Etypes), c.train)
+			rdEq(t, "valid", g.KG.Valid.Len(), c.valid)
+			rdEq(t, "test", g.KG.Test.Len(), c.test)
+			rdEq(t, "Lines", g.Stats.Lines, int64(c.train))
+			if c.name == "wn18" && g.IDs.Names[0] != "01728840" {
+				t.Errorf("entity 0 = %q, want 01728840 (leading zero kept)", g.IDs.Names[0])
+			}
+		})
+	}
+}

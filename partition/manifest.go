@@ -1,0 +1,382 @@
+package partition
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"unicode"
+
+	"github.com/BurntSushi/toml"
+)
+
+// ErrManifest: graph.toml is not a valid description of its directory.
+var ErrManifest = errors.New("invalid manifest")
+
+// ManifestVersion is the graph.toml format this build writes and reads.
+const ManifestVersion = 1
+
+// Names of the files in a parts/ directory.
+const (
+	ManifestFile     = "graph.toml"
+	OrigIDsFile      = "orig_ids.bin"      // u64 LE: new id -> original id
+	NamesFile        = "names.txt"         // string ids: line i = name of original index i
+	RelationsFile    = "relations.txt"     // knowledge graphs: line r = name of relation r
+	TriplesValidFile = "triples-valid.bin" // knowledge graphs: u64 LE (head, rel, tail)
+	TriplesTestFile  = "triples-test.bin"
+)
+
+// PartFile is the slash-separated path of partition p's file.
+func PartFile(p int) string { return fmt.Sprintf("part-%d/part.csr", p) }
+
+// Manifest is graph.toml: what a parts/ directory holds and how it was
+// made. It is written last, so a directory with a valid manifest is whole.
+type Manifest struct {
+	Version  int    `toml:"version"`
+	Name     string `toml:"name"`
+	Checksum string `toml:"checksum"` // identifies the partitioning; see SetChecksum
+
+	Nodes      uint64 `toml:"nodes"`
+	Edges      uint64 `toml:"edges"` // stored edges, over all partitions
+	Parts      int    `toml:"parts"`
+	Method     string `toml:"method"`
+	Seed       uint64 `toml:"seed"`
+	Direction  string `toml:"direction"` // "in" or "out"
+	Undirected bool   `toml:"undirected"`
+	SelfLoops  string `toml:"self_loops"` // cleaning policies applied
+	Duplicates string `toml:"duplicates"`
+	Split      string `toml:"split"`   // how the splits were made (ParseSplit form)
+	IDKind     string `toml:"id_kind"` // "int" or "string"
+
+	FeatDim    int      `toml:"feat_dim"`
+	FeatDtype  string   `toml:"feat_dtype"` // "f32", "f16", or "" without features
+	LabelDim   int      `toml:"label_dim"`
+	Classes    int      `toml:"classes"`
+	ClassNames []string `toml:"class_names,omitempty"`
+
+	Train uint64 `toml:"train"`
+	Val   uint64 `toml:"val"`
+	Test  uint64 `toml:"test"`
+
+	// Knowledge graphs only.
+	Relations    int    `toml:"relations,omitzero"`
+	TriplesValid uint64 `toml:"triples_valid,omitzero"`
+	TriplesTest  uint64 `toml:"triples_test,omitzero"`
+
+	// Stats holds every ingestion counter of Stats, snake_case.
+	Stats map[string]int64 `toml:"stats"`
+
+	Part []PartEntry `toml:"part"`
+	File []FileEntry `toml:"file"`
+}
+
+// PartEntry describes partition Index.
+type PartEntry struct {
+	Index   int    `toml:"index"`
+	Start   uint64 `toml:"start"` // owned global ids [Start, End)
+	End     uint64 `toml:"end"`
+	Edges   uint64 `toml:"edges"`
+	Train   uint64 `toml:"train"`
+	Val     uint64 `toml:"val"`
+	Test    uint64 `toml:"test"`
+	EdgeCut uint64 `toml:"edge_cut"` // stored edges whose neighbour is owned elsewhere
+}
+
+// FileEntry is one file of the directory with its size and CRC-32C.
+type FileEntry struct {
+	Path   string `toml:"path"` // slash-separated, relative to the directory
+	Size   int64  `toml:"size"`
+	CRC32C string `toml:"crc32c"` // 8 hex digits
+}
+
+// StatsMap turns s into the manifest's snake_case counters.
+func StatsMap(s Stats) map[string]int64 {
+	out := make(map[string]int64)
+	v := reflect.ValueOf(s)
+	for i := range v.NumField() {
+		out[snake(v.Type().Field(i).Name)] = v.Field(i).Int()
+	}
+	return out
+}
+
+// snake turns EdgesRead into edges_read.
+func snake(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// Book is the partition book of the manifest's node ranges.
+func (m *Manifest) Book() (Book, error) {
+	if len(m.Part) == 0 {
+		return Book{}, fmt.Errorf("partition: %s: no partitions: %w", ManifestFile, ErrManifest)
+	}
+	bounds := make([]uint64, len(m.Part)+1)
+	for i, p := range m.Part {
+		bounds[i] = p.Start
+		bounds[i+1] = p.End
+	}
+	return NewBook(bounds)
+}
+
+// EdgeCut is the number of stored edges whose neighbour is owned by
+// another partition, over all partitions.
+func (m *Manifest) EdgeCut() uint64 {
+	var cut uint64
+	for _, p := range m.Part {
+		cut += p.EdgeCut
+	}
+	return cut
+}
+
+// Balance is max / mean over the partitions of owned nodes, stored edges
+// and training nodes (0 where the total is 0).
+func (m *Manifest) Balance() (nodes, edges, train float64) {
+	var maxN, maxE, maxT, sumT uint64
+	for _, p := range m.Part {
+		maxN, maxE, maxT = max(maxN, p.End-p.Start), max(maxE, p.Edges), max(maxT, p.Train)
+		sumT += p.Train
+	}
+	k := float64(len(m.Part))
+	return balance(maxN, m.Nodes, k), balance(maxE, m.Edges, k), balance(maxT, sumT, k)
+}
+
+// Bytes is the size of the files the manifest lists (graph.toml aside).
+func (m *Manifest) Bytes() int64 {
+	var n int64
+	for _, f := range m.File {
+		n += f.Size
+	}
+	return n
+}
+
+// Lookup is the entry of the file at slash path p, or nil.
+func (m *Manifest) Lookup(p string) *FileEntry {
+	for i := range m.File {
+		if m.File[i].Path == p {
+			return &m.File[i]
+		}
+	}
+	return nil
+}
+
+// Encode writes m as TOML.
+func (m *Manifest) Encode(w io.Writer) error {
+	if err := toml.NewEncoder(w).Encode(m); err != nil {
+		return fmt.Errorf("partition: encode %s: %w", ManifestFile, err)
+	}
+	return nil
+}
+
+// contentHash hashes m's encoding with the checksum field left empty.
+func (m *Manifest) contentHash() (string, error) {
+	c := *m
+	c.Checksum = ""
+	var buf bytes.Buffer
+	if err := c.Encode(&buf); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	return hex.EncodeToString(sum[:16]), nil
+}
+
+// SetChecksum sets m.Checksum to one hash over the manifest's content,
+// the file checksums included, so it identifies the partitioning: two
+// directories share it only when every file and count is the same.
+func (m *Manifest) SetChecksum() error {
+	h, err := m.contentHash()
+	if err != nil {
+		return err
+	}
+	m.Checksum = h
+	return nil
+}
+
+// OpenDir reads dir/graph.toml, refuses unknown keys, and checks the
+// manifest and the files it lists (presence and size; CRCs are checked by
+// inspect --verify). It reports every problem found, joined, each naming
+// the file and the key.
+func OpenDir(dir string) (*Manifest, error) {
+	file := filepath.Join(dir, ManifestFile)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("partition: %w", err)
+	}
+	var m Manifest
+	md, err := toml.Decode(string(data), &m)
+	if err != nil {
+		return nil, fmt.Errorf("partition: %s: %w: %w", file, err, ErrManifest)
+	}
+	var errs []error
+	for _, k := range md.Undecoded() {
+		errs = append(errs, fmt.Errorf("partition: %s: key %q: unknown key: %w", file, k.String(), ErrManifest))
+	}
+	errs = append(errs, m.problems(file)...)
+	errs = append(errs, m.fileProblems(dir, file)...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return &m, nil
+}
+
+// Validate checks the manifest's content (not the files on disk) and
+// reports every problem, joined.
+func (m *Manifest) Validate() error { return errors.Join(m.problems(ManifestFile)...) }
+
+// problems lists what is wrong with the manifest's content.
+func (m *Manifest) problems(file string) []error {
+	var errs []error
+	bad := func(key, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("partition: %s: key %q: %s: %w", file, key, fmt.Sprintf(format, a...), ErrManifest))
+	}
+	if m.Version != ManifestVersion {
+		bad("version", "is %d, this build reads version %d", m.Version, ManifestVersion)
+	}
+	if m.Seed > math.MaxInt64 {
+		bad("seed", "%d does not fit a TOML integer", m.Seed)
+	}
+	if m.Direction != "in" && m.Direction != "out" {
+		bad("direction", "is %q, want \"in\" or \"out\"", m.Direction)
+	}
+	if m.IDKind != "int" && m.IDKind != "string" {
+		bad("id_kind", "is %q, want \"int\" or \"string\"", m.IDKind)
+	}
+	switch {
+	case m.FeatDim < 0:
+		bad("feat_dim", "is %d, negative", m.FeatDim)
+	case m.FeatDim == 0 && m.FeatDtype != "":
+		bad("feat_dtype", "is %q without features (feat_dim = 0)", m.FeatDtype)
+	case m.FeatDim > 0 && m.FeatDtype != "f32" && m.FeatDtype != "f16":
+		bad("feat_dtype", "is %q, want \"f32\" or \"f16\"", m.FeatDtype)
+	}
+	if m.LabelDim < 0 {
+		bad("label_dim", "is %d, negative", m.LabelDim)
+	}
+	if m.Classes < 0 {
+		bad("classes", "is %d, negative", m.Classes)
+	}
+	if len(m.ClassNames) > 0 && len(m.ClassNames) != m.Classes {
+		bad("class_names", "has %d names for %d classes", len(m.ClassNames), m.Classes)
+	}
+	for k := range m.Stats {
+		if _, ok := StatsMap(Stats{})[k]; !ok {
+			bad("stats."+k, "unknown counter")
+		}
+	}
+	if m.Parts < 1 {
+		bad("parts", "is %d, want at least 1", m.Parts)
+	}
+	if len(m.Part) != m.Parts {
+		bad("part", "has %d entries for parts = %d", len(m.Part), m.Parts)
+	}
+	var edges, train, val, test, end uint64
+	for i, p := range m.Part {
+		key := fmt.Sprintf("part[%d]", i)
+		if p.Index != i {
+			bad(key+".index", "is %d, want %d", p.Index, i)
+		}
+		if p.Start != end {
+			bad(key+".start", "is %d, want %d (where the previous range ends)", p.Start, end)
+		}
+		if p.End < p.Start {
+			bad(key+".end", "is %d, before start %d", p.End, p.Start)
+		}
+		if n := p.End - p.Start; p.End >= p.Start && p.Train > n {
+			bad(key+".train", "is %d, more than the %d owned nodes", p.Train, n)
+		}
+		end = p.End
+		edges += p.Edges
+		train += p.Train
+		val += p.Val
+		test += p.Test
+	}
+	if len(m.Part) > 0 && end != m.Nodes {
+		bad(fmt.Sprintf("part[%d].end", len(m.Part)-1), "is %d, want nodes = %d", end, m.Nodes)
+	}
+	for _, c := range []struct {
+		key       string
+		sum, want uint64
+	}{{"edges", edges, m.Edges}, {"train", train, m.Train}, {"val", val, m.Val}, {"test", test, m.Test}} {
+		if c.sum != c.want {
+			bad(c.key, "is %d, but the partitions' %s add up to %d", c.want, c.key, c.sum)
+		}
+	}
+	if m.Checksum == "" {
+		bad("checksum", "missing")
+	} else if h, err := m.contentHash(); err != nil {
+		bad("checksum", "%v", err)
+	} else if h != m.Checksum {
+		bad("checksum", "is %s, but the content hashes to %s", m.Checksum, h)
+	}
+	return errs
+}
+
+// requiredFiles lists the files the manifest must list.
+func (m *Manifest) requiredFiles() []string {
+	req := []string{OrigIDsFile}
+	for p := range m.Parts {
+		req = append(req, PartFile(p))
+	}
+	if m.IDKind == "string" {
+		req = append(req, NamesFile)
+	}
+	if m.Relations > 0 {
+		req = append(req, RelationsFile)
+	}
+	return req
+}
+
+// fileProblems checks the file list against the directory.
+func (m *Manifest) fileProblems(dir, file string) []error {
+	var errs []error
+	bad := func(key, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("partition: %s: key %q: %s: %w", file, key, fmt.Sprintf(format, a...), ErrManifest))
+	}
+	seen := make(map[string]bool)
+	for i, f := range m.File {
+		key := fmt.Sprintf("file[%d]", i)
+		if f.Path == "" || path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path || strings.HasPrefix(f.Path, "../") || f.Path == ManifestFile {
+			bad(key+".path", "%q is not a file inside the directory", f.Path)
+			continue
+		}
+		if seen[f.Path] {
+			bad(key+".path", "%q is listed twice", f.Path)
+		}
+		seen[f.Path] = true
+		if _, err := hex.DecodeString(f.CRC32C); err != nil || len(f.CRC32C) != 8 {
+			bad(key+".crc32c", "%q for %s is not 8 hex digits", f.CRC32C, f.Path)
+		}
+		st, err := os.Stat(filepath.Join(dir, filepath.FromSlash(f.Path)))
+		switch {
+		case err != nil:
+			bad(key+".path", "%s: %v", f.Path, err)
+		case st.Size() != f.Size:
+			bad(key+".size", "%s is %d bytes on disk, %d recorded", f.Path, st.Size(), f.Size)
+		}
+		if f.Path == OrigIDsFile && f.Size != int64(8*m.Nodes) {
+			bad(key+".size", "%s records %d bytes, want 8 × %d nodes", f.Path, f.Size, m.Nodes)
+		}
+	}
+	for _, p := range m.requiredFiles() {
+		if !seen[p] {
+			bad("file", "%s is not listed", p)
+		}
+	}
+	return errs
+}

@@ -1,0 +1,195 @@
+package partition
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+
+	"graphnode/csr"
+)
+
+// writtenDir partitions a small graph into 3 parts and returns the dir.
+func writtenDir(t *testing.T) (string, *Manifest) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "parts")
+	m := partitionTo(t, testGraph(90, 400, true, false), dir, csr.In, 3, WriteOptions{Seed: 1})
+	return dir, m
+}
+
+// problemsOf splits a joined error into its problems.
+func problemsOf(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+func TestManifestProblems(t *testing.T) {
+	_, good := writtenDir(t)
+	if err := good.Validate(); err != nil {
+		t.Fatalf("fresh manifest: %v", err)
+	}
+	tests := []struct {
+		key    string
+		mutate func(m *Manifest)
+		keep   bool // keep the stale checksum
+	}{
+		{"version", func(m *Manifest) { m.Version = 2 }, false},
+		{"direction", func(m *Manifest) { m.Direction = "up" }, false},
+		{"id_kind", func(m *Manifest) { m.IDKind = "uuid" }, false},
+		{"feat_dtype", func(m *Manifest) { m.FeatDtype = "f64" }, false},
+		{"class_names", func(m *Manifest) { m.ClassNames = m.ClassNames[:2] }, false},
+		{"stats.frobs", func(m *Manifest) { m.Stats["frobs"] = 1 }, false},
+		{"part", func(m *Manifest) { m.Parts = 4 }, false},
+		{"part[1].index", func(m *Manifest) { m.Part[1].Index = 7 }, false},
+		{"part[2].start", func(m *Manifest) { m.Part[2].Start++ }, false},
+		{"part[2].end", func(m *Manifest) { m.Part[2].End-- }, false},
+		{"edges", func(m *Manifest) { m.Part[0].Edges++ }, false},
+		{"train", func(m *Manifest) { m.Part[0].Train-- }, false},
+		{"checksum", func(m *Manifest) { m.Name = "renamed" }, true},
+	}
+	for _, tt := range tests {
+		m := *good
+		m.Part = slices.Clone(good.Part)
+		m.Stats = map[string]int64{}
+		for k, v := range good.Stats {
+			m.Stats[k] = v
+		}
+		tt.mutate(&m)
+		if !tt.keep {
+			m.SetChecksum()
+		}
+		probs := problemsOf(m.Validate())
+		if len(probs) != 1 || !strings.Contains(probs[0].Error(), `graph.toml: key "`+tt.key+`"`) || !errors.Is(probs[0], ErrManifest) {
+			t.Errorf("%s: problems %v, want one naming the key", tt.key, probs)
+		}
+	}
+
+	// All at once.
+	m := *good
+	m.Part = slices.Clone(good.Part)
+	m.Version, m.Direction, m.Part[1].Index = 0, "", 9
+	probs := problemsOf(m.Validate())
+	var keys []string
+	for _, p := range probs {
+		keys = append(keys, p.Error())
+	}
+	all := strings.Join(keys, "\n")
+	for _, k := range []string{`key "version"`, `key "direction"`, `key "part[1].index"`, `key "checksum"`} {
+		if !strings.Contains(all, k) {
+			t.Errorf("joined problems lack %s:\n%s", k, all)
+		}
+	}
+	if len(probs) != 4 {
+		t.Errorf("%d problems, want 4:\n%s", len(probs), all)
+	}
+}
+
+func TestOpenDirRefusesUnknownKey(t *testing.T) {
+	dir, _ := writtenDir(t)
+	path := filepath.Join(dir, ManifestFile)
+	b, _ := os.ReadFile(path)
+	os.WriteFile(path, append([]byte("bogus = 1\n"), b...), 0o644)
+	_, err := OpenDir(dir)
+	if err == nil || !strings.Contains(err.Error(), `graph.toml: key "bogus": unknown key`) {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestOpenDirFileProblems(t *testing.T) {
+	dir, m := writtenDir(t)
+	if got, err := OpenDir(dir); err != nil || got.Checksum != m.Checksum {
+		t.Fatalf("OpenDir of a fresh dir: %v", err)
+	}
+	os.Truncate(filepath.Join(dir, OrigIDsFile), 16)
+	os.Remove(filepath.Join(dir, PartFile(2)))
+	os.WriteFile(filepath.Join(dir, NamesFile), []byte("x"), 0o644)
+	_, err := OpenDir(dir)
+	probs := problemsOf(err)
+	all := err.Error()
+	for _, want := range []string{
+		`orig_ids.bin is 16 bytes on disk, 720 recorded`,
+		`part-2/part.csr: stat`,
+		`names.txt is 1 bytes on disk`,
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("problems lack %q:\n%s", want, all)
+		}
+	}
+	if len(probs) != 3 {
+		t.Errorf("%d problems, want 3:\n%s", len(probs), all)
+	}
+}
+
+func TestManifestBookAndChecksum(t *testing.T) {
+	_, m := writtenDir(t)
+	b, err := m.Book()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(b.Bounds, []uint64{0, 30, 60, 90}) {
+		t.Errorf("bounds %v, want [0 30 60 90]", b.Bounds)
+	}
+	sum := m.Checksum
+	m.SetChecksum()
+	if m.Checksum != sum || len(sum) != 32 {
+		t.Errorf("checksum %q then %q", sum, m.Checksum)
+	}
+	m.File[0].CRC32C = "00000000"
+	m.SetChecksum()
+	if m.Checksum == sum {
+		t.Error("checksum ignores the file CRCs")
+	}
+}
+
+// sampleManifest is a valid manifest built in memory.
+func sampleManifest() *Manifest {
+	m := &Manifest{
+		Version: ManifestVersion, Name: "g", Nodes: 10, Edges: 30, Parts: 2, Method: MethodRandom, Seed: 3,
+		Direction: "in", SelfLoops: "keep", Duplicates: "drop", Split: "keep", IDKind: "int",
+		FeatDim: 4, FeatDtype: "f32", LabelDim: 1, Classes: 2, ClassNames: []string{"x", "y"},
+		Train: 3, Val: 1, Test: 1, Stats: StatsMap(Stats{EdgesRead: 31, Duplicates: 1}),
+		Part: []PartEntry{{Index: 0, Start: 0, End: 5, Edges: 14, Train: 2, Val: 1, EdgeCut: 7},
+			{Index: 1, Start: 5, End: 10, Edges: 16, Train: 1, Test: 1, EdgeCut: 8}},
+		File: []FileEntry{{Path: OrigIDsFile, Size: 80, CRC32C: "0a0b0c0d"}},
+	}
+	m.SetChecksum()
+	return m
+}
+
+func FuzzManifestDecode(f *testing.F) {
+	var buf strings.Builder
+	if err := sampleManifest().Encode(&buf); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.String())
+	f.Add("version = 1\nparts = 1\n[[part]]\nindex = 0\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		var m Manifest
+		if _, err := toml.Decode(s, &m); err != nil {
+			return
+		}
+		if m.Validate() != nil {
+			return
+		}
+		var out strings.Builder
+		if err := m.Encode(&out); err != nil {
+			t.Fatalf("a valid manifest does not encode: %v", err)
+		}
+		var back Manifest
+		if _, err := toml.Decode(out.String(), &back); err != nil {
+			t.Fatalf("re-decode: %v", err)
+		}
+		if back.Validate() != nil || back.Checksum != m.Checksum {
+			t.Fatalf("round trip changed the manifest: %v", back.Validate())
+		}
+	})
+}

@@ -1,0 +1,189 @@
+package partition
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestReadMETIS(t *testing.T) {
+	// The example graph of the METIS manual (fig. 2b: edge weights).
+	const text = `% manual example
+7 11 001
+5 1 3 2 2 1
+1 1 3 2 4 1
+5 3 4 2 2 2 1 2
+2 1 3 2 6 2 7 5
+1 1 3 3 6 2
+5 2 4 2 7 6
+6 6 4 5
+`
+	for _, gz := range []bool{false, true} {
+		path := rdWrite(t, t.TempDir(), "g.graph", text, gz)
+		w, err := ReadMETIS(context.Background(), bytes.NewReader(mustRead(t, path)), "g.graph")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rdEq(t, "Xadj", w.Xadj, []int64{0, 3, 6, 10, 14, 17, 20, 22})
+		rdEq(t, "Adjncy[:6]", w.Adjncy[:6], []uint32{4, 2, 1, 0, 2, 3})
+		rdEq(t, "Adjwgt[:6]", w.Adjwgt[:6], []int32{1, 2, 1, 1, 2, 1})
+		g, err := Read(context.Background(), path, ReadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rdEq(t, "NumNodes", g.NumNodes, 7)
+		rdEq(t, "edges", len(g.Src), 22)
+		rdEq(t, "Src[:4]", g.Src[:4], []uint32{0, 0, 0, 1})
+		rdEq(t, "Dst[:4]", g.Dst[:4], []uint32{4, 2, 1, 0})
+		rdEq(t, "Weights[:3]", g.Weights[:3], []float32{1, 2, 1})
+		rdEq(t, "Stats", g.Stats, Stats{Lines: 7, EdgesRead: 22})
+	}
+}
+
+func TestReadMETISErrors(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"3 2\n2\n1 3\n2 x\n", "g:4: \"x\" is not an integer"},
+		{"3 2\n2\n1 3\n2 4\n", "g:4: vertex 3: neighbour 4 out of range 1..3"},
+		{"3 2\n2\n2 3\n2\n", "g:3: vertex 2: self loop"},
+		{"% c\n3 2 001\n2 1\n1 1 3\n2 1\n", "g:4: vertex 2: a neighbour without its edge weight"},
+		{"3 1 011 2\n1 2 2 1\n1\n", "g:3: vertex 2: want 2 vertex weights, got 1"},
+		{"3 2 2\n", "g:1: header: fmt 2: want binary digits abc (sizes, vertex weights, edge weights)"},
+		{"3 2 0 2\n", "g:1: header: ncon 2: want 1..1024, and vertex weights for more than 1"},
+		{"2 1\n2\n1\n1\n", "g:4: more than the 2 vertex lines of the header"},
+		{"2 0\n2\n1\n", "g:2: more than the 2*0 neighbours of the header's 0 edges"},
+	} {
+		_, err := ReadMETIS(context.Background(), strings.NewReader(c.text), "g")
+		rdWantLineError(t, err, "partition: "+c.want)
+	}
+	for _, c := range []struct{ text, want string }{
+		{"3 2\n2\n1 3\n", "partition: g: 2 vertex lines, the header says 3: bad input"},
+		{"3 2\n2\n1\n\n", "partition: g: 2 neighbours listed, want 2*2 for the header's 2 edges: bad input"},
+		{"% only\n", "partition: g: no header line: bad input"},
+	} {
+		_, err := ReadMETIS(context.Background(), strings.NewReader(c.text), "g")
+		if err == nil || err.Error() != c.want || !errors.Is(err, ErrFormat) {
+			t.Errorf("%q: err = %v, want %s", c.text, err, c.want)
+		}
+	}
+}
+
+func TestMETISRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, c := range []struct {
+		name         string
+		vwgt, ewgt   bool
+		ncon, n, deg int
+	}{
+		{"plain", false, false, 1, 200, 6},
+		{"edge weights", false, true, 1, 150, 4},
+		{"vertex weights", true, false, 3, 100, 5},
+		{"both", true, true, 2, 120, 3},
+		{"isolated", false, false, 1, 10, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := randomWGraph(rng, c.n, c.deg, c.vwgt, c.ewgt, c.ncon)
+			var b bytes.Buffer
+			if err := WriteMETIS(&b, src); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ReadMETIS(context.Background(), &b, "rt")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.ncon == 1 && !c.vwgt {
+				got.Ncon = src.Ncon
+			}
+			rdEq(t, "graph", got, src)
+		})
+	}
+}
+
+// randomWGraph is a symmetric graph without self loops or duplicates.
+func randomWGraph(rng *rand.Rand, n, deg int, vwgt, ewgt bool, ncon int) *WGraph {
+	adj := make([]map[uint32]int32, n)
+	for v := range adj {
+		adj[v] = map[uint32]int32{}
+	}
+	for range n * deg / 2 {
+		u, v := uint32(rng.IntN(n)), uint32(rng.IntN(n))
+		if u == v {
+			continue
+		}
+		w := int32(1 + rng.IntN(9))
+		adj[u][v], adj[v][u] = w, w
+	}
+	g := &WGraph{Xadj: make([]int64, n+1), Ncon: 1}
+	for v := range n {
+		for u := range uint32(n) { // ascending, deterministic
+			if w, ok := adj[v][u]; ok {
+				g.Adjncy = append(g.Adjncy, u)
+				if ewgt {
+					g.Adjwgt = append(g.Adjwgt, w)
+				}
+			}
+		}
+		g.Xadj[v+1] = int64(len(g.Adjncy))
+	}
+	if g.Adjncy == nil {
+		g.Adjncy = []uint32{}
+	}
+	if vwgt {
+		g.Ncon = ncon
+		for range n * ncon {
+			g.Vwgt = append(g.Vwgt, int64(rng.IntN(100)))
+		}
+	}
+	return g
+}
+
+func TestWriteMETISRejects(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		g    *WGraph
+		want string
+	}{
+		{"asymmetric", &WGraph{Xadj: []int64{0, 1, 1}, Adjncy: []uint32{1}}, "not symmetric"},
+		{"weights differ", &WGraph{Xadj: []int64{0, 1, 2}, Adjncy: []uint32{1, 0}, Adjwgt: []int32{1, 2}}, "not symmetric"},
+		{"duplicate", &WGraph{Xadj: []int64{0, 2, 4}, Adjncy: []uint32{1, 1, 0, 0}}, "lists neighbour 1 twice"},
+		{"self loop", &WGraph{Xadj: []int64{0, 1}, Adjncy: []uint32{0}}, "self loop"},
+	} {
+		err := WriteMETIS(&bytes.Buffer{}, c.g)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrBadGraph) {
+			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
+		}
+	}
+	var b bytes.Buffer
+	g := &WGraph{Xadj: []int64{0, 1, 2, 2}, Adjncy: []uint32{1, 0}, Adjwgt: []int32{3, 3}, Vwgt: []int64{1, 2, 3}}
+	if err := WriteMETIS(&b, g); err != nil {
+		t.Fatal(err)
+	}
+	rdEq(t, "text", b.String(), "3 1 011 1\n1 2 3\n2 1 3\n3\n")
+}
+
+func TestReadMETISPartition(t *testing.T) {
+	parts, err := ReadMETISPartition(strings.NewReader("0\n3\n1\n"), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdEq(t, "parts", parts, []uint32{0, 3, 1})
+	_, err = ReadMETISPartition(strings.NewReader("0\n-1\n"), 2)
+	rdWantLineError(t, err, "partition: metis partition:2: part \"-1\" is not a partition number")
+	_, err = ReadMETISPartition(strings.NewReader("0\n1\n2\n"), 2)
+	rdWantLineError(t, err, "partition: metis partition:3: more than the 2 vertices")
+	if _, err = ReadMETISPartition(strings.NewReader("0\n"), 2); err == nil {
+		t.Error("short file: no error")
+	}
+}
+
+func mustRead(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := readAll(filepath.Clean(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

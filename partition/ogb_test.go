@@ -1,0 +1,263 @@
+package partition
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// writeOGBDir writes a small OGB raw layout; files maps a name under dir
+// to its content ("" leaves it out).
+func writeOGBDir(t *testing.T, files map[string]string, gz bool) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		if gz {
+			name += ".gz"
+		}
+		rdWrite(t, dir, name, content, gz)
+	}
+	return dir
+}
+
+func ogbFiles() map[string]string {
+	return map[string]string{
+		"raw/edge.csv":              "0,1\n1,2\n2,2\n3,0\n",
+		"raw/num-node-list.csv":     "5\n",
+		"raw/num-edge-list.csv":     "4\n",
+		"raw/node-feat.csv":         "0.5,-1,2e-3\n1,2,3\n-0.0579110048711300,0,1\n4,5,6\n7,8,9.25\n",
+		"raw/node-label.csv":        "1\nnan\n0\n\n2\n",
+		"split/time/train.csv":      "0\n2\n",
+		"split/time/valid.csv":      "1\n",
+		"split/time/test.csv":       "3\n4\n",
+		"split/time/extra-file.txt": "ignored",
+	}
+}
+
+func TestReadOGB(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		drop []string
+		gz   bool
+	}{
+		{"gzip", nil, true},
+		{"plain", nil, false},
+		{"no counts", []string{"raw/num-node-list.csv", "raw/num-edge-list.csv"}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			files := ogbFiles()
+			for _, d := range c.drop {
+				delete(files, d)
+			}
+			dir := writeOGBDir(t, files, c.gz)
+			g, err := Read(context.Background(), dir, ReadOptions{Format: FormatOGB})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rdEq(t, "NumNodes", g.NumNodes, 5)
+			rdEq(t, "Src", g.Src, []uint32{0, 1, 2, 3})
+			rdEq(t, "Dst", g.Dst, []uint32{1, 2, 2, 0})
+			rdEq(t, "FeatDim", g.FeatDim, 3)
+			rdEq(t, "Feat", g.Feat, []float32{0.5, -1, 2e-3, 1, 2, 3, -0.0579110048711300, 0, 1, 4, 5, 6, 7, 8, 9.25})
+			rdEq(t, "LabelDim", g.LabelDim, 1)
+			rdEq(t, "Labels", g.Labels, []int32{1, -1, 0, -1, 2})
+			rdEq(t, "NumClasses", g.NumClasses, 3)
+			rdEq(t, "Train", g.Train, []uint32{0, 2})
+			rdEq(t, "Val", g.Val, []uint32{1})
+			rdEq(t, "Test", g.Test, []uint32{3, 4})
+			rdEq(t, "IDs", g.IDs, IDMap{})
+			rdEq(t, "Stats", g.Stats, Stats{Lines: 4, EdgesRead: 4, SelfLoops: 1, MissingLabels: 2})
+		})
+	}
+}
+
+func TestReadOGBErrors(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		edit   map[string]string
+		opts   ReadOptions
+		want   string
+		isLine bool
+	}{
+		{name: "feature columns", edit: map[string]string{"raw/node-feat.csv": "1,2,3\n4,5,6\n7,8\n1,1,1\n1,1,1\n"},
+			want: "D/raw/node-feat.csv:3: want 3 columns, got 2", isLine: true},
+		{name: "feature number", edit: map[string]string{"raw/node-feat.csv": "1,2,3\n4,x,6\n7,8,9\n1,1,1\n1,1,1\n"},
+			want: "D/raw/node-feat.csv:2: column 2: \"x\" is not a number", isLine: true},
+		{name: "feature rows", edit: map[string]string{"raw/node-feat.csv": "1,2,3\n4,5,6\n7,8,9\n1,1,1\n1,1,1\n1,1,1\n"},
+			want: "D/raw/node-feat.csv:6: more rows than the 5 nodes", isLine: true},
+		{name: "edge range", edit: map[string]string{"raw/edge.csv": "0,1\n1,7\n2,2\n3,0\n"},
+			want: "D/raw/edge.csv:2: node 7 out of range: 5 nodes (num-node-list.csv)", isLine: true},
+		{name: "edge columns", edit: map[string]string{"raw/edge.csv": "0,1\n1,2,3\n2,2\n3,0\n"},
+			want: "D/raw/edge.csv:2: want 2 columns, got 3", isLine: true},
+		{name: "edge count", edit: map[string]string{"raw/num-edge-list.csv": "5\n"},
+			want: "D/raw/edge.csv: 4 edges, num-edge-list.csv says 5: bad input"},
+		{name: "label rows", edit: map[string]string{"raw/num-node-list.csv": "6\n"},
+			want: "D/raw/node-label.csv: 5 rows, want 6 nodes (num-node-list.csv): bad input"},
+		{name: "label value", edit: map[string]string{"raw/node-label.csv": "1\n2\nx\n0\n0\n"},
+			want: "D/raw/node-label.csv:3: column 1: \"x\" is not a label", isLine: true},
+		{name: "schemes", edit: map[string]string{"split/random/train.csv": "0\n"},
+			want: "D/split: several split schemes (random, time); choose one: bad input"},
+		{name: "scheme missing", edit: map[string]string{}, opts: ReadOptions{SplitScheme: "x"},
+			want: "D/split: no split scheme \"x\"; there are: time: bad input"},
+		{name: "split index", edit: map[string]string{"split/time/test.csv": "3\n5\n"},
+			want: "D/split/time/test.csv:2: \"5\" is not a node index below 5", isLine: true},
+		{name: "missing label error", edit: map[string]string{}, opts: ReadOptions{MissingLabel: Error},
+			want: "D/raw/node-label.csv: node 1 has no label: bad input"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			files := ogbFiles()
+			for k, v := range c.edit {
+				files[k] = v
+			}
+			dir := writeOGBDir(t, files, false)
+			c.opts.Format = FormatOGB
+			_, err := Read(context.Background(), dir, c.opts)
+			want := "partition: " + strings.ReplaceAll(c.want, "D/", dir+"/")
+			if c.isLine {
+				rdWantLineError(t, err, want)
+			} else if err == nil || err.Error() != want {
+				t.Errorf("err = %v, want %s", err, want)
+			}
+		})
+	}
+}
+
+func TestReadOGBScheme(t *testing.T) {
+	files := ogbFiles()
+	files["split/random/train.csv"] = "4\n"
+	dir := writeOGBDir(t, files, true)
+	g, err := Read(context.Background(), dir, ReadOptions{Format: FormatOGB, SplitScheme: "random"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdEq(t, "Train", g.Train, []uint32{4})
+	rdEq(t, "Val", g.Val, []uint32(nil))
+}
+
+// TestReadOGBBlocks reads files of many blocks, with and without counts
+// (preallocated slots and grown ones), and checks every value against
+// strconv.
+func TestReadOGBBlocks(t *testing.T) {
+	const n, d = 30000, 24
+	rng := rand.New(rand.NewPCG(3, 4))
+	var feat, edges strings.Builder
+	want := make([]float32, 0, n*d)
+	for i := range n {
+		for j := range d {
+			var s string
+			switch rng.IntN(4) {
+			case 0:
+				s = strconv.FormatFloat(rng.NormFloat64(), 'f', 16, 64)
+			case 1:
+				s = strconv.FormatFloat(float64(float32(rng.NormFloat64()*1e3)), 'g', -1, 32)
+			case 2:
+				s = strconv.FormatFloat(rng.ExpFloat64()*1e-20, 'e', 9, 64)
+			default:
+				s = strconv.Itoa(rng.IntN(2))
+			}
+			v, _ := strconv.ParseFloat(s, 32)
+			want = append(want, float32(v))
+			if j > 0 {
+				feat.WriteByte(',')
+			}
+			feat.WriteString(s)
+		}
+		feat.WriteString("\r\n")
+		fmt.Fprintf(&edges, "%d,%d\n", i, rng.IntN(n))
+	}
+	for _, counts := range []bool{true, false} {
+		files := map[string]string{"raw/edge.csv": edges.String(), "raw/node-feat.csv": feat.String()}
+		if counts {
+			files["raw/num-node-list.csv"] = strconv.Itoa(n)
+			files["raw/num-edge-list.csv"] = strconv.Itoa(n)
+		}
+		dir := writeOGBDir(t, files, false)
+		g, err := Read(context.Background(), dir, ReadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rdEq(t, "NumNodes", g.NumNodes, n)
+		rdEq(t, "edges", len(g.Src), n)
+		for i := range want {
+			if g.Feat[i] != want[i] {
+				t.Fatalf("counts=%v: feat[%d] = %v, want %v", counts, i, g.Feat[i], want[i])
+			}
+		}
+		for i := range n {
+			if g.Src[i] != uint32(i) {
+				t.Fatalf("src[%d] = %d", i, g.Src[i])
+			}
+		}
+	}
+}
+
+// TestReadOGBWriteOGB reads back what WriteOGB wrote.
+func TestReadOGBWriteOGB(t *testing.T) {
+	g := &Graph{NumNodes: 4, Src: []uint32{0, 1, 3}, Dst: []uint32{1, 2, 3},
+		FeatDim: 2, Feat: []float32{0.1, -2.5e-8, 3, 4, 5, 6, 1e30, 0},
+		LabelDim: 1, Labels: []int32{2, -1, 0, 1}, NumClasses: 3,
+		Train: []uint32{0, 3}, Val: []uint32{2}, Test: []uint32{1}}
+	dir := filepath.Join(t.TempDir(), "ds")
+	if err := WriteOGB(context.Background(), dir, g, OGBWriteOptions{Gzip: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "raw", "edge.csv.gz")); err != nil {
+		t.Fatal(err)
+	}
+	h, err := Read(context.Background(), dir, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct {
+		name      string
+		got, want any
+	}{
+		{"NumNodes", h.NumNodes, g.NumNodes}, {"Src", h.Src, g.Src}, {"Dst", h.Dst, g.Dst},
+		{"Feat", h.Feat, g.Feat}, {"Labels", h.Labels, g.Labels}, {"NumClasses", h.NumClasses, g.NumClasses},
+		{"Train", h.Train, g.Train}, {"Val", h.Val, g.Val}, {"Test", h.Test, g.Test},
+	} {
+		rdEq(t, f.name, f.got, f.want)
+	}
+}
+
+// BenchmarkReadOGBFeatures reads a node-feat.csv of 20000 rows of 100
+// floats in ogbn-products' spelling (up to 16 decimals).
+func BenchmarkReadOGBFeatures(b *testing.B) {
+	const n, d = 20000, 100
+	rng := rand.New(rand.NewPCG(11, 12))
+	var sb strings.Builder
+	for range n {
+		for j := range d {
+			if j > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteString(strconv.FormatFloat(rng.NormFloat64()*0.1, 'f', 16, 64))
+		}
+		sb.WriteByte('\n')
+	}
+	for _, gz := range []bool{false, true} {
+		dir := b.TempDir()
+		files := map[string]string{"raw/edge.csv": "0,1\n", "raw/num-node-list.csv": strconv.Itoa(n), "raw/node-feat.csv": sb.String()}
+		for name, content := range files {
+			rdWrite(b, dir, name, content, gz)
+		}
+		size := int64(len(mustRead(b, filepath.Join(dir, "raw/node-feat.csv"))))
+		b.Run(fmt.Sprintf("gzip=%v", gz), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(size)
+			for b.Loop() {
+				g, err := Read(context.Background(), dir, ReadOptions{Format: FormatOGB})
+				if err != nil || len(g.Feat) != n*d {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64(n*d)*float64(b.N)/b.Elapsed().Seconds(), "floats/s")
+		})
+	}
+}

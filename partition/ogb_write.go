@@ -1,0 +1,367 @@
+package partition
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+)
+
+// ErrOutputNotEmpty is returned when an output directory already holds
+// files and the caller did not ask to overwrite them.
+var ErrOutputNotEmpty = errors.New("output directory not empty")
+
+// OGBWriteOptions configures WriteOGB.
+type OGBWriteOptions struct {
+	Gzip   bool   // write *.csv.gz (as OGB ships them) instead of *.csv
+	Scheme string // split folder name under split/; default "random"
+	// Force allows a non-empty dir: its raw/ and split/ are removed first,
+	// anything else in it is left alone.
+	Force    bool
+	Workers  int // formatting goroutines; 0 = GOMAXPROCS
+	Progress Progress
+}
+
+// WriteOGB writes g in the raw layout of an OGB node-property dataset, the
+// one the "ogb" reader reads:
+//
+//	dir/raw/edge.csv           src,dst per edge, no header
+//	dir/raw/num-node-list.csv  N
+//	dir/raw/num-edge-list.csv  E
+//	dir/raw/node-feat.csv      FeatDim comma-separated floats per node (if any)
+//	dir/raw/node-label.csv     LabelDim integers per node, nan = missing (if any)
+//	dir/split/<scheme>/{train,valid,test}.csv   one node index per line
+//
+// With Gzip every name gets .gz. Floats are written in the shortest form
+// that parses back to the same float32. Edge weights, relation types and
+// the KG side are not written: OGB keeps weights in edge-feat.csv only for
+// some datasets, and knowledge graphs have their own layout. Each file is
+// written to a temporary name, synced and renamed into place.
+func WriteOGB(ctx context.Context, dir string, g *Graph, opts OGBWriteOptions) error {
+	if opts.Scheme == "" {
+		opts.Scheme = "random"
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = runtime.GOMAXPROCS(0)
+	}
+	if len(g.Src) != len(g.Dst) {
+		return fmt.Errorf("partition: write ogb %s: %d sources but %d destinations", dir, len(g.Src), len(g.Dst))
+	}
+	if g.FeatDim > 0 && len(g.Feat) != g.NumNodes*g.FeatDim {
+		return fmt.Errorf("partition: write ogb %s: %d feature values, want %d nodes x %d", dir, len(g.Feat), g.NumNodes, g.FeatDim)
+	}
+	if g.Labels != nil && (g.LabelDim < 1 || len(g.Labels) != g.NumNodes*g.LabelDim) {
+		return fmt.Errorf("partition: write ogb %s: %d labels, want %d nodes x %d", dir, len(g.Labels), g.NumNodes, g.LabelDim)
+	}
+	rawDir := filepath.Join(dir, "raw")
+	splitDir := filepath.Join(dir, "split", opts.Scheme)
+	if err := ogbPrepareDir(dir, opts.Force); err != nil {
+		return err
+	}
+	for _, d := range []string{rawDir, splitDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("partition: write ogb: %w", err)
+		}
+	}
+	w := ogbWriter{ctx: ctx, dir: dir, opts: opts}
+	ext := ".csv"
+	if opts.Gzip {
+		ext = ".csv.gz"
+	}
+
+	const edgeRows = 1 << 16
+	w.file(filepath.Join(rawDir, "edge"+ext), len(g.Src), edgeRows, func(lo, hi int, b []byte) []byte {
+		for e := lo; e < hi; e++ {
+			b = strconv.AppendUint(b, uint64(g.Src[e]), 10)
+			b = append(b, ',')
+			b = strconv.AppendUint(b, uint64(g.Dst[e]), 10)
+			b = append(b, '\n')
+		}
+		return b
+	})
+	w.line(filepath.Join(rawDir, "num-node-list"+ext), int64(g.NumNodes))
+	w.line(filepath.Join(rawDir, "num-edge-list"+ext), int64(len(g.Src)))
+	if g.FeatDim > 0 {
+		dim := g.FeatDim
+		w.file(filepath.Join(rawDir, "node-feat"+ext), g.NumNodes, max(1, (1<<17)/dim), func(lo, hi int, b []byte) []byte {
+			for _, row := range ogbRows(g.Feat, dim, lo, hi) {
+				for j, f := range row {
+					if j > 0 {
+						b = append(b, ',')
+					}
+					b = strconv.AppendFloat(b, float64(f), 'g', -1, 32)
+				}
+				b = append(b, '\n')
+			}
+			return b
+		})
+	}
+	if g.Labels != nil {
+		dim := g.LabelDim
+		w.file(filepath.Join(rawDir, "node-label"+ext), g.NumNodes, max(1, (1<<18)/dim), func(lo, hi int, b []byte) []byte {
+			for _, row := range ogbRows(g.Labels, dim, lo, hi) {
+				for j, l := range row {
+					if j > 0 {
+						b = append(b, ',')
+					}
+					if l < 0 {
+						b = append(b, "nan"...)
+					} else {
+						b = strconv.AppendInt(b, int64(l), 10)
+					}
+				}
+				b = append(b, '\n')
+			}
+			return b
+		})
+	}
+	for _, s := range []struct {
+		name string
+		ids  []uint32
+	}{{"train", g.Train}, {"valid", g.Val}, {"test", g.Test}} {
+		if s.ids == nil {
+			continue
+		}
+		w.file(filepath.Join(splitDir, s.name+ext), len(s.ids), 1<<18, func(lo, hi int, b []byte) []byte {
+			for _, u := range s.ids[lo:hi] {
+				b = strconv.AppendUint(b, uint64(u), 10)
+				b = append(b, '\n')
+			}
+			return b
+		})
+	}
+	if w.err != nil {
+		return w.err
+	}
+	for _, d := range []string{rawDir, splitDir, filepath.Dir(splitDir), dir} {
+		if err := ogbSyncDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ogbRows yields rows lo..hi-1 of a flat row-major slice.
+func ogbRows[T any](flat []T, dim, lo, hi int) func(func(int, []T) bool) {
+	return func(yield func(int, []T) bool) {
+		for i := lo; i < hi; i++ {
+			if !yield(i, flat[i*dim:(i+1)*dim]) {
+				return
+			}
+		}
+	}
+}
+
+// ogbPrepareDir makes sure dir is absent or empty, or with force clears
+// the parts of it that WriteOGB writes.
+func ogbPrepareDir(dir string, force bool) error {
+	ents, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("partition: write ogb: %w", err)
+	case len(ents) == 0:
+		return nil
+	case !force:
+		return fmt.Errorf("partition: write ogb %s: holds %d entries (overwrite with force): %w", dir, len(ents), ErrOutputNotEmpty)
+	}
+	for _, sub := range []string{"raw", "split"} {
+		if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
+			return fmt.Errorf("partition: write ogb: %w", err)
+		}
+	}
+	return nil
+}
+
+func ogbSyncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("partition: write ogb: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("partition: write ogb: sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// ogbWriter writes files one after another and keeps the first error, so
+// that WriteOGB reads as the list of files it writes.
+type ogbWriter struct {
+	ctx  context.Context
+	dir  string
+	opts OGBWriteOptions
+	err  error
+}
+
+func (w *ogbWriter) line(path string, v int64) {
+	w.file(path, 1, 1, func(_, _ int, b []byte) []byte {
+		return append(strconv.AppendInt(b, v, 10), '\n')
+	})
+}
+
+// file writes rows 0..rows-1, formatted per chunk of chunkRows by format
+// on the worker goroutines (and gzipped there, one gzip member per chunk,
+// which every gzip reader reads as one stream) and written in order.
+func (w *ogbWriter) file(path string, rows, chunkRows int, format func(lo, hi int, b []byte) []byte) {
+	if w.err != nil {
+		return
+	}
+	rel, _ := filepath.Rel(w.dir, path)
+	err := ogbWriteFile(w.ctx, path, "write "+rel, rows, chunkRows, w.opts, format)
+	if err != nil {
+		w.err = fmt.Errorf("partition: write ogb %s: %w", path, err)
+	}
+}
+
+func ogbWriteFile(ctx context.Context, path, stage string, rows, chunkRows int, opts OGBWriteOptions, format func(lo, hi int, b []byte) []byte) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 4<<20)
+	err = ogbPipeline(ctx, rows, chunkRows, opts.Workers, opts.Gzip, format, func(hi int, b []byte) error {
+		opts.Progress.report(stage, int64(hi), int64(rows))
+		_, err := bw.Write(b)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	// CreateTemp makes the file 0600; the data is meant to be shared.
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// ogbJob is one chunk of rows; its bytes come back on out.
+type ogbJob struct {
+	lo, hi int
+	out    chan []byte
+}
+
+// ogbPipeline formats chunks on workers goroutines and hands them to
+// write in row order, with at most 2*workers+2 chunks in flight. Zero
+// rows still make one (empty) chunk, so a gzip file is a valid stream.
+func ogbPipeline(ctx context.Context, rows, chunkRows, workers int, gz bool, format func(lo, hi int, b []byte) []byte, write func(hi int, b []byte) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	chunkRows = max(chunkRows, 1)
+	chunks := max(1, (rows+chunkRows-1)/chunkRows)
+	window := 2*workers + 2
+	order := make(chan ogbJob, window)
+	jobs := make(chan ogbJob)
+	free := make(chan []byte, window+2*workers)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(order)
+		defer close(jobs)
+		for c := range chunks {
+			lo := c * chunkRows
+			j := ogbJob{lo: lo, hi: min(lo+chunkRows, rows), out: make(chan []byte, 1)}
+			select {
+			case order <- j:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case jobs <- j:
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	for range workers {
+		wg.Go(func() {
+			var zw *gzip.Writer
+			var zb ogbBuf
+			for j := range jobs {
+				b := format(j.lo, j.hi, ogbGet(free))
+				if gz {
+					zb.b = ogbGet(free)
+					if zw == nil {
+						zw, _ = gzip.NewWriterLevel(&zb, gzip.BestSpeed)
+					} else {
+						zw.Reset(&zb)
+					}
+					zw.Write(b) // into memory: cannot fail
+					zw.Close()
+					ogbPut(free, b)
+					b, zb.b = zb.b, nil
+				}
+				j.out <- b
+			}
+		})
+	}
+	var err error
+	for j := range order {
+		if err != nil {
+			continue // drain; the workers see ctx and stop
+		}
+		select {
+		case b := <-j.out:
+			if err = write(j.hi, b); err == nil {
+				ogbPut(free, b)
+			}
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		if err != nil {
+			cancel()
+		}
+	}
+	wg.Wait()
+	if err == nil {
+		err = ctx.Err()
+	}
+	return err
+}
+
+// ogbGet takes a free buffer, or nil (append grows it) when none waits.
+func ogbGet(free chan []byte) []byte {
+	select {
+	case b := <-free:
+		return b[:0]
+	default:
+		return nil
+	}
+}
+
+// ogbPut returns b to the free list unless it is full.
+func ogbPut(free chan []byte, b []byte) {
+	select {
+	case free <- b[:0]:
+	default:
+	}
+}
+
+// ogbBuf is the append-only io.Writer the gzip writer compresses into.
+type ogbBuf struct{ b []byte }
+
+func (z *ogbBuf) Write(p []byte) (int, error) {
+	z.b = append(z.b, p...)
+	return len(p), nil
+}

@@ -1,0 +1,290 @@
+package partition
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// ogbTestGraph has the awkward values: a missing label, floats that need
+// all nine digits, negative zero, a denormal, and large ids.
+func ogbTestGraph() *Graph {
+	g := &Graph{
+		NumNodes: 5,
+		Src:      []uint32{0, 1, 4, 4, 3},
+		Dst:      []uint32{1, 2, 0, 4, 3},
+		FeatDim:  3,
+		Feat: []float32{
+			0.1, -2.5e-8, 3.4028235e38,
+			float32(math.Copysign(0, -1)), 1e-45, 1,
+			16777217, -0.33333334, 7,
+			0, 0, 0,
+			math.Pi, math.E, -1e10,
+		},
+		LabelDim: 1, NumClasses: 3,
+		Labels: []int32{2, -1, 0, 1, 2},
+		Train:  []uint32{0, 2}, Val: []uint32{3}, Test: []uint32{4},
+	}
+	return g
+}
+
+func TestWriteOGB(t *testing.T) {
+	for _, gz := range []bool{false, true} {
+		t.Run(fmt.Sprintf("gzip=%v", gz), func(t *testing.T) {
+			g := ogbTestGraph()
+			dir := filepath.Join(t.TempDir(), "out")
+			if err := WriteOGB(context.Background(), dir, g, OGBWriteOptions{Gzip: gz, Workers: 2}); err != nil {
+				t.Fatal(err)
+			}
+			ext := ".csv"
+			if gz {
+				ext = ".csv.gz"
+			}
+			read := func(rel string) []string { return ogbTestLines(t, filepath.Join(dir, rel+ext), gz) }
+
+			if got := read("raw/edge"); !slices.Equal(got, []string{"0,1", "1,2", "4,0", "4,4", "3,3"}) {
+				t.Errorf("edge.csv = %q", got)
+			}
+			if got := read("raw/num-node-list"); !slices.Equal(got, []string{"5"}) {
+				t.Errorf("num-node-list = %q", got)
+			}
+			if got := read("raw/num-edge-list"); !slices.Equal(got, []string{"5"}) {
+				t.Errorf("num-edge-list = %q", got)
+			}
+			if got := read("raw/node-label"); !slices.Equal(got, []string{"2", "nan", "0", "1", "2"}) {
+				t.Errorf("node-label = %q", got)
+			}
+			feat := ogbTestFloats(t, read("raw/node-feat"), g.FeatDim)
+			for i := range g.Feat {
+				if math.Float32bits(feat[i]) != math.Float32bits(g.Feat[i]) {
+					t.Errorf("feature %d: read %g (%#x), wrote %g (%#x)", i, feat[i], math.Float32bits(feat[i]), g.Feat[i], math.Float32bits(g.Feat[i]))
+				}
+			}
+			for name, want := range map[string][]string{"train": {"0", "2"}, "valid": {"3"}, "test": {"4"}} {
+				if got := read("split/random/" + name); !slices.Equal(got, want) {
+					t.Errorf("%s = %q, want %q", name, got, want)
+				}
+			}
+			// Nothing else: no temporary files left behind.
+			var files []string
+			filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					rel, _ := filepath.Rel(dir, p)
+					files = append(files, rel)
+				}
+				return nil
+			})
+			if len(files) != 8 {
+				t.Errorf("files = %q, want 8", files)
+			}
+		})
+	}
+}
+
+func TestWriteOGBRandomFeatures(t *testing.T) {
+	cfg := DefaultRMATConfig()
+	cfg.Nodes, cfg.Edges, cfg.FeatDim, cfg.Classes = 3000, 200_000, 7, 4
+	g := genTestRMAT(t, cfg)
+	dir := t.TempDir()
+	if err := WriteOGB(context.Background(), dir, g, OGBWriteOptions{Gzip: true, Scheme: "x", Workers: 3}); err != nil {
+		t.Fatal(err)
+	}
+	edges := ogbTestLines(t, filepath.Join(dir, "raw/edge.csv.gz"), true)
+	if len(edges) != len(g.Src) {
+		t.Fatalf("%d edge lines, want %d", len(edges), len(g.Src))
+	}
+	for e, l := range edges {
+		if want := fmt.Sprintf("%d,%d", g.Src[e], g.Dst[e]); l != want {
+			t.Fatalf("edge %d = %q, want %q", e, l, want)
+		}
+	}
+	feat := ogbTestFloats(t, ogbTestLines(t, filepath.Join(dir, "raw/node-feat.csv.gz"), true), 7)
+	if !slices.Equal(feat, g.Feat) {
+		t.Error("features do not round-trip")
+	}
+	if got := ogbTestLines(t, filepath.Join(dir, "split/x/train.csv.gz"), true); len(got) != len(g.Train) {
+		t.Errorf("train lines %d, want %d", len(got), len(g.Train))
+	}
+}
+
+// TestWriteOGBRead round-trips generated graphs through the ogb reader.
+func TestWriteOGBRead(t *testing.T) {
+	cfg := DefaultRMATConfig()
+	cfg.Nodes, cfg.Edges, cfg.FeatDim, cfg.Classes, cfg.Undirected = 2000, 30_000, 5, 6, true
+	rmat := genTestRMAT(t, cfg)
+	sbm, err := SBM(context.Background(), SBMConfig{Nodes: 3000, FeatDim: 3}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		g    *Graph
+		gz   bool
+	}{{"fixed", ogbTestGraph(), false}, {"rmat", rmat, true}, {"sbm", sbm, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := WriteOGB(context.Background(), dir, tc.g, OGBWriteOptions{Gzip: tc.gz}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := Read(context.Background(), dir, ReadOptions{Format: FormatOGB})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.g
+			if got.NumNodes != want.NumNodes || !slices.Equal(got.Src, want.Src) || !slices.Equal(got.Dst, want.Dst) {
+				t.Errorf("graph: %d nodes, %d edges; want %d, %d (or edges differ)", got.NumNodes, len(got.Src), want.NumNodes, len(want.Src))
+			}
+			if got.FeatDim != want.FeatDim || len(got.Feat) != len(want.Feat) {
+				t.Fatalf("features %d x %d, want %d x %d", len(got.Feat), got.FeatDim, len(want.Feat), want.FeatDim)
+			}
+			for i := range want.Feat {
+				if math.Float32bits(got.Feat[i]) != math.Float32bits(want.Feat[i]) {
+					t.Fatalf("feature %d: read %g, wrote %g", i, got.Feat[i], want.Feat[i])
+				}
+			}
+			if !slices.Equal(got.Labels, want.Labels) || got.LabelDim != want.LabelDim || got.NumClasses != want.NumClasses {
+				t.Errorf("labels differ (dim %d, classes %d; want %d, %d)", got.LabelDim, got.NumClasses, want.LabelDim, want.NumClasses)
+			}
+			if !slices.Equal(got.Train, want.Train) || !slices.Equal(got.Val, want.Val) || !slices.Equal(got.Test, want.Test) {
+				t.Error("splits differ")
+			}
+		})
+	}
+}
+
+func TestWriteOGBExisting(t *testing.T) {
+	dir := t.TempDir()
+	keep := filepath.Join(dir, "README")
+	os.WriteFile(keep, []byte("mine"), 0o644)
+	os.MkdirAll(filepath.Join(dir, "raw"), 0o755)
+	stale := filepath.Join(dir, "raw", "edge.csv.gz")
+	os.WriteFile(stale, []byte("old"), 0o644)
+
+	err := WriteOGB(context.Background(), dir, ogbTestGraph(), OGBWriteOptions{})
+	if !errors.Is(err, ErrOutputNotEmpty) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("err = %v, want ErrOutputNotEmpty naming %s", err, dir)
+	}
+	if err := WriteOGB(context.Background(), dir, ogbTestGraph(), OGBWriteOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale %s survived --force: %v", stale, err)
+	}
+	if b, _ := os.ReadFile(keep); string(b) != "mine" {
+		t.Errorf("force touched %s", keep)
+	}
+}
+
+// TestWriteOGBEmpty writes a graph without edges, features, labels or
+// splits: the edge file is a valid empty gzip stream and nothing else of
+// the optional files appears.
+func TestWriteOGBEmpty(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteOGB(context.Background(), dir, &Graph{NumNodes: 3}, OGBWriteOptions{Gzip: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ogbTestLines(t, filepath.Join(dir, "raw/edge.csv.gz"), true); got != nil {
+		t.Errorf("edge.csv.gz = %q, want no lines", got)
+	}
+	if got := ogbTestLines(t, filepath.Join(dir, "raw/num-node-list.csv.gz"), true); !slices.Equal(got, []string{"3"}) {
+		t.Errorf("num-node-list = %q", got)
+	}
+	for _, f := range []string{"raw/node-feat.csv.gz", "raw/node-label.csv.gz", "split/random/train.csv.gz"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: %v, want it absent", f, err)
+		}
+	}
+}
+
+func TestWriteOGBErrors(t *testing.T) {
+	g := ogbTestGraph()
+	g.Feat = g.Feat[:4]
+	if err := WriteOGB(context.Background(), t.TempDir(), g, OGBWriteOptions{}); err == nil || !strings.Contains(err.Error(), "feature values") {
+		t.Errorf("short features: err = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := WriteOGB(ctx, t.TempDir(), ogbTestGraph(), OGBWriteOptions{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: err = %v", err)
+	}
+}
+
+func ogbTestLines(t *testing.T, path string, gz bool) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gz {
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, err = io.ReadAll(zr); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	s := string(b)
+	if s == "" {
+		return nil
+	}
+	if !strings.HasSuffix(s, "\n") {
+		t.Fatalf("%s does not end in a newline", path)
+	}
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+}
+
+func ogbTestFloats(t *testing.T, lines []string, dim int) []float32 {
+	t.Helper()
+	var out []float32
+	for i, l := range lines {
+		fields := strings.Split(l, ",")
+		if len(fields) != dim {
+			t.Fatalf("row %d has %d fields, want %d", i, len(fields), dim)
+		}
+		for _, f := range fields {
+			v, err := strconv.ParseFloat(f, 32)
+			if err != nil {
+				t.Fatalf("row %d: %v", i, err)
+			}
+			out = append(out, float32(v))
+		}
+	}
+	return out
+}
+
+func BenchmarkWriteOGB(b *testing.B) {
+	cfg := DefaultRMATConfig()
+	cfg.Nodes, cfg.Edges, cfg.FeatDim, cfg.Classes = 1<<15, 1<<19, 100, 47
+	g := genTestRMAT(b, cfg)
+	for _, gz := range []bool{false, true} {
+		b.Run(fmt.Sprintf("gzip=%v", gz), func(b *testing.B) {
+			dir := b.TempDir()
+			var size int64
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := WriteOGB(context.Background(), dir, g, OGBWriteOptions{Gzip: gz, Force: true}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+				if fi, err := d.Info(); err == nil && !d.IsDir() {
+					size += fi.Size()
+				}
+				return nil
+			})
+			b.SetBytes(size)
+			b.ReportMetric(float64(len(g.Src))*float64(b.N)/b.Elapsed().Seconds(), "edges/s")
+		})
+	}
+}

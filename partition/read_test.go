@@ -1,0 +1,167 @@
+package partition
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// dataDir is a folder of the real datasets, or skips the test.
+func rdDataDir(t testing.TB, name string) string {
+	t.Helper()
+	dir := filepath.Join("/work/shared/data", name)
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("dataset %s absent: %v", dir, err)
+	}
+	return dir
+}
+
+// writeFile writes content to dir/name, gzip-compressed when gz.
+func rdWrite(t testing.TB, dir, name, content string, gz bool) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := []byte(content)
+	if gz {
+		var b bytes.Buffer
+		w := gzip.NewWriter(&b)
+		w.Write(data)
+		w.Close()
+		data = b.Bytes()
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// wantLineError checks that err is a *LineError with this exact text.
+func rdWantLineError(t *testing.T, err error, want string) {
+	t.Helper()
+	var le *LineError
+	if !errors.As(err, &le) {
+		t.Fatalf("error %v (%T), want a *LineError %q", err, err, want)
+	}
+	if !errors.Is(err, ErrFormat) {
+		t.Errorf("error %v does not wrap ErrFormat", err)
+	}
+	if err.Error() != want {
+		t.Errorf("error\n %q\nwant\n %q", err.Error(), want)
+	}
+}
+
+func rdEq[T any](t *testing.T, what string, got, want T) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s = %v, want %v", what, got, want)
+	}
+}
+
+func TestReadOptionsValidate(t *testing.T) {
+	o := ReadOptions{Format: "csv", Header: "maybe", IDs: "hex", Dangling: Keep, MissingLabel: Drop}
+	err := o.Validate()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{`format "csv"`, `header "maybe"`, `ids "hex"`, "(dangling)", "(missing label)"} {
+		if !bytes.Contains([]byte(err.Error()), []byte(want)) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	o = ReadOptions{Format: FormatKG, NodeFile: "n.txt"}
+	if err := o.Validate(); err == nil {
+		t.Error("node file with kg: no error")
+	}
+	if err := (&ReadOptions{}).Validate(); err != nil {
+		t.Errorf("zero options: %v", err)
+	}
+}
+
+func TestDetectFormat(t *testing.T) {
+	dir := t.TempDir()
+	rdWrite(t, dir, "ogb/raw/edge.csv", "0,1\n", false)
+	rdWrite(t, dir, "kg/entities.dict", "0\ta\n", false)
+	rdWrite(t, dir, "lq/x.content", "", false)
+	rdWrite(t, dir, "g.graph", "", false)
+	rdWrite(t, dir, "e.txt.gz", "", true)
+	os.Mkdir(filepath.Join(dir, "empty"), 0o755)
+	for _, c := range []struct{ path, want string }{
+		{"ogb", FormatOGB}, {"kg", FormatKG}, {"lq", FormatLINQS}, {"lq/x.content", FormatLINQS},
+		{"g.graph", FormatMETIS}, {"e.txt.gz", FormatEdgeList},
+	} {
+		got, err := DetectFormat(filepath.Join(dir, c.path))
+		if err != nil || got != c.want {
+			t.Errorf("DetectFormat(%s) = %q, %v; want %q", c.path, got, err, c.want)
+		}
+	}
+	if _, err := DetectFormat(filepath.Join(dir, "empty")); !errors.Is(err, ErrFormat) {
+		t.Errorf("empty dir: %v, want ErrFormat", err)
+	}
+}
+
+func TestReadCancelled(t *testing.T) {
+	dir := t.TempDir()
+	var b bytes.Buffer
+	for i := range 3 * cancelInterval {
+		b.WriteString("1 2\n")
+		_ = i
+	}
+	path := rdWrite(t, dir, "e.txt", b.String(), false)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Read(ctx, path, ReadOptions{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+func TestClasses(t *testing.T) {
+	of, names := classes([]string{"10", "2", "07", "7"})
+	rdEq(t, "classOf", of, []int32{2, 0, 1, 1})
+	rdEq(t, "names", names, []string{"2", "07", "10"})
+	of, names = classes([]string{"b", "a", "10"})
+	rdEq(t, "classOf", of, []int32{2, 1, 0})
+	rdEq(t, "names", names, []string{"10", "a", "b"})
+}
+
+// replaceDir puts dir where a wanted message says DIR.
+func rdDir(msg, dir string) string {
+	return string(bytes.ReplaceAll([]byte(msg), []byte("DIR"), []byte(dir)))
+}
+
+func readAll(path string) ([]byte, error) { return os.ReadFile(path) }
+
+func TestReadProgress(t *testing.T) {
+	var b bytes.Buffer
+	for i := range 2*cancelInterval + 5 {
+		b.WriteString("1 2\n")
+		_ = i
+	}
+	path := rdWrite(t, t.TempDir(), "e.txt.gz", b.String(), true)
+	st, _ := os.Stat(path)
+	var calls [][2]int64
+	_, err := Read(context.Background(), path, ReadOptions{Progress: func(stage string, done, total int64) {
+		if stage != path {
+			t.Errorf("stage %q", stage)
+		}
+		calls = append(calls, [2]int64{done, total})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) < 3 {
+		t.Fatalf("%d progress calls, want 2 during and 1 at the end", len(calls))
+	}
+	for i, c := range calls {
+		if c[1] != st.Size() || c[0] > c[1] || (i > 0 && c[0] < calls[i-1][0]) {
+			t.Errorf("call %d: %d of %d (file %d bytes)", i, c[0], c[1], st.Size())
+		}
+	}
+	rdEq(t, "last", calls[len(calls)-1], [2]int64{st.Size(), st.Size()})
+}

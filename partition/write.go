@@ -1,0 +1,372 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"graphnode/csr"
+)
+
+// WriteOptions tune Write and are recorded in graph.toml.
+type WriteOptions struct {
+	Parts int // number of partitions; assign values are below it
+	// Force replaces an existing non-empty output directory.
+	Force bool
+	// FeatType is csr.TypeF32 (the default) or csr.TypeF16.
+	FeatType csr.ElemType
+	// Method, Seed, Clean and Split are recorded, not applied.
+	Method string
+	Seed   uint64
+	Clean  CleanOptions
+	Split  string
+	// Progress, when set, hears how many edges have been written.
+	Progress Progress
+
+	classes int // classes for the part files' meta, set by checkWrite
+}
+
+// Write relabels g's nodes by partition and writes the parts/ directory
+// at dir: part-K/part.csr for every K, orig_ids.bin, names.txt for string
+// ids, triples and relations for knowledge graphs, and graph.toml last.
+//
+// New ids are given partition by partition, and within a partition in
+// old index order, so partition p owns [start_p, end_p). Everything is
+// written into a temporary sibling directory that is renamed into place
+// at the end; an existing non-empty dir is refused unless opts.Force, and
+// then replaced by renaming it aside, renaming the new one in, and
+// removing the old: at every moment dir holds a whole partitioning.
+//
+// Write reads adj and g without changing them; it may run its partitions
+// on all cores.
+func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32, opts WriteOptions) (*Manifest, error) {
+	if err := checkWrite(g, adj, assign, &opts); err != nil {
+		return nil, err
+	}
+	if err := checkOutput(dir, opts.Force); err != nil {
+		return nil, err
+	}
+	rl := relabel(assign, opts.Parts)
+	parent, base := filepath.Split(filepath.Clean(dir))
+	if parent == "" {
+		parent = "."
+	}
+	tmp, err := os.MkdirTemp(parent, "."+base+".tmp-")
+	if err != nil {
+		return nil, fmt.Errorf("partition: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(tmp)
+		}
+	}()
+
+	m := newManifest(g, adj, rl, opts)
+	files, err := writeParts(ctx, tmp, g, adj, rl, &opts, m)
+	if err != nil {
+		return nil, err
+	}
+	more, err := writeIDs(ctx, tmp, g, rl)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, more...)
+	slices.SortFunc(files, func(a, b FileEntry) int {
+		if a.Path < b.Path {
+			return -1
+		}
+		if a.Path > b.Path {
+			return 1
+		}
+		return 0
+	})
+	m.File = files
+	if err := m.SetChecksum(); err != nil {
+		return nil, err
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("partition: manifest of %s: %w", dir, err)
+	}
+	if _, err := writeFile(tmp, ManifestFile, m.Encode); err != nil {
+		return nil, err
+	}
+	if err := syncDir(tmp); err != nil {
+		return nil, err
+	}
+	if err := replaceDir(tmp, dir); err != nil {
+		return nil, err
+	}
+	ok = true
+	return m, nil
+}
+
+// checkWrite checks that g, adj and assign agree.
+func checkWrite(g *Graph, adj *Adj, assign []uint32, opts *WriteOptions) error {
+	n := g.NumNodes
+	switch {
+	case opts.Parts < 1:
+		return fmt.Errorf("partition: write: %d parts", opts.Parts)
+	case adj.NumNodes() != n:
+		return fmt.Errorf("partition: write: adjacency has %d rows for %d nodes", adj.NumNodes(), n)
+	case len(assign) != n:
+		return fmt.Errorf("partition: write: %d assignments for %d nodes", len(assign), n)
+	case g.Feat != nil && len(g.Feat) != n*g.FeatDim:
+		return fmt.Errorf("partition: write: %d feature values for %d nodes × %d", len(g.Feat), n, g.FeatDim)
+	case g.Labels != nil && len(g.Labels) != n*g.LabelDim:
+		return fmt.Errorf("partition: write: %d label values for %d nodes × %d", len(g.Labels), n, g.LabelDim)
+	case g.IDs.Ints != nil && len(g.IDs.Ints) != n, g.IDs.Names != nil && len(g.IDs.Names) != n:
+		return fmt.Errorf("partition: write: id map does not have %d entries", n)
+	}
+	for v, p := range assign {
+		if int(p) >= opts.Parts {
+			return fmt.Errorf("partition: write: node index %d assigned to part %d of %d", v, p, opts.Parts)
+		}
+	}
+	opts.classes = g.NumClasses
+	if g.LabelDim > 1 {
+		opts.classes = g.LabelDim
+	}
+	if g.LabelDim == 1 && opts.classes == 0 {
+		for _, l := range g.Labels {
+			opts.classes = max(opts.classes, int(l)+1)
+		}
+		opts.classes = max(opts.classes, 1)
+	}
+	switch opts.FeatType {
+	case 0:
+		opts.FeatType = csr.TypeF32
+	case csr.TypeF32, csr.TypeF16:
+	default:
+		return fmt.Errorf("partition: write: feature type %s: want f32 or f16", opts.FeatType)
+	}
+	return nil
+}
+
+// checkOutput refuses an existing non-empty dir unless force.
+func checkOutput(dir string, force bool) error {
+	st, err := os.Stat(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("partition: output: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("partition: output %s exists and is not a directory", dir)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("partition: output: %w", err)
+	}
+	if len(ents) > 0 && !force {
+		return fmt.Errorf("partition: output %s exists and is not empty (--force replaces it)", dir)
+	}
+	return nil
+}
+
+// replaceDir renames tmp to dir, replacing what is there.
+func replaceDir(tmp, dir string) error {
+	parent := filepath.Dir(filepath.Clean(dir))
+	var old string
+	if _, err := os.Stat(dir); err == nil {
+		// An empty directory is simply removed; a full one is moved
+		// aside first so that dir never holds a mix of two partitionings.
+		if os.Remove(dir) != nil {
+			o, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".old-")
+			if err != nil {
+				return fmt.Errorf("partition: %w", err)
+			}
+			if err := os.Remove(o); err != nil {
+				return fmt.Errorf("partition: %w", err)
+			}
+			if err := os.Rename(dir, o); err != nil {
+				return fmt.Errorf("partition: move old output aside: %w", err)
+			}
+			old = o
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return fmt.Errorf("partition: rename output into place: %w", err)
+	}
+	if err := syncDir(parent); err != nil {
+		return err
+	}
+	if old != "" {
+		if err := os.RemoveAll(old); err != nil {
+			return fmt.Errorf("partition: remove replaced output: %w", err)
+		}
+	}
+	return nil
+}
+
+// relabeling maps old node indices to new ids and back.
+type relabeling struct {
+	bounds []uint64 // P+1
+	newID  []uint32 // old index -> new id
+	oldOf  []uint32 // new id -> old index
+}
+
+// relabel numbers nodes partition by partition, in old index order.
+func relabel(assign []uint32, parts int) *relabeling {
+	bounds := make([]uint64, parts+1)
+	for _, p := range assign {
+		bounds[p+1]++
+	}
+	for p := 1; p <= parts; p++ {
+		bounds[p] += bounds[p-1]
+	}
+	cursor := slices.Clone(bounds[:parts])
+	rl := &relabeling{bounds: bounds, newID: make([]uint32, len(assign)), oldOf: make([]uint32, len(assign))}
+	for old, p := range assign {
+		id := cursor[p]
+		cursor[p]++
+		rl.newID[old] = uint32(id)
+		rl.oldOf[id] = uint32(old)
+	}
+	return rl
+}
+
+// newManifest fills everything but the files and the per-part counts.
+func newManifest(g *Graph, adj *Adj, rl *relabeling, opts WriteOptions) *Manifest {
+	m := &Manifest{
+		Version:    ManifestVersion,
+		Name:       g.Name,
+		Nodes:      uint64(g.NumNodes),
+		Edges:      adj.NumEdges(),
+		Parts:      opts.Parts,
+		Method:     opts.Method,
+		Seed:       opts.Seed,
+		Direction:  adj.Direction.String(),
+		Undirected: opts.Clean.Undirected,
+		SelfLoops:  string(opts.Clean.SelfLoops),
+		Duplicates: string(opts.Clean.Duplicates),
+		Split:      opts.Split,
+		IDKind:     "int",
+		LabelDim:   g.LabelDim,
+		Classes:    opts.classes,
+		ClassNames: g.ClassNames,
+		Train:      uint64(len(g.Train)),
+		Val:        uint64(len(g.Val)),
+		Test:       uint64(len(g.Test)),
+		Stats:      StatsMap(g.Stats),
+		Part:       make([]PartEntry, opts.Parts),
+	}
+	if m.Split == "" {
+		m.Split = string(SplitKeep)
+	}
+	if g.Labels == nil {
+		m.LabelDim = 0
+	}
+	if c, err := opts.Clean.withDefaults(); err == nil {
+		m.SelfLoops, m.Duplicates = string(c.SelfLoops), string(c.Duplicates)
+	}
+	if g.IDs.Names != nil {
+		m.IDKind = "string"
+	}
+	if g.Feat != nil && g.FeatDim > 0 {
+		m.FeatDim = g.FeatDim
+		m.FeatDtype = opts.FeatType.String()
+	}
+	if g.KG != nil {
+		m.Relations = len(g.KG.RelationNames)
+		m.TriplesValid = uint64(g.KG.Valid.Len())
+		m.TriplesTest = uint64(g.KG.Test.Len())
+	}
+	for p := range m.Part {
+		m.Part[p] = PartEntry{Index: p, Start: rl.bounds[p], End: rl.bounds[p+1]}
+	}
+	return m
+}
+
+// splitMasks builds, for each split and partition, the bitmap of local
+// indices; nil for a split the graph does not have.
+func splitMasks(g *Graph, rl *relabeling, parts int) [3][]*roaring.Bitmap {
+	var out [3][]*roaring.Bitmap
+	for s, ids := range [3][]uint32{g.Train, g.Val, g.Test} {
+		if ids == nil {
+			continue
+		}
+		out[s] = make([]*roaring.Bitmap, parts)
+		for p := range out[s] {
+			out[s][p] = roaring.New()
+		}
+		for _, old := range ids {
+			id := uint64(rl.newID[old])
+			p := ownerOf(rl.bounds, id)
+			out[s][p].Add(uint32(id - rl.bounds[p]))
+		}
+		for _, b := range out[s] {
+			b.RunOptimize()
+		}
+	}
+	return out
+}
+
+// ownerOf is the partition whose range holds id.
+func ownerOf(bounds []uint64, id uint64) int {
+	p, _ := slices.BinarySearch(bounds, id+1)
+	return p - 1
+}
+
+// writeParts writes every part file, on all cores, and returns their
+// file entries; it fills the per-part counts of m.
+func writeParts(ctx context.Context, tmp string, g *Graph, adj *Adj, rl *relabeling, opts *WriteOptions, m *Manifest) ([]FileEntry, error) {
+	masks := splitMasks(g, rl, opts.Parts)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	files := make([]FileEntry, opts.Parts)
+	errs := make([]error, opts.Parts)
+	var next int
+	var mu sync.Mutex
+	var written int64
+	report := func(edges int64) {
+		mu.Lock()
+		written += edges
+		opts.Progress.report("write", written, int64(adj.NumEdges()))
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for range rowWorkers(opts.Parts) {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				p := next
+				next++
+				mu.Unlock()
+				if p >= opts.Parts || ctx.Err() != nil {
+					return
+				}
+				pw := &partWriter{g: g, adj: adj, rl: rl, opts: opts, part: p, masks: masks, report: report}
+				files[p], errs[p] = pw.write(ctx, tmp, &m.Part[p])
+				if errs[p] != nil {
+					cancel()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// The first failure cancelled the others: report it, not theirs.
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	opts.Progress.report("write", int64(adj.NumEdges()), int64(adj.NumEdges()))
+	return files, nil
+}

@@ -1,0 +1,413 @@
+package partition
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"graphnode/csr"
+)
+
+// testGraph builds a graph of n nodes and m random edges (self loops and
+// duplicates included) with ids 1000+7i (or names "n<i>"), 3 features,
+// labels of 4 classes (every 11th node unlabelled) and splits.
+func testGraph(n, m int, names, weights bool) *Graph {
+	rng := rand.New(rand.NewPCG(uint64(n), uint64(m)))
+	g := &Graph{Name: "test", NumNodes: n, Src: make([]uint32, m), Dst: make([]uint32, m),
+		FeatDim: 3, Feat: make([]float32, 3*n), LabelDim: 1, NumClasses: 4, Labels: make([]int32, n),
+		ClassNames: []string{"a", "b", "c", "d"}}
+	for e := range m {
+		g.Src[e], g.Dst[e] = uint32(rng.IntN(n)), uint32(rng.IntN(n))
+	}
+	if weights {
+		g.Weights = make([]float32, m)
+		for e := range g.Weights {
+			g.Weights[e] = float32(e) / 4
+		}
+	}
+	for v := range n {
+		if names {
+			g.IDs.Names = append(g.IDs.Names, fmt.Sprintf("n%d", v))
+		} else {
+			g.IDs.Ints = append(g.IDs.Ints, uint64(1000+7*v))
+		}
+		for j := range 3 {
+			g.Feat[3*v+j] = float32(10*v+j) + 0.5
+		}
+		g.Labels[v] = int32(v % 4)
+		if v%11 == 10 {
+			g.Labels[v] = -1
+			continue
+		}
+		switch v % 5 {
+		case 0, 1:
+			g.Train = append(g.Train, uint32(v))
+		case 2:
+			g.Val = append(g.Val, uint32(v))
+		case 3:
+			g.Test = append(g.Test, uint32(v))
+		}
+	}
+	return g
+}
+
+// graphView is a graph keyed by the input's ids, for comparisons.
+type graphView struct {
+	edges  map[[2]string]float32 // (src, dst) -> weight
+	feat   map[string][]float32
+	labels map[string]int32
+	splits [3]map[string]bool
+}
+
+// inputView is what g should look like after the default cleaning.
+func inputView(g *Graph) graphView {
+	id := func(v uint32) string {
+		if g.IDs.Names != nil {
+			return g.IDs.Names[v]
+		}
+		return fmt.Sprint(g.IDs.Ints[v])
+	}
+	gv := graphView{edges: map[[2]string]float32{}, feat: map[string][]float32{}, labels: map[string]int32{}}
+	for e := range g.Src {
+		k := [2]string{id(g.Src[e]), id(g.Dst[e])}
+		if _, ok := gv.edges[k]; !ok {
+			gv.edges[k] = 0
+			if g.Weights != nil {
+				gv.edges[k] = g.Weights[e]
+			}
+		}
+	}
+	for v := range g.NumNodes {
+		gv.feat[id(uint32(v))] = g.Feat[3*v : 3*v+3]
+		gv.labels[id(uint32(v))] = g.Labels[v]
+	}
+	for s, ids := range [3][]uint32{g.Train, g.Val, g.Test} {
+		gv.splits[s] = map[string]bool{}
+		for _, v := range ids {
+			gv.splits[s][id(v)] = true
+		}
+	}
+	return gv
+}
+
+// readView reads a parts/ directory back through orig_ids.bin (and
+// names.txt) into the input's ids.
+func readView(t *testing.T, dir string) graphView {
+	t.Helper()
+	m, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, OrigIDsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	if m.IDKind == "string" {
+		b, err := os.ReadFile(filepath.Join(dir, NamesFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	}
+	id := func(gid uint64) string {
+		orig := binary.LittleEndian.Uint64(raw[8*gid:])
+		if names != nil {
+			return names[orig]
+		}
+		return fmt.Sprint(orig)
+	}
+	gv := graphView{edges: map[[2]string]float32{}, feat: map[string][]float32{}, labels: map[string]int32{}}
+	for s := range gv.splits {
+		gv.splits[s] = map[string]bool{}
+	}
+	for p := range m.Parts {
+		pg, err := csr.Open(filepath.Join(dir, PartFile(p)), csr.OpenOptions{Verify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta := pg.Meta()
+		for v := range pg.NumNodes() {
+			gid := meta.Start + uint64(v)
+			nbrs := pg.Neighbors(uint32(v))
+			if !slices.IsSorted(nbrs) {
+				t.Errorf("part %d: row %d not sorted: %v", p, v, nbrs)
+			}
+			for i, nb := range nbrs {
+				k := [2]string{id(nb), id(gid)}
+				if meta.Direction == csr.Out {
+					k = [2]string{id(gid), id(nb)}
+				}
+				if _, dup := gv.edges[k]; dup {
+					t.Errorf("edge %v stored twice", k)
+				}
+				gv.edges[k] = 0
+				if w := pg.Weights(); w != nil {
+					gv.edges[k] = w[pg.Indptr()[v]+uint64(i)]
+				}
+			}
+			gv.feat[id(gid)] = slices.Clone(pg.FeatF32()[3*v : 3*v+3])
+			gv.labels[id(gid)] = pg.Labels()[v]
+		}
+		for s, name := range []string{csr.SecTrain, csr.SecVal, csr.SecTest} {
+			b, err := pg.Mask(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range b.ToArray() {
+				gv.splits[s][id(meta.Start+uint64(v))] = true
+			}
+		}
+		pg.Close()
+	}
+	return gv
+}
+
+func compareViews(t *testing.T, got, want graphView) {
+	t.Helper()
+	if len(got.edges) != len(want.edges) {
+		t.Errorf("%d edges, want %d", len(got.edges), len(want.edges))
+	}
+	for k, w := range want.edges {
+		if gw, ok := got.edges[k]; !ok || gw != w {
+			t.Errorf("edge %v: weight %v present %v, want %v", k, gw, ok, w)
+			break
+		}
+	}
+	for k, f := range want.feat {
+		if !slices.Equal(got.feat[k], f) || got.labels[k] != want.labels[k] {
+			t.Errorf("node %s: feat %v label %d, want %v %d", k, got.feat[k], got.labels[k], f, want.labels[k])
+			break
+		}
+	}
+	for s := range want.splits {
+		if len(got.splits[s]) != len(want.splits[s]) {
+			t.Errorf("split %d: %d nodes, want %d", s, len(got.splits[s]), len(want.splits[s]))
+		}
+		for k := range want.splits[s] {
+			if !got.splits[s][k] {
+				t.Errorf("split %d lacks %s", s, k)
+				break
+			}
+		}
+	}
+}
+
+// partitionTo runs BuildAdj, Assign and Write on g into dir.
+func partitionTo(t *testing.T, g *Graph, dir string, d csr.Direction, parts int, opts WriteOptions) *Manifest {
+	t.Helper()
+	ctx := context.Background()
+	adj, err := BuildAdj(ctx, g, d, CleanOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assign, err := Assign(ctx, g, adj, AssignOptions{Method: MethodRandom, Parts: parts, Seed: opts.Seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Parts, opts.Method = parts, MethodRandom
+	m, err := Write(ctx, dir, g, adj, assign, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestWriteRoundTrip(t *testing.T) {
+	for _, tt := range []struct {
+		names, weights bool
+	}{{false, false}, {true, true}} {
+		for _, parts := range []int{1, 2, 3} {
+			for _, d := range []csr.Direction{csr.In, csr.Out} {
+				t.Run(fmt.Sprintf("names=%v/parts=%d/%s", tt.names, parts, d), func(t *testing.T) {
+					g := testGraph(200, 1500, tt.names, tt.weights)
+					want := inputView(g)
+					dir := filepath.Join(t.TempDir(), "parts")
+					m := partitionTo(t, g, dir, d, parts, WriteOptions{Seed: 5})
+					compareViews(t, readView(t, dir), want)
+					if m.Nodes != 200 || m.Edges != uint64(len(want.edges)) || m.Parts != parts || m.Direction != d.String() {
+						t.Errorf("manifest nodes %d edges %d parts %d direction %s", m.Nodes, m.Edges, m.Parts, m.Direction)
+					}
+					if m.Stats["duplicates"] != 1500-int64(len(want.edges)) || m.Stats["self_loops"] == 0 {
+						t.Errorf("stats %v: want %d duplicates and some self loops", m.Stats, 1500-len(want.edges))
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestWriteDeterministic(t *testing.T) {
+	base := t.TempDir()
+	for _, name := range []string{"a", "b"} {
+		partitionTo(t, testGraph(300, 2000, false, true), filepath.Join(base, name), csr.In, 3, WriteOptions{Seed: 9})
+	}
+	var files []string
+	filepath.WalkDir(filepath.Join(base, "a"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(filepath.Join(base, "a"), p)
+			files = append(files, rel)
+		}
+		return err
+	})
+	if len(files) != 5 { // graph.toml, orig_ids.bin, 3 part files
+		t.Errorf("files %v, want 5", files)
+	}
+	for _, f := range files {
+		a, _ := os.ReadFile(filepath.Join(base, "a", f))
+		b, err := os.ReadFile(filepath.Join(base, "b", f))
+		if err != nil || !bytes.Equal(a, b) {
+			t.Errorf("%s differs between two runs with one seed (%v)", f, err)
+		}
+	}
+}
+
+func TestWriteForce(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "parts")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	partitionTo(t, testGraph(50, 200, false, false), dir, csr.In, 2, WriteOptions{}) // empty dir: fine
+	g := testGraph(50, 200, false, false)
+	adj, _ := BuildAdj(context.Background(), g, csr.In, CleanOptions{}, nil)
+	assign := make([]uint32, 50)
+	_, err := Write(context.Background(), dir, g, adj, assign, WriteOptions{Parts: 1})
+	if err == nil || !strings.Contains(err.Error(), "exists and is not empty (--force replaces it)") {
+		t.Fatalf("err = %v", err)
+	}
+	m, err := Write(context.Background(), dir, g, adj, assign, WriteOptions{Parts: 1, Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := OpenDir(dir)
+	if err != nil || got.Parts != 1 || got.Checksum != m.Checksum {
+		t.Fatalf("after --force: %+v, %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "part-1")); !os.IsNotExist(err) {
+		t.Errorf("part-1 of the old partitioning survived: %v", err)
+	}
+	ents, _ := os.ReadDir(parent)
+	if len(ents) != 1 {
+		t.Errorf("parent holds %d entries (temporary dirs left?)", len(ents))
+	}
+}
+
+func TestWriteFailureLeavesNothing(t *testing.T) {
+	parent := t.TempDir()
+	g := testGraph(20, 50, true, false)
+	g.IDs.Names[3] = "bad\nname"
+	adj, _ := BuildAdj(context.Background(), g, csr.In, CleanOptions{}, nil)
+	_, err := Write(context.Background(), filepath.Join(parent, "parts"), g, adj, make([]uint32, 20), WriteOptions{Parts: 1})
+	if err == nil || !strings.Contains(err.Error(), `names.txt: partition: name 3 ("bad\nname") holds a line break`) {
+		t.Errorf("err = %v", err)
+	}
+	if ents, _ := os.ReadDir(parent); len(ents) != 0 {
+		t.Errorf("failed write left %d entries", len(ents))
+	}
+}
+
+func TestWriteKnowledgeGraph(t *testing.T) {
+	// 3 entities, 2 relations: a -r0-> b, a -r1-> b, c -r0-> a.
+	g := &Graph{Name: "kg", NumNodes: 3,
+		Src: []uint32{0, 0, 2}, Dst: []uint32{1, 1, 0}, Etypes: []uint32{0, 1, 0},
+		IDs: IDMap{Names: []string{"a", "b", "c"}},
+		KG: &KG{RelationNames: []string{"likes", "knows"},
+			Valid: Triples{Head: []uint32{2}, Rel: []uint32{1}, Tail: []uint32{1}},
+			Test:  Triples{Head: []uint32{1, 0}, Rel: []uint32{0, 0}, Tail: []uint32{2, 2}}}}
+	dir := filepath.Join(t.TempDir(), "parts")
+	ctx := context.Background()
+	adj, err := BuildAdj(ctx, g, csr.In, CleanOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assign := []uint32{1, 0, 1} // new ids: b=0, a=1, c=2
+	m, err := Write(ctx, dir, g, adj, assign, WriteOptions{Parts: 2, Method: "given"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Edges != 3 || m.Relations != 2 || m.TriplesValid != 1 || m.TriplesTest != 2 || m.IDKind != "string" {
+		t.Errorf("manifest %+v", m)
+	}
+	p0, err := csr.Open(filepath.Join(dir, PartFile(0)), csr.OpenOptions{Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p0.Close()
+	// Part 0 owns b (new 0): in-edges from a (new 1) with relations 0 and 1.
+	if !slices.Equal(p0.Indices(), []uint64{1, 1}) || !slices.Equal(p0.Etypes(), []uint32{0, 1}) {
+		t.Errorf("part 0: indices %v etypes %v", p0.Indices(), p0.Etypes())
+	}
+	for _, f := range []struct {
+		name string
+		want []uint64
+	}{{TriplesValidFile, []uint64{2, 1, 0}}, {TriplesTestFile, []uint64{0, 0, 2, 1, 0, 2}}} {
+		b, _ := os.ReadFile(filepath.Join(dir, f.name))
+		got := make([]uint64, len(b)/8)
+		for i := range got {
+			got[i] = binary.LittleEndian.Uint64(b[8*i:])
+		}
+		if !slices.Equal(got, f.want) {
+			t.Errorf("%s = %v, want %v", f.name, got, f.want)
+		}
+	}
+	for name, want := range map[string]string{RelationsFile: "likes\nknows\n", NamesFile: "a\nb\nc\n"} {
+		if b, _ := os.ReadFile(filepath.Join(dir, name)); string(b) != want {
+			t.Errorf("%s = %q, want %q", name, b, want)
+		}
+	}
+}
+
+func TestWriteF16Features(t *testing.T) {
+	g := testGraph(30, 60, false, false)
+	g.Feat[0] = 1.0 / 3
+	dir := filepath.Join(t.TempDir(), "parts")
+	m := partitionTo(t, g, dir, csr.In, 1, WriteOptions{FeatType: csr.TypeF16})
+	if m.FeatDtype != "f16" {
+		t.Errorf("feat_dtype %q", m.FeatDtype)
+	}
+	pg, err := csr.Open(filepath.Join(dir, PartFile(0)), csr.OpenOptions{Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	row := pg.FeatRow(0) // one part, so new id 0 = old 0
+	if got := binary.LittleEndian.Uint16(row); got != 0x3555 {
+		t.Errorf("f16 of 1/3 = %#04x, want 0x3555", got)
+	}
+	if pg.RowBytes() != 6 {
+		t.Errorf("row bytes %d, want 6", pg.RowBytes())
+	}
+}
+
+// BenchmarkWrite writes 4 partitions of a random graph with 1 M edges,
+// 100 k nodes and 16 features.
+func BenchmarkWrite(b *testing.B) {
+	const n, m = 100_000, 1_000_000
+	g := testGraph(n, m, false, false)
+	g.FeatDim, g.Feat = 16, make([]float32, 16*n)
+	adj, err := BuildAdj(context.Background(), g, csr.In, CleanOptions{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	assign, _ := Assign(context.Background(), g, adj, AssignOptions{Method: MethodRandom, Parts: 4})
+	dir := filepath.Join(b.TempDir(), "parts")
+	var written int64
+	b.ReportAllocs()
+	for b.Loop() {
+		m, err := Write(context.Background(), dir, g, adj, assign, WriteOptions{Parts: 4, Force: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		written = m.Bytes()
+	}
+	b.SetBytes(written)
+	b.ReportMetric(float64(adj.NumEdges())*float64(b.N)/b.Elapsed().Seconds(), "edges/s")
+}
