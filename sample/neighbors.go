@@ -1,0 +1,195 @@
+package sample
+
+import (
+	"fmt"
+)
+
+// NeighborRequest asks one partition to expand some of its nodes for one
+// hop of one batch. It is what travels to a peer (node/ encodes it).
+type NeighborRequest struct {
+	Key      uint64 // BatchKey.Stream() of the batch
+	Hop      int    // 0-based hop
+	Fanout   int    // neighbours per node; -1 = all
+	Weighted bool   // weighted sampling when the graph has weights
+	Nodes    []uint64
+}
+
+// NeighborResponse is the answer: Counts[i] neighbours of Nodes[i], their
+// global ids concatenated in request order in Neighbors, each node's run
+// ascending. A response is reused across requests (Reset keeps capacity),
+// and carries the scratch space of its Chooser.
+type NeighborResponse struct {
+	Counts    []uint32
+	Neighbors []uint64
+
+	chooser Chooser
+	idx     []uint32
+	lo, hi  [prefetchChunk]uint64 // list bounds of the chunk being sampled
+	cnt     [prefetchChunk]int32  // chosen per node of the chunk; -1 = all
+	sink    uint64                // keeps the prefetching loads alive
+}
+
+// Reset empties the response, keeping its buffers.
+func (r *NeighborResponse) Reset() {
+	r.Counts = r.Counts[:0]
+	r.Neighbors = r.Neighbors[:0]
+}
+
+// SampleNeighbors expands req.Nodes, all owned by g, appending to resp.
+// It is the one function that expands nodes: a Sampler calls it for its
+// own partition and a peer's server calls it for requests it receives, so
+// a node's sample is the same wherever it is drawn. The choice for node v
+// is Chooser.Uniform (or .Weighted) over v's neighbour list with stream
+// NodeStream(req.Key, req.Hop, v). Safe for concurrent use with distinct
+// responses.
+func SampleNeighbors(g Local, req *NeighborRequest, resp *NeighborResponse) error {
+	if req.Fanout < -1 {
+		return fmt.Errorf("sample: hop %d: fanout %d: want -1 or ≥ 0: %w", req.Hop, req.Fanout, ErrInvalid)
+	}
+	start, n := g.Start(), g.End()-g.Start()
+	if f, ok := g.(flatCSR); ok {
+		return resp.sampleFlat(f, start, n, req)
+	}
+	for _, v := range req.Nodes {
+		l := v - start
+		if l >= n {
+			return notOwned(v, start, n)
+		}
+		var w []float32
+		if req.Weighted {
+			w = g.Weights(uint32(l))
+		}
+		if err := resp.sampleOne(req, v, g.Neighbors(uint32(l)), w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flatCSR is a Local whose CSR arrays are at hand (Mem, CSR), so that
+// SampleNeighbors can fetch a chunk's lists before it samples them.
+type flatCSR interface {
+	flat() (indptr, indices []uint64, weights []float32)
+}
+
+// prefetchChunk is how many nodes' lists are fetched ahead: enough
+// independent cache misses to keep the memory system busy.
+const prefetchChunk = 64
+
+// sampleFlat is SampleNeighbors over CSR arrays. Per chunk of nodes it
+// loads every indptr pair, then the first cache line of every list, then
+// draws every node's choice, and only then reads the chosen neighbours:
+// each pass is a loop whose loads do not depend on each other, so cache
+// misses overlap instead of being paid one at a time.
+func (r *NeighborResponse) sampleFlat(f flatCSR, start, n uint64, req *NeighborRequest) error {
+	indptr, indices, weights := f.flat()
+	if !req.Weighted {
+		weights = nil
+	}
+	for nodes := req.Nodes; len(nodes) > 0; {
+		c := nodes[:min(len(nodes), prefetchChunk)]
+		nodes = nodes[len(c):]
+		lo, hi, cnt := r.lo[:len(c)], r.hi[:len(c)], r.cnt[:len(c)]
+		for i, v := range c {
+			l := v - start
+			if l >= n {
+				return notOwned(v, start, n)
+			}
+			lo[i], hi[i] = indptr[l], indptr[l+1]
+		}
+		var sink uint64
+		for i := range c {
+			if lo[i] < hi[i] {
+				sink += indices[lo[i]]
+			}
+		}
+		r.sink += sink
+		idx := r.idx[:0]
+		for i, v := range c {
+			var w []float32
+			if weights != nil {
+				w = weights[lo[i]:hi[i]]
+			}
+			k := len(idx)
+			var all bool
+			idx, all = r.choose(req, v, int(hi[i]-lo[i]), w, idx)
+			cnt[i] = int32(len(idx) - k)
+			if all {
+				cnt[i] = -1
+			}
+		}
+		k := 0
+		for i := range c {
+			nb := indices[lo[i]:hi[i]]
+			if cnt[i] < 0 {
+				r.Counts = append(r.Counts, uint32(len(nb)))
+				r.Neighbors = append(r.Neighbors, nb...)
+				continue
+			}
+			r.Counts = append(r.Counts, uint32(cnt[i]))
+			for _, j := range idx[k : k+int(cnt[i])] {
+				r.Neighbors = append(r.Neighbors, nb[j])
+			}
+			k += int(cnt[i])
+		}
+		r.idx = idx[:0]
+	}
+	return nil
+}
+
+// sampleOne appends the sample of node v with neighbour list nb and
+// weights w (nil: uniform).
+func (r *NeighborResponse) sampleOne(req *NeighborRequest, v uint64, nb []uint64, w []float32) error {
+	if w != nil && len(w) != len(nb) {
+		return fmt.Errorf("sample: node %d: %d weights for %d neighbours: %w", v, len(w), len(nb), ErrInvalid)
+	}
+	idx, all := r.choose(req, v, len(nb), w, r.idx[:0])
+	if all {
+		r.Counts = append(r.Counts, uint32(len(nb)))
+		r.Neighbors = append(r.Neighbors, nb...)
+		return nil
+	}
+	r.Counts = append(r.Counts, uint32(len(idx)))
+	for _, i := range idx {
+		r.Neighbors = append(r.Neighbors, nb[i])
+	}
+	r.idx = idx[:0]
+	return nil
+}
+
+// choose is the one decision behind every sample: it appends to idx the
+// chosen indices of node v's deg neighbours (weights w, nil: uniform), or
+// reports all when every neighbour is taken without a draw.
+func (r *NeighborResponse) choose(req *NeighborRequest, v uint64, deg int, w []float32, idx []uint32) ([]uint32, bool) {
+	if w == nil && (req.Fanout < 0 || deg <= req.Fanout) {
+		return idx, true
+	}
+	stream := NodeStream(req.Key, req.Hop, v)
+	if w != nil {
+		return r.chooser.Weighted(stream, w, req.Fanout, idx), false
+	}
+	return r.chooser.Uniform(stream, deg, req.Fanout, idx), false
+}
+
+func notOwned(v, start, n uint64) error {
+	return fmt.Errorf("sample: node %d not in partition range [%d, %d): %w", v, start, start+n, ErrNotOwned)
+}
+
+// check verifies that resp fits req: one count per node, no count above
+// the fanout, and exactly as many neighbours as the counts add up to.
+func (r *NeighborResponse) check(req *NeighborRequest) error {
+	if len(r.Counts) != len(req.Nodes) {
+		return fmt.Errorf("%d counts for %d nodes: %w", len(r.Counts), len(req.Nodes), ErrBadResponse)
+	}
+	total := 0
+	for i, c := range r.Counts {
+		if req.Fanout >= 0 && int(c) > req.Fanout {
+			return fmt.Errorf("node %d: %d neighbours, fanout %d: %w", req.Nodes[i], c, req.Fanout, ErrBadResponse)
+		}
+		total += int(c)
+	}
+	if total != len(r.Neighbors) {
+		return fmt.Errorf("counts add up to %d, %d neighbours given: %w", total, len(r.Neighbors), ErrBadResponse)
+	}
+	return nil
+}

@@ -1,0 +1,284 @@
+package sample
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+)
+
+// Config is what a Sampler samples from and how.
+type Config struct {
+	// Fanouts per hop; -1 takes every neighbour. 1 to MaxHops hops.
+	Fanouts []int
+	// Weighted samples proportionally to edge weights where the graph has
+	// them (uniformly where it has none).
+	Weighted bool
+	// Local is this process's partition (or a Union of all of them).
+	Local Local
+	// Remote expands nodes outside Local's range; nil when Local covers
+	// every node that sampling can reach.
+	Remote Remote
+	// Book routes nodes outside Local's range to their owner. Required with
+	// Remote.
+	Book Book
+	// Schema is the shape of x and y in the batch.
+	Schema Schema
+	// Features fills x (Sampler.Gather); nil when Schema.FeatDim is 0.
+	Features FeatureSource
+	// Labels fills y; nil when Schema.LabelDim is 0.
+	Labels LabelSource
+}
+
+// Validate reports every problem of c, not just the first.
+func (c *Config) Validate() error {
+	var errs []error
+	if len(c.Fanouts) == 0 || len(c.Fanouts) > MaxHops {
+		errs = append(errs, fmt.Errorf("fanouts: %d hops, want 1 to %d", len(c.Fanouts), MaxHops))
+	}
+	for k, f := range c.Fanouts {
+		if f < -1 {
+			errs = append(errs, fmt.Errorf("fanouts[%d] = %d, want -1 or ≥ 0", k, f))
+		}
+	}
+	if c.Local == nil {
+		errs = append(errs, errors.New("local: nil"))
+	}
+	if c.Remote != nil && (c.Book == nil || c.Book.Parts() < 1) {
+		errs = append(errs, errors.New("book: empty, required with remote"))
+	}
+	if err := c.Schema.validate(); err != nil {
+		errs = append(errs, fmt.Errorf("schema: %w", err))
+	}
+	if c.Schema.FeatDim > 0 && c.Features == nil {
+		errs = append(errs, errors.New("features: nil with a feat dim"))
+	}
+	if c.Schema.LabelDim > 0 && c.Labels == nil {
+		errs = append(errs, errors.New("labels: nil with a label dim"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sample: config: %w: %w", err, ErrInvalid)
+	}
+	return nil
+}
+
+// Sampler builds batches. It owns every scratch buffer it needs and reuses
+// them, so a steady-state batch allocates nothing when all nodes are
+// local. A Sampler is not safe for concurrent use: run one per goroutine;
+// they share the (read-only) graph and sources.
+type Sampler struct {
+	cfg        Config
+	start, end uint64
+	pos        posMap
+	batch      Batch
+
+	local peer    // the request for Local of the current hop
+	peers []peer  // one per partition of the book, used with Remote
+	owner []int32 // per frontier node: index into peers, or -1 for local
+	// hopNbrs are the hop's neighbours in frontier order, with Remote.
+	hopNbrs []uint64
+	wg      sync.WaitGroup
+}
+
+// peer holds one hop's request to one partition and its answer.
+type peer struct {
+	req  NeighborRequest
+	resp NeighborResponse
+	err  error
+	node int // merge cursor into req.Nodes
+	nbr  int // merge cursor into resp.Neighbors
+}
+
+// New checks cfg and makes a Sampler.
+func New(cfg Config) (*Sampler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Sampler{cfg: cfg, start: cfg.Local.Start(), end: cfg.Local.End()}
+	if cfg.Remote != nil {
+		s.peers = make([]peer, cfg.Book.Parts())
+	}
+	return s, nil
+}
+
+// Sample builds the batch of seeds under key: n_id, edge_index, the
+// per-hop counts and y (DESIGN.md §5, PyG NeighborLoader semantics). x is
+// filled by Gather, or straight into a record by EncodeGather. The batch
+// is the Sampler's and valid until its next Sample.
+func (s *Sampler) Sample(ctx context.Context, key BatchKey, seeds []uint64) (*Batch, error) {
+	b := &s.batch
+	b.reset(key, s.cfg.Schema, len(s.cfg.Fanouts))
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sample: batch %d: %w", key.Batch, err)
+	}
+	if len(seeds) == 0 || len(seeds) > math.MaxInt32 {
+		return nil, fmt.Errorf("sample: batch %d: %d seeds: %w", key.Batch, len(seeds), ErrInvalid)
+	}
+	s.pos.reset(len(seeds) * 8)
+	for i, v := range seeds {
+		if p, ok := s.pos.insert(v, int32(i)); !ok {
+			return nil, fmt.Errorf("sample: batch %d: seed %d at positions %d and %d: duplicate seed: %w", key.Batch, v, p, i, ErrInvalid)
+		}
+	}
+	b.BatchSize = len(seeds)
+	b.NID = append(b.NID, seeds...)
+	b.NumSampledNodes = append(b.NumSampledNodes, int64(len(seeds)))
+	stream := key.Stream()
+	lo, hi := 0, len(seeds)
+	for hop, fanout := range s.cfg.Fanouts {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("sample: batch %d hop %d: %w", key.Batch, hop, err)
+		}
+		req := NeighborRequest{Key: stream, Hop: hop, Fanout: fanout, Weighted: s.cfg.Weighted}
+		if err := s.expand(ctx, req, b.NID[lo:hi]); err != nil {
+			return nil, fmt.Errorf("sample: batch %d hop %d: %w", key.Batch, hop, err)
+		}
+		e0 := len(b.Row)
+		if err := s.merge(lo, hi); err != nil {
+			return nil, fmt.Errorf("sample: batch %d hop %d: %w", key.Batch, hop, err)
+		}
+		b.NumSampledNodes = append(b.NumSampledNodes, int64(len(b.NID)-hi))
+		b.NumSampledEdges = append(b.NumSampledEdges, int64(len(b.Row)-e0))
+		lo, hi = hi, len(b.NID)
+	}
+	if k := s.cfg.Schema.LabelDim; k > 0 {
+		b.Y = resize(b.Y, len(seeds)*k)
+		if err := s.cfg.Labels.GatherLabels(ctx, seeds, b.Y); err != nil {
+			return nil, fmt.Errorf("sample: batch %d labels: %w", key.Batch, err)
+		}
+	}
+	return b, nil
+}
+
+// Gather fills b.X with the features of b.NID from the configured source.
+func (s *Sampler) Gather(ctx context.Context, b *Batch) error {
+	b.X = resize(b.X, len(b.NID)*s.cfg.Schema.RowBytes())
+	if len(b.X) == 0 {
+		return nil
+	}
+	if err := s.cfg.Features.Gather(ctx, b.NID, b.X); err != nil {
+		return fmt.Errorf("sample: batch %d features: %w", b.Index, err)
+	}
+	return nil
+}
+
+// expand samples the frontier: remote requests go out first, one per peer,
+// local nodes are sampled meanwhile, then all answers are checked.
+func (s *Sampler) expand(ctx context.Context, req NeighborRequest, frontier []uint64) error {
+	s.local.req = req
+	s.local.resp.Reset()
+	s.local.node, s.local.nbr = 0, 0
+	if s.cfg.Remote == nil {
+		s.local.req.Nodes = frontier
+		return SampleNeighbors(s.cfg.Local, &s.local.req, &s.local.resp)
+	}
+	s.local.req.Nodes = s.local.req.Nodes[:0]
+	for i := range s.peers {
+		p := &s.peers[i]
+		p.req = NeighborRequest{Key: req.Key, Hop: req.Hop, Fanout: req.Fanout, Weighted: req.Weighted, Nodes: p.req.Nodes[:0]}
+		p.resp.Reset()
+		p.err, p.node, p.nbr = nil, 0, 0
+	}
+	s.owner = s.owner[:0]
+	for _, v := range frontier {
+		if v-s.start < s.end-s.start {
+			s.local.req.Nodes = append(s.local.req.Nodes, v)
+			s.owner = append(s.owner, -1)
+			continue
+		}
+		if v >= s.cfg.Book.NumNodes() {
+			return fmt.Errorf("node %d outside the graph of %d nodes: %w", v, s.cfg.Book.NumNodes(), ErrNotOwned)
+		}
+		o := s.cfg.Book.Owner(v)
+		s.peers[o].req.Nodes = append(s.peers[o].req.Nodes, v)
+		s.owner = append(s.owner, int32(o))
+	}
+	for i := range s.peers {
+		p := &s.peers[i]
+		if len(p.req.Nodes) == 0 {
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			p.err = s.cfg.Remote.SampleNeighbors(ctx, i, &p.req, &p.resp)
+		}()
+	}
+	err := SampleNeighbors(s.cfg.Local, &s.local.req, &s.local.resp)
+	s.wg.Wait()
+	if err != nil {
+		return err
+	}
+	for i := range s.peers {
+		p := &s.peers[i]
+		if len(p.req.Nodes) == 0 {
+			continue
+		}
+		if p.err == nil {
+			p.err = p.resp.check(&p.req)
+		}
+		if p.err != nil {
+			return fmt.Errorf("part %d: %w", i, p.err)
+		}
+	}
+	return nil
+}
+
+// merge walks the frontier n_id[lo:hi] in order, takes each node's
+// neighbours from whoever expanded it, appends new nodes to n_id and one
+// edge per sampled neighbour.
+func (s *Sampler) merge(lo, hi int) error {
+	b := &s.batch
+	// Order the hop's neighbours as the frontier is ordered; cols follow.
+	nbrs := s.local.resp.Neighbors
+	if s.cfg.Remote != nil {
+		nbrs = s.hopNbrs[:0]
+	}
+	for i := lo; i < hi; i++ {
+		src := &s.local
+		if s.cfg.Remote != nil {
+			if o := s.owner[i-lo]; o >= 0 {
+				src = &s.peers[o]
+			}
+		}
+		c := int(src.resp.Counts[src.node])
+		if s.cfg.Remote != nil {
+			nbrs = append(nbrs, src.resp.Neighbors[src.nbr:src.nbr+c]...)
+		}
+		src.node++
+		src.nbr += c
+		for range c {
+			b.Col = append(b.Col, int64(i))
+		}
+	}
+	if s.cfg.Remote != nil {
+		s.hopNbrs = nbrs
+	}
+	if len(b.NID)+len(nbrs) > math.MaxInt32 {
+		return fmt.Errorf("more than %d nodes in one batch: %w", math.MaxInt32, ErrInvalid)
+	}
+	// Insert in chunks, touching each chunk's home slots first: those
+	// loads are independent, so their cache misses overlap.
+	for len(nbrs) > 0 {
+		c := nbrs[:min(len(nbrs), prefetchChunk)]
+		nbrs = nbrs[len(c):]
+		s.pos.touch(c)
+		for _, v := range c {
+			p, added := s.pos.insert(v, int32(len(b.NID)))
+			if added {
+				b.NID = append(b.NID, v)
+			}
+			b.Row = append(b.Row, int64(p))
+		}
+	}
+	return nil
+}
+
+// resize returns a slice of n elements, reusing buf's capacity.
+func resize[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	return buf[:n]
+}
