@@ -1,0 +1,185 @@
+package shm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestFullBlocks: a full sub-ring blocks Write until the consumer
+// releases a record, then the write proceeds.
+func TestFullBlocks(t *testing.T) {
+	r := newTestRing(t, 1, PageSize)
+	c, _ := r.Consumer()
+	p, err := r.Producer(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := make([]byte, 1984) // 2048 bytes with its header: two fill the ring
+	ctx := testCtx(t)
+	for range 2 {
+		if err := p.Write(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Used(0) != PageSize {
+		t.Fatalf("Used %d, want %d", r.Used(0), PageSize)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Write(ctx, rec[:10]) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Write into a full ring returned %v, want it to block", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if _, err := c.Next(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Release(0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Write still blocked 2s after Release")
+	}
+	if want := int64(2048 + 128); r.Used(0) != want {
+		t.Fatalf("Used %d, want %d", r.Used(0), want)
+	}
+}
+
+func TestTooLarge(t *testing.T) {
+	const sub = 64 << 10
+	r := newTestRing(t, 4, sub)
+	p, err := r.Producer(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	for _, tc := range []struct {
+		n   int
+		err error
+	}{
+		{sub - 64, nil},
+		{sub - 63, ErrTooLarge},
+		{70000, ErrTooLarge},
+		{-1, ErrInvalid},
+	} {
+		buf, err := p.Reserve(ctx, tc.n)
+		if !errors.Is(err, tc.err) {
+			t.Fatalf("Reserve(%d): %v, want %v", tc.n, err, tc.err)
+		}
+		if err != nil {
+			if tc.err == ErrTooLarge {
+				want := fmt.Sprintf("shm: record of %d bytes does not fit ring %s sub-ring 3 of %d bytes", tc.n, r.Path(), sub)
+				if !strings.HasPrefix(err.Error(), want) {
+					t.Fatalf("Reserve(%d): %q, want it to start %q", tc.n, err, want)
+				}
+			}
+			continue
+		}
+		if len(buf) != tc.n || cap(buf) != tc.n {
+			t.Fatalf("Reserve(%d): view of len %d cap %d", tc.n, len(buf), cap(buf))
+		}
+		if err := p.Commit(tc.n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Used(3) != sub {
+		t.Fatalf("Used %d after the largest record, want %d", r.Used(3), sub)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	r := newTestRing(t, 2, PageSize)
+	c, _ := r.Consumer()
+	p, _ := r.Producer(0)
+	if err := p.Write(context.Background(), make([]byte, PageSize-64)); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = r.Producer(1) // attached and alive, never writes
+	for _, tc := range []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"Reserve", func(ctx context.Context) error { _, err := p.Reserve(ctx, 1); return err }},
+		{"Next", func(ctx context.Context) error { _, err := c.Next(ctx, 1); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(30*time.Millisecond, cancel)
+			start := time.Now()
+			err := tc.call(ctx)
+			if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), r.Path()) {
+				t.Fatalf("%v, want context.Canceled naming the ring", err)
+			}
+			if d := time.Since(start); d < 30*time.Millisecond || d > time.Second {
+				t.Fatalf("returned after %v, want soon after the 30ms cancel", d)
+			}
+		})
+	}
+}
+
+func TestProducerOrder(t *testing.T) {
+	r := newTestRing(t, 1, PageSize)
+	p, _ := r.Producer(0)
+	ctx := testCtx(t)
+	if err := p.Commit(0); !errors.Is(err, ErrOrder) {
+		t.Fatalf("Commit without Reserve: %v, want ErrOrder", err)
+	}
+	if _, err := p.Reserve(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Reserve(ctx, 100); !errors.Is(err, ErrOrder) {
+		t.Fatalf("Reserve before Commit: %v, want ErrOrder", err)
+	}
+	if err := p.Commit(101); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Commit of more than reserved: %v, want ErrInvalid", err)
+	}
+	if err := p.Commit(7); err != nil { // less than reserved is fine
+		t.Fatal(err)
+	}
+	p.Close()
+	p.Close()
+	if err := p.Write(ctx, nil); !errors.Is(err, ErrOrder) {
+		t.Fatalf("Write after Close: %v, want ErrOrder", err)
+	}
+	c, _ := r.Consumer()
+	rec, err := c.Next(ctx, 0)
+	if err != nil || len(rec) != 7 {
+		t.Fatalf("Next: %d bytes, %v; want the 7 committed", len(rec), err)
+	}
+}
+
+// TestConsumerGone: closing the consumer unblocks a producer waiting for
+// room, and later writes fail at once.
+func TestConsumerGone(t *testing.T) {
+	r := newTestRing(t, 1, PageSize)
+	c, _ := r.Consumer()
+	p, _ := r.Producer(0)
+	ctx := testCtx(t)
+	if err := p.Write(ctx, make([]byte, PageSize-64)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Write(ctx, []byte("x")) }()
+	time.Sleep(20 * time.Millisecond)
+	c.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrConsumerGone) || !strings.Contains(err.Error(), "sub-ring 0: consumer closed") {
+			t.Fatalf("blocked Write: %v, want ErrConsumerGone", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Write still blocked 2s after the consumer closed")
+	}
+	if err := p.Write(ctx, nil); !errors.Is(err, ErrConsumerGone) {
+		t.Fatalf("Write after consumer Close: %v, want ErrConsumerGone", err)
+	}
+}

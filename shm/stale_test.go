@@ -1,0 +1,89 @@
+package shm
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func TestName(t *testing.T) {
+	for _, tc := range []struct {
+		base   string
+		prefix string
+		pid    int
+		ok     bool
+	}{
+		{Name("graphnode", 1234, 7), "graphnode", 1234, true},
+		{"graphnode-1234-7.ring", "graphnode", 1234, true},
+		{"graphnode-1234-7.ring", "other", 0, false},
+		{"graphnode-x-7.ring", "graphnode", 0, false},
+		{"graphnode-0-7.ring", "graphnode", 0, false},
+		{"graphnode-1234.ring", "graphnode", 0, false},
+		{"graphnode-1234-7.tmp", "graphnode", 0, false},
+		{"graphnode-1234-7-8.ring", "graphnode", 0, false},
+	} {
+		pid, ok := parseName(tc.base, tc.prefix)
+		if pid != tc.pid || ok != tc.ok {
+			t.Errorf("parseName(%q, %q) = %d, %v; want %d, %v", tc.base, tc.prefix, pid, ok, tc.pid, tc.ok)
+		}
+	}
+	if got := Name("gn", 42, 3); got != "gn-42-3.ring" {
+		t.Errorf("Name = %q, want gn-42-3.ring", got)
+	}
+}
+
+func TestRemoveStale(t *testing.T) {
+	dir := testDir(t)
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("cannot run /bin/true for a dead pid: %v", err)
+	}
+	dead, live := cmd.Process.Pid, os.Getpid()
+	opts := Options{SubRings: 1, Capacity: PageSize}
+	mk := func(name string) string {
+		path := filepath.Join(dir, name)
+		r, err := Create(path, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		return path
+	}
+	deadRing := mk(Name("gn", dead, 1))       // header says live (we created it), name says dead
+	liveRing := mk(Name("gn", live, 2))       // live creator
+	otherPrefix := mk(Name("other", dead, 3)) // not ours to sweep
+	if err := os.WriteFile(filepath.Join(dir, Name("gn", dead, 4)), []byte("junk"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	junk := filepath.Join(dir, Name("gn", dead, 4)) // unreadable header, dead name pid
+	removed, err := RemoveStale(dir, "gn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The header of deadRing names a live creator (this process), so it
+	// is kept: the name alone does not condemn a live creator's file.
+	if want := []string{junk}; !slices.Equal(removed, want) {
+		t.Fatalf("removed %v, want %v", removed, want)
+	}
+	for _, p := range []string{deadRing, liveRing, otherPrefix} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v, want it kept", p, err)
+		}
+	}
+	// A file whose name and header both name the dead pid goes.
+	r, err := Open(deadRing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putCreator(r, dead)
+	r.Close()
+	removed, err = RemoveStale(dir, "gn")
+	if err != nil || !slices.Equal(removed, []string{deadRing}) {
+		t.Fatalf("removed %v, %v; want [%s]", removed, err, deadRing)
+	}
+	if _, err := RemoveStale(filepath.Join(dir, "missing"), "gn"); err == nil {
+		t.Fatal("RemoveStale of a missing directory: nil error")
+	}
+}

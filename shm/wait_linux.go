@@ -1,0 +1,116 @@
+package shm
+
+import (
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Tunables of waiting and liveness. doc.go states the protocol they
+// implement; a foreign client only needs HeartbeatEvery and DeadAfter.
+const (
+	// spinFor is how long a waiter polls before it sleeps on the futex:
+	// a few microseconds cover a peer that is about to publish, without
+	// burning a core on a peer that is busy for milliseconds.
+	spinFor = 10 * time.Microsecond
+	// spinTight is the number of polls before the spinner starts to
+	// yield the processor between polls.
+	spinTight = 64
+	// waitSlice bounds one futex sleep, so that a sleeper notices a
+	// cancelled context or a dead peer without any wake.
+	waitSlice = 50 * time.Millisecond
+	// HeartbeatEvery is how often a live producer advances its heartbeat.
+	HeartbeatEvery = 100 * time.Millisecond
+	// DeadAfter: a producer whose heartbeat did not move for this long is
+	// dead, whatever its pid says (a hung, stopped, or reaped-and-reused
+	// process, or one in another pid namespace).
+	DeadAfter = time.Second
+	// goneAfter: a producer whose pid no longer exists is dead once its
+	// heartbeat has not moved for this long (a quarter second tolerates a
+	// pid that is merely invisible to us while the heartbeat runs).
+	goneAfter = 250 * time.Millisecond
+)
+
+// Futex operations. The ring is shared between processes, so the
+// operations are the shared ones (no FUTEX_PRIVATE_FLAG).
+const (
+	futexWait = 0
+	futexWake = 1
+)
+
+// futexSleep sleeps while *addr == val, for at most d. Spurious returns
+// (EAGAIN, EINTR, a timeout) are fine: every caller re-checks.
+//
+// addr points into the shared mapping (or, in fuzz tests, into Go heap
+// memory that the caller keeps alive), so the kernel reads a valid word.
+func futexSleep(addr *uint32, val uint32, d time.Duration) {
+	ts := unix.NsecToTimespec(int64(d))
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWait, uintptr(val),
+		uintptr(unsafe.Pointer(&ts)), 0, 0)
+}
+
+// futexWakeAll wakes every sleeper on addr, in any process.
+func futexWakeAll(addr *uint32) {
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWake, uintptr(1<<31-1), 0, 0, 0)
+}
+
+// signal tells a peer that may sleep on seq that something changed: it
+// bumps seq (so a peer between its last check and its sleep does not
+// sleep) and wakes it, but only when the peer's waiter flag is set, so a
+// busy stream costs one atomic load per record and no system call.
+func signal(waiterFlag, seq *uint32) {
+	if atomic.LoadUint32(waiterFlag) != 0 {
+		atomic.AddUint32(seq, 1)
+		futexWakeAll(seq)
+	}
+}
+
+// spin polls ready for about spinFor and reports whether it turned true.
+func spin(ready func() bool) bool {
+	for range spinTight {
+		if ready() {
+			return true
+		}
+	}
+	deadline := time.Now().Add(spinFor)
+	for i := 0; ; i++ {
+		if ready() {
+			return true
+		}
+		runtime.Gosched()
+		if i%8 == 7 && time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// pidGone reports whether no process with this pid exists. A pid that
+// exists but is not ours to signal (EPERM) is alive; pid <= 0 is unknown
+// and never reported gone.
+func pidGone(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	return errors.Is(unix.Kill(pid, 0), unix.ESRCH)
+}
+
+// liveness tracks one peer's heartbeat as seen by this process's clock:
+// the shared word is a counter, not a time, so the two processes need
+// no common clock.
+type liveness struct {
+	seen    uint64    // last heartbeat value read
+	changed time.Time // when seen last changed, on our clock
+}
+
+// observe records the current heartbeat and returns how long it has not
+// moved.
+func (l *liveness) observe(hb uint64, now time.Time) time.Duration {
+	if l.changed.IsZero() || hb != l.seen {
+		l.seen, l.changed = hb, now
+	}
+	return now.Sub(l.changed)
+}
