@@ -1,6 +1,157 @@
 package main
 
-import "context"
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"time"
 
-// TODO: owned by the gen work.
-func runGen(ctx context.Context, a *app, args []string) error { return nil }
+	"graphnode/partition"
+)
+
+const genSynopsis = "rmat|sbm [flags] -o DIR"
+
+// runGen is `node gen rmat|sbm`: generate a synthetic graph and write it in
+// the OGB raw layout, which `node partition --format ogb` reads.
+func runGen(ctx context.Context, a *app, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintf(a.stderr, "usage: node gen %s\n\n"+
+			"generators:\n"+
+			"  rmat  R-MAT power-law graph (Graph500 parameters), ogbn-products sized with\n"+
+			"        --nodes 2400000 --edges 62000000 --feat-dim 100 --classes 47\n"+
+			"  sbm   stochastic block model: communities = classes, noisy block features\n\n"+
+			"Output is the OGB raw layout (raw/*.csv, split/<scheme>/*.csv).\n"+
+			"Run 'node gen rmat --help' or 'node gen sbm --help' for the flags.\n", genSynopsis)
+		if len(args) == 0 {
+			return errUsage
+		}
+		return flag.ErrHelp
+	}
+	kind, args := args[0], args[1:]
+	var w genWrite
+	var generate func() (*partition.Graph, error)
+	prog := newProgress(a.stderr)
+
+	switch kind {
+	case "rmat":
+		c := partition.DefaultRMATConfig()
+		fl := newFlagSet(a, "gen rmat", "[flags] -o DIR")
+		fl.IntVar(&c.Nodes, "nodes", c.Nodes, "number of nodes (any count, not only powers of two)")
+		fl.Int64Var(&c.Edges, "edges", c.Edges, "number of generated edges (undirected pairs with --undirected)")
+		fl.Float64Var(&c.A, "a", c.A, "R-MAT probability of the top-left quadrant")
+		fl.Float64Var(&c.B, "b", c.B, "R-MAT probability of the top-right quadrant")
+		fl.Float64Var(&c.C, "c", c.C, "R-MAT probability of the bottom-left quadrant (d = 1-a-b-c)")
+		fl.Float64Var(&c.Noise, "noise", c.Noise, "per-level noise on a,b,c,d that smooths the degree distribution (0 = plain R-MAT)")
+		fl.IntVar(&c.FeatDim, "feat-dim", c.FeatDim, "float32 features per node (class centroid + Gaussian noise); 0 = none")
+		fl.IntVar(&c.Classes, "classes", c.Classes, "label classes; 0 = no labels")
+		fl.BoolVar(&c.Undirected, "undirected", false, "write both directions of every generated edge (2 x --edges edges)")
+		genCommonFlags(fl, &c.TrainFrac, &c.ValFrac, &c.TestFrac, &c.Seed, &w)
+		if err := genParse(fl, args, &w); err != nil {
+			return err
+		}
+		c.Workers = w.workers
+		generate = func() (*partition.Graph, error) { return partition.RMAT(ctx, c, prog.report) }
+	case "sbm":
+		c := partition.DefaultSBMConfig()
+		fl := newFlagSet(a, "gen sbm", "[flags] -o DIR")
+		fl.IntVar(&c.Nodes, "nodes", c.Nodes, "number of nodes")
+		fl.IntVar(&c.Blocks, "blocks", c.Blocks, "number of blocks (communities), which are also the label classes")
+		fl.Float64Var(&c.AvgDegree, "avg-degree", c.AvgDegree, "mean directed edges per node (every edge is written in both directions)")
+		fl.Float64Var(&c.Homophily, "homophily", c.Homophily, "fraction of edges that stay inside their block (1/blocks = no community signal)")
+		fl.IntVar(&c.FeatDim, "feat-dim", c.FeatDim, "float32 features per node; 0 = none")
+		fl.Float64Var(&c.Signal, "signal", c.Signal, "standard deviation of the block centroids' entries (feature signal)")
+		fl.Float64Var(&c.Noise, "noise", c.Noise, "standard deviation of the per-node feature noise")
+		genCommonFlags(fl, &c.TrainFrac, &c.ValFrac, &c.TestFrac, &c.Seed, &w)
+		if err := genParse(fl, args, &w); err != nil {
+			return err
+		}
+		c.Workers = w.workers
+		generate = func() (*partition.Graph, error) { return partition.SBM(ctx, c, prog.report) }
+	default:
+		fmt.Fprintf(a.stderr, "node gen: unknown generator %q (want rmat or sbm)\n", kind)
+		return errUsage
+	}
+
+	start := time.Now()
+	g, err := generate()
+	if err != nil {
+		return err
+	}
+	g.Name = kind
+	err = partition.WriteOGB(ctx, w.out, g, partition.OGBWriteOptions{
+		Gzip: w.gzip, Scheme: w.scheme, Force: w.force, Workers: w.workers, Progress: prog.report,
+	})
+	prog.done()
+	if err != nil {
+		return err
+	}
+	files, size, err := genDirSize(w.out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "gen %s: %d nodes, %d edges, %d features, %d classes, %d self loops; %d files, %s bytes in %s, %.1fs\n",
+		kind, g.NumNodes, len(g.Src), g.FeatDim, g.NumClasses, g.Stats.SelfLoops, files, count(size), w.out, time.Since(start).Seconds())
+	return nil
+}
+
+// genWrite holds the output flags both generators share.
+type genWrite struct {
+	out, scheme string
+	gzip, force bool
+	workers     int
+}
+
+func genCommonFlags(fl *flag.FlagSet, train, val, test *float64, seed *uint64, w *genWrite) {
+	fl.Float64Var(train, "train-frac", *train, "fraction of the non-isolated nodes in the train split (all three fractions 0: the defaults)")
+	fl.Float64Var(val, "val-frac", *val, "fraction of the non-isolated nodes in the validation split")
+	fl.Float64Var(test, "test-frac", *test, "fraction of the non-isolated nodes in the test split")
+	fl.Uint64Var(seed, "seed", *seed, "random seed; the same seed gives the same graph whatever --workers")
+	fl.IntVar(&w.workers, "workers", 0, "generator and writer goroutines (0 = all CPUs)")
+	fl.StringVar(&w.out, "o", "", "output `DIR` (required); created, must be empty unless --force")
+	fl.StringVar(&w.scheme, "split", "random", "split `scheme`: the folder name under split/")
+	fl.BoolVar(&w.gzip, "gzip", false, "gzip every file (*.csv.gz, as OGB ships them)")
+	fl.BoolVar(&w.force, "force", false, "write into a non-empty directory, replacing its raw/ and split/")
+}
+
+func genParse(fl *flag.FlagSet, args []string, w *genWrite) error {
+	pos, err := parseFlags(fl, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(fl.Output(), "node %s: unexpected argument %q\n", fl.Name(), pos[0])
+		fl.Usage()
+		return errUsage
+	}
+	if w.out == "" {
+		fmt.Fprintf(fl.Output(), "node %s: -o DIR is required\n", fl.Name())
+		fl.Usage()
+		return errUsage
+	}
+	return nil
+}
+
+// genDirSize counts the files and bytes under dir's raw/ and split/.
+func genDirSize(dir string) (files int, size int64, err error) {
+	for _, sub := range []string{"raw", "split"} {
+		err = filepath.WalkDir(filepath.Join(dir, sub), func(_ string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			files++
+			size += fi.Size()
+			return nil
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return 0, 0, fmt.Errorf("gen: %w", err)
+		}
+	}
+	return files, size, nil
+}

@@ -34,6 +34,9 @@ func commands() map[string]command {
 		"gen":       {"generate a synthetic graph (R-MAT, stochastic block model)", runGen},
 		"partition": {"partition a graph into a parts/ directory", runPartition},
 		"inspect":   {"describe (and verify) a parts/ directory", runInspect},
+		"run":       {"run the daemon: serve this host's partition to trainers (-c node.toml)", runRun},
+		"sampler":   {"internal: one sampler process of a loader, started by node run", runSampler},
+		"config":    {"check a node.toml and print the effective configuration", runConfig},
 	}
 }
 

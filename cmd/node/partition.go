@@ -1,6 +1,174 @@
 package main
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
 
-// TODO: owned by the partition work.
-func runPartition(ctx context.Context, a *app, args []string) error { return nil }
+	"graphnode/csr"
+	"graphnode/partition"
+)
+
+const partitionSynopsis = "--input PATH [--format F] --parts N [--method M] [flags] -o DIR"
+
+// partitionFlags are the values of `node partition`'s flags.
+type partitionFlags struct {
+	read                                     partition.ReadOptions
+	input, out, method, direction, split     string
+	selfLoops, duplicates, dangling, missing string
+	featDtype, header, ids                   string
+	parts                                    int
+	seed                                     uint64
+	undirected, force                        bool
+}
+
+// runPartition is `node partition`: read a graph, clean it, split it,
+// assign its nodes to partitions and write a parts/ directory.
+func runPartition(ctx context.Context, a *app, args []string) error {
+	var f partitionFlags
+	fs := newFlagSet(a, "partition", partitionSynopsis)
+	fs.StringVar(&f.input, "input", "", "input file or directory (required)")
+	fs.StringVar(&f.read.Format, "format", "", "input format: "+strings.Join(partition.Formats(), ", ")+" (default: guessed from the path)")
+	fs.StringVar(&f.read.Name, "name", "", "graph name recorded in graph.toml (default: the input's base name)")
+	fs.IntVar(&f.parts, "parts", 1, "number of partitions")
+	fs.StringVar(&f.method, "method", partition.MethodRandom, "partitioner: random (balanced random), metis (multilevel edge cut), freq (access frequency)")
+	fs.StringVar(&f.direction, "direction", "in", "which endpoint owns an edge: in (the destination; sampling expands in-neighbours) or out")
+	fs.BoolVar(&f.undirected, "undirected", false, "add the reverse of every edge (reciprocal pairs become duplicates, dropped by default)")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the random choices (assignment, splits); below 2^63")
+	fs.StringVar(&f.selfLoops, "self-loops", "keep", "self loops: keep, drop or error")
+	fs.StringVar(&f.duplicates, "duplicates", "drop", "repeated edges (same pair and relation): drop (the first is kept), keep or error")
+	fs.StringVar(&f.dangling, "dangling", "drop", "edges or labels naming an unknown node: drop, add (the node) or error")
+	fs.StringVar(&f.missing, "missing-label", "keep", "nodes without a label: keep (label -1, in no split) or error")
+	fs.StringVar(&f.split, "split", "keep", "train/val/test: keep (the input's), random:TRAIN,VAL,TEST fractions, or per-class:TRAIN,VAL,TEST counts")
+	fs.StringVar(&f.featDtype, "feat-dtype", "f32", "feature type on disk: f32 or f16 (round to nearest even)")
+	fs.BoolVar(&f.force, "force", false, "replace an existing non-empty output directory")
+	fs.StringVar(&f.out, "o", "", "output directory (required)")
+	fs.BoolVar(&f.read.Weighted, "weighted", false, "edge lists: the third column is an edge weight")
+	fs.StringVar(&f.header, "header", "auto", "edge lists: the first line is a header: auto, yes or no")
+	fs.StringVar(&f.ids, "ids", "auto", "edge lists: node ids are int, string, or auto (integers until one is not)")
+	fs.StringVar(&f.read.NodeFile, "node-file", "", "edge lists: file of node ids, one per line (adds isolated nodes, defines the known nodes)")
+	fs.StringVar(&f.read.LabelFile, "label-file", "", "edge lists: file of \"id label\" lines (an id given twice or more is multi-label)")
+	fs.StringVar(&f.read.SplitScheme, "split-scheme", "", "ogb: the folder under split/ (default: the only one)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	usage := func(format string, v ...any) error {
+		fmt.Fprintf(a.stderr, "node partition: "+format+"\n", v...)
+		fs.Usage()
+		return errUsage
+	}
+	if len(pos) > 0 {
+		return usage("unexpected argument %q", pos[0])
+	}
+	if f.input == "" || f.out == "" {
+		return usage("--input and -o are required")
+	}
+	if f.seed > math.MaxInt64 {
+		return usage("--seed %d: want below 2^63", f.seed)
+	}
+	return partitionRun(ctx, a, &f)
+}
+
+// partitionRun runs the pipeline once the flags are parsed.
+func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
+	start := time.Now()
+	dir := csr.In
+	switch f.direction {
+	case "in":
+	case "out":
+		dir = csr.Out
+	default:
+		return fmt.Errorf("--direction %q: want in or out", f.direction)
+	}
+	featType := csr.TypeF32
+	switch f.featDtype {
+	case "f32":
+	case "f16":
+		featType = csr.TypeF16
+	default:
+		return fmt.Errorf("--feat-dtype %q: want f32 or f16", f.featDtype)
+	}
+	clean := partition.CleanOptions{SelfLoops: partition.Policy(f.selfLoops), Duplicates: partition.Policy(f.duplicates), Undirected: f.undirected}
+	split, err := partition.ParseSplit(f.split)
+	if err != nil {
+		return err
+	}
+	split.Seed = f.seed
+	f.read.Dangling, f.read.MissingLabel = partition.Policy(f.dangling), partition.Policy(f.missing)
+	f.read.Header = f.header
+	if f.header == "auto" {
+		f.read.Header = partition.HeaderAuto
+	}
+	f.read.IDs = f.ids
+	prog := newProgress(a.stderr)
+	defer prog.done()
+	f.read.Progress = prog.report
+
+	g, err := partition.Read(ctx, f.input, f.read)
+	if err != nil {
+		return err
+	}
+	prog.done()
+	read := g.Stats
+	fmt.Fprintf(a.stdout, "read %s: %d nodes, %d edges, %d features, %d classes, %d/%d/%d train/val/test\n",
+		f.input, g.NumNodes, len(g.Src), g.FeatDim, g.NumClasses, len(g.Train), len(g.Val), len(g.Test))
+	adj, err := partition.BuildAdj(ctx, g, dir, clean, prog.report)
+	if err != nil {
+		return err
+	}
+	prog.done()
+	s := g.Stats
+	fmt.Fprintf(a.stdout, "cleaned: %d edges stored (direction %s); self loops %d (dropped %d), duplicates dropped %d, reverse edges added %d, dangling %d (dropped %d), missing labels %d\n",
+		adj.NumEdges(), dir, s.SelfLoops, s.SelfLoopsDrop, s.Duplicates, s.ReverseAdded, read.Dangling, read.DanglingDrop, read.MissingLabels)
+	removed, err := partition.Split(g, split)
+	if err != nil {
+		return err
+	}
+	if removed > 0 {
+		fmt.Fprintf(a.stdout, "split: %d unlabelled nodes taken out of the input's splits\n", removed)
+	}
+	assign, err := partition.Assign(ctx, g, adj, partition.AssignOptions{Method: f.method, Parts: f.parts, Seed: f.seed, Progress: prog.report})
+	if err != nil {
+		return err
+	}
+	prog.done()
+	m, err := partition.Write(ctx, f.out, g, adj, assign, partition.WriteOptions{
+		Parts: f.parts, Force: f.force, FeatType: featType, Method: f.method, Seed: f.seed,
+		Clean: clean, Split: split.String(), Progress: prog.report,
+	})
+	if err != nil {
+		return err
+	}
+	prog.done()
+	nb, eb, tb := m.Balance()
+	fmt.Fprintf(a.stdout, "split %s: %d/%d/%d train/val/test\n", m.Split, m.Train, m.Val, m.Test)
+	fmt.Fprintf(a.stdout, "partitioned into %d parts (%s, seed %d): edge cut %.2f%%, balance max/mean nodes %.3f, edges %.3f, train %.3f\n",
+		m.Parts, m.Method, m.Seed, partitionPct(m.EdgeCut(), m.Edges), nb, eb, tb)
+	fmt.Fprintf(a.stdout, "wrote %s: %s in %d files, checksum %s, %.1fs\n",
+		f.out, partitionBytes(m.Bytes()), len(m.File)+1, m.Checksum, time.Since(start).Seconds())
+	return nil
+}
+
+func partitionPct(part, whole uint64) float64 {
+	if whole == 0 {
+		return 0
+	}
+	return 100 * float64(part) / float64(whole)
+}
+
+// partitionBytes prints n bytes with a binary unit.
+func partitionBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.2f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"graphnode/node"
+)
+
+// runConfig is `node config check -c node.toml`: it prints the effective
+// configuration (defaults filled in) as TOML and fails listing every
+// problem, each with its key.
+func runConfig(ctx context.Context, a *app, args []string) error {
+	if len(args) == 0 || args[0] != "check" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			fmt.Fprintln(a.stderr, "usage: node config check -c node.toml")
+			return nil
+		}
+		fmt.Fprintln(a.stderr, "usage: node config check -c node.toml")
+		return errUsage
+	}
+	fs := newFlagSet(a, "config check", "-c node.toml")
+	path := fs.String("c", "", "configuration `file` to check")
+	if _, err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	if *path == "" {
+		fmt.Fprintln(a.stderr, "node config check: -c node.toml is required")
+		fs.Usage()
+		return errUsage
+	}
+	cfg, err := node.LoadConfig(*path)
+	if err != nil && !errors.Is(err, node.ErrConfig) {
+		return err // not TOML at all: nothing to print
+	}
+	out, eerr := cfg.EncodeTOML()
+	if eerr != nil {
+		return eerr
+	}
+	a.stdout.Write(out)
+	if err != nil {
+		lines := strings.Split(err.Error(), "\n")
+		return fmt.Errorf("%d problem(s):\n  %s", len(lines), strings.Join(lines, "\n  "))
+	}
+	return nil
+}

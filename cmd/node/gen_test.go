@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func genRunNode(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = run(context.Background(), args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestGenWritesOGB(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		files []string
+		lines map[string]int // file -> line count
+	}{
+		{
+			args:  []string{"rmat", "--nodes", "1000", "--edges", "5000", "--feat-dim", "4", "--classes", "3", "--seed", "9"},
+			files: []string{"raw/edge.csv", "raw/num-node-list.csv", "raw/num-edge-list.csv", "raw/node-feat.csv", "raw/node-label.csv", "split/random/train.csv", "split/random/valid.csv", "split/random/test.csv"},
+			lines: map[string]int{"raw/edge.csv": 5000, "raw/node-feat.csv": 1000, "raw/node-label.csv": 1000},
+		},
+		{
+			args:  []string{"rmat", "--nodes", "100", "--edges", "300", "--undirected", "--feat-dim", "0", "--classes", "0", "--gzip", "--split", "s1"},
+			files: []string{"raw/edge.csv.gz", "raw/num-node-list.csv.gz", "raw/num-edge-list.csv.gz", "split/s1/train.csv.gz"},
+		},
+		{
+			args:  []string{"sbm", "--nodes", "2000", "--blocks", "4", "--avg-degree", "6", "--feat-dim", "8", "--train-frac", "0.5"},
+			files: []string{"raw/edge.csv", "raw/node-feat.csv", "raw/node-label.csv", "split/random/train.csv"},
+			lines: map[string]int{"raw/edge.csv": 12000, "raw/node-label.csv": 2000, "split/random/train.csv": 1000},
+		},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "out")
+			code, stdout, stderr := genRunNode(t, append(append([]string{"gen"}, tc.args...), "-o", dir)...)
+			if code != 0 {
+				t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+			}
+			if !strings.HasPrefix(stdout, "gen "+tc.args[0]+": ") || !strings.Contains(stdout, " nodes, ") || !strings.Contains(stdout, " files, ") {
+				t.Errorf("summary = %q", stdout)
+			}
+			for _, f := range tc.files {
+				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+					t.Errorf("missing %s: %v", f, err)
+				}
+			}
+			for f, want := range tc.lines {
+				b, err := os.ReadFile(filepath.Join(dir, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := bytes.Count(b, []byte("\n")); got != want {
+					t.Errorf("%s: %d lines, want %d", f, got, want)
+				}
+			}
+			// A second run into the same directory needs --force.
+			if code, _, stderr := genRunNode(t, append(append([]string{"gen"}, tc.args...), "-o", dir)...); code != 1 || !strings.Contains(stderr, "not empty") {
+				t.Errorf("rerun: exit %d, stderr %q; want 1 and 'not empty'", code, stderr)
+			}
+			if code, _, stderr := genRunNode(t, append(append([]string{"gen"}, tc.args...), "-o", dir, "--force")...); code != 0 {
+				t.Errorf("rerun --force: exit %d, stderr %q", code, stderr)
+			}
+		})
+	}
+}
+
+func TestGenUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		code     int
+		contains []string
+	}{
+		{[]string{"gen", "--help"}, 0, []string{"usage: node gen rmat|sbm", "sbm"}},
+		{[]string{"gen"}, 2, []string{"usage: node gen"}},
+		{[]string{"gen", "rmat", "--help"}, 0, []string{"-nodes", "-edges", "-feat-dim", "-classes", "-train-frac", "-val-frac", "-test-frac", "-undirected", "-seed", "-a ", "-b ", "-c ", "-noise", "-gzip", "-force", "-o "}},
+		{[]string{"gen", "sbm", "-h"}, 0, []string{"-nodes", "-blocks", "-avg-degree", "-homophily", "-feat-dim", "-signal", "-noise", "-train-frac", "-seed", "-gzip"}},
+		{[]string{"gen", "rmat"}, 2, []string{"-o DIR is required"}},
+		{[]string{"gen", "rmat", "-o", "x", "extra"}, 2, []string{`unexpected argument "extra"`}},
+		{[]string{"gen", "rmat", "--bogus"}, 2, []string{"bogus"}},
+		{[]string{"gen", "er"}, 2, []string{`unknown generator "er"`}},
+		{[]string{"gen", "sbm", "--homophily", "3", "-o", "x"}, 1, []string{"node gen: partition: sbm: homophily = 3"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, _, stderr := genRunNode(t, tc.args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tc.code, stderr)
+			}
+			for _, s := range tc.contains {
+				if !strings.Contains(stderr, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, stderr)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"graphnode/node"
+)
+
+// runSampler is `node sampler`, internal: `node run` starts one per
+// worker of a loader, with the worker's spec as JSON on stdin.
+func runSampler(ctx context.Context, a *app, args []string) error {
+	fs := newFlagSet(a, "sampler", "< spec.json\n\n"+
+		"Internal: `node run` starts this process, one per loader worker, and\n"+
+		"writes its spec (partition, ring, worker, loader options) as JSON on\n"+
+		"stdin. It samples its share of the batches into its sub-ring and\n"+
+		"reports progress on stdout. Not meant to be run by hand.")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	spec, err := node.ReadSamplerSpec(os.Stdin)
+	if err != nil {
+		return err
+	}
+	level, err := node.ParseLevel(spec.LogLevel)
+	if err != nil {
+		return fmt.Errorf("sampler spec: %w", err)
+	}
+	log := slog.New(newHandler(a.stderr, level, resolveLogFormat(spec.LogFormat, a.stderr))).
+		With("loader", spec.LoaderID, "worker", spec.Worker)
+	return node.RunSampler(ctx, spec, log, a.stdout)
+}

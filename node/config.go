@@ -1,0 +1,316 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"graphnode/shm"
+)
+
+// ConfigVersion is the only `version` this build reads.
+const ConfigVersion = 1
+
+// Defaults filled in by Load before Validate (node.toml.example documents
+// each one).
+const (
+	DefaultSocketMode   = "0660"
+	DefaultRingDir      = "/dev/shm"
+	DefaultRingSize     = "1GB"
+	DefaultWorkers      = 2
+	DefaultConcurrency  = 4
+	DefaultMaxLoaders   = 16
+	DefaultDrainTimeout = "10s"
+	MaxWorkers          = 64
+	MaxConcurrency      = 256
+)
+
+// ErrConfig is wrapped by every configuration problem.
+var ErrConfig = errors.New("invalid configuration")
+
+// Config is node.toml. Tables for the mesh, cache, metrics and kv store
+// will sit beside these, each owned by its package.
+type Config struct {
+	Version  int            `toml:"version"`
+	Node     NodeConfig     `toml:"node"`
+	Control  ControlConfig  `toml:"control"`
+	Rings    RingsConfig    `toml:"rings"`
+	Samplers SamplersConfig `toml:"samplers"`
+	Log      LogConfig      `toml:"log"`
+}
+
+// NodeConfig is [node]: which partition this host serves.
+type NodeConfig struct {
+	Parts string `toml:"parts"` // directory holding graph.toml
+	Part  int    `toml:"part"`  // partition index served here
+	Name  string `toml:"name"`  // name in logs and stats; default: host name
+}
+
+// ControlConfig is [control]: the trainer-facing Unix socket.
+type ControlConfig struct {
+	Socket string `toml:"socket"`
+	Mode   string `toml:"mode"`  // octal permission bits of socket (and, with group, rings)
+	Group  string `toml:"group"` // group name or gid owning socket and rings; "" = the node's
+}
+
+// RingsConfig is [rings]: where ring files live and how large they are.
+type RingsConfig struct {
+	Dir  string `toml:"dir"`
+	Size string `toml:"size"` // default size of one loader's ring file ("1GB")
+}
+
+// SamplersConfig is [samplers]: sampler subprocess defaults and limits.
+type SamplersConfig struct {
+	Workers      int    `toml:"workers"`       // default sampler processes per loader
+	Concurrency  int    `toml:"concurrency"`   // default batches in flight per sampler
+	MaxLoaders   int    `toml:"max_loaders"`   // loaders open at once
+	DrainTimeout string `toml:"drain_timeout"` // SIGTERM → SIGKILL grace for samplers
+}
+
+// LogConfig is [log].
+type LogConfig struct {
+	Level  string `toml:"level"`  // debug | info | warn | error
+	Format string `toml:"format"` // text | json | auto (text on a terminal)
+}
+
+// DefaultConfig is the configuration of an empty file (less [node].parts
+// and [control].socket, which have no default).
+func DefaultConfig() Config {
+	var c Config
+	c.Version = ConfigVersion
+	c.fillDefaults(func(string) bool { return false })
+	return c
+}
+
+// fillDefaults sets every key that the file did not define. A key that is
+// defined keeps its value, even a zero one, so that `workers = 0` is
+// reported rather than silently replaced.
+func (c *Config) fillDefaults(defined func(key string) bool) {
+	str := func(key string, s *string, v string) {
+		if !defined(key) && *s == "" {
+			*s = v
+		}
+	}
+	num := func(key string, n *int, v int) {
+		if !defined(key) && *n == 0 {
+			*n = v
+		}
+	}
+	if !defined("node.name") {
+		if h, err := os.Hostname(); err == nil {
+			c.Node.Name = h
+		}
+	}
+	str("control.mode", &c.Control.Mode, DefaultSocketMode)
+	str("rings.dir", &c.Rings.Dir, DefaultRingDir)
+	str("rings.size", &c.Rings.Size, DefaultRingSize)
+	str("samplers.drain_timeout", &c.Samplers.DrainTimeout, DefaultDrainTimeout)
+	str("log.level", &c.Log.Level, "info")
+	str("log.format", &c.Log.Format, "auto")
+	num("samplers.workers", &c.Samplers.Workers, DefaultWorkers)
+	num("samplers.concurrency", &c.Samplers.Concurrency, DefaultConcurrency)
+	num("samplers.max_loaders", &c.Samplers.MaxLoaders, DefaultMaxLoaders)
+}
+
+// LoadConfig reads a node.toml, refuses unknown keys, fills defaults and
+// validates. Every problem is reported, each on its own line prefixed
+// with the file name; the Config is returned even when invalid so that
+// `node config check` can print what it understood.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	md, err := toml.DecodeFile(path, &c)
+	if err != nil {
+		return c, fmt.Errorf("node: %s: %w", path, err)
+	}
+	var problems []error
+	for _, k := range md.Undecoded() {
+		problems = append(problems, configError(fmt.Sprintf("%s: unknown key %q", path, k.String())))
+	}
+	if !md.IsDefined("version") {
+		problems = append(problems, configError(fmt.Sprintf("%s: version: missing (want version = %d)", path, ConfigVersion)))
+		c.Version = ConfigVersion
+	}
+	c.fillDefaults(func(key string) bool { return md.IsDefined(strings.Split(key, ".")...) })
+	if err := c.Validate(); err != nil {
+		for _, p := range unjoin(err) {
+			problems = append(problems, configError(path+": "+p.Error()))
+		}
+	}
+	return c, errors.Join(problems...)
+}
+
+// unjoin splits an errors.Join result back into its parts.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// Validate reports every bad value, each naming its key and the value.
+// Defaults must have been filled (LoadConfig does).
+func (c *Config) Validate() error {
+	var p problems
+	if c.Version != ConfigVersion {
+		p.add("version", "%d is not supported (want %d)", c.Version, ConfigVersion)
+	}
+	switch {
+	case c.Node.Parts == "":
+		p.add("node.parts", "missing: the directory holding graph.toml")
+	default:
+		if _, err := os.Stat(filepath.Join(c.Node.Parts, "graph.toml")); err != nil {
+			p.add("node.parts", "%q: no graph.toml there (%v)", c.Node.Parts, errors.Unwrap(err))
+		}
+	}
+	if c.Node.Part < 0 {
+		p.add("node.part", "%d is negative", c.Node.Part)
+	}
+	if c.Control.Socket == "" {
+		p.add("control.socket", "missing: the path of the control socket")
+	} else if dir := filepath.Dir(c.Control.Socket); !isDir(dir) {
+		p.add("control.socket", "%q: directory %q does not exist", c.Control.Socket, dir)
+	}
+	if _, err := c.SocketMode(); err != nil {
+		p.add("control.mode", "%v", err)
+	}
+	if _, err := c.GroupID(); err != nil {
+		p.add("control.group", "%v", err)
+	}
+	if !isDir(c.Rings.Dir) {
+		p.add("rings.dir", "%q is not a directory", c.Rings.Dir)
+	}
+	if n, err := shm.ParseSize(c.Rings.Size); err != nil {
+		p.add("rings.size", "%q: %v", c.Rings.Size, err)
+	} else if n <= 0 {
+		p.add("rings.size", "%q is not positive", c.Rings.Size)
+	}
+	p.inRange("samplers.workers", c.Samplers.Workers, 1, MaxWorkers)
+	p.inRange("samplers.concurrency", c.Samplers.Concurrency, 1, MaxConcurrency)
+	p.inRange("samplers.max_loaders", c.Samplers.MaxLoaders, 1, 1<<16)
+	if d, err := time.ParseDuration(c.Samplers.DrainTimeout); err != nil || d <= 0 {
+		p.add("samplers.drain_timeout", "%q is not a positive duration (like \"10s\")", c.Samplers.DrainTimeout)
+	}
+	if _, err := ParseLevel(c.Log.Level); err != nil {
+		p.add("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json", "auto":
+	default:
+		p.add("log.format", "%q is not one of text, json, auto", c.Log.Format)
+	}
+	return p.err()
+}
+
+// SocketMode parses control.mode: octal, never granting access to others.
+func (c *Config) SocketMode() (os.FileMode, error) {
+	m, err := strconv.ParseUint(c.Control.Mode, 8, 32)
+	if err != nil || m > 0o777 {
+		return 0, fmt.Errorf("%q is not an octal permission like \"0660\"", c.Control.Mode)
+	}
+	if m&0o007 != 0 {
+		return 0, fmt.Errorf("%q grants access to others; use a group instead", c.Control.Mode)
+	}
+	if m&0o600 != 0o600 {
+		return 0, fmt.Errorf("%q must let the owner read and write", c.Control.Mode)
+	}
+	return os.FileMode(m), nil
+}
+
+// GroupID resolves control.group to a gid; -1 when no group is set.
+func (c *Config) GroupID() (int, error) {
+	g := c.Control.Group
+	if g == "" {
+		return -1, nil
+	}
+	if id, err := strconv.Atoi(g); err == nil {
+		if id < 0 {
+			return 0, fmt.Errorf("gid %d is negative", id)
+		}
+		return id, nil
+	}
+	grp, err := user.LookupGroup(g)
+	if err != nil {
+		return 0, fmt.Errorf("%q: no such group", g)
+	}
+	return strconv.Atoi(grp.Gid)
+}
+
+// RingMode is the permission of ring files: 0600, or 0660 with a group.
+func (c *Config) RingMode() os.FileMode {
+	if c.Control.Group != "" {
+		return 0o660
+	}
+	return 0o600
+}
+
+// DrainTimeoutDuration is samplers.drain_timeout parsed (Validate checked it).
+func (c *Config) DrainTimeoutDuration() time.Duration {
+	d, _ := time.ParseDuration(c.Samplers.DrainTimeout)
+	return d
+}
+
+// RingSizeBytes is rings.size parsed (Validate checked it).
+func (c *Config) RingSizeBytes() int64 {
+	n, _ := shm.ParseSize(c.Rings.Size)
+	return int64(n)
+}
+
+// EncodeTOML writes the effective configuration as TOML.
+func (c *Config) EncodeTOML() ([]byte, error) {
+	var b bytes.Buffer
+	if err := toml.NewEncoder(&b).Encode(c); err != nil {
+		return nil, fmt.Errorf("node: encode config: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}
+
+// problems collects configuration problems, each naming its key.
+type problems []error
+
+func (p *problems) add(key, format string, a ...any) {
+	*p = append(*p, configError(key+": "+fmt.Sprintf(format, a...)))
+}
+
+// configError is one problem: its text names the key and the value, and
+// it matches ErrConfig with errors.Is.
+type configError string
+
+func (e configError) Error() string        { return string(e) }
+func (e configError) Is(target error) bool { return target == ErrConfig }
+
+func (p *problems) inRange(key string, v, lo, hi int) {
+	if v < lo || v > hi {
+		p.add(key, "%d is out of range %d..%d", v, lo, hi)
+	}
+}
+
+func (p problems) err() error { return errors.Join(p...) }
+
+// ParseLevel maps a log.level value to a slog level.
+func ParseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, configError(fmt.Sprintf("node: log level %q is not one of debug, info, warn, error", s))
+}

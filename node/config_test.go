@@ -1,0 +1,254 @@
+package node
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+)
+
+// configDir makes a parts/ directory with a graph.toml and a directory for
+// the socket, and returns the TOML preamble that points at them.
+func configDir(t *testing.T) (dir, preamble string) {
+	t.Helper()
+	dir = t.TempDir()
+	parts := filepath.Join(dir, "parts")
+	if err := os.MkdirAll(parts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(parts, "graph.toml"), []byte("# test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	preamble = "version = 1\n[node]\nparts = " + quote(parts) + "\n[control]\nsocket = " + quote(filepath.Join(dir, "node.sock")) + "\n"
+	return dir, preamble
+}
+
+func quote(s string) string { return `"` + s + `"` }
+
+func writeConfig(t *testing.T, dir, text string) string {
+	t.Helper()
+	path := filepath.Join(dir, "node.toml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	dir, pre := configDir(t)
+	cfg, err := LoadConfig(writeConfig(t, dir, pre))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	want := Config{
+		Version:  1,
+		Node:     NodeConfig{Parts: filepath.Join(dir, "parts"), Part: 0, Name: host},
+		Control:  ControlConfig{Socket: filepath.Join(dir, "node.sock"), Mode: "0660"},
+		Rings:    RingsConfig{Dir: "/dev/shm", Size: "1GB"},
+		Samplers: SamplersConfig{Workers: 2, Concurrency: 4, MaxLoaders: 16, DrainTimeout: "10s"},
+		Log:      LogConfig{Level: "info", Format: "auto"},
+	}
+	if cfg != want {
+		t.Fatalf("config\n%+v\nwant\n%+v", cfg, want)
+	}
+	if got := cfg.RingSizeBytes(); got != 1e9 {
+		t.Errorf("RingSizeBytes = %d, want 1e9", got)
+	}
+	if got := cfg.RingMode(); got != 0o600 {
+		t.Errorf("RingMode = %#o, want 0600 without a group", got)
+	}
+	if m, _ := cfg.SocketMode(); m != 0o660 {
+		t.Errorf("SocketMode = %#o, want 0660", m)
+	}
+}
+
+// TestLoadConfigReportsEveryProblem: one file with an unknown key and a bad
+// value for every validated key yields one line per problem, each naming
+// its key, and the file name in front.
+func TestLoadConfigReportsEveryProblem(t *testing.T) {
+	dir := t.TempDir()
+	path := writeConfig(t, dir, `version = 2
+[node]
+part = -1
+[control]
+socket = "/nonexistent-dir/node.sock"
+mode = "0666"
+group = "no-such-group-xyz"
+[rings]
+dir = "/nonexistent-rings"
+size = "12 parsecs"
+[samplers]
+wrkers = 3
+workers = 0
+concurrency = 1000
+max_loaders = -2
+drain_timeout = "soon"
+[log]
+level = "loud"
+format = "xml"
+`)
+	_, err := LoadConfig(path)
+	if !errors.Is(err, ErrConfig) {
+		t.Fatalf("err = %v, want ErrConfig", err)
+	}
+	lines := strings.Split(err.Error(), "\n")
+	wantKeys := []string{
+		`unknown key "samplers.wrkers"`, "version:", "node.parts:", "node.part:", "control.socket:",
+		"control.mode:", "control.group:", "rings.dir:", "rings.size:", "samplers.workers:",
+		"samplers.concurrency:", "samplers.max_loaders:", "samplers.drain_timeout:", "log.level:", "log.format:",
+	}
+	if len(lines) != len(wantKeys) {
+		t.Errorf("%d problems, want %d:\n%s", len(lines), len(wantKeys), err)
+	}
+	for _, k := range wantKeys {
+		i := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, k) })
+		if i < 0 {
+			t.Errorf("no problem names %q in:\n%s", k, err)
+			continue
+		}
+		if !strings.HasPrefix(lines[i], path+": ") {
+			t.Errorf("line %q does not start with the file name", lines[i])
+		}
+	}
+	// Values are named too, so the user sees what was read.
+	for _, v := range []string{`"0666"`, `"12 parsecs"`, "1000", `"loud"`, `"xml"`, "-1"} {
+		if !strings.Contains(err.Error(), v) {
+			t.Errorf("problems do not name the value %s:\n%s", v, err)
+		}
+	}
+}
+
+func TestLoadConfigExplicitZeroIsNotDefaulted(t *testing.T) {
+	dir, pre := configDir(t)
+	_, err := LoadConfig(writeConfig(t, dir, pre+"[samplers]\nworkers = 0\n"))
+	if err == nil || !strings.Contains(err.Error(), "samplers.workers: 0 is out of range 1..64") {
+		t.Fatalf("err = %v, want samplers.workers out of range", err)
+	}
+}
+
+func TestLoadConfigSyntaxError(t *testing.T) {
+	dir := t.TempDir()
+	_, err := LoadConfig(writeConfig(t, dir, "version = \n"))
+	if err == nil || errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "node.toml") {
+		t.Fatalf("err = %v, want a TOML syntax error naming the file", err)
+	}
+}
+
+func TestSocketMode(t *testing.T) {
+	for _, tc := range []struct {
+		mode string
+		want os.FileMode
+		bad  string
+	}{
+		{"0660", 0o660, ""},
+		{"600", 0o600, ""},
+		{"0770", 0o770, ""},
+		{"0666", 0, "others"},
+		{"0440", 0, "owner"},
+		{"0x1", 0, "octal"},
+		{"01777", 0, "octal"},
+	} {
+		c := Config{Control: ControlConfig{Mode: tc.mode}}
+		m, err := c.SocketMode()
+		if tc.bad != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.bad) {
+				t.Errorf("mode %s: err = %v, want one mentioning %q", tc.mode, err, tc.bad)
+			}
+			continue
+		}
+		if err != nil || m != tc.want {
+			t.Errorf("mode %s = %#o, %v; want %#o", tc.mode, m, err, tc.want)
+		}
+	}
+}
+
+func TestGroupID(t *testing.T) {
+	c := Config{Control: ControlConfig{Group: "0"}}
+	if gid, err := c.GroupID(); err != nil || gid != 0 {
+		t.Errorf("group 0 = %d, %v", gid, err)
+	}
+	if got := c.RingMode(); got != 0o660 {
+		t.Errorf("RingMode with a group = %#o, want 0660", got)
+	}
+	c.Control.Group = ""
+	if gid, err := c.GroupID(); err != nil || gid != -1 {
+		t.Errorf("no group = %d, %v; want -1", gid, err)
+	}
+}
+
+// TestEncodeTOMLRoundTrips: what `node config check` prints loads back to
+// the same configuration, with no unknown keys.
+func TestEncodeTOMLRoundTrips(t *testing.T) {
+	dir, pre := configDir(t)
+	cfg, err := LoadConfig(writeConfig(t, dir, pre+"[samplers]\nworkers = 5\n[log]\nformat = \"json\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cfg.EncodeTOML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"version = 1", "[samplers]", "workers = 5", `format = "json"`, `size = "1GB"`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	back, err := LoadConfig(writeConfig(t, dir, string(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back != cfg {
+		t.Fatalf("round trip\n%+v\nwant\n%+v", back, cfg)
+	}
+}
+
+// TestExampleDocumentsEveryKey: node.toml.example decodes with no unknown
+// key, sets every key of Config, and comments each one.
+func TestExampleDocumentsEveryKey(t *testing.T) {
+	text, err := os.ReadFile("../node.toml.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c Config
+	md, err := toml.Decode(string(text), &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := md.Undecoded(); len(u) > 0 {
+		t.Errorf("example has unknown keys %v", u)
+	}
+	out, err := (&c).EncodeTOML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all map[string]any
+	if _, err := toml.Decode(string(out), &all); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(text), "\n")
+	for table, v := range all {
+		keys := []string{table}
+		if sub, ok := v.(map[string]any); ok {
+			keys = keys[:0]
+			for k := range sub {
+				keys = append(keys, table+"."+k)
+			}
+		}
+		for _, key := range keys {
+			if !md.IsDefined(strings.Split(key, ".")...) {
+				t.Errorf("example does not set %s", key)
+				continue
+			}
+			name := key[strings.LastIndex(key, ".")+1:]
+			i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, name+" = ") })
+			if i < 1 || !strings.HasPrefix(lines[i-1], "#") {
+				t.Errorf("example key %s has no comment above it", key)
+			}
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package control
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestFrameRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	resp := &Response{Loader: &LoaderInfo{LoaderID: 3, Ring: "/dev/shm/x.ring", SubRings: 2, Fanouts: []int{15, 10}}}
+	if err := WriteFrame(&buf, resp); err != nil {
+		t.Fatal(err)
+	}
+	raw := buf.Bytes()
+	if n := binary.LittleEndian.Uint32(raw); int(n) != len(raw)-4 {
+		t.Fatalf("length prefix %d, body %d bytes", n, len(raw)-4)
+	}
+	got, err := ReadResponse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, resp) {
+		t.Fatalf("got %+v, want %+v", got.Loader, resp.Loader)
+	}
+	if _, err := ReadFrame(&buf); err != io.EOF {
+		t.Fatalf("at end: %v, want io.EOF", err)
+	}
+}
+
+func TestReadFrameErrors(t *testing.T) {
+	huge := binary.LittleEndian.AppendUint32(nil, MaxFrame+1)
+	if _, err := ReadFrame(bytes.NewReader(huge)); !errors.Is(err, ErrProtocol) {
+		t.Errorf("oversized frame: %v, want ErrProtocol", err)
+	}
+	short := append(binary.LittleEndian.AppendUint32(nil, 10), "abc"...)
+	if _, err := ReadFrame(bytes.NewReader(short)); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("truncated body: %v, want io.ErrUnexpectedEOF", err)
+	}
+	if _, err := ReadFrame(bytes.NewReader([]byte{1, 0})); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("truncated length: %v, want io.ErrUnexpectedEOF", err)
+	}
+}
+
+func TestReadResponseError(t *testing.T) {
+	var buf bytes.Buffer
+	WriteFrame(&buf, &Response{Error: "each must be -1 (all) or positive", Key: "fanouts"})
+	_, err := ReadResponse(&buf)
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Key != "fanouts" || err.Error() != "control: fanouts: each must be -1 (all) or positive" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestDecodeRequestDefaults(t *testing.T) {
+	req, err := DecodeRequest([]byte(`{"op":"open_loader","split":"train","fanouts":[15,10,5]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultLoaderOptions()
+	want.Split, want.Fanouts = "train", []int{15, 10, 5}
+	if !reflect.DeepEqual(req.LoaderOptions, want) {
+		t.Fatalf("options %+v, want %+v", req.LoaderOptions, want)
+	}
+	if want.BatchSize != 512 || want.Epochs != 1 || want.WorldSize != 1 || !want.Features || !want.Labels {
+		t.Fatalf("defaults changed: %+v (update docs/control.md too)", want)
+	}
+}
+
+func TestDecodeRequestErrors(t *testing.T) {
+	for _, tc := range []struct {
+		body, key, msg string
+	}{
+		{`{"op":"open_loader","split":"train","fanouts":[5],"fanout":[1]}`, "fanout", "unknown field"},
+		{`{"op":"open_loader","split":"train","fanouts":"5"}`, "fanouts", "not a valid"},
+		{`{"op":"open_loader","split":"train","fanouts":[5],"batch_size":-1}`, "batch_size", "-1 is out of range"},
+		{`{"op":"open_loader","split":"train","fanouts":[]}`, "fanouts", "missing"},
+		{`{"op":"open_loader","split":"train","fanouts":[5,-2]}`, "fanouts", "fanouts[1] = -2"},
+		{`{"op":"open_loader","split":"dev","fanouts":[5]}`, "split", `"dev"`},
+		{`{"op":"open_loader","fanouts":[5]}`, "split", "missing"},
+		{`{"op":"open_loader","split":"train","seed_ids":[1],"fanouts":[5]}`, "seed_ids", "not both"},
+		{`{"op":"open_loader","seed_ids":[],"fanouts":[5]}`, "seed_ids", "empty"},
+		{`{"op":"open_loader","split":"train","fanouts":[5],"rank":4,"world_size":4}`, "rank", "out of range 0..3"},
+		{`{"op":"open_loader","split":"train","fanouts":[5],"world_size":0}`, "world_size", "not positive"},
+		{`{"op":"open_loader","split":"train","fanouts":[5],"workers":65}`, "workers", "65"},
+		{`{"op":"open_loader","split":"train","fanouts":[5],"concurrency":-1}`, "concurrency", "-1"},
+		{`{"op":"open_loader","split":"train","fanouts":[5],"epochs":0}`, "epochs", "0 is out of range"},
+		{`{"op":"open_loader","split":"train","fanouts":[5],"ring_size":"1G"}`, "ring_size", `"1G"`},
+		{`{"op":"open_loader","split":"train","fanouts":[5],"loader_id":3}`, "loader_id", "not allowed"},
+		{`{"op":"close_loader"}`, "loader_id", "missing"},
+		{`{"op":"reboot"}`, "op", `"reboot"`},
+		{`{}`, "op", "missing"},
+		{`{"op":"stats"} {}`, "", "trailing"},
+		{`not json`, "", "bad JSON"},
+	} {
+		_, err := DecodeRequest([]byte(tc.body))
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Key != tc.key || !strings.Contains(ce.Msg, tc.msg) {
+			t.Errorf("%s: err = %#v, want key %q and %q", tc.body, err, tc.key, tc.msg)
+		}
+	}
+}
+
+func TestDecodeRequestOK(t *testing.T) {
+	for _, body := range []string{
+		`{"op":"stats"}`,
+		`{"op":"close_loader","loader_id":7}`,
+		`{"op":"open_loader","seed_ids":[3,1,2],"fanouts":[-1,4],"batch_size":2,"shuffle":true,"drop_last":true,` +
+			`"epochs":3,"seed":9,"rank":1,"world_size":2,"workers":4,"concurrency":8,"ring_size":"256MiB","features":false,"labels":false}`,
+	} {
+		if _, err := DecodeRequest([]byte(body)); err != nil {
+			t.Errorf("%s: %v", body, err)
+		}
+	}
+}
+
+// FuzzDecodeRequest: whatever the bytes, DecodeRequest either refuses them
+// with a *Error or returns a valid request that encodes and decodes back
+// to itself.
+func FuzzDecodeRequest(f *testing.F) {
+	seeds := []*Request{
+		{Op: OpStats, LoaderOptions: DefaultLoaderOptions()},
+		{Op: OpCloseLoader, LoaderID: 12, LoaderOptions: DefaultLoaderOptions()},
+		{Op: OpOpenLoader, LoaderOptions: LoaderOptions{Split: "train", Fanouts: []int{15, 10, 5}, BatchSize: 1024,
+			Shuffle: true, Epochs: 10, Seed: 1, Rank: 1, WorldSize: 4, Workers: 4, Concurrency: 8, RingSize: "1GB", Features: true, Labels: true}},
+		{Op: OpOpenLoader, LoaderOptions: LoaderOptions{SeedIDs: []uint64{5, 6, 7}, Fanouts: []int{-1}, BatchSize: 2, Epochs: 1, WorldSize: 1}},
+	}
+	for _, r := range seeds {
+		b, err := json.Marshal(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"op":"open_loader","fanouts":[0]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := DecodeRequest(body)
+		if err != nil {
+			var ce *Error
+			if !errors.As(err, &ce) || ce.Msg == "" {
+				t.Fatalf("error %v is not a *Error with a message", err)
+			}
+			return
+		}
+		if err := req.Validate(); err != nil {
+			t.Fatalf("decoded request does not validate: %v", err)
+		}
+		again, err := json.Marshal(&req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := DecodeRequest(again)
+		if err != nil {
+			t.Fatalf("re-encoded %s: %v", again, err)
+		}
+		if !reflect.DeepEqual(back, req) {
+			t.Fatalf("round trip:\n%+v\n%+v", back, req)
+		}
+	})
+}

@@ -1,0 +1,91 @@
+package control
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// MaxFrame bounds one message body. An open_loader request with explicit
+// seed_ids is the largest message: a few million ids fit.
+const MaxFrame = 64 << 20
+
+// ErrProtocol: the peer sent bytes that are not a valid message.
+var ErrProtocol = errors.New("protocol error")
+
+// WriteFrame writes v as one message: a uint32 little-endian length, then
+// that many bytes of JSON.
+func WriteFrame(w io.Writer, v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("control: encode: %w", err)
+	}
+	return writeBody(w, body)
+}
+
+func writeBody(w io.Writer, body []byte) error {
+	if len(body) > MaxFrame {
+		return fmt.Errorf("control: message of %d bytes exceeds %d: %w", len(body), MaxFrame, ErrProtocol)
+	}
+	buf := make([]byte, 4+len(body))
+	binary.LittleEndian.PutUint32(buf, uint32(len(body)))
+	copy(buf[4:], body)
+	if _, err := w.Write(buf); err != nil {
+		return fmt.Errorf("control: write: %w", err)
+	}
+	return nil
+}
+
+// ReadFrame reads one message body. It returns io.EOF, unwrapped, when the
+// peer closed the connection between messages.
+func ReadFrame(r io.Reader) ([]byte, error) {
+	var lenBuf [4]byte
+	if _, err := io.ReadFull(r, lenBuf[:]); err != nil {
+		if err == io.EOF {
+			return nil, io.EOF
+		}
+		return nil, fmt.Errorf("control: read length: %w", err)
+	}
+	n := binary.LittleEndian.Uint32(lenBuf[:])
+	if n > MaxFrame {
+		return nil, fmt.Errorf("control: message of %d bytes exceeds %d: %w", n, MaxFrame, ErrProtocol)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, fmt.Errorf("control: read %d-byte message: %w", n, err)
+	}
+	return body, nil
+}
+
+// ReadResponse reads one response message. A response that carries an
+// error is returned as a *Error.
+func ReadResponse(r io.Reader) (*Response, error) {
+	body, err := ReadFrame(r)
+	if err != nil {
+		return nil, err
+	}
+	var resp Response
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return nil, fmt.Errorf("control: decode response: %v: %w", err, ErrProtocol)
+	}
+	if resp.Error != "" {
+		return &resp, &Error{Msg: resp.Error, Key: resp.Key}
+	}
+	return &resp, nil
+}
+
+// Error is an error response from the node: Msg says what is wrong and Key,
+// when set, names the request field that holds the problem.
+type Error struct {
+	Msg string
+	Key string
+}
+
+func (e *Error) Error() string {
+	if e.Key != "" {
+		return "control: " + e.Key + ": " + e.Msg
+	}
+	return "control: " + e.Msg
+}

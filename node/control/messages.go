@@ -1,0 +1,176 @@
+package control
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"graphnode/shm"
+)
+
+// Operations (the "op" field of a request).
+const (
+	OpOpenLoader  = "open_loader"
+	OpCloseLoader = "close_loader"
+	OpStats       = "stats"
+)
+
+// Limits on open_loader fields.
+const (
+	MaxWorkers     = 64
+	MaxConcurrency = 256
+	MaxHops        = 16
+	MaxBatchSize   = 1 << 20
+	MaxEpochs      = 1 << 20
+)
+
+// Splits a loader may draw its seeds from.
+var splits = []string{"train", "val", "test"}
+
+// Request is one message from a trainer. Fields not used by Op must be
+// absent or zero. See docs/control.md for every field and its default.
+type Request struct {
+	Op       string `json:"op"`
+	LoaderID uint64 `json:"loader_id,omitempty"` // close_loader
+	LoaderOptions
+}
+
+// LoaderOptions are the fields of an open_loader request.
+type LoaderOptions struct {
+	Split       string   `json:"split,omitempty"`
+	SeedIDs     []uint64 `json:"seed_ids,omitempty"`
+	Fanouts     []int    `json:"fanouts,omitempty"`
+	BatchSize   int      `json:"batch_size,omitempty"`
+	Shuffle     bool     `json:"shuffle"`
+	DropLast    bool     `json:"drop_last"`
+	Epochs      int      `json:"epochs,omitempty"`
+	Seed        uint64   `json:"seed"`
+	Rank        int      `json:"rank"`
+	WorldSize   int      `json:"world_size,omitempty"`
+	Workers     int      `json:"workers,omitempty"`     // 0: the node's samplers.workers
+	Concurrency int      `json:"concurrency,omitempty"` // 0: the node's samplers.concurrency
+	RingSize    string   `json:"ring_size,omitempty"`   // "": the node's rings.size
+	Features    bool     `json:"features"`
+	Labels      bool     `json:"labels"`
+}
+
+// DefaultLoaderOptions are what an open_loader request gets for each
+// field it leaves out.
+func DefaultLoaderOptions() LoaderOptions {
+	return LoaderOptions{
+		BatchSize: 512,
+		Epochs:    1,
+		WorldSize: 1,
+		Features:  true,
+		Labels:    true,
+	}
+}
+
+// DecodeRequest decodes and validates one request body. Absent open_loader
+// fields get DefaultLoaderOptions. The error, if any, is a *Error whose Key
+// names the offending field.
+func DecodeRequest(body []byte) (Request, error) {
+	req := Request{LoaderOptions: DefaultLoaderOptions()}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return Request{}, decodeError(err)
+	}
+	if dec.More() {
+		return Request{}, &Error{Msg: "trailing data after the JSON object"}
+	}
+	if err := req.Validate(); err != nil {
+		return Request{}, err
+	}
+	return req, nil
+}
+
+// decodeError turns a JSON decoding error into an *Error naming the field.
+func decodeError(err error) *Error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return &Error{Key: strings.TrimPrefix(te.Field, "LoaderOptions."), Msg: fmt.Sprintf("a JSON %s is not a valid %s", te.Value, te.Type)}
+	}
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		return &Error{Key: strings.Trim(name, `"`), Msg: "unknown field"}
+	}
+	return &Error{Msg: "bad JSON: " + strings.TrimPrefix(msg, "json: ")}
+}
+
+// Validate checks the request's fields, not what depends on the graph
+// (seed ids in range, ring size against the record size: the node checks
+// those). It returns the first problem as a *Error naming its field.
+func (r *Request) Validate() error {
+	switch r.Op {
+	case OpOpenLoader:
+		if r.LoaderID != 0 {
+			return &Error{Key: "loader_id", Msg: "not allowed in open_loader"}
+		}
+		return r.LoaderOptions.Validate()
+	case OpCloseLoader:
+		if r.LoaderID == 0 {
+			return &Error{Key: "loader_id", Msg: "missing"}
+		}
+	case OpStats:
+	case "":
+		return &Error{Key: "op", Msg: "missing"}
+	default:
+		return &Error{Key: "op", Msg: fmt.Sprintf("%q is not one of open_loader, close_loader, stats", r.Op)}
+	}
+	return nil
+}
+
+// Validate checks open_loader options; see Request.Validate.
+func (o *LoaderOptions) Validate() error {
+	switch {
+	case o.Split == "" && o.SeedIDs == nil:
+		return &Error{Key: "split", Msg: `missing: give split ("train", "val", "test") or seed_ids`}
+	case o.Split != "" && o.SeedIDs != nil:
+		return &Error{Key: "seed_ids", Msg: "give split or seed_ids, not both"}
+	case o.Split != "" && !contains(splits, o.Split):
+		return &Error{Key: "split", Msg: fmt.Sprintf("%q is not one of train, val, test", o.Split)}
+	case o.SeedIDs != nil && len(o.SeedIDs) == 0:
+		return &Error{Key: "seed_ids", Msg: "empty"}
+	case len(o.Fanouts) == 0:
+		return &Error{Key: "fanouts", Msg: "missing: one fanout per hop, like [15, 10, 5]"}
+	case len(o.Fanouts) > MaxHops:
+		return &Error{Key: "fanouts", Msg: fmt.Sprintf("%d hops, at most %d", len(o.Fanouts), MaxHops)}
+	}
+	for i, f := range o.Fanouts {
+		if f == 0 || f < -1 {
+			return &Error{Key: "fanouts", Msg: fmt.Sprintf("fanouts[%d] = %d: each must be -1 (all) or positive", i, f)}
+		}
+	}
+	switch {
+	case o.BatchSize < 1 || o.BatchSize > MaxBatchSize:
+		return &Error{Key: "batch_size", Msg: fmt.Sprintf("%d is out of range 1..%d", o.BatchSize, MaxBatchSize)}
+	case o.Epochs < 1 || o.Epochs > MaxEpochs:
+		return &Error{Key: "epochs", Msg: fmt.Sprintf("%d is out of range 1..%d", o.Epochs, MaxEpochs)}
+	case o.WorldSize < 1:
+		return &Error{Key: "world_size", Msg: fmt.Sprintf("%d is not positive", o.WorldSize)}
+	case o.Rank < 0 || o.Rank >= o.WorldSize:
+		return &Error{Key: "rank", Msg: fmt.Sprintf("%d is out of range 0..%d (world_size %d)", o.Rank, o.WorldSize-1, o.WorldSize)}
+	case o.Workers < 0 || o.Workers > MaxWorkers:
+		return &Error{Key: "workers", Msg: fmt.Sprintf("%d is out of range 1..%d (0: the node's default)", o.Workers, MaxWorkers)}
+	case o.Concurrency < 0 || o.Concurrency > MaxConcurrency:
+		return &Error{Key: "concurrency", Msg: fmt.Sprintf("%d is out of range 1..%d (0: the node's default)", o.Concurrency, MaxConcurrency)}
+	}
+	if o.RingSize != "" {
+		if n, err := shm.ParseSize(o.RingSize); err != nil || n <= 0 {
+			return &Error{Key: "ring_size", Msg: fmt.Sprintf("%q is not a size like \"512MB\"", o.RingSize)}
+		}
+	}
+	return nil
+}
+
+func contains(s []string, x string) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

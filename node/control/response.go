@@ -1,0 +1,74 @@
+package control
+
+// Response is one message from the node. Exactly one of: Error set (the
+// request failed; Key names the field at fault when one is), Loader set
+// (open_loader), Stats set (stats), or neither (close_loader succeeded).
+type Response struct {
+	Error  string      `json:"error,omitempty"`
+	Key    string      `json:"key,omitempty"`
+	Loader *LoaderInfo `json:"loader,omitempty"`
+	Stats  *Stats      `json:"stats,omitempty"`
+}
+
+// LoaderInfo describes an opened loader: where its ring is and what the
+// trainer will read from it.
+type LoaderInfo struct {
+	LoaderID uint64 `json:"loader_id"`
+	Ring     string `json:"ring"`      // path of the ring file
+	SubRings int    `json:"sub_rings"` // W: batch i of an epoch is in sub-ring i mod W
+	// RingSize is the ring's total record space; SubRingSize one sub-ring's.
+	RingSize    int64 `json:"ring_size"`
+	SubRingSize int64 `json:"sub_ring_size"`
+	// MaxRecord is the worst-case size of one batch record in bytes.
+	MaxRecord int64 `json:"max_record"`
+	// NumSeeds is this rank's seed count per epoch; BatchesPerEpoch the
+	// batches it makes of them (drop_last applied).
+	NumSeeds        int64 `json:"num_seeds"`
+	BatchesPerEpoch int64 `json:"batches_per_epoch"`
+	Epochs          int   `json:"epochs"`
+	BatchSize       int   `json:"batch_size"`
+	Fanouts         []int `json:"fanouts"`
+	Concurrency     int   `json:"concurrency"`
+	// FeatDim is the feature width (0 when features are off or absent),
+	// XDtype "float32" or "float16" ("" without features).
+	FeatDim int    `json:"feat_dim"`
+	XDtype  string `json:"x_dtype"`
+	// LabelDim is the label width per seed (0 when labels are off).
+	LabelDim   int `json:"label_dim"`
+	NumClasses int `json:"num_classes"`
+	// Part is the partition this node serves, NumParts the set's size.
+	Part     int `json:"part"`
+	NumParts int `json:"num_parts"`
+}
+
+// Stats is the node's state: its loaders and their samplers.
+type Stats struct {
+	Node     string        `json:"node"`
+	PID      int           `json:"pid"`
+	Part     int           `json:"part"`
+	Nodes    int64         `json:"nodes"` // owned nodes
+	Edges    int64         `json:"edges"` // stored edges
+	Uptime   float64       `json:"uptime_s"`
+	Loaders  []LoaderStats `json:"loaders"`
+	Opened   uint64        `json:"loaders_opened"` // since start
+	Batches  uint64        `json:"batches"`        // written, all loaders since start
+	Failures uint64        `json:"sampler_failures"`
+}
+
+// LoaderStats is one open loader.
+type LoaderStats struct {
+	LoaderID uint64         `json:"loader_id"`
+	Ring     string         `json:"ring"`
+	Batches  uint64         `json:"batches"` // batch records written, all workers
+	Samplers []SamplerStats `json:"samplers"`
+}
+
+// SamplerStats is one sampler subprocess.
+type SamplerStats struct {
+	Worker  int    `json:"worker"`
+	PID     int    `json:"pid"`
+	State   string `json:"state"`  // starting | running | done | failed | killed
+	Status  string `json:"status"` // exit status once exited, like "exit status 1" or "signal: killed"
+	Batches uint64 `json:"batches"`
+	Epoch   int    `json:"epoch"` // epoch in progress
+}

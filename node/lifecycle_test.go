@@ -1,0 +1,192 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"graphnode/node/client"
+)
+
+// Failure and lifecycle tests against real `node run` processes.
+
+// TestKilledSamplerIsAnError: SIGKILL to one sampler mid-epoch gives the
+// trainer an error naming the worker within a couple of seconds, and the
+// node logs the exit status.
+func TestKilledSamplerIsAnError(t *testing.T) {
+	bin, parts := setup(t)
+	cfg, socket, rings := newConfig(t, parts, "")
+	d := startDaemon(t, bin, cfg, socket, rings)
+	o := baseOptions()
+	o.Workers, o.Epochs, o.BatchSize, o.RingSize = 2, 1000, 16, "2MiB"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := client.OpenLoader(ctx, socket, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for range 5 {
+		if _, err := l.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := l.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := st.Loaders[0].Samplers[1]
+	if victim.Worker != 1 || victim.State != "running" {
+		t.Fatalf("sampler 1: %+v", victim)
+	}
+	syscall.Kill(victim.PID, syscall.SIGKILL)
+	killed := time.Now()
+	for {
+		_, err := l.Next(ctx)
+		if err == nil || errors.Is(err, client.ErrEndOfEpoch) {
+			continue
+		}
+		if !errors.Is(err, client.ErrSampler) || !strings.Contains(err.Error(), "worker 1") || !strings.Contains(err.Error(), "signal: killed") {
+			t.Fatalf("err = %v, want ErrSampler naming worker 1 and its status", err)
+		}
+		break
+	}
+	if wait := time.Since(killed); wait > 3*time.Second {
+		t.Errorf("error came %v after the kill, want within ~2s", wait)
+	}
+	eventually(t, 3*time.Second, "node logs the failure", func() bool {
+		return d.logHas(`"msg":"sampler failed"`, `"worker":1`, `"status":"signal: killed"`, `"loader":1`)
+	})
+}
+
+// TestTrainerDisconnectReclaimsLoader: a trainer that drops its control
+// connection mid-epoch (as a crash would) gets its samplers stopped and
+// its ring removed.
+func TestTrainerDisconnectReclaimsLoader(t *testing.T) {
+	bin, parts := setup(t)
+	cfg, socket, rings := newConfig(t, parts, "")
+	startDaemon(t, bin, cfg, socket, rings)
+	o := baseOptions()
+	o.Workers, o.Epochs, o.RingSize = 3, 1000, "2MiB"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := client.OpenLoader(ctx, socket, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := l.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids, ring := samplerPIDs(st), l.Info().Ring
+	l.Close()
+	for _, pid := range pids {
+		eventually(t, 5*time.Second, fmt.Sprintf("sampler %d exits", pid), func() bool { return pidGone(pid) })
+	}
+	eventually(t, 5*time.Second, "ring removed", func() bool {
+		_, err := os.Stat(ring)
+		return errors.Is(err, os.ErrNotExist)
+	})
+	st, err = client.Stats(ctx, socket)
+	if err != nil || len(st.Loaders) != 0 || st.Opened != 1 {
+		t.Fatalf("stats after disconnect: %+v, %v; want no loader, 1 opened", st, err)
+	}
+}
+
+// TestDrainOnSIGTERM: SIGTERM to node run with a loader mid-epoch ends the
+// trainer's stream with ErrStopped, exits 0 and leaves no socket, ring or
+// sampler behind.
+func TestDrainOnSIGTERM(t *testing.T) {
+	bin, parts := setup(t)
+	cfg, socket, rings := newConfig(t, parts, "")
+	d := startDaemon(t, bin, cfg, socket, rings)
+	o := baseOptions()
+	o.Workers, o.Epochs, o.RingSize = 2, 1000, "2MiB"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := client.OpenLoader(ctx, socket, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := l.Stats(ctx)
+	pids := samplerPIDs(st)
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	for {
+		_, err := l.Next(ctx)
+		if err == nil || errors.Is(err, client.ErrEndOfEpoch) {
+			continue
+		}
+		if !errors.Is(err, client.ErrStopped) {
+			t.Fatalf("err = %v, want ErrStopped", err)
+		}
+		break
+	}
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("node run did not exit after SIGTERM\n%s", d.log)
+	}
+	if d.err != nil {
+		t.Fatalf("node run exited with %v, want 0\n%s", d.err, d.log)
+	}
+	d.assertClean()
+	for _, pid := range pids {
+		if !pidGone(pid) {
+			t.Errorf("sampler %d outlived the node", pid)
+		}
+	}
+}
+
+// TestSecondNodeRefused: a node whose socket is served already fails.
+func TestSecondNodeRefused(t *testing.T) {
+	bin, parts := setup(t)
+	cfg, socket, rings := newConfig(t, parts, "")
+	startDaemon(t, bin, cfg, socket, rings)
+	out, err := exec.Command(bin, "run", "-c", cfg).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "another node is serving socket "+socket) {
+		t.Fatalf("second node: %v\n%s", err, out)
+	}
+}
+
+// TestStaleRingRemovedAtStart: a ring file of a dead node is removed when
+// a node starts; one of a live process is kept.
+func TestStaleRingRemovedAtStart(t *testing.T) {
+	bin, parts := setup(t)
+	cfg, socket, rings := newConfig(t, parts, "")
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(rings, fmt.Sprintf("graphnode-%d-7.ring", dead.Process.Pid))
+	live := filepath.Join(rings, fmt.Sprintf("graphnode-%d-7.ring", os.Getpid()))
+	for _, p := range []string{stale, live} {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := startDaemon(t, bin, cfg, socket, rings)
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale ring %s still there (%v)", stale, err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("ring of a live process removed: %v", err)
+	}
+	os.Remove(live)
+	if !d.logHas(`"msg":"removed stale ring"`, stale) {
+		t.Errorf("removal not logged:\n%s", d.log)
+	}
+}

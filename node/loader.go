@@ -1,0 +1,158 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"graphnode/node/control"
+	"graphnode/shm"
+)
+
+// loader is one trainer's open loader: a ring file and its W samplers.
+type loader struct {
+	id    uint64
+	info  control.LoaderInfo
+	ring  *shm.Ring
+	procs []*proc
+	once  sync.Once
+}
+
+// openLoader validates o against this partition, creates the ring and
+// starts the samplers. Errors are *control.Error naming the field at fault.
+func (n *Node) openLoader(ctx context.Context, o control.LoaderOptions) (*loader, error) {
+	if o.Workers == 0 {
+		o.Workers = n.cfg.Samplers.Workers
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = n.cfg.Samplers.Concurrency
+	}
+	if o.RingSize == "" {
+		o.RingSize = n.cfg.Rings.Size
+	}
+	info, err := n.describe(o)
+	if err != nil {
+		return nil, err
+	}
+	ringBytes, _ := shm.ParseSize(o.RingSize) // DecodeRequest or Validate checked it
+	sub := ringBytes / int64(o.Workers) / shm.PageSize * shm.PageSize
+	if need := shm.RecordHeaderSize + roundUp(info.MaxRecord, shm.LineSize); sub < need || sub < shm.MinCapacity {
+		return nil, &control.Error{Key: "ring_size", Msg: fmt.Sprintf(
+			"%s gives %s per sub-ring for %d workers, but one batch record can take up to %s (fanouts %v, batch_size %d, feat_dim %d): "+
+				"raise ring_size to at least %s or lower batch_size",
+			o.RingSize, shm.FormatSize(sub), o.Workers, shm.FormatSize(info.MaxRecord), o.Fanouts, o.BatchSize, info.FeatDim,
+			shm.FormatSize(max(need, shm.MinCapacity)*int64(o.Workers)))}
+	}
+
+	n.mu.Lock()
+	switch {
+	case n.mu.draining:
+		n.mu.Unlock()
+		return nil, &control.Error{Msg: "node is stopping"}
+	case len(n.mu.loaders) >= n.cfg.Samplers.MaxLoaders:
+		n.mu.Unlock()
+		return nil, &control.Error{Msg: fmt.Sprintf("node serves %d loaders already (samplers.max_loaders = %d)",
+			len(n.mu.loaders), n.cfg.Samplers.MaxLoaders)}
+	}
+	n.mu.nextID++
+	l := &loader{id: n.mu.nextID}
+	n.mu.loaders[l.id] = l // holds the slot; stats skip a loader without a ring
+	n.mu.Unlock()
+
+	if err := n.startLoader(ctx, l, o, info, ringBytes); err != nil {
+		n.mu.Lock()
+		delete(n.mu.loaders, l.id)
+		n.mu.Unlock()
+		return nil, err
+	}
+	n.opened.Add(1)
+	n.log.Info("loader opened", "loader", l.id, "ring", l.info.Ring, "workers", o.Workers,
+		"batches_per_epoch", info.BatchesPerEpoch, "epochs", o.Epochs, "rank", o.Rank, "world_size", o.WorldSize)
+	return l, nil
+}
+
+// startLoader creates l's ring and spawns its samplers; on failure it
+// leaves nothing behind.
+func (n *Node) startLoader(ctx context.Context, l *loader, o control.LoaderOptions, info control.LoaderInfo, ringBytes int64) error {
+	path := filepath.Join(n.cfg.Rings.Dir, shm.Name(RingPrefix, os.Getpid(), l.id))
+	ring, err := shm.Create(path, shm.Options{
+		SubRings: o.Workers, Capacity: ringBytes,
+		Mode: n.cfg.RingMode(), GID: max(n.gid, 0), Prealloc: true,
+	})
+	if err != nil {
+		n.log.Error("create ring", "loader", l.id, "ring", path, "err", err)
+		return &control.Error{Key: "ring_size", Msg: err.Error()}
+	}
+	info.LoaderID, info.Ring = l.id, path
+	info.SubRings, info.RingSize, info.SubRingSize = o.Workers, ringBytes, ring.Capacity()
+	n.mu.Lock()
+	l.info, l.ring = info, ring
+	n.mu.Unlock()
+	procs := make([]*proc, 0, o.Workers)
+	for w := range o.Workers {
+		spec := &SamplerSpec{
+			Part: n.part, Ring: path, LoaderID: l.id, Worker: w, Workers: o.Workers,
+			Options: o, LogLevel: n.cfg.Log.Level, LogFormat: n.cfg.Log.Format,
+		}
+		p, err := n.startProc(l, spec)
+		if err != nil {
+			for _, p := range procs {
+				p.stop(0)
+			}
+			n.mu.Lock()
+			l.ring = nil
+			n.mu.Unlock()
+			ring.Remove()
+			n.log.Error("start sampler", "loader", l.id, "worker", w, "err", err)
+			return &control.Error{Key: "workers", Msg: err.Error()}
+		}
+		procs = append(procs, p)
+	}
+	n.mu.Lock()
+	l.procs = procs
+	n.mu.Unlock()
+	return nil
+}
+
+// closeLoader stops l's samplers (SIGTERM, then SIGKILL after the drain
+// timeout) and removes its ring. It is idempotent.
+func (n *Node) closeLoader(l *loader, why string) {
+	l.once.Do(func() {
+		n.mu.Lock()
+		procs, ring := l.procs, l.ring
+		n.mu.Unlock()
+		var wg sync.WaitGroup
+		for _, p := range procs {
+			wg.Go(func() { p.stop(n.cfg.DrainTimeoutDuration()) })
+		}
+		wg.Wait()
+		if ring != nil {
+			if err := ring.Remove(); err != nil {
+				n.log.Warn("remove ring", "loader", l.id, "ring", ring.Path(), "err", err)
+			}
+		}
+		n.mu.Lock()
+		delete(n.mu.loaders, l.id)
+		n.mu.Unlock()
+		var batches uint64
+		for _, p := range procs {
+			batches += p.batches.Load()
+		}
+		n.log.Info("loader closed", "loader", l.id, "reason", why, "batches", batches)
+	})
+}
+
+// stats snapshots l; n.mu must be held.
+func (l *loader) stats() control.LoaderStats {
+	s := control.LoaderStats{LoaderID: l.id, Ring: l.info.Ring, Samplers: []control.SamplerStats{}}
+	for _, p := range l.procs {
+		ps := p.stats()
+		s.Batches += ps.Batches
+		s.Samplers = append(s.Samplers, ps)
+	}
+	return s
+}
+
+func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }

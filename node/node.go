@@ -1,0 +1,237 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"graphnode/csr"
+	"graphnode/node/control"
+	"graphnode/shm"
+)
+
+// ErrServing: another node already listens on the configured socket.
+var ErrServing = errors.New("socket in use")
+
+// RingPrefix starts the name of every ring file a node creates
+// (shm.Name): "graphnode-<node pid>-<loader id>.ring".
+const RingPrefix = "graphnode"
+
+// Node is the daemon of one host: it serves one partition to trainers over
+// the control socket and runs their loaders' samplers.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	graph *csr.Graph
+	part  string // path of the partition file
+	gid   int    // group of socket and rings, -1 for none
+	// Executable is re-executed as `Executable sampler`; it defaults to
+	// this process's executable. Tests point it at a built binary.
+	Executable string
+	// SamplerStderr receives the samplers' logs; default os.Stderr.
+	SamplerStderr io.Writer
+	// OnReady, when set, is called once the socket accepts trainers
+	// (systemd's READY=1).
+	OnReady func()
+
+	started  time.Time
+	maxDeg   int // largest degree in the partition, bounds fanout -1
+	opened   atomic.Uint64
+	batches  atomic.Uint64
+	failures atomic.Uint64
+
+	mu struct {
+		sync.Mutex
+		loaders  map[uint64]*loader
+		nextID   uint64
+		draining bool
+	}
+}
+
+// New validates cfg and opens this host's partition. The caller must
+// Close the Node after Run returns (or instead of calling Run).
+func New(cfg Config, log *slog.Logger) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	gid, _ := cfg.GroupID()
+	part := PartPath(cfg.Node.Parts, cfg.Node.Part)
+	g, err := csr.Open(part, csr.OpenOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("node: node.part = %d: %w", cfg.Node.Part, err)
+	}
+	if m := g.Meta(); int(m.Part) != cfg.Node.Part {
+		g.Close()
+		return nil, fmt.Errorf("node: node.part = %d: %s holds partition %d: %w", cfg.Node.Part, part, m.Part, ErrConfig)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		g.Close()
+		return nil, fmt.Errorf("node: find own executable for samplers: %w", err)
+	}
+	n := &Node{
+		cfg: cfg, log: log, graph: g, part: part, gid: gid,
+		Executable: exe, SamplerStderr: os.Stderr,
+		maxDeg: maxDegree(g.Indptr()),
+	}
+	n.mu.loaders = map[uint64]*loader{}
+	return n, nil
+}
+
+// PartPath is the partition file of part p in a parts/ directory (DESIGN.md §4).
+func PartPath(parts string, p int) string {
+	return filepath.Join(parts, fmt.Sprintf("part-%d", p), "part.csr")
+}
+
+func maxDegree(indptr []uint64) int {
+	m := uint64(0)
+	for i := 1; i < len(indptr); i++ {
+		m = max(m, indptr[i]-indptr[i-1])
+	}
+	return int(m)
+}
+
+// Close unmaps the partition. Call it after Run has returned.
+func (n *Node) Close() error { return n.graph.Close() }
+
+// Run serves the control socket until ctx is cancelled, then drains: every
+// loader's samplers are told to stop (SIGTERM: they finish the batch in
+// hand and write end-of-stream), waited for up to samplers.drain_timeout
+// (then killed), their rings removed, and the socket removed.
+func (n *Node) Run(ctx context.Context) error {
+	n.started = time.Now()
+	n.removeStale()
+	ln, err := n.listen()
+	if err != nil {
+		return err
+	}
+	m := n.graph.Meta()
+	n.log.Info("node ready", "socket", n.cfg.Control.Socket, "part", m.Part, "parts", m.NumParts,
+		"nodes", n.graph.NumNodes(), "edges", n.graph.NumEdges(), "name", n.cfg.Node.Name)
+	if n.OnReady != nil {
+		n.OnReady()
+	}
+
+	var conns sync.WaitGroup
+	connCtx, stopConns := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopConns()
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() == nil {
+				n.log.Error("accept failed", "socket", n.cfg.Control.Socket, "err", err)
+			}
+			break
+		}
+		conns.Add(1)
+		go func() {
+			defer conns.Done()
+			n.serveConn(connCtx, c.(*net.UnixConn))
+		}()
+	}
+	n.drain()
+	stopConns()
+	conns.Wait()
+	if err := os.Remove(n.cfg.Control.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+		n.log.Warn("remove socket", "socket", n.cfg.Control.Socket, "err", err)
+	}
+	n.log.Info("node stopped", "socket", n.cfg.Control.Socket)
+	return nil
+}
+
+// removeStale deletes ring files whose creating node is dead.
+func (n *Node) removeStale() {
+	removed, err := shm.RemoveStale(n.cfg.Rings.Dir, RingPrefix)
+	for _, p := range removed {
+		n.log.Info("removed stale ring", "ring", p)
+	}
+	if err != nil {
+		n.log.Warn("remove stale rings", "dir", n.cfg.Rings.Dir, "err", err)
+	}
+}
+
+// listen binds the control socket. A socket file nobody answers on is a
+// leftover of a crashed node and is replaced; one that answers is refused.
+func (n *Node) listen() (*net.UnixListener, error) {
+	path := n.cfg.Control.Socket
+	if _, err := os.Lstat(path); err == nil {
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("node: control.socket: another node is serving socket %s: %w", path, ErrServing)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("node: control.socket: remove stale socket: %w", err)
+		}
+		n.log.Info("removed stale socket", "socket", path)
+	}
+	mode, _ := n.cfg.SocketMode()
+	// Bind with no permissions for group and others, then widen: nobody
+	// can connect before the mode and group are those configured.
+	old := syscall.Umask(0o077)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("node: control.socket: %w", err)
+	}
+	ln.SetUnlinkOnClose(false)
+	err = os.Chmod(path, mode)
+	if err == nil && n.gid >= 0 {
+		err = os.Chown(path, -1, n.gid)
+	}
+	if err != nil {
+		ln.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("node: control.socket: %w", err)
+	}
+	return ln, nil
+}
+
+// drain stops every loader; called once the listener is closed.
+func (n *Node) drain() {
+	n.mu.Lock()
+	n.mu.draining = true
+	ls := make([]*loader, 0, len(n.mu.loaders))
+	for _, l := range n.mu.loaders {
+		ls = append(ls, l)
+	}
+	n.mu.Unlock()
+	if len(ls) > 0 {
+		n.log.Info("draining", "loaders", len(ls))
+	}
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		wg.Go(func() { n.closeLoader(l, "node stopping") })
+	}
+	wg.Wait()
+}
+
+// stats snapshots the node for a stats request.
+func (n *Node) stats() *control.Stats {
+	s := &control.Stats{
+		Node: n.cfg.Node.Name, PID: os.Getpid(), Part: n.cfg.Node.Part,
+		Nodes: int64(n.graph.NumNodes()), Edges: int64(n.graph.NumEdges()),
+		Uptime: time.Since(n.started).Seconds(), Opened: n.opened.Load(),
+		Batches: n.batches.Load(), Failures: n.failures.Load(),
+		Loaders: []control.LoaderStats{},
+	}
+	n.mu.Lock()
+	for _, l := range n.mu.loaders {
+		s.Loaders = append(s.Loaders, l.stats())
+	}
+	n.mu.Unlock()
+	sortLoaders(s.Loaders)
+	return s
+}

@@ -1,0 +1,135 @@
+package node
+
+import (
+	"fmt"
+	"math"
+
+	"graphnode/csr"
+	"graphnode/node/control"
+	"graphnode/sample"
+)
+
+// describe checks o against the partition and computes what the trainer
+// is told: seeds, batches per epoch, shapes and the worst-case record.
+func (n *Node) describe(o control.LoaderOptions) (control.LoaderInfo, error) {
+	seeds, err := loaderSeeds(n.graph, o)
+	if err != nil {
+		return control.LoaderInfo{}, err
+	}
+	plan, err := sample.NewPlan(seeds, planOptions(o))
+	if err != nil {
+		return control.LoaderInfo{}, &control.Error{Key: "seed_ids", Msg: err.Error()}
+	}
+	schema, err := loaderSchema(n.graph, o)
+	if err != nil {
+		return control.LoaderInfo{}, &control.Error{Key: "features", Msg: err.Error()}
+	}
+	m := n.graph.Meta()
+	info := control.LoaderInfo{
+		NumSeeds: int64(plan.Len()), BatchesPerEpoch: int64(plan.NumBatches()),
+		Epochs: o.Epochs, BatchSize: o.BatchSize, Fanouts: o.Fanouts, Concurrency: o.Concurrency,
+		FeatDim: schema.FeatDim, LabelDim: schema.LabelDim,
+		Part: int(m.Part), NumParts: int(m.NumParts),
+	}
+	if schema.FeatDim > 0 {
+		info.XDtype = map[sample.DType]string{sample.F32: "float32", sample.F16: "float16"}[schema.XType]
+	}
+	if schema.LabelDim > 0 {
+		info.NumClasses = int(m.NumClasses)
+	}
+	info.MaxRecord, err = maxRecord(o.Fanouts, o.BatchSize, m.TotalNodes, n.maxDeg, schema)
+	if err != nil {
+		return control.LoaderInfo{}, &control.Error{Key: "fanouts", Msg: err.Error()}
+	}
+	return info, nil
+}
+
+func planOptions(o control.LoaderOptions) sample.PlanOptions {
+	return sample.PlanOptions{
+		BatchSize: o.BatchSize, Shuffle: o.Shuffle, DropLast: o.DropLast,
+		Seed: o.Seed, Rank: o.Rank, WorldSize: o.WorldSize,
+	}
+}
+
+// loaderSeeds are the loader's seed ids: the split's owned nodes in
+// ascending global id, or the explicit seed_ids, which must be owned here
+// (sampling seeds of other partitions needs the mesh).
+func loaderSeeds(g *csr.Graph, o control.LoaderOptions) ([]uint64, error) {
+	m := g.Meta()
+	if o.Split == "" {
+		for i, id := range o.SeedIDs {
+			if id < m.Start || id >= m.End {
+				return nil, &control.Error{Key: "seed_ids", Msg: fmt.Sprintf(
+					"seed_ids[%d] = %d is not owned by partition %d (ids %d..%d)", i, id, m.Part, m.Start, m.End-1)}
+			}
+		}
+		return o.SeedIDs, nil
+	}
+	mask, err := g.Mask(o.Split)
+	if err != nil {
+		return nil, &control.Error{Key: "split", Msg: err.Error()}
+	}
+	if mask.IsEmpty() {
+		return nil, &control.Error{Key: "split", Msg: fmt.Sprintf("partition %d has no %s nodes", m.Part, o.Split)}
+	}
+	seeds := make([]uint64, 0, mask.GetCardinality())
+	for it := mask.Iterator(); it.HasNext(); {
+		seeds = append(seeds, m.Start+uint64(it.Next()))
+	}
+	return seeds, nil
+}
+
+// loaderSchema is the shape of x and y with the loader's features and
+// labels switches applied. A partition without features or labels gives
+// a loader without them rather than an error.
+func loaderSchema(g *csr.Graph, o control.LoaderOptions) (sample.Schema, error) {
+	m := g.Meta()
+	var s sample.Schema
+	if o.Features && m.FeatDim > 0 {
+		s.FeatDim = int(m.FeatDim)
+		switch m.FeatType {
+		case csr.TypeF32:
+			s.XType = sample.F32
+		case csr.TypeF16:
+			s.XType = sample.F16
+		default:
+			return s, fmt.Errorf("feature type %v is not float32 or float16", m.FeatType)
+		}
+	}
+	if o.Labels {
+		s.LabelDim = int(m.LabelDim)
+	}
+	return s, nil
+}
+
+// maxRecord bounds the size of one batch record: at most batch·f₁ edges
+// at hop 1, each new node expanded at the next hop, no hop reaching more
+// nodes than the graph has; fanout -1 counts as the largest degree.
+func maxRecord(fanouts []int, batch int, total uint64, maxDeg int, s sample.Schema) (int64, error) {
+	sat := func(a, b uint64) uint64 {
+		if a != 0 && b > math.MaxUint64/a {
+			return math.MaxUint64
+		}
+		return a * b
+	}
+	frontier, nodes, edges := uint64(batch), uint64(batch), uint64(0)
+	for _, f := range fanouts {
+		fan := uint64(f)
+		if f < 0 {
+			fan = uint64(maxDeg)
+		}
+		e := sat(frontier, fan)
+		edges = min(edges+e, math.MaxUint64/2)
+		frontier = min(e, total)
+		nodes = min(nodes+frontier, max(total, uint64(batch)))
+	}
+	h := sample.Header{
+		Kind: sample.KindBatch, BatchSize: uint64(batch), NumNodes: nodes, NumEdges: edges,
+		Hops: uint32(len(fanouts)), FeatDim: uint32(s.FeatDim), XType: s.XType, LabelDim: uint32(s.LabelDim),
+	}
+	_, size, err := h.Layout()
+	if err != nil {
+		return 0, fmt.Errorf("fanouts %v with batch_size %d: a batch may reach %d nodes and %d edges, more than a record can hold", fanouts, batch, nodes, edges)
+	}
+	return int64(size), nil
+}

@@ -1,0 +1,75 @@
+package node
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"graphnode/node/control"
+	"graphnode/sample"
+)
+
+// TestMaxRecord pins the worst-case record bound: nodes and edges as if
+// every sampled neighbour were new, capped by the graph's size.
+func TestMaxRecord(t *testing.T) {
+	f32 := sample.Schema{FeatDim: 100, XType: sample.F32, LabelDim: 1}
+	for _, tc := range []struct {
+		name         string
+		fanouts      []int
+		batch        int
+		total        uint64
+		maxDeg       int
+		schema       sample.Schema
+		nodes, edges uint64
+	}{
+		// 1024 + 15360 + 153600 nodes, 15360 + 153600 edges
+		{"products-like", []int{15, 10}, 1024, 1 << 30, 50, f32, 1024 + 15360 + 153600, 15360 + 153600},
+		// hop 2 would reach 1000·10 but the graph has 500 nodes
+		{"capped by graph", []int{10, 10}, 100, 500, 9, f32, 500, 1000 + 5000},
+		// -1 counts as the largest degree
+		{"fanout -1", []int{-1}, 10, 1 << 20, 7, sample.Schema{}, 80, 70},
+	} {
+		got, err := maxRecord(tc.fanouts, tc.batch, tc.total, tc.maxDeg, tc.schema)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		h := sample.Header{Kind: sample.KindBatch, BatchSize: uint64(tc.batch), NumNodes: tc.nodes, NumEdges: tc.edges,
+			Hops: uint32(len(tc.fanouts)), FeatDim: uint32(tc.schema.FeatDim), XType: tc.schema.XType, LabelDim: uint32(tc.schema.LabelDim)}
+		_, want, _ := h.Layout()
+		if got != int64(want) {
+			t.Errorf("%s: maxRecord = %d, want %d (%d nodes, %d edges)", tc.name, got, want, tc.nodes, tc.edges)
+		}
+	}
+	if _, err := maxRecord([]int{-1, -1, -1, -1}, 1<<20, 1<<40, 1<<30, f32); err == nil || !strings.Contains(err.Error(), "more than a record can hold") {
+		t.Errorf("huge fanouts: err = %v", err)
+	}
+}
+
+func TestSamplerSpecRoundTrip(t *testing.T) {
+	o := control.DefaultLoaderOptions()
+	o.Split, o.Fanouts, o.Workers, o.Concurrency = "train", []int{5, 5}, 3, 2
+	spec := &SamplerSpec{Part: "p.csr", Ring: "r.ring", LoaderID: 4, Worker: 2, Workers: 3, Options: o, LogLevel: "info", LogFormat: "json"}
+	body, err := spec.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadSamplerSpec(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Worker != 2 || got.Ring != "r.ring" || got.Options.Concurrency != 2 || len(got.Options.Fanouts) != 2 {
+		t.Fatalf("spec %+v", got)
+	}
+	bad := *spec
+	bad.Worker, bad.Part, bad.Options.Concurrency = 3, "", 0
+	body, _ = bad.Encode()
+	_, err = ReadSamplerSpec(bytes.NewReader(body))
+	for _, key := range []string{"part: missing", "worker: 3 is out of range 0..2", "options.concurrency"} {
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("bad spec: err = %v, want %q", err, key)
+		}
+	}
+	if _, err := ReadSamplerSpec(strings.NewReader(`{"part":"x","extra":1}`)); err == nil {
+		t.Error("unknown field accepted")
+	}
+}

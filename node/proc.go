@@ -1,0 +1,177 @@
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"graphnode/node/control"
+	"graphnode/sample"
+)
+
+// States of a sampler subprocess, as reported by stats.
+const (
+	stateRunning = "running"
+	stateDone    = "done"   // exited 0
+	stateFailed  = "failed" // exited non-zero or by a signal the node did not send
+	stateKilled  = "killed" // stopped by the node (loader closed or node draining)
+)
+
+// proc is one sampler subprocess of a loader.
+type proc struct {
+	worker int
+	pid    int
+	cmd    *exec.Cmd
+	done   chan struct{} // closed once the process is reaped
+
+	batches  atomic.Uint64 // batch records written, from its progress lines
+	epoch    atomic.Int64
+	stopping atomic.Bool // the node asked it to stop
+
+	mu struct {
+		sync.Mutex
+		state, status string
+	}
+}
+
+// startProc re-executes this binary as `node sampler` with spec on stdin.
+// Its stdout carries progress lines ("progress <batches> <epoch>"); its
+// stderr is the node's. Pdeathsig makes the kernel kill it if the node
+// dies, so a sampler never outlives its node.
+func (n *Node) startProc(l *loader, spec *SamplerSpec) (*proc, error) {
+	body, err := spec.Encode()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(n.Executable, "sampler")
+	cmd.Stdin = bytes.NewReader(body)
+	cmd.Stderr = n.SamplerStderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("node: loader %d worker %d: %w", l.id, spec.Worker, err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("node: loader %d worker %d: start %s sampler: %w", l.id, spec.Worker, n.Executable, err)
+	}
+	p := &proc{worker: spec.Worker, pid: cmd.Process.Pid, cmd: cmd, done: make(chan struct{})}
+	p.mu.state = stateRunning
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			n.progress(l, p, sc.Text())
+		}
+		err := cmd.Wait() // reads finished: the pipe is at EOF
+		n.exited(l, p, err)
+	}()
+	return p, nil
+}
+
+// progress applies one progress line of p.
+func (n *Node) progress(l *loader, p *proc, line string) {
+	f := strings.Fields(line)
+	if len(f) != 3 || f[0] != "progress" {
+		return
+	}
+	b, err1 := strconv.ParseUint(f[1], 10, 64)
+	e, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return
+	}
+	if old := p.batches.Swap(b); b > old {
+		n.batches.Add(b - old)
+	}
+	p.epoch.Store(e)
+}
+
+// exited records how p ended. A sampler that fails on its own is logged
+// with its exit status; the trainer learns of it from the ring (an error
+// record, or the ring layer's dead-producer error within about a second).
+func (n *Node) exited(l *loader, p *proc, err error) {
+	status := p.cmd.ProcessState.String()
+	state := stateDone
+	switch {
+	case p.stopping.Load() && err != nil:
+		state = stateKilled
+	case err != nil:
+		state = stateFailed
+		n.failures.Add(1)
+		n.log.Error("sampler failed", "loader", l.id, "worker", p.worker, "pid", p.pid, "status", status, "err", err)
+	}
+	p.mu.Lock()
+	p.mu.state, p.mu.status = state, status
+	p.mu.Unlock()
+	if state == stateFailed {
+		n.reportFailure(l, p, status)
+	}
+}
+
+// reportFailure writes an error record into the sub-ring of a sampler
+// that failed before it attached as its producer (it could not map the
+// ring, say), so the trainer gets an error, not a wait. A sampler that
+// did attach is reported by the ring layer instead (shm.ErrProducerDead,
+// within about a second): a producer's sub-ring cannot be taken over.
+func (n *Node) reportFailure(l *loader, p *proc, status string) {
+	n.mu.Lock()
+	ring := l.ring
+	n.mu.Unlock()
+	if ring == nil {
+		return
+	}
+	prod, err := ring.Producer(p.worker)
+	if err != nil {
+		return // attached before: shm reports the dead producer
+	}
+	defer prod.Close()
+	msg := fmt.Sprintf("worker %d (pid %d) failed before producing: %s", p.worker, p.pid, status)
+	ctx, cancel := context.WithTimeout(context.Background(), finalWait)
+	defer cancel()
+	buf, err := prod.Reserve(ctx, sample.ControlSize(msg))
+	if err == nil {
+		var k int
+		if k, err = sample.EncodeControl(buf, sample.KindError, 0, 0, msg); err == nil {
+			err = prod.Commit(k)
+		}
+	}
+	if err != nil {
+		n.log.Warn("could not report sampler failure on the ring", "loader", l.id, "worker", p.worker, "err", err)
+	}
+}
+
+// stop asks p to finish the batch in hand and write end-of-stream
+// (SIGTERM), waits up to grace, then kills it.
+func (p *proc) stop(grace time.Duration) {
+	p.stopping.Store(true)
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (p *proc) stats() control.SamplerStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return control.SamplerStats{
+		Worker: p.worker, PID: p.pid, State: p.mu.state, Status: p.mu.status,
+		Batches: p.batches.Load(), Epoch: int(p.epoch.Load()),
+	}
+}

@@ -1,0 +1,215 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"graphnode/csr"
+	"graphnode/sample"
+	"graphnode/shm"
+)
+
+// Tunables of a sampler process.
+const (
+	// stopGrace: after SIGTERM, batches in hand may take this long to
+	// reach the ring before the sampler gives up on them.
+	stopGrace = 2 * time.Second
+	// finalWait bounds the writing of the last record (end of stream or
+	// error) into a ring the trainer may no longer drain.
+	finalWait = time.Second
+	// progressEvery is how often progress lines go to the node.
+	progressEvery = 100 * time.Millisecond
+)
+
+// errStopped: the sampler was told to stop before its last batch.
+var errStopped = errors.New("node: sampler stopped")
+
+// RunSampler is the body of `node sampler`: it produces spec's share of
+// the loader's batches into sub-ring spec.Worker, in batch order, with
+// spec.Options.Concurrency batches in flight. When ctx is cancelled
+// (SIGTERM) it writes the batches in hand, then end-of-stream, and
+// returns nil. A failure is written to the ring as an error record and
+// returned. Progress lines go to progress.
+func RunSampler(ctx context.Context, spec *SamplerSpec, log *slog.Logger, progress io.Writer) error {
+	ring, err := shm.Open(spec.Ring)
+	if err != nil {
+		return err // the node claims the sub-ring and reports our exit
+	}
+	defer ring.Close()
+	prod, err := ring.Producer(spec.Worker)
+	if err != nil {
+		return err
+	}
+	defer prod.Close()
+	r := &samplerRun{spec: spec, log: log, prod: prod}
+	stopProgress := r.reportProgress(progress)
+	defer stopProgress()
+
+	err = r.setup()
+	if err == nil {
+		defer r.graph.Close()
+		err = r.run(ctx)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, shm.ErrConsumerGone):
+		log.Info("trainer gone, sampler exits", "err", err)
+		return nil
+	case errors.Is(err, errStopped), ctx.Err() != nil && errors.Is(err, context.Canceled):
+		log.Info("sampler stopped", "epoch", r.epoch.Load(), "batches", r.batches.Load())
+		return r.final(sample.KindEndOfStream, "")
+	}
+	msg := fmt.Sprintf("worker %d: %v", spec.Worker, err)
+	if ferr := r.final(sample.KindError, msg); ferr != nil {
+		log.Warn("could not write error record", "err", ferr)
+	}
+	return err
+}
+
+// samplerRun is one sampler process's state.
+type samplerRun struct {
+	spec  *SamplerSpec
+	log   *slog.Logger
+	prod  *shm.Producer
+	graph *csr.Graph
+	part  *sample.CSR
+	plan  *sample.Plan
+	cfg   sample.Config
+
+	batches atomic.Uint64
+	epoch   atomic.Int64
+	index   uint64 // batches written this epoch (for the record of a failure)
+}
+
+// setup maps the partition (shared page cache: no copy) and builds the
+// plan, exactly as the node did when it described the loader.
+func (r *samplerRun) setup() error {
+	g, err := csr.Open(r.spec.Part, csr.OpenOptions{})
+	if err != nil {
+		return err
+	}
+	part, err := sample.FromCSR(g)
+	if err == nil {
+		r.graph, r.part = g, part
+		err = r.plans()
+	}
+	if err != nil {
+		g.Close()
+		r.graph = nil
+	}
+	return err
+}
+
+func (r *samplerRun) plans() error {
+	o := r.spec.Options
+	seeds, err := loaderSeeds(r.graph, o)
+	if err != nil {
+		return err
+	}
+	if r.plan, err = sample.NewPlan(seeds, planOptions(o)); err != nil {
+		return err
+	}
+	schema, err := loaderSchema(r.graph, o)
+	if err != nil {
+		return err
+	}
+	src := sample.NewLocalSource(r.part)
+	r.cfg = sample.Config{Fanouts: o.Fanouts, Local: r.part, Schema: schema}
+	if schema.FeatDim > 0 {
+		r.cfg.Features = src
+	}
+	if schema.LabelDim > 0 {
+		r.cfg.Labels = src
+	}
+	return r.cfg.Validate()
+}
+
+// run writes every epoch's batches of this worker, an end-of-epoch record
+// after each epoch and end-of-stream after the last.
+func (r *samplerRun) run(ctx context.Context) error {
+	// Work continues past ctx's cancellation for stopGrace, so that the
+	// batches in hand still reach the ring.
+	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stopTimer := context.AfterFunc(ctx, func() { time.AfterFunc(stopGrace, cancel) })
+	defer stopTimer()
+	samplers := make([]*sample.Sampler, r.spec.Options.Concurrency)
+	for i := range samplers {
+		s, err := sample.New(r.cfg)
+		if err != nil {
+			return err
+		}
+		samplers[i] = s
+	}
+	var buf []uint64
+	for e := range r.spec.Options.Epochs {
+		r.epoch.Store(int64(e))
+		ep := r.plan.Epoch(uint64(e), buf)
+		buf = ep.Order()
+		if err := r.epochBatches(work, ctx.Done(), ep, samplers); err != nil {
+			return err
+		}
+		if err := r.control(work, sample.KindEndOfEpoch, uint64(e), uint64(ep.NumBatches()), ""); err != nil {
+			return err
+		}
+	}
+	return r.control(work, sample.KindEndOfStream, uint64(r.spec.Options.Epochs), 0, "")
+}
+
+// final writes a last record within finalWait.
+func (r *samplerRun) final(k sample.Kind, msg string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), finalWait)
+	defer cancel()
+	return r.control(ctx, k, uint64(r.epoch.Load()), r.index, msg)
+}
+
+func (r *samplerRun) control(ctx context.Context, k sample.Kind, epoch, index uint64, msg string) error {
+	buf, err := r.prod.Reserve(ctx, sample.ControlSize(msg))
+	if err != nil {
+		return err
+	}
+	n, err := sample.EncodeControl(buf, k, epoch, index, msg)
+	if err != nil {
+		return err
+	}
+	return r.prod.Commit(n)
+}
+
+// reportProgress prints "progress <batches> <epoch>" lines to w while the
+// sampler runs, and once more when the returned func is called.
+func (r *samplerRun) reportProgress(w io.Writer) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	last := [2]int64{-1, -1}
+	print := func() {
+		cur := [2]int64{int64(r.batches.Load()), r.epoch.Load()}
+		if cur != last {
+			fmt.Fprintf(w, "progress %d %d\n", cur[0], cur[1])
+			last = cur
+		}
+	}
+	wg.Go(func() {
+		t := time.NewTicker(progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				print()
+				return
+			case <-t.C:
+				print()
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}

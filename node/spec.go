@@ -1,0 +1,80 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"graphnode/node/control"
+)
+
+// SamplerSpec is what the node tells one sampler subprocess, as JSON on
+// its stdin: which partition to map, which ring and sub-ring to produce
+// into, and the loader's options (defaults resolved by the node).
+type SamplerSpec struct {
+	Part      string                `json:"part"` // partition file (part.csr)
+	Ring      string                `json:"ring"` // ring file, created by the node
+	LoaderID  uint64                `json:"loader_id"`
+	Worker    int                   `json:"worker"`  // w: the sub-ring, and batches w, w+W, …
+	Workers   int                   `json:"workers"` // W
+	Options   control.LoaderOptions `json:"options"`
+	LogLevel  string                `json:"log_level"`
+	LogFormat string                `json:"log_format"`
+}
+
+// Encode is the spec as the JSON the sampler reads.
+func (s *SamplerSpec) Encode() ([]byte, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("node: encode sampler spec: %w", err)
+	}
+	return b, nil
+}
+
+// ReadSamplerSpec reads and checks a spec from r (a sampler's stdin).
+func ReadSamplerSpec(r io.Reader) (*SamplerSpec, error) {
+	body, err := io.ReadAll(io.LimitReader(r, control.MaxFrame+1))
+	if err != nil {
+		return nil, fmt.Errorf("node: read sampler spec: %w", err)
+	}
+	var s SamplerSpec
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("node: sampler spec: %v: %w", err, ErrConfig)
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func (s *SamplerSpec) validate() error {
+	var p problems
+	if s.Part == "" {
+		p.add("part", "missing")
+	}
+	if s.Ring == "" {
+		p.add("ring", "missing")
+	}
+	if s.Workers < 1 || s.Workers > control.MaxWorkers {
+		p.add("workers", "%d is out of range 1..%d", s.Workers, control.MaxWorkers)
+	}
+	if s.Worker < 0 || s.Worker >= s.Workers {
+		p.add("worker", "%d is out of range 0..%d", s.Worker, s.Workers-1)
+	}
+	if s.Options.Workers != s.Workers {
+		p.add("options.workers", "%d, but workers is %d", s.Options.Workers, s.Workers)
+	}
+	if s.Options.Concurrency < 1 {
+		p.add("options.concurrency", "%d is not positive", s.Options.Concurrency)
+	}
+	if err := s.Options.Validate(); err != nil {
+		p = append(p, err)
+	}
+	if err := p.err(); err != nil {
+		return fmt.Errorf("node: sampler spec: %w", err)
+	}
+	return nil
+}
