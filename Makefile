@@ -5,7 +5,7 @@ BIN     := bin/node
 DEMO    := build/demo
 export CGO_ENABLED ?= 0
 
-.PHONY: all build demo test test-go vet bench clean
+.PHONY: all build demo test test-go test-py python-deps vet bench clean
 
 all: build
 
@@ -26,7 +26,24 @@ vet:
 test-go:
 	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
 
-test: vet test-go
+# The Python client's tests need Debian's python3-torch and python3-numpy
+# for /usr/bin/python3: installed here when missing (as root), otherwise
+# the exact command to run is printed.
+python-deps:
+	@$(PYTHON) -c 'import torch, numpy' 2>/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing python3-torch python3-numpy (apt-get)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-torch python3-numpy; \
+	  else \
+	    echo "make test needs Debian's python3-torch and python3-numpy; run:"; \
+	    echo "  sudo apt-get install -y python3-torch python3-numpy"; \
+	    exit 1; \
+	  fi; }
+
+test-py: python-deps
+	$(PYTHON) -m unittest discover -s python/tests -t python
+
+test: vet test-go test-py
 
 bench:
 	CGO_ENABLED=1 $(GO) test -run='^$$' -bench=. -benchtime=2x ./...

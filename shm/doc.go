@@ -139,10 +139,12 @@
 //   - state 2 and write == read: end of stream, io.EOF;
 //   - state 0 (no producer attached yet): dead only if the creator pid of
 //     the header no longer exists;
-//   - the heartbeat has not moved for DeadAfter (1 s) by the consumer's
-//     own clock: dead (hung, stopped, or a zombie nobody reaped yet);
-//   - the pid no longer exists (kill(pid, 0) fails with ESRCH) and the
-//     heartbeat has not moved for 250 ms: dead.
+//   - the heartbeat has not moved for DeadAfter (5 s) by the consumer's
+//     own clock: dead (hung or stopped);
+//   - the pid no longer exists (kill(pid, 0) fails with ESRCH) or is a
+//     zombie (state Z or X in /proc/<pid>/stat), and the heartbeat has not
+//     moved for 250 ms: dead. A producer that exits, however it exits, is
+//     therefore reported within about a quarter of a second.
 //
 // Producer and consumer must share a pid namespace for the fast pid
 // check; the heartbeat rule holds regardless. A producer that waits for

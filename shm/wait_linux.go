@@ -1,8 +1,11 @@
 package shm
 
 import (
+	"bytes"
 	"errors"
+	"os"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -26,9 +29,12 @@ const (
 	// HeartbeatEvery is how often a live producer advances its heartbeat.
 	HeartbeatEvery = 100 * time.Millisecond
 	// DeadAfter: a producer whose heartbeat did not move for this long is
-	// dead, whatever its pid says (a hung, stopped, or reaped-and-reused
-	// process, or one in another pid namespace).
-	DeadAfter = time.Second
+	// dead, whatever its pid says (a hung or stopped process, a reused
+	// pid, or one in another pid namespace). Generous, because a live
+	// producer on an oversubscribed host was seen to stall its heartbeat
+	// for over 3 s; a producer that exits is caught by the pid rule in
+	// goneAfter instead.
+	DeadAfter = 5 * time.Second
 	// goneAfter: a producer whose pid no longer exists is dead once its
 	// heartbeat has not moved for this long (a quarter second tolerates a
 	// pid that is merely invisible to us while the heartbeat runs).
@@ -88,14 +94,33 @@ func spin(ready func() bool) bool {
 	}
 }
 
-// pidGone reports whether no process with this pid exists. A pid that
-// exists but is not ours to signal (EPERM) is alive; pid <= 0 is unknown
-// and never reported gone.
+// pidGone reports whether no live process with this pid exists: none at
+// all, or only a zombie (exited, not yet reaped), whose /proc stat state
+// is Z or X. A pid that exists but is not ours to signal (EPERM) is
+// alive; pid <= 0 is unknown and never reported gone.
 func pidGone(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
-	return errors.Is(unix.Kill(pid, 0), unix.ESRCH)
+	if errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+		return true
+	}
+	return zombie(pid)
+}
+
+// zombie reads the state field of /proc/<pid>/stat: "pid (comm) S ...",
+// where comm may itself hold spaces and parentheses, so the state is the
+// first field after the last ')'.
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
 // liveness tracks one peer's heartbeat as seen by this process's clock:

@@ -1,0 +1,126 @@
+"""Mini-batches as PyTorch tensors viewing a decoded record in place.
+
+Batch follows PyG's NeighborLoader output (torch_geometric.data.Data
+with the sampler's extras): ``x`` (N, D) float32/float16, ``edge_index``
+(2, E) int64 in local positions (row = neighbour, col = the node it was
+sampled for), ``y`` int64 (B,) or (B, L), ``n_id`` (N,) int64 relabelled
+global ids with the B seeds first, ``batch_size`` B, and
+``num_sampled_nodes`` / ``num_sampled_edges`` as lists of ints per hop.
+
+Tensors made by from_record() are created with torch.frombuffer over the
+buffer that holds the record: no copy. Each keeps the buffer (the ring's
+mapping) alive, but the bytes are only the batch's until the loader
+releases the record; copy() gives a Batch that owns its memory.
+"""
+
+import torch
+
+from .errors import LoaderError
+from .record import (SEC_EDGE_INDEX, SEC_NID, SEC_X, SEC_Y, X_F16, X_F32, decode_record)
+
+_X_DTYPE = {X_F32: torch.float32, X_F16: torch.float16}
+
+_TENSORS = ("x", "edge_index", "y", "n_id")
+
+
+class Batch:
+    """One mini-batch. Attributes: x, edge_index, y, n_id (tensors; x is
+    None without features, y None without labels), batch_size (int),
+    num_sampled_nodes, num_sampled_edges (lists of int), epoch, index
+    (the batch's place in its epoch)."""
+
+    __slots__ = ("x", "edge_index", "y", "n_id", "batch_size", "num_sampled_nodes", "num_sampled_edges",
+                 "epoch", "index")
+
+    def __init__(self, x, edge_index, y, n_id, batch_size, num_sampled_nodes, num_sampled_edges, epoch=0, index=0):
+        self.x = x
+        self.edge_index = edge_index
+        self.y = y
+        self.n_id = n_id
+        self.batch_size = batch_size
+        self.num_sampled_nodes = num_sampled_nodes
+        self.num_sampled_edges = num_sampled_edges
+        self.epoch = epoch
+        self.index = index
+
+    @property
+    def num_nodes(self):
+        return int(self.n_id.shape[0])
+
+    @property
+    def num_edges(self):
+        return int(self.edge_index.shape[1])
+
+    def _map(self, fn):
+        t = {k: (None if getattr(self, k) is None else fn(getattr(self, k))) for k in _TENSORS}
+        return Batch(t["x"], t["edge_index"], t["y"], t["n_id"], self.batch_size, list(self.num_sampled_nodes),
+                     list(self.num_sampled_edges), self.epoch, self.index)
+
+    def to(self, device, non_blocking=False):
+        """A Batch with every tensor moved to device ("cuda:0", "cpu", a
+        torch.device). As Tensor.to, a tensor already on device is not
+        copied: batch.to("cpu") still views the ring; use copy() to keep
+        a batch past the next one."""
+        return self._map(lambda t: t.to(device, non_blocking=non_blocking))
+
+    def copy(self):
+        """A Batch whose tensors own their memory (valid forever)."""
+        return self._map(lambda t: t.clone())
+
+    def pin_memory(self):
+        """A Batch copied into page-locked host memory (needs CUDA)."""
+        return self._map(lambda t: t.pin_memory())
+
+    def check_edges(self):
+        """Raise LoaderError unless every position in edge_index lies in
+        [0, num_nodes) (O(E); sample.View.CheckEdges)."""
+        if self.edge_index.numel() == 0:
+            return
+        lo, hi = int(self.edge_index.min()), int(self.edge_index.max())
+        if lo < 0 or hi >= self.num_nodes:
+            raise LoaderError("batch: epoch %d batch %d: edge_index holds %d..%d, outside [0, %d)"
+                              % (self.epoch, self.index, lo, hi, self.num_nodes))
+
+    def __repr__(self):
+        def shape(t):
+            return "None" if t is None else "[%s]" % ", ".join(str(d) for d in t.shape)
+        return "Batch(epoch=%d, index=%d, x=%s, edge_index=%s, y=%s, n_id=%s, batch_size=%d)" % (
+            self.epoch, self.index, shape(self.x), shape(self.edge_index), shape(self.y), shape(self.n_id),
+            self.batch_size)
+
+
+def _view(buf, offset, dtype, count):
+    if count == 0:
+        return torch.empty(0, dtype=dtype)
+    return torch.frombuffer(buf, dtype=dtype, count=count, offset=offset)
+
+
+def from_record(buf, offset, rec, copy=False):
+    """The Batch of a decoded batch Record at offset in buf (a writable
+    buffer: the ring's memoryview, or a bytearray). With copy=False the
+    tensors view buf; with copy=True they own their memory."""
+    s = rec.sections
+    n, e, b = rec.num_nodes, rec.num_edges, rec.batch_size
+    n_id = _view(buf, offset + s[SEC_NID][0], torch.int64, n)
+    edge_index = _view(buf, offset + s[SEC_EDGE_INDEX][0], torch.int64, 2 * e).view(2, e)
+    x = y = None
+    if rec.feat_dim:
+        x = _view(buf, offset + s[SEC_X][0], _X_DTYPE[rec.x_dtype], n * rec.feat_dim).view(n, rec.feat_dim)
+    if rec.label_dim:
+        y = _view(buf, offset + s[SEC_Y][0], torch.int64, b * rec.label_dim)
+        y = y.view(b) if rec.label_dim == 1 else y.view(b, rec.label_dim)
+    bt = Batch(x, edge_index, y, n_id, b, rec.num_sampled_nodes, rec.num_sampled_edges, rec.epoch, rec.index)
+    return bt.copy() if copy else bt
+
+
+def decode_batch(buf, offset=0, length=None, copy=False):
+    """Decode and validate the batch record at offset in buf (see
+    record.decode_record) and return it as a Batch. buf must be writable
+    (bytearray, a read-write mapping) for the zero-copy views; with a
+    read-only buffer pass copy=True."""
+    rec = decode_record(buf, offset, length)
+    if rec.kind != 1:
+        raise LoaderError("batch: decode: %s record, not a batch" % rec.kind_name)
+    if copy and memoryview(buf).readonly:
+        buf = bytearray(buf)
+    return from_record(buf, offset, rec, copy)

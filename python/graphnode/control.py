@@ -1,0 +1,95 @@
+"""The node's control protocol (docs/control.md): over a Unix stream
+socket, each message is a uint32 little-endian length then that many bytes
+of one JSON object. The trainer sends a request and reads its response,
+in order. Loaders opened on a connection live as long as it does.
+"""
+
+import json
+import socket
+import struct
+
+from .errors import ControlError, LoaderError
+
+MAX_FRAME = 64 << 20
+OP_OPEN_LOADER = "open_loader"
+OP_CLOSE_LOADER = "close_loader"
+OP_STATS = "stats"
+
+
+class Connection:
+    """One control connection to a node. Not safe for concurrent use."""
+
+    def __init__(self, path, timeout=60.0):
+        self.path = path
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.settimeout(timeout)
+        try:
+            self._sock.connect(path)
+        except OSError as e:
+            self._sock.close()
+            raise LoaderError("control: connect to node socket %s: %s" % (path, e)) from e
+
+    def request(self, obj, timeout=None):
+        """Send one request and return the response object. An error
+        response raises ControlError (with .key); a broken connection or a
+        malformed frame raises LoaderError."""
+        if self._sock is None:
+            raise LoaderError("control: %s: connection is closed" % self.path)
+        op = obj.get("op", "?")
+        body = json.dumps(obj, separators=(",", ":")).encode()
+        if len(body) > MAX_FRAME:
+            raise LoaderError("control: %s: request of %d bytes exceeds %d" % (op, len(body), MAX_FRAME))
+        old = self._sock.gettimeout()
+        if timeout is not None:
+            self._sock.settimeout(timeout)
+        try:
+            self._sock.sendall(struct.pack("<I", len(body)) + body)
+            n = struct.unpack("<I", self._read(4, op))[0]
+            if n > MAX_FRAME:
+                raise LoaderError("control: %s: response of %d bytes exceeds %d" % (op, n, MAX_FRAME))
+            raw = self._read(n, op)
+        except socket.timeout:
+            raise LoaderError("control: %s: node at %s did not answer in time" % (op, self.path)) from None
+        except OSError as e:
+            raise LoaderError("control: %s: %s: %s" % (op, self.path, e)) from e
+        finally:
+            if timeout is not None and self._sock is not None:
+                self._sock.settimeout(old)
+        try:
+            resp = json.loads(raw)
+        except ValueError as e:
+            raise LoaderError("control: %s: bad JSON response: %s" % (op, e)) from None
+        if not isinstance(resp, dict):
+            raise LoaderError("control: %s: response is not a JSON object" % op)
+        if resp.get("error"):
+            raise ControlError(resp["error"], resp.get("key", ""))
+        return resp
+
+    def _read(self, n, op):
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self._sock.recv(n - len(buf))
+            if not chunk:
+                raise LoaderError("control: %s: node closed the connection %s" % (op, self.path))
+            buf += chunk
+        return bytes(buf)
+
+    def stats(self, timeout=None):
+        """The node's stats object (docs/control.md, "stats")."""
+        return self.request({"op": OP_STATS}, timeout).get("stats") or {}
+
+    def close(self):
+        """Close the connection; the node then reclaims its loaders.
+        Idempotent."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
+def stats(path, timeout=5.0):
+    """Ask the node listening on path for its stats."""
+    c = Connection(path, timeout)
+    try:
+        return c.stats()
+    finally:
+        c.close()

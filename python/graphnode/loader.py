@@ -1,0 +1,285 @@
+"""graphnode.Loader: PyTorch-style iteration over a node's loader.
+
+    loader = graphnode.Loader(socket="/run/graphnode/node.sock", split="train",
+                              fanouts=[15, 10, 5], batch_size=1024, epochs=10)
+    with loader:
+        for epoch in range(10):
+            for batch in loader:          # one epoch per iter(loader)
+                out = model(batch.x, batch.edge_index)[:batch.batch_size]
+
+Order of calls: Loader(...) connects to the node, sends open_loader and
+maps the ring the node names; each iter(loader) yields the batches of the
+next epoch in order (batch i from sub-ring i mod W); close() (or leaving
+the with block) closes the connection, upon which the node stops the
+samplers and removes the ring. A Loader is not safe for concurrent use.
+
+Lifetime of batches: with copy=False (the default) a batch's tensors view
+the ring. The record is released back to its sampler when the next batch
+is requested (or the loop ends), after which the sampler may overwrite
+those bytes: use a batch before asking for the next, or call
+batch.copy() (or pass copy=True, which copies every batch and releases
+it at once). A stale view never faults: the mapping lives as long as any
+tensor viewing it, even after close().
+"""
+
+import os
+import time
+
+from .batch import from_record
+from .control import OP_CLOSE_LOADER, OP_OPEN_LOADER, Connection
+from .errors import EndOfStream, LoaderError, ProducerDeadError
+from .record import KIND_BATCH, KIND_END_OF_EPOCH, KIND_END_OF_STREAM, KIND_ERROR, KIND_NAMES, decode_record
+from .ring import Ring
+
+# How long a dead sampler's error waits for the node to report its exit
+# status (stats), on top of the ring's detection (about a second).
+STATUS_WAIT = 1.0
+
+# _next's answer at the end of an epoch.
+_END = object()
+
+
+def _size_text(v):
+    if v is None or isinstance(v, str):
+        return v
+    return "%dB" % int(v)
+
+
+class Loader:
+    """Batches of one loader of the node at ``socket``.
+
+    split ("train", "val", "test"; default "train") or seed_ids (relabelled
+    global ids owned by the node's partition), fanouts, batch_size,
+    shuffle, drop_last, epochs, seed, rank, world_size are the open_loader
+    fields of docs/control.md. workers, concurrency and ring_size ("1GB",
+    "512MiB" or bytes) default to None: the node's configured defaults
+    (2, 4 and "1GB" unless node.toml changes them). features / labels
+    turn x / y off. copy=True yields batches that own their memory.
+    timeout bounds each control request in seconds (opening a loader
+    spawns its samplers)."""
+
+    def __init__(self, socket="/run/graphnode/node.sock", split=None, seed_ids=None, fanouts=(15, 10, 5),
+                 batch_size=1024, shuffle=True, drop_last=False, epochs=1, seed=0, rank=0, world_size=1,
+                 workers=None, concurrency=None, ring_size=None, features=True, labels=True, copy=False,
+                 timeout=60.0):
+        req = {"op": OP_OPEN_LOADER, "fanouts": [int(f) for f in fanouts], "batch_size": int(batch_size),
+               "shuffle": bool(shuffle), "drop_last": bool(drop_last), "epochs": int(epochs), "seed": int(seed),
+               "rank": int(rank), "world_size": int(world_size), "features": bool(features),
+               "labels": bool(labels)}
+        if seed_ids is not None:
+            if split is not None:
+                raise ValueError("loader: give split or seed_ids, not both")
+            ids = seed_ids.tolist() if hasattr(seed_ids, "tolist") else list(seed_ids)
+            req["seed_ids"] = [int(i) for i in ids]
+        else:
+            req["split"] = split or "train"
+        for key, v in (("workers", workers), ("concurrency", concurrency), ("ring_size", _size_text(ring_size))):
+            if v is not None:
+                req[key] = v
+        self.copy = bool(copy)
+        self._closed = False
+        self._conn = None
+        self._ring = None
+        self._err = None
+        self._conn = Connection(socket, timeout)
+        try:
+            info = self._conn.request(req).get("loader")
+            if not info:
+                raise LoaderError("loader: open_loader response without a loader")
+            self.info = info
+            self.loader_id = int(info["loader_id"])
+            self._ring = Ring(info["ring"])
+            self._cons = self._ring.consumer()
+            if self._ring.sub_rings != int(info["sub_rings"]):
+                raise LoaderError("loader: ring %s has %d sub-rings, node said %d"
+                                  % (info["ring"], self._ring.sub_rings, info["sub_rings"]))
+        except BaseException:
+            self.close()
+            raise
+        self._w = self._ring.sub_rings
+        self._per_epoch = int(info["batches_per_epoch"])
+        self.epochs = int(info["epochs"])
+        self._epoch = 0     # epoch of the next batch
+        self._index = 0     # index of the next batch in its epoch
+        self._held = -1     # sub-ring whose record is handed out
+        self._gen = 0       # the live iterator's number
+
+    # --- PyTorch DataLoader surface -------------------------------------
+
+    def __len__(self):
+        """Batches per epoch for this rank (drop_last applied)."""
+        return self._per_epoch
+
+    def __iter__(self):
+        """An iterator over the next epoch. A new iter() while an epoch is
+        half read first skips that epoch's remaining batches, as a
+        DataLoader starts a new epoch; the older iterator is then dead."""
+        self._gen += 1
+        return self._epoch_iter(self._gen)
+
+    def _epoch_iter(self, gen):
+        self._check()
+        if self._index > 0:
+            while self._next(build=False) is not _END:
+                pass
+        if self._epoch >= self.epochs:
+            raise LoaderError("loader: loader %d: all %d epochs were read; open the Loader with epochs=N for more"
+                              % (self.loader_id, self.epochs))
+        while True:
+            if gen != self._gen:
+                raise LoaderError("loader: loader %d: iterator superseded by a newer iter(loader)" % self.loader_id)
+            b = self._next(build=True)
+            if b is _END:
+                return
+            yield b
+
+    @property
+    def epoch(self):
+        """The epoch the next batch belongs to."""
+        return self._epoch
+
+    def stats(self, timeout=None):
+        """The node's stats (docs/control.md), over this loader's connection."""
+        self._check()
+        return self._conn.stats(timeout)
+
+    # --- reading ----------------------------------------------------------
+
+    def _check(self):
+        if self._err is not None:
+            raise self._err
+        if self._closed:
+            raise LoaderError("loader: loader is closed")
+
+    def _fail(self, err):
+        self._err = err
+        return err
+
+    def _release(self):
+        if self._held >= 0:
+            w, self._held = self._held, -1
+            self._cons.release(w)
+
+    def _next(self, build):
+        """The next batch of the current epoch (None when not build), or
+        _END after reading the epoch's end-of-epoch records (then the epoch
+        advances)."""
+        self._check()
+        try:
+            self._release()
+            if self._index == self._per_epoch:
+                for w in range(self._w):
+                    _, rec = self._read(w)
+                    if rec.kind != KIND_END_OF_EPOCH or rec.epoch != self._epoch:
+                        raise self._unexpected(w, rec, "end of epoch")
+                    self._release()
+                self._epoch, self._index = self._epoch + 1, 0
+                return _END
+            w = self._index % self._w
+            off, rec = self._read(w)
+            if rec.kind != KIND_BATCH or rec.epoch != self._epoch or rec.index != self._index:
+                raise self._unexpected(w, rec, "batch")
+            b = None
+            if build:
+                b = from_record(self._ring.mem, off, rec, self.copy)
+                if self.copy:
+                    self._release()
+            self._index += 1
+            return b
+        except LoaderError as e:
+            if self._err is None:
+                self._fail(e)
+            raise
+
+    def _read(self, w):
+        """The next record of sub-ring w, decoded, held until _release."""
+        try:
+            off, n = self._cons.next(w)
+        except ProducerDeadError as e:
+            raise self._sampler_error(w, e) from e
+        except EndOfStream as e:
+            raise LoaderError("loader: loader %d worker %d closed its sub-ring without end of stream: "
+                              "stopped by the node" % (self.loader_id, w)) from e
+        self._held = w
+        try:
+            rec = decode_record(self._ring.mem, off, n, address=self._ring.base + off)
+        except LoaderError as e:
+            raise LoaderError("loader: loader %d worker %d: %s" % (self.loader_id, w, e)) from e
+        if rec.kind == KIND_ERROR:
+            raise LoaderError("loader: loader %d worker %d: sampler failed: %s" % (self.loader_id, w, rec.message))
+        if rec.kind == KIND_END_OF_STREAM and self._epoch < self.epochs:
+            raise LoaderError("loader: loader %d worker %d ended the stream in epoch %d at batch %d: "
+                              "stopped by the node" % (self.loader_id, w, self._epoch, self._index))
+        return off, rec
+
+    def _unexpected(self, w, rec, want):
+        return LoaderError("loader: loader %d worker %d: got %s record (epoch %d, index %d), want %s "
+                           "(epoch %d, index %d)" % (self.loader_id, w, KIND_NAMES.get(rec.kind, rec.kind),
+                                                     rec.epoch, rec.index, want, self._epoch, self._index))
+
+    def _sampler_error(self, w, cause):
+        """A LoaderError for the death of worker w's sampler, with its exit
+        status as the node saw it when the node tells in time."""
+        detail = "(pid %d) died" % cause.pid
+        deadline = time.monotonic() + STATUS_WAIT
+        while time.monotonic() < deadline:
+            try:
+                st = self._conn.stats(timeout=max(deadline - time.monotonic(), 0.01))
+            except LoaderError:
+                break
+            s = _find_sampler(st, self.loader_id, w)
+            if s is not None:
+                detail = "(pid %d) died" % s.get("pid", cause.pid)
+                if s.get("status"):
+                    detail += ": " + s["status"]
+                    break
+            time.sleep(0.02)
+        return LoaderError("loader: loader %d worker %d %s: %s" % (self.loader_id, w, detail, cause))
+
+    # --- lifetime -----------------------------------------------------------
+
+    def close(self):
+        """Close the ring (waking its samplers) and the control connection;
+        the node then stops the samplers and removes the ring file.
+        Idempotent. Views of batches read old bytes afterwards."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._ring is not None:
+            self._ring.close()
+        if self._conn is not None:
+            self._conn.close()
+
+    def close_loader(self):
+        """Ask the node to end this loader now (close_loader), then close."""
+        if not self._closed and self._conn is not None:
+            try:
+                self._conn.request({"op": OP_CLOSE_LOADER, "loader_id": self.loader_id})
+            finally:
+                self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return "Loader(id=%s, epoch=%d/%d, batches_per_epoch=%d, pid=%d)" % (
+            getattr(self, "loader_id", "?"), getattr(self, "_epoch", 0), getattr(self, "epochs", 0),
+            getattr(self, "_per_epoch", 0), os.getpid())
+
+
+def _find_sampler(st, loader_id, w):
+    for lo in (st or {}).get("loaders") or []:
+        if lo.get("loader_id") == loader_id:
+            for s in lo.get("samplers") or []:
+                if s.get("worker") == w:
+                    return s
+    return None

@@ -1,0 +1,112 @@
+"""Map relabelled global ids (n_id of a batch) back to the input graph's
+ids through a partition directory's orig_ids.bin (DESIGN.md §4):
+little-endian uint64, entry i = the original id of relabelled node i.
+
+The file is memory-mapped read-only (numpy.memmap), so a lookup reads only
+the pages it touches, never the whole file:
+
+    ids = graphnode.OrigIds("parts/")
+    orig = ids[batch.n_id]            # torch int64 tensor, same shape
+    names = ids.names(batch.n_id[:4]) # string ids (names.txt), when the input had them
+"""
+
+import os
+
+import numpy as np
+
+ORIG_IDS_FILE = "orig_ids.bin"
+NAMES_FILE = "names.txt"
+MANIFEST_FILE = "graph.toml"
+
+
+class OrigIds:
+    """Relabelled id -> original id for the parts/ directory parts_dir."""
+
+    def __init__(self, parts_dir):
+        self.path = os.path.join(parts_dir, ORIG_IDS_FILE)
+        self._dir = parts_dir
+        try:
+            size = os.path.getsize(self.path)
+        except OSError as e:
+            raise FileNotFoundError("origids: %s: %s" % (self.path, e.strerror)) from e
+        if size % 8:
+            raise ValueError("origids: %s: %d bytes is not a whole number of uint64 ids" % (self.path, size))
+        nodes = _manifest_nodes(os.path.join(parts_dir, MANIFEST_FILE))
+        if nodes is not None and nodes * 8 != size:
+            raise ValueError("origids: %s: %d ids, graph.toml says nodes = %d" % (self.path, size // 8, nodes))
+        self._n = size // 8
+        self._map = np.memmap(self.path, dtype="<u8", mode="r") if size else np.zeros(0, dtype="<u8")
+        self._names = None
+
+    def __len__(self):
+        return self._n
+
+    def __getitem__(self, ids):
+        """Original ids of ids: an int gives an int; a torch tensor gives a
+        torch int64 tensor (original integer ids fit int64); anything else
+        (list, numpy array) a numpy uint64 array. Out-of-range ids raise
+        IndexError naming the first one."""
+        if isinstance(ids, (int, np.integer)):
+            i = int(ids)
+            self._check(np.array([i]))
+            return int(self._map[i])
+        torch = _torch_of(ids)
+        idx = ids.cpu().numpy() if torch is not None else np.asarray(ids)
+        if idx.size == 0 and idx.dtype.kind == "f":
+            idx = idx.astype(np.int64)  # np.asarray([]) is float64
+        if idx.dtype.kind not in "iu":
+            raise TypeError("origids: ids must be integers, got %s" % idx.dtype)
+        self._check(idx)
+        out = np.asarray(self._map[idx.astype(np.int64, copy=False)])
+        if torch is not None:
+            return torch.from_numpy(out.astype(np.int64)).to(ids.device)
+        return out
+
+    def _check(self, idx):
+        if idx.size == 0:
+            return
+        bad = (idx < 0) | (idx >= self._n)
+        if bad.any():
+            first = int(idx.reshape(-1)[np.argmax(bad.reshape(-1))])
+            raise IndexError("origids: %s: id %d outside [0, %d)" % (self.path, first, self._n))
+
+    def names(self, ids):
+        """The input's string names of ids (names.txt: line k = the name of
+        original index k), for graphs whose input ids were strings."""
+        if self._names is None:
+            p = os.path.join(self._dir, NAMES_FILE)
+            if not os.path.exists(p):
+                raise FileNotFoundError("origids: %s: the input had integer ids, so there are no names" % p)
+            with open(p, encoding="utf-8") as f:
+                self._names = f.read().split("\n")
+        orig = self[ids]
+        if isinstance(orig, int):
+            return self._names[orig]
+        return [self._names[int(o)] for o in np.asarray(orig).reshape(-1)]
+
+    def close(self):
+        """Drop the mapping (it is unmapped once no result views it)."""
+        self._map = np.zeros(0, dtype="<u8")
+        self._n = 0
+
+
+def _torch_of(x):
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        import torch
+        return torch
+    return None
+
+
+def _manifest_nodes(path):
+    """nodes from graph.toml, or None when absent or unreadable."""
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11: skip the cross-check
+        return None
+    try:
+        with open(path, "rb") as f:
+            n = tomllib.load(f).get("nodes")
+    except (OSError, ValueError):
+        return None
+    return int(n) if isinstance(n, int) else None

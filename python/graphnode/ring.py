@@ -1,0 +1,200 @@
+"""Consumer side of a shared-memory ring file, as shm/doc.go specifies it.
+
+A ring file holds W single-producer single-consumer sub-rings of
+variable-size records. This module maps it read-write (the consumer
+stores its read counter, state, pid and futex words in its own cache
+line of each control block), validates the header exactly as shm's
+decodeHeader does, and hands out records in place: Consumer.next(w)
+returns the payload's offset and length in the mapping, Consumer.release(w)
+gives the bytes back to the producer.
+
+Memory ordering. Counters are little-endian uint64 and futex words uint32
+at fixed, aligned offsets; they are read and written through
+memoryview.cast("Q") / cast("I") element access, which CPython compiles
+to one aligned 8- (4-) byte load or store (a fixed-size memcpy). On
+x86-64 such a load is single-copy atomic and has acquire semantics, and
+such a store has release semantics (TSO), so:
+
+  * loading the write counter, then reading the record bytes below it in
+    later, separate C calls sees the complete record (acquire);
+  * reading the record, then storing the read counter, never lets the
+    producer overwrite bytes still being read (release).
+
+The one reordering TSO allows, a load passing an earlier store, matters
+only for the waiter-flag handshake; _sys.full_fence() is issued there (see
+_sys). Only little-endian 64-bit hosts are supported; Ring checks.
+
+Liveness follows shm/doc.go: with no record pending, a producer that
+closed is end of stream (EndOfStream); one whose heartbeat stood still
+for DEAD_AFTER, or whose pid is gone and heartbeat stood still for
+GONE_AFTER, is dead (ProducerDeadError naming the sub-ring and pid);
+before any producer attached, only the creator's death counts.
+
+A Ring and its Consumer are not safe for concurrent use from several
+threads, except that different threads may each own different sub-rings.
+"""
+
+import ctypes
+import mmap
+import os
+import struct
+import sys
+
+from .errors import CorruptError, LoaderError, VersionError
+
+# Format constants (shm/layout.go).
+MAGIC = b"GNSHRING"
+MAJOR_VERSION = 1
+LINE_SIZE = 64
+PAGE_SIZE = 4096
+HEADER_SIZE = 256
+CTL_SIZE = 256
+RECORD_HEADER_SIZE = 64
+WRAP_MARKER = 0xFFFFFFFFFFFFFFFF
+MAX_SUB_RINGS = 4096
+MIN_CAPACITY = PAGE_SIZE
+_MAX_INT64 = (1 << 63) - 1
+
+# Control block offsets (relative to the block).
+CTL_WRITE, CTL_DATA_SEQ, CTL_SPACE_WAITER, CTL_PROD_STATE, CTL_PROD_PID, CTL_HEARTBEAT = 0, 8, 12, 16, 20, 24
+CTL_READ, CTL_SPACE_SEQ, CTL_DATA_WAITER, CTL_CONS_STATE, CTL_CONS_PID = 64, 72, 76, 80, 84
+STATE_NONE, STATE_OPEN, STATE_CLOSED = 0, 1, 2
+
+# Waiting and liveness (shm/wait_linux.go).
+SPIN_FOR = 20e-6     # poll this long before sleeping (Python polls cost ~1 us)
+WAIT_SLICE = 0.05    # one futex sleep: the cadence of liveness checks
+DEAD_AFTER = 5.0     # heartbeat still this long: dead, whatever the pid says
+GONE_AFTER = 0.25    # pid gone and heartbeat still this long: dead
+
+_HEADER = struct.Struct("<8sHHIIIQQQII")  # through the record header size field
+
+
+def layout_for(w, capacity):
+    """(data offset, file size) of a ring of w sub-rings of capacity bytes."""
+    data = -(-(HEADER_SIZE + w * CTL_SIZE) // PAGE_SIZE) * PAGE_SIZE
+    return data, data + w * capacity
+
+
+def decode_header(b, file_size):
+    """Validate the first bytes b of a ring file of file_size bytes, as
+    shm's decodeHeader does, and return a dict of its fields. Raises
+    CorruptError (every problem joined) or VersionError."""
+    b = bytes(b[:HEADER_SIZE])
+    if len(b) < len(MAGIC) or b[:len(MAGIC)] != MAGIC:
+        raise CorruptError("header: bad magic %r, want %r" % (b[:len(MAGIC)], MAGIC))
+    if len(b) < HEADER_SIZE:
+        raise CorruptError("header: truncated at %d bytes, want %d" % (len(b), HEADER_SIZE))
+    (_, major, minor, hsize, w, ctl, capacity, data, size, creator, rec_hdr) = _HEADER.unpack_from(b)
+    created_ns = struct.unpack_from("<Q", b, 56)[0]
+    if major != MAJOR_VERSION:
+        raise VersionError("header: major version %d (minor %d), this client reads %d" % (major, minor, MAJOR_VERSION))
+    bad = []
+    if hsize != HEADER_SIZE:
+        bad.append("header size %d, want %d" % (hsize, HEADER_SIZE))
+    if ctl != CTL_SIZE:
+        bad.append("control block size %d, want %d" % (ctl, CTL_SIZE))
+    if rec_hdr != RECORD_HEADER_SIZE:
+        bad.append("record header size %d, want %d" % (rec_hdr, RECORD_HEADER_SIZE))
+    if w == 0 or w > MAX_SUB_RINGS:
+        bad.append("%d sub-rings, want 1..%d" % (w, MAX_SUB_RINGS))
+    cap_max = _MAX_INT64 // MAX_SUB_RINGS
+    if capacity < MIN_CAPACITY or capacity % PAGE_SIZE or capacity > cap_max:
+        bad.append("sub-ring capacity %d is not a multiple of %d in [%d, %d]" % (capacity, PAGE_SIZE, MIN_CAPACITY, cap_max))
+    if not bad:
+        want_data, want_size = layout_for(w, capacity)
+        if data != want_data:
+            bad.append("data offset %d, want %d for %d sub-rings" % (data, want_data, w))
+        if size != want_size:
+            bad.append("file size field %d, want %d" % (size, want_size))
+        if file_size != want_size:
+            bad.append("file is %d bytes, header says %d" % (file_size, want_size))
+    if bad:
+        raise CorruptError("header: " + "; ".join(bad))
+    return dict(major=major, minor=minor, sub_rings=w, capacity=capacity, data_offset=data,
+                file_size=size, creator_pid=creator, created_ns=created_ns)
+
+
+class Ring:
+    """One mapped ring file. ``mem`` is a writable memoryview of the whole
+    file: torch.frombuffer(ring.mem, offset=..., count=...) views records
+    without a copy, and every such tensor keeps the mapping alive."""
+
+    def __init__(self, path):
+        if sys.byteorder != "little" or struct.calcsize("P") != 8:
+            raise LoaderError("ring: %s: needs a little-endian 64-bit host" % path)
+        self.path = path
+        fd = os.open(path, os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+            if size < HEADER_SIZE:
+                raise CorruptError("ring: %s: header: truncated at %d bytes, want %d" % (path, size, HEADER_SIZE))
+            mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        try:
+            hdr = decode_header(mm[:HEADER_SIZE], size)
+        except CorruptError as e:
+            mm.close()
+            raise type(e)("ring: %s: %s" % (path, e)) from None
+        self.header = hdr
+        self.sub_rings = hdr["sub_rings"]
+        self.capacity = hdr["capacity"]
+        self.data_offset = hdr["data_offset"]
+        self.creator_pid = hdr["creator_pid"]
+        self._mm = mm
+        self.mem = memoryview(mm)
+        self.u64 = self.mem.cast("Q")
+        self.u32 = self.mem.cast("I")
+        # The mapping's address, for futex calls. The ctypes object holds a
+        # buffer export only for this line; the address stays valid while
+        # the mapping does (until close()).
+        self.base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+        self._consumer = None
+
+    def ctl(self, w):
+        """Byte offset of sub-ring w's control block."""
+        return HEADER_SIZE + w * CTL_SIZE
+
+    def area(self, w):
+        """Byte offset of sub-ring w's record area."""
+        return self.data_offset + w * self.capacity
+
+    def consumer(self):
+        """Attach this process as the ring's consumer (once per ring)."""
+        if self._consumer is not None:
+            raise LoaderError("ring: %s: consumer attached twice" % self.path)
+        from .consumer import Consumer
+        self._consumer = Consumer(self)
+        return self._consumer
+
+    @property
+    def closed(self):
+        return self._mm is None
+
+    def close(self):
+        """Close the consumer (waking blocked producers) and unmap. Tensors
+        still viewing the ring keep the mapping alive (mmap refuses to
+        unmap while they exist) and it is unmapped when the last one is
+        freed, so a stale view reads old bytes, never unmapped memory.
+        Idempotent."""
+        if self._mm is None:
+            return
+        if self._consumer is not None:
+            self._consumer.close()
+        mm = self._mm
+        self._mm = None
+        for v in (self.u64, self.u32):
+            v.release()
+        self.u64 = self.u32 = None
+        self.mem = None  # tensors may still reference it: not released, only dropped
+        try:
+            mm.close()
+        except BufferError:
+            pass  # exported to live tensors: unmapped when they are freed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+

@@ -1,0 +1,204 @@
+"""graphnode.Loader against a stand-in node (fakenode.py): epochs, order,
+view lifetime, copies, and every way a stream can fail."""
+
+import os
+import shutil
+import tempfile
+import time
+import unittest
+
+import torch
+
+import graphnode
+
+from .fakenode import FakeNode, script
+from .records import encode_control, toy_batch
+
+
+def expected(epoch, index):
+    return graphnode.decode_batch(bytearray(toy_batch(epoch, index)), copy=True)
+
+
+class LoaderTestCase(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="graphnode-loader-")
+        self.nodes = []
+
+    def tearDown(self):
+        for n in self.nodes:
+            n.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def node(self, **kw):
+        n = FakeNode(self.dir, **kw)
+        self.nodes.append(n)
+        return n
+
+    def assertSameBatch(self, got, want):
+        self.assertEqual((got.epoch, got.index, got.batch_size), (want.epoch, want.index, want.batch_size))
+        for k in ("x", "edge_index", "y", "n_id"):
+            self.assertTrue(torch.equal(getattr(got, k), getattr(want, k)), k)
+        self.assertEqual(got.num_sampled_nodes, want.num_sampled_nodes)
+        self.assertEqual(got.num_sampled_edges, want.num_sampled_edges)
+
+
+class IterateTest(LoaderTestCase):
+    def test_epochs_in_order(self):
+        n = self.node(workers=2, per_epoch=5)
+        with graphnode.Loader(n.sock_path, fanouts=[2, 2], batch_size=3, epochs=2, seed=7) as lo:
+            req = n.requests[0]
+            self.assertEqual(req, {"op": "open_loader", "split": "train", "fanouts": [2, 2], "batch_size": 3,
+                                   "shuffle": True, "drop_last": False, "epochs": 2, "seed": 7, "rank": 0,
+                                   "world_size": 1, "features": True, "labels": True})
+            self.assertEqual(len(lo), 5)
+            for epoch in range(2):
+                self.assertEqual(lo.epoch, epoch)
+                seen = []
+                for b in lo:
+                    self.assertSameBatch(b, expected(epoch, b.index))
+                    self.assertEqual(b.x.dtype, torch.float32)
+                    seen.append(b.index)
+                self.assertEqual(seen, list(range(5)))
+            with self.assertRaisesRegex(graphnode.LoaderError, "all 2 epochs were read"):
+                next(iter(lo))
+        self.assertTrue(n.disconnected.wait(2))
+
+    def test_new_iter_skips_rest_of_epoch(self):
+        n = self.node(workers=3, per_epoch=7)
+        with graphnode.Loader(n.sock_path, fanouts=[2, 2], epochs=3) as lo:
+            it = iter(lo)
+            self.assertEqual(next(it).index, 0)
+            self.assertEqual(next(it).index, 1)
+            second = [b.index for b in lo]  # drains epoch 0, then reads epoch 1
+            self.assertEqual(second, list(range(7)))
+            self.assertEqual(lo.epoch, 2)
+            with self.assertRaisesRegex(graphnode.LoaderError, "superseded"):
+                next(it)
+            b = next(iter(lo))
+            self.assertEqual((b.epoch, b.index), (2, 0))
+
+    def test_views_and_copies(self):
+        # A 4096-byte sub-ring holds about four of these records: the ring
+        # reuses memory quickly, so a view kept past its turn changes while
+        # a copy does not.
+        n = self.node(workers=1, per_epoch=12, capacity=4096)
+        with graphnode.Loader(n.sock_path, fanouts=[2, 2], epochs=1) as lo:
+            kept_views, kept_copies = [], []
+            for b in lo:
+                kept_views.append(b)
+                kept_copies.append(b.copy())
+                time.sleep(0.01)  # let the sampler refill the room just released
+        for i, c in enumerate(kept_copies):
+            self.assertSameBatch(c, expected(0, i))
+        stale = [i for i, v in enumerate(kept_views) if v.n_id.tolist()[:1] != [10 * i]]
+        self.assertTrue(stale, "no view was overwritten: the test shows nothing")
+
+    def test_copy_mode(self):
+        n = self.node(workers=2, per_epoch=6, capacity=4096)
+        with graphnode.Loader(n.sock_path, fanouts=[2, 2], copy=True) as lo:
+            got = list(lo)
+        for i, b in enumerate(got):
+            self.assertSameBatch(b, expected(0, i))
+
+    def test_seed_ids_and_sizes(self):
+        n = self.node(workers=2, per_epoch=2)
+        with graphnode.Loader(n.sock_path, seed_ids=torch.tensor([5, 3, 9]), fanouts=[-1], workers=2,
+                              concurrency=8, ring_size=1 << 20, shuffle=False, features=False) as lo:
+            req = n.requests[0]
+            self.assertEqual((req["seed_ids"], req["workers"], req["concurrency"], req["ring_size"]),
+                             ([5, 3, 9], 2, 8, "1048576B"))
+            self.assertNotIn("split", req)
+            self.assertEqual(lo.stats()["loaders"][0]["loader_id"], 1)
+        with self.assertRaisesRegex(ValueError, "split or seed_ids"):
+            graphnode.Loader(n.sock_path, split="val", seed_ids=[1])
+
+
+class FailureTest(LoaderTestCase):
+    def test_error_response(self):
+        n = self.node(error=("fanouts[1] = 0: each must be -1 (all) or positive", "fanouts"))
+        with self.assertRaises(graphnode.ControlError) as cm:
+            graphnode.Loader(n.sock_path, fanouts=[1, 0])
+        self.assertEqual(cm.exception.key, "fanouts")
+        self.assertEqual(str(cm.exception), "control: fanouts: fanouts[1] = 0: each must be -1 (all) or positive")
+
+    def test_no_node(self):
+        with self.assertRaisesRegex(graphnode.LoaderError, "connect to node socket %s/none.sock" % self.dir):
+            graphnode.Loader(os.path.join(self.dir, "none.sock"))
+
+    def test_error_record(self):
+        def bad(w, workers, epochs, per_epoch):
+            recs = script(w, workers, epochs, per_epoch)
+            if w == 1:
+                recs[1] = encode_control(3, 0, 0, "worker 1: sample: batch 3 hop 0: boom")
+            return recs
+        n = self.node(workers=2, per_epoch=6, scripts=bad)
+        with graphnode.Loader(n.sock_path, fanouts=[2]) as lo:
+            got = []
+            with self.assertRaisesRegex(graphnode.LoaderError,
+                                        "loader 1 worker 1: sampler failed: worker 1: sample: batch 3 hop 0: boom"):
+                for b in lo:
+                    got.append(b.index)
+            self.assertEqual(got, [0, 1, 2])
+            with self.assertRaisesRegex(graphnode.LoaderError, "boom"):  # sticky
+                next(iter(lo))
+
+    def test_early_end_of_stream(self):
+        def stop(w, workers, epochs, per_epoch):
+            return script(w, workers, epochs, per_epoch)[:1] + [encode_control(4, 0, 0)]
+        n = self.node(workers=2, per_epoch=6, scripts=stop)
+        with graphnode.Loader(n.sock_path, fanouts=[2], epochs=2) as lo:
+            with self.assertRaisesRegex(graphnode.LoaderError, "ended the stream in epoch 0 at batch 2: stopped by the node"):
+                list(lo)
+
+    def test_unexpected_record(self):
+        def swap(w, workers, epochs, per_epoch):
+            recs = script(w, workers, epochs, per_epoch)
+            recs[0], recs[1] = recs[1], recs[0]
+            return recs
+        n = self.node(workers=1, per_epoch=3, scripts=swap)
+        with graphnode.Loader(n.sock_path, fanouts=[2]) as lo:
+            with self.assertRaisesRegex(graphnode.LoaderError, "got batch record \\(epoch 0, index 1\\), want batch \\(epoch 0, index 0\\)"):
+                list(lo)
+
+    def test_dead_sampler(self):
+        # Worker 0 stops beating and its pid is a dead process's: the loader
+        # reports it, with the exit status the node gives, within 3 s.
+        import subprocess
+        import sys
+        gone = subprocess.Popen([sys.executable, "-c", "pass"])
+        gone.wait()
+
+        def die(w, p):
+            if w == 0:
+                p.stop_heartbeat()
+                p.u32[p.o["pid"] // 4] = gone.pid
+            else:
+                p.close()
+        n = self.node(workers=2, per_epoch=6, on_worker=die,
+                      scripts=lambda w, W, e, k: script(w, W, e, k)[:2])
+        n.sampler_status = "signal: killed"
+        with graphnode.Loader(n.sock_path, fanouts=[2]) as lo:
+            it = iter(lo)
+            self.assertEqual([next(it).index for _ in range(4)], [0, 1, 2, 3])
+            t0 = time.monotonic()
+            with self.assertRaises(graphnode.LoaderError) as cm:
+                next(it)
+            self.assertLess(time.monotonic() - t0, 3.0)
+        self.assertRegex(str(cm.exception), "loader 1 worker 0 \\(pid 4000\\) died: signal: killed: .*sub-ring 0: "
+                                            "producer pid %d" % gone.pid)
+
+    def test_close(self):
+        n = self.node(workers=2, per_epoch=4)
+        lo = graphnode.Loader(n.sock_path, fanouts=[2])
+        b = next(iter(lo))
+        lo.close()
+        lo.close()
+        self.assertTrue(n.disconnected.wait(2))
+        self.assertEqual(b.n_id.shape[0], b.num_nodes)  # the view still reads mapped memory
+        self.assertEqual(int(b.n_id[0]), 0)
+        with self.assertRaisesRegex(graphnode.LoaderError, "closed"):
+            next(iter(lo))
+
+
+if __name__ == "__main__":
+    unittest.main()

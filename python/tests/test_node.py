@@ -1,0 +1,241 @@
+"""graphnode.Loader against a real `node run`: the Go binary is built from
+this repository, partitions a generated graph, and serves it on a socket
+in a temporary directory. Needs the Go toolchain; without it the tests
+skip, except when the environment variable CI is set (then they fail,
+so CI can never skip them silently).
+
+Every process started here (the node; its samplers, found through
+stats) is stopped in tearDown, and every file removed."""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+import torch
+
+import graphnode
+from graphnode import control
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+FANOUTS = [15, 10, 5]
+FEAT_DIM = 16
+CLASSES = 16
+TRAIN = 1000  # 2000 nodes, --train-frac 0.5
+
+
+def _run(args, **kw):
+    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    if p.returncode != 0:
+        raise RuntimeError("%s failed (%d):\n%s" % (" ".join(args), p.returncode, p.stdout[-4000:]))
+    return p.stdout
+
+
+class NodeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        go = shutil.which("go")
+        if go is None:
+            if os.environ.get("CI"):
+                raise RuntimeError("test_node: the Go toolchain is not on PATH (CI is set, so this is an error)")
+            raise unittest.SkipTest("test_node: needs the Go toolchain (go) on PATH to build ./cmd/node")
+        cls.tmp = tempfile.mkdtemp(prefix="graphnode-node-")
+        cls.bin = os.path.join(cls.tmp, "node")
+        try:
+            env = dict(os.environ, CGO_ENABLED="0")
+            _run([go, "build", "-o", cls.bin, "./cmd/node"], cwd=REPO, env=env)
+            _run([cls.bin, "gen", "sbm", "--nodes", "2000", "--feat-dim", str(FEAT_DIM), "--blocks", str(CLASSES),
+                  "--train-frac", "0.5", "--seed", "3", "-o", os.path.join(cls.tmp, "g")])
+            cls.parts = os.path.join(cls.tmp, "parts")
+            _run([cls.bin, "partition", "--input", os.path.join(cls.tmp, "g"), "--format", "ogb", "--parts", "1",
+                  "-o", cls.parts])
+        except BaseException:
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="run-", dir=self.tmp)
+        self.sock = os.path.join(self.dir, "node.sock")
+        self.rings = os.path.join(self.dir, "rings")
+        os.mkdir(self.rings)
+        cfg = os.path.join(self.dir, "node.toml")
+        with open(cfg, "w") as f:
+            f.write('version = 1\n[node]\nparts = "%s"\nname = "pytest"\n[control]\nsocket = "%s"\n'
+                    '[rings]\ndir = "%s"\nsize = "64MB"\n[samplers]\ndrain_timeout = "3s"\n'
+                    '[log]\nlevel = "info"\nformat = "text"\n' % (self.parts, self.sock, self.rings))
+        self.log = open(os.path.join(self.dir, "node.log"), "w+")
+        self.node = subprocess.Popen([self.bin, "run", "-c", cfg], stdout=self.log, stderr=subprocess.STDOUT)
+        self.samplers = set()
+        self.loaders = []
+        deadline = time.monotonic() + 15
+        while not os.path.exists(self.sock):
+            if self.node.poll() is not None or time.monotonic() > deadline:
+                self.fail("node run did not come up:\n" + self.node_log())
+            time.sleep(0.02)
+
+    def tearDown(self):
+        for lo in self.loaders:
+            lo.close()
+        if self.node.poll() is None:
+            self.node.send_signal(signal.SIGTERM)
+            try:
+                self.node.wait(10)
+            except subprocess.TimeoutExpired:
+                self.node.kill()
+                self.node.wait()
+        for pid in self.samplers:  # children the node should have stopped
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def node_log(self):
+        self.log.flush()
+        with open(self.log.name) as f:
+            return f.read()[-4000:]
+
+    def loader(self, **kw):
+        opts = dict(fanouts=FANOUTS, batch_size=64, ring_size="64MB", workers=2)
+        opts.update(kw)
+        lo = graphnode.Loader(self.sock, **opts)
+        self.loaders.append(lo)
+        self.note_samplers(lo)
+        return lo
+
+    def note_samplers(self, lo):
+        st = lo.stats()
+        for entry in st.get("loaders") or []:
+            for s in entry.get("samplers") or []:
+                if s.get("pid"):
+                    self.samplers.add(s["pid"])
+        return st
+
+    def check_batch(self, b):
+        n, e, bs = b.num_nodes, b.num_edges, b.batch_size
+        self.assertEqual(b.n_id.dtype, torch.int64)
+        self.assertEqual(b.edge_index.dtype, torch.int64)
+        self.assertEqual(tuple(b.edge_index.shape), (2, e))
+        self.assertEqual((b.x.dtype, tuple(b.x.shape)), (torch.float32, (n, FEAT_DIM)))
+        self.assertEqual((b.y.dtype, tuple(b.y.shape)), (torch.int64, (bs,)))
+        self.assertTrue(bool(((b.y >= 0) & (b.y < CLASSES)).all()))
+        self.assertEqual(len(b.num_sampled_nodes), len(FANOUTS) + 1)
+        self.assertEqual(len(b.num_sampled_edges), len(FANOUTS))
+        self.assertEqual(b.num_sampled_nodes[0], bs)
+        self.assertEqual(sum(b.num_sampled_nodes), n)
+        self.assertEqual(sum(b.num_sampled_edges), e)
+        self.assertEqual(b.n_id.unique().numel(), n, "n_id has duplicates")
+        self.assertTrue(bool(((b.n_id >= 0) & (b.n_id < 2000)).all()))
+        # Hop k's edges run from nodes known by hop k+1 to the nodes new at
+        # hop k, at most fanout[k] per node.
+        node_end = [sum(b.num_sampled_nodes[:k + 1]) for k in range(len(FANOUTS) + 1)]
+        e0 = 0
+        for k, ne in enumerate(b.num_sampled_edges):
+            row, col = b.edge_index[0, e0:e0 + ne], b.edge_index[1, e0:e0 + ne]
+            lo = node_end[k - 1] if k else 0
+            if ne:
+                self.assertGreaterEqual(int(col.min()), lo)
+                self.assertLess(int(col.max()), node_end[k])
+                self.assertGreaterEqual(int(row.min()), 0)
+                self.assertLess(int(row.max()), node_end[k + 1])
+                self.assertLessEqual(int(torch.bincount(col).max()), FANOUTS[k])
+            e0 += ne
+
+    def test_two_epochs(self):
+        lo = self.loader(epochs=2, shuffle=True, seed=11)
+        self.assertEqual(len(lo), -(-TRAIN // 64))
+        firsts = []
+        for epoch in range(2):
+            seeds, count = [], 0
+            for b in lo:
+                self.assertEqual((b.epoch, b.index), (epoch, count))
+                self.check_batch(b)
+                seeds += b.n_id[:b.batch_size].tolist()
+                if count == 0:
+                    firsts.append(b.copy())
+                count += 1
+            self.assertEqual(count, len(lo))
+            self.assertEqual(len(seeds), TRAIN)
+            self.assertEqual(len(set(seeds)), TRAIN, "an epoch repeats a seed")
+        self.assertFalse(torch.equal(firsts[0].n_id, firsts[1].n_id), "shuffle gave both epochs the same order")
+
+        # The same options with 3 workers give byte-identical batches.
+        lo3 = self.loader(epochs=1, shuffle=True, seed=11, workers=3, copy=True)
+        b = next(iter(lo3))
+        for k in ("x", "edge_index", "y", "n_id"):
+            self.assertTrue(torch.equal(getattr(b, k), getattr(firsts[0], k)), k)
+
+        ids = graphnode.OrigIds(self.parts)
+        self.assertEqual(len(ids), 2000)
+        orig = ids[b.n_id]
+        self.assertEqual(orig.dtype, torch.int64)
+        self.assertEqual(orig.unique().numel(), b.num_nodes)
+
+        for x in self.loaders:
+            x.close()
+        self.stop_node()
+
+    def test_killed_sampler(self):
+        # A small ring keeps the samplers blocked on room, so a killed
+        # sampler leaves at most a record or two behind.
+        lo = self.loader(epochs=1000, ring_size="2MB")
+        it = iter(lo)
+        self.check_batch(next(it))
+        st = self.note_samplers(lo)
+        pid = [s["pid"] for s in st["loaders"][0]["samplers"] if s["worker"] == 1][0]
+        os.kill(pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        with self.assertRaises(graphnode.LoaderError) as cm:
+            read_epochs(it, lo, 100)
+        self.assertLess(time.monotonic() - t0, 3.0)
+        self.assertRegex(str(cm.exception), "worker 1 \\(pid %d\\) died" % pid)
+        self.stop_node()
+
+    def test_sigterm_ends_stream(self):
+        lo = self.loader(epochs=1000, ring_size="2MB")
+        it = iter(lo)
+        next(it)
+        self.node.send_signal(signal.SIGTERM)
+        with self.assertRaisesRegex(graphnode.LoaderError, "stopped by the node"):
+            read_epochs(it, lo, 100)
+        self.stop_node()
+
+    def stop_node(self):
+        """SIGTERM the node; it must exit cleanly and leave no ring file."""
+        if self.node.poll() is None:
+            self.node.send_signal(signal.SIGTERM)
+        self.assertEqual(self.node.wait(15), 0, self.node_log())
+        self.assertEqual(os.listdir(self.rings), [])
+        for pid in self.samplers:
+            self.assertFalse(os.path.exists("/proc/%d" % pid) and _is_child_alive(pid), "sampler %d outlived the node" % pid)
+        with self.assertRaises(graphnode.LoaderError):
+            control.stats(self.sock, timeout=1)
+
+
+def read_epochs(it, lo, epochs):
+    """Read the rest of it, then up to epochs more epochs of lo."""
+    for _ in it:
+        pass
+    for _ in range(epochs):
+        for _ in lo:
+            pass
+
+
+def _is_child_alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+if __name__ == "__main__":
+    unittest.main()

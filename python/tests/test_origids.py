@@ -1,0 +1,62 @@
+"""OrigIds: relabelled id -> original id through orig_ids.bin."""
+
+import os
+import shutil
+import tempfile
+import unittest
+
+import numpy as np
+import torch
+
+import graphnode
+
+
+class OrigIdsTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="graphnode-ids-")
+        self.orig = np.array([70, 10, 2 ** 40, 5, 0, 33], dtype="<u8")
+        self.orig.tofile(os.path.join(self.dir, "orig_ids.bin"))
+        with open(os.path.join(self.dir, "graph.toml"), "w") as f:
+            f.write('version = 1\nname = "t"\nnodes = 6\n')
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_lookups(self):
+        ids = graphnode.OrigIds(self.dir)
+        self.assertEqual(len(ids), 6)
+        self.assertEqual(ids[2], 2 ** 40)
+        t = ids[torch.tensor([[5, 0], [2, 2]])]
+        self.assertEqual(t.dtype, torch.int64)
+        self.assertEqual(t.tolist(), [[33, 70], [2 ** 40, 2 ** 40]])
+        a = ids[np.array([1, 3], dtype=np.int64)]
+        self.assertEqual((a.dtype, a.tolist()), (np.dtype("<u8"), [10, 5]))
+        self.assertEqual(ids[[]].tolist(), [])
+        for bad in (6, -1, torch.tensor([0, 9])):
+            with self.assertRaisesRegex(IndexError, "outside \\[0, 6\\)"):
+                ids[bad]
+        with self.assertRaisesRegex(TypeError, "integers"):
+            ids[np.array([0.5])]
+
+    def test_names(self):
+        with open(os.path.join(self.dir, "names.txt"), "w") as f:
+            f.write("\n".join("n%d" % i for i in range(71)) + "\n")
+        ids = graphnode.OrigIds(self.dir)
+        self.assertEqual(ids.names(torch.tensor([0, 3])), ["n70", "n5"])
+        self.assertEqual(ids.names(1), "n10")
+
+    def test_mismatch(self):
+        with open(os.path.join(self.dir, "graph.toml"), "w") as f:
+            f.write("version = 1\nnodes = 7\n")
+        with self.assertRaisesRegex(ValueError, "6 ids, graph.toml says nodes = 7"):
+            graphnode.OrigIds(self.dir)
+        with open(os.path.join(self.dir, "orig_ids.bin"), "ab") as f:
+            f.write(b"\0")
+        with self.assertRaisesRegex(ValueError, "not a whole number"):
+            graphnode.OrigIds(self.dir)
+        with self.assertRaisesRegex(FileNotFoundError, "origids: .*/none/orig_ids.bin"):
+            graphnode.OrigIds(os.path.join(self.dir, "none"))
+
+
+if __name__ == "__main__":
+    unittest.main()
