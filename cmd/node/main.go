@@ -37,6 +37,7 @@ func commands() map[string]command {
 		"run":       {"run the daemon: serve this host's partition to trainers (-c node.toml)", runRun},
 		"sampler":   {"internal: one sampler process of a loader, started by node run", runSampler},
 		"config":    {"check a node.toml and print the effective configuration", runConfig},
+		"cert":      {"create the cluster CA and node certificates for the mesh (cert init)", runCert},
 	}
 }
 

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"graphnode/mesh"
+)
+
+func TestCertInit(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	var o, e bytes.Buffer
+	code := run(context.Background(), []string{"cert", "init", "--cluster", "products", "--nodes", "host0,host1", "-o", dir, "--days", "30"}, &o, &e)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, e.String())
+	}
+	if !strings.Contains(o.String(), `cluster "products" and 2 node certificates`) {
+		t.Fatalf("stdout %q", o.String())
+	}
+	for _, f := range []string{"ca.crt", "ca.key", "host0.crt", "host0.key", "host1.crt", "host1.key"} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %#o, want 0600", f, st.Mode().Perm())
+		}
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(readCert(t, filepath.Join(dir, "ca.crt")))
+	for _, n := range []string{"host0", "host1"} {
+		c := readCert(t, filepath.Join(dir, n+".crt"))
+		if _, err := c.Verify(x509.VerifyOptions{Roots: roots, DNSName: n,
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}); err != nil {
+			t.Errorf("%s: %v", n, err)
+		}
+		if d := c.NotAfter.Sub(c.NotBefore); d != 30*24*time.Hour {
+			t.Errorf("%s: validity %v, want 30 days", n, d)
+		}
+		id, err := mesh.LoadIdentity(dir, n)
+		if err != nil || id.Cluster != "products" {
+			t.Errorf("LoadIdentity(%s) = %v", n, err)
+		}
+	}
+
+	// A second run refuses to replace the CA; --force does.
+	e.Reset()
+	if code := run(context.Background(), []string{"cert", "init", "--cluster", "products", "--nodes", "host0", "-o", dir}, &o, &e); code != 1 ||
+		!strings.Contains(e.String(), "ca.key exists") {
+		t.Fatalf("second run: exit %d, %s", code, e.String())
+	}
+	if code := run(context.Background(), []string{"cert", "init", "--cluster", "products", "--nodes", "host0", "-o", dir, "--force"}, &o, &e); code != 0 {
+		t.Fatalf("--force: exit %d, %s", code, e.String())
+	}
+}
+
+func TestCertUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"cert"}, 2, "usage: node cert init"},
+		{[]string{"cert", "init", "--help"}, 0, "-cluster"},
+		{[]string{"cert", "init", "--cluster", "c"}, 2, "missing --nodes, -o"},
+		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a/b", "-o", "x"}, 1, `node name "a/b"`},
+		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a", "-o", "x", "--days", "0"}, 1, "--days 0"},
+	} {
+		var o, e bytes.Buffer
+		code := run(context.Background(), tc.args, &o, &e)
+		if code != tc.code || !strings.Contains(e.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d containing %q", tc.args, code, e.String(), tc.code, tc.want)
+		}
+	}
+}
+
+func readCert(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		t.Fatalf("%s: no PEM", path)
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

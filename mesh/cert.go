@@ -1,0 +1,302 @@
+package mesh
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Identity is a node's TLS material: its certificate and key, and the
+// cluster CA every peer must be signed by.
+type Identity struct {
+	Cluster string // the CA's Organization: the cluster name
+	Node    string // the node certificate's CommonName
+	Cert    tls.Certificate
+	Roots   *x509.CertPool // the cluster CA alone
+	CA      *x509.Certificate
+
+	// resetKey is derived from the node's private key, so it survives a
+	// restart: peers holding a connection to the previous process get a
+	// stateless reset at once instead of waiting for the idle timeout.
+	resetKey [32]byte
+}
+
+// ClusterSpec describes the certificates WriteCluster creates.
+type ClusterSpec struct {
+	Cluster  string
+	Nodes    []string
+	Validity time.Duration // 0 = DefaultCertValidity
+	// NotBefore is the start of validity; zero means an hour before now,
+	// to tolerate clocks that lag.
+	NotBefore time.Time
+	// Force overwrites an existing CA key; without it WriteCluster
+	// refuses, because a new CA locks out every node holding the old one.
+	Force bool
+}
+
+// DefaultCertValidity is the lifetime of certificates when
+// ClusterSpec.Validity is zero: ten years (an internal CA; rotate by
+// re-running node cert init --force and restarting the cluster).
+const DefaultCertValidity = 10 * 365 * 24 * time.Hour
+
+// File names inside a certificate directory.
+const (
+	CAcertFile = "ca.crt"
+	CAKeyFile  = "ca.key"
+)
+
+// CertFile and KeyFile are a node's certificate and key in a directory.
+func CertFile(dir, node string) string { return filepath.Join(dir, node+".crt") }
+func KeyFile(dir, node string) string  { return filepath.Join(dir, node+".key") }
+
+// CheckName reports whether s can name a cluster or node: 1–253 bytes of
+// letters, digits, '.', '-', '_', not starting with '.' or '-' (node names
+// become file names and DNS names in certificates).
+func CheckName(kind, s string) error {
+	if s == "" || len(s) > 253 {
+		return fmt.Errorf("mesh: %s name %q: want 1 to 253 characters", kind, s)
+	}
+	if s[0] == '.' || s[0] == '-' {
+		return fmt.Errorf("mesh: %s name %q: must not start with %q", kind, s, s[0])
+	}
+	for _, c := range []byte(s) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '-' || c == '_'
+		if !ok {
+			return fmt.Errorf("mesh: %s name %q: character %q not allowed (letters, digits, '.', '-', '_')", kind, s, c)
+		}
+	}
+	return nil
+}
+
+// WriteCluster creates dir (mode 0700 if new) and writes a new cluster CA
+// (ca.crt, ca.key) and, for each node, NODE.crt and NODE.key signed by
+// it. Every file is written with mode 0600, through a temporary file and
+// a rename. Keys are ECDSA P-256. Node certificates carry the node name
+// as CommonName and DNS name, 127.0.0.1 and ::1 (and the name itself when
+// it is an IP address) as IP addresses, and serve both server and client
+// authentication.
+func WriteCluster(dir string, spec ClusterSpec) error {
+	var errs []error
+	if err := CheckName("cluster", spec.Cluster); err != nil {
+		errs = append(errs, err)
+	}
+	if len(spec.Nodes) == 0 {
+		errs = append(errs, errors.New("mesh: no nodes"))
+	}
+	seen := make(map[string]bool)
+	for _, n := range spec.Nodes {
+		if err := CheckName("node", n); err != nil {
+			errs = append(errs, err)
+		} else if n == "ca" {
+			errs = append(errs, fmt.Errorf("mesh: node name %q is reserved for the CA files", n))
+		} else if seen[n] {
+			errs = append(errs, fmt.Errorf("mesh: node %q listed twice", n))
+		}
+		seen[n] = true
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	caKeyPath := filepath.Join(dir, CAKeyFile)
+	if _, err := os.Stat(caKeyPath); err == nil && !spec.Force {
+		return fmt.Errorf("mesh: %s exists: a new CA would lock out every node holding the old one (force to overwrite): %w", caKeyPath, fs.ErrExist)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("mesh: %w", err)
+	}
+	validity := spec.Validity
+	if validity <= 0 {
+		validity = DefaultCertValidity
+	}
+	notBefore := spec.NotBefore
+	if notBefore.IsZero() {
+		notBefore = time.Now().Add(-time.Hour)
+	}
+	notAfter := notBefore.Add(validity)
+
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("mesh: CA key: %w", err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject: pkix.Name{
+			CommonName:         "graphnode CA " + spec.Cluster,
+			Organization:       []string{spec.Cluster},
+			OrganizationalUnit: []string{"graphnode"},
+		},
+		NotBefore:             notBefore,
+		NotAfter:              notAfter,
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		MaxPathLenZero:        true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return fmt.Errorf("mesh: CA certificate: %w", err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return fmt.Errorf("mesh: CA certificate: %w", err)
+	}
+	for _, node := range spec.Nodes {
+		if err := writeNode(dir, spec.Cluster, node, ca, caKey, notBefore, notAfter); err != nil {
+			return err
+		}
+	}
+	// The CA goes last, so an interrupted run leaves no ca.key and can be
+	// repeated without force.
+	if err := writePEM(filepath.Join(dir, CAcertFile), "CERTIFICATE", caDER); err != nil {
+		return err
+	}
+	return writeKey(caKeyPath, caKey)
+}
+
+func writeNode(dir, cluster, node string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, notBefore, notAfter time.Time) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("mesh: node %s: key: %w", node, err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: node, Organization: []string{cluster}},
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		DNSNames:     []string{node},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	if ip := net.ParseIP(node); ip != nil {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return fmt.Errorf("mesh: node %s: certificate: %w", node, err)
+	}
+	if err := writePEM(CertFile(dir, node), "CERTIFICATE", der); err != nil {
+		return err
+	}
+	return writeKey(KeyFile(dir, node), key)
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		panic("mesh: crypto/rand failed: " + err.Error()) // crypto/rand does not fail on Linux
+	}
+	return n.Add(n, big.NewInt(1))
+}
+
+func writeKey(path string, key *ecdsa.PrivateKey) error {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return fmt.Errorf("mesh: %s: %w", path, err)
+	}
+	return writePEM(path, "PRIVATE KEY", der)
+}
+
+// writePEM writes one PEM block to path with mode 0600: temporary file,
+// fsync, rename.
+func writePEM(path, typ string, der []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return fmt.Errorf("mesh: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	err = tmp.Chmod(0o600)
+	if err == nil {
+		err = pem.Encode(tmp, &pem.Block{Type: typ, Bytes: der})
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("mesh: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// LoadIdentity reads dir/ca.crt, dir/NODE.crt and dir/NODE.key and checks
+// that they belong together: the certificate is signed by the CA, is
+// NODE's, is usable for client and server authentication, and matches
+// the key; the key is not readable by group or others. The CA key is not
+// needed (keep it off the nodes).
+func LoadIdentity(dir, node string) (*Identity, error) {
+	caPath, certPath, keyPath := filepath.Join(dir, CAcertFile), CertFile(dir, node), KeyFile(dir, node)
+	caPEM, err := os.ReadFile(caPath)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: %w: %w", ErrCert, err)
+	}
+	block, _ := pem.Decode(caPEM)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("mesh: %s: no PEM certificate: %w", caPath, ErrCert)
+	}
+	ca, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: %s: %w: %w", caPath, ErrCert, err)
+	}
+	if !ca.IsCA || len(ca.Subject.Organization) != 1 {
+		return nil, fmt.Errorf("mesh: %s: not a graphnode cluster CA (want a CA certificate naming the cluster as its Organization): %w", caPath, ErrCert)
+	}
+	st, err := os.Stat(keyPath)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: %w: %w", ErrCert, err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("mesh: %s: mode %#o: a private key must not be readable by group or others (chmod 600): %w", keyPath, st.Mode().Perm(), ErrCert)
+	}
+	certPEM, err := os.ReadFile(certPath)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: %w: %w", ErrCert, err)
+	}
+	keyPEM, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: %w: %w", ErrCert, err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: %s, %s: %w: %w", certPath, keyPath, ErrCert, err)
+	}
+	leaf := pair.Leaf
+	if leaf.Subject.CommonName != node {
+		return nil, fmt.Errorf("mesh: %s: certificate of %q, want %q: %w", certPath, leaf.Subject.CommonName, node, ErrCert)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	if _, err := leaf.Verify(x509.VerifyOptions{
+		Roots:     roots,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}); err != nil {
+		return nil, fmt.Errorf("mesh: %s: not signed by %s (or expired): %w: %w", certPath, caPath, ErrCert, err)
+	}
+	cluster := ca.Subject.Organization[0]
+	if len(leaf.Subject.Organization) != 1 || leaf.Subject.Organization[0] != cluster {
+		return nil, fmt.Errorf("mesh: %s: certificate names cluster %v, CA names %q: %w", certPath, leaf.Subject.Organization, cluster, ErrCert)
+	}
+	id := &Identity{Cluster: cluster, Node: node, Cert: pair, Roots: roots, CA: ca}
+	keyDER, _ := pem.Decode(keyPEM)
+	id.resetKey = sha256.Sum256(append([]byte("graphnode stateless reset v1\x00"), keyDER.Bytes...))
+	return id, nil
+}

@@ -1,0 +1,141 @@
+package mesh
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/x509"
+	"errors"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestWriteCluster(t *testing.T) {
+	dir := writeTestCluster(t, "products", "host0", "host1", "10.0.0.7")
+	st, err := os.Stat(dir)
+	if err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("dir mode %v, %v", st.Mode(), err)
+	}
+	files, _ := os.ReadDir(dir)
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name())
+		info, _ := f.Info()
+		if info.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %#o, want 0600", f.Name(), info.Mode().Perm())
+		}
+	}
+	want := []string{"10.0.0.7.crt", "10.0.0.7.key", "ca.crt", "ca.key", "host0.crt", "host0.key", "host1.crt", "host1.key"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("files %v, want %v", names, want)
+	}
+	id := loadID(t, dir, "host1")
+	if id.Cluster != "products" || id.Node != "host1" {
+		t.Fatalf("identity %q %q", id.Cluster, id.Node)
+	}
+	if id.CA.Subject.CommonName != "graphnode CA products" || !id.CA.IsCA || !id.CA.MaxPathLenZero {
+		t.Fatalf("CA subject %v", id.CA.Subject)
+	}
+	leaf := id.Cert.Leaf
+	if !slices.Equal(leaf.DNSNames, []string{"host1"}) || len(leaf.IPAddresses) != 2 ||
+		!leaf.IPAddresses[0].Equal(net.IPv4(127, 0, 0, 1)) || !leaf.IPAddresses[1].Equal(net.IPv6loopback) {
+		t.Fatalf("SANs %v %v", leaf.DNSNames, leaf.IPAddresses)
+	}
+	if !slices.Equal(leaf.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}) {
+		t.Fatalf("ext key usage %v", leaf.ExtKeyUsage)
+	}
+	if pk, ok := leaf.PublicKey.(*ecdsa.PublicKey); !ok || pk.Curve != elliptic.P256() {
+		t.Fatalf("key %T, want ECDSA P-256", leaf.PublicKey)
+	}
+	if d := leaf.NotAfter.Sub(leaf.NotBefore); d != DefaultCertValidity {
+		t.Fatalf("validity %v", d)
+	}
+	ipNode := loadID(t, dir, "10.0.0.7")
+	if ips := ipNode.Cert.Leaf.IPAddresses; len(ips) != 3 || !ips[2].Equal(net.ParseIP("10.0.0.7")) {
+		t.Fatalf("IP node SANs %v", ips)
+	}
+	// The reset key is stable across loads (restarts) and differs per node.
+	if loadID(t, dir, "host1").resetKey != id.resetKey || loadID(t, dir, "host0").resetKey == id.resetKey {
+		t.Fatal("stateless reset key not derived from the node key")
+	}
+}
+
+func TestWriteClusterOverwrite(t *testing.T) {
+	dir := writeTestCluster(t, "c", "host0")
+	ca1 := loadID(t, dir, "host0").CA
+	err := WriteCluster(dir, ClusterSpec{Cluster: "c", Nodes: []string{"host0"}})
+	if !errors.Is(err, fs.ErrExist) || !strings.Contains(err.Error(), filepath.Join(dir, "ca.key")) {
+		t.Fatalf("err = %v, want ErrExist naming ca.key", err)
+	}
+	if !loadID(t, dir, "host0").CA.Equal(ca1) {
+		t.Fatal("refused run changed the CA")
+	}
+	if err := WriteCluster(dir, ClusterSpec{Cluster: "c", Nodes: []string{"host0"}, Force: true, Validity: 48 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	id := loadID(t, dir, "host0")
+	if id.CA.Equal(ca1) || id.Cert.Leaf.NotAfter.Sub(id.Cert.Leaf.NotBefore) != 48*time.Hour {
+		t.Fatal("forced run did not write a new CA with the given validity")
+	}
+}
+
+func TestWriteClusterNames(t *testing.T) {
+	err := WriteCluster(t.TempDir(), ClusterSpec{Cluster: "a b", Nodes: []string{"x/y", "", ".h", "ca", "h", "h"}})
+	for _, want := range []string{`cluster name "a b": character ' '`, `node name "x/y"`, `node name ""`, `node name ".h": must not start`,
+		`"ca" is reserved`, `node "h" listed twice`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v\nwant it to mention %s", err, want)
+		}
+	}
+}
+
+func TestLoadIdentityErrors(t *testing.T) {
+	dir := writeTestCluster(t, "c", "host0", "host1")
+	other := writeTestCluster(t, "c", "host0")
+	copyFile := func(from, to string) {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name  string
+		setup func(d string)
+		node  string
+		want  string
+	}{
+		{"missing node", func(string) {}, "host9", "host9.key: no such file"},
+		{"key readable by others", func(d string) { os.Chmod(KeyFile(d, "host0"), 0o644) }, "host0", "mode 0644: a private key must not be readable"},
+		{"certificate of another CA", func(d string) {
+			copyFile(CertFile(other, "host0"), CertFile(d, "host0"))
+			copyFile(KeyFile(other, "host0"), KeyFile(d, "host0"))
+		}, "host0", "host0.crt: not signed by"},
+		{"certificate of another node", func(d string) {
+			copyFile(CertFile(d, "host1"), CertFile(d, "host0"))
+			copyFile(KeyFile(d, "host1"), KeyFile(d, "host0"))
+		}, "host0", `certificate of "host1", want "host0"`},
+		{"key does not match", func(d string) { copyFile(KeyFile(d, "host1"), KeyFile(d, "host0")) }, "host0", "private key does not match"},
+		{"no CA", func(d string) { os.Remove(filepath.Join(d, CAcertFile)) }, "host0", "ca.crt: no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := t.TempDir()
+			for _, f := range []string{CAcertFile, "host0.crt", "host0.key", "host1.crt", "host1.key"} {
+				copyFile(filepath.Join(dir, f), filepath.Join(d, f))
+			}
+			tt.setup(d)
+			_, err := LoadIdentity(d, tt.node)
+			if !errors.Is(err, ErrCert) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v\nwant ErrCert containing %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,382 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+)
+
+// Peer is where a partition is served: the node's name (its certificate's
+// CN, checked during the handshake) and its UDP address "host:port".
+type Peer struct {
+	Name string
+	Addr string
+}
+
+// ClientConfig configures NewClient.
+type ClientConfig struct {
+	Identity *Identity // this node's certificate and the cluster CA
+	Cluster  string    // must equal Identity.Cluster and every peer's
+	Checksum string    // partition-set checksum; every peer must match
+	Part     int       // this node's partition, sent in the hello
+	Peers    map[int]Peer
+	// Timeout bounds one call, retries and reconnections included, when
+	// the caller's context has no earlier deadline; 0 = DefaultCallTimeout.
+	Timeout time.Duration
+	// Retries after a transient failure; 0 = DefaultRetries, < 0 = none.
+	Retries int
+	// Backoff is the first wait between attempts; 0 = DefaultBackoff.
+	Backoff time.Duration
+	// MaxMessage caps a request's and a response's payload; 0 =
+	// DefaultMaxMessage.
+	MaxMessage int
+	// LocalAddr is the UDP address the client sends from; "" binds an
+	// ephemeral port on every interface.
+	LocalAddr string
+
+	alpn string // tests only: "" means ALPN
+}
+
+// Validate reports every problem of c, joined.
+func (c *ClientConfig) Validate() error {
+	var errs []error
+	if c.Identity == nil {
+		errs = append(errs, errors.New("mesh: client: Identity is nil"))
+	} else if c.Identity.Cluster != c.Cluster {
+		errs = append(errs, fmt.Errorf("mesh: client: cluster %q, but the CA certificate names %q", c.Cluster, c.Identity.Cluster))
+	}
+	for part, p := range c.Peers {
+		if part < 0 {
+			errs = append(errs, fmt.Errorf("mesh: client: peer %q: part %d < 0", p.Name, part))
+		}
+		if err := CheckName("node", p.Name); err != nil {
+			errs = append(errs, fmt.Errorf("mesh: client: part %d: %w", part, err))
+		}
+		if _, _, err := net.SplitHostPort(p.Addr); err != nil {
+			errs = append(errs, fmt.Errorf("mesh: client: peer %s: address %q: %w", p.Name, p.Addr, err))
+		}
+	}
+	if c.Timeout < 0 || c.Backoff < 0 {
+		errs = append(errs, fmt.Errorf("mesh: client: Timeout %v, Backoff %v: must not be negative", c.Timeout, c.Backoff))
+	}
+	if c.MaxMessage < 0 || int64(c.MaxMessage) > 1<<32-1 {
+		errs = append(errs, fmt.Errorf("mesh: client: MaxMessage %d: want 0 (default) to 4 GiB-1", c.MaxMessage))
+	}
+	return errors.Join(errs...)
+}
+
+// Client calls peers: one QUIC connection per peer, opened on first use
+// (or by WaitReady) and reopened after it breaks, one stream per call.
+// Its methods are safe for concurrent use.
+type Client struct {
+	cfg   ClientConfig
+	udp   *net.UDPConn
+	tr    *quic.Transport
+	peers map[int]*peerConn
+	out   *metrics
+	done  chan struct{} // closed by Close
+
+	closeOnce sync.Once
+}
+
+// NewClient binds the client's UDP socket; it dials nobody yet.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultCallTimeout
+	}
+	switch {
+	case cfg.Retries == 0:
+		cfg.Retries = DefaultRetries
+	case cfg.Retries < 0:
+		cfg.Retries = 0
+	}
+	if cfg.Backoff == 0 {
+		cfg.Backoff = DefaultBackoff
+	}
+	if cfg.MaxMessage == 0 {
+		cfg.MaxMessage = DefaultMaxMessage
+	}
+	if cfg.alpn == "" {
+		cfg.alpn = ALPN
+	}
+	local := &net.UDPAddr{}
+	if cfg.LocalAddr != "" {
+		var err error
+		if local, err = net.ResolveUDPAddr("udp", cfg.LocalAddr); err != nil {
+			return nil, fmt.Errorf("mesh: client: local address: %w", err)
+		}
+	}
+	udp, err := net.ListenUDP("udp", local)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: client: %w", err)
+	}
+	c := &Client{
+		cfg:   cfg,
+		udp:   udp,
+		tr:    &quic.Transport{Conn: udp},
+		peers: make(map[int]*peerConn, len(cfg.Peers)),
+		out:   newMetrics(Outbound),
+		done:  make(chan struct{}),
+	}
+	for part, p := range cfg.Peers {
+		c.peers[part] = &peerConn{part: part, name: p.Name, addr: p.Addr}
+	}
+	return c, nil
+}
+
+// Metrics returns the outbound stats of every peer called so far.
+func (c *Client) Metrics() []PeerStats { return c.out.snapshot() }
+
+// Close closes every connection and the socket; calls in flight and later
+// fail with ErrClosed. Idempotent.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.done)
+		for _, p := range c.peers {
+			p.close()
+		}
+		c.tr.Close()
+		c.udp.Close()
+	})
+	return nil
+}
+
+// Sample asks the peer serving part to expand req.IDs, decoding the
+// answer into resp (whose slices are reused).
+func (c *Client) Sample(ctx context.Context, part int, req *SampleRequest, resp *SampleResponse) error {
+	b, start := beginMessage(nil, TypeSampleRequest)
+	b = AppendSampleRequest(b, req)
+	p, err := c.call(ctx, part, "sample", b, start, TypeSampleResponse)
+	if err != nil {
+		return err
+	}
+	if err := DecodeSampleResponse(p.payload, resp); err != nil {
+		return c.fail(p.peer, "sample", err)
+	}
+	if len(resp.Counts) != len(req.IDs) {
+		return c.fail(p.peer, "sample", fmt.Errorf("%d counts for %d ids: %w", len(resp.Counts), len(req.IDs), ErrMalformed))
+	}
+	return nil
+}
+
+// Pull asks the peer serving part for the feature rows of req.IDs;
+// resp.Rows is a new buffer the caller owns.
+func (c *Client) Pull(ctx context.Context, part int, req *PullRequest, resp *PullResponse) error {
+	b, start := beginMessage(nil, TypePullRequest)
+	b = AppendPullRequest(b, req)
+	p, err := c.call(ctx, part, "pull", b, start, TypePullResponse)
+	if err != nil {
+		return err
+	}
+	if err := DecodePullResponse(p.payload, resp); err != nil {
+		return c.fail(p.peer, "pull", err)
+	}
+	if resp.Count() != len(req.IDs) {
+		return c.fail(p.peer, "pull", fmt.Errorf("%d rows for %d ids: %w", resp.Count(), len(req.IDs), ErrMalformed))
+	}
+	return nil
+}
+
+// Stats asks the peer serving part for its counters.
+func (c *Client) Stats(ctx context.Context, part int) (*StatsResponse, error) {
+	b, start := beginMessage(nil, TypeStatsRequest)
+	p, err := c.call(ctx, part, "stats", b, start, TypeStatsResponse)
+	if err != nil {
+		return nil, err
+	}
+	var r StatsResponse
+	if err := DecodeStatsResponse(p.payload, &r); err != nil {
+		return nil, c.fail(p.peer, "stats", err)
+	}
+	return &r, nil
+}
+
+// WaitReady returns nil once every peer has completed the handshake and
+// hello, retrying with backoff (start order does not matter), or, when
+// ctx ends first, an error naming each peer not ready. A refusal (another
+// cluster, checksum, version) fails at once: waiting does not heal it.
+func (c *Client) WaitReady(ctx context.Context) error {
+	errs := make([]error, 0, len(c.peers))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, p := range c.peers {
+		wg.Go(func() {
+			if err := c.waitPeer(ctx, p); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (c *Client) waitPeer(ctx context.Context, p *peerConn) error {
+	start, backoff := time.Now(), c.cfg.Backoff
+	var last error
+	for attempt := 1; ; attempt++ {
+		_, err := c.connect(ctx, p)
+		if err == nil {
+			return nil
+		}
+		last = err
+		if !transient(err) {
+			return p.err("hello", err)
+		}
+		if !c.sleep(ctx, &backoff) {
+			if ctx.Err() == nil {
+				return p.err("hello", ErrClosed)
+			}
+			return p.err("hello", &unavailableError{attempts: attempt, elapsed: time.Since(start), last: last})
+		}
+	}
+}
+
+// response is one successful exchange.
+type response struct {
+	peer    *peerConn
+	payload []byte
+}
+
+// call sends the message begun at start in b (its length is set here) to
+// the peer of part and returns the payload of the answer of type want.
+// Transient failures are retried with backoff until the call's deadline
+// or the retry budget is spent; the error names the peer.
+func (c *Client) call(ctx context.Context, part int, op string, b []byte, start int, want Type) (response, error) {
+	p := c.peers[part]
+	if p == nil {
+		return response{}, fmt.Errorf("mesh: %s: part %d: %w", op, part, ErrUnknownPart)
+	}
+	if n := len(b) - start - HeaderSize; n > c.cfg.MaxMessage {
+		return response{}, c.fail(p, op, fmt.Errorf("request of %d bytes exceeds the limit of %d: %w", n, c.cfg.MaxMessage, ErrTooLarge))
+	}
+	b, _ = endMessage(b, start, 0)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	m := c.out.peer(p.name)
+	began, backoff := time.Now(), c.cfg.Backoff
+	for attempt := 1; ; attempt++ {
+		payload, err := c.attempt(ctx, p, b, want)
+		if err == nil {
+			m.record(len(b), HeaderSize+len(payload), time.Since(began), false)
+			return response{p, payload}, nil
+		}
+		select {
+		case <-c.done:
+			err = ErrClosed
+		default:
+		}
+		if !transient(err) || attempt > c.cfg.Retries || !c.sleep(ctx, &backoff) {
+			m.record(len(b), 0, time.Since(began), true)
+			if transient(err) && !errors.Is(ctx.Err(), context.Canceled) {
+				err = &unavailableError{attempts: attempt, elapsed: time.Since(began), last: err}
+			}
+			return response{}, p.err(op, err)
+		}
+	}
+}
+
+// sleep waits the backoff (with up to 25% jitter) and doubles it, or
+// returns false when ctx or the client ends first, or when the wait
+// would outlast ctx's deadline anyway.
+func (c *Client) sleep(ctx context.Context, backoff *time.Duration) bool {
+	d := *backoff + time.Duration(rand.Int64N(int64(*backoff)/4+1))
+	*backoff = min(2**backoff, MaxBackoff)
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-c.done:
+	}
+	return false
+}
+
+// attempt makes one exchange on one stream of the peer's connection.
+func (c *Client) attempt(ctx context.Context, p *peerConn, msg []byte, want Type) ([]byte, error) {
+	conn, err := c.connect(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	st, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		st.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() {
+		st.CancelRead(streamCancel)
+		st.CancelWrite(streamCancel)
+	})
+	defer stop()
+	if _, err := st.Write(msg); err != nil {
+		st.CancelRead(streamCancel)
+		return nil, ctxErr(ctx, err)
+	}
+	st.Close()
+	h, payload, err := readMessage(st, c.cfg.MaxMessage)
+	st.CancelRead(0)
+	if err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			st.CancelRead(streamRefused)
+		}
+		return nil, ctxErr(ctx, err)
+	}
+	switch h.Type {
+	case want:
+		return payload, nil
+	case TypeError:
+		var e ErrorMessage
+		if err := DecodeError(payload, &e); err != nil {
+			return nil, err
+		}
+		return nil, &RemoteError{Code: e.Code, Message: e.Message}
+	}
+	return nil, fmt.Errorf("mesh: answer is %s, want %s: %w", h.Type, want, ErrMalformed)
+}
+
+// ctxErr reports a stream error caused by ctx (its deadline, which the
+// stream's deadline mirrors, or its cancellation) as ctx's error.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		if dl, ok := ctx.Deadline(); !ok || time.Now().Before(dl) {
+			return err
+		}
+		return fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
+	}
+	return fmt.Errorf("%w (%v)", ctx.Err(), err)
+}
+
+// fail counts a failed decode against the call it follows and names the peer.
+func (c *Client) fail(p *peerConn, op string, err error) error {
+	c.out.peer(p.name).errors.Add(1)
+	return p.err(op, err)
+}
+
+// transient reports whether a failed attempt may succeed if repeated on
+// a new connection: lost or reset connections, timeouts of one dial,
+// refused UDP. Refusals, peer errors, size limits, bad bytes, closing and
+// cancellation are final.
+func transient(err error) bool {
+	for _, final := range []error{ErrRefused, ErrRemote, ErrTooLarge, ErrMalformed, ErrClosed, ErrCert, context.Canceled} {
+		if errors.Is(err, final) {
+			return false
+		}
+	}
+	return true
+}

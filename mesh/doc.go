@@ -1,0 +1,133 @@
+// Package mesh connects graphnode nodes: QUIC (quic-go) with TLS 1.3 and
+// mutual authentication against the cluster's CA, one request per
+// stream, length-prefixed binary messages. It knows bytes and ids, not
+// sampling: requests carry arrays of uint64 ids, rows of bytes and
+// opaque RNG keys; the daemon (package node) wires a Handler to the
+// sampler and the partition. It imports no other package of the project.
+//
+// # Contract
+//
+//  1. Once per cluster, WriteCluster (node cert init) writes the CA and a
+//     certificate per node into a directory; each host gets ca.crt,
+//     HOST.crt and HOST.key (ca.key stays with the operator).
+//  2. Each node calls LoadIdentity(dir, node), then Listen(ctx, addr,
+//     ServerConfig{...}) to serve its part, and NewClient(ClientConfig{...})
+//     with the address and node name of every other part. Every node dials
+//     every peer it needs; connections are not shared between directions.
+//  3. The daemon calls Client.WaitReady(ctx) before it reports ready: it
+//     retries until every peer answered the hello, whatever the start
+//     order, and fails at once on a refusal (which waiting cannot heal).
+//  4. Samplers call Sample, Pull and Stats from any number of goroutines.
+//  5. Server.Close and Client.Close on exit (also done when Listen's ctx
+//     ends); the UDP socket is released before Close returns.
+//
+// # Authentication and the hello
+//
+// TLS 1.3 only. The server requires a client certificate that verifies
+// against the cluster CA, and the client verifies the server's
+// certificate against the CA and the configured node name (its DNS SAN);
+// both check that the certificate's Organization names the cluster. A
+// peer without such a certificate fails the handshake, so no request of
+// it is ever read. ALPN is "graphnode/1": a node of another protocol
+// version fails the handshake with an error saying "protocol version".
+//
+// The first stream of a connection carries the hello: the client sends
+// Hello {version, part, cluster, node, checksum}, the server answers
+// HelloAck with its own values. The client compares them with its
+// configuration (version, cluster, partition-set checksum, and that the
+// peer serves the part it was configured for) and returns, without
+// retrying, an ErrRefused error naming the peer and what differs:
+//
+//	mesh: peer host1 (10.0.0.2:7100, part 1): sample: hello: partition-set checksum 9f..: want 3a..: refused
+//
+// The server runs the same check (and that the hello's node is the
+// certificate's); on a mismatch it closes the connection with the reason
+// and serves no request on it.
+//
+// # Messages
+//
+// A message is an 8-byte header then the payload (wire.go, wire_msg.go,
+// wire_stats.go hold every layout; all integers little-endian):
+//
+//	offset size
+//	0      2    type
+//	2      2    flags (none defined; must be zero)
+//	4      4    payload length (at most MaxMessage, default 256 MiB)
+//
+// The type enum is append-only; numbers are never reused:
+//
+//	type  name            direction  payload
+//	1     Hello           c → s      version u16, 0 u16, part u32, cluster, node, checksum (u16-length strings)
+//	2     HelloAck        s → c      as Hello, the server's values
+//	3     Error           s → c      code u16, 0 u16, message (u32 length, ≤ 64 KiB)
+//	4     SampleRequest   c → s      key [32]byte, hop u16, flags u16 (1 = weighted), fanout i32 (-1 = all), ids []u64
+//	5     SampleResponse  s → c      counts []u32 (one per id), neighbours []u64 (sum(counts) long)
+//	6     PullRequest     c → s      ids []u64
+//	7     PullResponse    s → c      dtype u8, 0 [3]u8, row size u32, count u32, rows (count × row size bytes)
+//	8     StatsRequest    c → s      empty
+//	9     StatsResponse   s → c      node, part u32, per-peer counters (see PeerStats)
+//	10–13 KV pull/push    reserved for the parameter server; answered CodeUnsupported
+//
+// Arrays ([]T) are a u32 count then the elements. Decoders check every
+// count against the bytes left before they allocate, reject non-zero
+// reserved fields and trailing bytes (so each value has one encoding),
+// and never panic; each has a fuzz target that re-encodes what it
+// decodes. Decoded PullResponse rows alias the received buffer, which the
+// client allocates per call and hands to the caller.
+//
+// A stream carries one request and its answer: the client writes the
+// request and closes its side; the server writes one message (the
+// answer, or Error) and closes. Error codes are append-only too:
+// internal (1, a handler panic), malformed (2), too large (3),
+// unsupported (4), refused (5), handler (6), timeout (7), closing (8).
+//
+// # Deadlines, retries, failure
+//
+// Every call is bounded by its context and ClientConfig.Timeout
+// (DefaultCallTimeout, 10 s), whichever ends first; the stream's deadline
+// follows it. A transient failure (connection closed or reset by a peer
+// restarting, idle timeout, no answer to a dial within DialTimeout) drops
+// the connection and retries on a new one after a backoff that starts at
+// ClientConfig.Backoff and doubles up to MaxBackoff, at most Retries
+// times and never past the deadline. A peer that stays down fails the
+// call with ErrUnavailable, naming the peer and the attempts, when the
+// timeout ends: never a hang. Refusals, Error answers (ErrRemote; too
+// large also matches ErrTooLarge), malformed answers and cancellation are
+// not retried. Sample and Pull are idempotent, so a retry after a lost
+// answer is safe; any future non-idempotent request (kv push) must carry
+// its own deduplication.
+//
+// Servers send stateless resets keyed by a secret derived from the node's
+// private key, so after a crash and restart the peers' old connections
+// end at their next packet instead of at the idle timeout. Keep-alives
+// (KeepAlivePeriod) keep quiet connections open; MaxIdleTimeout ends
+// connections to a peer that vanished.
+//
+// # Server
+//
+// Each stream is served on its own goroutine with a deadline
+// (ServerConfig.RequestTimeout); the handler's context ends at it, when
+// the peer's connection closes, or at Close. The server never waits on
+// anything but its handler and the stream. Handler panics become
+// CodeInternal answers; responses that do not match their request (a
+// count per id, a row per id) become CodeInternal rather than bad bytes.
+// Garbage datagrams on the port are dropped by QUIC.
+//
+// # Concurrency
+//
+// Client and Server methods are safe for concurrent use. A Client keeps
+// one QUIC connection per peer (dialled once even under concurrent
+// callers) and opens one stream per call; up to MaxIncomingStreams calls
+// per peer are in flight at once. Handler methods are called
+// concurrently.
+//
+// # Metrics
+//
+// Per peer and direction: requests, errors, bytes sent and received, and
+// latency p50/p99 from a fixed-bucket histogram (1-2-5 steps from 10 µs
+// to 50 s). Client.Metrics is the outbound view, Server.Metrics the
+// inbound; a StatsRequest returns the server's inbound stats plus, when
+// ServerConfig.Outbound is set, the node's outbound ones.
+//
+// Tunables are named constants in tunables.go.
+package mesh

@@ -1,0 +1,371 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+)
+
+// Handler serves a node's partition to peers; the daemon implements it
+// over the sampler and the partition. Methods are called concurrently,
+// one goroutine per request, with a context that ends at the request's
+// deadline or when the peer's connection or the Server closes; they must
+// return soon after it ends. A returned error is sent to the caller as
+// an Error message (CodeHandler, or CodeTimeout for a context deadline);
+// a panic is recovered and sent as CodeInternal. The request and its
+// slices are valid only during the call; the response may alias memory
+// that stays valid (an mmap'd partition) and is not retained.
+type Handler interface {
+	SampleNeighbors(ctx context.Context, req *SampleRequest) (*SampleResponse, error)
+	PullFeatures(ctx context.Context, req *PullRequest) (*PullResponse, error)
+}
+
+// ServerConfig configures Listen.
+type ServerConfig struct {
+	Identity *Identity // this node's certificate and the cluster CA
+	Cluster  string    // must equal Identity.Cluster and every peer's
+	Checksum string    // partition-set checksum; peers must present the same
+	Part     int       // the partition this node serves
+	Handler  Handler
+	// MaxMessage caps a request's and a response's payload; 0 means
+	// DefaultMaxMessage.
+	MaxMessage int
+	// RequestTimeout bounds one request (read, handler, write); 0 means
+	// DefaultServerRequestTimeout.
+	RequestTimeout time.Duration
+	// Outbound, when set, adds this node's outbound stats (its Client's
+	// Metrics) to the StatsResponse.
+	Outbound func() []PeerStats
+	// Logger receives refused peers and handler panics; nil discards.
+	Logger *slog.Logger
+
+	alpn string // tests only: "" means ALPN
+}
+
+// Validate reports every problem of c, joined.
+func (c *ServerConfig) Validate() error {
+	var errs []error
+	if c.Identity == nil {
+		errs = append(errs, errors.New("mesh: server: Identity is nil"))
+	} else if c.Identity.Cluster != c.Cluster {
+		errs = append(errs, fmt.Errorf("mesh: server: cluster %q, but the CA certificate names %q", c.Cluster, c.Identity.Cluster))
+	}
+	if c.Handler == nil {
+		errs = append(errs, errors.New("mesh: server: Handler is nil"))
+	}
+	if c.Part < 0 {
+		errs = append(errs, fmt.Errorf("mesh: server: part %d < 0", c.Part))
+	}
+	if c.MaxMessage < 0 || int64(c.MaxMessage) > 1<<32-1 {
+		errs = append(errs, fmt.Errorf("mesh: server: MaxMessage %d: want 0 (default) to 4 GiB-1", c.MaxMessage))
+	}
+	if c.RequestTimeout < 0 {
+		errs = append(errs, fmt.Errorf("mesh: server: RequestTimeout %v < 0", c.RequestTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// QUIC application error codes closing a connection or cancelling a
+// stream. Append-only.
+const (
+	appClosing    quic.ApplicationErrorCode = 1 // the server or client is closing
+	appRefused    quic.ApplicationErrorCode = 2 // hello mismatch; the text says what
+	appNoHello    quic.ApplicationErrorCode = 3 // no valid hello in time
+	streamCancel  quic.StreamErrorCode      = 1 // the caller gave up (deadline, cancel)
+	streamRefused quic.StreamErrorCode      = 2 // the request was refused (too large)
+)
+
+// Server answers peers' requests. Create it with Listen; Close releases
+// the socket. Its methods are safe for concurrent use.
+type Server struct {
+	cfg     ServerConfig
+	udp     *net.UDPConn
+	tr      *quic.Transport
+	ln      *quic.Listener
+	in      *metrics
+	stopCtx func() bool
+
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	mu        struct {
+		sync.Mutex
+		closed bool
+		conns  map[*quic.Conn]struct{}
+	}
+}
+
+// Listen binds addr (UDP, "host:port"; port 0 picks one) and serves
+// until Close or until ctx ends, whichever is first.
+func Listen(ctx context.Context, addr string, cfg ServerConfig) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxMessage == 0 {
+		cfg.MaxMessage = DefaultMaxMessage
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultServerRequestTimeout
+	}
+	if cfg.alpn == "" {
+		cfg.alpn = ALPN
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: listen %s: %w", addr, err)
+	}
+	udp, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: listen %s: %w", addr, err)
+	}
+	key := quic.StatelessResetKey(cfg.Identity.resetKey)
+	s := &Server{cfg: cfg, udp: udp, in: newMetrics(Inbound)}
+	s.tr = &quic.Transport{Conn: udp, StatelessResetKey: &key}
+	s.mu.conns = make(map[*quic.Conn]struct{})
+	s.ln, err = s.tr.Listen(serverTLS(cfg.Identity, cfg.alpn), quicConfig())
+	if err != nil {
+		s.tr.Close()
+		udp.Close()
+		return nil, fmt.Errorf("mesh: listen %s: %w", addr, err)
+	}
+	s.stopCtx = context.AfterFunc(ctx, func() { s.Close() })
+	s.wg.Add(1)
+	go s.acceptLoop()
+	return s, nil
+}
+
+// quicConfig is shared by both sides; only a dead peer hits the idle
+// timeout, since keep-alives flow on live connections.
+func quicConfig() *quic.Config {
+	return &quic.Config{
+		HandshakeIdleTimeout:       HandshakeIdleTimeout,
+		MaxIdleTimeout:             MaxIdleTimeout,
+		KeepAlivePeriod:            KeepAlivePeriod,
+		MaxIncomingStreams:         MaxIncomingStreams,
+		MaxIncomingUniStreams:      -1,
+		MaxStreamReceiveWindow:     MaxStreamReceiveWindow,
+		MaxConnectionReceiveWindow: MaxConnectionReceiveWindow,
+	}
+}
+
+// Addr is the bound UDP address.
+func (s *Server) Addr() net.Addr { return s.udp.LocalAddr() }
+
+// Metrics returns the inbound stats of every peer that has called.
+func (s *Server) Metrics() []PeerStats { return s.in.snapshot() }
+
+// Close stops accepting, closes every connection (peers see "closing"
+// and reconnect elsewhere or later), releases the UDP socket, then waits
+// for in-flight handlers, whose contexts are cancelled. Idempotent; the
+// port can be bound again as soon as Close returns.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.stopCtx()
+		s.mu.Lock()
+		s.mu.closed = true
+		conns := make([]*quic.Conn, 0, len(s.mu.conns))
+		for c := range s.mu.conns {
+			conns = append(conns, c)
+		}
+		s.mu.Unlock()
+		s.ln.Close()
+		for _, c := range conns {
+			c.CloseWithError(appClosing, "server closing")
+		}
+		s.tr.Close()
+		s.udp.Close()
+	})
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		conn, err := s.ln.Accept(context.Background())
+		if err != nil {
+			return // closed
+		}
+		s.mu.Lock()
+		if s.mu.closed {
+			s.mu.Unlock()
+			conn.CloseWithError(appClosing, "server closing")
+			return
+		}
+		s.mu.conns[conn] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(conn)
+	}
+}
+
+// serveConn checks the hello on the first stream, then serves each
+// further stream on its own goroutine until the connection ends.
+func (s *Server) serveConn(conn *quic.Conn) {
+	defer func() {
+		s.mu.Lock()
+		delete(s.mu.conns, conn)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+	// TLS verified the chain, so the certificate is the cluster's.
+	peer := conn.ConnectionState().TLS.PeerCertificates[0].Subject.CommonName
+	if !s.hello(conn, peer) {
+		return
+	}
+	for {
+		st, err := conn.AcceptStream(conn.Context())
+		if err != nil {
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serveStream(conn.Context(), peer, st)
+		}()
+	}
+}
+
+// serveStream answers one request. It never returns an error: failures
+// become Error messages or stream resets, and count in the metrics.
+func (s *Server) serveStream(connCtx context.Context, peer string, st *quic.Stream) {
+	start := time.Now()
+	ctx, cancel := context.WithDeadline(connCtx, start.Add(s.cfg.RequestTimeout))
+	defer cancel()
+	st.SetDeadline(start.Add(s.cfg.RequestTimeout))
+	defer st.CancelRead(0)
+	m := s.in.peer(peer)
+	h, p, err := readMessage(st, s.cfg.MaxMessage)
+	received := HeaderSize + len(p)
+	var resp []byte
+	var tail []byte
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		resp = errorMessage(CodeTooLarge, err.Error())
+	case errors.Is(err, ErrMalformed):
+		resp = errorMessage(CodeMalformed, err.Error())
+	case err != nil:
+		// The caller reset the stream or went away: nobody to answer.
+		st.CancelWrite(streamCancel)
+		m.record(0, received, time.Since(start), true)
+		return
+	default:
+		resp, tail = s.dispatch(ctx, h.Type, p)
+	}
+	failed := msgType(resp) == TypeError
+	_, err = st.Write(resp)
+	if err == nil && len(tail) > 0 {
+		_, err = st.Write(tail)
+	}
+	if err != nil {
+		st.CancelWrite(streamCancel)
+		failed = true
+	} else {
+		st.Close()
+	}
+	m.record(len(resp)+len(tail), received, time.Since(start), failed)
+}
+
+func errorMessage(code ErrorCode, text string) []byte {
+	b, start := beginMessage(nil, TypeError)
+	b = AppendError(b, &ErrorMessage{Code: code, Message: text})
+	b, _ = endMessage(b, start, 0)
+	return b
+}
+
+// dispatch decodes the request, calls the handler and encodes the
+// response: a message, and for pulls the rows to write after it.
+func (s *Server) dispatch(ctx context.Context, t Type, p []byte) (msg, tail []byte) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.cfg.Logger.Error("mesh: handler panicked", "type", t.String(), "panic", fmt.Sprint(r))
+			msg, tail = errorMessage(CodeInternal, fmt.Sprintf("mesh: %s handler panicked: %v", t, r)), nil
+		}
+	}()
+	switch t {
+	case TypeSampleRequest:
+		var req SampleRequest
+		if err := DecodeSampleRequest(p, &req); err != nil {
+			return errorMessage(CodeMalformed, err.Error()), nil
+		}
+		resp, err := s.cfg.Handler.SampleNeighbors(ctx, &req)
+		if err != nil {
+			return handlerError(t, err), nil
+		}
+		if resp == nil || len(resp.Counts) != len(req.IDs) || !sumMatches(resp) {
+			return errorMessage(CodeInternal, fmt.Sprintf("mesh: %s handler: response does not match %d ids", t, len(req.IDs))), nil
+		}
+		b, start := beginMessage(nil, TypeSampleResponse)
+		b = AppendSampleResponse(b, resp)
+		return s.finish(b, start, 0), nil
+	case TypePullRequest:
+		var req PullRequest
+		if err := DecodePullRequest(p, &req); err != nil {
+			return errorMessage(CodeMalformed, err.Error()), nil
+		}
+		resp, err := s.cfg.Handler.PullFeatures(ctx, &req)
+		if err != nil {
+			return handlerError(t, err), nil
+		}
+		if resp == nil || !validPull(resp) || resp.Count() != len(req.IDs) {
+			return errorMessage(CodeInternal, fmt.Sprintf("mesh: %s handler: response is not %d rows of a known dtype", t, len(req.IDs))), nil
+		}
+		b, start := beginMessage(nil, TypePullResponse)
+		b = appendPullResponseHead(b, resp, resp.Count())
+		msg := s.finish(b, start, len(resp.Rows))
+		if msgType(msg) == TypeError {
+			return msg, nil
+		}
+		return msg, resp.Rows
+	case TypeStatsRequest:
+		if err := DecodeStatsRequest(p); err != nil {
+			return errorMessage(CodeMalformed, err.Error()), nil
+		}
+		r := StatsResponse{Node: s.cfg.Identity.Node, Part: uint32(s.cfg.Part), Peers: s.in.snapshot()}
+		if s.cfg.Outbound != nil {
+			r.Peers = append(r.Peers, s.cfg.Outbound()...)
+		}
+		b, start := beginMessage(nil, TypeStatsResponse)
+		b = AppendStatsResponse(b, &r)
+		return s.finish(b, start, 0), nil
+	case TypeHello:
+		return errorMessage(CodeMalformed, "mesh: Hello sent twice on one connection"), nil
+	}
+	return errorMessage(CodeUnsupported, fmt.Sprintf("mesh: %s: not served by this node (protocol version %d)", t, ProtocolVersion)), nil
+}
+
+// finish sets the length of the message begun at start, or replaces it
+// with an Error when the payload exceeds MaxMessage.
+func (s *Server) finish(b []byte, start, tail int) []byte {
+	n := len(b) - start - HeaderSize + tail
+	if n > s.cfg.MaxMessage {
+		t := msgType(b[start:])
+		return errorMessage(CodeTooLarge, fmt.Sprintf("mesh: %s: response of %d bytes exceeds the limit of %d", t, n, s.cfg.MaxMessage))
+	}
+	b, _ = endMessage(b, start, tail)
+	return b
+}
+
+func handlerError(t Type, err error) []byte {
+	code := CodeHandler
+	if errors.Is(err, context.DeadlineExceeded) {
+		code = CodeTimeout
+	}
+	return errorMessage(code, fmt.Sprintf("%s handler: %v", t, err))
+}
+
+func sumMatches(r *SampleResponse) bool {
+	var sum uint64
+	for _, c := range r.Counts {
+		sum += uint64(c)
+	}
+	return sum == uint64(len(r.Neighbors))
+}

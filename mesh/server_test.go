@@ -1,0 +1,352 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+)
+
+func TestRoundTrip(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", nil)
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer()}, nil)
+	ctx := context.Background()
+
+	req := &SampleRequest{Hop: 2, Fanout: 3, IDs: ids(100, 1000)}
+	req.Key[0] = 7
+	var sr SampleResponse
+	if err := c.Sample(ctx, 1, req, &sr); err != nil {
+		t.Fatal(err)
+	}
+	want := expectSample(req)
+	if !equalU32(sr.Counts, want.Counts) || !equalU64(sr.Neighbors, want.Neighbors) {
+		t.Fatalf("sample: got %v / %v, want %v / %v", sr.Counts[:5], sr.Neighbors[:5], want.Counts[:5], want.Neighbors[:5])
+	}
+
+	preq := &PullRequest{IDs: ids(64, 5)}
+	var pr PullResponse
+	if err := c.Pull(ctx, 1, preq, &pr); err != nil {
+		t.Fatal(err)
+	}
+	if wp := expectPull(preq, 16); pr.DType != DTypeFloat32 || pr.RowSize != 16 || !bytes.Equal(pr.Rows, wp.Rows) {
+		t.Fatalf("pull: dtype %d row size %d, rows equal %v", pr.DType, pr.RowSize, bytes.Equal(pr.Rows, wp.Rows))
+	}
+
+	st, err := c.Stats(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Node != "host1" || st.Part != 1 || len(st.Peers) != 1 {
+		t.Fatalf("stats: %+v", st)
+	}
+	in := st.Peers[0]
+	// The stats request itself is counted once it is answered, so the
+	// server has seen the sample and the pull.
+	if in.Peer != "host0" || in.Dir != Inbound || in.Requests != 2 || in.Errors != 0 || in.BytesSent == 0 || in.BytesReceived == 0 || in.P99 == 0 {
+		t.Fatalf("stats: inbound %+v", in)
+	}
+	out := c.Metrics()
+	if len(out) != 1 || out[0].Peer != "host1" || out[0].Dir != Outbound || out[0].Requests != 3 || out[0].Errors != 0 {
+		t.Fatalf("client metrics: %+v", out)
+	}
+	if out[0].BytesReceived < uint64(len(pr.Rows)) || out[0].P50 == 0 || out[0].P50 > out[0].P99 {
+		t.Fatalf("client metrics: %+v", out[0])
+	}
+	if got := srv.handler.calls.Load(); got != 2 {
+		t.Fatalf("handler calls %d, want 2", got)
+	}
+}
+
+func TestStatsIncludeOutbound(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", func(c *ServerConfig) {
+		c.Outbound = func() []PeerStats { return []PeerStats{{Peer: "host9", Dir: Outbound, Requests: 5}} }
+	})
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer()}, nil)
+	st, err := c.Stats(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// host0's inbound entry (this very request, not yet counted), then
+	// the outbound stats the daemon supplied.
+	if len(st.Peers) != 2 || st.Peers[0].Peer != "host0" || st.Peers[0].Dir != Inbound ||
+		st.Peers[1].Peer != "host9" || st.Peers[1].Dir != Outbound || st.Peers[1].Requests != 5 {
+		t.Fatalf("stats peers %+v", st.Peers)
+	}
+}
+
+func TestHandlerFailures(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", nil)
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer()}, nil)
+	tests := []struct {
+		name string
+		hook func(context.Context) error
+		code ErrorCode
+		text string
+	}{
+		{"error", func(context.Context) error { return errors.New("disk on fire") }, CodeHandler, "disk on fire"},
+		{"panic", func(context.Context) error { panic("boom") }, CodeInternal, "panicked: boom"},
+		{"deadline", func(context.Context) error { return context.DeadlineExceeded }, CodeTimeout, "deadline"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv.handler.setHook(tt.hook)
+			defer srv.handler.setHook(nil)
+			before := srv.handler.calls.Load()
+			var resp PullResponse
+			err := c.Pull(context.Background(), 1, &PullRequest{IDs: ids(3, 0)}, &resp)
+			var re *RemoteError
+			if !errors.As(err, &re) || re.Code != tt.code || !strings.Contains(err.Error(), tt.text) || !errors.Is(err, ErrRemote) {
+				t.Fatalf("err = %v, want remote %s containing %q", err, tt.code, tt.text)
+			}
+			if !strings.Contains(err.Error(), "peer host1 (") {
+				t.Fatalf("err %q does not name the peer", err)
+			}
+			if n := srv.handler.calls.Load() - before; n != 1 {
+				t.Fatalf("handler called %d times: remote errors must not be retried", n)
+			}
+		})
+	}
+	// The server still serves after a panic.
+	if err := checkSample(c, 1, &SampleRequest{Fanout: -1, IDs: ids(10, 0)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A handler returning a response that does not match the request is a
+// server bug, reported as CodeInternal rather than sent.
+type badHandler struct{ testHandler }
+
+func (*badHandler) SampleNeighbors(context.Context, *SampleRequest) (*SampleResponse, error) {
+	return &SampleResponse{Counts: []uint32{3}, Neighbors: []uint64{1}}, nil
+}
+
+func TestHandlerBadResponse(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", func(c *ServerConfig) { c.Handler = &badHandler{} })
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer()}, nil)
+	var resp SampleResponse
+	err := c.Sample(context.Background(), 1, &SampleRequest{IDs: []uint64{1}}, &resp)
+	var re *RemoteError
+	if !errors.As(err, &re) || re.Code != CodeInternal {
+		t.Fatalf("err = %v, want CodeInternal", err)
+	}
+}
+
+func TestOversize(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", func(c *ServerConfig) { c.MaxMessage = 1024 })
+	ctx := context.Background()
+	tests := []struct {
+		name      string
+		clientMax int
+		ids       int
+		remote    bool // refused by the server rather than the client
+	}{
+		{"request over server limit", 0, 1000, true},
+		{"request over client limit", 100, 1000, false},
+		{"response over client limit", 900, 60, false}, // 60 rows × 16 B
+		{"response over server limit", 0, 100, true},   // 100 rows × 16 B > 1024
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer()}, func(c *ClientConfig) { c.MaxMessage = tt.clientMax })
+			var resp PullResponse
+			err := c.Pull(ctx, 1, &PullRequest{IDs: ids(tt.ids, 0)}, &resp)
+			var re *RemoteError
+			if !errors.Is(err, ErrTooLarge) || errors.As(err, &re) != tt.remote {
+				t.Fatalf("err = %v, want ErrTooLarge (remote %v)", err, tt.remote)
+			}
+			// Not retried, and the connection survives.
+			if err := checkSample(c, 1, &SampleRequest{Fanout: 1, IDs: ids(3, 0)}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestGarbageOnPort(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", nil)
+	ua := srv.srv.Addr().(*net.UDPAddr)
+	junk, err := net.DialUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}, ua)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer junk.Close()
+	buf := make([]byte, 1500)
+	for i := range 300 {
+		n := 1 + i*5%1400
+		rand.Read(buf[:n])
+		switch i % 3 {
+		case 0: // a QUIC v1 Initial header over random bytes, padded to 1200
+			n = max(n, 1200)
+			buf[0] = 0xc0 | buf[0]&0x0f
+			copy(buf[1:], []byte{0, 0, 0, 1, 8})
+		case 1: // a long header with an unknown version: version negotiation
+			buf[0] |= 0x80
+		}
+		if _, err := junk.Write(buf[:n]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer()}, nil)
+	if err := checkSample(c, 1, &SampleRequest{Fanout: 2, IDs: ids(50, 0)}); err != nil {
+		t.Fatalf("server after garbage: %v", err)
+	}
+}
+
+func TestClientWithoutCertificate(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", nil)
+	id := loadID(t, dir, "host0")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tc := &tls.Config{RootCAs: id.Roots, ServerName: "host1", NextProtos: []string{ALPN}, MinVersion: tls.VersionTLS13}
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	conn, err := quic.Dial(ctx, udp, srv.srv.Addr(), tc, &quic.Config{})
+	if err == nil {
+		// TLS 1.3: the client may finish before the server checks its
+		// (absent) certificate; the refusal then arrives on first use.
+		var st *quic.Stream
+		st, err = conn.OpenStreamSync(ctx)
+		if err == nil {
+			b, start := beginMessage(nil, TypePullRequest)
+			b = AppendPullRequest(b, &PullRequest{IDs: []uint64{1}})
+			b, _ = endMessage(b, start, 0)
+			st.Write(b)
+			st.Close()
+			_, _, err = readMessage(st, 1<<20)
+		}
+		conn.CloseWithError(0, "")
+	}
+	var te *quic.TransportError
+	if !errors.As(err, &te) || te.ErrorCode != quic.TransportErrorCode(0x100+alertCertificateRequired) {
+		t.Fatalf("err = %v, want TLS alert certificate_required", err)
+	}
+	if n := srv.handler.calls.Load(); n != 0 {
+		t.Fatalf("handler called %d times for an unauthenticated client", n)
+	}
+}
+
+func TestCloseReleasesPort(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host1")
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", nil)
+	addr := srv.srv.Addr().String()
+	if err := srv.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.srv.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	for range 3 { // bind, release, bind again
+		s2 := startServer(t, dir, "host1", 1, addr, nil)
+		if got := s2.srv.Addr().String(); got != addr {
+			t.Fatalf("rebound at %s, want %s", got, addr)
+		}
+		s2.srv.Close()
+	}
+}
+
+func TestListenContextCloses(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host1")
+	id := loadID(t, dir, "host1")
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := Listen(ctx, "127.0.0.1:0", ServerConfig{Identity: id, Cluster: testCluster, Handler: &testHandler{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		u, err := net.ListenUDP("udp", srv.Addr().(*net.UDPAddr))
+		if err == nil {
+			u.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("port still bound 5 s after the context ended")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv.Close()
+}
+
+func TestServerConfigValidate(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host1")
+	id := loadID(t, dir, "host1")
+	cfg := ServerConfig{Identity: id, Cluster: "other", Part: -1, MaxMessage: -1}
+	err := cfg.Validate()
+	for _, want := range []string{`cluster "other"`, "Handler is nil", "part -1", "MaxMessage -1"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want it to mention %q", err, want)
+		}
+	}
+}
+
+func TestServerConcurrentClients(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1", "host2")
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for _, name := range []string{"host0", "host2"} {
+		c := newTestClient(t, loadID(t, dir, name), map[int]Peer{1: srv.peer()}, nil)
+		for g := range 8 {
+			wg.Go(func() {
+				for i := range 10 {
+					if err := checkSample(c, 1, &SampleRequest{Fanout: int32(i % 4), IDs: ids(20+g, uint64(i*100))}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	m := srv.srv.Metrics()
+	if len(m) != 2 || m[0].Peer != "host0" || m[1].Peer != "host2" || m[0].Requests != 80 || m[1].Requests != 80 {
+		t.Fatalf("server metrics %+v", m)
+	}
+}
+
+func equalU32(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func equalU64(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

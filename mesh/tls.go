@@ -1,0 +1,87 @@
+package mesh
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/quic-go/quic-go"
+)
+
+// serverTLS is TLS 1.3 only, requires a client certificate signed by the
+// cluster CA and naming the cluster, and speaks only alpn.
+func serverTLS(id *Identity, alpn string) *tls.Config {
+	return &tls.Config{
+		MinVersion:       tls.VersionTLS13,
+		Certificates:     []tls.Certificate{id.Cert},
+		ClientAuth:       tls.RequireAndVerifyClientCert,
+		ClientCAs:        id.Roots,
+		NextProtos:       []string{alpn},
+		VerifyConnection: verifyCluster(id.Cluster),
+	}
+}
+
+// clientTLS verifies that the server holds the certificate of node
+// serverName, signed by the cluster CA.
+func clientTLS(id *Identity, serverName, alpn string) *tls.Config {
+	return &tls.Config{
+		MinVersion:       tls.VersionTLS13,
+		Certificates:     []tls.Certificate{id.Cert},
+		RootCAs:          id.Roots,
+		ServerName:       serverName,
+		NextProtos:       []string{alpn},
+		VerifyConnection: verifyCluster(id.Cluster),
+	}
+}
+
+// verifyCluster runs after chain verification: the peer's certificate
+// must also name the cluster, which a CA shared by two clusters (made by
+// hand) would otherwise not ensure.
+func verifyCluster(cluster string) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("mesh: peer sent no certificate")
+		}
+		leaf := cs.PeerCertificates[0]
+		if !slices.Equal(leaf.Subject.Organization, []string{cluster}) {
+			return fmt.Errorf("mesh: certificate of %q names cluster %v, want %q", leaf.Subject.CommonName, leaf.Subject.Organization, cluster)
+		}
+		return nil
+	}
+}
+
+// TLS alerts (RFC 8446 §6) that quic-go reports as crypto errors 0x100+alert.
+const (
+	alertBadCertificate      = 42
+	alertUnknownCA           = 48
+	alertCertificateRequired = 116
+	alertNoApplicationProto  = 120
+)
+
+// explainHandshake turns a failed handshake into an error that says what
+// differs, wrapping ErrRefused; ok is false for errors that are not about
+// identity or version (timeouts, resets), which may be retried.
+func explainHandshake(err error, alpn string) (_ error, ok bool) {
+	var te *quic.TransportError
+	if errors.As(err, &te) && te.ErrorCode.IsCryptoError() {
+		side := "peer"
+		if !te.Remote {
+			side = "this node"
+		}
+		switch uint8(te.ErrorCode - 0x100) {
+		case alertNoApplicationProto:
+			return fmt.Errorf("protocol version: no common ALPN protocol (this node speaks %q): %w", alpn, ErrRefused), true
+		case alertBadCertificate, alertUnknownCA, alertCertificateRequired:
+			return fmt.Errorf("TLS handshake: %s rejected the certificate (not signed by this cluster's CA?): %v: %w", side, err, ErrRefused), true
+		}
+		return fmt.Errorf("TLS handshake: %v: %w", err, ErrRefused), true
+	}
+	var ve *tls.CertificateVerificationError
+	var he x509.HostnameError
+	if errors.As(err, &ve) || errors.As(err, &he) {
+		return fmt.Errorf("TLS handshake: %v: %w", err, ErrRefused), true
+	}
+	return err, false
+}

@@ -1,0 +1,58 @@
+package mesh
+
+import "time"
+
+// Protocol identity. ProtocolVersion is carried in ALPN (ALPN) and again
+// in the hello; a peer speaking another version fails the TLS handshake.
+const (
+	ProtocolVersion = 1
+	ALPN            = "graphnode/1"
+)
+
+// Tunables, in one place. Every duration of the mesh is bounded by one of
+// these or by a field of ClientConfig / ServerConfig that defaults to one.
+const (
+	// DefaultCallTimeout bounds one client call, retries included, when
+	// ClientConfig.Timeout is zero.
+	DefaultCallTimeout = 10 * time.Second
+	// DefaultRetries is how many times a call is retried after a transient
+	// failure (connection lost, peer restarting, idle timeout).
+	DefaultRetries = 3
+	// DefaultBackoff is the first wait before a retry; it doubles per
+	// retry up to MaxBackoff, with up to 25% jitter.
+	DefaultBackoff = 100 * time.Millisecond
+	// MaxBackoff caps the wait between two attempts.
+	MaxBackoff = 2 * time.Second
+	// DialTimeout bounds one connection attempt (QUIC + TLS handshake and
+	// the hello), so a peer that does not answer costs at most this much
+	// of a call's budget per attempt.
+	DialTimeout = 3 * time.Second
+	// HandshakeIdleTimeout is quic-go's handshake idle timeout.
+	HandshakeIdleTimeout = 2 * time.Second
+	// HelloTimeout is how long a server waits for the first stream and
+	// its hello after the TLS handshake before it drops the connection.
+	HelloTimeout = 5 * time.Second
+	// MaxIdleTimeout closes a connection that has heard nothing from its
+	// peer for this long; KeepAlivePeriod keeps live, quiet connections
+	// open, so only a dead peer hits the idle timeout.
+	MaxIdleTimeout  = 15 * time.Second
+	KeepAlivePeriod = 5 * time.Second
+	// DefaultServerRequestTimeout bounds one request on the server: read,
+	// handler and write, when ServerConfig.RequestTimeout is zero.
+	DefaultServerRequestTimeout = 30 * time.Second
+	// DefaultMaxMessage caps a message's payload on both sides when the
+	// config leaves it zero; the payload length is a uint32, so MaxMessage
+	// can never exceed 4 GiB − 1.
+	DefaultMaxMessage = 256 << 20
+	// MaxIncomingStreams is how many requests one peer may have in flight
+	// on one connection; further streams wait in quic-go's flow control.
+	MaxIncomingStreams = 1024
+	// Flow-control windows: large enough that one stream moving a 400 KB
+	// feature block is not window-bound on a LAN.
+	MaxStreamReceiveWindow     = 16 << 20
+	MaxConnectionReceiveWindow = 64 << 20
+	// refuseLinger is how long a server keeps a refused connection open
+	// after its HelloAck, so the client reads the server's values and
+	// names the mismatch itself, before the server closes it.
+	refuseLinger = time.Second
+)

@@ -1,0 +1,228 @@
+package mesh
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// encode builds a whole message: header and payload.
+func encode(t Type, payload []byte) []byte {
+	b, start := beginMessage(nil, t)
+	b = append(b, payload...)
+	b, _ = endMessage(b, start, 0)
+	return b
+}
+
+func TestCodecsRoundTrip(t *testing.T) {
+	sreq := &SampleRequest{Hop: 3, Weighted: true, Fanout: -1, IDs: []uint64{1, 1 << 40, 7}}
+	sreq.Key[31] = 0xee
+	tests := []struct {
+		name    string
+		payload []byte
+		size    int // expected payload size
+		check   func(p []byte) error
+	}{
+		{"Hello", AppendHello(nil, &Hello{Version: 1, Part: 3, Cluster: "c", Node: "host3", Checksum: "abc"}), 8 + 3 + 7 + 5,
+			func(p []byte) error {
+				var h Hello
+				if err := DecodeHello(p, &h); err != nil {
+					return err
+				}
+				return want(h == Hello{Version: 1, Part: 3, Cluster: "c", Node: "host3", Checksum: "abc"}, "hello %+v", h)
+			}},
+		{"Error", AppendError(nil, &ErrorMessage{Code: CodeRefused, Message: "no"}), 8 + 2,
+			func(p []byte) error {
+				var e ErrorMessage
+				if err := DecodeError(p, &e); err != nil {
+					return err
+				}
+				return want(e == ErrorMessage{Code: CodeRefused, Message: "no"}, "error %+v", e)
+			}},
+		{"SampleRequest", AppendSampleRequest(nil, sreq), 32 + 8 + 4 + 24,
+			func(p []byte) error {
+				var r SampleRequest
+				if err := DecodeSampleRequest(p, &r); err != nil {
+					return err
+				}
+				return want(r.Key == sreq.Key && r.Hop == 3 && r.Weighted && r.Fanout == -1 && equalU64(r.IDs, sreq.IDs), "sample request %+v", r)
+			}},
+		{"SampleResponse", AppendSampleResponse(nil, &SampleResponse{Counts: []uint32{2, 0, 1}, Neighbors: []uint64{9, 8, 7}}), 4 + 12 + 4 + 24,
+			func(p []byte) error {
+				var r SampleResponse
+				if err := DecodeSampleResponse(p, &r); err != nil {
+					return err
+				}
+				return want(equalU32(r.Counts, []uint32{2, 0, 1}) && equalU64(r.Neighbors, []uint64{9, 8, 7}), "sample response %+v", r)
+			}},
+		{"PullRequest", AppendPullRequest(nil, &PullRequest{IDs: []uint64{5, 6}}), 4 + 16,
+			func(p []byte) error {
+				var r PullRequest
+				if err := DecodePullRequest(p, &r); err != nil {
+					return err
+				}
+				return want(equalU64(r.IDs, []uint64{5, 6}), "pull request %+v", r)
+			}},
+		{"PullResponse", AppendPullResponse(nil, &PullResponse{DType: DTypeFloat16, RowSize: 4, Rows: []byte("abcdefgh")}), 12 + 8,
+			func(p []byte) error {
+				var r PullResponse
+				if err := DecodePullResponse(p, &r); err != nil {
+					return err
+				}
+				return want(r.DType == DTypeFloat16 && r.RowSize == 4 && r.Count() == 2 && string(r.Rows) == "abcdefgh", "pull response %+v", r)
+			}},
+		{"StatsResponse", AppendStatsResponse(nil, &StatsResponse{Node: "n", Part: 2, Peers: []PeerStats{
+			{Peer: "p", Dir: Outbound, Requests: 1, Errors: 2, BytesSent: 3, BytesReceived: 4, P50: time.Millisecond, P99: time.Second}}}),
+			3 + 4 + 4 + 3 + 2 + 48,
+			func(p []byte) error {
+				var r StatsResponse
+				if err := DecodeStatsResponse(p, &r); err != nil {
+					return err
+				}
+				return want(r.Node == "n" && r.Part == 2 && len(r.Peers) == 1 && r.Peers[0] == PeerStats{Peer: "p", Dir: Outbound,
+					Requests: 1, Errors: 2, BytesSent: 3, BytesReceived: 4, P50: time.Millisecond, P99: time.Second}, "stats %+v", r)
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if len(tt.payload) != tt.size {
+				t.Fatalf("payload of %d bytes, want %d", len(tt.payload), tt.size)
+			}
+			if err := tt.check(tt.payload); err != nil {
+				t.Fatal(err)
+			}
+			// Every strict prefix is an error, never a panic.
+			for n := range len(tt.payload) {
+				if tt.check(tt.payload[:n]) == nil {
+					t.Fatalf("prefix of %d bytes decoded", n)
+				}
+			}
+			// So are trailing bytes.
+			if err := tt.check(append(tt.payload[:len(tt.payload):len(tt.payload)], 0)); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("trailing byte: %v", err)
+			}
+		})
+	}
+}
+
+func want(ok bool, format string, args ...any) error {
+	if ok {
+		return nil
+	}
+	return errors.New("mismatch: " + strings.TrimSpace(fmt.Sprintf(format, args...)))
+}
+
+func TestDecodeRejects(t *testing.T) {
+	var sr SampleRequest
+	var sresp SampleResponse
+	var pr PullResponse
+	var h Hello
+	key := make([]byte, 32)
+	tests := []struct {
+		name string
+		err  error
+		text string
+	}{
+		{"count beyond buffer", DecodePullRequest([]byte{0xff, 0xff, 0xff, 0x7f, 1, 2}, &PullRequest{}),
+			"count 2147483647 of 8-byte elements exceeds the 2 bytes left"},
+		{"unknown sample flag", DecodeSampleRequest(append(key, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0), &sr), "flags: unknown bits 0x2"},
+		{"fanout below -1", DecodeSampleRequest(append(key, 0, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff, 0, 0, 0, 0), &sr), "fanout: -2"},
+		{"counts do not sum", DecodeSampleResponse([]byte{1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0}, &sresp),
+			"counts: sum to 2, but 1 neighbours follow"},
+		{"unknown dtype", DecodePullResponse([]byte{9, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0}, &pr), "dtype: unknown tag 9"},
+		{"row size not a multiple", DecodePullResponse([]byte{1, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0}, &pr), "row size: 6 is not"},
+		{"rows beyond buffer", DecodePullResponse([]byte{1, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 1}, &pr), "rows: need 67108864 bytes"},
+		{"reserved not zero", DecodeHello([]byte{1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, &h), "reserved: reserved bytes not zero"},
+		{"stats request with payload", DecodeStatsRequest([]byte{1}), "1 trailing bytes"},
+		{"bad stats direction", DecodeStatsResponse(append([]byte{0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 3, 0}, make([]byte, 48)...), &StatsResponse{}),
+			"dir: unknown direction 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !errors.Is(tt.err, ErrMalformed) || !strings.Contains(tt.err.Error(), tt.text) {
+				t.Fatalf("err = %v, want ErrMalformed containing %q", tt.err, tt.text)
+			}
+		})
+	}
+}
+
+func TestHeader(t *testing.T) {
+	b := AppendHeader(nil, Header{Type: TypePullResponse, Len: 0x01020304})
+	if !bytes.Equal(b, []byte{7, 0, 0, 0, 4, 3, 2, 1}) {
+		t.Fatalf("header bytes % x", b)
+	}
+	h, err := DecodeHeader(b)
+	if err != nil || h != (Header{Type: TypePullResponse, Len: 0x01020304}) {
+		t.Fatalf("DecodeHeader = %+v, %v", h, err)
+	}
+	for _, bad := range [][]byte{{7, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0}, {7, 0, 1, 0, 0, 0, 0, 0}} {
+		if _, err := DecodeHeader(bad); !errors.Is(err, ErrMalformed) {
+			t.Errorf("DecodeHeader(% x) = %v, want ErrMalformed", bad, err)
+		}
+	}
+	if s := Type(99).String(); s != "Type(99)" {
+		t.Errorf("Type(99) = %q", s)
+	}
+	if s := TypeKVPushResponse.String(); s != "KVPushResponse" {
+		t.Errorf("TypeKVPushResponse = %q", s)
+	}
+}
+
+func TestReadMessage(t *testing.T) {
+	big := bytes.Repeat([]byte{1}, 3*readChunk+5)
+	msg := encode(TypePullResponse, big)
+	h, p, err := readMessage(bytes.NewReader(msg), 4*readChunk)
+	if err != nil || h.Type != TypePullResponse || !bytes.Equal(p, big) {
+		t.Fatalf("readMessage: %v %v, %d bytes", h, err, len(p))
+	}
+	if _, _, err := readMessage(bytes.NewReader(msg), readChunk); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("over limit: %v", err)
+	}
+	if _, _, err := readMessage(bytes.NewReader(msg[:len(msg)-1]), 4*readChunk); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("short payload: %v", err)
+	}
+	// A header that promises 1 GiB but sends 10 bytes allocates no more
+	// than one chunk before failing.
+	lying := append(AppendHeader(nil, Header{Type: TypePullRequest, Len: 1 << 30}), make([]byte, 10)...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	readMessage(bytes.NewReader(lying), 1<<31)
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 2*readChunk {
+		t.Fatalf("allocated %d bytes for a 10-byte payload", n)
+	}
+}
+
+func TestHistogram(t *testing.T) {
+	var h histogram
+	if h.quantile(0.5) != 0 {
+		t.Fatal("empty histogram has a median")
+	}
+	for range 98 {
+		h.observe(150 * time.Microsecond) // bucket (100µs, 200µs]
+	}
+	h.observe(3 * time.Millisecond) // (2ms, 5ms]
+	h.observe(100 * time.Second)    // overflow
+	if got := h.quantile(0.5); got != 200*time.Microsecond {
+		t.Errorf("p50 = %v, want 200µs", got)
+	}
+	if got := h.quantile(0.99); got != 5*time.Millisecond {
+		t.Errorf("p99 = %v, want 5ms", got)
+	}
+	if got := h.quantile(1); got != 100*time.Second {
+		t.Errorf("p100 = %v, want 100s (overflow)", got)
+	}
+	for i, want := range map[int]time.Duration{0: 10 * time.Microsecond, 1: 20 * time.Microsecond, 5: 500 * time.Microsecond, 20: 50 * time.Second} {
+		if got := bound(i); got != want {
+			t.Errorf("bound(%d) = %v, want %v", i, got, want)
+		}
+	}
+	if bucketOf(10*time.Microsecond) != 0 || bucketOf(11*time.Microsecond) != 1 || bucketOf(time.Hour) != numBounds {
+		t.Error("bucketOf boundaries")
+	}
+}
