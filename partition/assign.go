@@ -1,14 +1,14 @@
 package partition
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 )
-
-// ErrUnavailable: a partitioning method this build does not provide.
-var ErrUnavailable = errors.New("not available in this build yet")
 
 // Partitioning methods accepted by Assign.
 const (
@@ -20,16 +20,68 @@ const (
 // assignStream is the second PCG word of assignment draws.
 const assignStream = 0x6173736967 // "assig"
 
+// Balance constraints, the values of AssignOptions.Balance.
+const (
+	BalanceNodes = "nodes" // owned nodes per part
+	BalanceEdges = "edges" // stored edges per part (the row lengths)
+	BalanceTrain = "train" // training nodes per part
+)
+
+// DefaultImbalance is the default bound on max/mean of every balanced
+// quantity (METIS's default ufactor 30).
+const DefaultImbalance = 1.03
+
+// DefaultFanouts are the fanouts the frequency estimate assumes when none
+// are given: GraphSAGE's 3-layer setting on ogbn-products.
+func DefaultFanouts() []int { return []int{15, 10, 5} }
+
+// DefaultBatchSize is the trainers' batch size the estimate assumes
+// when none is given (DGL's and GLT's GraphSAGE examples use 1024).
+const DefaultBatchSize = 1024
+
 // AssignOptions choose how nodes are given to partitions.
 type AssignOptions struct {
 	Method string // MethodRandom, MethodMetis or MethodFreq
 	Parts  int    // number of partitions, 1..NumNodes
 	Seed   uint64 // makes every method reproducible
-	// Balance names the quantities the multilevel method balances
-	// besides nodes ("train", "edges"); the random method balances nodes.
+	// Balance names the quantities to balance (ParseBalance): nodes are
+	// always balanced; metis also balances "edges" and "train" when named,
+	// freq balances training nodes by construction, random balances nodes
+	// only. A method given a quantity it cannot balance is an error.
 	Balance []string
+	// Imbalance bounds max/mean of every balanced quantity for metis and
+	// freq; 0 means DefaultImbalance. The random method is always exact.
+	Imbalance float64
+	// Fanouts and BatchSize describe the sampling the freq method
+	// estimates heat for (HeatOptions); nil Fanouts mean DefaultFanouts,
+	// BatchSize 0 estimates without the per-batch deduplication.
+	Fanouts   []int
+	BatchSize int
+	// Workers is the number of goroutines of the parallel steps; 0 means
+	// GOMAXPROCS. Results do not depend on it.
+	Workers int
 	// Progress, when set, hears how far a long method is.
 	Progress Progress
+}
+
+// ParseBalance parses a --balance value ("nodes,edges,train" in any
+// order and subset) into the constraint list Assign takes: nodes first,
+// then the others in the order given, each once.
+func ParseBalance(s string) ([]string, error) {
+	out := []string{BalanceNodes}
+	for _, k := range strings.Split(s, ",") {
+		k = strings.TrimSpace(k)
+		switch k {
+		case "", BalanceNodes:
+		case BalanceEdges, BalanceTrain:
+			if !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		default:
+			return nil, fmt.Errorf("partition: balance %q: want a list of nodes, edges and train", k)
+		}
+	}
+	return out, nil
 }
 
 // Assign returns, for every node index of g, the partition that owns it.
@@ -46,13 +98,212 @@ func Assign(ctx context.Context, g *Graph, adj *Adj, opts AssignOptions) ([]uint
 	}
 	// Methods plug in here: each takes the same inputs and returns one
 	// partition per node index.
+	if opts.Imbalance == 0 {
+		opts.Imbalance = DefaultImbalance
+	}
+	if opts.Imbalance < 1 || math.IsNaN(opts.Imbalance) || math.IsInf(opts.Imbalance, 0) {
+		return nil, fmt.Errorf("partition: imbalance %g: want a number ≥ 1", opts.Imbalance)
+	}
+	if opts.Fanouts == nil {
+		opts.Fanouts = DefaultFanouts()
+	}
+	var balanced []string
 	switch opts.Method {
 	case MethodRandom:
-		return assignRandom(ctx, g.NumNodes, opts)
-	case MethodMetis, MethodFreq:
-		return nil, fmt.Errorf("partition: method %q: %w", opts.Method, ErrUnavailable)
+		balanced = []string{BalanceNodes}
+	case MethodMetis:
+		balanced = []string{BalanceNodes, BalanceEdges, BalanceTrain}
+	case MethodFreq:
+		balanced = []string{BalanceNodes, BalanceTrain}
+	default:
+		return nil, fmt.Errorf("partition: method %q: want %s, %s or %s", opts.Method, MethodRandom, MethodMetis, MethodFreq)
 	}
-	return nil, fmt.Errorf("partition: method %q: want %s, %s or %s", opts.Method, MethodRandom, MethodMetis, MethodFreq)
+	for _, k := range opts.Balance {
+		if !slices.Contains(balanced, k) {
+			return nil, fmt.Errorf("partition: method %s cannot balance %q: it balances %s", opts.Method, k, strings.Join(balanced, ", "))
+		}
+		if k == BalanceTrain && len(g.Train) == 0 {
+			return nil, fmt.Errorf("partition: balance train: graph %q has no training split (give --split)", g.Name)
+		}
+	}
+	if opts.Method != MethodRandom && adj == nil {
+		return nil, fmt.Errorf("partition: method %s needs the adjacency", opts.Method)
+	}
+	switch opts.Method {
+	case MethodMetis:
+		return assignMetis(ctx, g, adj, opts)
+	case MethodFreq:
+		return assignFreq(ctx, g, adj, opts)
+	}
+	return assignRandom(ctx, g.NumNodes, opts)
+}
+
+// assignMetis partitions the symmetrised adjacency with the multilevel
+// partitioner. Vertex weights are one column per constraint: nodes 1,
+// edges the row length (the edges the owner stores, as DGL's
+// balance_edges weighs by in-degree), train 1 for training nodes. Zero
+// weights are legal there and need no +1: nodes are always a constraint,
+// so weightless vertices cannot pile up in one part.
+func assignMetis(ctx context.Context, g *Graph, adj *Adj, opts AssignOptions) ([]uint32, error) {
+	wg, err := SymmetrizeCSR(g.NumNodes, adj.Indptr, adj.Indices)
+	if err != nil {
+		return nil, err
+	}
+	kinds := opts.Balance
+	if len(kinds) == 0 {
+		kinds = []string{BalanceNodes}
+	}
+	if len(kinds) > 1 {
+		wg.Vwgt, wg.Ncon, err = MultilevelWeights(kinds, adj.Indptr, g.Train)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return Multilevel(ctx, wg, MultilevelOptions{
+		Parts: opts.Parts, Imbalance: opts.Imbalance, Seed: opts.Seed, Workers: opts.Workers, Progress: opts.Progress,
+	})
+}
+
+// freqStream is the second PCG word of the frequency partitioner's draws.
+const freqStream = 0x66726571 // "freq"
+
+// SeedChunks splits the training nodes into parts chunks of sizes that
+// differ by at most one, after a shuffle seeded by seed, each sorted. It
+// is the frequency partitioner's split of the seeds among the trainers,
+// as GLT splits train_idx: every trainer's seeds are a fair sample of the
+// training set. (A split along the graph's structure would make the heat
+// more telling; refining this one by rounds of heat-based label
+// propagation was tried and gained under 2 points of local reads on a
+// community graph, so the simple split stays.)
+func SeedChunks(train []uint32, parts int, seed uint64) [][]uint32 {
+	perm := slices.Clone(train)
+	rng := rand.New(rand.NewPCG(seed, freqStream))
+	rng.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+	out := make([][]uint32, parts)
+	t := len(perm)
+	for p := range out {
+		out[p] = perm[t*p/parts : t*(p+1)/parts]
+		slices.Sort(out[p])
+	}
+	return out
+}
+
+// assignFreq is the frequency partitioner (GLT's FrequencyPartitioner):
+//
+//  1. The training nodes are split into Parts balanced chunks
+//     (SeedChunks), chunk p being the seeds of partition p's trainer; they
+//     are placed in p.
+//  2. Heat is estimated for every chunk (EstimateHeat).
+//  3. The other nodes are placed by placeByHeat: hottest first, each to
+//     the partition whose trainer reads it most, within capacity.
+//
+// Capacity: every part ends with between lo = min(⌊n/P⌋, ⌈n/(P·imb)⌉)
+// and hi = max(⌈n/P⌉, ⌊imb·n/P⌋) nodes, so Imbalance 1 gives exact
+// balance (sizes ⌊n/P⌋ or ⌈n/P⌉). Training nodes are split exactly.
+func assignFreq(ctx context.Context, g *Graph, adj *Adj, opts AssignOptions) ([]uint32, error) {
+	n, P := g.NumNodes, opts.Parts
+	if len(g.Train) == 0 {
+		return nil, fmt.Errorf("partition: method freq: graph %q has no training split to estimate heat from (give --split)", g.Name)
+	}
+	const none = math.MaxUint32
+	out := make([]uint32, n)
+	for v := range out {
+		out[v] = none
+	}
+	chunks := SeedChunks(g.Train, P, opts.Seed)
+	size := make([]int, P)
+	for p, c := range chunks {
+		for _, v := range c {
+			if out[v] != none {
+				return nil, fmt.Errorf("partition: method freq: training node %s listed twice", nodeName(g, v))
+			}
+			out[v] = uint32(p)
+		}
+		size[p] = len(c)
+	}
+	opts.Progress.report("assign", 0, 2)
+	heat, err := EstimateHeat(ctx, adj, chunks, HeatOptions{Fanouts: opts.Fanouts, BatchSize: opts.BatchSize, Workers: opts.Workers})
+	if err != nil {
+		return nil, err
+	}
+	opts.Progress.report("assign", 1, 2)
+	rest := make([]uint32, 0, n-len(g.Train))
+	for v := range n {
+		if out[v] == none {
+			rest = append(rest, uint32(v))
+		}
+	}
+	avg := float64(n) / float64(P)
+	lo := min(n/P, int(math.Ceil(avg/opts.Imbalance)))
+	hi := max((n+P-1)/P, int(opts.Imbalance*avg))
+	rng := rand.New(rand.NewPCG(opts.Seed, freqStream+1))
+	placeByHeat(rest, heat.At, lo, hi, size, out, rng)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	opts.Progress.report("assign", 2, 2)
+	return out, nil
+}
+
+// placeByHeat gives each of nodes a part in out, given the parts' current
+// sizes (updated): nodes with a positive score somewhere go hottest first
+// (by their best score; ties in an order drawn from rng) to the part
+// below capacity where their score is highest (ties: the smaller part,
+// then the lower index); the others go, in an order drawn from rng, to
+// the smallest part. Capacity is hi; once the nodes left are just enough
+// to bring every part to lo, only parts below lo take nodes. Every part
+// ends within [lo, hi] when the sizes allow it (the caller's bounds
+// satisfy P·lo ≤ total ≤ P·hi, and no initial size exceeds hi).
+func placeByHeat(nodes []uint32, score func(v uint32, p int) float32, lo, hi int, size []int, out []uint32, rng *rand.Rand) {
+	P := len(size)
+	type item struct {
+		v    uint32
+		best float32
+		key  uint64
+	}
+	items := make([]item, len(nodes))
+	for i, v := range nodes {
+		it := item{v: v, key: rng.Uint64()}
+		for p := range P {
+			it.best = max(it.best, score(v, p))
+		}
+		items[i] = it
+	}
+	// Hot first, hottest first; cold (best 0) after, all by their key.
+	slices.SortFunc(items, func(a, b item) int {
+		return cmp.Or(cmp.Compare(b.best, a.best), cmp.Compare(a.key, b.key), cmp.Compare(a.v, b.v))
+	})
+	deficit := 0 // nodes still needed to bring every part to lo
+	for _, s := range size {
+		deficit += max(0, lo-s)
+	}
+	remaining := len(items)
+	for _, it := range items {
+		tight := deficit >= remaining
+		best := -1
+		for p := range P {
+			if size[p] >= hi || tight && size[p] >= lo {
+				continue
+			}
+			if best < 0 {
+				best = p
+				continue
+			}
+			h, b := score(it.v, p), score(it.v, best)
+			if it.best <= 0 {
+				h, b = 0, 0 // cold: the smallest part
+			}
+			if h > b || h == b && size[p] < size[best] {
+				best = p
+			}
+		}
+		out[it.v] = uint32(best)
+		if size[best] < lo {
+			deficit--
+		}
+		size[best]++
+		remaining--
+	}
 }
 
 // assignRandom shuffles the nodes with the seed and deals them out in

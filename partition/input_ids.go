@@ -62,6 +62,30 @@ func (s *idSet) add(id uint64) bool {
 	return true
 }
 
+// addAll adds the ids of ends, all at most max, to an empty set.
+func (s *idSet) addAll(max uint64, ends ...[]uint32) {
+	if s.m != nil || s.n != 0 || uint64(len(s.bits)) <= max/64 {
+		for _, e := range ends {
+			for _, id := range e {
+				s.add(uint64(id))
+			}
+		}
+		return
+	}
+	b := s.bits
+	for _, e := range ends {
+		for _, id := range e {
+			b[id>>6] |= 1 << (id & 63)
+		}
+	}
+	for _, w := range b {
+		s.n += bits.OnesCount64(w)
+	}
+	if s.n > 0 {
+		s.max = max
+	}
+}
+
 func (s *idSet) has(id uint64) bool {
 	if s.m != nil {
 		_, ok := s.m[id]
@@ -196,10 +220,7 @@ func (r *edgeList) finishInts() {
 				set.add(id)
 			}
 		} else {
-			for i := range g.Src {
-				set.add(uint64(g.Src[i]))
-				set.add(uint64(g.Dst[i]))
-			}
+			set.addAll(r.maxID, g.Src, g.Dst)
 		}
 	}
 	if r.opts.Dangling == Add { // label ids outside the node set become nodes
@@ -228,10 +249,19 @@ func (r *edgeList) finishInts() {
 	if x.ints == nil {
 		return // dense: raw ids are the indices
 	}
-	for i := range g.Src {
-		a, _ := x.lookup(uint64(g.Src[i]))
-		b, _ := x.lookup(uint64(g.Dst[i]))
-		g.Src[i], g.Dst[i] = a, b
+	if x.m != nil {
+		for i := range g.Src {
+			a, _ := x.lookup(uint64(g.Src[i]))
+			b, _ := x.lookup(uint64(g.Dst[i]))
+			g.Src[i], g.Dst[i] = a, b
+		}
+		return
+	}
+	for _, ends := range [][]uint32{g.Src, g.Dst} { // the rank lookup, inlined
+		for i, id := range ends {
+			w := id >> 6
+			ends[i] = x.rank[w] + uint32(bits.OnesCount64(x.bits[w]&(1<<(id&63)-1)))
+		}
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -17,6 +19,11 @@ type InspectOptions struct {
 	// Verify checks every section's CRC-32C (csr.Open with Verify) and
 	// every file's CRC-32C against graph.toml.
 	Verify bool
+	// Fanouts and BatchSize override graph.toml's for the expected
+	// feature-read shares; nil and 0 take graph.toml's. The shares are
+	// computed when fanouts are known and the graph has training nodes.
+	Fanouts   []int
+	BatchSize int
 }
 
 // Report describes a parts/ directory.
@@ -29,6 +36,12 @@ type Report struct {
 	// Over all partitions.
 	Edges, Cut                             uint64
 	NodeBalance, EdgeBalance, TrainBalance float64 // max / mean
+
+	// The read estimate, when computed: its fanouts and batch size, and
+	// the shares over all partitions (weighted by their reads).
+	ReadFanouts []int
+	ReadBatch   int
+	Reads       ReadShares
 }
 
 // PartReport describes one partition file.
@@ -42,6 +55,8 @@ type PartReport struct {
 	DegP50, DegP99   uint64
 	DegMean          float64
 	Cut              uint64 // stored edges whose neighbour is owned by another partition
+	Cache            uint64 // cached nodes owned elsewhere
+	Reads            ReadShares
 	Sections         []csr.Section
 	Err              error // the file could not be opened or disagrees with graph.toml
 }
@@ -90,8 +105,89 @@ func Inspect(ctx context.Context, dir string, opts InspectOptions) (*Report, err
 			r.Files = append(r.Files, verifyFile(dir, f, r.Parts))
 		}
 	}
+	fanouts, batch := opts.Fanouts, opts.BatchSize
+	if fanouts == nil {
+		fanouts, batch = m.Fanouts, m.BatchSize
+	}
+	if fanouts != nil && m.Train > 0 && r.OK() {
+		shares, err := inspectReads(ctx, dir, m, HeatOptions{Fanouts: fanouts, BatchSize: batch})
+		if err != nil {
+			return nil, err
+		}
+		r.ReadFanouts, r.ReadBatch = fanouts, batch
+		same := slices.Equal(fanouts, m.Fanouts) && batch == m.BatchSize
+		for p, s := range shares {
+			pr := &r.Parts[p]
+			pr.Reads = s
+			e := m.Part[p]
+			if same && opts.Verify && pr.Err == nil && (math.Abs(s.Local-e.ReadsLocal) > shareCheck || math.Abs(s.Cached-e.ReadsCached) > shareCheck) {
+				pr.Err = fmt.Errorf("partition: %s: expected reads local %.4f cached %.4f from the files, graph.toml records %.4f and %.4f: %w",
+					pr.Path, s.Local, s.Cached, e.ReadsLocal, e.ReadsCached, ErrManifest)
+			}
+		}
+		r.Reads = TotalShares(shares)
+	}
 	r.totals()
 	return r, nil
+}
+
+// shareCheck is how far the read shares recomputed from the files may be
+// from graph.toml's: summation order differs, nothing else.
+const shareCheck = 1e-3
+
+// inspectReads estimates every partition's read shares from the files as
+// written: the union of the part files' rows, each part's training mask
+// as its seeds, its cache_ids as its cache.
+func inspectReads(ctx context.Context, dir string, m *Manifest, opts HeatOptions) ([]ReadShares, error) {
+	if m.Nodes > math.MaxUint32 {
+		return nil, fmt.Errorf("partition: %s: %d nodes: the read estimate handles at most 2^32", dir, m.Nodes)
+	}
+	n := int(m.Nodes)
+	graphs := make([]*csr.Graph, m.Parts)
+	defer func() {
+		for _, g := range graphs {
+			if g != nil {
+				g.Close()
+			}
+		}
+	}()
+	blocks := make([]heatRows[uint64], m.Parts)
+	seeds := make([][]uint32, m.Parts)
+	cache := make([][]uint32, m.Parts)
+	owner := make([]uint32, n)
+	for p := range graphs {
+		g, err := csr.Open(filepath.Join(dir, filepath.FromSlash(PartFile(p))), csr.OpenOptions{})
+		if err != nil {
+			return nil, err
+		}
+		graphs[p] = g
+		start := g.Meta().Start
+		blocks[p] = heatRows[uint64]{start: uint32(start), indptr: g.Indptr(), indices: g.Indices()}
+		mask, err := g.Mask(csr.SecTrain)
+		if err != nil {
+			return nil, err
+		}
+		if mask != nil {
+			for it := mask.Iterator(); it.HasNext(); {
+				seeds[p] = append(seeds[p], uint32(start)+it.Next())
+			}
+		}
+		for _, id := range g.CacheIDs() {
+			cache[p] = append(cache[p], uint32(id))
+		}
+		for v := start; v < g.Meta().End; v++ {
+			owner[v] = uint32(p)
+		}
+	}
+	t, err := buildTranspose(ctx, n, blocks)
+	if err != nil {
+		return nil, fmt.Errorf("partition: %s: %w", dir, err)
+	}
+	heat, err := t.heat(ctx, seeds, opts)
+	if err != nil {
+		return nil, err
+	}
+	return EstimateShares(heat, owner, cache), nil
 }
 
 // inspectPart opens partition p and measures it.
@@ -114,6 +210,10 @@ func inspectPart(dir string, m *Manifest, p int, verify bool) PartReport {
 		pr.Err = fmt.Errorf("partition: %s: %d edges, graph.toml key \"part[%d].edges\" says %d: %w", rel, pr.Edges, p, e.Edges, ErrManifest)
 	}
 	pr.FeatBytes = uint64(len(g.FeatBytes()))
+	pr.Cache = uint64(len(g.CacheIDs()))
+	if pr.Err == nil && pr.Cache != e.Cache {
+		pr.Err = fmt.Errorf("partition: %s: %d cached nodes, graph.toml key \"part[%d].cache\" says %d: %w", rel, pr.Cache, p, e.Cache, ErrManifest)
+	}
 	pr.Sections = g.Sections()
 	counts := []*uint64{&pr.Train, &pr.Val, &pr.Test}
 	for i, name := range []string{csr.SecTrain, csr.SecVal, csr.SecTest} {
@@ -197,6 +297,15 @@ func percent(part, whole uint64) float64 {
 	return 100 * float64(part) / float64(whole)
 }
 
+// joinInts writes 15,10,5.
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}
+
 // Format writes the report as aligned text tables.
 func (r *Report) Format(w io.Writer) error {
 	m := r.Manifest
@@ -210,18 +319,35 @@ func (r *Report) Format(w io.Writer) error {
 	fmt.Fprintf(&b, "checksum %s\n\n", m.Checksum)
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "part\tnodes\tedges\tfeat bytes\ttrain\tval\ttest\tdeg min\tmean\tp50\tp99\tmax\tcut %\t")
+	reads := r.ReadFanouts != nil
+	head := "part\tnodes\tedges\tfeat bytes\ttrain\tval\ttest\tdeg min\tmean\tp50\tp99\tmax\tcut %\tcache\t"
+	if reads {
+		head += "reads local %\tcached %\tremote %\t"
+	}
+	fmt.Fprintln(tw, head)
 	for _, p := range r.Parts {
 		if p.Err != nil && p.Sections == nil {
-			fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", p.Part)
+			fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", p.Part)
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%d\t%d\t%d\t%.2f\t\n", p.Part, p.Nodes, p.Edges, p.FeatBytes,
-			p.Train, p.Val, p.Test, p.DegMin, p.DegMean, p.DegP50, p.DegP99, p.DegMax, percent(p.Cut, p.Edges))
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%d\t%d\t%d\t%.2f\t%d\t", p.Part, p.Nodes, p.Edges, p.FeatBytes,
+			p.Train, p.Val, p.Test, p.DegMin, p.DegMean, p.DegP50, p.DegP99, p.DegMax, percent(p.Cut, p.Edges), p.Cache)
+		if reads {
+			fmt.Fprintf(tw, "%.2f\t%.2f\t%.2f\t", 100*p.Reads.Local, 100*p.Reads.Cached, 100*p.Reads.Remote)
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
-	fmt.Fprintf(&b, "\nedge cut %.2f%% (%d of %d stored edges); balance max/mean: nodes %.3f, edges %.3f, train %.3f\n",
-		percent(r.Cut, r.Edges), r.Cut, r.Edges, r.NodeBalance, r.EdgeBalance, r.TrainBalance)
+	cut := "edge cut"
+	if m.Relations > 0 {
+		cut = "triple cut (tail owned elsewhere)"
+	}
+	fmt.Fprintf(&b, "\n%s %.2f%% (%d of %d stored edges); balance max/mean: nodes %.3f, edges %.3f, train %.3f\n",
+		cut, percent(r.Cut, r.Edges), r.Cut, r.Edges, r.NodeBalance, r.EdgeBalance, r.TrainBalance)
+	if reads {
+		fmt.Fprintf(&b, "expected feature reads per epoch (fanouts %s, batch %d, each part's training nodes): %.0f; local %.2f%%, cached %.2f%%, remote %.2f%%\n",
+			joinInts(r.ReadFanouts), r.ReadBatch, r.Reads.Reads, 100*r.Reads.Local, 100*r.Reads.Cached, 100*r.Reads.Remote)
+	}
 
 	for _, p := range r.Parts {
 		if len(p.Sections) == 0 {

@@ -71,6 +71,22 @@ type Manifest struct {
 	TriplesValid uint64 `toml:"triples_valid,omitzero"`
 	TriplesTest  uint64 `toml:"triples_test,omitzero"`
 
+	// Constraints lists the balance constraints asked for (nodes, edges,
+	// train) and Imbalance their bound on max/mean; Achieved is what the
+	// partitioning reached, for every quantity whether asked for or not.
+	Constraints []string        `toml:"balance,omitempty"`
+	Imbalance   float64         `toml:"imbalance,omitzero"`
+	Achieved    BalanceAchieved `toml:"balance_achieved,omitzero"`
+
+	// Fanouts are the sampling fanouts of the read estimate (heat of each
+	// part's training nodes); empty when nothing was estimated.
+	Fanouts   []int `toml:"fanouts,omitempty"`
+	BatchSize int   `toml:"batch_size,omitzero"` // of the estimate; 0: visits without dedup
+	// CacheRatio or CacheBytes bounded every part's cache of hot nodes
+	// owned elsewhere (cache_ids / cache_feat); both 0: no cache.
+	CacheRatio float64 `toml:"cache_ratio,omitzero"`
+	CacheBytes int64   `toml:"cache_bytes,omitzero"`
+
 	// Stats holds every ingestion counter of Stats, snake_case.
 	Stats map[string]int64 `toml:"stats"`
 
@@ -87,7 +103,24 @@ type PartEntry struct {
 	Train   uint64 `toml:"train"`
 	Val     uint64 `toml:"val"`
 	Test    uint64 `toml:"test"`
-	EdgeCut uint64 `toml:"edge_cut"` // stored edges whose neighbour is owned elsewhere
+	EdgeCut uint64 `toml:"edge_cut"`       // stored edges whose neighbour is owned elsewhere
+	Cache   uint64 `toml:"cache,omitzero"` // cached nodes owned elsewhere (cache_ids)
+
+	// Expected feature reads of one epoch of this part's training nodes
+	// with the manifest's fanouts (see EstimateHeat), and the shares of
+	// them served by owned rows, the cache and peers.
+	Reads       float64 `toml:"reads,omitzero"`
+	ReadsLocal  float64 `toml:"reads_local,omitzero"`
+	ReadsCached float64 `toml:"reads_cached,omitzero"`
+	ReadsRemote float64 `toml:"reads_remote,omitzero"`
+}
+
+// BalanceAchieved is max / mean over the partitions of owned nodes,
+// stored edges and training nodes (0 where the total is 0).
+type BalanceAchieved struct {
+	Nodes float64 `toml:"nodes"`
+	Edges float64 `toml:"edges"`
+	Train float64 `toml:"train"`
 }
 
 // FileEntry is one file of the directory with its size and CRC-32C.
@@ -282,6 +315,7 @@ func (m *Manifest) problems(file string) []error {
 	if m.Parts < 1 {
 		bad("parts", "is %d, want at least 1", m.Parts)
 	}
+	errs = append(errs, m.estimateProblems(file)...)
 	if len(m.Part) != m.Parts {
 		bad("part", "has %d entries for parts = %d", len(m.Part), m.Parts)
 	}
@@ -316,6 +350,9 @@ func (m *Manifest) problems(file string) []error {
 		if c.sum != c.want {
 			bad(c.key, "is %d, but the partitions' %s add up to %d", c.want, c.key, c.sum)
 		}
+	}
+	if len(errs) == 0 {
+		errs = append(errs, m.achievedProblems(file)...)
 	}
 	if m.Checksum == "" {
 		bad("checksum", "missing")

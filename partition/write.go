@@ -21,11 +21,25 @@ type WriteOptions struct {
 	Force bool
 	// FeatType is csr.TypeF32 (the default) or csr.TypeF16.
 	FeatType csr.ElemType
-	// Method, Seed, Clean and Split are recorded, not applied.
-	Method string
-	Seed   uint64
-	Clean  CleanOptions
-	Split  string
+	// Method, Seed, Clean, Split, Balance and Imbalance are recorded,
+	// not applied.
+	Method    string
+	Seed      uint64
+	Clean     CleanOptions
+	Split     string
+	Balance   []string
+	Imbalance float64
+	// Fanouts, when set and the graph has training nodes, make Write
+	// estimate every partition's feature reads (EstimateHeat over each
+	// part's own training nodes, as its trainer samples them) and record
+	// the local / cached / remote shares in graph.toml. A cache needs them.
+	Fanouts []int
+	// BatchSize is the trainers' batch size for the estimate (HeatOptions).
+	BatchSize int
+	// Cache asks for the hot nodes of other partitions in every part file.
+	Cache CacheOptions
+	// Workers is the number of goroutines of the estimate; 0 = GOMAXPROCS.
+	Workers int
 	// Progress, when set, hears how many edges have been written.
 	Progress Progress
 
@@ -69,7 +83,11 @@ func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32,
 	}()
 
 	m := newManifest(g, adj, rl, opts)
-	files, err := writeParts(ctx, tmp, g, adj, rl, &opts, m)
+	cache, err := estimateReads(ctx, g, adj, assign, rl, &opts, m)
+	if err != nil {
+		return nil, err
+	}
+	files, err := writeParts(ctx, tmp, g, adj, rl, &opts, m, cache)
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +106,8 @@ func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32,
 		return 0
 	})
 	m.File = files
+	nb, eb, tb := m.Balance()
+	m.Achieved = BalanceAchieved{Nodes: round6(nb), Edges: round6(eb), Train: round6(tb)}
 	if err := m.SetChecksum(); err != nil {
 		return nil, err
 	}
@@ -145,6 +165,17 @@ func checkWrite(g *Graph, adj *Adj, assign []uint32, opts *WriteOptions) error {
 	case csr.TypeF32, csr.TypeF16:
 	default:
 		return fmt.Errorf("partition: write: feature type %s: want f32 or f16", opts.FeatType)
+	}
+	if err := opts.Cache.Validate(rowBytesOf(g, opts.FeatType)); err != nil {
+		return err
+	}
+	if opts.Fanouts != nil {
+		if err := ValidFanouts(opts.Fanouts); err != nil {
+			return err
+		}
+	}
+	if opts.Cache.On() && (opts.Fanouts == nil || len(g.Train) == 0) {
+		return fmt.Errorf("partition: write: a cache needs fanouts and a training split to rank the hot nodes (graph %q has %d training nodes)", g.Name, len(g.Train))
 	}
 	return nil
 }
@@ -236,27 +267,36 @@ func relabel(assign []uint32, parts int) *relabeling {
 // newManifest fills everything but the files and the per-part counts.
 func newManifest(g *Graph, adj *Adj, rl *relabeling, opts WriteOptions) *Manifest {
 	m := &Manifest{
-		Version:    ManifestVersion,
-		Name:       g.Name,
-		Nodes:      uint64(g.NumNodes),
-		Edges:      adj.NumEdges(),
-		Parts:      opts.Parts,
-		Method:     opts.Method,
-		Seed:       opts.Seed,
-		Direction:  adj.Direction.String(),
-		Undirected: opts.Clean.Undirected,
-		SelfLoops:  string(opts.Clean.SelfLoops),
-		Duplicates: string(opts.Clean.Duplicates),
-		Split:      opts.Split,
-		IDKind:     "int",
-		LabelDim:   g.LabelDim,
-		Classes:    opts.classes,
-		ClassNames: g.ClassNames,
-		Train:      uint64(len(g.Train)),
-		Val:        uint64(len(g.Val)),
-		Test:       uint64(len(g.Test)),
-		Stats:      StatsMap(g.Stats),
-		Part:       make([]PartEntry, opts.Parts),
+		Version:     ManifestVersion,
+		Name:        g.Name,
+		Nodes:       uint64(g.NumNodes),
+		Edges:       adj.NumEdges(),
+		Parts:       opts.Parts,
+		Method:      opts.Method,
+		Seed:        opts.Seed,
+		Direction:   adj.Direction.String(),
+		Undirected:  opts.Clean.Undirected,
+		SelfLoops:   string(opts.Clean.SelfLoops),
+		Duplicates:  string(opts.Clean.Duplicates),
+		Split:       opts.Split,
+		IDKind:      "int",
+		LabelDim:    g.LabelDim,
+		Classes:     opts.classes,
+		ClassNames:  g.ClassNames,
+		Train:       uint64(len(g.Train)),
+		Val:         uint64(len(g.Val)),
+		Test:        uint64(len(g.Test)),
+		Stats:       StatsMap(g.Stats),
+		Part:        make([]PartEntry, opts.Parts),
+		Fanouts:     opts.Fanouts,
+		BatchSize:   opts.BatchSize,
+		Constraints: opts.Balance,
+		Imbalance:   opts.Imbalance,
+		CacheRatio:  opts.Cache.Ratio,
+		CacheBytes:  opts.Cache.Bytes,
+	}
+	if len(g.Train) == 0 || opts.Fanouts == nil {
+		m.Fanouts, m.BatchSize = nil, 0 // nothing was estimated
 	}
 	if m.Split == "" {
 		m.Split = string(SplitKeep)
@@ -317,7 +357,7 @@ func ownerOf(bounds []uint64, id uint64) int {
 
 // writeParts writes every part file, on all cores, and returns their
 // file entries; it fills the per-part counts of m.
-func writeParts(ctx context.Context, tmp string, g *Graph, adj *Adj, rl *relabeling, opts *WriteOptions, m *Manifest) ([]FileEntry, error) {
+func writeParts(ctx context.Context, tmp string, g *Graph, adj *Adj, rl *relabeling, opts *WriteOptions, m *Manifest, cache [][]uint32) ([]FileEntry, error) {
 	masks := splitMasks(g, rl, opts.Parts)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -344,6 +384,9 @@ func writeParts(ctx context.Context, tmp string, g *Graph, adj *Adj, rl *relabel
 					return
 				}
 				pw := &partWriter{g: g, adj: adj, rl: rl, opts: opts, part: p, masks: masks, report: report}
+				if cache != nil {
+					pw.cache = cache[p]
+				}
 				files[p], errs[p] = pw.write(ctx, tmp, &m.Part[p])
 				if errs[p] != nil {
 					cancel()

@@ -30,6 +30,7 @@ type partWriter struct {
 	part   int
 	masks  [3][]*roaring.Bitmap
 	report func(edges int64)
+	cache  []uint32 // new ids of the cached nodes, ascending, or nil
 
 	ids  []uint32 // scratch: one row in new ids
 	keys []uint64 // scratch: one row as (new id << 32 | position)
@@ -123,21 +124,7 @@ func (pw *partWriter) write(ctx context.Context, tmp string, e *PartEntry) (File
 				}
 			}
 		}},
-		{csr.SecFeat, pw.opts.FeatType, hasFeat, func(c *chunkWriter) {
-			d := g.FeatDim
-			for _, u := range olds {
-				row := g.Feat[int(u)*d : (int(u)+1)*d]
-				if pw.opts.FeatType == csr.TypeF16 {
-					for _, f := range row {
-						c.u16(F32ToF16(f))
-					}
-					continue
-				}
-				for _, f := range row {
-					c.u32(math.Float32bits(f))
-				}
-			}
-		}},
+		{csr.SecFeat, pw.opts.FeatType, hasFeat, func(c *chunkWriter) { pw.featRows(c, olds) }},
 		{csr.SecLabel, csr.TypeI32, g.Labels != nil && g.LabelDim > 0, func(c *chunkWriter) {
 			d := g.LabelDim
 			for _, u := range olds {
@@ -145,6 +132,19 @@ func (pw *partWriter) write(ctx context.Context, tmp string, e *PartEntry) (File
 					c.u32(uint32(l))
 				}
 			}
+		}},
+		// The cache: ids first (the writer sizes cache_feat by them).
+		{csr.SecCacheIDs, csr.TypeU64, pw.cache != nil, func(c *chunkWriter) {
+			for _, id := range pw.cache {
+				c.u64(uint64(id))
+			}
+		}},
+		{csr.SecCacheFeat, pw.opts.FeatType, pw.cache != nil, func(c *chunkWriter) {
+			olds := make([]uint32, len(pw.cache))
+			for i, id := range pw.cache {
+				olds[i] = pw.rl.oldOf[id]
+			}
+			pw.featRows(c, olds)
 		}},
 	}
 	for _, s := range sections {
@@ -181,6 +181,23 @@ func (pw *partWriter) write(ctx context.Context, tmp string, e *PartEntry) (File
 		return FileEntry{}, err
 	}
 	return fileEntry(path, rel)
+}
+
+// featRows writes the feature rows of the nodes olds in the file's type.
+func (pw *partWriter) featRows(c *chunkWriter, olds []uint32) {
+	g, d := pw.g, pw.g.FeatDim
+	for _, u := range olds {
+		row := g.Feat[int(u)*d : (int(u)+1)*d]
+		if pw.opts.FeatType == csr.TypeF16 {
+			for _, f := range row {
+				c.u16(F32ToF16(f))
+			}
+			continue
+		}
+		for _, f := range row {
+			c.u32(math.Float32bits(f))
+		}
+	}
 }
 
 // row is u's neighbours in new ids, sorted ascending.

@@ -11,8 +11,10 @@ import (
 // directory and, with --verify, check every checksum. It exits non-zero
 // when a check fails.
 func runInspect(ctx context.Context, a *app, args []string) error {
-	fs := newFlagSet(a, "inspect", "DIR [--verify]")
-	verify := fs.Bool("verify", false, "check every section's CRC-32C and every file's CRC-32C and size against graph.toml")
+	fs := newFlagSet(a, "inspect", "DIR [--verify] [--fanouts 15,10,5] [--batch-size N]")
+	verify := fs.Bool("verify", false, "check every section's CRC-32C and every file's CRC-32C and size against graph.toml, and the expected read shares against graph.toml's")
+	fanouts := fs.String("fanouts", "", "fanouts of the expected local / cached / remote feature-read shares (default: graph.toml's)")
+	batch := fs.Int("batch-size", -1, "batch size of that estimate (default: graph.toml's; 0 = count visits)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -22,7 +24,24 @@ func runInspect(ctx context.Context, a *app, args []string) error {
 		fs.Usage()
 		return errUsage
 	}
-	r, err := partition.Inspect(ctx, pos[0], partition.InspectOptions{Verify: *verify})
+	opts := partition.InspectOptions{Verify: *verify}
+	if *fanouts != "" {
+		if opts.Fanouts, err = parseFanouts(*fanouts); err != nil {
+			return err
+		}
+		opts.BatchSize = partition.DefaultBatchSize
+	}
+	if *batch >= 0 {
+		opts.BatchSize = *batch
+		if opts.Fanouts == nil {
+			m, err := partition.OpenDir(pos[0])
+			if err != nil {
+				return err
+			}
+			opts.Fanouts = m.Fanouts
+		}
+	}
+	r, err := partition.Inspect(ctx, pos[0], opts)
 	if err != nil {
 		return err
 	}

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math"
+	"math/big"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,9 +22,11 @@ type partitionFlags struct {
 	input, out, method, direction, split     string
 	selfLoops, duplicates, dangling, missing string
 	featDtype, header, ids                   string
-	parts                                    int
+	balance, fanouts, cacheBytes             string
+	parts, batchSize                         int
+	imbalance, cacheRatio                    float64
 	seed                                     uint64
-	undirected, force                        bool
+	undirected, force, directionSet          bool
 }
 
 // runPartition is `node partition`: read a graph, clean it, split it,
@@ -33,8 +38,14 @@ func runPartition(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&f.read.Format, "format", "", "input format: "+strings.Join(partition.Formats(), ", ")+" (default: guessed from the path)")
 	fs.StringVar(&f.read.Name, "name", "", "graph name recorded in graph.toml (default: the input's base name)")
 	fs.IntVar(&f.parts, "parts", 1, "number of partitions")
-	fs.StringVar(&f.method, "method", partition.MethodRandom, "partitioner: random (balanced random), metis (multilevel edge cut), freq (access frequency)")
-	fs.StringVar(&f.direction, "direction", "in", "which endpoint owns an edge: in (the destination; sampling expands in-neighbours) or out")
+	fs.StringVar(&f.method, "method", partition.MethodRandom, "partitioner: random (balanced random), metis (multilevel edge cut), freq (access frequency of sampling each part's training nodes, as GLT's FrequencyPartitioner)")
+	fs.StringVar(&f.balance, "balance", "nodes", "quantities to balance, a list of nodes, edges (stored edges per part) and train (training nodes per part); nodes always; metis balances all three, freq nodes and train, random nodes")
+	fs.Float64Var(&f.imbalance, "imbalance", partition.DefaultImbalance, "largest allowed max/mean of every balanced quantity (metis, freq; random is exact)")
+	fs.StringVar(&f.fanouts, "fanouts", "15,10,5", "sampling fanouts per hop (-1 = all) for the freq heat estimate, the cache ranking and the expected read shares; \"none\" skips the estimate")
+	fs.IntVar(&f.batchSize, "batch-size", partition.DefaultBatchSize, "the trainers' batch size, for the estimate's per-batch deduplication (0 = count visits)")
+	fs.Float64Var(&f.cacheRatio, "cache-ratio", 0, "cache in every part file the hottest nodes it does not own, up to this fraction of the nodes it owns (0.2 = 20%)")
+	fs.StringVar(&f.cacheBytes, "cache-bytes", "", "instead of --cache-ratio: cache up to this many bytes of feature rows per part (64MB, 1GiB, ...)")
+	fs.StringVar(&f.direction, "direction", "in", "which endpoint owns an edge: in (the destination; sampling expands in-neighbours) or out; knowledge graphs default to out (a triple goes with its head)")
 	fs.BoolVar(&f.undirected, "undirected", false, "add the reverse of every edge (reciprocal pairs become duplicates, dropped by default)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the random choices (assignment, splits); below 2^63")
 	fs.StringVar(&f.selfLoops, "self-loops", "keep", "self loops: keep, drop or error")
@@ -69,6 +80,11 @@ func runPartition(ctx context.Context, a *app, args []string) error {
 	if f.seed > math.MaxInt64 {
 		return usage("--seed %d: want below 2^63", f.seed)
 	}
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "direction" {
+			f.directionSet = true
+		}
+	})
 	return partitionRun(ctx, a, &f)
 }
 
@@ -90,6 +106,28 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 		featType = csr.TypeF16
 	default:
 		return fmt.Errorf("--feat-dtype %q: want f32 or f16", f.featDtype)
+	}
+	balance, err := partition.ParseBalance(f.balance)
+	if err != nil {
+		return fmt.Errorf("--balance: %w", err)
+	}
+	var fanouts []int
+	if f.fanouts != "none" {
+		if fanouts, err = parseFanouts(f.fanouts); err != nil {
+			return err
+		}
+	}
+	cache := partition.CacheOptions{Ratio: f.cacheRatio}
+	if f.cacheBytes != "" {
+		if cache.Bytes, err = parseSize(f.cacheBytes); err != nil {
+			return fmt.Errorf("--cache-bytes: %w", err)
+		}
+	}
+	if cache.On() && fanouts == nil {
+		return fmt.Errorf("--cache-ratio/--cache-bytes need --fanouts to rank the hot nodes")
+	}
+	if f.batchSize < 0 {
+		return fmt.Errorf("--batch-size %d: want ≥ 0", f.batchSize)
 	}
 	clean := partition.CleanOptions{SelfLoops: partition.Policy(f.selfLoops), Duplicates: partition.Policy(f.duplicates), Undirected: f.undirected}
 	split, err := partition.ParseSplit(f.split)
@@ -115,6 +153,9 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	read := g.Stats
 	fmt.Fprintf(a.stdout, "read %s: %d nodes, %d edges, %d features, %d classes, %d/%d/%d train/val/test\n",
 		f.input, g.NumNodes, len(g.Src), g.FeatDim, g.NumClasses, len(g.Train), len(g.Val), len(g.Test))
+	if g.KG != nil && !f.directionSet {
+		dir = csr.Out // a triple is stored with its head entity, as DGL-KE does
+	}
 	adj, err := partition.BuildAdj(ctx, g, dir, clean, prog.report)
 	if err != nil {
 		return err
@@ -130,23 +171,50 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	if removed > 0 {
 		fmt.Fprintf(a.stdout, "split: %d unlabelled nodes taken out of the input's splits\n", removed)
 	}
-	assign, err := partition.Assign(ctx, g, adj, partition.AssignOptions{Method: f.method, Parts: f.parts, Seed: f.seed, Progress: prog.report})
+	estFanouts := fanouts
+	if estFanouts == nil {
+		estFanouts = partition.DefaultFanouts()
+	}
+	assign, err := partition.Assign(ctx, g, adj, partition.AssignOptions{
+		Method: f.method, Parts: f.parts, Seed: f.seed, Balance: balance, Imbalance: f.imbalance,
+		Fanouts: estFanouts, BatchSize: f.batchSize, Progress: prog.report,
+	})
 	if err != nil {
 		return err
 	}
 	prog.done()
 	m, err := partition.Write(ctx, f.out, g, adj, assign, partition.WriteOptions{
 		Parts: f.parts, Force: f.force, FeatType: featType, Method: f.method, Seed: f.seed,
-		Clean: clean, Split: split.String(), Progress: prog.report,
+		Clean: clean, Split: split.String(), Balance: balance, Imbalance: f.imbalance,
+		Fanouts: fanouts, BatchSize: f.batchSize, Cache: cache, Progress: prog.report,
 	})
 	if err != nil {
 		return err
 	}
 	prog.done()
-	nb, eb, tb := m.Balance()
 	fmt.Fprintf(a.stdout, "split %s: %d/%d/%d train/val/test\n", m.Split, m.Train, m.Val, m.Test)
-	fmt.Fprintf(a.stdout, "partitioned into %d parts (%s, seed %d): edge cut %.2f%%, balance max/mean nodes %.3f, edges %.3f, train %.3f\n",
-		m.Parts, m.Method, m.Seed, partitionPct(m.EdgeCut(), m.Edges), nb, eb, tb)
+	cut := "edge cut"
+	if g.KG != nil {
+		cut = "triple cut (tail owned elsewhere)"
+	}
+	fmt.Fprintf(a.stdout, "partitioned into %d parts (%s, seed %d): %s %.2f%%\n", m.Parts, m.Method, m.Seed, cut, partitionPct(m.EdgeCut(), m.Edges))
+	fmt.Fprintf(a.stdout, "balance max/mean (asked: %s within %.3f): nodes %.3f, edges %.3f, train %.3f\n",
+		strings.Join(balance, ","), f.imbalance, m.Achieved.Nodes, m.Achieved.Edges, m.Achieved.Train)
+	if m.Fanouts != nil {
+		var reads, local, cached, remote, cachedN float64
+		for _, p := range m.Part {
+			reads += p.Reads
+			local += p.Reads * p.ReadsLocal
+			cached += p.Reads * p.ReadsCached
+			remote += p.Reads * p.ReadsRemote
+			cachedN += float64(p.Cache)
+		}
+		if reads > 0 {
+			local, cached, remote = local/reads, cached/reads, remote/reads
+		}
+		fmt.Fprintf(a.stdout, "expected feature reads per epoch (fanouts %s, batch %d): local %.2f%%, cached %.2f%%, remote %.2f%%; %d nodes cached\n",
+			f.fanouts, m.BatchSize, 100*local, 100*cached, 100*remote, int64(cachedN))
+	}
 	fmt.Fprintf(a.stdout, "wrote %s: %s in %d files, checksum %s, %.1fs\n",
 		f.out, partitionBytes(m.Bytes()), len(m.File)+1, m.Checksum, time.Since(start).Seconds())
 	return nil
@@ -171,4 +239,57 @@ func partitionBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.2f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// parseFanouts parses "15,10,5" (-1 = all neighbours).
+func parseFanouts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("--fanouts %q: %q is not an integer", s, f)
+		}
+		out = append(out, n)
+	}
+	if err := partition.ValidFanouts(out); err != nil {
+		return nil, fmt.Errorf("--fanouts %q: %w", s, err)
+	}
+	return out, nil
+}
+
+// parseSize parses a byte count with an optional unit: 512, 64MB (powers
+// of 1000), 1.5GiB (powers of 1024). A bare K, M, G or T is refused as
+// ambiguous.
+func parseSize(s string) (int64, error) {
+	sizeUnits := [...]struct {
+		name string
+		mult int64
+	}{{"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}}
+	text := strings.TrimSpace(s)
+	i := strings.IndexFunc(text, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if i < 0 {
+		i = len(text)
+	}
+	num, unit := text[:i], strings.TrimSpace(text[i:])
+	mult := int64(0)
+	for _, u := range sizeUnits {
+		if strings.EqualFold(unit, u.name) {
+			mult = u.mult
+		}
+	}
+	if unit == "" {
+		mult = 1
+	}
+	if mult == 0 {
+		return 0, fmt.Errorf("size %q: unit %q: want B, KB, MB, GB, TB, KiB, MiB, GiB or TiB", s, unit)
+	}
+	v, ok := new(big.Rat).SetString(num)
+	if num == "" || !ok {
+		return 0, fmt.Errorf("size %q: want a number then an optional unit, like 64MB or 1GiB", s)
+	}
+	v.Mul(v, new(big.Rat).SetInt64(mult))
+	if !v.IsInt() || v.Num().Cmp(big.NewInt(math.MaxInt64)) > 0 {
+		return 0, fmt.Errorf("size %q: not a whole number of bytes below 2^63", s)
+	}
+	return v.Num().Int64(), nil
 }

@@ -50,7 +50,7 @@ func TestPartitionInspectCLI(t *testing.T) {
 		"read " + in + ": 12 nodes, 14 edges",
 		"cleaned: 24 edges stored (direction in); self loops 1 (dropped 1), duplicates dropped 2, reverse edges added 13",
 		"partitioned into 3 parts (random, seed 4)",
-		"balance max/mean nodes 1.000",
+		"balance max/mean (asked: nodes within 1.030): nodes 1.000",
 		"wrote " + out,
 	} {
 		if !strings.Contains(stdout, want) {
@@ -134,6 +134,98 @@ func TestPartitionUsage(t *testing.T) {
 		code, _, stderr := runNode(t, tt.args...)
 		if code != tt.code || !strings.Contains(stderr, tt.want) {
 			t.Errorf("%v: code %d, stderr %q; want %d and %q", tt.args, code, stderr, tt.code, tt.want)
+		}
+	}
+}
+
+// TestPartitionMethodsCLI partitions one generated graph with every
+// method, with and without a cache, and checks each directory with
+// inspect --verify.
+func TestPartitionMethodsCLI(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "sbm")
+	if code, _, stderr := runNode(t, "gen", "sbm", "--nodes", "3000", "--feat-dim", "8", "--train-frac", "0.2", "-o", in); code != 0 {
+		t.Fatalf("gen sbm: %s", stderr)
+	}
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--method", "random"}, []string{"partitioned into 4 parts (random, seed 1): edge cut", "balance max/mean (asked: nodes within 1.030): nodes 1.000", "cached 0.00%"}},
+		{[]string{"--method", "metis", "--balance", "nodes,edges,train"}, []string{"(metis, seed 1)", "asked: nodes,edges,train within 1.030"}},
+		{[]string{"--method", "freq", "--imbalance", "1.0", "--fanouts", "10,5", "--batch-size", "64"}, []string{"(freq, seed 1)", "nodes 1.000", "(fanouts 10,5, batch 64)"}},
+		{[]string{"--method", "random", "--cache-ratio", "0.2"}, []string{"; 600 nodes cached"}},
+		{[]string{"--method", "metis", "--cache-bytes", "3.2KB"}, []string{"; 400 nodes cached"}}, // 100 rows of 8 × f32 per part
+		{[]string{"--method", "freq", "--imbalance", "1", "--cache-ratio", "0.2", "--feat-dtype", "f16"}, []string{"; 600 nodes cached"}},
+	} {
+		out := filepath.Join(t.TempDir(), "parts")
+		args := append([]string{"partition", "--input", in, "--parts", "4", "-o", out}, tt.args...)
+		code, stdout, stderr := runNode(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: code %d\n%s\n%s", tt.args, code, stdout, stderr)
+		}
+		for _, w := range append(tt.want, "expected feature reads per epoch") {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("%v: output lacks %q:\n%s", tt.args, w, stdout)
+			}
+		}
+		code, stdout, stderr = runNode(t, "inspect", "--verify", out)
+		if code != 0 || !strings.Contains(stdout, "reads local %") || !strings.Contains(stdout, "all 6 files OK") {
+			t.Errorf("%v: inspect --verify: code %d\n%s\n%s", tt.args, code, stdout, stderr)
+		}
+		m, err := partition.OpenDir(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Achieved.Nodes < 1 || m.Achieved.Nodes > 1.03 || len(m.Fanouts) == 0 {
+			t.Errorf("%v: manifest balance %+v fanouts %v", tt.args, m.Achieved, m.Fanouts)
+		}
+	}
+	// inspect --fanouts recomputes the shares for other fanouts.
+	out := filepath.Join(t.TempDir(), "parts")
+	if code, _, stderr := runNode(t, "partition", "--input", in, "--parts", "2", "--cache-ratio", "0.1", "-o", out); code != 0 {
+		t.Fatal(stderr)
+	}
+	code, stdout, _ := runNode(t, "inspect", out, "--fanouts", "5", "--batch-size", "0")
+	if code != 0 || !strings.Contains(stdout, "(fanouts 5, batch 0, each part's training nodes)") {
+		t.Errorf("inspect --fanouts 5: code %d\n%s", code, stdout)
+	}
+}
+
+func TestPartitionFlagErrors(t *testing.T) {
+	in := writeEdgeList(t, 12)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--balance", "nodes,vertices"}, `--balance: partition: balance "vertices"`},
+		{[]string{"--fanouts", "10,x"}, `--fanouts "10,x": "x" is not an integer`},
+		{[]string{"--fanouts", "10,-3"}, "hop 2 is -3"},
+		{[]string{"--cache-bytes", "64M"}, `--cache-bytes: size "64M": unit "M"`},
+		{[]string{"--cache-ratio", "0.2", "--fanouts", "none"}, "need --fanouts"},
+		{[]string{"--method", "freq"}, "has no training split"},
+		{[]string{"--method", "random", "--balance", "edges"}, `method random cannot balance "edges"`},
+		{[]string{"--imbalance", "0.5", "--method", "metis"}, "imbalance 0.5: want a number ≥ 1"},
+	} {
+		args := append([]string{"partition", "--input", in, "--format", "edgelist", "--parts", "2", "-o", filepath.Join(t.TempDir(), "p")}, tt.args...)
+		code, _, stderr := runNode(t, args...)
+		if code != 1 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%v: code %d, stderr %q; want %q", tt.args, code, stderr, tt.want)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want int64
+		err  bool
+	}{
+		{"512", 512, false}, {"64MB", 64_000_000, false}, {"1.5GiB", 3 << 29, false}, {"2 kib", 2048, false},
+		{"64M", 0, true}, {"MB", 0, true}, {"1.5B", 0, true}, {"-1", 0, true},
+	} {
+		got, err := parseSize(tt.in)
+		if got != tt.want || (err != nil) != tt.err {
+			t.Errorf("%q: %d, %v; want %d (error %v)", tt.in, got, err, tt.want, tt.err)
 		}
 	}
 }

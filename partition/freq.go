@@ -1,0 +1,340 @@
+package partition
+
+// The access-frequency estimate behind the frequency partitioner, the
+// hot-node cache and the expected feature-read shares of `node inspect`.
+//
+// Definition. For partition p with training seeds S_p, fanouts f_1..f_K
+// and batch size B (nb = ⌈|S_p|/B⌉ batches per epoch), the heat of node v
+// is the expected number of times its feature row is read in one epoch
+// of mini-batches covering S_p once. Visits are propagated hop by hop:
+//
+//	x_0(v) = 1 if v ∈ S_p, else 0
+//	w_k(u) = d(x_{k-1}(u)) · r_k(u),  r_k(u) = min(1, f_k/deg(u))  (f_k = -1: 1)
+//	x_k(v) = Σ_{u : v ∈ row(u)} max(0, w_k(u) − [u ∈ row(v)] · r_k(u) · w_{k-1}(v))
+//	heat(v) = d(Σ_k x_k(v)),  d(x) = nb · (1 − e^{−x/nb})
+//
+// row(u) is u's stored neighbour list (what the sampler draws from:
+// in-neighbours for direction in) and deg(u) its length; r_k(u) is the
+// chance that uniform sampling without replacement picks a given entry.
+// Two corrections model the sampler's deduplication within a batch
+// (DESIGN.md §5: a node is read and expanded once per batch):
+//
+//   - Backtracking: u, reached from v, picking v again finds it in n_id.
+//     The subtracted term is the part of u's picks of v that is such a
+//     return (only where the edge is reciprocal).
+//   - Repeats: the x visits an epoch makes to a node fall into nb
+//     batches; taken as Poisson, the node is read in nb·(1 − e^{−x/nb})
+//     of them. d() is applied to the visits a node is expanded with and
+//     to its total. Without a batch size (B = 0) d is the identity and
+//     the heat counts visits (GLT's estimate, less backtracking).
+//
+// What is left is the overlap between a batch's different branches
+// beyond the Poisson model and "new at hop k" beyond one step back;
+// partition/freq_test.go measures the estimate against the real sampler.
+//
+// Computation. Each hop is a pull over the transpose: for every target v,
+// the sum over the nodes u whose row holds v, in ascending u, accumulated
+// in float64 and stored as float32. Targets are split among workers, and
+// each target's sum is computed by one worker in a fixed order, so the
+// result does not depend on the number of workers or on scheduling.
+//
+// Memory: the transpose (4 bytes and 1 bit per edge, 12 bytes per node)
+// plus four float32 arrays of nodes × parts.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+)
+
+// Heat is the expected number of feature reads of every node by one epoch
+// of each partition's training seeds: Val[v*Parts+p] is node v's heat for
+// partition p. Nodes are whatever index space the estimate was built in
+// (old node indices in the pipeline, new global ids in Inspect).
+type Heat struct {
+	Parts int
+	Val   []float32
+}
+
+// NumNodes is the number of nodes the heat covers.
+func (h *Heat) NumNodes() int { return len(h.Val) / max(h.Parts, 1) }
+
+// At is node v's heat for partition p.
+func (h *Heat) At(v uint32, p int) float32 { return h.Val[int(v)*h.Parts+p] }
+
+// Total is partition p's expected number of feature reads, over all nodes.
+func (h *Heat) Total(p int) float64 {
+	var s float64
+	for i := p; i < len(h.Val); i += h.Parts {
+		s += float64(h.Val[i])
+	}
+	return s
+}
+
+// ValidFanouts checks a fanout list: 1 to 32 hops, each -1 (all) or ≥ 0.
+func ValidFanouts(fanouts []int) error {
+	if len(fanouts) == 0 || len(fanouts) > 32 {
+		return fmt.Errorf("partition: fanouts %v: want 1 to 32 hops", fanouts)
+	}
+	for k, f := range fanouts {
+		if f < -1 {
+			return fmt.Errorf("partition: fanouts %v: hop %d is %d, want -1 (all) or a count ≥ 0", fanouts, k+1, f)
+		}
+	}
+	return nil
+}
+
+// HeatOptions describe the sampling whose reads EstimateHeat estimates.
+type HeatOptions struct {
+	Fanouts []int // per hop; -1 takes all neighbours
+	// BatchSize is the trainers' batch size, which the deduplication model
+	// needs; 0 estimates plain visits without it.
+	BatchSize int
+	Workers   int // goroutines; 0 = GOMAXPROCS. The result does not depend on it.
+}
+
+// EstimateHeat estimates, for every partition p, the heat of every node of
+// adj when sampling seeds[p] (see the definition above).
+func EstimateHeat(ctx context.Context, adj *Adj, seeds [][]uint32, opts HeatOptions) (*Heat, error) {
+	t, err := buildTranspose(ctx, adj.NumNodes(), []heatRows[uint32]{{indptr: adj.Indptr, indices: adj.Indices}})
+	if err != nil {
+		return nil, err
+	}
+	return t.heat(ctx, seeds, opts)
+}
+
+// heatRows is a run of consecutive rows starting at node start, as a
+// pipeline Adj (uint32 neighbours) or a part file (uint64 global ids).
+type heatRows[T uint32 | uint64] struct {
+	start   uint32
+	indptr  []uint64
+	indices []T
+}
+
+// transpose lists, for every node v, the nodes whose row holds v
+// (ascending, with repeats for repeated entries), and every row's length.
+type transpose struct {
+	indptr []uint64 // n+1
+	src    []uint32
+	recip  []uint64 // bit i: entry i (u in v's list) is reciprocal, u ∈ row(v)
+	deg    []uint32 // row length of every node
+}
+
+// buildTranspose inverts rows given as blocks in ascending node order
+// that together cover nodes [0, n).
+func buildTranspose[T uint32 | uint64](ctx context.Context, n int, blocks []heatRows[T]) (*transpose, error) {
+	t := &transpose{indptr: make([]uint64, n+1), deg: make([]uint32, n)}
+	var edges uint64
+	for _, b := range blocks {
+		rows := len(b.indptr) - 1
+		if int(b.start)+rows > n {
+			return nil, fmt.Errorf("partition: heat: rows [%d, %d) beyond %d nodes", b.start, int(b.start)+rows, n)
+		}
+		for i := range rows {
+			d := b.indptr[i+1] - b.indptr[i]
+			if d > math.MaxUint32 {
+				return nil, fmt.Errorf("partition: heat: node %d has %d neighbours", int(b.start)+i, d)
+			}
+			t.deg[int(b.start)+i] = uint32(d)
+		}
+		for e, v := range b.indices[:b.indptr[rows]] {
+			if e%cancelEvery == 0 {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+			}
+			if uint64(v) >= uint64(n) {
+				return nil, fmt.Errorf("partition: heat: neighbour %d beyond %d nodes", v, n)
+			}
+			t.indptr[v+1]++
+		}
+		edges += b.indptr[rows]
+	}
+	for v := range n {
+		t.indptr[v+1] += t.indptr[v]
+	}
+	t.src = make([]uint32, edges)
+	fill := slices.Clone(t.indptr[:n])
+	for _, b := range blocks {
+		for i := range len(b.indptr) - 1 {
+			u := b.start + uint32(i)
+			for _, v := range b.indices[b.indptr[i]:b.indptr[i+1]] {
+				t.src[fill[v]] = u
+				fill[v]++
+			}
+			if i%(1<<16) == 0 {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	// Reciprocity: rows are sorted, so u ∈ row(v) is a binary search.
+	t.recip = make([]uint64, (edges+63)/64)
+	bi := 0
+	for v := range n {
+		for bi+1 < len(blocks) && uint32(v) >= blocks[bi+1].start {
+			bi++
+		}
+		b := blocks[bi]
+		i := v - int(b.start)
+		row := b.indices[b.indptr[i]:b.indptr[i+1]]
+		for e := t.indptr[v]; e < t.indptr[v+1]; e++ {
+			if _, ok := slices.BinarySearch(row, T(t.src[e])); ok {
+				t.recip[e/64] |= 1 << (e % 64)
+			}
+		}
+		if v%(1<<16) == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return t, nil
+}
+
+// heat runs the estimate for every partition's seeds at once.
+func (t *transpose) heat(ctx context.Context, seeds [][]uint32, opts HeatOptions) (*Heat, error) {
+	if err := ValidFanouts(opts.Fanouts); err != nil {
+		return nil, err
+	}
+	if opts.BatchSize < 0 {
+		return nil, fmt.Errorf("partition: heat: batch size %d: want ≥ 0", opts.BatchSize)
+	}
+	n, P := len(t.deg), len(seeds)
+	if P < 1 {
+		return nil, fmt.Errorf("partition: heat: no partitions")
+	}
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	// nb[p] is partition p's batches per epoch; 0 turns dedup off.
+	nb := make([]float64, P)
+	for p, s := range seeds {
+		if opts.BatchSize > 0 && len(s) > 0 {
+			nb[p] = math.Ceil(float64(len(s)) / float64(opts.BatchSize))
+		}
+	}
+	dedup := func(x float32, p int) float32 {
+		if nb[p] == 0 || x == 0 {
+			return x
+		}
+		return float32(-nb[p] * math.Expm1(-float64(x)/nb[p]))
+	}
+	heat := make([]float32, n*P) // Σ_k x_k
+	cur := make([]float32, n*P)  // x_{k-1}, then w_k
+	prev := make([]float32, n*P) // w_{k-1}
+	next := make([]float32, n*P) // x_k
+	for p, s := range seeds {
+		for _, v := range s {
+			if int(v) >= n {
+				return nil, fmt.Errorf("partition: heat: seed %d of part %d beyond %d nodes", v, p, n)
+			}
+			cur[int(v)*P+p]++
+		}
+	}
+	copy(heat, cur)
+	byNode := splitRange(n, workers, nil)
+	byEdge := splitRange(n, workers, t.indptr)
+	for _, f := range opts.Fanouts {
+		ratio := func(u int) float32 {
+			d := t.deg[u]
+			switch {
+			case d == 0:
+				return 0
+			case f >= 0 && uint32(f) < d:
+				return float32(f) / float32(d)
+			}
+			return 1
+		}
+		// cur becomes w_k: what each expanded node passes to one entry.
+		err := parallelRanges(ctx, byNode, func(lo, hi int) {
+			for u := lo; u < hi; u++ {
+				r := ratio(u)
+				for p := range P {
+					cur[u*P+p] = dedup(cur[u*P+p], p) * r
+				}
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+		err = parallelRanges(ctx, byEdge, func(lo, hi int) {
+			acc := make([]float64, P)
+			for v := lo; v < hi; v++ {
+				clear(acc)
+				back := prev[v*P : (v+1)*P]
+				for e := t.indptr[v]; e < t.indptr[v+1]; e++ {
+					u := int(t.src[e])
+					w := cur[u*P : (u+1)*P]
+					if t.recip[e/64]&(1<<(e%64)) == 0 {
+						for p := range P {
+							acc[p] += float64(w[p])
+						}
+						continue
+					}
+					r := ratio(u)
+					for p := range P {
+						acc[p] += float64(max(0, w[p]-r*back[p]))
+					}
+				}
+				for p := range P {
+					next[v*P+p] = float32(acc[p])
+					heat[v*P+p] += float32(acc[p])
+				}
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+		prev, cur, next = cur, next, prev
+	}
+	for i := range heat {
+		heat[i] = dedup(heat[i], i%P)
+	}
+	return &Heat{Parts: P, Val: heat}, nil
+}
+
+// splitRange cuts [0, n) into at most workers ranges of about equal work:
+// nodes, or with offsets, nodes plus their entries. The bounds depend on
+// workers only for speed: every caller computes per-node results.
+func splitRange(n, workers int, offsets []uint64) []int {
+	work := func(v int) uint64 {
+		if offsets == nil {
+			return uint64(v)
+		}
+		return offsets[v] + uint64(v)
+	}
+	total := work(n)
+	workers = max(1, min(workers, int(total/(1<<14))))
+	bounds := []int{0}
+	v := 0
+	for i := 1; i < workers; i++ {
+		target := total * uint64(i) / uint64(workers)
+		for v < n && work(v) < target {
+			v++
+		}
+		if v > bounds[len(bounds)-1] && v < n {
+			bounds = append(bounds, v)
+		}
+	}
+	return append(bounds, n)
+}
+
+// parallelRanges runs fn on every range of bounds, one goroutine each,
+// and then reports the context's error, if any.
+func parallelRanges(ctx context.Context, bounds []int, fn func(lo, hi int)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	for i := 0; i+1 < len(bounds); i++ {
+		wg.Go(func() { fn(bounds[i], bounds[i+1]) })
+	}
+	wg.Wait()
+	return ctx.Err()
+}

@@ -1,0 +1,272 @@
+package partition
+
+// mlFM is the Fiduccia–Mattheyses refinement state of a bisection: side
+// 0 should hold frac of every constraint, side 1 the rest, each within ub
+// times its target.
+//
+// INVARIANT: id/ed as in mlKway; every unlocked boundary vertex (ed > 0)
+// of a pass is in heaps[where[v]] under key ed-id, and pos[v] is its
+// index there (-1 when in no heap).
+type mlFM struct {
+	r      *mlRun
+	g      *WGraph
+	nc     int
+	where  []uint32
+	id, ed []int64
+	pw     [2][]int64
+	tgt    [2][]float64
+	maxw   [2][]float64
+	tot    []int64
+	cut    int64
+	heaps  [2]mlHeap
+	pos    []int32
+	locked []bool
+}
+
+// newFM computes the state of bisection where.
+func newFM(r *mlRun, g *WGraph, where []uint32, frac, ub float64) *mlFM {
+	n := g.NumVertices()
+	f := &mlFM{r: r, g: g, nc: g.ncon(), where: where, id: make([]int64, n), ed: make([]int64, n),
+		tot: g.totals(), pos: make([]int32, n), locked: make([]bool, n)}
+	for s, fs := range [2]float64{frac, 1 - frac} {
+		f.pw[s] = make([]int64, f.nc)
+		f.tgt[s] = make([]float64, f.nc)
+		f.maxw[s] = make([]float64, f.nc)
+		for c, t := range f.tot {
+			f.tgt[s][c] = fs * float64(t)
+			f.maxw[s][c] = ub * fs * float64(t)
+		}
+	}
+	for v := 0; v < n; v++ {
+		f.pos[v] = -1
+		for c := 0; c < f.nc; c++ {
+			f.pw[where[v]][c] += g.vwgt(v, c)
+		}
+		for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
+			if where[g.Adjncy[e]] == where[v] {
+				f.id[v] += g.ewgt(e)
+			} else {
+				f.ed[v] += g.ewgt(e)
+			}
+		}
+		f.cut += f.ed[v]
+	}
+	f.cut /= 2
+	for s := range f.heaps {
+		f.heaps[s].pos = f.pos
+	}
+	return f
+}
+
+// excess is how far the worse side passes its bound, as a share of the
+// constraint's total; 0 when balanced.
+func (f *mlFM) excess() float64 {
+	var x float64
+	for s := 0; s < 2; s++ {
+		for c, t := range f.tot {
+			if t > 0 {
+				x = max(x, (float64(f.pw[s][c])-f.maxw[s][c])/float64(t))
+			}
+		}
+	}
+	return x
+}
+
+// heavier is the side further above its target.
+func (f *mlFM) heavier() int {
+	var l [2]float64
+	for s := 0; s < 2; s++ {
+		for c := 0; c < f.nc; c++ {
+			if f.tgt[s][c] > 0 {
+				l[s] = max(l[s], float64(f.pw[s][c])/f.tgt[s][c])
+			}
+		}
+	}
+	if l[1] > l[0] {
+		return 1
+	}
+	return 0
+}
+
+// refine runs up to passes FM passes. A pass moves vertices one at a time
+// from the heavier side, best gain first, even when the cut grows, locks
+// each moved vertex, and finally rolls back to the best state it saw:
+// least excess over the balance bound, then least cut. A pass ends after
+// a run of moves that found nothing better; refinement ends after a pass
+// that kept no move.
+func (f *mlFM) refine(passes int) {
+	g := f.g
+	n := g.NumVertices()
+	limit := min(max(n/100, 15), 100)
+	var moved []uint32
+	for pass := 0; pass < passes; pass++ {
+		for v := 0; v < n; v++ {
+			if f.ed[v] > 0 {
+				f.heaps[f.where[v]].push(uint32(v), f.ed[v]-f.id[v])
+			}
+		}
+		moved = moved[:0]
+		best, bestCut, bestExc := 0, f.cut, f.excess()
+		for {
+			from := f.heavier()
+			if f.heaps[from].len() == 0 {
+				break
+			}
+			v := f.heaps[from].pop()
+			f.cut -= f.ed[v] - f.id[v]
+			f.move(v)
+			f.locked[v] = true
+			moved = append(moved, v)
+			for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
+				u := g.Adjncy[e]
+				if f.locked[u] {
+					continue
+				}
+				h := &f.heaps[f.where[u]]
+				switch {
+				case f.ed[u] > 0 && f.pos[u] >= 0:
+					h.update(u, f.ed[u]-f.id[u])
+				case f.ed[u] > 0:
+					h.push(u, f.ed[u]-f.id[u])
+				case f.pos[u] >= 0:
+					h.remove(u)
+				}
+			}
+			exc := f.excess()
+			if exc < bestExc || (exc == bestExc && f.cut < bestCut) {
+				best, bestCut, bestExc = len(moved), f.cut, exc
+			} else if len(moved)-best > limit {
+				break
+			}
+		}
+		for s := range f.heaps {
+			f.heaps[s].clear()
+		}
+		for i := len(moved) - 1; i >= best; i-- {
+			f.move(moved[i])
+		}
+		for _, v := range moved {
+			f.locked[v] = false
+		}
+		f.cut = bestCut
+		if best == 0 {
+			break
+		}
+	}
+}
+
+// move puts v on the other side and updates weights, id and ed.
+func (f *mlFM) move(v uint32) {
+	g := f.g
+	from := f.where[v]
+	to := 1 - from
+	for c := 0; c < f.nc; c++ {
+		w := g.vwgt(int(v), c)
+		f.pw[from][c] -= w
+		f.pw[to][c] += w
+	}
+	f.where[v] = to
+	f.id[v], f.ed[v] = f.ed[v], f.id[v]
+	for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
+		u := g.Adjncy[e]
+		w := g.ewgt(e)
+		if f.where[u] == from {
+			f.id[u] -= w
+			f.ed[u] += w
+		} else {
+			f.id[u] += w
+			f.ed[u] -= w
+		}
+	}
+}
+
+// mlHeap is a binary max-heap of vertices keyed by gain. Two heaps share
+// one pos array because a vertex is in at most one of them.
+type mlHeap struct {
+	ids  []uint32
+	keys []int64
+	pos  []int32
+}
+
+func (h *mlHeap) len() int { return len(h.ids) }
+
+func (h *mlHeap) push(v uint32, key int64) {
+	h.ids = append(h.ids, v)
+	h.keys = append(h.keys, key)
+	h.pos[v] = int32(len(h.ids) - 1)
+	h.up(len(h.ids) - 1)
+}
+
+func (h *mlHeap) pop() uint32 {
+	v := h.ids[0]
+	h.remove(v)
+	return v
+}
+
+func (h *mlHeap) update(v uint32, key int64) {
+	i := int(h.pos[v])
+	old := h.keys[i]
+	h.keys[i] = key
+	if key > old {
+		h.up(i)
+	} else {
+		h.down(i)
+	}
+}
+
+func (h *mlHeap) remove(v uint32) {
+	i := int(h.pos[v])
+	last := len(h.ids) - 1
+	h.swap(i, last)
+	h.ids = h.ids[:last]
+	h.keys = h.keys[:last]
+	h.pos[v] = -1
+	if i < last {
+		h.down(i)
+		h.up(i)
+	}
+}
+
+func (h *mlHeap) clear() {
+	for _, v := range h.ids {
+		h.pos[v] = -1
+	}
+	h.ids = h.ids[:0]
+	h.keys = h.keys[:0]
+}
+
+func (h *mlHeap) swap(i, j int) {
+	h.ids[i], h.ids[j] = h.ids[j], h.ids[i]
+	h.keys[i], h.keys[j] = h.keys[j], h.keys[i]
+	h.pos[h.ids[i]] = int32(i)
+	h.pos[h.ids[j]] = int32(j)
+}
+
+func (h *mlHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if h.keys[p] >= h.keys[i] {
+			return
+		}
+		h.swap(i, p)
+		i = p
+	}
+}
+
+func (h *mlHeap) down(i int) {
+	n := len(h.ids)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			return
+		}
+		if c+1 < n && h.keys[c+1] > h.keys[c] {
+			c++
+		}
+		if h.keys[i] >= h.keys[c] {
+			return
+		}
+		h.swap(i, c)
+		i = c
+	}
+}

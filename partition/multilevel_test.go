@@ -1,0 +1,292 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// mlFromEdges builds a WGraph from undirected pairs through SymmetrizeCSR.
+func mlFromEdges(t testing.TB, n int, src, dst []uint32) *WGraph {
+	t.Helper()
+	indptr := make([]uint64, n+1)
+	for _, u := range src {
+		indptr[u+1]++
+	}
+	for i := 0; i < n; i++ {
+		indptr[i+1] += indptr[i]
+	}
+	indices := make([]uint32, len(src))
+	fill := slices.Clone(indptr[:n])
+	for i, u := range src {
+		indices[fill[u]] = dst[i]
+		fill[u]++
+	}
+	g, err := SymmetrizeCSR(n, indptr, indices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// mlTestRMAT is a seeded R-MAT graph (a, b, c = 0.57, 0.19, 0.19) on 2^scale
+// vertices with scrambled ids, as undirected pairs.
+func mlTestRMAT(t testing.TB, scale int, edges int, seed uint64) *WGraph {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	n := 1 << scale
+	mask := uint64(n - 1)
+	scramble := func(x uint64) uint32 { // a bijection on [0, 2^scale)
+		x = (x*0x9e3779b97f4a7c15 + seed) & mask
+		x ^= x >> (scale / 2)
+		return uint32((x * 0xbf58476d1ce4e5b9) & mask)
+	}
+	src := make([]uint32, edges)
+	dst := make([]uint32, edges)
+	for i := range src {
+		var u, v uint64
+		for l := 0; l < scale; l++ {
+			r := rng.Float64()
+			switch {
+			case r < 0.57:
+			case r < 0.76:
+				v |= 1 << l
+			case r < 0.95:
+				u |= 1 << l
+			default:
+				u |= 1 << l
+				v |= 1 << l
+			}
+		}
+		src[i], dst[i] = scramble(u), scramble(v)
+	}
+	return mlFromEdges(t, n, src, dst)
+}
+
+// mlGrid is a w×h 4-neighbour grid.
+func mlGrid(t testing.TB, w, h int) *WGraph {
+	var src, dst []uint32
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			v := uint32(y*w + x)
+			if x+1 < w {
+				src, dst = append(src, v), append(dst, v+1)
+			}
+			if y+1 < h {
+				src, dst = append(src, v), append(dst, v+uint32(w))
+			}
+		}
+	}
+	return mlFromEdges(t, w*h, src, dst)
+}
+
+// mlCliques is c cliques of size s, clique i joined to clique i+1 by one
+// edge.
+func mlCliques(t testing.TB, c, s int) *WGraph {
+	var src, dst []uint32
+	for q := 0; q < c; q++ {
+		base := uint32(q * s)
+		for i := uint32(0); i < uint32(s); i++ {
+			for j := i + 1; j < uint32(s); j++ {
+				src, dst = append(src, base+i), append(dst, base+j)
+			}
+		}
+		if q+1 < c {
+			src, dst = append(src, base+uint32(s)-1), append(dst, base+uint32(s))
+		}
+	}
+	return mlFromEdges(t, c*s, src, dst)
+}
+
+func mlRun1(t *testing.T, g *WGraph, opts MultilevelOptions) ([]uint32, PartitionQuality) {
+	t.Helper()
+	parts, err := Multilevel(context.Background(), g, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := MeasurePartition(g, parts, opts.Parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Empty != 0 {
+		t.Errorf("%d empty parts", q.Empty)
+	}
+	return parts, q
+}
+
+func TestMultilevelQuality(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		g          *WGraph
+		parts      int
+		imbalance  float64
+		maxCut     int64
+		maxBalance float64
+	}{
+		{"two cliques of 10", mlCliques(t, 2, 10), 2, 1.0, 1, 1.0},
+		{"four cliques of 8", mlCliques(t, 4, 8), 4, 1.0, 3, 1.0},
+		{"ring of 1000", mlRing(t, 1000), 4, 1.03, 4, 1.03},
+		{"ring of 1000, exact", mlRing(t, 1000), 4, 1.0, 8, 1.0},
+		{"grid 64x64 into 2", mlGrid(t, 64, 64), 2, 1.03, 64 * 13 / 10, 1.03},
+		{"grid 64x64 into 4", mlGrid(t, 64, 64), 4, 1.03, 128 * 13 / 10, 1.03},
+		{"grid 64x64 into 4, exact", mlGrid(t, 64, 64), 4, 1.0, 128 * 25 / 10, 1.0},
+		{"grid 32x32 into 8", mlGrid(t, 32, 32), 8, 1.03, 160 * 13 / 10, 1.03},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, q := mlRun1(t, tc.g, MultilevelOptions{Parts: tc.parts, Imbalance: tc.imbalance, Seed: 1})
+			if q.EdgeCut > tc.maxCut {
+				t.Errorf("cut %d, want <= %d", q.EdgeCut, tc.maxCut)
+			}
+			if q.Balance[0] > tc.maxBalance+1e-9 {
+				t.Errorf("balance %.4f, want <= %.4f", q.Balance[0], tc.maxBalance)
+			}
+		})
+	}
+}
+
+// mlRing is a cycle of n vertices.
+func mlRing(t testing.TB, n int) *WGraph {
+	src := make([]uint32, n)
+	dst := make([]uint32, n)
+	for i := range src {
+		src[i], dst[i] = uint32(i), uint32((i+1)%n)
+	}
+	return mlFromEdges(t, n, src, dst)
+}
+
+func TestMultilevelMultiConstraint(t *testing.T) {
+	g := mlTestRMAT(t, 14, 1<<17, 7)
+	n := g.NumVertices()
+	indptr := make([]uint64, n+1)
+	for v := 0; v < n; v++ {
+		indptr[v+1] = uint64(g.Xadj[v+1])
+	}
+	var train []uint32
+	for v := 0; v < n; v += 10 {
+		train = append(train, uint32(v))
+	}
+	vwgt, nc, err := MultilevelWeights([]string{"nodes", "edges", "train"}, indptr, train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Vwgt, g.Ncon = vwgt, nc
+	for _, k := range []int{2, 4} {
+		_, q := mlRun1(t, g, MultilevelOptions{Parts: k, Seed: 3})
+		// Three constraints leave fewer feasible moves: the bound holds
+		// to within half a percent.
+		for c, b := range q.Balance {
+			if b > 1.035 {
+				t.Errorf("k=%d: constraint %d balance %.4f, want <= 1.035", k, c, b)
+			}
+		}
+		// Random assignment cuts (k-1)/k of the edges; multilevel must do
+		// far better even under three constraints.
+		if frac := float64(q.EdgeCut) / float64(g.NumEdges()); frac > 0.9*float64(k-1)/float64(k) {
+			t.Errorf("k=%d: cut %.3f of edges", k, frac)
+		}
+	}
+}
+
+func TestMultilevelDeterministic(t *testing.T) {
+	g := mlTestRMAT(t, 12, 1<<15, 5)
+	var first []uint32
+	for _, workers := range []int{1, 2, 2} {
+		parts, _ := mlRun1(t, g, MultilevelOptions{Parts: 4, Seed: 11, Workers: workers})
+		if first == nil {
+			first = parts
+		} else if !slices.Equal(first, parts) {
+			t.Fatalf("workers=%d: assignment differs from the first run", workers)
+		}
+	}
+	other, _ := mlRun1(t, g, MultilevelOptions{Parts: 4, Seed: 12})
+	if slices.Equal(first, other) {
+		t.Error("seeds 11 and 12 gave the same assignment")
+	}
+}
+
+func TestMultilevelEdgeCases(t *testing.T) {
+	g := mlCliques(t, 2, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Multilevel(ctx, g, MultilevelOptions{Parts: 2}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: err = %v, want context.Canceled", err)
+	}
+	for _, opts := range []MultilevelOptions{{Parts: 0}, {Parts: 21}, {Parts: 2, Imbalance: 0.9}} {
+		if _, err := Multilevel(context.Background(), g, opts); err == nil {
+			t.Errorf("%+v: no error", opts)
+		}
+	}
+	parts, err := Multilevel(context.Background(), g, MultilevelOptions{Parts: 1})
+	if err != nil || slices.Max(parts) != 0 {
+		t.Errorf("one part: %v, %v", parts, err)
+	}
+	// 20 parts of 20 vertices: every part gets exactly one.
+	_, q := mlRun1(t, g, MultilevelOptions{Parts: 20, Imbalance: 1.0})
+	if q.Balance[0] != 1 {
+		t.Errorf("20 parts: balance %g", q.Balance[0])
+	}
+	// Edgeless graph.
+	empty := &WGraph{Xadj: make([]int64, 101), Ncon: 1}
+	_, q = mlRun1(t, empty, MultilevelOptions{Parts: 4, Imbalance: 1.0})
+	if q.Balance[0] != 1 || q.EdgeCut != 0 {
+		t.Errorf("edgeless: %+v", q)
+	}
+}
+
+func TestSymmetrizeCSR(t *testing.T) {
+	// 0->1, 1->0 (both ways), 0->0 (loop), 1->2 twice, 3 isolated.
+	indptr := []uint64{0, 2, 5, 5, 5}
+	indices := []uint32{1, 0, 0, 2, 2}
+	g, err := SymmetrizeCSR(4, indptr, indices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantXadj := []int64{0, 1, 3, 4, 4}
+	if !slices.Equal(g.Xadj, wantXadj) {
+		t.Errorf("xadj %v, want %v", g.Xadj, wantXadj)
+	}
+	var rows [][]uint32
+	for v := 0; v < 4; v++ {
+		row := slices.Clone(g.Adjncy[g.Xadj[v]:g.Xadj[v+1]])
+		slices.Sort(row)
+		rows = append(rows, row)
+	}
+	want := [][]uint32{{1}, {0, 2}, {1}, {}}
+	for v := range want {
+		if !slices.Equal(rows[v], want[v]) {
+			t.Errorf("row %d = %v, want %v", v, rows[v], want[v])
+		}
+	}
+	if g.Adjwgt != nil || g.NumEdges() != 2 {
+		t.Errorf("adjwgt %v, edges %d", g.Adjwgt, g.NumEdges())
+	}
+	for _, bad := range []struct {
+		n       int
+		indptr  []uint64
+		indices []uint32
+	}{
+		{2, []uint64{0, 1}, []uint32{0}},
+		{2, []uint64{0, 1, 1}, []uint32{5}},
+		{2, []uint64{0, 2, 1}, []uint32{1, 0}},
+	} {
+		if _, err := SymmetrizeCSR(bad.n, bad.indptr, bad.indices); !errors.Is(err, ErrBadGraph) {
+			t.Errorf("%+v: err = %v, want ErrBadGraph", bad, err)
+		}
+	}
+}
+
+func TestMeasurePartition(t *testing.T) {
+	g := mlRing(t, 6) // 0-1-2-3-4-5-0
+	q, err := MeasurePartition(g, []uint32{0, 0, 1, 1, 2, 2}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.EdgeCut != 3 || q.CommVolume != 6 || q.Balance[0] != 1 || q.Empty != 0 {
+		t.Errorf("quality %+v", q)
+	}
+	q, _ = MeasurePartition(g, []uint32{0, 0, 0, 0, 1, 1}, 3)
+	if q.EdgeCut != 2 || q.Balance[0] != 2 || q.Empty != 1 {
+		t.Errorf("quality %+v", q)
+	}
+}
