@@ -1,0 +1,199 @@
+package kv
+
+import (
+	"bufio"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+)
+
+// Checkpoint file layout (see the diagram in doc.go).
+const (
+	ckMagic     = "GNODEKVT"
+	ckMajor     = 1
+	ckMinor     = 0
+	ckHeaderLen = 192 // fixed header region; the body starts here
+	ckHeaderCRC = 168 // offset of the header CRC
+	flagState   = 1   // optimiser state follows the rows
+)
+
+// crcTable is the CRC-32C table (hardware accelerated by hash/crc32).
+func crcTable() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) }
+
+// FileName is the checkpoint file of shard part of table.
+func FileName(table string, part int) string { return fmt.Sprintf("%s.part%d.kvt", table, part) }
+
+// bodyLen is the byte length of the rows and optimiser state of t.
+func (t *table) bodyLen() int64 {
+	n, d := int64(t.n), int64(t.dim)
+	b := 4 * n * d
+	switch t.spec.Opt.Kind {
+	case OptAdagrad:
+		b += 4 * n
+	case OptAdam:
+		b += 8*n*d + 4*n
+	}
+	return b
+}
+
+// header encodes the checkpoint header of t. t.mu is held.
+func (t *table) header(part int) []byte {
+	s := &t.spec
+	h := make([]byte, 0, ckHeaderLen)
+	h = append(h, ckMagic...)
+	h = le.AppendUint16(h, ckMajor)
+	h = le.AppendUint16(h, ckMinor)
+	var flags uint32
+	if s.Opt.Kind != OptSGD {
+		flags |= flagState
+	}
+	h = le.AppendUint32(h, flags)
+	h = le.AppendUint64(h, ckHeaderLen+uint64(t.bodyLen())+4)
+	h = le.AppendUint32(h, uint32(part))
+	h = le.AppendUint32(h, uint32(s.Parts()))
+	h = le.AppendUint64(h, s.Rows)
+	h = le.AppendUint64(h, t.lo)
+	h = le.AppendUint64(h, t.hi)
+	h = le.AppendUint32(h, uint32(t.dim))
+	h = append(h, byte(s.Init.Kind), byte(s.Opt.Kind), byte(s.Mode), byte(len(s.Name)))
+	h = le.AppendUint64(h, s.Init.Seed)
+	for _, f := range []float32{s.Init.Scale, s.Opt.LR, s.Opt.Eps, s.Opt.Beta1, s.Opt.Beta2, 0} {
+		h = le.AppendUint32(h, math.Float32bits(f))
+	}
+	h = le.AppendUint64(h, t.version.Load())
+	var name [MaxNameLen]byte
+	copy(name[:], s.Name)
+	h = append(h, name[:]...)
+	h = le.AppendUint32(h, crc32.Checksum(h, crcTable()))
+	return h[:ckHeaderLen] // zero padding up to the body
+}
+
+// Save writes one checkpoint file per table shard into dir, each through a
+// temporary file, fsync, rename and a directory fsync: a file holds either
+// its previous checkpoint or the complete new one. Each table is written
+// under its exclusive lock, so the file is one consistent snapshot; pushes
+// to that table wait meanwhile.
+func (s *Store) Save(dir string) error {
+	for _, name := range s.names {
+		if err := s.tables[name].save(dir, s.part); err != nil {
+			return err
+		}
+	}
+	return syncDir(dir)
+}
+
+func (t *table) save(dir string, part int) (err error) {
+	path := filepath.Join(dir, FileName(t.spec.Name, part))
+	f, err := os.CreateTemp(dir, "."+FileName(t.spec.Name, part)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("kv: save %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			err = fmt.Errorf("kv: save %s: %w", path, err)
+		}
+	}()
+	t.mu.Lock()
+	err = t.writeLocked(f, part)
+	t.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// writeLocked streams the header, body and body CRC. t.mu is held.
+func (t *table) writeLocked(f io.Writer, part int) error {
+	w := bufio.NewWriterSize(f, 1<<20)
+	if _, err := w.Write(t.header(part)); err != nil {
+		return err
+	}
+	crc := uint32(0)
+	buf := make([]byte, 0, 1<<16)
+	flush := func() error {
+		crc = crc32.Update(crc, crcTable(), buf)
+		_, err := w.Write(buf)
+		buf = buf[:0]
+		return err
+	}
+	for _, sec := range t.sections() {
+		for i := range sec.n() {
+			buf = le.AppendUint32(buf, sec.get(i))
+			if len(buf) == cap(buf) {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if _, err := w.Write(le.AppendUint32(nil, crc)); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// section is one array of the body, as 32-bit words in file order.
+type section struct {
+	f []float32
+	u []uint32
+}
+
+func (s section) n() int {
+	if s.f != nil {
+		return len(s.f)
+	}
+	return len(s.u)
+}
+
+func (s section) get(i int) uint32 {
+	if s.f != nil {
+		return math.Float32bits(s.f[i])
+	}
+	return s.u[i]
+}
+
+func (s section) set(i int, x uint32) {
+	if s.f != nil {
+		s.f[i] = math.Float32frombits(x)
+	} else {
+		s.u[i] = x
+	}
+}
+
+// sections lists the body in file order: rows, then the optimiser state.
+func (t *table) sections() []section {
+	secs := []section{{f: t.w}}
+	switch t.spec.Opt.Kind {
+	case OptAdagrad:
+		secs = append(secs, section{f: t.acc})
+	case OptAdam:
+		secs = append(secs, section{f: t.m}, section{f: t.v}, section{u: t.steps})
+	}
+	return secs
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("kv: save %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("kv: save %s: fsync directory: %w", dir, err)
+	}
+	return nil
+}

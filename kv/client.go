@@ -1,0 +1,241 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// Client is a trainer's view of the sharded tables: it splits each call by
+// owner (a binary search over the table's Bounds), sends one request per
+// remote owner concurrently, serves the shard of its own node directly
+// from the local Store meanwhile, and puts the results back in the
+// caller's order. Safe for concurrent use.
+type Client struct {
+	specs map[string]*Spec
+	local *Store // nil: no shard on this node
+	tr    Transport
+}
+
+// NewClient returns a client for tables specs. local, if not nil, is this
+// node's Store and serves its own shard without the transport.
+func NewClient(specs []Spec, local *Store, tr Transport) (*Client, error) {
+	c := &Client{specs: make(map[string]*Spec), local: local, tr: tr}
+	var errs []error
+	for _, s := range specs {
+		if err := s.Validate(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.Bounds = slices.Clone(s.Bounds)
+		c.specs[s.Name] = &s
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Client) spec(name string) (*Spec, error) {
+	s, ok := c.specs[name]
+	if !ok {
+		return nil, fmt.Errorf("kv: table %q: %w", name, ErrUnknownTable)
+	}
+	return s, nil
+}
+
+// isLocal reports whether part is served by the local store.
+func (c *Client) isLocal(part int) bool { return c.local != nil && c.local.part == part }
+
+// split groups ids by owner: group p lists the ids shard p owns and their
+// positions in ids.
+type split struct {
+	ids [][]uint64
+	pos [][]int32
+}
+
+func splitByOwner(s *Spec, ids []uint64) (split, error) {
+	sp := split{ids: make([][]uint64, s.Parts()), pos: make([][]int32, s.Parts())}
+	for i, id := range ids {
+		p := s.Owner(id)
+		if p < 0 {
+			return sp, fmt.Errorf("kv: table %q: id %d at position %d: table has %d rows: %w", s.Name, id, i, s.Rows, ErrNotOwner)
+		}
+		sp.ids[p] = append(sp.ids[p], id)
+		sp.pos[p] = append(sp.pos[p], int32(i))
+	}
+	return sp, nil
+}
+
+// fanOut runs f for every part in parts: remote parts on their own
+// goroutines, the local part on this one while they are in flight. Errors
+// are joined.
+func (c *Client) fanOut(parts []int, f func(p int) error) error {
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	localAt := -1
+	for i, p := range parts {
+		if c.isLocal(p) {
+			localAt = i
+			continue
+		}
+		wg.Go(func() { errs[i] = f(p) })
+	}
+	if localAt >= 0 {
+		errs[localAt] = f(parts[localAt])
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Pull appends the rows of ids to dst in the order of ids.
+func (c *Client) Pull(ctx context.Context, table string, ids []uint64, dst []float32) ([]float32, error) {
+	dst, _, err := c.PullVersion(ctx, table, 0, ids, dst)
+	return dst, err
+}
+
+// PullVersion is Pull after every shard involved reached minVersion (Sync
+// tables); it returns the smallest version among the shards that answered.
+func (c *Client) PullVersion(ctx context.Context, table string, minVersion uint64, ids []uint64, dst []float32) ([]float32, uint64, error) {
+	s, err := c.spec(table)
+	if err != nil {
+		return dst, 0, err
+	}
+	sp, err := splitByOwner(s, ids)
+	if err != nil {
+		return dst, 0, err
+	}
+	dim, base := s.Dim, len(dst)
+	out := slices.Grow(dst, len(ids)*dim)[:base+len(ids)*dim]
+	var parts []int
+	for p, g := range sp.ids {
+		if len(g) > 0 {
+			parts = append(parts, p)
+		}
+	}
+	versions := make([]uint64, s.Parts())
+	err = c.fanOut(parts, func(p int) error {
+		var rows []float32
+		var err error
+		if c.isLocal(p) {
+			if len(parts) == 1 { // every id is local: pull straight into out
+				_, versions[p], err = c.local.PullVersion(ctx, table, minVersion, ids, out[:base])
+				return err
+			}
+			rows, versions[p], err = c.local.PullVersion(ctx, table, minVersion, sp.ids[p], nil)
+			if err != nil {
+				return err
+			}
+		} else {
+			var resp PullResponse
+			req := PullRequest{Table: table, MinVersion: minVersion, IDs: sp.ids[p]}
+			if err := c.tr.Pull(ctx, p, &req, &resp); err != nil {
+				return err
+			}
+			if int(resp.Dim) != dim || len(resp.Rows) != len(sp.ids[p])*dim {
+				return fmt.Errorf("kv: table %q: part %d answered %d values of dim %d for %d ids of dim %d: %w",
+					table, p, len(resp.Rows), resp.Dim, len(sp.ids[p]), dim, ErrShape)
+			}
+			rows, versions[p] = resp.Rows, resp.Version
+		}
+		for i, pos := range sp.pos[p] {
+			copy(out[base+int(pos)*dim:base+int(pos+1)*dim], rows[i*dim:(i+1)*dim])
+		}
+		return nil
+	})
+	if err != nil {
+		return dst, 0, err
+	}
+	v := uint64(0)
+	for i, p := range parts {
+		if i == 0 || versions[p] < v {
+			v = versions[p]
+		}
+	}
+	return out, v, nil
+}
+
+// Push sends grads (len(ids)·dim, row after row) to the owners of ids.
+// Each shard applies its part atomically; shards are independent, so on
+// error some shards may have applied theirs (the error names the others).
+func (c *Client) Push(ctx context.Context, table string, ids []uint64, grads []float32) error {
+	s, err := c.spec(table)
+	if err != nil {
+		return err
+	}
+	dim := s.Dim
+	if len(grads) != len(ids)*dim {
+		return fmt.Errorf("kv: table %q: push of %d ids with %d gradient values, want %d: %w", table, len(ids), len(grads), len(ids)*dim, ErrShape)
+	}
+	sp, err := splitByOwner(s, ids)
+	if err != nil {
+		return err
+	}
+	var parts []int
+	for p, g := range sp.ids {
+		if len(g) > 0 {
+			parts = append(parts, p)
+		}
+	}
+	return c.fanOut(parts, func(p int) error {
+		g := grads
+		if len(parts) > 1 {
+			g = make([]float32, 0, len(sp.ids[p])*dim)
+			for _, pos := range sp.pos[p] {
+				g = append(g, grads[int(pos)*dim:int(pos+1)*dim]...)
+			}
+		}
+		if c.isLocal(p) {
+			return c.local.Push(table, sp.ids[p], g)
+		}
+		return c.tr.Push(ctx, p, &PushRequest{Table: table, Dim: uint32(dim), IDs: sp.ids[p], Grads: g})
+	})
+}
+
+// PushSync contributes trainer's gradient of a Sync table (rows·dim
+// values, in row order) to step on every shard and blocks until every
+// shard applied the averaged update (nil) or one failed. Shards decide
+// independently: after an error some may have applied the step and others
+// not, and the job should resume from a checkpoint (see doc.go).
+func (c *Client) PushSync(ctx context.Context, table string, step uint64, trainer, world int, grads []float32) error {
+	s, err := c.spec(table)
+	if err != nil {
+		return err
+	}
+	if want := s.Rows * uint64(s.Dim); uint64(len(grads)) != want {
+		return fmt.Errorf("kv: table %q: sync push of %d values, table holds %d: %w", table, len(grads), want, ErrShape)
+	}
+	parts := make([]int, s.Parts())
+	for p := range parts {
+		parts[p] = p
+	}
+	return c.fanOut(parts, func(p int) error {
+		lo, hi := s.Range(p)
+		g := grads[lo*uint64(s.Dim) : hi*uint64(s.Dim)]
+		if c.isLocal(p) {
+			return c.local.PushSync(ctx, table, step, trainer, world, g)
+		}
+		return c.tr.PushSync(ctx, p, &PushSyncRequest{Table: table, Step: step, Trainer: uint32(trainer), World: uint32(world), Grads: g})
+	})
+}
+
+// Leave tells every shard that trainer is gone (Store.Leave).
+func (c *Client) Leave(ctx context.Context, trainer int) error {
+	parts := 0
+	for _, s := range c.specs {
+		parts = max(parts, s.Parts())
+	}
+	all := make([]int, parts)
+	for p := range all {
+		all[p] = p
+	}
+	return c.fanOut(all, func(p int) error {
+		if c.isLocal(p) {
+			c.local.Leave(trainer)
+			return nil
+		}
+		return c.tr.Leave(ctx, p, &LeaveRequest{Trainer: uint32(trainer)})
+	})
+}

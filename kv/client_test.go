@@ -1,0 +1,200 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// transports builds, for a cluster, the two in-process transports: stores
+// called directly, and the encoded path through Handler and WireTransport.
+func transports(stores []*Store) map[string]struct {
+	tr    Transport
+	calls func(p int) int64
+} {
+	d := newDirect(stores)
+	w, wcalls := wireCluster(stores)
+	return map[string]struct {
+		tr    Transport
+		calls func(p int) int64
+	}{
+		"direct": {d, func(p int) int64 { return d.calls[p].Load() }},
+		"wire":   {w, func(p int) int64 { return wcalls[p].Load() }},
+	}
+}
+
+// TestClientShardsLikeOneStore: pulls and pushes through a client over 2
+// and 4 shards give exactly what one unsharded store gives, in the
+// caller's order, and the local shard never goes through the transport.
+func TestClientShardsLikeOneStore(t *testing.T) {
+	const rows, dim = 97, 5
+	for _, parts := range []int{2, 4} {
+		for _, name := range []string{"direct", "wire"} {
+			t.Run(fmt.Sprintf("parts=%d/%s", parts, name), func(t *testing.T) {
+				stores := newCluster(t, parts, entSpec(rows, dim, parts))
+				trans := transports(stores)[name]
+				ref := newStore(t, 0, entSpec(rows, dim, 1))
+				const local = 1
+				c, err := NewClient([]Spec{entSpec(rows, dim, parts)}, stores[local], trans.tr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := context.Background()
+				rng := rand.New(rand.NewPCG(1, uint64(parts)))
+				for range 20 {
+					ids := make([]uint64, 1+rng.IntN(40))
+					for i := range ids {
+						ids[i] = rng.Uint64N(rows)
+					}
+					ids = append(ids, ids[0]) // a duplicate in every batch
+					grads := make([]float32, len(ids)*dim)
+					for i := range grads {
+						grads[i] = float32(rng.IntN(9)) - 4
+					}
+					if err := c.Push(ctx, "ent", ids, grads); err != nil {
+						t.Fatal(err)
+					}
+					if err := ref.Push("ent", ids, grads); err != nil {
+						t.Fatal(err)
+					}
+					got, err := c.Pull(ctx, "ent", ids, f32(42))
+					if err != nil {
+						t.Fatal(err)
+					}
+					want, _ := ref.Pull("ent", ids, f32(42))
+					if !slices.Equal(got, want) {
+						t.Fatalf("pull of %v: got %v, want %v", ids, got, want)
+					}
+				}
+				if n := trans.calls(local); n != 0 {
+					t.Fatalf("local part went through the transport %d times", n)
+				}
+				for p := range parts {
+					if p != local && trans.calls(p) == 0 {
+						t.Fatalf("part %d never called", p)
+					}
+				}
+				// All ids local: no transport call at all.
+				before := make([]int64, parts)
+				for p := range parts {
+					before[p] = trans.calls(p)
+				}
+				lo, hi := stores[local].tables["ent"].lo, stores[local].tables["ent"].hi
+				if _, err := c.Pull(ctx, "ent", idRange(lo, hi), nil); err != nil {
+					t.Fatal(err)
+				}
+				for p := range parts {
+					if trans.calls(p) != before[p] {
+						t.Fatalf("an all-local pull called part %d", p)
+					}
+				}
+			})
+		}
+	}
+}
+
+func entSpec(rows uint64, dim, parts int) Spec {
+	s := spec("ent", rows, dim, Adagrad(0.25, 1e-10), Async, parts)
+	s.Init = Init{Kind: InitUniform, Scale: KGEInitScale(12, dim), Seed: 11}
+	return s
+}
+
+// TestClientSyncAcrossShards: W trainers, each with its own client on its
+// own node, step a dense table sharded over all nodes; the result equals
+// one store applying the averaged gradient.
+func TestClientSyncAcrossShards(t *testing.T) {
+	const rows, dim, steps = 10, 3, 3
+	for _, parts := range []int{2, 4} {
+		t.Run(fmt.Sprintf("parts=%d", parts), func(t *testing.T) {
+			dense := spec("w", rows, dim, SGD(0.5), Sync, parts)
+			stores := newCluster(t, parts, dense)
+			tr, _ := wireCluster(stores)
+			world := parts
+			var wg sync.WaitGroup
+			for k := range world {
+				c, err := NewClient([]Spec{dense}, stores[k], tr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wg.Go(func() {
+					ctx := context.Background()
+					for step := range uint64(steps) {
+						if err := c.PushSync(ctx, "w", step, k, world, grad(rows*dim, k, step)); err != nil {
+							t.Errorf("trainer %d: %v", k, err)
+							return
+						}
+						_, v, err := c.PullVersion(ctx, "w", step+1, allIDs(rows), nil)
+						if err != nil || v != step+1 {
+							t.Errorf("trainer %d: version %d, %v", k, v, err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			c, _ := NewClient([]Spec{dense}, nil, tr)
+			got, err := c.Pull(context.Background(), "w", allIDs(rows), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Σ_s 0.5·(W+1)/2·(s+1) over s = 0..2.
+			want := -0.5 * float32(world+1) / 2 * 6
+			for i, x := range got {
+				if x != want {
+					t.Fatalf("w[%d] = %v, want %v", i, x, want)
+				}
+			}
+		})
+	}
+}
+
+// TestClientErrorsCrossTheWire: a shard's error comes back with its
+// sentinel and text; a departed trainer is reported to every shard.
+func TestClientErrorsCrossTheWire(t *testing.T) {
+	dense := spec("w", 4, 2, SGD(1), Sync, 2)
+	ent := entSpec(8, 2, 2)
+	stores := newCluster(t, 2, dense, ent)
+	tr, _ := wireCluster(stores)
+	c, err := NewClient([]Spec{dense, ent}, stores[0], tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.Pull(ctx, "ent", []uint64{1, 9}, nil); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("pull beyond the table: %v", err)
+	}
+	err = c.Push(ctx, "w", []uint64{3}, f32(1, 1))
+	if !errors.Is(err, ErrMode) {
+		t.Fatalf("push to a sync table: %v", err)
+	}
+	var re *RemoteError
+	if !errors.As(err, &re) || re.Part != 1 {
+		t.Fatalf("push to part 1's rows: %T %v, want a RemoteError from part 1", err, err)
+	}
+	if _, err := c.Pull(ctx, "nope", []uint64{1}, nil); !errors.Is(err, ErrUnknownTable) {
+		t.Fatalf("unknown table: %v", err)
+	}
+	// Only the remote shard (part 1) is asked for a row it does not own.
+	err = tr.Push(ctx, 1, &PushRequest{Table: "ent", Dim: 2, IDs: []uint64{0}, Grads: f32(1, 1)})
+	if !errors.As(err, &re) || re.Part != 1 || !errors.Is(err, ErrNotOwner) || !strings.Contains(err.Error(), "outside shard [4, 8)") {
+		t.Fatalf("remote error %v", err)
+	}
+	// Trainer 1 leaves through the client: both shards fail a step waiting for it.
+	if err := c.Leave(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	err = c.PushSync(ctx, "w", 0, 0, 2, make([]float32, 8))
+	for p, s := range stores {
+		if v, _ := s.Version("w"); v != 0 {
+			t.Fatalf("part %d applied a step", p)
+		}
+	}
+	if !errors.Is(err, ErrStepFailed) || strings.Count(err.Error(), "trainer 1 left") != 2 {
+		t.Fatalf("sync push after leave: %v", err)
+	}
+}

@@ -1,0 +1,124 @@
+// Package kv is the parameter server (DESIGN.md §9): named float32 tables
+// of rows × dim, sharded over the nodes, whose owning shard applies the
+// optimiser to pushed gradients, as DGL-KE's KVStore does. Sparse
+// embeddings (KG entities and relations) are pushed asynchronously; dense
+// model parameters go through synchronous steps. kv imports no other
+// project package: it knows tables, ids and bytes, not the mesh.
+//
+// # Who calls what
+//
+// Every node runs one Store holding its shard of every table (Config.Part
+// is its partition index; a table's Bounds say which global rows each
+// shard owns: the partition book's bounds for entity tables, EvenBounds for
+// dense ones). The daemon (package node):
+//
+//  1. builds the Store with New, the same []Spec on every node, and, to
+//     resume, calls Store.Load(dir) before serving;
+//  2. serves kv messages from peers with Handler.Handle: the mesh carries
+//     them as opaque bytes (the first byte is the Kind), the daemon hands
+//     the request and the stream's context to Handle and sends back the
+//     bytes it returns; Handle blocks for a PushSync until the step ends;
+//  3. builds each trainer's Client with NewClient(specs, localStore,
+//     NewWireTransport(call)), where call sends bytes to the node serving a
+//     part and returns its answer;
+//  4. calls Client.Leave(ctx, rank) (or Store.Leave on every node) when a
+//     trainer's connection drops, and cancels that trainer's in-flight
+//     requests;
+//  5. calls Store.Save(dir) on request and on SIGTERM, after trainers stop.
+//
+// Trainers only see Client: Pull, Push (Async tables), PushSync and
+// PullVersion (Sync tables). The Client splits ids by owner (binary search
+// over Bounds), sends one request per remote shard concurrently, serves its
+// own node's shard from the local Store directly while they are in flight,
+// and scatters the rows back into the caller's order.
+//
+// # Concurrency and ordering
+//
+// Store, Handler, Client and WireTransport are safe for concurrent use.
+// A shard's rows are guarded by 256 striped row locks: a Push holds a
+// row's lock while it updates the row and its optimiser state, so pushes of
+// several trainers run in parallel, each row update is atomic, and a Pull
+// returns every row as it was between two updates (not the batch as a
+// whole: async pushes interleave, Hogwild-style, as in DGL-KE). A Push
+// checks every id before it changes anything; duplicate ids in one push are
+// summed in order of appearance and the optimiser runs once per distinct
+// row. Sync tables change only inside a step, under the table's exclusive
+// lock, so a Pull of a Sync table sees exactly one version. Save holds each
+// table's exclusive lock while it writes that table: one consistent
+// snapshot per file; pushes to it wait.
+//
+// Weights and optimiser state are flat pointer-free slices: the garbage
+// collector never scans them.
+//
+// # Optimisers (float32, in this order; products rounded before the add)
+//
+//	SGD      w -= lr·g
+//	Adagrad  (DGL-KE's sparse Adagrad, dglke/kvserver.py _push_handler)
+//	         s_r += Σ_j g_j² / dim        one accumulator per row
+//	         w_j += (-lr·g_j) / (sqrt(s_r) + eps)     DGL-KE: eps = 1e-10
+//	Adam     (torch.optim.Adam; step count t per row as DGL's SparseAdam)
+//	         t += 1; m = β1·m + (1-β1)·g; v = β2·v + (1-β2)·g²
+//	         w += -(lr/(1-β1^t)) · (m / (sqrt(v)/sqrt(1-β2^t) + eps))
+//
+// # Synchronous steps
+//
+// A Sync table's shard has a version, the number of steps applied. Step s
+// is accepted only at version s. Each of the W trainers calls
+// PushSync(step s, trainer k, world W, gradient for every row of the
+// shard); the calls block. When the W-th arrives the shard averages the
+// gradients in trainer order ((g0+…+g(W-1))/W), applies the optimiser
+// once, bumps the version to s+1 and releases every caller with nil. The
+// step fails for every waiter with ErrStepFailed and a message naming the
+// missing trainers when a trainer Leaves, a waiter's context ends (its
+// connection dropped), or Config.SyncTimeout passes after the first push;
+// the rows and version stay as they were. A departed trainer is remembered
+// until it pushes again, so a later step that needs it fails at once. Each
+// shard decides on its own: when a step fails on one shard after it
+// succeeded on another, the shards' versions differ and the job should
+// resume from the last checkpoint (as a failed collective ends a PyTorch
+// DDP job). PullVersion(v) waits until version >= v.
+//
+// # Wire messages
+//
+// Little-endian; [kind u8][WireVersion u8] then the fields listed in
+// wire.go. Decoders check each count against the bytes left before they
+// allocate, refuse trailing bytes and never panic; each has a fuzz target
+// that re-encodes what it accepts. An ErrorMsg carries a code naming the
+// sentinel (RemoteError unwraps to it) and the shard's error text.
+//
+// # Checkpoint files
+//
+// Save writes <table>.part<K>.kvt per table into dir: temporary file,
+// fsync, rename, then one fsync of dir. Load refuses a file whose magic,
+// major version, CRCs or size are wrong (ErrCorrupt, ErrVersion), or whose
+// table differs from the configured one in name, part, parts, rows, shard
+// range, dim, optimiser or mode (ErrMismatch, naming the field); the error
+// names the file.
+//
+//	offset  size  field
+//	     0     8  magic "GNODEKVT"
+//	     8     2  major version (1)     readers refuse any other
+//	    10     2  minor version (0)
+//	    12     4  flags                 bit 0: optimiser state follows rows
+//	    16     8  file size
+//	    24     4  part K                28  4  parts P
+//	    32     8  rows (whole table)    40  8  shard start   48  8  shard end
+//	    56     4  dim
+//	    60     1  init kind             61  1  optimiser     62  1  mode
+//	    63     1  name length
+//	    64     8  init seed
+//	    72  6×4   init scale, lr, eps, beta1, beta2, 0   (float32)
+//	    96     8  version (sync steps or pushes applied)
+//	   104    64  name, NUL-padded
+//	   168     4  CRC-32C of bytes [0, 168)
+//	   172    20  zero
+//	   192        body, n = shard rows:
+//	              rows           n·dim float32
+//	              adagrad: acc   n float32
+//	              adam:    m, v  n·dim float32 each; t  n uint32
+//	  end-4    4  CRC-32C of the body
+//
+//	┌──────────────┬──────────────┬─────────────────┬───────┐
+//	│ header 192 B │ rows n·dim·4 │ optimiser state │ CRC   │
+//	└──────────────┴──────────────┴─────────────────┴───────┘
+package kv

@@ -1,0 +1,169 @@
+package kv
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Load restores every table shard from dir (files written by Save with
+// this store's part): rows, optimiser state and version, so training
+// resumes exactly where the checkpoint was taken. A file is refused, with
+// an error naming it, when its magic, major version or a CRC is wrong or it
+// is truncated (ErrCorrupt, ErrVersion), or when its table does not match
+// the configured one (ErrMismatch, naming the field: name, part, parts,
+// rows, dim, shard range, optimiser, mode). Hyperparameters (lr, eps,
+// betas) and the initialiser may differ: the configured ones apply from
+// here on. A table whose body fails its CRC is reset to its initial
+// values before Load returns the error.
+func (s *Store) Load(dir string) error {
+	for _, name := range s.names {
+		if err := s.tables[name].load(dir, s.part); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *table) load(dir string, part int) error {
+	path := filepath.Join(dir, FileName(t.spec.Name, part))
+	fail := func(err error, format string, args ...any) error {
+		return fmt.Errorf("kv: load %s: %s: %w", path, fmt.Sprintf(format, args...), err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("kv: load: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("kv: load: %w", err)
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
+	h := make([]byte, ckHeaderLen)
+	if _, err := io.ReadFull(r, h); err != nil {
+		return fail(ErrCorrupt, "header: %d of %d bytes", min(st.Size(), ckHeaderLen), ckHeaderLen)
+	}
+	if string(h[:8]) != ckMagic {
+		return fail(ErrCorrupt, "magic %q, want %q", h[:8], ckMagic)
+	}
+	if major := le.Uint16(h[8:]); major != ckMajor {
+		return fail(ErrVersion, "major version %d, this build reads %d", major, ckMajor)
+	}
+	if got, want := le.Uint32(h[ckHeaderCRC:]), crc32.Checksum(h[:ckHeaderCRC], crcTable()); got != want {
+		return fail(ErrCorrupt, "header CRC %08x, computed %08x", got, want)
+	}
+	if err := t.checkHeader(h, part); err != nil {
+		return fail(ErrMismatch, "%v", err)
+	}
+	wantState := t.spec.Opt.Kind != OptSGD
+	flags := le.Uint32(h[12:])
+	if hasState := flags&flagState != 0; hasState != wantState || flags&^flagState != 0 {
+		return fail(ErrCorrupt, "flags %#x for optimiser %s", flags, t.spec.Opt.Kind)
+	}
+	size := int64(ckHeaderLen) + t.bodyLen() + 4
+	if hs := le.Uint64(h[16:]); hs != uint64(size) || st.Size() != size {
+		return fail(ErrCorrupt, "file is %d bytes, header says %d, table needs %d", st.Size(), hs, size)
+	}
+
+	if err := t.restore(r, le.Uint64(h[96:])); err != nil {
+		return fmt.Errorf("kv: load %s: %w", path, err)
+	}
+	if ss := t.sync; ss != nil {
+		// After t.mu is released: the step apply takes ss.mu, then t.mu.
+		ss.mu.Lock()
+		ss.bumpWaitersLocked()
+		ss.mu.Unlock()
+	}
+	return nil
+}
+
+// restore reads the body and its CRC from r under the table's exclusive
+// lock and sets the version; on any error it resets the table.
+func (t *table) restore(r io.Reader, version uint64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	crc, err := t.readLocked(r)
+	if err == nil {
+		var tail [4]byte
+		if _, err = io.ReadFull(r, tail[:]); err != nil {
+			err = fmt.Errorf("body CRC: %v: %w", err, ErrCorrupt)
+		} else if got := le.Uint32(tail[:]); got != crc {
+			err = fmt.Errorf("body CRC %08x, computed %08x: %w", got, crc, ErrCorrupt)
+		}
+	}
+	if err != nil {
+		t.resetLocked()
+		return err
+	}
+	t.version.Store(version)
+	return nil
+}
+
+// checkHeader compares the header's table with the configured one and
+// names the first field that differs.
+func (t *table) checkHeader(h []byte, part int) error {
+	s := &t.spec
+	n := int(h[63])
+	name := string(bytes.TrimRight(h[104:104+MaxNameLen], "\x00"))
+	if n > MaxNameLen || n != len(name) {
+		name = fmt.Sprintf("%q (length byte %d)", name, n)
+	}
+	checks := []struct {
+		field     string
+		file, cfg any
+	}{
+		{"name", name, s.Name},
+		{"part", le.Uint32(h[24:]), uint32(part)},
+		{"parts", le.Uint32(h[28:]), uint32(s.Parts())},
+		{"rows", le.Uint64(h[32:]), s.Rows},
+		{"shard start", le.Uint64(h[40:]), t.lo},
+		{"shard end", le.Uint64(h[48:]), t.hi},
+		{"dim", le.Uint32(h[56:]), uint32(t.dim)},
+		{"optimiser", OptKind(h[61]), s.Opt.Kind},
+		{"mode", Mode(h[62]), s.Mode},
+	}
+	for _, c := range checks {
+		if c.file != c.cfg {
+			return fmt.Errorf("field %s: file has %v, table has %v", c.field, c.file, c.cfg)
+		}
+	}
+	return nil
+}
+
+// readLocked fills the body from r and returns its CRC. t.mu is held.
+func (t *table) readLocked(r io.Reader) (uint32, error) {
+	crc := uint32(0)
+	buf := make([]byte, 1<<16)
+	for _, sec := range t.sections() {
+		for i := 0; i < sec.n(); {
+			k := min(sec.n()-i, len(buf)/4)
+			b := buf[:4*k]
+			if _, err := io.ReadFull(r, b); err != nil {
+				return 0, fmt.Errorf("body: %v: %w", err, ErrCorrupt)
+			}
+			crc = crc32.Update(crc, crcTable(), b)
+			for j := range k {
+				sec.set(i+j, le.Uint32(b[4*j:]))
+			}
+			i += k
+		}
+	}
+	return crc, nil
+}
+
+// resetLocked puts the shard back to its initial values. t.mu is held.
+func (t *table) resetLocked() {
+	for r := range t.n {
+		initRow(t.row(r), t.spec.Init, t.lo+uint64(r))
+	}
+	clear(t.acc)
+	clear(t.m)
+	clear(t.v)
+	clear(t.steps)
+	t.version.Store(0)
+}

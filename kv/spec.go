@@ -1,0 +1,254 @@
+package kv
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// Sentinel errors. Every error of this package wraps one of them, so a
+// caller (and a peer, through the Error message's code) can tell them apart
+// with errors.Is.
+var (
+	ErrSpec         = errors.New("invalid table spec")
+	ErrUnknownTable = errors.New("unknown table")
+	ErrNotOwner     = errors.New("row not owned by this shard")
+	ErrShape        = errors.New("length does not match the table's shape")
+	ErrMode         = errors.New("wrong mode for this table")
+	ErrStep         = errors.New("bad synchronous step")
+	ErrStepFailed   = errors.New("synchronous step failed")
+	ErrMalformed    = errors.New("malformed message")
+	ErrCorrupt      = errors.New("corrupt checkpoint")
+	ErrVersion      = errors.New("unsupported checkpoint version")
+	ErrMismatch     = errors.New("checkpoint does not match the configured table")
+)
+
+// MaxNameLen bounds a table name; names also name checkpoint files.
+const MaxNameLen = 64
+
+// MaxWorld bounds the trainers of one synchronous step.
+const MaxWorld = 1 << 16
+
+// DefaultSyncTimeout is how long a synchronous step waits, from its first
+// push, for the rest of its trainers before it fails.
+const DefaultSyncTimeout = 60 * time.Second
+
+// InitKind selects how a table's rows start.
+type InitKind uint8
+
+const (
+	InitZeros   InitKind = 0
+	InitUniform InitKind = 1 // uniform in [-Scale, Scale]
+	InitNormal  InitKind = 2 // normal, mean 0, standard deviation Scale
+)
+
+// Init is a table's initialiser. Element (row, col) is drawn from a
+// counter-based generator keyed by (Seed, global row, col), so a row starts
+// with the same values however the table is sharded.
+type Init struct {
+	Kind  InitKind
+	Scale float32
+	Seed  uint64
+}
+
+// KGEInitScale is DGL-KE's entity/relation init bound: rows are uniform in
+// ±(gamma + 2)/dim (dglke/models/general_models.py, emb_init with eps 2.0).
+func KGEInitScale(gamma float32, dim int) float32 { return (gamma + 2) / float32(dim) }
+
+// OptKind selects the server-side optimiser.
+type OptKind uint8
+
+const (
+	OptSGD     OptKind = 1
+	OptAdagrad OptKind = 2
+	OptAdam    OptKind = 3
+)
+
+func (k OptKind) String() string {
+	switch k {
+	case OptSGD:
+		return "sgd"
+	case OptAdagrad:
+		return "adagrad"
+	case OptAdam:
+		return "adam"
+	}
+	return fmt.Sprintf("OptKind(%d)", uint8(k))
+}
+
+// Optimizer is the rule the owning shard applies to pushed gradients; the
+// exact formulas are in optim.go and doc.go.
+type Optimizer struct {
+	Kind         OptKind
+	LR, Eps      float32
+	Beta1, Beta2 float32 // Adam only
+}
+
+// SGD is w -= lr·g.
+func SGD(lr float32) Optimizer { return Optimizer{Kind: OptSGD, LR: lr} }
+
+// Adagrad is DGL-KE's row-wise sparse Adagrad; DGL-KE uses eps = 1e-10.
+func Adagrad(lr, eps float32) Optimizer { return Optimizer{Kind: OptAdagrad, LR: lr, Eps: eps} }
+
+// Adam is PyTorch's Adam with a per-row step count (as DGL's SparseAdam).
+func Adam(lr, beta1, beta2, eps float32) Optimizer {
+	return Optimizer{Kind: OptAdam, LR: lr, Beta1: beta1, Beta2: beta2, Eps: eps}
+}
+
+// Mode says how pushes reach a table.
+type Mode uint8
+
+const (
+	// Async applies every Push as it arrives (sparse embeddings, Hogwild
+	// style as DGL-KE).
+	Async Mode = 1
+	// Sync applies one averaged update per step once all trainers of the
+	// step have called PushSync (dense model parameters).
+	Sync Mode = 2
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Async:
+		return "async"
+	case Sync:
+		return "sync"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// Spec describes one table. Bounds has P+1 entries: shard p owns global
+// rows [Bounds[p], Bounds[p+1]). For entity tables they are the partition
+// book's bounds; for dense tables EvenBounds(rows, P).
+type Spec struct {
+	Name   string
+	Rows   uint64
+	Dim    int
+	Init   Init
+	Opt    Optimizer
+	Mode   Mode
+	Bounds []uint64
+}
+
+// Parts is the number of shards.
+func (s *Spec) Parts() int { return len(s.Bounds) - 1 }
+
+// Range is the global row range [lo, hi) of shard p.
+func (s *Spec) Range(p int) (lo, hi uint64) { return s.Bounds[p], s.Bounds[p+1] }
+
+// Owner is the shard owning global row id, or -1 when id >= Rows.
+func (s *Spec) Owner(id uint64) int { return owner(s.Bounds, id) }
+
+func owner(b []uint64, id uint64) int {
+	if len(b) < 2 || id >= b[len(b)-1] {
+		return -1
+	}
+	return sort.Search(len(b)-1, func(i int) bool { return b[i+1] > id })
+}
+
+// EvenBounds splits rows into parts contiguous ranges whose sizes differ
+// by at most one, larger ranges first.
+func EvenBounds(rows uint64, parts int) []uint64 {
+	if parts < 1 {
+		parts = 1
+	}
+	b := make([]uint64, parts+1)
+	q, r := rows/uint64(parts), rows%uint64(parts)
+	for p := range parts {
+		n := q
+		if uint64(p) < r {
+			n++
+		}
+		b[p+1] = b[p] + n
+	}
+	return b
+}
+
+// Validate reports every problem of s, each naming the table and field.
+func (s *Spec) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("kv: table %q: %s: %s: %w", s.Name, field, fmt.Sprintf(format, args...), ErrSpec))
+	}
+	if !validName(s.Name) {
+		bad("name", "must be 1-%d bytes of [A-Za-z0-9_.-], not starting with '.'", MaxNameLen)
+	}
+	if s.Rows == 0 {
+		bad("rows", "must be > 0")
+	}
+	if s.Dim <= 0 || s.Dim > math.MaxInt32 {
+		bad("dim", "%d: must be in [1, 2^31)", s.Dim)
+	}
+	switch s.Init.Kind {
+	case InitZeros:
+	case InitUniform, InitNormal:
+		if !(s.Init.Scale >= 0) || math.IsInf(float64(s.Init.Scale), 0) {
+			bad("init.scale", "%v: must be finite and >= 0", s.Init.Scale)
+		}
+	default:
+		bad("init.kind", "%d: unknown", s.Init.Kind)
+	}
+	o := s.Opt
+	finite := func(field string, v float32) {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			bad(field, "%v: must be finite", v)
+		}
+	}
+	finite("opt.lr", o.LR)
+	finite("opt.eps", o.Eps)
+	switch o.Kind {
+	case OptSGD:
+	case OptAdagrad:
+		if !(o.Eps > 0) {
+			bad("opt.eps", "%v: adagrad needs eps > 0", o.Eps)
+		}
+	case OptAdam:
+		if !(o.Eps > 0) {
+			bad("opt.eps", "%v: adam needs eps > 0", o.Eps)
+		}
+		if !(o.Beta1 >= 0 && o.Beta1 < 1) {
+			bad("opt.beta1", "%v: must be in [0, 1)", o.Beta1)
+		}
+		if !(o.Beta2 >= 0 && o.Beta2 < 1) {
+			bad("opt.beta2", "%v: must be in [0, 1)", o.Beta2)
+		}
+	default:
+		bad("opt.kind", "%d: unknown", o.Kind)
+	}
+	if s.Mode != Async && s.Mode != Sync {
+		bad("mode", "%d: must be async or sync", s.Mode)
+	}
+	switch {
+	case len(s.Bounds) < 2:
+		bad("bounds", "need at least 2 bounds, got %d", len(s.Bounds))
+	case s.Bounds[0] != 0:
+		bad("bounds", "start at %d, want 0", s.Bounds[0])
+	case s.Bounds[len(s.Bounds)-1] != s.Rows:
+		bad("bounds", "end at %d, want rows %d", s.Bounds[len(s.Bounds)-1], s.Rows)
+	default:
+		for i := 1; i < len(s.Bounds); i++ {
+			if s.Bounds[i] < s.Bounds[i-1] {
+				bad("bounds", "decrease at part %d (%d < %d)", i-1, s.Bounds[i], s.Bounds[i-1])
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validName accepts names that are safe as file name prefixes.
+func validName(name string) bool {
+	if len(name) == 0 || len(name) > MaxNameLen || name[0] == '.' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}

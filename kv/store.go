@@ -1,0 +1,189 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Config builds a Store: the shard index this node serves and the tables.
+type Config struct {
+	Part   int    // shard index served here, in [0, P) of every table
+	Tables []Spec // every table of the cluster, the same list on every node
+	// SyncTimeout bounds a synchronous step from its first push;
+	// 0 means DefaultSyncTimeout.
+	SyncTimeout time.Duration
+}
+
+// Validate reports every problem of c.
+func (c *Config) Validate() error {
+	var errs []error
+	seen := make(map[string]bool)
+	for i := range c.Tables {
+		s := &c.Tables[i]
+		if err := s.Validate(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if seen[s.Name] {
+			errs = append(errs, fmt.Errorf("kv: table %q: name: defined twice: %w", s.Name, ErrSpec))
+		}
+		seen[s.Name] = true
+		if c.Part < 0 || c.Part >= s.Parts() {
+			errs = append(errs, fmt.Errorf("kv: table %q: part %d outside its %d shards: %w", s.Name, c.Part, s.Parts(), ErrSpec))
+		}
+	}
+	if c.SyncTimeout < 0 {
+		errs = append(errs, fmt.Errorf("kv: sync_timeout %v: must be >= 0: %w", c.SyncTimeout, ErrSpec))
+	}
+	return errors.Join(errs...)
+}
+
+// Store is one node's shards of every table. All methods are safe for
+// concurrent use; see doc.go for the ordering guarantees.
+type Store struct {
+	part        int
+	tables      map[string]*table // fixed at New: read without a lock
+	names       []string          // sorted
+	syncTimeout time.Duration
+	scratch     sync.Pool // *scratch
+}
+
+// New allocates and initialises this node's shard of every table.
+func New(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{part: cfg.Part, tables: make(map[string]*table), syncTimeout: cfg.SyncTimeout}
+	if s.syncTimeout == 0 {
+		s.syncTimeout = DefaultSyncTimeout
+	}
+	for _, spec := range cfg.Tables {
+		spec.Bounds = slices.Clone(spec.Bounds)
+		t, err := newTable(spec, cfg.Part)
+		if err != nil {
+			return nil, err
+		}
+		s.tables[spec.Name] = t
+		s.names = append(s.names, spec.Name)
+	}
+	slices.Sort(s.names)
+	s.scratch.New = func() any { return new(scratch) }
+	return s, nil
+}
+
+// Part is the shard index this store serves.
+func (s *Store) Part() int { return s.part }
+
+// Tables lists the table names, sorted.
+func (s *Store) Tables() []string { return slices.Clone(s.names) }
+
+// Spec is the spec of a table.
+func (s *Store) Spec(table string) (Spec, error) {
+	t, err := s.table(table)
+	if err != nil {
+		return Spec{}, err
+	}
+	sp := t.spec
+	sp.Bounds = slices.Clone(sp.Bounds)
+	return sp, nil
+}
+
+// Version is the table's version: synchronous steps applied (Sync) or
+// pushes applied (Async) on this shard.
+func (s *Store) Version(table string) (uint64, error) {
+	t, err := s.table(table)
+	if err != nil {
+		return 0, err
+	}
+	return t.version.Load(), nil
+}
+
+func (s *Store) table(name string) (*table, error) {
+	t, ok := s.tables[name]
+	if !ok {
+		return nil, fmt.Errorf("kv: table %q: %w", name, ErrUnknownTable)
+	}
+	return t, nil
+}
+
+// Pull appends the rows of ids (global ids this shard owns) to dst, row
+// after row, and returns the extended slice.
+func (s *Store) Pull(table string, ids []uint64, dst []float32) ([]float32, error) {
+	dst, _, err := s.PullVersion(context.Background(), table, 0, ids, dst)
+	return dst, err
+}
+
+// PullVersion is Pull that first waits until a Sync table's version is at
+// least minVersion; it returns the version the rows belong to. On an Async
+// table minVersion must be 0.
+func (s *Store) PullVersion(ctx context.Context, table string, minVersion uint64, ids []uint64, dst []float32) ([]float32, uint64, error) {
+	t, err := s.table(table)
+	if err != nil {
+		return dst, 0, err
+	}
+	if minVersion > 0 {
+		if t.sync == nil {
+			return dst, 0, fmt.Errorf("kv: table %q: waiting for version %d on an async table: %w", table, minVersion, ErrMode)
+		}
+		if err := t.waitVersion(ctx, minVersion); err != nil {
+			return dst, 0, err
+		}
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	v := t.version.Load()
+	dst, err = t.pull(ids, dst)
+	return dst, v, err
+}
+
+// Push applies the gradients grads (len(ids)·dim, row after row) of an
+// Async table with its optimiser. Duplicate ids are summed first. Either
+// every row is updated or, on error, none.
+func (s *Store) Push(table string, ids []uint64, grads []float32) error {
+	t, err := s.table(table)
+	if err != nil {
+		return err
+	}
+	if t.sync != nil {
+		return fmt.Errorf("kv: table %q: push to a sync table, use PushSync: %w", table, ErrMode)
+	}
+	sc := s.scratch.Get().(*scratch)
+	t.mu.RLock()
+	err = t.push(ids, grads, sc)
+	t.mu.RUnlock()
+	s.scratch.Put(sc)
+	return err
+}
+
+// PushSync contributes trainer's gradient for every row of this shard
+// (rows·dim values, in row order) to step of a Sync table, and blocks until
+// all world trainers of the step have pushed and the averaged update is
+// applied (nil), or the step fails for everyone (ErrStepFailed, naming the
+// missing trainers): a trainer Left, a caller's ctx ended, or SyncTimeout
+// passed since the step's first push. step must equal the shard's version.
+// grads is read until PushSync returns and is never written.
+func (s *Store) PushSync(ctx context.Context, table string, step uint64, trainer, world int, grads []float32) error {
+	t, err := s.table(table)
+	if err != nil {
+		return err
+	}
+	if t.sync == nil {
+		return fmt.Errorf("kv: table %q: sync push to an async table, use Push: %w", table, ErrMode)
+	}
+	return t.pushSync(ctx, step, trainer, world, grads, s.syncTimeout)
+}
+
+// Leave tells every Sync table that trainer is gone (its connection
+// dropped): a step it belongs to fails at once for the other trainers,
+// and later steps that wait for it fail until it pushes again.
+func (s *Store) Leave(trainer int) {
+	for _, name := range s.names {
+		if t := s.tables[name]; t.sync != nil {
+			t.leave(trainer)
+		}
+	}
+}

@@ -1,0 +1,179 @@
+package kv
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestSpecValidateReportsEveryField(t *testing.T) {
+	s := Spec{Name: "bad/name", Rows: 0, Dim: 0, Init: Init{Kind: 9}, Opt: Optimizer{Kind: OptAdagrad}, Mode: 7, Bounds: []uint64{1}}
+	err := s.Validate()
+	if !errors.Is(err, ErrSpec) {
+		t.Fatalf("err %v, want ErrSpec", err)
+	}
+	for _, field := range []string{"name", "rows", "dim", "init.kind", "opt.eps", "mode", "bounds"} {
+		if !strings.Contains(err.Error(), field+":") {
+			t.Errorf("error does not name field %s:\n%v", field, err)
+		}
+	}
+	good := spec("ent", 10, 4, Adagrad(0.1, 1e-10), Async, 3)
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(Config{Part: 3, Tables: []Spec{good, good}})
+	if err == nil || !strings.Contains(err.Error(), "defined twice") || !strings.Contains(err.Error(), "part 3 outside") {
+		t.Fatalf("New: %v", err)
+	}
+}
+
+func TestEvenBounds(t *testing.T) {
+	cases := []struct {
+		rows  uint64
+		parts int
+		want  []uint64
+	}{
+		{10, 3, []uint64{0, 4, 7, 10}},
+		{2, 4, []uint64{0, 1, 2, 2, 2}},
+		{8, 1, []uint64{0, 8}},
+	}
+	for _, c := range cases {
+		if got := EvenBounds(c.rows, c.parts); !slices.Equal(got, c.want) {
+			t.Errorf("EvenBounds(%d, %d) = %v, want %v", c.rows, c.parts, got, c.want)
+		}
+	}
+	s := spec("e", 10, 1, SGD(1), Async, 3)
+	for id, want := range []int{0, 0, 0, 0, 1, 1, 1, 2, 2, 2, -1} {
+		if got := s.Owner(uint64(id)); got != want {
+			t.Errorf("Owner(%d) = %d, want %d", id, got, want)
+		}
+	}
+}
+
+func TestPullAppendsToCallerBuffer(t *testing.T) {
+	s := newStore(t, 1, spec("e", 6, 2, SGD(1), Async, 2)) // owns rows 3..5
+	if err := s.Push("e", []uint64{4, 5}, f32(1, 2, 3, 4)); err != nil {
+		t.Fatal(err)
+	}
+	dst := f32(9)
+	got, err := s.Pull("e", []uint64{5, 3, 4}, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := f32(9, -3, -4, 0, 0, -1, -2); !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func TestPushErrorsApplyNothing(t *testing.T) {
+	s := newStore(t, 0, spec("e", 6, 2, SGD(1), Async, 2), spec("w", 4, 2, SGD(1), Sync, 1))
+	cases := []struct {
+		name  string
+		table string
+		ids   []uint64
+		grads []float32
+		want  error
+	}{
+		{"foreign id", "e", []uint64{0, 3}, f32(1, 1, 1, 1), ErrNotOwner},
+		{"short grads", "e", []uint64{0, 1}, f32(1, 1, 1), ErrShape},
+		{"unknown table", "x", []uint64{0}, f32(1, 1), ErrUnknownTable},
+		{"sync table", "w", []uint64{0}, f32(1, 1), ErrMode},
+	}
+	for _, c := range cases {
+		err := s.Push(c.table, c.ids, c.grads)
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: err %v, want %v", c.name, err, c.want)
+		}
+	}
+	got, _ := s.Pull("e", []uint64{0, 1, 2}, nil)
+	if !slices.Equal(got, make([]float32, 6)) {
+		t.Fatalf("a failed push changed rows: %v", got)
+	}
+	if v, _ := s.Version("e"); v != 0 {
+		t.Fatalf("version %d after failed pushes", v)
+	}
+}
+
+// TestDuplicateIDsAccumulate: a row twice in one push gets one update with
+// the summed gradient, which for Adagrad differs from two updates.
+func TestDuplicateIDsAccumulate(t *testing.T) {
+	opt := Adagrad(0.5, 1e-10)
+	dup := newStore(t, 0, spec("e", 4, 2, opt, Async, 1))
+	once := newStore(t, 0, spec("e", 4, 2, opt, Async, 1))
+	twice := newStore(t, 0, spec("e", 4, 2, opt, Async, 1))
+	if err := dup.Push("e", []uint64{2, 0, 2, 2}, f32(1, 2, 5, 5, 3, -1, 0.5, 0.25)); err != nil {
+		t.Fatal(err)
+	}
+	// Row 2: 1+3+0.5, 2-1+0.25 summed in order of appearance.
+	if err := once.Push("e", []uint64{0, 2}, f32(5, 5, 4.5, 1.25)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range [][]float32{{1, 2}, {3, -1}, {0.5, 0.25}} {
+		if err := twice.Push("e", []uint64{2}, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, _ := dup.Pull("e", allIDs(4), nil)
+	b, _ := once.Pull("e", allIDs(4), nil)
+	c, _ := twice.Pull("e", allIDs(4), nil)
+	if !slices.Equal(a, b) {
+		t.Fatalf("duplicate push %v, want summed push %v", a, b)
+	}
+	if slices.Equal(a[4:6], c[4:6]) {
+		t.Fatalf("duplicate push equals three separate pushes %v: not accumulated", c[4:6])
+	}
+	if a[0] != -0.5 || a[1] != -0.5 { // row 0: std = sqrt(25)=5, 0.5·5/5
+		t.Fatalf("row 0 = %v, want [-0.5 -0.5]", a[:2])
+	}
+}
+
+// TestConcurrentPushes: trainers pushing at once, on overlapping rows,
+// lose no update (SGD sums commute; the values are exact in float32).
+func TestConcurrentPushes(t *testing.T) {
+	const rows, dim, trainers, pushes = 512, 4, 8, 50
+	s := newStore(t, 0, spec("e", rows, dim, SGD(1), Async, 1))
+	var wg sync.WaitGroup
+	for k := range trainers {
+		wg.Go(func() {
+			ids := make([]uint64, 64)
+			grads := make([]float32, 64*dim)
+			for i := range pushes {
+				for j := range ids {
+					ids[j] = uint64((k*7 + i*64 + j) % rows)
+				}
+				for j := range grads {
+					grads[j] = float32(k + 1)
+				}
+				if err := s.Push("e", ids, grads); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := s.Pull("e", ids[:8], nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	want := make([]float32, rows*dim)
+	for k := range trainers {
+		for i := range pushes {
+			for j := range 64 {
+				r := (k*7 + i*64 + j) % rows
+				for d := range dim {
+					want[r*dim+d] -= float32(k + 1)
+				}
+			}
+		}
+	}
+	got, _ := s.Pull("e", allIDs(rows), nil)
+	if !slices.Equal(got, want) {
+		t.Fatal("concurrent pushes lost or duplicated an update")
+	}
+	if v, _ := s.Version("e"); v != trainers*pushes {
+		t.Fatalf("version %d, want %d", v, trainers*pushes)
+	}
+}

@@ -1,0 +1,244 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// grad is trainer k's gradient at step s: every value (k+1)·(s+1), so the
+// average over W trainers is (W+1)/2·(s+1), exact in float32.
+func grad(n, k int, s uint64) []float32 {
+	g := make([]float32, n)
+	for i := range g {
+		g[i] = float32(k+1) * float32(s+1)
+	}
+	return g
+}
+
+func TestSyncStepAveragesOnce(t *testing.T) {
+	for _, world := range []int{2, 4} {
+		t.Run(fmt.Sprintf("W=%d", world), func(t *testing.T) {
+			const rows, dim, steps = 5, 3, 4
+			s := newStore(t, 0, spec("w", rows, dim, SGD(1), Sync, 1))
+			var wg sync.WaitGroup
+			for k := range world {
+				wg.Go(func() {
+					for step := range uint64(steps) {
+						if err := s.PushSync(context.Background(), "w", step, k, world, grad(rows*dim, k, step)); err != nil {
+							t.Errorf("trainer %d step %d: %v", k, step, err)
+							return
+						}
+						// After the step, every trainer sees its version.
+						_, v, err := s.PullVersion(context.Background(), "w", step+1, []uint64{0}, nil)
+						if err != nil || v < step+1 {
+							t.Errorf("trainer %d: pull after step %d: version %d, %v", k, step, v, err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			// Σ_s avg_s = (W+1)/2 · Σ_s (s+1) = (W+1)/2 · 10.
+			want := -float32(world+1) / 2 * 10
+			got, v, err := s.PullVersion(context.Background(), "w", 0, allIDs(rows), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v != steps {
+				t.Fatalf("version %d, want %d", v, steps)
+			}
+			for i, x := range got {
+				if x != want {
+					t.Fatalf("w[%d] = %v, want %v (one averaged update per step)", i, x, want)
+				}
+			}
+		})
+	}
+}
+
+// TestSyncAdamAppliedOnce: the averaged gradient goes through Adam once
+// per step, as one push of the average would on an async table.
+func TestSyncAdamAppliedOnce(t *testing.T) {
+	opt := Adam(0.1, 0.9, 0.99, 1e-8)
+	syn := newStore(t, 0, spec("w", 2, 2, opt, Sync, 1))
+	ref := newStore(t, 0, spec("w", 2, 2, opt, Async, 1))
+	g0, g1 := f32(1, -3, 0.5, 2), f32(3, 1, -0.5, 6)
+	for step := range uint64(3) {
+		var wg sync.WaitGroup
+		for k, g := range [][]float32{g0, g1} {
+			wg.Go(func() {
+				if err := syn.PushSync(context.Background(), "w", step, k, 2, g); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if err := ref.Push("w", []uint64{0, 1}, f32(2, -1, 0, 4)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, _ := syn.Pull("w", allIDs(2), nil)
+	b, _ := ref.Pull("w", allIDs(2), nil)
+	if !slices.Equal(a, b) {
+		t.Fatalf("sync adam %v, want %v", a, b)
+	}
+}
+
+// TestSyncLeaveFailsStep: a trainer that leaves mid-step fails the step
+// for the others at once, naming it; the rows do not change.
+func TestSyncLeaveFailsStep(t *testing.T) {
+	const world = 4
+	s := newStore(t, 0, spec("w", 3, 2, SGD(1), Sync, 1))
+	errs := make(chan error, world)
+	for k := range world - 1 {
+		go func() { errs <- s.PushSync(context.Background(), "w", 0, k, world, grad(6, k, 0)) }()
+	}
+	waitPushed(t, s, "w", world-1)
+	start := time.Now()
+	s.Leave(3)
+	for range world - 1 {
+		err := <-errs
+		if !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), "trainer 3 left") || !strings.Contains(err.Error(), "missing trainers [3]") {
+			t.Fatalf("err %v, want a failed step naming trainer 3", err)
+		}
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("waiters took %v to fail", d)
+	}
+	got, _ := s.Pull("w", allIDs(3), nil)
+	if v, _ := s.Version("w"); v != 0 || !slices.Equal(got, make([]float32, 6)) {
+		t.Fatalf("failed step changed the table: version %d rows %v", v, got)
+	}
+	// Trainer 3 is remembered as gone: a retry that needs it fails at once.
+	err := s.PushSync(context.Background(), "w", 0, 0, world, grad(6, 0, 0))
+	if !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), "trainer 3 left") {
+		t.Fatalf("retry with a departed trainer: %v", err)
+	}
+	// The survivors go on as a world of 3.
+	var wg sync.WaitGroup
+	for k := range 3 {
+		wg.Go(func() {
+			if err := s.PushSync(context.Background(), "w", 0, k, 3, grad(6, k, 0)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if got, _ := s.Pull("w", []uint64{0}, nil); got[0] != -2 { // avg of 1,2,3
+		t.Fatalf("w[0] = %v after world-3 step, want -2", got[0])
+	}
+}
+
+func TestSyncTimeoutNamesMissingTrainers(t *testing.T) {
+	s, err := New(Config{Part: 0, Tables: []Spec{spec("w", 2, 2, SGD(1), Sync, 1)}, SyncTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = s.PushSync(context.Background(), "w", 0, 1, 4, grad(4, 1, 0))
+	if d := time.Since(start); d < 100*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("failed after %v, want about 100ms", d)
+	}
+	if !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), "timed out") || !strings.Contains(err.Error(), "trainers [0 2 3]") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+// TestSyncCallerGivesUp: a waiter whose context ends (its connection
+// dropped) fails the step for the others too.
+func TestSyncCallerGivesUp(t *testing.T) {
+	s := newStore(t, 0, spec("w", 2, 2, SGD(1), Sync, 1))
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 2)
+	go func() { errs <- s.PushSync(ctx, "w", 0, 0, 3, grad(4, 0, 0)) }()
+	go func() { errs <- s.PushSync(context.Background(), "w", 0, 1, 3, grad(4, 1, 0)) }()
+	waitPushed(t, s, "w", 2)
+	cancel()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), "trainer 0 gave up") {
+			t.Fatalf("err %v, want trainer 0 gave up", err)
+		}
+	}
+}
+
+func TestSyncBadSteps(t *testing.T) {
+	s := newStore(t, 0, spec("w", 2, 2, SGD(1), Sync, 1), spec("e", 2, 2, SGD(1), Async, 1))
+	ctx := context.Background()
+	cases := []struct {
+		name           string
+		table          string
+		step           uint64
+		trainer, world int
+		n              int
+		want           error
+	}{
+		{"future step", "w", 3, 0, 1, 4, ErrStep},
+		{"trainer beyond world", "w", 0, 2, 2, 4, ErrStep},
+		{"wrong length", "w", 0, 0, 1, 3, ErrShape},
+		{"async table", "e", 0, 0, 1, 4, ErrMode},
+		{"unknown table", "x", 0, 0, 1, 4, ErrUnknownTable},
+	}
+	for _, c := range cases {
+		if err := s.PushSync(ctx, c.table, c.step, c.trainer, c.world, make([]float32, c.n)); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	if _, _, err := s.PullVersion(ctx, "e", 1, []uint64{0}, nil); !errors.Is(err, ErrMode) {
+		t.Errorf("waiting for a version of an async table: %v", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, _, err := s.PullVersion(short, "w", 1, []uint64{0}, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("waiting for a version that never comes: %v", err)
+	}
+}
+
+// waitPushed waits until the current round of table has n pushes.
+func waitPushed(t *testing.T, s *Store, table string, n int) {
+	t.Helper()
+	ss := s.tables[table].sync
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		ss.mu.Lock()
+		r := ss.mu.round
+		ok := r != nil && r.pushed == n
+		ss.mu.Unlock()
+		if ok {
+			return
+		}
+	}
+	t.Fatalf("round of %q never reached %d pushes", table, n)
+}
+
+// TestPullVersionWaitsForStep: a pull for version 1 issued before the
+// step returns once the step is applied, with its rows.
+func TestPullVersionWaitsForStep(t *testing.T) {
+	s := newStore(t, 0, spec("w", 2, 2, SGD(1), Sync, 1))
+	type result struct {
+		rows []float32
+		v    uint64
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rows, v, err := s.PullVersion(context.Background(), "w", 1, []uint64{1}, nil)
+		done <- result{rows, v, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("pull returned before the step: %+v", r)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if err := s.PushSync(context.Background(), "w", 0, 0, 1, f32(1, 2, 3, 4)); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.v != 1 || !slices.Equal(r.rows, f32(-3, -4)) {
+		t.Fatalf("pull after step: %+v", r)
+	}
+}
