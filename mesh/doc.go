@@ -17,7 +17,8 @@
 //  3. The daemon calls Client.WaitReady(ctx) before it reports ready: it
 //     retries until every peer answered the hello, whatever the start
 //     order, and fails at once on a refusal (which waiting cannot heal).
-//  4. Samplers call Sample, Pull and Stats from any number of goroutines.
+//  4. Samplers call Sample, Pull, Labels, Split and Stats from any number
+//     of goroutines.
 //  5. Server.Close and Client.Close on exit (also done when Listen's ctx
 //     ends); the UDP socket is released before Close returns.
 //
@@ -67,6 +68,13 @@
 //	8     StatsRequest    c → s      empty
 //	9     StatsResponse   s → c      node, part u32, per-peer counters (see PeerStats)
 //	10–13 KV pull/push    reserved for the parameter server; answered CodeUnsupported
+//	14    SplitRequest    c → s      split (u16-length string, ≤ 64 bytes)
+//	15    SplitResponse   s → c      ids []u64 (the peer's nodes in the split, strictly ascending)
+//	16    LabelRequest    c → s      ids []u64
+//	17    LabelResponse   s → c      dim u32, labels []i32 (count(ids) × dim, request order, -1 = missing)
+//
+// Types 14–17 are served when the Handler also implements SplitHandler
+// and LabelHandler (split.go); otherwise they are answered CodeUnsupported.
 //
 // Arrays ([]T) are a u32 count then the elements. Decoders check every
 // count against the bytes left before they allocate, reject non-zero

@@ -40,7 +40,7 @@ type PeerError struct {
 	Part int
 	Name string
 	Addr string
-	Op   string // "hello", "sample", "pull", "stats"
+	Op   string // "hello", "sample", "pull", "stats", "split", "labels"
 	Err  error
 }
 

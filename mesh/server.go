@@ -339,6 +339,9 @@ func (s *Server) dispatch(ctx context.Context, t Type, p []byte) (msg, tail []by
 	case TypeHello:
 		return errorMessage(CodeMalformed, "mesh: Hello sent twice on one connection"), nil
 	}
+	if msg, ok := s.dispatchSplit(ctx, t, p); ok {
+		return msg, nil
+	}
 	return errorMessage(CodeUnsupported, fmt.Sprintf("mesh: %s: not served by this node (protocol version %d)", t, ProtocolVersion)), nil
 }
 

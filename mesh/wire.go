@@ -28,12 +28,18 @@ const (
 	TypeKVPullResponse Type = 11
 	TypeKVPushRequest  Type = 12
 	TypeKVPushResponse Type = 13
+	// A peer's split ids and seed labels (wire_split.go).
+	TypeSplitRequest  Type = 14
+	TypeSplitResponse Type = 15
+	TypeLabelRequest  Type = 16
+	TypeLabelResponse Type = 17
 )
 
 var typeNames = [...]string{
 	"Invalid", "Hello", "HelloAck", "Error", "SampleRequest", "SampleResponse",
 	"PullRequest", "PullResponse", "StatsRequest", "StatsResponse",
 	"KVPullRequest", "KVPullResponse", "KVPushRequest", "KVPushResponse",
+	"SplitRequest", "SplitResponse", "LabelRequest", "LabelResponse",
 }
 
 func (t Type) String() string {

@@ -128,3 +128,50 @@ func FuzzDecodeStatsResponse(f *testing.F) {
 		})
 	})
 }
+
+func FuzzDecodeSplitRequest(f *testing.F) {
+	f.Add(AppendSplitRequest(nil, &SplitRequest{Split: "train"}))
+	f.Add(AppendSplitRequest(nil, &SplitRequest{}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		roundTrip(t, b, func(b []byte) ([]byte, error) {
+			var r SplitRequest
+			err := DecodeSplitRequest(b, &r)
+			return AppendSplitRequest(nil, &r), err
+		})
+	})
+}
+
+func FuzzDecodeSplitResponse(f *testing.F) {
+	f.Add(AppendSplitResponse(nil, &SplitResponse{IDs: []uint64{3, 9, 1 << 40}}))
+	f.Add(AppendSplitResponse(nil, &SplitResponse{}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		roundTrip(t, b, func(b []byte) ([]byte, error) {
+			var r SplitResponse
+			err := DecodeSplitResponse(b, &r)
+			return AppendSplitResponse(nil, &r), err
+		})
+	})
+}
+
+func FuzzDecodeLabelRequest(f *testing.F) {
+	f.Add(AppendLabelRequest(nil, &LabelRequest{IDs: []uint64{5, 2, 7}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		roundTrip(t, b, func(b []byte) ([]byte, error) {
+			var r LabelRequest
+			err := DecodeLabelRequest(b, &r)
+			return AppendLabelRequest(nil, &r), err
+		})
+	})
+}
+
+func FuzzDecodeLabelResponse(f *testing.F) {
+	f.Add(AppendLabelResponse(nil, &LabelResponse{Dim: 2, Labels: []int32{1, -1, 46, 0}}))
+	f.Add(AppendLabelResponse(nil, &LabelResponse{Dim: 1}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		roundTrip(t, b, func(b []byte) ([]byte, error) {
+			var r LabelResponse
+			err := DecodeLabelResponse(b, &r)
+			return AppendLabelResponse(nil, &r), err
+		})
+	})
+}

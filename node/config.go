@@ -37,14 +37,15 @@ const (
 // ErrConfig is wrapped by every configuration problem.
 var ErrConfig = errors.New("invalid configuration")
 
-// Config is node.toml. Tables for the mesh, cache, metrics and kv store
-// will sit beside these, each owned by its package.
+// Config is node.toml. Tables for the cache, metrics and kv store will
+// sit beside these, each owned by its package.
 type Config struct {
 	Version  int            `toml:"version"`
 	Node     NodeConfig     `toml:"node"`
 	Control  ControlConfig  `toml:"control"`
 	Rings    RingsConfig    `toml:"rings"`
 	Samplers SamplersConfig `toml:"samplers"`
+	Mesh     MeshConfig     `toml:"mesh"`
 	Log      LogConfig      `toml:"log"`
 }
 
@@ -114,6 +115,8 @@ func (c *Config) fillDefaults(defined func(key string) bool) {
 	str("rings.dir", &c.Rings.Dir, DefaultRingDir)
 	str("rings.size", &c.Rings.Size, DefaultRingSize)
 	str("samplers.drain_timeout", &c.Samplers.DrainTimeout, DefaultDrainTimeout)
+	str("mesh.timeout", &c.Mesh.Timeout, DefaultMeshTimeout)
+	num("mesh.retries", &c.Mesh.Retries, DefaultMeshRetries)
 	str("log.level", &c.Log.Level, "info")
 	str("log.format", &c.Log.Format, "auto")
 	num("samplers.workers", &c.Samplers.Workers, DefaultWorkers)
@@ -199,6 +202,7 @@ func (c *Config) Validate() error {
 	if d, err := time.ParseDuration(c.Samplers.DrainTimeout); err != nil || d <= 0 {
 		p.add("samplers.drain_timeout", "%q is not a positive duration (like \"10s\")", c.Samplers.DrainTimeout)
 	}
+	c.validateMesh(&p)
 	if _, err := ParseLevel(c.Log.Level); err != nil {
 		p.add("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -51,9 +52,10 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Control:  ControlConfig{Socket: filepath.Join(dir, "node.sock"), Mode: "0660"},
 		Rings:    RingsConfig{Dir: "/dev/shm", Size: "1GB"},
 		Samplers: SamplersConfig{Workers: 2, Concurrency: 4, MaxLoaders: 16, DrainTimeout: "10s"},
+		Mesh:     MeshConfig{Timeout: "10s", Retries: 3},
 		Log:      LogConfig{Level: "info", Format: "auto"},
 	}
-	if cfg != want {
+	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("config\n%+v\nwant\n%+v", cfg, want)
 	}
 	if got := cfg.RingSizeBytes(); got != 1e9 {
@@ -202,7 +204,7 @@ func TestEncodeTOMLRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back != cfg {
+	if !reflect.DeepEqual(back, cfg) {
 		t.Fatalf("round trip\n%+v\nwant\n%+v", back, cfg)
 	}
 }
@@ -245,7 +247,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 				continue
 			}
 			name := key[strings.LastIndex(key, ".")+1:]
-			i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, name+" = ") })
+			i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, name+" = ") || l == "[["+key+"]]" })
 			if i < 1 || !strings.HasPrefix(lines[i-1], "#") {
 				t.Errorf("example key %s has no comment above it", key)
 			}

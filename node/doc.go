@@ -2,7 +2,8 @@
 // partition to trainers over a Unix control socket and runs each loader's
 // sampler subprocesses. It wires the other packages together — csr (the
 // mapped partition), sample (plans, samplers, batch records), shm (ring
-// files) — and holds no per-edge loop of its own.
+// files), mesh (the other partitions' nodes), partition (graph.toml and
+// the partition book) — and holds no per-edge loop of its own.
 //
 // Nothing imports this package but cmd/node (and perf); the trainer-side
 // Go client is node/client, and the wire messages both sides share are
@@ -12,12 +13,19 @@
 //
 //  1. LoadConfig reads node.toml (unknown keys and every bad value are
 //     reported together, each with its key); cmd/node builds the logger.
-//  2. New validates the config and maps the partition file.
+//  2. New validates the config, maps the partition file, reads graph.toml
+//     (the partition book and the partition-set checksum) and, with a
+//     [mesh], loads the node's certificate.
 //  3. Run removes ring files of dead nodes (shm.RemoveStale), binds the
-//     socket (refusing one another node answers on), logs "node ready",
-//     and serves connections until its context is cancelled.
+//     socket (refusing one another node answers on) and the mesh's UDP
+//     port, logs "serving", and serves trainers and peers at once. In the
+//     background it waits until every peer has answered the mesh
+//     handshake (whatever the start order; refusals are logged and asked
+//     again every 2 s), then logs "node ready" with the peers, sets
+//     stats' ready and calls OnReady (systemd READY=1). Without a mesh
+//     that happens at once.
 //  4. Each connection may open loaders. open_loader is checked against the
-//     partition (seeds owned here, worst-case record against ring size),
+//     partition set (seeds, worst-case record against ring size),
 //     then the node creates the ring (mode 0600, or 0660 with a group) and
 //     starts W processes of its own executable, `node sampler`, each with
 //     its SamplerSpec as JSON on stdin and Pdeathsig SIGKILL, so that no
@@ -31,7 +39,44 @@
 //     dead producer to the trainer (shm.ErrProducerDead) within a second.
 //  7. On cancellation Run drains: every loader is closed as in 5 — the
 //     samplers write the batches in hand and end-of-stream — then the
-//     socket file is removed. The caller then calls Close.
+//     socket file is removed and the mesh port released (also by Close,
+//     whatever happened). The caller then calls Close.
+//
+// # Cluster
+//
+// A partition set of several parts runs one `node run` per part, each
+// with a [mesh] table naming every part's node (config_mesh.go). Every
+// node serves its part to peers (handler.go: mesh.Handler plus the
+// optional split and label handlers): SampleNeighbors calls
+// sample.SampleNeighbors on the mapped part with the request's key, hop,
+// fanout and weighting, so a remote expansion equals a local one; rows,
+// labels and split ids are read from the mapping. The server never waits
+// on samplers or loaders. The hello carries graph.toml's checksum, so a
+// node serving another partitioning is refused.
+//
+// A loader's seeds are the split over the whole set: the node asks each
+// peer once per split for its ids (SplitRequest, cached) and concatenates
+// them in part order, which is ascending; rank r of W takes its
+// contiguous share (sample.NewPlan). Explicit seed_ids may name any node.
+// The node hands the seeds, the book and the mesh peers to its samplers
+// in their spec. Each sampler dials the peers itself (same identity, its
+// own connections) and plugs in meshRemote (one SampleRequest per peer
+// per hop; sample sends them before it samples the local nodes) and
+// clusterSource (remote.go): owned rows from the mapping, rows of the
+// part file's cache section (binary search over cache_ids, counted as
+// hits), the rest in one PullRequest per peer per batch, sent before the
+// local rows are copied; seed labels likewise in one LabelRequest per
+// peer. A peer that is down fails the call after mesh.timeout with an
+// error naming it, which the sampler writes as an error record.
+//
+// Samplers print "mesh <json>" lines beside their progress lines (cache
+// counters and their mesh client's per-peer metrics); the node sums them
+// into stats: per peer, requests, errors, bytes and p50/p99 latency in
+// (served) and out (this node's and its samplers' calls).
+//
+// The invariant of DESIGN.md §5 holds: the batches of an N-node cluster
+// equal, byte for byte, those of one process sampling sample.NewUnion of
+// the same part files (cluster_test.go).
 //
 // # Sampler processes
 //

@@ -32,7 +32,7 @@ func (n *Node) openLoader(ctx context.Context, o control.LoaderOptions) (*loader
 	if o.RingSize == "" {
 		o.RingSize = n.cfg.Rings.Size
 	}
-	info, err := n.describe(o)
+	info, seeds, err := n.describe(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func (n *Node) openLoader(ctx context.Context, o control.LoaderOptions) (*loader
 	n.mu.loaders[l.id] = l // holds the slot; stats skip a loader without a ring
 	n.mu.Unlock()
 
-	if err := n.startLoader(ctx, l, o, info, ringBytes); err != nil {
+	if err := n.startLoader(ctx, l, o, info, seeds, ringBytes); err != nil {
 		n.mu.Lock()
 		delete(n.mu.loaders, l.id)
 		n.mu.Unlock()
@@ -75,7 +75,7 @@ func (n *Node) openLoader(ctx context.Context, o control.LoaderOptions) (*loader
 
 // startLoader creates l's ring and spawns its samplers; on failure it
 // leaves nothing behind.
-func (n *Node) startLoader(ctx context.Context, l *loader, o control.LoaderOptions, info control.LoaderInfo, ringBytes int64) error {
+func (n *Node) startLoader(ctx context.Context, l *loader, o control.LoaderOptions, info control.LoaderInfo, seeds []uint64, ringBytes int64) error {
 	path := filepath.Join(n.cfg.Rings.Dir, shm.Name(RingPrefix, os.Getpid(), l.id))
 	ring, err := shm.Create(path, shm.Options{
 		SubRings: o.Workers, Capacity: ringBytes,
@@ -95,6 +95,7 @@ func (n *Node) startLoader(ctx context.Context, l *loader, o control.LoaderOptio
 		spec := &SamplerSpec{
 			Part: n.part, Ring: path, LoaderID: l.id, Worker: w, Workers: o.Workers,
 			Options: o, LogLevel: n.cfg.Log.Level, LogFormat: n.cfg.Log.Format,
+			Seeds: seeds, Mesh: n.samplerMesh(),
 		}
 		p, err := n.startProc(l, spec)
 		if err != nil {

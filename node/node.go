@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"graphnode/csr"
+	"graphnode/mesh"
 	"graphnode/node/control"
+	"graphnode/partition"
 	"graphnode/shm"
 )
 
@@ -29,18 +31,22 @@ const RingPrefix = "graphnode"
 // Node is the daemon of one host: it serves one partition to trainers over
 // the control socket and runs their loaders' samplers.
 type Node struct {
-	cfg   Config
-	log   *slog.Logger
-	graph *csr.Graph
-	part  string // path of the partition file
-	gid   int    // group of socket and rings, -1 for none
+	cfg      Config
+	log      *slog.Logger
+	graph    *csr.Graph
+	part     string // path of the partition file
+	gid      int    // group of socket and rings, -1 for none
+	manifest *partition.Manifest
+	book     partition.Book
+	handler  *handler // answers peers' mesh requests
+	mesh     cluster
 	// Executable is re-executed as `Executable sampler`; it defaults to
 	// this process's executable. Tests point it at a built binary.
 	Executable string
 	// SamplerStderr receives the samplers' logs; default os.Stderr.
 	SamplerStderr io.Writer
-	// OnReady, when set, is called once the socket accepts trainers
-	// (systemd's READY=1).
+	// OnReady, when set, is called once the socket accepts trainers and
+	// every mesh peer has answered the handshake (systemd's READY=1).
 	OnReady func()
 
 	started  time.Time
@@ -73,18 +79,55 @@ func New(cfg Config, log *slog.Logger) (*Node, error) {
 		g.Close()
 		return nil, fmt.Errorf("node: node.part = %d: %s holds partition %d: %w", cfg.Node.Part, part, m.Part, ErrConfig)
 	}
+	n := &Node{
+		cfg: cfg, log: log, graph: g, part: part, gid: gid,
+		SamplerStderr: os.Stderr, maxDeg: maxDegree(g.Indptr()),
+	}
+	if err := n.openSet(); err != nil {
+		g.Close()
+		return nil, err
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		g.Close()
 		return nil, fmt.Errorf("node: find own executable for samplers: %w", err)
 	}
-	n := &Node{
-		cfg: cfg, log: log, graph: g, part: part, gid: gid,
-		Executable: exe, SamplerStderr: os.Stderr,
-		maxDeg: maxDegree(g.Indptr()),
-	}
+	n.Executable = exe
 	n.mu.loaders = map[uint64]*loader{}
 	return n, nil
+}
+
+// openSet reads graph.toml (the partition book and the partition-set
+// checksum every peer must share), checks the part file against it, and
+// loads the mesh identity when the node joins a mesh.
+func (n *Node) openSet() error {
+	m, err := partition.OpenDir(n.cfg.Node.Parts)
+	if err != nil {
+		return fmt.Errorf("node: node.parts: %w", err)
+	}
+	book, err := m.Book()
+	if err != nil {
+		return fmt.Errorf("node: node.parts: %w", err)
+	}
+	meta := n.graph.Meta()
+	if lo, hi := book.Range(n.cfg.Node.Part); int(meta.NumParts) != book.Parts() || meta.Start != lo || meta.End != hi {
+		return fmt.Errorf("node: node.part = %d: %s owns [%d, %d) of %d parts, %s says [%d, %d) of %d: %w",
+			n.cfg.Node.Part, n.part, meta.Start, meta.End, meta.NumParts, partition.ManifestFile, lo, hi, book.Parts(), ErrConfig)
+	}
+	n.manifest, n.book = m, book
+	if n.handler, err = newHandler(n.graph); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	if n.cfg.MeshEnabled() {
+		if n.mesh.id, err = mesh.LoadIdentity(n.cfg.Mesh.Certs, n.cfg.Node.Name); err != nil {
+			return fmt.Errorf("node: mesh.certs: %w", err)
+		}
+		if n.mesh.id.Cluster != n.cfg.Mesh.Cluster {
+			return fmt.Errorf("node: mesh.cluster = %q, but the CA in %s is of cluster %q: %w",
+				n.cfg.Mesh.Cluster, n.cfg.Mesh.Certs, n.mesh.id.Cluster, ErrConfig)
+		}
+	}
+	return nil
 }
 
 // PartPath is the partition file of part p in a parts/ directory (DESIGN.md §4).
@@ -100,8 +143,12 @@ func maxDegree(indptr []uint64) int {
 	return int(m)
 }
 
-// Close unmaps the partition. Call it after Run has returned.
-func (n *Node) Close() error { return n.graph.Close() }
+// Close releases the mesh port and unmaps the partition. Call it after
+// Run has returned (or instead of Run).
+func (n *Node) Close() error {
+	n.closeMesh()
+	return n.graph.Close()
+}
 
 // Run serves the control socket until ctx is cancelled, then drains: every
 // loader's samplers are told to stop (SIGTERM: they finish the batch in
@@ -114,12 +161,26 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m := n.graph.Meta()
-	n.log.Info("node ready", "socket", n.cfg.Control.Socket, "part", m.Part, "parts", m.NumParts,
-		"nodes", n.graph.NumNodes(), "edges", n.graph.NumEdges(), "name", n.cfg.Node.Name)
-	if n.OnReady != nil {
-		n.OnReady()
+	if err := n.startMesh(); err != nil {
+		ln.Close()
+		os.Remove(n.cfg.Control.Socket)
+		return err
 	}
+	defer n.closeMesh()
+	m := n.graph.Meta()
+	attrs := []any{"socket", n.cfg.Control.Socket, "part", m.Part, "parts", m.NumParts,
+		"nodes", n.graph.NumNodes(), "edges", n.graph.NumEdges(), "name", n.cfg.Node.Name}
+	if n.mesh.srv != nil {
+		attrs = append(attrs, "mesh", n.mesh.srv.Addr().String(), "cluster", n.cfg.Mesh.Cluster)
+	}
+	n.log.Info("serving", attrs...)
+	readyCtx, stopReady := context.WithCancel(ctx)
+	var readyDone sync.WaitGroup
+	readyDone.Go(func() { n.awaitPeers(readyCtx) })
+	defer func() {
+		stopReady()
+		readyDone.Wait()
+	}()
 
 	var conns sync.WaitGroup
 	connCtx, stopConns := context.WithCancel(context.WithoutCancel(ctx))
@@ -226,7 +287,9 @@ func (n *Node) stats() *control.Stats {
 		Uptime: time.Since(n.started).Seconds(), Opened: n.opened.Load(),
 		Batches: n.batches.Load(), Failures: n.failures.Load(),
 		Loaders: []control.LoaderStats{},
+		Ready:   n.mesh.ready.Load(), Mesh: n.meshStats(), CacheRows: len(n.graph.CacheIDs()),
 	}
+	s.CacheHits, s.CacheMisses = n.mesh.traffic.cache()
 	n.mu.Lock()
 	for _, l := range n.mu.loaders {
 		s.Loaders = append(s.Loaders, l.stats())

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"math"
 
@@ -11,11 +12,32 @@ import (
 
 // describe checks o against the partition and computes what the trainer
 // is told: seeds, batches per epoch, shapes and the worst-case record.
-func (n *Node) describe(o control.LoaderOptions) (control.LoaderInfo, error) {
-	seeds, err := loaderSeeds(n.graph, o)
-	if err != nil {
-		return control.LoaderInfo{}, err
+// In a partition set of several parts the seeds span the cluster and are
+// returned, for the samplers' spec; with one part they are nil (each
+// sampler reads them from its own mapping).
+func (n *Node) describe(ctx context.Context, o control.LoaderOptions) (control.LoaderInfo, []uint64, error) {
+	var seeds []uint64
+	var err error
+	if n.multi() {
+		seeds, err = n.clusterSeeds(ctx, o)
+	} else {
+		seeds, err = loaderSeeds(n.graph, o)
 	}
+	if err != nil {
+		return control.LoaderInfo{}, nil, err
+	}
+	info, err := n.describeSeeds(o, seeds)
+	if !n.multi() {
+		seeds = nil
+	}
+	return info, seeds, err
+}
+
+// multi reports whether the partition set has several parts: seeds, rows
+// and neighbours then live on other nodes too.
+func (n *Node) multi() bool { return n.book.Parts() > 1 }
+
+func (n *Node) describeSeeds(o control.LoaderOptions, seeds []uint64) (control.LoaderInfo, error) {
 	plan, err := sample.NewPlan(seeds, planOptions(o))
 	if err != nil {
 		return control.LoaderInfo{}, &control.Error{Key: "seed_ids", Msg: err.Error()}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -78,6 +79,13 @@ func (n *Node) startProc(l *loader, spec *SamplerSpec) (*proc, error) {
 
 // progress applies one progress line of p.
 func (n *Node) progress(l *loader, p *proc, line string) {
+	if rest, ok := strings.CutPrefix(line, "mesh "); ok {
+		var r samplerReport
+		if json.Unmarshal([]byte(rest), &r) == nil {
+			n.mesh.traffic.report(p, &r)
+		}
+		return
+	}
 	f := strings.Fields(line)
 	if len(f) != 3 || f[0] != "progress" {
 		return
@@ -110,6 +118,7 @@ func (n *Node) exited(l *loader, p *proc, err error) {
 	p.mu.Lock()
 	p.mu.state, p.mu.status = state, status
 	p.mu.Unlock()
+	n.mesh.traffic.done(p)
 	if state == stateFailed {
 		n.reportFailure(l, p, status)
 	}

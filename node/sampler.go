@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"graphnode/csr"
+	"graphnode/mesh"
+	"graphnode/partition"
 	"graphnode/sample"
 	"graphnode/shm"
 )
@@ -48,12 +50,14 @@ func RunSampler(ctx context.Context, spec *SamplerSpec, log *slog.Logger, progre
 	}
 	defer prod.Close()
 	r := &samplerRun{spec: spec, log: log, prod: prod}
-	stopProgress := r.reportProgress(progress)
-	defer stopProgress()
-
 	err = r.setup()
 	if err == nil {
 		defer r.graph.Close()
+		if r.cli != nil {
+			defer r.cli.Close()
+		}
+		stopProgress := r.reportProgress(progress)
+		defer stopProgress()
 		err = r.run(ctx)
 	}
 	switch {
@@ -82,6 +86,8 @@ type samplerRun struct {
 	part  *sample.CSR
 	plan  *sample.Plan
 	cfg   sample.Config
+	cli   *mesh.Client   // nil with a single part
+	src   *clusterSource // nil with a single part
 
 	batches atomic.Uint64
 	epoch   atomic.Int64
@@ -109,10 +115,14 @@ func (r *samplerRun) setup() error {
 
 func (r *samplerRun) plans() error {
 	o := r.spec.Options
-	seeds, err := loaderSeeds(r.graph, o)
-	if err != nil {
-		return err
+	seeds := r.spec.Seeds
+	if seeds == nil {
+		var err error
+		if seeds, err = loaderSeeds(r.graph, o); err != nil {
+			return err
+		}
 	}
+	var err error
 	if r.plan, err = sample.NewPlan(seeds, planOptions(o)); err != nil {
 		return err
 	}
@@ -120,15 +130,58 @@ func (r *samplerRun) plans() error {
 	if err != nil {
 		return err
 	}
-	src := sample.NewLocalSource(r.part)
+	var feats sample.FeatureSource
+	var labels sample.LabelSource
 	r.cfg = sample.Config{Fanouts: o.Fanouts, Local: r.part, Schema: schema}
+	if r.spec.Mesh == nil {
+		src := sample.NewLocalSource(r.part)
+		feats, labels = src, src
+	} else {
+		if err := r.dial(); err != nil {
+			return err
+		}
+		feats, labels = r.src, r.src
+		r.cfg.Remote, r.cfg.Book = meshRemote{r.cli}, r.src.book
+	}
 	if schema.FeatDim > 0 {
-		r.cfg.Features = src
+		r.cfg.Features = feats
 	}
 	if schema.LabelDim > 0 {
-		r.cfg.Labels = src
+		r.cfg.Labels = labels
 	}
 	return r.cfg.Validate()
+}
+
+// dial makes the sampler's mesh client (the node's identity; each
+// sampler has its own connections) and its cluster feature source.
+func (r *samplerRun) dial() error {
+	m := r.spec.Mesh
+	book, err := partition.NewBook(m.Bounds)
+	if err != nil {
+		return fmt.Errorf("node: sampler spec: mesh.bounds: %w", err)
+	}
+	id, err := mesh.LoadIdentity(m.Certs, m.Node)
+	if err != nil {
+		return err
+	}
+	peers := make(map[int]mesh.Peer, len(m.Peers))
+	for p, e := range m.Peers {
+		peers[p] = mesh.Peer{Name: e.Name, Addr: e.Addr}
+	}
+	cli, err := mesh.NewClient(mesh.ClientConfig{
+		Identity: id, Cluster: m.Cluster, Checksum: m.Checksum, Part: m.Part, Peers: peers,
+		Timeout: m.Timeout, Retries: m.Retries,
+	})
+	if err != nil {
+		return err
+	}
+	src, err := newClusterSource(r.part, book, cli)
+	if err != nil {
+		cli.Close()
+		return err
+	}
+	r.cli, r.src = cli, src
+	return nil
 }
 
 // run writes every epoch's batches of this worker, an end-of-epoch record
@@ -188,11 +241,23 @@ func (r *samplerRun) reportProgress(w io.Writer) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	last := [2]int64{-1, -1}
+	lastMesh := int64(-1)
 	print := func() {
 		cur := [2]int64{int64(r.batches.Load()), r.epoch.Load()}
 		if cur != last {
 			fmt.Fprintf(w, "progress %d %d\n", cur[0], cur[1])
 			last = cur
+		}
+		if r.src != nil {
+			rep := r.src.report()
+			sig := int64(rep.CacheHits + rep.CacheMisses)
+			for _, p := range rep.Peers {
+				sig += int64(p.Requests)
+			}
+			if sig != lastMesh {
+				w.Write(rep.line())
+				lastMesh = sig
+			}
 		}
 	}
 	wg.Go(func() {

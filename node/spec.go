@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 
 	"graphnode/node/control"
 )
@@ -21,6 +22,32 @@ type SamplerSpec struct {
 	Options   control.LoaderOptions `json:"options"`
 	LogLevel  string                `json:"log_level"`
 	LogFormat string                `json:"log_format"`
+	// Seeds are the loader's seeds when they span several parts (the
+	// node gathered the split from its peers); nil: the sampler reads
+	// them from its own partition.
+	Seeds []uint64 `json:"seeds,omitempty"`
+	// Mesh is how to reach the other parts; nil with a single part.
+	Mesh *SamplerMesh `json:"mesh,omitempty"`
+}
+
+// SamplerMesh is the mesh client of a sampler: the node's identity and
+// peers, and the partition book that routes ids to them.
+type SamplerMesh struct {
+	Certs    string           `json:"certs"`
+	Node     string           `json:"node"`
+	Cluster  string           `json:"cluster"`
+	Checksum string           `json:"checksum"`
+	Part     int              `json:"part"`
+	Peers    map[int]SpecPeer `json:"peers"`
+	Timeout  time.Duration    `json:"timeout_ns"`
+	Retries  int              `json:"retries"` // as mesh.ClientConfig.Retries
+	Bounds   []uint64         `json:"bounds"`  // partition.Book bounds
+}
+
+// SpecPeer is one peer in a SamplerMesh.
+type SpecPeer struct {
+	Name string `json:"name"`
+	Addr string `json:"addr"`
 }
 
 // Encode is the spec as the JSON the sampler reads.
@@ -72,6 +99,14 @@ func (s *SamplerSpec) validate() error {
 	}
 	if err := s.Options.Validate(); err != nil {
 		p = append(p, err)
+	}
+	if m := s.Mesh; m != nil {
+		if len(m.Bounds) < 3 || m.Part < 0 || m.Part >= len(m.Bounds)-1 {
+			p.add("mesh.bounds", "%d bounds for part %d: want one more than the parts, at least 2 parts", len(m.Bounds), m.Part)
+		}
+		if m.Timeout <= 0 {
+			p.add("mesh.timeout_ns", "%d is not positive", m.Timeout)
+		}
 	}
 	if err := p.err(); err != nil {
 		return fmt.Errorf("node: sampler spec: %w", err)

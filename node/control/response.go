@@ -53,6 +53,48 @@ type Stats struct {
 	Opened   uint64        `json:"loaders_opened"` // since start
 	Batches  uint64        `json:"batches"`        // written, all loaders since start
 	Failures uint64        `json:"sampler_failures"`
+	// Ready: the node serves and every configured peer has answered the
+	// mesh handshake (always true without a mesh).
+	Ready bool       `json:"ready"`
+	Mesh  *MeshStats `json:"mesh,omitempty"` // nil without a mesh
+	// Cache counts feature rows of nodes owned elsewhere that this node's
+	// samplers needed: served from the part file's cache section (hits)
+	// or pulled from a peer (misses). CacheRows is the cache's size.
+	CacheRows   int    `json:"cache_rows"`
+	CacheHits   uint64 `json:"cache_hits"`
+	CacheMisses uint64 `json:"cache_misses"`
+}
+
+// MeshStats is the node's place in the cluster and its traffic per peer.
+type MeshStats struct {
+	Listen   string      `json:"listen"` // bound UDP address
+	Cluster  string      `json:"cluster"`
+	Checksum string      `json:"checksum"` // partition-set checksum (graph.toml)
+	Peers    []PeerStats `json:"peers"`    // configured peers by part, then any other caller
+}
+
+// PeerStats is one peer: In counts the requests this node served for it
+// (the peer's node and samplers), Out the calls this node and its
+// samplers made to it.
+type PeerStats struct {
+	Part  int          `json:"part"` // -1: a caller that serves no configured part
+	Name  string       `json:"name"`
+	Addr  string       `json:"addr"`
+	Ready bool         `json:"ready"` // answered the handshake
+	In    TrafficStats `json:"in"`
+	Out   TrafficStats `json:"out"`
+}
+
+// TrafficStats are counters of one direction. Latency quantiles are the
+// upper bounds of histogram buckets (1-2-5 steps); Out's are the largest
+// reported by the node and its live samplers.
+type TrafficStats struct {
+	Requests      uint64  `json:"requests"`
+	Errors        uint64  `json:"errors"`
+	BytesSent     uint64  `json:"bytes_sent"`
+	BytesReceived uint64  `json:"bytes_received"`
+	P50Ms         float64 `json:"p50_ms"`
+	P99Ms         float64 `json:"p99_ms"`
 }
 
 // LoaderStats is one open loader.

@@ -1,0 +1,267 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"graphnode/mesh"
+	"graphnode/node/control"
+)
+
+// readyRetry is how long the node waits before asking again peers that
+// refused it (another partitioning, say): an operator may fix the peer
+// and restart it without restarting this node.
+const readyRetry = 2 * time.Second
+
+// cluster is a node's part in the mesh: its server, the client it uses
+// for its own requests (handshakes, split ids), and what its samplers
+// report. The zero value is a node without a mesh.
+type cluster struct {
+	id    *mesh.Identity
+	srv   *mesh.Server
+	cli   *mesh.Client
+	ready atomic.Bool
+
+	closeOnce sync.Once
+	splitMu   sync.Mutex
+	splits    map[string][]uint64 // global ids of a split over every part
+	traffic   traffic
+}
+
+// startMesh binds the mesh server and creates the client. Without a mesh
+// the node is ready at once.
+func (n *Node) startMesh() error {
+	if !n.cfg.MeshEnabled() {
+		return nil
+	}
+	c := &n.mesh
+	srv, err := mesh.Listen(context.Background(), n.cfg.MeshListen(), mesh.ServerConfig{
+		Identity: c.id, Cluster: n.cfg.Mesh.Cluster, Checksum: n.manifest.Checksum,
+		Part: n.cfg.Node.Part, Handler: n.handler, Logger: n.log,
+		Outbound: func() []mesh.PeerStats { return c.cli.Metrics() },
+	})
+	if err != nil {
+		return fmt.Errorf("node: mesh.listen: %w", err)
+	}
+	cli, err := mesh.NewClient(n.clientConfig())
+	if err != nil {
+		srv.Close()
+		return fmt.Errorf("node: mesh: %w", err)
+	}
+	c.srv, c.cli = srv, cli
+	return nil
+}
+
+// clientConfig is the mesh client of this node (and, through the spec,
+// of its samplers).
+func (n *Node) clientConfig() mesh.ClientConfig {
+	return mesh.ClientConfig{
+		Identity: n.mesh.id, Cluster: n.cfg.Mesh.Cluster, Checksum: n.manifest.Checksum,
+		Part: n.cfg.Node.Part, Peers: n.cfg.meshPeers(),
+		Timeout: n.cfg.MeshTimeoutDuration(), Retries: n.cfg.meshRetries(),
+	}
+}
+
+// closeMesh closes the server (releasing the UDP port) and the client.
+// Idempotent.
+func (n *Node) closeMesh() {
+	n.mesh.closeOnce.Do(func() {
+		if n.mesh.srv != nil {
+			n.mesh.srv.Close()
+		}
+		if n.mesh.cli != nil {
+			n.mesh.cli.Close()
+		}
+	})
+}
+
+// awaitPeers waits until every peer has answered the handshake, whatever
+// the start order, then reports the node ready. A refusal is logged and
+// asked again every readyRetry; the node keeps serving meanwhile.
+func (n *Node) awaitPeers(ctx context.Context) {
+	if n.mesh.cli == nil {
+		n.becomeReady()
+		return
+	}
+	var last string
+	for {
+		err := n.mesh.cli.WaitReady(ctx)
+		if err == nil {
+			n.becomeReady()
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err.Error() != last {
+			n.log.Error("peers not ready", "err", err)
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(readyRetry):
+		}
+	}
+}
+
+func (n *Node) becomeReady() {
+	n.mesh.ready.Store(true)
+	m := n.graph.Meta()
+	peers := make([]string, 0, len(n.cfg.Mesh.Peers))
+	for _, p := range n.cfg.Mesh.Peers {
+		if p.Part != n.cfg.Node.Part {
+			peers = append(peers, fmt.Sprintf("%d=%s@%s", p.Part, p.Name, p.Addr))
+		}
+	}
+	n.log.Info("node ready", "socket", n.cfg.Control.Socket, "part", m.Part, "parts", m.NumParts,
+		"nodes", n.graph.NumNodes(), "edges", n.graph.NumEdges(), "name", n.cfg.Node.Name, "peers", peers)
+	if n.OnReady != nil {
+		n.OnReady()
+	}
+}
+
+// globalSplit is the split over every part: this part's ids and each
+// peer's, asked once per split and kept. Parts own ascending id ranges,
+// so the concatenation in part order is ascending.
+func (n *Node) globalSplit(ctx context.Context, split string) ([]uint64, error) {
+	c := &n.mesh
+	c.splitMu.Lock()
+	defer c.splitMu.Unlock()
+	if ids, ok := c.splits[split]; ok {
+		return ids, nil
+	}
+	parts := n.book.Parts()
+	lists := make([][]uint64, parts)
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		if p == n.cfg.Node.Part {
+			lists[p], errs[p] = n.handler.split(split)
+			continue
+		}
+		wg.Go(func() {
+			var resp mesh.SplitResponse
+			errs[p] = c.cli.Split(ctx, p, &mesh.SplitRequest{Split: split}, &resp)
+			lists[p] = resp.IDs
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, &control.Error{Key: "split", Msg: fmt.Sprintf("%s split of the partition set: %v", split, err)}
+	}
+	var all []uint64
+	for p, l := range lists {
+		lo, hi := n.book.Range(p)
+		if len(l) > 0 && (l[0] < lo || l[len(l)-1] >= hi) {
+			return nil, &control.Error{Key: "split", Msg: fmt.Sprintf("part %d answered %s ids outside its range [%d, %d)", p, split, lo, hi)}
+		}
+		all = append(all, l...)
+	}
+	if c.splits == nil {
+		c.splits = map[string][]uint64{}
+	}
+	c.splits[split] = all
+	return all, nil
+}
+
+// clusterSeeds are a loader's seeds in a partition set of several parts:
+// the split over every part, or explicit seed_ids of any node.
+func (n *Node) clusterSeeds(ctx context.Context, o control.LoaderOptions) ([]uint64, error) {
+	if o.Split == "" {
+		total := n.book.NumNodes()
+		for i, id := range o.SeedIDs {
+			if id >= total {
+				return nil, &control.Error{Key: "seed_ids", Msg: fmt.Sprintf("seed_ids[%d] = %d is not a node of the graph (ids 0..%d)", i, id, total-1)}
+			}
+		}
+		return o.SeedIDs, nil
+	}
+	ids, err := n.globalSplit(ctx, o.Split)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, &control.Error{Key: "split", Msg: fmt.Sprintf("the partition set has no %s nodes", o.Split)}
+	}
+	return ids, nil
+}
+
+// meshStats snapshots the mesh for a stats response; nil without one.
+func (n *Node) meshStats() *control.MeshStats {
+	c := &n.mesh
+	if c.srv == nil {
+		return nil
+	}
+	s := &control.MeshStats{Listen: c.srv.Addr().String(), Cluster: n.cfg.Mesh.Cluster, Checksum: n.manifest.Checksum}
+	byName := map[string]*control.PeerStats{}
+	peers := n.cfg.meshPeers()
+	parts := make([]int, 0, len(peers))
+	for p := range peers {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	for _, p := range parts {
+		s.Peers = append(s.Peers, control.PeerStats{Part: p, Name: peers[p].Name, Addr: peers[p].Addr})
+	}
+	for i := range s.Peers {
+		byName[s.Peers[i].Name] = &s.Peers[i]
+	}
+	get := func(name string) *control.PeerStats {
+		if ps := byName[name]; ps != nil {
+			return ps
+		}
+		s.Peers = append(s.Peers, control.PeerStats{Part: -1, Name: name})
+		// Re-point every entry: append may have moved the slice.
+		for i := range s.Peers {
+			byName[s.Peers[i].Name] = &s.Peers[i]
+		}
+		return byName[name]
+	}
+	for _, m := range c.srv.Metrics() {
+		addTraffic(&get(m.Peer).In, m)
+	}
+	for _, m := range c.cli.Metrics() {
+		addTraffic(&get(m.Peer).Out, m)
+	}
+	for _, m := range c.traffic.snapshot() {
+		addTraffic(&get(m.Peer).Out, m)
+	}
+	ready := c.ready.Load()
+	for i := range s.Peers {
+		s.Peers[i].Ready = ready && s.Peers[i].Part >= 0
+	}
+	return s
+}
+
+// addTraffic adds m's counters to t; latencies keep the larger.
+func addTraffic(t *control.TrafficStats, m mesh.PeerStats) {
+	t.Requests += m.Requests
+	t.Errors += m.Errors
+	t.BytesSent += m.BytesSent
+	t.BytesReceived += m.BytesReceived
+	t.P50Ms = max(t.P50Ms, float64(m.P50)/float64(time.Millisecond))
+	t.P99Ms = max(t.P99Ms, float64(m.P99)/float64(time.Millisecond))
+}
+
+// samplerMesh is the mesh part of a sampler's spec; nil with one part.
+func (n *Node) samplerMesh() *SamplerMesh {
+	if !n.multi() || n.mesh.id == nil {
+		return nil
+	}
+	cc := n.clientConfig()
+	m := &SamplerMesh{
+		Certs: n.cfg.Mesh.Certs, Node: n.cfg.Node.Name, Cluster: cc.Cluster, Checksum: cc.Checksum,
+		Part: cc.Part, Peers: map[int]SpecPeer{}, Timeout: cc.Timeout, Retries: cc.Retries,
+		Bounds: n.book.Bounds,
+	}
+	for p, peer := range cc.Peers {
+		m.Peers[p] = SpecPeer{Name: peer.Name, Addr: peer.Addr}
+	}
+	return m
+}

@@ -1,0 +1,272 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"graphnode/csr"
+	"graphnode/mesh"
+	"graphnode/node"
+	"graphnode/node/client"
+	"graphnode/node/control"
+	"graphnode/partition"
+	"graphnode/sample"
+)
+
+// clusterName is the cluster of every test cluster's certificates.
+const clusterName = "test"
+
+// clusterParts writes, once per size, the fixture graph of writeParts
+// split into n random partitions (as `node partition --method random`).
+var clusterFixture struct {
+	mu    sync.Mutex
+	parts map[int]string
+}
+
+func clusterParts(t *testing.T, n int) string {
+	t.Helper()
+	bin, _ := setup(t)
+	clusterFixture.mu.Lock()
+	defer clusterFixture.mu.Unlock()
+	if dir, ok := clusterFixture.parts[n]; ok {
+		return dir
+	}
+	dir := filepath.Join(filepath.Dir(bin), fmt.Sprintf("parts-%d", n))
+	ctx := context.Background()
+	g, err := partition.SBM(ctx, partition.SBMConfig{
+		Nodes: 3000, Blocks: 4, AvgDegree: 12, FeatDim: 16, Seed: 7,
+		TrainFrac: 0.5, ValFrac: 0.1, TestFrac: 0.1, Workers: 1,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adj, err := partition.BuildAdj(ctx, g, csr.In, partition.CleanOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assign, err := partition.Assign(ctx, g, adj, partition.AssignOptions{Method: partition.MethodRandom, Parts: n, Seed: 3, Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := partition.Write(ctx, dir, g, adj, assign, partition.WriteOptions{Parts: n, Method: partition.MethodRandom, Workers: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if clusterFixture.parts == nil {
+		clusterFixture.parts = map[int]string{}
+	}
+	clusterFixture.parts[n] = dir
+	return dir
+}
+
+// testCluster is n `node run` processes on 127.0.0.1, one per part.
+type testCluster struct {
+	t       *testing.T
+	bin     string
+	parts   string
+	certs   string
+	addrs   []string // UDP address of each part's mesh server
+	configs []string
+	sockets []string
+	rings   []string
+	nodes   []*daemon
+	mu      sync.Mutex // guards pids: loaders of several ranks note theirs at once
+	pids    []int      // every sampler pid seen; checked gone after the test
+}
+
+// freeUDP returns a 127.0.0.1 UDP address nobody listens on now.
+func freeUDP(t *testing.T) string {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().String()
+}
+
+func hostName(p int) string { return fmt.Sprintf("host%d", p) }
+
+// startCluster starts one node per part of parts, with the given mesh
+// timeout, and waits until every node reports ready.
+func startCluster(t *testing.T, parts string, n int, timeout string) *testCluster {
+	t.Helper()
+	bin, _ := setup(t)
+	c := &testCluster{t: t, bin: bin, parts: parts, certs: filepath.Join(t.TempDir(), "certs")}
+	// Registered first, so it runs after every daemon has stopped.
+	t.Cleanup(c.assertNoSamplers)
+	nodes := []string{"intruder"}
+	for p := range n {
+		nodes = append(nodes, hostName(p))
+		c.addrs = append(c.addrs, freeUDP(t))
+	}
+	if err := mesh.WriteCluster(c.certs, mesh.ClusterSpec{Cluster: clusterName, Nodes: nodes}); err != nil {
+		t.Fatal(err)
+	}
+	var peers strings.Builder
+	for p := range n {
+		fmt.Fprintf(&peers, "[[mesh.peers]]\npart = %d\nname = %q\naddr = %q\n", p, hostName(p), c.addrs[p])
+	}
+	for p := range n {
+		dir := t.TempDir()
+		rings, err := os.MkdirTemp("/dev/shm", "graphnode-test-")
+		if err != nil {
+			t.Skipf("no /dev/shm: %v", err)
+		}
+		t.Cleanup(func() { os.RemoveAll(rings) })
+		socket := filepath.Join(dir, "node.sock")
+		text := fmt.Sprintf("version = 1\n[node]\nparts = %q\npart = %d\nname = %q\n[control]\nsocket = %q\n"+
+			"[rings]\ndir = %q\nsize = \"16MiB\"\n[samplers]\ndrain_timeout = \"5s\"\n"+
+			"[mesh]\ncerts = %q\ncluster = %q\ntimeout = %q\n%s[log]\nformat = \"json\"\nlevel = \"debug\"\n",
+			parts, p, hostName(p), socket, rings, c.certs, clusterName, timeout, peers.String())
+		cfg := filepath.Join(dir, "node.toml")
+		if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c.configs, c.sockets, c.rings = append(c.configs, cfg), append(c.sockets, socket), append(c.rings, rings)
+	}
+	// Start in reverse order: a node must not care who comes first.
+	c.nodes = make([]*daemon, n)
+	for p := n - 1; p >= 0; p-- {
+		c.nodes[p] = startDaemon(t, bin, c.configs[p], c.sockets[p], c.rings[p])
+	}
+	for p := range n {
+		c.waitReady(p)
+	}
+	return c
+}
+
+// restart starts part p's node again (after a kill) and waits until it
+// is ready.
+func (c *testCluster) restart(p int) {
+	c.nodes[p] = startDaemon(c.t, c.bin, c.configs[p], c.sockets[p], c.rings[p])
+	c.waitReady(p)
+}
+
+func (c *testCluster) waitReady(p int) {
+	c.t.Helper()
+	eventually(c.t, 20*time.Second, fmt.Sprintf("node %d ready", p), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		st, err := client.Stats(ctx, c.sockets[p])
+		return err == nil && st.Ready
+	})
+}
+
+// note records the sampler pids a stats response lists.
+func (c *testCluster) note(st *control.Stats) {
+	c.mu.Lock()
+	c.pids = append(c.pids, samplerPIDs(st)...)
+	c.mu.Unlock()
+}
+
+func (c *testCluster) assertNoSamplers() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, pid := range c.pids {
+		if !pidGone(pid) {
+			c.t.Errorf("sampler pid %d still running after the test", pid)
+		}
+	}
+	for _, d := range c.nodes {
+		if d != nil && !pidGone(d.cmd.Process.Pid) {
+			c.t.Errorf("node run pid %d still running after the test", d.cmd.Process.Pid)
+		}
+	}
+}
+
+// unionReference samples o's batches for rank/world in this process over
+// sample.NewUnion of the same part files: what every node's ring must
+// carry, byte for byte.
+func unionReference(t *testing.T, parts string, o client.Options) [][][]byte {
+	t.Helper()
+	m, err := partition.OpenDir(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	book, err := m.Book()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps []sample.Partition
+	var seeds []uint64
+	for p := range book.Parts() {
+		g, err := csr.Open(node.PartPath(parts, p), csr.OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close() })
+		cp, err := sample.FromCSR(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, cp)
+		mask, err := g.Mask(o.Split)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for it := mask.Iterator(); it.HasNext(); {
+			seeds = append(seeds, g.Meta().Start+uint64(it.Next()))
+		}
+	}
+	u, err := sample.NewUnion(book, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := sample.NewPlan(seeds, sample.PlanOptions{BatchSize: o.BatchSize, Shuffle: o.Shuffle,
+		DropLast: o.DropLast, Seed: o.Seed, Rank: o.Rank, WorldSize: o.WorldSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := sample.NewLocalSource(u)
+	s, err := sample.New(sample.Config{Fanouts: o.Fanouts, Local: u, Schema: u.Schema(), Features: src, Labels: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	out := make([][][]byte, o.Epochs)
+	for e := range o.Epochs {
+		ep := plan.Epoch(uint64(e), nil)
+		for b := range ep.NumBatches() {
+			batch, err := s.Sample(ctx, ep.Key(b), ep.Batch(b))
+			if err == nil {
+				err = s.Gather(ctx, batch)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			size, _ := sample.EncodedSize(batch)
+			rec := make([]byte, size)
+			if _, err := sample.Encode(rec, batch); err != nil {
+				t.Fatal(err)
+			}
+			out[e] = append(out[e], rec)
+		}
+	}
+	return out
+}
+
+// meshClient is an in-test mesh client of node name, with the identity
+// in certs, aimed at part p's server.
+func meshClient(t *testing.T, certs, name, checksum string, p int, addr string) *mesh.Client {
+	t.Helper()
+	id, err := mesh.LoadIdentity(certs, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := mesh.NewClient(mesh.ClientConfig{
+		Identity: id, Cluster: id.Cluster, Checksum: checksum, Part: 99,
+		Peers: map[int]mesh.Peer{p: {Name: hostName(p), Addr: addr}}, Timeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}

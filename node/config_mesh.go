@@ -1,0 +1,192 @@
+package node
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"graphnode/mesh"
+)
+
+// Mesh defaults (node.toml.example documents each).
+const (
+	DefaultMeshTimeout = "10s"
+	DefaultMeshRetries = mesh.DefaultRetries
+	// MaxMeshTimeout bounds mesh.timeout: it is also how long a trainer
+	// may wait for the error of a peer that went down.
+	MaxMeshTimeout = 5 * time.Minute
+)
+
+// MeshConfig is [mesh]: how this node reaches the other partitions'
+// nodes. A partition set of one part needs none.
+type MeshConfig struct {
+	Listen  string     `toml:"listen"`  // UDP host:port served; default: this part's peers entry
+	Certs   string     `toml:"certs"`   // directory of ca.crt, <node.name>.crt and .key
+	Cluster string     `toml:"cluster"` // the cluster name of the CA (node cert init --cluster)
+	Timeout string     `toml:"timeout"` // one mesh call, retries included
+	Retries int        `toml:"retries"` // retries of a call after a transient failure
+	Peers   []MeshPeer `toml:"peers"`   // one per part; this node's own entry is allowed
+}
+
+// MeshPeer is one [[mesh.peers]] entry: the node serving a part.
+type MeshPeer struct {
+	Part int    `toml:"part"`
+	Name string `toml:"name"` // its certificate's name (node cert init --nodes)
+	Addr string `toml:"addr"` // UDP host:port
+}
+
+// configured reports whether any [mesh] key that has no default is set.
+func (m *MeshConfig) configured() bool {
+	return m.Listen != "" || m.Certs != "" || m.Cluster != "" || len(m.Peers) > 0
+}
+
+// numParts reads `parts` from dir/graph.toml; 0 when it cannot (the
+// directory is checked in full when the node opens it).
+func numParts(dir string) int {
+	var m struct {
+		Parts int `toml:"parts"`
+	}
+	if _, err := toml.DecodeFile(filepath.Join(dir, "graph.toml"), &m); err != nil {
+		return 0
+	}
+	return m.Parts
+}
+
+// validateMesh adds [mesh] problems to p. A set of more than one part
+// needs the whole table; a set of one needs none, but a table that is
+// there is checked.
+func (c *Config) validateMesh(p *problems) {
+	m := &c.Mesh
+	parts := numParts(c.Node.Parts)
+	if parts > 0 && c.Node.Part >= parts {
+		p.add("node.part", "%d, but %s holds %d partitions", c.Node.Part, c.Node.Parts, parts)
+	}
+	if d, err := time.ParseDuration(m.Timeout); err != nil || d <= 0 || d > MaxMeshTimeout {
+		p.add("mesh.timeout", "%q is not a duration in (0, %v] (like \"10s\")", m.Timeout, MaxMeshTimeout)
+	}
+	if m.Retries < 0 || m.Retries > 100 {
+		p.add("mesh.retries", "%d is out of range 0..100", m.Retries)
+	}
+	if parts <= 1 && !m.configured() {
+		return
+	}
+	if !m.configured() {
+		p.add("mesh", "missing: %s holds %d partitions, so this node needs [mesh] (listen, certs, cluster, peers) to reach the others",
+			c.Node.Parts, parts)
+		return
+	}
+	if err := mesh.CheckName("node", c.Node.Name); err != nil {
+		p.add("node.name", "%v (it names this node's certificate in mesh.certs)", err)
+	}
+	if err := mesh.CheckName("cluster", m.Cluster); err != nil {
+		p.add("mesh.cluster", "%v", err)
+	}
+	switch {
+	case m.Certs == "":
+		p.add("mesh.certs", "missing: the directory written by node cert init")
+	case !isDir(m.Certs):
+		p.add("mesh.certs", "%q is not a directory (node cert init writes it)", m.Certs)
+	default:
+		for _, f := range []string{filepath.Join(m.Certs, mesh.CAcertFile), mesh.CertFile(m.Certs, c.Node.Name), mesh.KeyFile(m.Certs, c.Node.Name)} {
+			if _, err := os.Stat(f); err != nil {
+				p.add("mesh.certs", "%q: no %s there (node cert init writes it)", m.Certs, filepath.Base(f))
+			}
+		}
+	}
+	c.validatePeers(p, parts)
+	if c.MeshListen() == "" {
+		p.add("mesh.listen", "missing: the UDP address to serve on (or a mesh.peers entry for part %d)", c.Node.Part)
+	} else if err := checkAddr(c.MeshListen()); err != nil {
+		p.add("mesh.listen", "%q: %v", c.MeshListen(), err)
+	}
+}
+
+func (c *Config) validatePeers(p *problems, parts int) {
+	seen := map[int]bool{}
+	for i, e := range c.Mesh.Peers {
+		key := fmt.Sprintf("mesh.peers[%d]", i)
+		switch {
+		case e.Part < 0 || parts > 0 && e.Part >= parts:
+			p.add(key+".part", "%d is not a partition of the set (0..%d)", e.Part, parts-1)
+		case seen[e.Part]:
+			p.add(key+".part", "part %d listed twice", e.Part)
+		}
+		seen[e.Part] = true
+		if err := mesh.CheckName("node", e.Name); err != nil {
+			p.add(key+".name", "%v", err)
+		} else if e.Part == c.Node.Part && e.Name != c.Node.Name {
+			p.add(key+".name", "%q serves part %d, but this node (node.part) is %q", e.Name, e.Part, c.Node.Name)
+		}
+		if err := checkAddr(e.Addr); err != nil {
+			p.add(key+".addr", "%q: %v", e.Addr, err)
+		}
+	}
+	for part := range parts {
+		if part != c.Node.Part && !seen[part] {
+			p.add("mesh.peers", "no entry for part %d (every other part needs part, name and addr)", part)
+		}
+	}
+}
+
+// checkAddr accepts "host:port" with a numeric port.
+func checkAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if host == "" {
+		return fmt.Errorf("no host (use 0.0.0.0 to serve on every interface)")
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return fmt.Errorf("port %q is not 1..65535", port)
+	}
+	return nil
+}
+
+// MeshEnabled reports whether this node joins a mesh.
+func (c *Config) MeshEnabled() bool { return c.Mesh.configured() }
+
+// MeshListen is the address the mesh server binds: mesh.listen, or this
+// part's entry of mesh.peers.
+func (c *Config) MeshListen() string {
+	if c.Mesh.Listen != "" {
+		return c.Mesh.Listen
+	}
+	for _, e := range c.Mesh.Peers {
+		if e.Part == c.Node.Part {
+			return e.Addr
+		}
+	}
+	return ""
+}
+
+// MeshTimeoutDuration is mesh.timeout parsed (Validate checked it).
+func (c *Config) MeshTimeoutDuration() time.Duration {
+	d, _ := time.ParseDuration(c.Mesh.Timeout)
+	return d
+}
+
+// meshPeers are the other parts' nodes, for mesh.ClientConfig.Peers.
+func (c *Config) meshPeers() map[int]mesh.Peer {
+	out := make(map[int]mesh.Peer, len(c.Mesh.Peers))
+	for _, e := range c.Mesh.Peers {
+		if e.Part != c.Node.Part {
+			out[e.Part] = mesh.Peer{Name: e.Name, Addr: e.Addr}
+		}
+	}
+	return out
+}
+
+// meshRetries maps mesh.retries to mesh.ClientConfig.Retries (whose 0
+// means the default and a negative value none).
+func (c *Config) meshRetries() int {
+	if c.Mesh.Retries == 0 {
+		return -1
+	}
+	return c.Mesh.Retries
+}

@@ -1,0 +1,77 @@
+package node
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"graphnode/mesh"
+)
+
+// meshDir is configDir with a graph.toml of parts parts and certificates
+// for host0 and host1 of cluster "c1".
+func meshDir(t *testing.T, parts int) (dir, preamble string) {
+	t.Helper()
+	dir, pre := configDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "parts", "graph.toml"), []byte("parts = "+string(rune('0'+parts))+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := mesh.WriteCluster(filepath.Join(dir, "certs"), mesh.ClusterSpec{Cluster: "c1", Nodes: []string{"host0", "host1"}}); err != nil {
+		t.Fatal(err)
+	}
+	return dir, strings.Replace(pre, "[node]\n", "[node]\nname = \"host0\"\n", 1)
+}
+
+func TestMeshConfig(t *testing.T) {
+	peers := "[[mesh.peers]]\npart = 0\nname = \"host0\"\naddr = \"127.0.0.1:7100\"\n" +
+		"[[mesh.peers]]\npart = 1\nname = \"host1\"\naddr = \"127.0.0.1:7101\"\n"
+	for _, tc := range []struct {
+		name  string
+		parts int
+		mesh  string
+		want  []string // every problem, each naming its key; none: valid
+	}{
+		{"one part needs no mesh", 1, "", nil},
+		{"two parts without mesh", 2, "", []string{"mesh: missing: ", "holds 2 partitions"}},
+		{"complete", 2, "[mesh]\ncerts = %CERTS%\ncluster = \"c1\"\n" + peers, nil},
+		{"every problem", 2, "[mesh]\ncerts = \"/nonexistent\"\ncluster = \"bad name\"\ntimeout = \"0s\"\nretries = -1\n" +
+			"[[mesh.peers]]\npart = 0\nname = \"host9\"\naddr = \"127.0.0.1:7100\"\n" +
+			"[[mesh.peers]]\npart = 5\nname = \"-x\"\naddr = \"nohost\"\n",
+			[]string{`mesh.certs: "/nonexistent" is not a directory`, "mesh.cluster: mesh: cluster name", "mesh.timeout: \"0s\"",
+				"mesh.retries: -1", `mesh.peers[0].name: "host9" serves part 0, but this node (node.part) is "host0"`,
+				"mesh.peers[1].part: 5 is not a partition", "mesh.peers[1].name: mesh: node name", "mesh.peers[1].addr: \"nohost\"",
+				"mesh.peers: no entry for part 1"}},
+		{"no listen address", 2, "[mesh]\ncerts = %CERTS%\ncluster = \"c1\"\n[[mesh.peers]]\npart = 1\nname = \"host1\"\naddr = \"127.0.0.1:7101\"\n",
+			[]string{"mesh.listen: missing"}},
+		{"duplicate part", 2, "[mesh]\ncerts = %CERTS%\ncluster = \"c1\"\n" + peers + "[[mesh.peers]]\npart = 1\nname = \"host1\"\naddr = \"127.0.0.1:7102\"\n",
+			[]string{"mesh.peers[2].part: part 1 listed twice"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, pre := meshDir(t, tc.parts)
+			text := pre + strings.ReplaceAll(tc.mesh, "%CERTS%", quote(filepath.Join(dir, "certs")))
+			cfg, err := LoadConfig(writeConfig(t, dir, text))
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.mesh != "" && (cfg.MeshListen() != "127.0.0.1:7100" || len(cfg.meshPeers()) != 1 || cfg.MeshTimeoutDuration().Seconds() != 10 || cfg.meshRetries() != 3) {
+					t.Fatalf("listen %q peers %v timeout %v retries %d", cfg.MeshListen(), cfg.meshPeers(), cfg.MeshTimeoutDuration(), cfg.meshRetries())
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			lines := strings.Split(err.Error(), "\n")
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("no problem containing %q in\n%v", w, err)
+				}
+			}
+			if len(tc.want) > 2 && len(lines) != len(tc.want) {
+				t.Errorf("%d problems, want %d:\n%v", len(lines), len(tc.want), err)
+			}
+		})
+	}
+}

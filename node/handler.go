@@ -1,0 +1,135 @@
+package node
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"graphnode/csr"
+	"graphnode/mesh"
+	"graphnode/sample"
+)
+
+// handler answers peers' mesh requests from this node's partition: the
+// same sample.SampleNeighbors a local sampler calls, rows and labels
+// straight from the mapped file. It never waits on samplers or loaders.
+// Safe for concurrent use.
+type handler struct {
+	graph *csr.Graph
+	part  *sample.CSR
+	src   *sample.LocalSource
+	dtype mesh.DType
+
+	mu     sync.Mutex
+	splits map[string][]uint64 // ascending global ids of each split asked for
+}
+
+func newHandler(g *csr.Graph) (*handler, error) {
+	p, err := sample.FromCSR(g)
+	if err != nil {
+		return nil, err
+	}
+	h := &handler{graph: g, part: p, src: sample.NewLocalSource(p), splits: map[string][]uint64{}}
+	switch p.Schema().XType {
+	case sample.F16:
+		h.dtype = mesh.DTypeFloat16
+	default:
+		h.dtype = mesh.DTypeFloat32
+	}
+	return h, nil
+}
+
+// wireKey puts a batch's stream key into the mesh's opaque 32-byte key:
+// little-endian in the first 8 bytes, the rest zero.
+func wireKey(k uint64) (b [mesh.KeySize]byte) {
+	binary.LittleEndian.PutUint64(b[:], k)
+	return b
+}
+
+// streamKey reverses wireKey; a key with other bytes set is not ours.
+func streamKey(b [mesh.KeySize]byte) (uint64, error) {
+	for _, c := range b[8:] {
+		if c != 0 {
+			return 0, fmt.Errorf("node: sample request key % x: bytes 8..31 must be zero: %w", b, sample.ErrInvalid)
+		}
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
+}
+
+func (h *handler) SampleNeighbors(_ context.Context, req *mesh.SampleRequest) (*mesh.SampleResponse, error) {
+	key, err := streamKey(req.Key)
+	if err != nil {
+		return nil, err
+	}
+	nreq := sample.NeighborRequest{Key: key, Hop: int(req.Hop), Fanout: int(req.Fanout), Weighted: req.Weighted, Nodes: req.IDs}
+	var resp sample.NeighborResponse
+	if err := sample.SampleNeighbors(h.part, &nreq, &resp); err != nil {
+		return nil, err
+	}
+	return &mesh.SampleResponse{Counts: resp.Counts, Neighbors: resp.Neighbors}, nil
+}
+
+// PullFeatures copies the rows of req.IDs out of the mapped feature
+// section: one copy, into the buffer the server writes to the stream.
+func (h *handler) PullFeatures(ctx context.Context, req *mesh.PullRequest) (*mesh.PullResponse, error) {
+	rb := h.part.Schema().RowBytes()
+	if rb == 0 {
+		return nil, fmt.Errorf("node: partition %d has no features", h.graph.Meta().Part)
+	}
+	rows := make([]byte, len(req.IDs)*rb)
+	if err := h.src.Gather(ctx, req.IDs, rows); err != nil {
+		return nil, err
+	}
+	return &mesh.PullResponse{DType: h.dtype, RowSize: uint32(rb), Rows: rows}, nil
+}
+
+// SplitIDs lists the split's owned nodes in ascending global id; each
+// split is read once.
+func (h *handler) SplitIDs(_ context.Context, req *mesh.SplitRequest) (*mesh.SplitResponse, error) {
+	ids, err := h.split(req.Split)
+	if err != nil {
+		return nil, err
+	}
+	return &mesh.SplitResponse{IDs: ids}, nil
+}
+
+func (h *handler) split(name string) ([]uint64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ids, ok := h.splits[name]; ok {
+		return ids, nil
+	}
+	switch name {
+	case "train", "val", "test":
+	default:
+		return nil, fmt.Errorf("node: split %q is not one of train, val, test", name)
+	}
+	mask, err := h.graph.Mask(name)
+	if err != nil {
+		return nil, err
+	}
+	start := h.graph.Meta().Start
+	ids := make([]uint64, 0, mask.GetCardinality())
+	for it := mask.Iterator(); it.HasNext(); {
+		ids = append(ids, start+uint64(it.Next()))
+	}
+	h.splits[name] = ids
+	return ids, nil
+}
+
+func (h *handler) Labels(ctx context.Context, req *mesh.LabelRequest) (*mesh.LabelResponse, error) {
+	k := h.part.Schema().LabelDim
+	if k == 0 {
+		return nil, fmt.Errorf("node: partition %d has no labels", h.graph.Meta().Part)
+	}
+	wide := make([]int64, len(req.IDs)*k)
+	if err := h.src.GatherLabels(ctx, req.IDs, wide); err != nil {
+		return nil, err
+	}
+	out := make([]int32, len(wide))
+	for i, v := range wide {
+		out[i] = int32(v)
+	}
+	return &mesh.LabelResponse{Dim: uint32(k), Labels: out}, nil
+}

@@ -1,0 +1,208 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"graphnode/mesh"
+	"graphnode/partition"
+	"graphnode/sample"
+)
+
+// meshRemote is a sampler's sample.Remote: one SampleRequest per peer
+// per hop, decoded straight into the sampler's reused response slices.
+type meshRemote struct{ c *mesh.Client }
+
+func (r meshRemote) SampleNeighbors(ctx context.Context, part int, req *sample.NeighborRequest, resp *sample.NeighborResponse) error {
+	mreq := mesh.SampleRequest{Key: wireKey(req.Key), Hop: uint16(req.Hop), Weighted: req.Weighted, Fanout: int32(req.Fanout), IDs: req.Nodes}
+	mresp := mesh.SampleResponse{Counts: resp.Counts[:0], Neighbors: resp.Neighbors[:0]}
+	err := r.c.Sample(ctx, part, &mreq, &mresp)
+	resp.Counts, resp.Neighbors = mresp.Counts, mresp.Neighbors
+	return err
+}
+
+// clusterSource is a sampler's FeatureSource and LabelSource in a
+// partition set of several parts: owned rows from the mapped partition,
+// cached rows from its cache section, and the rest in one request per
+// peer per batch, sent before the local rows are copied. Safe for
+// concurrent use.
+type clusterSource struct {
+	local      *sample.LocalSource
+	part       *sample.CSR
+	start, end uint64
+	rowBytes   int
+	labelDim   int
+	dtype      mesh.DType
+	book       partition.Book
+	cli        *mesh.Client
+	cacheIDs   []uint64 // ascending (the writer sorts them)
+	cacheFeat  []byte
+
+	hits, misses atomic.Uint64
+	scratch      sync.Pool // *routes
+}
+
+// routes is one Gather's ids grouped by owning peer, with their
+// positions in the batch.
+type routes struct {
+	ids [][]uint64
+	pos [][]int
+}
+
+func newClusterSource(p *sample.CSR, book partition.Book, cli *mesh.Client) (*clusterSource, error) {
+	g := p.Graph()
+	s := &clusterSource{
+		local: sample.NewLocalSource(p), part: p, start: p.Start(), end: p.End(),
+		rowBytes: p.Schema().RowBytes(), labelDim: p.Schema().LabelDim,
+		book: book, cli: cli, cacheIDs: g.CacheIDs(), cacheFeat: g.CacheFeat(),
+		dtype: mesh.DTypeFloat32,
+	}
+	if p.Schema().XType == sample.F16 {
+		s.dtype = mesh.DTypeFloat16
+	}
+	if !slices.IsSorted(s.cacheIDs) {
+		return nil, fmt.Errorf("node: %s: cache_ids are not ascending", g.Path())
+	}
+	if len(s.cacheFeat) != len(s.cacheIDs)*s.rowBytes {
+		s.cacheIDs, s.cacheFeat = nil, nil // no features: nothing to cache
+	}
+	parts := book.Parts()
+	s.scratch.New = func() any { return &routes{ids: make([][]uint64, parts), pos: make([][]int, parts)} }
+	return s, nil
+}
+
+// route groups the ids not owned here by owner, leaving the owned ones
+// (and, when cached is set, the cached ones) out. The caller returns r to
+// the pool.
+func (s *clusterSource) route(ids []uint64, cached bool) *routes {
+	r := s.scratch.Get().(*routes)
+	for p := range r.ids {
+		r.ids[p], r.pos[p] = r.ids[p][:0], r.pos[p][:0]
+	}
+	var hits uint64
+	for i, id := range ids {
+		if id-s.start < s.end-s.start {
+			continue
+		}
+		if cached {
+			if _, ok := slices.BinarySearch(s.cacheIDs, id); ok {
+				hits++
+				continue
+			}
+		}
+		o := s.book.Owner(min(id, s.book.NumNodes()-1))
+		r.ids[o] = append(r.ids[o], id)
+		r.pos[o] = append(r.pos[o], i)
+	}
+	if cached {
+		s.hits.Add(hits)
+	}
+	return r
+}
+
+// fetch runs get for every peer with ids, concurrently, and joins the
+// errors (each already names its peer).
+func fetch(r *routes, get func(part int, ids []uint64, pos []int) error) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(r.ids))
+	for p := range r.ids {
+		if len(r.ids[p]) == 0 {
+			continue
+		}
+		wg.Go(func() { errs[p] = get(p, r.ids[p], r.pos[p]) })
+	}
+	wg.Wait()
+	return firstErr(errs)
+}
+
+func firstErr(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Gather writes the rows of ids into dst: pulls go out first, then owned
+// and cached rows are copied while they travel.
+func (s *clusterSource) Gather(ctx context.Context, ids []uint64, dst []byte) error {
+	rb := s.rowBytes
+	if len(dst) != len(ids)*rb {
+		return fmt.Errorf("node: gather %d rows of %d bytes into %d bytes: %w", len(ids), rb, len(dst), sample.ErrInvalid)
+	}
+	r := s.route(ids, true)
+	defer s.scratch.Put(r)
+	done := make(chan error, 1)
+	go func() {
+		done <- fetch(r, func(p int, pids []uint64, pos []int) error {
+			s.misses.Add(uint64(len(pids)))
+			var resp mesh.PullResponse
+			if err := s.cli.Pull(ctx, p, &mesh.PullRequest{IDs: pids}, &resp); err != nil {
+				return err
+			}
+			if resp.DType != s.dtype || int(resp.RowSize) != rb {
+				return fmt.Errorf("node: part %d answered rows of %d bytes (dtype %d), want %d (dtype %d): %w",
+					p, resp.RowSize, resp.DType, rb, s.dtype, sample.ErrBadResponse)
+			}
+			for k, i := range pos {
+				copy(dst[i*rb:(i+1)*rb], resp.Rows[k*rb:(k+1)*rb])
+			}
+			return nil
+		})
+	}()
+	block := s.part.FeatBlock()
+	for i, id := range ids {
+		if l := id - s.start; l < s.end-s.start {
+			copy(dst[i*rb:(i+1)*rb], block[int(l)*rb:int(l+1)*rb])
+		} else if j, ok := slices.BinarySearch(s.cacheIDs, id); ok {
+			copy(dst[i*rb:(i+1)*rb], s.cacheFeat[j*rb:(j+1)*rb])
+		}
+	}
+	return <-done
+}
+
+// GatherLabels writes the labels of ids (the seeds) into dst: owned ones
+// from the partition, the others in one request per peer.
+func (s *clusterSource) GatherLabels(ctx context.Context, ids []uint64, dst []int64) error {
+	k := s.labelDim
+	if len(dst) != len(ids)*k {
+		return fmt.Errorf("node: gather %d labels of dim %d into %d values: %w", len(ids), k, len(dst), sample.ErrInvalid)
+	}
+	r := s.route(ids, false)
+	defer s.scratch.Put(r)
+	done := make(chan error, 1)
+	go func() {
+		done <- fetch(r, func(p int, pids []uint64, pos []int) error {
+			var resp mesh.LabelResponse
+			if err := s.cli.Labels(ctx, p, &mesh.LabelRequest{IDs: pids}, &resp); err != nil {
+				return err
+			}
+			if int(resp.Dim) != k {
+				return fmt.Errorf("node: part %d answered %d labels per node, want %d: %w", p, resp.Dim, k, sample.ErrBadResponse)
+			}
+			for j, i := range pos {
+				for c := range k {
+					dst[i*k+c] = int64(resp.Labels[j*k+c])
+				}
+			}
+			return nil
+		})
+	}()
+	for i, id := range ids {
+		if l := id - s.start; l < s.end-s.start {
+			for c, y := range s.part.Labels(uint32(l)) {
+				dst[i*k+c] = int64(y)
+			}
+		}
+	}
+	return <-done
+}
+
+// report is the source's counters and the client's metrics.
+func (s *clusterSource) report() *samplerReport {
+	return &samplerReport{CacheHits: s.hits.Load(), CacheMisses: s.misses.Load(), Peers: s.cli.Metrics()}
+}

@@ -1,0 +1,231 @@
+// Command mesh measures distributed sampling: it starts one `node run`
+// per partition of a parts/ directory on 127.0.0.1 (QUIC mesh, generated
+// certificates), opens one loader per node (rank = part, world = parts),
+// reads batches from all of them at once and prints one table row:
+// batches/s summed over nodes, sampled edges/s, and mesh bytes per batch
+// (from every node's per-peer stats). With one part it measures the
+// local baseline through the same path (no mesh).
+//
+//	go run ./perf/mesh -node /tmp/node -parts parts-2/ -label "random 2"
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"graphnode/mesh"
+	"graphnode/node/client"
+	"graphnode/partition"
+)
+
+func main() {
+	var (
+		bin         = flag.String("node", "", "built node binary (required)")
+		parts       = flag.String("parts", "", "parts/ directory (required)")
+		label       = flag.String("label", "", "row label")
+		batches     = flag.Int("batches", 60, "batches read per node after warm-up")
+		warm        = flag.Int("warm", 5, "warm-up batches per node")
+		batch       = flag.Int("batch", 1024, "batch size")
+		fanouts     = flag.String("fanouts", "15,10,5", "fanouts")
+		workers     = flag.Int("workers", 2, "sampler processes per loader")
+		concurrency = flag.Int("concurrency", 4, "batches in flight per sampler")
+		header      = flag.Bool("header", false, "print the table header first")
+	)
+	flag.Parse()
+	if *header {
+		fmt.Printf("%-22s %5s %10s %14s %14s %10s\n", "config", "nodes", "batches/s", "edges/s", "wire KB/batch", "p99 ms")
+	}
+	if *bin == "" || *parts == "" {
+		return
+	}
+	if err := run(*bin, *parts, *label, *batches, *warm, *batch, *fanouts, *workers, *concurrency); err != nil {
+		fmt.Fprintln(os.Stderr, "mesh:", err)
+		os.Exit(1)
+	}
+}
+
+func run(bin, parts, label string, batches, warm, batchSize int, fanoutList string, workers, concurrency int) error {
+	m, err := partition.OpenDir(parts)
+	if err != nil {
+		return err
+	}
+	n := m.Parts
+	work, err := os.MkdirTemp("", "graphnode-perf-mesh-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	rings, err := os.MkdirTemp("/dev/shm", "graphnode-perf-mesh-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(rings)
+	certs := filepath.Join(work, "certs")
+	names := make([]string, n)
+	addrs := make([]string, n)
+	for p := range n {
+		names[p] = fmt.Sprintf("host%d", p)
+		if addrs[p], err = freeUDP(); err != nil {
+			return err
+		}
+	}
+	if err := mesh.WriteCluster(certs, mesh.ClusterSpec{Cluster: "perf", Nodes: names}); err != nil {
+		return err
+	}
+	var peers strings.Builder
+	for p := range n {
+		fmt.Fprintf(&peers, "[[mesh.peers]]\npart = %d\nname = %q\naddr = %q\n", p, names[p], addrs[p])
+	}
+	sockets := make([]string, n)
+	procs := make([]*exec.Cmd, n)
+	defer func() {
+		for _, c := range procs {
+			if c != nil {
+				c.Process.Signal(syscall.SIGTERM)
+				c.Wait()
+			}
+		}
+	}()
+	for p := range n {
+		sockets[p] = filepath.Join(work, fmt.Sprintf("node%d.sock", p))
+		text := fmt.Sprintf("version = 1\n[node]\nparts = %q\npart = %d\nname = %q\n[control]\nsocket = %q\n[rings]\ndir = %q\nsize = \"2GB\"\n[log]\nlevel = \"warn\"\nformat = \"text\"\n",
+			parts, p, names[p], sockets[p], rings)
+		if n > 1 {
+			text += fmt.Sprintf("[mesh]\ncerts = %q\ncluster = \"perf\"\n%s", certs, peers.String())
+		}
+		cfg := filepath.Join(work, fmt.Sprintf("node%d.toml", p))
+		if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+			return err
+		}
+		procs[p] = exec.Command(bin, "run", "-c", cfg)
+		procs[p].Stderr = os.Stderr
+		if err := procs[p].Start(); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	for p := range n {
+		if err := waitReady(ctx, sockets[p]); err != nil {
+			return fmt.Errorf("node %d: %w", p, err)
+		}
+	}
+	var fo []int
+	for _, f := range strings.Split(fanoutList, ",") {
+		v, err := strconv.Atoi(f)
+		if err != nil {
+			return err
+		}
+		fo = append(fo, v)
+	}
+	loaders := make([]*client.Loader, n)
+	for p := range n {
+		o := client.DefaultOptions()
+		o.Split, o.Fanouts, o.BatchSize, o.Shuffle, o.Epochs = "train", fo, batchSize, true, 1000
+		o.Rank, o.WorldSize, o.Workers, o.Concurrency = p, n, workers, concurrency
+		if loaders[p], err = client.OpenLoader(ctx, sockets[p], o); err != nil {
+			return fmt.Errorf("node %d: %w", p, err)
+		}
+		defer loaders[p].Close()
+	}
+	read := func(l *client.Loader, k int) (edges int64, err error) {
+		for i := 0; i < k; {
+			b, err := l.Next(ctx)
+			if errors.Is(err, client.ErrEndOfEpoch) {
+				continue
+			}
+			if err != nil {
+				return edges, err
+			}
+			for _, e := range b.NumSampledEdges {
+				edges += e
+			}
+			i++
+		}
+		return edges, nil
+	}
+	if err := each(n, func(p int) error { _, err := read(loaders[p], warm); return err }); err != nil {
+		return err
+	}
+	before, _ := wire(ctx, sockets)
+	var mu sync.Mutex
+	var edges int64
+	start := time.Now()
+	err = each(n, func(p int) error {
+		e, err := read(loaders[p], batches)
+		mu.Lock()
+		edges += e
+		mu.Unlock()
+		return err
+	})
+	elapsed := time.Since(start).Seconds()
+	if err != nil {
+		return err
+	}
+	after, p99 := wire(ctx, sockets)
+	total := float64(n * batches)
+	fmt.Printf("%-22s %5d %10.1f %14.3g %14.1f %10.1f\n", label, n, total/elapsed, float64(edges)/elapsed,
+		float64(after-before)/total/1e3, p99)
+	return nil
+}
+
+// wire is the mesh bytes every node's samplers sent and received, and
+// the largest outbound p99 latency.
+func wire(ctx context.Context, sockets []string) (bytes uint64, p99 float64) {
+	time.Sleep(250 * time.Millisecond) // samplers report every 100 ms
+	for _, s := range sockets {
+		st, err := client.Stats(ctx, s)
+		if err != nil || st.Mesh == nil {
+			continue
+		}
+		for _, p := range st.Mesh.Peers {
+			bytes += p.Out.BytesSent + p.Out.BytesReceived
+			p99 = max(p99, p.Out.P99Ms)
+		}
+	}
+	return bytes, p99
+}
+
+func each(n int, f func(p int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for p := range n {
+		wg.Go(func() { errs[p] = f(p) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func waitReady(ctx context.Context, socket string) error {
+	for {
+		st, err := client.Stats(ctx, socket)
+		if err == nil && st.Ready {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not ready: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func freeUDP() (string, error) {
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	return c.LocalAddr().String(), nil
+}
