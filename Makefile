@@ -12,13 +12,11 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/node
 
-# Until the cluster demo exists: generate a stochastic block model graph,
-# partition it into 2 and describe the result.
+# The embedded default: a two-node cluster on loopback over a generated
+# stochastic block model graph, trained with the built-in GraphSAGE
+# trainer (node demo --help lists the flags: a real dataset, sizes).
 demo: build
-	rm -rf $(DEMO)
-	$(BIN) gen sbm --nodes 200000 --seed 1 -o $(DEMO)/graph
-	$(BIN) partition --input $(DEMO)/graph --format ogb --parts 2 --method random --seed 1 -o $(DEMO)/parts
-	$(BIN) inspect $(DEMO)/parts --verify
+	$(BIN) demo
 
 vet:
 	$(GO) vet ./...

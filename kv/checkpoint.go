@@ -47,7 +47,7 @@ func (t *table) header(part int) []byte {
 	h = le.AppendUint16(h, ckMajor)
 	h = le.AppendUint16(h, ckMinor)
 	var flags uint32
-	if s.Opt.Kind != OptSGD {
+	if s.Opt.hasState() {
 		flags |= flagState
 	}
 	h = le.AppendUint32(h, flags)
@@ -77,8 +77,9 @@ func (t *table) header(part int) []byte {
 // under its exclusive lock, so the file is one consistent snapshot; pushes
 // to that table wait meanwhile.
 func (s *Store) Save(dir string) error {
-	for _, name := range s.names {
-		if err := s.tables[name].save(dir, s.part); err != nil {
+	set := s.set.Load()
+	for _, name := range set.names {
+		if err := set.tables[name].save(dir, s.part); err != nil {
 			return err
 		}
 	}

@@ -84,7 +84,7 @@ func TestClientShardsLikeOneStore(t *testing.T) {
 				for p := range parts {
 					before[p] = trans.calls(p)
 				}
-				lo, hi := stores[local].tables["ent"].lo, stores[local].tables["ent"].hi
+				lo, hi := stores[local].set.Load().tables["ent"].lo, stores[local].set.Load().tables["ent"].hi
 				if _, err := c.Pull(ctx, "ent", idRange(lo, hi), nil); err != nil {
 					t.Fatal(err)
 				}

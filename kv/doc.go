@@ -13,7 +13,8 @@
 // dense ones). The daemon (package node):
 //
 //  1. builds the Store with New, the same []Spec on every node, and, to
-//     resume, calls Store.Load(dir) before serving;
+//     resume, calls Store.Load(dir) before serving; tables declared at run
+//     time are added with Store.Create (the same Spec on every node);
 //  2. serves kv messages from peers with Handler.Handle: the mesh carries
 //     them as opaque bytes (the first byte is the Kind), the daemon hands
 //     the request and the stream's context to Handle and sends back the
@@ -59,6 +60,8 @@
 //	Adam     (torch.optim.Adam; step count t per row as DGL's SparseAdam)
 //	         t += 1; m = β1·m + (1-β1)·g; v = β2·v + (1-β2)·g²
 //	         w += -(lr/(1-β1^t)) · (m / (sqrt(v)/sqrt(1-β2^t) + eps))
+//	Average  w = avg   (Sync tables only: an all-reduce for trainers that
+//	                    run their own optimiser, as train's GraphSAGE does)
 //
 // # Synchronous steps
 //

@@ -21,12 +21,23 @@ import (
 // here on. A table whose body fails its CRC is reset to its initial
 // values before Load returns the error.
 func (s *Store) Load(dir string) error {
-	for _, name := range s.names {
-		if err := s.tables[name].load(dir, s.part); err != nil {
+	set := s.set.Load()
+	for _, name := range set.names {
+		if err := set.tables[name].load(dir, s.part); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// LoadTable is Load for one table (a table created at run time resumes
+// from its checkpoint while the others keep their state).
+func (s *Store) LoadTable(dir, name string) error {
+	t, err := s.table(name)
+	if err != nil {
+		return err
+	}
+	return t.load(dir, s.part)
 }
 
 func (t *table) load(dir string, part int) error {
@@ -60,7 +71,7 @@ func (t *table) load(dir string, part int) error {
 	if err := t.checkHeader(h, part); err != nil {
 		return fail(ErrMismatch, "%v", err)
 	}
-	wantState := t.spec.Opt.Kind != OptSGD
+	wantState := t.spec.Opt.hasState()
 	flags := le.Uint32(h[12:])
 	if hasState := flags&flagState != 0; hasState != wantState || flags&^flagState != 0 {
 		return fail(ErrCorrupt, "flags %#x for optimiser %s", flags, t.spec.Opt.Kind)

@@ -33,6 +33,11 @@ func codeOf(err error) uint16 {
 	return 0
 }
 
+// NewErrorMsg is the ErrorMsg that reports err: its text and the code of
+// the sentinel it wraps, so that the receiver's RemoteError matches it
+// with errors.Is. For a daemon that answers kv requests itself.
+func NewErrorMsg(err error) *ErrorMsg { return &ErrorMsg{Code: codeOf(err), Text: err.Error()} }
+
 // RemoteError is an error a shard sent back: its text as the shard wrote
 // it, and the sentinel of its code, so errors.Is works across the wire.
 type RemoteError struct {

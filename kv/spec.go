@@ -64,6 +64,10 @@ const (
 	OptSGD     OptKind = 1
 	OptAdagrad OptKind = 2
 	OptAdam    OptKind = 3
+	// OptAverage makes a Sync table's rows the step's averaged push
+	// (w = avg): the table is then an all-reduce through the shards, for
+	// trainers that keep their own optimiser. Sync tables only.
+	OptAverage OptKind = 4
 )
 
 func (k OptKind) String() string {
@@ -74,6 +78,8 @@ func (k OptKind) String() string {
 		return "adagrad"
 	case OptAdam:
 		return "adam"
+	case OptAverage:
+		return "average"
 	}
 	return fmt.Sprintf("OptKind(%d)", uint8(k))
 }
@@ -91,6 +97,14 @@ func SGD(lr float32) Optimizer { return Optimizer{Kind: OptSGD, LR: lr} }
 
 // Adagrad is DGL-KE's row-wise sparse Adagrad; DGL-KE uses eps = 1e-10.
 func Adagrad(lr, eps float32) Optimizer { return Optimizer{Kind: OptAdagrad, LR: lr, Eps: eps} }
+
+// Average is OptAverage: each synchronous step replaces the rows with
+// the average of the trainers' pushes.
+func Average() Optimizer { return Optimizer{Kind: OptAverage} }
+
+// hasState reports whether the optimiser keeps state beside the rows
+// (saved in checkpoints after them).
+func (o Optimizer) hasState() bool { return o.Kind == OptAdagrad || o.Kind == OptAdam }
 
 // Adam is PyTorch's Adam with a per-row step count (as DGL's SparseAdam).
 func Adam(lr, beta1, beta2, eps float32) Optimizer {
@@ -213,6 +227,10 @@ func (s *Spec) Validate() error {
 		}
 		if !(o.Beta2 >= 0 && o.Beta2 < 1) {
 			bad("opt.beta2", "%v: must be in [0, 1)", o.Beta2)
+		}
+	case OptAverage:
+		if s.Mode != Sync {
+			bad("opt.kind", "average needs mode sync")
 		}
 	default:
 		bad("opt.kind", "%d: unknown", o.Kind)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -46,10 +47,16 @@ func (c *Config) Validate() error {
 // concurrent use; see doc.go for the ordering guarantees.
 type Store struct {
 	part        int
-	tables      map[string]*table // fixed at New: read without a lock
-	names       []string          // sorted
+	set         atomic.Pointer[tableSet] // replaced whole by Create: read without a lock
+	createMu    sync.Mutex               // serialises Create
 	syncTimeout time.Duration
 	scratch     sync.Pool // *scratch
+}
+
+// tableSet is an immutable snapshot of a store's tables.
+type tableSet struct {
+	tables map[string]*table
+	names  []string // sorted
 }
 
 // New allocates and initialises this node's shard of every table.
@@ -57,20 +64,22 @@ func New(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{part: cfg.Part, tables: make(map[string]*table), syncTimeout: cfg.SyncTimeout}
+	s := &Store{part: cfg.Part, syncTimeout: cfg.SyncTimeout}
 	if s.syncTimeout == 0 {
 		s.syncTimeout = DefaultSyncTimeout
 	}
+	set := &tableSet{tables: make(map[string]*table)}
 	for _, spec := range cfg.Tables {
 		spec.Bounds = slices.Clone(spec.Bounds)
 		t, err := newTable(spec, cfg.Part)
 		if err != nil {
 			return nil, err
 		}
-		s.tables[spec.Name] = t
-		s.names = append(s.names, spec.Name)
+		set.tables[spec.Name] = t
+		set.names = append(set.names, spec.Name)
 	}
-	slices.Sort(s.names)
+	slices.Sort(set.names)
+	s.set.Store(set)
 	s.scratch.New = func() any { return new(scratch) }
 	return s, nil
 }
@@ -79,7 +88,62 @@ func New(cfg Config) (*Store, error) {
 func (s *Store) Part() int { return s.part }
 
 // Tables lists the table names, sorted.
-func (s *Store) Tables() []string { return slices.Clone(s.names) }
+func (s *Store) Tables() []string { return slices.Clone(s.set.Load().names) }
+
+// Create adds a table at run time (a trainer declares its dense
+// parameters when it starts). A table of that name with an equal spec
+// makes Create a no-op (true when it created the table); one with another
+// spec is an ErrSpec error naming the first field that differs.
+func (s *Store) Create(spec Spec) (bool, error) {
+	if err := spec.Validate(); err != nil {
+		return false, err
+	}
+	if s.part >= spec.Parts() {
+		return false, fmt.Errorf("kv: table %q: part %d outside its %d shards: %w", spec.Name, s.part, spec.Parts(), ErrSpec)
+	}
+	s.createMu.Lock()
+	defer s.createMu.Unlock()
+	old := s.set.Load()
+	if t, ok := old.tables[spec.Name]; ok {
+		if field := specDiff(&t.spec, &spec); field != "" {
+			return false, fmt.Errorf("kv: table %q: %s differs from the existing table's: %w", spec.Name, field, ErrSpec)
+		}
+		return false, nil
+	}
+	spec.Bounds = slices.Clone(spec.Bounds)
+	t, err := newTable(spec, s.part)
+	if err != nil {
+		return false, err
+	}
+	set := &tableSet{tables: make(map[string]*table, len(old.tables)+1), names: slices.Clone(old.names)}
+	for k, v := range old.tables {
+		set.tables[k] = v
+	}
+	set.tables[spec.Name] = t
+	set.names = append(set.names, spec.Name)
+	slices.Sort(set.names)
+	s.set.Store(set)
+	return true, nil
+}
+
+// specDiff names the first field in which a and b differ, or "".
+func specDiff(a, b *Spec) string {
+	switch {
+	case a.Rows != b.Rows:
+		return "rows"
+	case a.Dim != b.Dim:
+		return "dim"
+	case a.Init != b.Init:
+		return "init"
+	case a.Opt != b.Opt:
+		return "optimiser"
+	case a.Mode != b.Mode:
+		return "mode"
+	case !slices.Equal(a.Bounds, b.Bounds):
+		return "bounds"
+	}
+	return ""
+}
 
 // Spec is the spec of a table.
 func (s *Store) Spec(table string) (Spec, error) {
@@ -103,7 +167,7 @@ func (s *Store) Version(table string) (uint64, error) {
 }
 
 func (s *Store) table(name string) (*table, error) {
-	t, ok := s.tables[name]
+	t, ok := s.set.Load().tables[name]
 	if !ok {
 		return nil, fmt.Errorf("kv: table %q: %w", name, ErrUnknownTable)
 	}
@@ -181,8 +245,9 @@ func (s *Store) PushSync(ctx context.Context, table string, step uint64, trainer
 // dropped): a step it belongs to fails at once for the other trainers,
 // and later steps that wait for it fail until it pushes again.
 func (s *Store) Leave(trainer int) {
-	for _, name := range s.names {
-		if t := s.tables[name]; t.sync != nil {
+	set := s.set.Load()
+	for _, name := range set.names {
+		if t := set.tables[name]; t.sync != nil {
 			t.leave(trainer)
 		}
 	}

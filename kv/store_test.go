@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -175,5 +176,68 @@ func TestConcurrentPushes(t *testing.T) {
 	}
 	if v, _ := s.Version("e"); v != trainers*pushes {
 		t.Fatalf("version %d, want %d", v, trainers*pushes)
+	}
+}
+
+func TestStoreCreate(t *testing.T) {
+	s, err := New(Config{Part: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Name: "grad", Rows: 5, Dim: 2, Opt: Average(), Mode: Sync, Bounds: EvenBounds(5, 2)}
+	for i, want := range []bool{true, false} {
+		created, err := s.Create(spec)
+		if err != nil || created != want {
+			t.Fatalf("create %d: created %v, err %v; want %v, nil", i, created, err, want)
+		}
+	}
+	other := spec
+	other.Dim = 3
+	if _, err := s.Create(other); !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), "dim differs") {
+		t.Fatalf("create with another dim: %v, want ErrSpec naming dim", err)
+	}
+	async := spec
+	async.Name, async.Mode = "bad", Async
+	if _, err := s.Create(async); !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), "average needs mode sync") {
+		t.Fatalf("average on an async table: %v", err)
+	}
+	if got := s.Tables(); len(got) != 1 || got[0] != "grad" {
+		t.Fatalf("tables %v, want [grad]", got)
+	}
+	// Shard 1 of EvenBounds(5, 2) holds rows 3 and 4: the step's average
+	// replaces them.
+	g0 := []float32{1, 2, 3, 4}
+	g1 := []float32{3, 2, 1, 0}
+	errs := make(chan error, 2)
+	go func() { errs <- s.PushSync(context.Background(), "grad", 0, 0, 2, g0) }()
+	go func() { errs <- s.PushSync(context.Background(), "grad", 0, 1, 2, g1) }()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Pull("grad", []uint64{3, 4}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []float32{2, 2, 2, 2}; !slices.Equal(got, want) {
+		t.Fatalf("rows after step %v, want %v", got, want)
+	}
+	dir := t.TempDir()
+	if err := s.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := New(Config{Part: 1})
+	if _, err := s2.Create(spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.LoadTable(dir, "grad"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s2.Pull("grad", []uint64{3, 4}, nil); !slices.Equal(got, []float32{2, 2, 2, 2}) {
+		t.Fatalf("rows after load %v", got)
+	}
+	if v, _ := s2.Version("grad"); v != 1 {
+		t.Fatalf("version after load %d, want 1", v)
 	}
 }

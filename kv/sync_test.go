@@ -202,7 +202,7 @@ func TestSyncBadSteps(t *testing.T) {
 // waitPushed waits until the current round of table has n pushes.
 func waitPushed(t *testing.T, s *Store, table string, n int) {
 	t.Helper()
-	ss := s.tables[table].sync
+	ss := s.set.Load().tables[table].sync
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		ss.mu.Lock()
 		r := ss.mu.round

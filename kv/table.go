@@ -128,6 +128,8 @@ func (t *table) applyRow(r int, g []float32) {
 	case OptAdam:
 		lo, hi := r*t.dim, (r+1)*t.dim
 		adamRow(t.row(r), g, t.m[lo:hi], t.v[lo:hi], &t.steps[r], o)
+	case OptAverage:
+		copy(t.row(r), g)
 	}
 }
 

@@ -29,6 +29,10 @@ type ClientConfig struct {
 	// Timeout bounds one call, retries and reconnections included, when
 	// the caller's context has no earlier deadline; 0 = DefaultCallTimeout.
 	Timeout time.Duration
+	// KVTimeout bounds one kv call (a synchronous push waits for every
+	// trainer of the step, so it must exceed the kv sync timeout); 0 =
+	// DefaultKVTimeout.
+	KVTimeout time.Duration
 	// Retries after a transient failure; 0 = DefaultRetries, < 0 = none.
 	Retries int
 	// Backoff is the first wait between attempts; 0 = DefaultBackoff.
@@ -62,8 +66,8 @@ func (c *ClientConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("mesh: client: peer %s: address %q: %w", p.Name, p.Addr, err))
 		}
 	}
-	if c.Timeout < 0 || c.Backoff < 0 {
-		errs = append(errs, fmt.Errorf("mesh: client: Timeout %v, Backoff %v: must not be negative", c.Timeout, c.Backoff))
+	if c.Timeout < 0 || c.Backoff < 0 || c.KVTimeout < 0 {
+		errs = append(errs, fmt.Errorf("mesh: client: Timeout %v, KVTimeout %v, Backoff %v: must not be negative", c.Timeout, c.KVTimeout, c.Backoff))
 	}
 	if c.MaxMessage < 0 || int64(c.MaxMessage) > 1<<32-1 {
 		errs = append(errs, fmt.Errorf("mesh: client: MaxMessage %d: want 0 (default) to 4 GiB-1", c.MaxMessage))
@@ -92,6 +96,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultCallTimeout
+	}
+	if cfg.KVTimeout == 0 {
+		cfg.KVTimeout = DefaultKVTimeout
 	}
 	switch {
 	case cfg.Retries == 0:
@@ -253,6 +260,11 @@ type response struct {
 // Transient failures are retried with backoff until the call's deadline
 // or the retry budget is spent; the error names the peer.
 func (c *Client) call(ctx context.Context, part int, op string, b []byte, start int, want Type) (response, error) {
+	return c.callWith(ctx, part, op, b, start, want, c.cfg.Timeout, c.cfg.Retries)
+}
+
+// callWith is call with its own bound and retry budget.
+func (c *Client) callWith(ctx context.Context, part int, op string, b []byte, start int, want Type, timeout time.Duration, retries int) (response, error) {
 	p := c.peers[part]
 	if p == nil {
 		return response{}, fmt.Errorf("mesh: %s: part %d: %w", op, part, ErrUnknownPart)
@@ -261,7 +273,7 @@ func (c *Client) call(ctx context.Context, part int, op string, b []byte, start 
 		return response{}, c.fail(p, op, fmt.Errorf("request of %d bytes exceeds the limit of %d: %w", n, c.cfg.MaxMessage, ErrTooLarge))
 	}
 	b, _ = endMessage(b, start, 0)
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	m := c.out.peer(p.name)
 	began, backoff := time.Now(), c.cfg.Backoff
@@ -276,7 +288,7 @@ func (c *Client) call(ctx context.Context, part int, op string, b []byte, start 
 			err = ErrClosed
 		default:
 		}
-		if !transient(err) || attempt > c.cfg.Retries || !c.sleep(ctx, &backoff) {
+		if !transient(err) || attempt > retries || !c.sleep(ctx, &backoff) {
 			m.record(len(b), 0, time.Since(began), true)
 			if transient(err) && !errors.Is(ctx.Err(), context.Canceled) {
 				err = &unavailableError{attempts: attempt, elapsed: time.Since(began), last: err}

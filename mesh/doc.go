@@ -67,7 +67,10 @@
 //	7     PullResponse    s → c      dtype u8, 0 [3]u8, row size u32, count u32, rows (count × row size bytes)
 //	8     StatsRequest    c → s      empty
 //	9     StatsResponse   s → c      node, part u32, per-peer counters (see PeerStats)
-//	10–13 KV pull/push    reserved for the parameter server; answered CodeUnsupported
+//	10    KVPullRequest   c → s      one kv message (package kv's bytes, opaque here; at least 2 bytes)
+//	11    KVPullResponse  s → c      the kv answer
+//	12    KVPushRequest   c → s      one kv push, synchronous push or leave (opaque)
+//	13    KVPushResponse  s → c      the kv answer
 //	14    SplitRequest    c → s      split (u16-length string, ≤ 64 bytes)
 //	15    SplitResponse   s → c      ids []u64 (the peer's nodes in the split, strictly ascending)
 //	16    LabelRequest    c → s      ids []u64
@@ -75,6 +78,14 @@
 //
 // Types 14–17 are served when the Handler also implements SplitHandler
 // and LabelHandler (split.go); otherwise they are answered CodeUnsupported.
+// Types 10–13 likewise need KVHandler (kv.go). Client.KVPull retries like
+// Pull (a pull is idempotent); Client.KVPush is never retried, since a
+// gradient applied twice is not applied once. Both are bounded by
+// ClientConfig.KVTimeout and, on the server, ServerConfig.KVTimeout
+// (DefaultKVTimeout, 90 s) instead of the usual call and request timeouts:
+// a synchronous push waits for every trainer of its step, so both must
+// exceed the kv sync timeout. A kv handler's context also ends when the
+// caller cancels its stream (the waiting trainer gave up).
 //
 // Arrays ([]T) are a u32 count then the elements. Decoders check every
 // count against the bytes left before they allocate, reject non-zero
@@ -102,8 +113,7 @@
 // timeout ends: never a hang. Refusals, Error answers (ErrRemote; too
 // large also matches ErrTooLarge), malformed answers and cancellation are
 // not retried. Sample and Pull are idempotent, so a retry after a lost
-// answer is safe; any future non-idempotent request (kv push) must carry
-// its own deduplication.
+// answer is safe; kv pushes are not, and are never retried.
 //
 // Servers send stateless resets keyed by a secret derived from the node's
 // private key, so after a crash and restart the peers' old connections

@@ -39,6 +39,10 @@ type ServerConfig struct {
 	// RequestTimeout bounds one request (read, handler, write); 0 means
 	// DefaultServerRequestTimeout.
 	RequestTimeout time.Duration
+	// KVTimeout bounds one kv request (a synchronous push waits for every
+	// trainer of the step: it must exceed the kv sync timeout); 0 means
+	// DefaultKVTimeout.
+	KVTimeout time.Duration
 	// Outbound, when set, adds this node's outbound stats (its Client's
 	// Metrics) to the StatsResponse.
 	Outbound func() []PeerStats
@@ -65,8 +69,8 @@ func (c *ServerConfig) Validate() error {
 	if c.MaxMessage < 0 || int64(c.MaxMessage) > 1<<32-1 {
 		errs = append(errs, fmt.Errorf("mesh: server: MaxMessage %d: want 0 (default) to 4 GiB-1", c.MaxMessage))
 	}
-	if c.RequestTimeout < 0 {
-		errs = append(errs, fmt.Errorf("mesh: server: RequestTimeout %v < 0", c.RequestTimeout))
+	if c.RequestTimeout < 0 || c.KVTimeout < 0 {
+		errs = append(errs, fmt.Errorf("mesh: server: RequestTimeout %v, KVTimeout %v: must not be negative", c.RequestTimeout, c.KVTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -111,6 +115,9 @@ func Listen(ctx context.Context, addr string, cfg ServerConfig) (*Server, error)
 	}
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultServerRequestTimeout
+	}
+	if cfg.KVTimeout == 0 {
+		cfg.KVTimeout = DefaultKVTimeout
 	}
 	if cfg.alpn == "" {
 		cfg.alpn = ALPN
@@ -238,12 +245,19 @@ func (s *Server) serveConn(conn *quic.Conn) {
 // become Error messages or stream resets, and count in the metrics.
 func (s *Server) serveStream(connCtx context.Context, peer string, st *quic.Stream) {
 	start := time.Now()
-	ctx, cancel := context.WithDeadline(connCtx, start.Add(s.cfg.RequestTimeout))
-	defer cancel()
 	st.SetDeadline(start.Add(s.cfg.RequestTimeout))
 	defer st.CancelRead(0)
 	m := s.in.peer(peer)
 	h, p, err := readMessage(st, s.cfg.MaxMessage)
+	// The type decides the bound: kv requests may wait for a step.
+	deadline := start.Add(s.requestTimeout(h.Type))
+	st.SetDeadline(deadline)
+	ctx, cancel := context.WithDeadline(connCtx, deadline)
+	defer cancel()
+	// The stream's context ends when the caller cancels its side: the
+	// handler stops waiting for it (a trainer that gave up on a step).
+	stopWatch := context.AfterFunc(st.Context(), cancel)
+	defer stopWatch()
 	received := HeaderSize + len(p)
 	var resp []byte
 	var tail []byte
@@ -340,6 +354,9 @@ func (s *Server) dispatch(ctx context.Context, t Type, p []byte) (msg, tail []by
 		return errorMessage(CodeMalformed, "mesh: Hello sent twice on one connection"), nil
 	}
 	if msg, ok := s.dispatchSplit(ctx, t, p); ok {
+		return msg, nil
+	}
+	if msg, ok := s.dispatchKV(ctx, t, p); ok {
 		return msg, nil
 	}
 	return errorMessage(CodeUnsupported, fmt.Sprintf("mesh: %s: not served by this node (protocol version %d)", t, ProtocolVersion)), nil

@@ -40,6 +40,10 @@ const (
 	// DefaultServerRequestTimeout bounds one request on the server: read,
 	// handler and write, when ServerConfig.RequestTimeout is zero.
 	DefaultServerRequestTimeout = 30 * time.Second
+	// DefaultKVTimeout bounds one kv request on both sides when the config
+	// leaves it zero: longer than kv's default sync timeout (60 s), since
+	// a synchronous push waits for every trainer of its step.
+	DefaultKVTimeout = 90 * time.Second
 	// DefaultMaxMessage caps a message's payload on both sides when the
 	// config leaves it zero; the payload length is a uint32, so MaxMessage
 	// can never exceed 4 GiB − 1.

@@ -22,8 +22,9 @@ const (
 	TypePullResponse   Type = 7
 	TypeStatsRequest   Type = 8
 	TypeStatsResponse  Type = 9
-	// Reserved for the parameter server (kv); not implemented yet, a
-	// server answers them with CodeUnsupported.
+	// The parameter server (kv): opaque kv messages (wire_kv.go), served
+	// when the Handler implements KVHandler. Pulls may be retried, pushes
+	// never.
 	TypeKVPullRequest  Type = 10
 	TypeKVPullResponse Type = 11
 	TypeKVPushRequest  Type = 12

@@ -175,3 +175,15 @@ func FuzzDecodeLabelResponse(f *testing.F) {
 		})
 	})
 }
+
+func FuzzDecodeKVMessage(f *testing.F) {
+	f.Add(AppendKVMessage(nil, &KVMessage{Data: []byte{1, 1, 0, 3, 'e', 'n', 't'}}))
+	f.Add([]byte{4})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		roundTrip(t, b, func(b []byte) ([]byte, error) {
+			var m KVMessage
+			err := DecodeKVMessage(b, &m)
+			return AppendKVMessage(nil, &m), err
+		})
+	})
+}

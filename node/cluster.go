@@ -42,8 +42,9 @@ func (n *Node) startMesh() error {
 	c := &n.mesh
 	srv, err := mesh.Listen(context.Background(), n.cfg.MeshListen(), mesh.ServerConfig{
 		Identity: c.id, Cluster: n.cfg.Mesh.Cluster, Checksum: n.manifest.Checksum,
-		Part: n.cfg.Node.Part, Handler: n.handler, Logger: n.log,
-		Outbound: func() []mesh.PeerStats { return c.cli.Metrics() },
+		Part: n.cfg.Node.Part, Handler: meshHandler{n.handler, n.kv}, Logger: n.log,
+		KVTimeout: n.cfg.kvCallTimeout(),
+		Outbound:  func() []mesh.PeerStats { return c.cli.Metrics() },
 	})
 	if err != nil {
 		return fmt.Errorf("node: mesh.listen: %w", err)
@@ -54,6 +55,7 @@ func (n *Node) startMesh() error {
 		return fmt.Errorf("node: mesh: %w", err)
 	}
 	c.srv, c.cli = srv, cli
+	n.kv.cli.Store(cli)
 	return nil
 }
 
@@ -64,6 +66,7 @@ func (n *Node) clientConfig() mesh.ClientConfig {
 		Identity: n.mesh.id, Cluster: n.cfg.Mesh.Cluster, Checksum: n.manifest.Checksum,
 		Part: n.cfg.Node.Part, Peers: n.cfg.meshPeers(),
 		Timeout: n.cfg.MeshTimeoutDuration(), Retries: n.cfg.meshRetries(),
+		KVTimeout: n.cfg.kvCallTimeout(),
 	}
 }
 

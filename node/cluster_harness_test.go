@@ -97,6 +97,13 @@ func hostName(p int) string { return fmt.Sprintf("host%d", p) }
 // timeout, and waits until every node reports ready.
 func startCluster(t *testing.T, parts string, n int, timeout string) *testCluster {
 	t.Helper()
+	return startClusterWith(t, parts, n, timeout, nil)
+}
+
+// startClusterWith is startCluster with extra TOML (a [kv] table) for
+// part p's config, when extra is not nil.
+func startClusterWith(t *testing.T, parts string, n int, timeout string, extra func(p int) string) *testCluster {
+	t.Helper()
 	bin, _ := setup(t)
 	c := &testCluster{t: t, bin: bin, parts: parts, certs: filepath.Join(t.TempDir(), "certs")}
 	// Registered first, so it runs after every daemon has stopped.
@@ -125,6 +132,9 @@ func startCluster(t *testing.T, parts string, n int, timeout string) *testCluste
 			"[rings]\ndir = %q\nsize = \"16MiB\"\n[samplers]\ndrain_timeout = \"5s\"\n"+
 			"[mesh]\ncerts = %q\ncluster = %q\ntimeout = %q\n%s[log]\nformat = \"json\"\nlevel = \"debug\"\n",
 			parts, p, hostName(p), socket, rings, c.certs, clusterName, timeout, peers.String())
+		if extra != nil {
+			text += extra(p)
+		}
 		cfg := filepath.Join(dir, "node.toml")
 		if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
 			t.Fatal(err)

@@ -46,6 +46,7 @@ type Config struct {
 	Rings    RingsConfig    `toml:"rings"`
 	Samplers SamplersConfig `toml:"samplers"`
 	Mesh     MeshConfig     `toml:"mesh"`
+	KV       KVConfig       `toml:"kv"`
 	Log      LogConfig      `toml:"log"`
 }
 
@@ -117,6 +118,7 @@ func (c *Config) fillDefaults(defined func(key string) bool) {
 	str("samplers.drain_timeout", &c.Samplers.DrainTimeout, DefaultDrainTimeout)
 	str("mesh.timeout", &c.Mesh.Timeout, DefaultMeshTimeout)
 	num("mesh.retries", &c.Mesh.Retries, DefaultMeshRetries)
+	str("kv.sync_timeout", &c.KV.SyncTimeout, DefaultKVSyncTimeout)
 	str("log.level", &c.Log.Level, "info")
 	str("log.format", &c.Log.Format, "auto")
 	num("samplers.workers", &c.Samplers.Workers, DefaultWorkers)
@@ -203,6 +205,7 @@ func (c *Config) Validate() error {
 		p.add("samplers.drain_timeout", "%q is not a positive duration (like \"10s\")", c.Samplers.DrainTimeout)
 	}
 	c.validateMesh(&p)
+	c.validateKV(&p)
 	if _, err := ParseLevel(c.Log.Level); err != nil {
 		p.add("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
 	}

@@ -53,6 +53,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Rings:    RingsConfig{Dir: "/dev/shm", Size: "1GB"},
 		Samplers: SamplersConfig{Workers: 2, Concurrency: 4, MaxLoaders: 16, DrainTimeout: "10s"},
 		Mesh:     MeshConfig{Timeout: "10s", Retries: 3},
+		KV:       KVConfig{SyncTimeout: "60s"},
 		Log:      LogConfig{Level: "info", Format: "auto"},
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -251,6 +252,60 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 			if i < 1 || !strings.HasPrefix(lines[i-1], "#") {
 				t.Errorf("example key %s has no comment above it", key)
 			}
+		}
+	}
+}
+
+// TestKVConfig: [kv] tables decode ("nodes" or a count), and every bad
+// value is reported with its key.
+func TestKVConfig(t *testing.T) {
+	dir, pre := configDir(t)
+	good := pre + `
+[kv]
+sync_timeout = "5s"
+[[kv.tables]]
+name = "entity"
+rows = "nodes"
+dim = 8
+optimizer = "adagrad"
+lr = 0.1
+mode = "async"
+[[kv.tables]]
+name = "dense"
+rows = 100
+dim = 4
+optimizer = "average"
+mode = "sync"
+`
+	cfg, err := LoadConfig(writeConfig(t, dir, good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tb := cfg.KV.Tables; len(tb) != 2 || !tb[0].Rows.Nodes || tb[1].Rows.N != 100 || tb[0].Eps != 1e-10 {
+		t.Fatalf("tables %+v", tb)
+	}
+	bad := pre + `
+[kv]
+sync_timeout = "forever"
+load = true
+[[kv.tables]]
+name = "a"
+rows = 10
+dim = 0
+optimizer = "adam"
+lr = 0.1
+mode = "sync"
+[[kv.tables]]
+name = "b"
+rows = 10
+dim = 2
+optimizer = "average"
+mode = "async"
+`
+	_, err = LoadConfig(writeConfig(t, dir, bad))
+	for _, want := range []string{"kv.sync_timeout", "kv.load", "kv.tables[0]", "dim", "kv.tables[1]", "average needs mode sync"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %q", err, want)
 		}
 	}
 }

@@ -78,6 +78,42 @@
 // equal, byte for byte, those of one process sampling sample.NewUnion of
 // the same part files (cluster_test.go).
 //
+// # Parameter server (kv.go, kv_conn.go, config_kv.go)
+//
+// Every node holds a kv.Store with its shard of every table: those of
+// [[kv.tables]] (the same list on every node) from the start, and those
+// trainers declare with kv_create at run time. "nodes" tables follow the
+// partition book (a node owns its graph nodes' rows); dense tables use
+// kv.EvenBounds over the parts. kv_create creates the table here and then
+// on every peer (a node-level JSON request carried in a KVPushRequest:
+// a mesh kv body starting with '{' is the node's, any other is kv's), so
+// all shards exist when the trainer gets its answer; an equal spec is a
+// no-op, another spec an error naming the field.
+//
+// Trainers reach kv only through their own node: a control frame whose
+// body does not start with '{' is a kv wire message (docs/control.md).
+// The node decodes it and runs it through one kv.Client per table, which
+// serves this node's shard from the Store and sends one mesh kv request
+// per other shard (pulls as KVPullRequest, which the mesh may retry;
+// pushes, synchronous pushes and leaves as KVPushRequest, never retried).
+// Mesh kv calls are bounded by kv.sync_timeout + 10 s on both sides, so
+// the shard, not the mesh, decides that a step failed. Peers' kv requests
+// go to kv.Handler on the mesh server's goroutines; the handler's context
+// ends when the caller's connection or stream does.
+//
+// Each control connection has a reader goroutine, so a trainer's hang-up
+// is seen while a synchronous push is blocked: the push's context ends,
+// and every rank the connection pushed steps for leaves every shard
+// (Store.Leave here, LeaveRequest to the peers), so the step fails at
+// once for the other trainers with an error naming the rank, instead of
+// at the sync timeout. kv_done before closing marks a clean finish.
+//
+// kv_save checkpoints this node's shards into kv.checkpoint_dir and asks
+// every peer to do the same; at shutdown (SIGTERM), after the control
+// connections have ended, the node checkpoints again (kv.save_on_exit).
+// With kv.load, the declared tables are restored at start and created
+// tables when their checkpoint file exists.
+//
 // # Sampler processes
 //
 // RunSampler is the body of `node sampler`: it maps the partition (the

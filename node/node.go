@@ -39,6 +39,7 @@ type Node struct {
 	manifest *partition.Manifest
 	book     partition.Book
 	handler  *handler // answers peers' mesh requests
+	kv       *kvServer
 	mesh     cluster
 	// Executable is re-executed as `Executable sampler`; it defaults to
 	// this process's executable. Tests point it at a built binary.
@@ -117,6 +118,9 @@ func (n *Node) openSet() error {
 	n.manifest, n.book = m, book
 	if n.handler, err = newHandler(n.graph); err != nil {
 		return fmt.Errorf("node: %w", err)
+	}
+	if n.kv, err = newKVServer(&n.cfg, n.log, book); err != nil {
+		return err
 	}
 	if n.cfg.MeshEnabled() {
 		if n.mesh.id, err = mesh.LoadIdentity(n.cfg.Mesh.Certs, n.cfg.Node.Name); err != nil {
@@ -206,6 +210,14 @@ func (n *Node) Run(ctx context.Context) error {
 	n.drain()
 	stopConns()
 	conns.Wait()
+	if n.cfg.saveOnExit() {
+		// Trainers are gone: the shards hold their last complete steps.
+		if info, err := n.kv.save(context.Background(), false); err != nil {
+			n.log.Error("kv checkpoint at shutdown failed", "dir", n.cfg.KV.CheckpointDir, "err", err)
+		} else {
+			n.log.Info("kv checkpoint written", "dir", info.Dir, "tables", info.Tables)
+		}
+	}
 	if err := os.Remove(n.cfg.Control.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
 		n.log.Warn("remove socket", "socket", n.cfg.Control.Socket, "err", err)
 	}

@@ -14,14 +14,42 @@ import (
 // serveConn answers one trainer's requests until it hangs up or ctx is
 // cancelled. Loaders opened on the connection belong to it: when the
 // connection ends, for whatever reason, they are closed and their rings
-// removed, so a trainer that crashes never leaves samplers behind.
+// removed, so a trainer that crashes never leaves samplers behind. A
+// reader goroutine notices the hang-up even while a request is in
+// progress (a synchronous kv step waiting for the other trainers): the
+// request's context ends and the trainer leaves its kv steps.
 func (n *Node) serveConn(ctx context.Context, c *net.UnixConn) {
 	owned := map[uint64]*loader{}
 	var mu sync.Mutex // guards owned against the ctx watcher below
+	connCtx, cancel := context.WithCancel(ctx)
+	kc := &kvConn{ranks: map[int]struct{}{}}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
+	frames := make(chan []byte)
+	go func() {
+		defer close(frames)
+		defer cancel()
+		for {
+			body, err := control.ReadFrame(c)
+			if err != nil {
+				if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+					n.log.Debug("control connection ended", "err", err)
+				}
+				return
+			}
+			select {
+			case frames <- body:
+			case <-connCtx.Done():
+				return
+			}
+		}
+	}()
 	defer func() {
 		stop()
+		cancel()
 		c.Close()
+		for range frames { // the reader ends once c is closed
+		}
+		n.kv.closeConn(kc)
 		mu.Lock()
 		ls := make([]*loader, 0, len(owned))
 		for _, l := range owned {
@@ -32,15 +60,14 @@ func (n *Node) serveConn(ctx context.Context, c *net.UnixConn) {
 			n.closeLoader(l, "trainer disconnected")
 		}
 	}()
-	for {
-		body, err := control.ReadFrame(c)
-		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
-				n.log.Debug("control connection ended", "err", err)
+	for body := range frames {
+		if control.IsKV(body) {
+			if err := control.WriteRaw(c, n.kv.serveTrainer(connCtx, body, kc)); err != nil {
+				return
 			}
-			return
+			continue
 		}
-		resp := n.handle(ctx, body, func(l *loader) {
+		resp := n.handle(connCtx, body, kc, func(l *loader) {
 			mu.Lock()
 			owned[l.id] = l
 			mu.Unlock()
@@ -60,7 +87,7 @@ func (n *Node) serveConn(ctx context.Context, c *net.UnixConn) {
 // handle answers one request. own records a new loader as the
 // connection's; release takes one back for close_loader (a trainer may
 // only close its own loaders).
-func (n *Node) handle(ctx context.Context, body []byte, own func(*loader), release func(uint64) (*loader, bool)) *control.Response {
+func (n *Node) handle(ctx context.Context, body []byte, kc *kvConn, own func(*loader), release func(uint64) (*loader, bool)) *control.Response {
 	req, err := control.DecodeRequest(body)
 	if err != nil {
 		return errorResponse(err)
@@ -80,6 +107,21 @@ func (n *Node) handle(ctx context.Context, body []byte, own func(*loader), relea
 			return &control.Response{Error: "no such loader on this connection", Key: "loader_id"}
 		}
 		n.closeLoader(l, "closed by trainer")
+		return &control.Response{}
+	case control.OpKVCreate:
+		info, err := n.kv.create(ctx, req.Table, true)
+		if err != nil {
+			return errorResponse(err)
+		}
+		return &control.Response{KVTable: info}
+	case control.OpKVSave:
+		info, err := n.kv.save(ctx, true)
+		if err != nil {
+			return errorResponse(err)
+		}
+		return &control.Response{KVSave: info}
+	case control.OpKVDone:
+		kc.done = true
 		return &control.Response{}
 	default: // control.OpStats; DecodeRequest refuses other ops
 		return &control.Response{Stats: n.stats()}

@@ -38,6 +38,8 @@ func commands() map[string]command {
 		"sampler":   {"internal: one sampler process of a loader, started by node run", runSampler},
 		"config":    {"check a node.toml and print the effective configuration", runConfig},
 		"cert":      {"create the cluster CA and node certificates for the mesh (cert init)", runCert},
+		"train":     {"train GraphSAGE on the cluster: batches from this host's node, gradients averaged in kv", runTrain},
+		"demo":      {"train GraphSAGE on a two-node cluster on loopback over a generated graph", runDemo},
 	}
 }
 

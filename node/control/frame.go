@@ -25,6 +25,9 @@ func WriteFrame(w io.Writer, v any) error {
 	return writeBody(w, body)
 }
 
+// WriteRaw writes body (a kv wire message) as one frame.
+func WriteRaw(w io.Writer, body []byte) error { return writeBody(w, body) }
+
 func writeBody(w io.Writer, body []byte) error {
 	if len(body) > MaxFrame {
 		return fmt.Errorf("control: message of %d bytes exceeds %d: %w", len(body), MaxFrame, ErrProtocol)

@@ -32,8 +32,9 @@ var splits = []string{"train", "val", "test"}
 // Request is one message from a trainer. Fields not used by Op must be
 // absent or zero. See docs/control.md for every field and its default.
 type Request struct {
-	Op       string `json:"op"`
-	LoaderID uint64 `json:"loader_id,omitempty"` // close_loader
+	Op       string     `json:"op"`
+	LoaderID uint64     `json:"loader_id,omitempty"` // close_loader
+	Table    *TableSpec `json:"table,omitempty"`     // kv_create
 	LoaderOptions
 }
 
@@ -114,11 +115,16 @@ func (r *Request) Validate() error {
 		if r.LoaderID == 0 {
 			return &Error{Key: "loader_id", Msg: "missing"}
 		}
-	case OpStats:
+	case OpStats, OpKVSave, OpKVDone:
+	case OpKVCreate:
+		if r.Table == nil {
+			return &Error{Key: "table", Msg: "missing: the table's spec"}
+		}
+		return r.Table.Validate()
 	case "":
 		return &Error{Key: "op", Msg: "missing"}
 	default:
-		return &Error{Key: "op", Msg: fmt.Sprintf("%q is not one of open_loader, close_loader, stats", r.Op)}
+		return &Error{Key: "op", Msg: fmt.Sprintf("%q is not one of open_loader, close_loader, stats, kv_create, kv_save, kv_done", r.Op)}
 	}
 	return nil
 }

@@ -1,0 +1,336 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"graphnode/csr"
+	"graphnode/partition"
+)
+
+// demoFlags are `node demo`'s settings; the defaults finish in under two
+// minutes on two cores.
+type demoFlags struct {
+	input, format, split, method, workdir string
+	fanouts, ringSize                     string
+	undirected, keep, normalize, eval     bool
+	nodes, featDim, classes               int
+	epochs, parts, batch, hidden, workers int
+	cacheRatio, lr, dropout, inDropout    float64
+	seed                                  uint64
+}
+
+// runDemo is `node demo`: a two-node cluster on loopback over a generated
+// graph (or --input), trained with the built-in GraphSAGE trainer, one
+// `node train` per node; then everything is shut down and removed.
+func runDemo(ctx context.Context, a *app, args []string) error {
+	f := demoFlags{}
+	fs := newFlagSet(a, "demo", "[flags]")
+	fs.StringVar(&f.input, "input", "", "a real dataset instead of the generated graph (any node partition --input)")
+	fs.StringVar(&f.format, "format", "", "format of --input (default: detected)")
+	fs.StringVar(&f.split, "split", "keep", `split of --input: keep, random:0.8,0.1,0.1 or per-class:20,500,1000`)
+	fs.BoolVar(&f.undirected, "undirected", false, "add reverse edges to --input")
+	fs.BoolVar(&f.normalize, "normalize", false, "row-normalise features in the trainer (bag-of-words inputs such as Cora)")
+	fs.IntVar(&f.nodes, "nodes", 200_000, "nodes of the generated stochastic block model graph")
+	fs.IntVar(&f.featDim, "feat-dim", 64, "features of the generated graph")
+	fs.IntVar(&f.classes, "classes", 16, "classes (blocks) of the generated graph")
+	fs.IntVar(&f.parts, "parts", 2, "nodes of the cluster (partitions)")
+	fs.StringVar(&f.method, "method", "metis", "partitioning method: metis, random or freq")
+	fs.Float64Var(&f.cacheRatio, "cache-ratio", 0.05, "hot nodes of the other part cached in each part file (fraction of its nodes)")
+	fs.IntVar(&f.epochs, "epochs", 10, "training epochs")
+	fs.StringVar(&f.fanouts, "fanouts", "10,5", "neighbours sampled per hop")
+	fs.IntVar(&f.batch, "batch-size", 512, "seeds per batch")
+	fs.IntVar(&f.hidden, "hidden", 64, "width of the hidden layer")
+	fs.Float64Var(&f.lr, "lr", 0.01, "Adam learning rate")
+	fs.Float64Var(&f.dropout, "dropout", 0.5, "dropout between layers")
+	fs.Float64Var(&f.inDropout, "input-dropout", 0, "dropout on the input features")
+	fs.BoolVar(&f.eval, "eval", true, "evaluate on val and test after every epoch (false: train only, for timing)")
+	fs.IntVar(&f.workers, "workers", 1, "sampler processes per loader")
+	fs.StringVar(&f.ringSize, "ring-size", "256MB", "ring size per loader")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the graph, the partitioning and the training")
+	fs.StringVar(&f.workdir, "workdir", "", "directory for the graph, certificates, configs and logs (default: a new temporary one)")
+	fs.BoolVar(&f.keep, "keep", false, "keep the work directory (it is removed otherwise)")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if f.parts < 2 {
+		return fmt.Errorf("--parts %d: a cluster needs at least 2", f.parts)
+	}
+	return f.run(ctx, a)
+}
+
+func (f *demoFlags) run(ctx context.Context, a *app) (err error) {
+	start := time.Now()
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	work := f.workdir
+	if work == "" {
+		if work, err = os.MkdirTemp("", "graphnode-demo-"); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	defer func() {
+		if f.keep {
+			fmt.Fprintf(a.stdout, "kept %s\n", work)
+		} else if rerr := os.RemoveAll(work); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	parts := filepath.Join(work, "parts")
+	if err := f.partition(ctx, a, parts); err != nil {
+		return err
+	}
+	prog := newProgress(a.stderr)
+	prog.report(fmt.Sprintf("starting %d nodes", f.parts), 0, 0)
+	cl, err := startDemoCluster(ctx, exe, work, parts, f.parts, f.ringSize, f.workers)
+	defer func() {
+		if serr := cl.stop(); serr != nil {
+			err = errors.Join(err, serr)
+		} else {
+			fmt.Fprintf(a.stdout, "stopped %d nodes; nothing left in /dev/shm; %.1fs in all\n", f.parts, time.Since(start).Seconds())
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	prog.done()
+	return f.train(ctx, a, cl, exe)
+}
+
+// partition makes the graph (generated or read) and writes it in parts.
+func (f *demoFlags) partition(ctx context.Context, a *app, out string) error {
+	prog := newProgress(a.stderr)
+	defer prog.done()
+	var g *partition.Graph
+	var err error
+	split := partition.SplitOptions{Mode: partition.SplitKeep}
+	clean := partition.CleanOptions{Undirected: f.undirected}
+	if f.input == "" {
+		c := partition.DefaultSBMConfig()
+		c.Nodes, c.FeatDim, c.Blocks, c.Seed = f.nodes, f.featDim, f.classes, f.seed
+		g, err = partition.SBM(ctx, c, prog.report)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "generated a stochastic block model graph: %d nodes, %d edges, %d features, %d classes\n",
+			g.NumNodes, len(g.Src), g.FeatDim, g.NumClasses)
+	} else {
+		if g, err = partition.Read(ctx, f.input, partition.ReadOptions{Format: f.format, Progress: prog.report}); err != nil {
+			return err
+		}
+		if split, err = partition.ParseSplit(f.split); err != nil {
+			return err
+		}
+		split.Seed = f.seed
+		fmt.Fprintf(a.stdout, "read %s: %d nodes, %d edges, %d features, %d classes\n", f.input, g.NumNodes, len(g.Src), g.FeatDim, g.NumClasses)
+	}
+	prog.done()
+	adj, err := partition.BuildAdj(ctx, g, csr.In, clean, prog.report)
+	if err != nil {
+		return err
+	}
+	if _, err := partition.Split(g, split); err != nil {
+		return err
+	}
+	fanouts, err := parseFanouts(f.fanouts)
+	if err != nil {
+		return err
+	}
+	t := time.Now()
+	assign, err := partition.Assign(ctx, g, adj, partition.AssignOptions{Method: f.method, Parts: f.parts, Seed: f.seed,
+		Fanouts: fanouts, BatchSize: f.batch, Progress: prog.report})
+	if err != nil {
+		return err
+	}
+	took := time.Since(t)
+	m, err := partition.Write(ctx, out, g, adj, assign, partition.WriteOptions{Parts: f.parts, Method: f.method, Seed: f.seed,
+		Clean: clean, Split: split.String(), Fanouts: fanouts, BatchSize: f.batch,
+		Cache: partition.CacheOptions{Ratio: f.cacheRatio}, Progress: prog.report})
+	if err != nil {
+		return err
+	}
+	prog.done()
+	fmt.Fprintf(a.stdout, "partitioned into %d parts with %s in %.1fs: edge cut %.1f%%, %d/%d/%d train/val/test\n",
+		m.Parts, m.Method, took.Seconds(), partitionPct(m.EdgeCut(), m.Edges), m.Train, m.Val, m.Test)
+	return nil
+}
+
+// rankEpoch is one trainer's epoch line.
+type rankEpoch struct {
+	rank int
+	line epochLine
+}
+
+// train runs one `node train` per node and prints one line per epoch
+// once every trainer reported it.
+func (f *demoFlags) train(ctx context.Context, a *app, cl *demoCluster, exe string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lines := make(chan rankEpoch)
+	errs := make([]error, f.parts)
+	var wg sync.WaitGroup
+	for r := range f.parts {
+		args := []string{"train", "--socket", cl.sockets[r], "--rank", strconv.Itoa(r), "--world-size", strconv.Itoa(f.parts),
+			"--epochs", strconv.Itoa(f.epochs), "--fanouts", f.fanouts, "--batch-size", strconv.Itoa(f.batch),
+			"--eval-batch-size", strconv.Itoa(max(f.batch, 1024)),
+			"--hidden", strconv.Itoa(f.hidden), "--lr", strconv.FormatFloat(f.lr, 'g', -1, 64),
+			"--dropout", strconv.FormatFloat(f.dropout, 'g', -1, 64), "--input-dropout", strconv.FormatFloat(f.inDropout, 'g', -1, 64),
+			"--seed", strconv.FormatUint(f.seed, 10), "--workers", strconv.Itoa(f.workers), "--threads", "1", "--json",
+			"--normalize=" + strconv.FormatBool(f.normalize), "--eval=" + strconv.FormatBool(f.eval)}
+		cmd := exec.CommandContext(ctx, exe, args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		logPath := filepath.Join(cl.work, fmt.Sprintf("train%d.log", r))
+		logf, err := os.Create(logPath)
+		if err != nil {
+			return err
+		}
+		defer logf.Close()
+		cmd.Stderr = logf
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		wg.Go(func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				var l epochLine
+				if json.Unmarshal(sc.Bytes(), &l) == nil && (l.Batches > 0 || l.TrainS > 0) {
+					select {
+					case lines <- rankEpoch{r, l}:
+					case <-ctx.Done():
+					}
+				}
+			}
+			io.Copy(io.Discard, stdout)
+			if err := cmd.Wait(); err != nil && ctx.Err() == nil {
+				errs[r] = fmt.Errorf("trainer %d: %v; its log %s:\n%s", r, err, logPath, tail(logPath))
+				cancel()
+			}
+		})
+	}
+	go func() {
+		wg.Wait()
+		close(lines)
+	}()
+	f.report(ctx, a, cl, lines)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// report prints an epoch once every rank sent it, with the cluster's
+// mesh traffic and cache hits over the epoch, and a live status line on
+// a terminal meanwhile.
+func (f *demoFlags) report(ctx context.Context, a *app, cl *demoCluster, lines <-chan rankEpoch) {
+	got := map[int][]epochLine{}
+	status := newStatusLine(a.stderr)
+	var prevBatches uint64
+	sample := func() (bytes, hits, miss, batches uint64) {
+		sts, err := cl.stats(ctx)
+		if err != nil {
+			return 0, 0, 0, prevBatches
+		}
+		for _, s := range sts {
+			hits += s.CacheHits
+			miss += s.CacheMisses
+			batches += s.Batches
+			if s.Mesh != nil {
+				for _, p := range s.Mesh.Peers {
+					bytes += p.Out.BytesSent + p.Out.BytesReceived
+				}
+			}
+		}
+		return
+	}
+	_, _, _, prevBatches = sample()
+	fmt.Fprintf(a.stdout, "training GraphSAGE on %d nodes, one trainer each (fanouts %s, batch %d, %d epochs)\n", f.parts, f.fanouts, f.batch, f.epochs)
+	// Samplers run ahead of the trainers (as far as the rings allow), so
+	// mesh traffic and cache hits are totals since the start.
+	fmt.Fprintln(a.stdout, "epoch    loss  train    val   test  batches/s   edges/s  mesh MB  cache hits  epoch s  loader wait   (mesh, cache: totals so far)")
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	epoch := 0
+	for {
+		select {
+		case re, ok := <-lines:
+			if !ok {
+				status.clear()
+				return
+			}
+			got[re.line.Epoch] = append(got[re.line.Epoch], re.line)
+			ls := got[epoch]
+			if len(ls) < f.parts {
+				continue
+			}
+			delete(got, epoch)
+			bytes, hits, miss, _ := sample()
+			var bps, eps, secs, wait float64
+			for _, l := range ls {
+				bps += l.BatchesPerS
+				eps += l.EdgesPerS
+				secs = max(secs, l.TrainS)
+				wait = max(wait, l.WaitS/max(l.TrainS, 1e-9))
+			}
+			l := ls[0]
+			hitRate := 0.0
+			if hits+miss > 0 {
+				hitRate = float64(hits) / float64(hits+miss)
+			}
+			val, test := "     -", "     -"
+			if l.Evaluated {
+				val, test = fmt.Sprintf("%6.3f", l.ValAcc), fmt.Sprintf("%6.3f", l.TestAcc)
+			}
+			status.clear()
+			fmt.Fprintf(a.stdout, "%5d  %6.4f  %5.3f %s %s  %9.1f  %8s  %7.1f  %9.1f%%  %7.1f  %10.1f%%\n", l.Epoch, l.Loss, l.TrainAcc, val, test,
+				bps, count(int64(eps)), float64(bytes)/1e6, 100*hitRate, secs, 100*wait)
+			epoch++
+		case <-tick.C:
+			_, _, _, batches := sample()
+			status.show(fmt.Sprintf("epoch %d/%d: %d batches sampled", epoch+1, f.epochs, batches-prevBatches))
+		}
+	}
+}
+
+// statusLine is a one-line live status on a terminal (nothing otherwise),
+// cleared before each result line.
+type statusLine struct {
+	w   io.Writer
+	tty bool
+}
+
+func newStatusLine(w io.Writer) *statusLine {
+	p := newProgress(w)
+	return &statusLine{w: w, tty: p.tty}
+}
+
+func (s *statusLine) show(text string) {
+	if s.tty {
+		fmt.Fprintf(s.w, "\r\033[K%s", text)
+	}
+}
+
+func (s *statusLine) clear() {
+	if s.tty {
+		fmt.Fprint(s.w, "\r\033[K")
+	}
+}

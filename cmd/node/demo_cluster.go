@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"graphnode/mesh"
+	"graphnode/node/client"
+	"graphnode/node/control"
+)
+
+// demoCluster is the demo's `node run` children on loopback: certificates,
+// one node.toml, socket and log per part, and a private ring directory in
+// /dev/shm.
+type demoCluster struct {
+	exe     string
+	work    string
+	ringDir string
+	sockets []string
+	logs    []string
+	procs   []*exec.Cmd
+	exited  []chan error
+}
+
+// freeUDP returns a loopback UDP address nobody listens on now.
+func freeUDP() (string, error) {
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	return c.LocalAddr().String(), nil
+}
+
+// startDemoCluster writes certificates and configs and starts one node
+// per part; it returns once every node reports ready.
+func startDemoCluster(ctx context.Context, exe, work, parts string, n int, ringSize string, workers int) (*demoCluster, error) {
+	c := &demoCluster{exe: exe, work: work}
+	var err error
+	if c.ringDir, err = os.MkdirTemp("/dev/shm", "graphnode-demo-"); err != nil {
+		return c, fmt.Errorf("ring directory: %w", err)
+	}
+	names := make([]string, n)
+	addrs := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("node%d", i)
+		if addrs[i], err = freeUDP(); err != nil {
+			return c, err
+		}
+	}
+	certs := filepath.Join(work, "certs")
+	if err := mesh.WriteCluster(certs, mesh.ClusterSpec{Cluster: "demo", Nodes: names}); err != nil {
+		return c, err
+	}
+	var peers strings.Builder
+	for i := range n {
+		fmt.Fprintf(&peers, "[[mesh.peers]]\npart = %d\nname = %q\naddr = %q\n\n", i, names[i], addrs[i])
+	}
+	for i := range n {
+		sock := filepath.Join(work, names[i]+".sock")
+		cfg := fmt.Sprintf(`version = 1
+[node]
+parts = %q
+part = %d
+name = %q
+[control]
+socket = %q
+mode = "0600"
+[rings]
+dir = %q
+size = %q
+[samplers]
+workers = %d
+[mesh]
+certs = %q
+cluster = "demo"
+%s[kv]
+sync_timeout = "30s"
+[log]
+level = "warn"
+format = "text"
+`, parts, i, names[i], sock, c.ringDir, ringSize, workers, certs, peers.String())
+		path := filepath.Join(work, names[i]+".toml")
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			return c, err
+		}
+		logPath := filepath.Join(work, names[i]+".log")
+		logf, err := os.Create(logPath)
+		if err != nil {
+			return c, err
+		}
+		cmd := exec.Command(exe, "run", "-c", path)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		// Pdeathsig: a node never outlives the demo, even when it is killed.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			logf.Close()
+			return c, fmt.Errorf("start %s: %w", names[i], err)
+		}
+		logf.Close()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		c.sockets = append(c.sockets, sock)
+		c.logs = append(c.logs, logPath)
+		c.procs = append(c.procs, cmd)
+		c.exited = append(c.exited, done)
+	}
+	return c, c.waitReady(ctx, 60*time.Second)
+}
+
+// waitReady polls every node's stats until it is ready.
+func (c *demoCluster) waitReady(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for i, sock := range c.sockets {
+		for {
+			select {
+			case err := <-c.exited[i]:
+				c.exited[i] <- err
+				return fmt.Errorf("node%d exited at start (%v); its log %s:\n%s", i, err, c.logs[i], tail(c.logs[i]))
+			default:
+			}
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			st, err := client.Stats(sctx, sock)
+			cancel()
+			if err == nil && st.Ready {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("node%d not ready after %v (%v); its log %s:\n%s", i, limit, err, c.logs[i], tail(c.logs[i]))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// stats asks every node for its stats.
+func (c *demoCluster) stats(ctx context.Context) ([]*control.Stats, error) {
+	out := make([]*control.Stats, len(c.sockets))
+	for i, s := range c.sockets {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := client.Stats(sctx, s)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
+// stop sends SIGTERM to every node (they drain and remove their sockets
+// and rings), waits, kills what is left after 15 s, and removes the ring
+// directory. It reports what it found left in the ring directory.
+func (c *demoCluster) stop() error {
+	for _, p := range c.procs {
+		p.Process.Signal(syscall.SIGTERM)
+	}
+	var errs []error
+	for i, p := range c.procs {
+		select {
+		case err := <-c.exited[i]:
+			if err != nil {
+				errs = append(errs, fmt.Errorf("node%d: %v (log %s)", i, err, c.logs[i]))
+			}
+		case <-time.After(15 * time.Second):
+			p.Process.Kill()
+			<-c.exited[i]
+			errs = append(errs, fmt.Errorf("node%d did not stop within 15 s of SIGTERM; killed", i))
+		}
+	}
+	if c.ringDir != "" {
+		left, _ := os.ReadDir(c.ringDir)
+		for _, e := range left {
+			errs = append(errs, fmt.Errorf("left behind in %s: %s", c.ringDir, e.Name()))
+		}
+		if err := os.RemoveAll(c.ringDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// tail is the last lines of a log file, for error messages.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 15 {
+		lines = lines[len(lines)-15:]
+	}
+	return strings.Join(lines, "\n")
+}

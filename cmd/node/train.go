@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"graphnode/node/client"
+	"graphnode/sample"
+	"graphnode/train"
+)
+
+// trainFlags are `node train`'s settings.
+type trainFlags struct {
+	socket               string
+	fanouts, evalFanouts string
+	batch, evalBatch     int
+	workers              int
+	ringSize             string
+	worldSize            int
+	table                string
+	jsonOut, save, eval  bool
+	cfg                  train.Config
+}
+
+// epochLine is one epoch as `node train --json` prints it (one JSON
+// object a line; node demo reads them).
+type epochLine struct {
+	Epoch       int     `json:"epoch"`
+	Loss        float64 `json:"loss"`
+	TrainAcc    float64 `json:"train_acc"`
+	Evaluated   bool    `json:"evaluated"`
+	ValAcc      float64 `json:"val_acc"`
+	TestAcc     float64 `json:"test_acc"`
+	Batches     int     `json:"batches"`
+	Edges       int64   `json:"edges"`
+	TrainS      float64 `json:"train_s"`
+	EvalS       float64 `json:"eval_s"`
+	WaitS       float64 `json:"wait_s"` // of train_s: waiting for the loader's next batch
+	BatchesPerS float64 `json:"batches_per_s"`
+	EdgesPerS   float64 `json:"edges_per_s"`
+}
+
+// runTrain is `node train`: the built-in GraphSAGE trainer. It reads
+// batches from its node's rings through node/client, as any external
+// trainer does, and averages gradients with the job's other trainers
+// through a synchronous kv table on the cluster.
+func runTrain(ctx context.Context, a *app, args []string) error {
+	f := trainFlags{cfg: train.DefaultConfig()}
+	fs := newFlagSet(a, "train", "--socket PATH [flags]")
+	fs.StringVar(&f.socket, "socket", "", "control socket of this host's node run (required)")
+	fs.StringVar(&f.fanouts, "fanouts", "25,10", "neighbours sampled per hop for training, comma separated (-1 = all)")
+	fs.StringVar(&f.evalFanouts, "eval-fanouts", "", "fanouts of the val/test loaders (sampled inference); default: --fanouts")
+	fs.IntVar(&f.batch, "batch-size", 512, "training seeds per batch")
+	fs.IntVar(&f.evalBatch, "eval-batch-size", 1024, "val/test seeds per batch")
+	fs.IntVar(&f.workers, "workers", 0, "sampler processes per loader (0: the node's default)")
+	fs.StringVar(&f.ringSize, "ring-size", "", `ring size per loader, like "256MB" ("": the node's default)`)
+	fs.IntVar(&f.cfg.Rank, "rank", 0, "this trainer's rank")
+	fs.IntVar(&f.worldSize, "world-size", 1, "trainers in the job (one per host)")
+	fs.IntVar(&f.cfg.Epochs, "epochs", 10, "training epochs")
+	fs.IntVar(&f.cfg.Hidden, "hidden", f.cfg.Hidden, "width of the hidden layers")
+	fs.IntVar(&f.cfg.Layers, "layers", 0, "SAGE layers, 2 or 3 (0: one per fanout)")
+	fs.Float64Var(&f.cfg.Dropout, "dropout", f.cfg.Dropout, "dropout on the input of every layer but the first")
+	fs.Float64Var(&f.cfg.InputDropout, "input-dropout", f.cfg.InputDropout, "dropout on the input features")
+	fs.BoolVar(&f.cfg.Normalize, "normalize", false, "divide every feature row by its sum (bag-of-words features)")
+	fs.Float64Var(&f.cfg.LR, "lr", f.cfg.LR, "Adam learning rate")
+	fs.Float64Var(&f.cfg.WeightDecay, "weight-decay", f.cfg.WeightDecay, "L2 weight decay")
+	fs.Uint64Var(&f.cfg.Seed, "seed", 1, "seed of the parameters, dropout and loaders (the same on every trainer)")
+	fs.IntVar(&f.cfg.EvalEvery, "eval-every", 1, "evaluate on val and test after every N-th epoch (and the last)")
+	fs.IntVar(&f.cfg.Patience, "patience", 0, "stop after N evaluations without a better val accuracy (0: never)")
+	fs.IntVar(&f.cfg.Threads, "threads", 0, "goroutines for aggregation (0: GOMAXPROCS)")
+	fs.StringVar(&f.table, "table", "graphsage.sync", "kv table that averages the gradients (the same on every trainer)")
+	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
+	fs.BoolVar(&f.eval, "eval", true, "evaluate on the val and test splits (false: train only, for timing)")
+	fs.BoolVar(&f.save, "save", false, "checkpoint every kv table (kv_save) after training")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if f.socket == "" {
+		fmt.Fprintln(a.stderr, "node train: --socket is required")
+		fs.Usage()
+		return errUsage
+	}
+	return f.run(ctx, a.stdout)
+}
+
+// timedBatches adapts a client loader to train.Batches and measures the
+// time spent waiting for batches.
+type timedBatches struct {
+	l    *client.Loader
+	wait time.Duration
+}
+
+func (b *timedBatches) Next(ctx context.Context) (sample.View, error) {
+	t := time.Now()
+	bt, err := b.l.Next(ctx)
+	b.wait += time.Since(t)
+	if errors.Is(err, client.ErrEndOfEpoch) {
+		err = fmt.Errorf("%w (%w)", train.ErrEndOfEpoch, err)
+	}
+	return bt.View, err
+}
+
+func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
+	fan, err := parseFanouts(f.fanouts)
+	if err != nil {
+		return err
+	}
+	evalFan := fan
+	if f.evalFanouts != "" {
+		if evalFan, err = parseFanouts(f.evalFanouts); err != nil {
+			return err
+		}
+	}
+	if f.cfg.Layers == 0 {
+		f.cfg.Layers = len(fan)
+	}
+	cfg := f.cfg
+	open := func(split string, fanouts []int, batch, epochs int, shuffle bool) (*client.Loader, error) {
+		o := client.DefaultOptions()
+		o.Split, o.Fanouts, o.BatchSize, o.Epochs, o.Shuffle = split, fanouts, batch, epochs, shuffle
+		o.Seed, o.Rank, o.WorldSize, o.Workers, o.RingSize = cfg.Seed, cfg.Rank, f.worldSize, f.workers, f.ringSize
+		l, err := client.OpenLoader(ctx, f.socket, o)
+		if err != nil {
+			return nil, fmt.Errorf("%s loader: %w", split, err)
+		}
+		return l, nil
+	}
+	trainL, err := open("train", fan, f.batch, cfg.Epochs, true)
+	if err != nil {
+		return err
+	}
+	defer trainL.Close()
+	info := trainL.Info()
+	cfg.FeatDim, cfg.Classes = info.FeatDim, info.NumClasses
+	if cfg.FeatDim == 0 || info.LabelDim == 0 {
+		return fmt.Errorf("the partition has no features or labels (feat_dim %d, label_dim %d): GraphSAGE needs both", cfg.FeatDim, info.LabelDim)
+	}
+	data := train.Data{}
+	tb := &timedBatches{l: trainL}
+	data.Train = tb
+	evals := []struct {
+		split string
+		dst   *train.Batches
+	}{{"val", &data.Val}, {"test", &data.Test}}
+	if !f.eval {
+		evals = nil
+	}
+	for _, s := range evals {
+		l, err := open(s.split, evalFan, f.evalBatch, cfg.Evaluations(), false)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		*s.dst = &timedBatches{l: l}
+	}
+
+	kvc, err := client.DialKV(ctx, f.socket)
+	if err != nil {
+		return err
+	}
+	defer kvc.Close()
+	// Build the trainer first: the sync vector's length is the model's.
+	probe, err := train.New(cfg, train.NoSync{})
+	if err != nil {
+		return err
+	}
+	sync, err := client.NewSync(ctx, kvc, f.table, probe.SyncLen(), cfg.Rank, f.worldSize)
+	if err != nil {
+		return err
+	}
+	tr, err := train.New(cfg, sync)
+	if err != nil {
+		return err
+	}
+	if !f.jsonOut {
+		fmt.Fprintf(out, "graphsage: %d layers, hidden %d, %d parameters; %d features, %d classes; rank %d of %d; %d training batches per epoch\n",
+			cfg.Layers, cfg.Hidden, tr.NumParams(), cfg.FeatDim, cfg.Classes, cfg.Rank, f.worldSize, trainL.BatchesPerEpoch())
+		fmt.Fprintln(out, "epoch    loss  train    val   test  batches/s  edges/s  loader wait")
+	}
+	enc := json.NewEncoder(out)
+	var waited time.Duration
+	res, err := tr.Run(ctx, data, func(st train.EpochStats) {
+		l := epochLine{Epoch: st.Epoch, Loss: st.Loss, TrainAcc: st.TrainAcc, Evaluated: st.Evaluated,
+			ValAcc: st.ValAcc, TestAcc: st.TestAcc, Batches: st.Batches, Edges: st.Edges,
+			TrainS: st.TrainTime.Seconds(), EvalS: st.EvalTime.Seconds(), WaitS: (tb.wait - waited).Seconds(),
+			BatchesPerS: st.BatchesPerSec(), EdgesPerS: st.EdgesPerSec()}
+		waited = tb.wait
+		if f.jsonOut {
+			enc.Encode(l)
+			return
+		}
+		val, test := "     -", "     -"
+		if st.Evaluated {
+			val, test = fmt.Sprintf("%6.3f", st.ValAcc), fmt.Sprintf("%6.3f", st.TestAcc)
+		}
+		fmt.Fprintf(out, "%5d  %6.4f  %5.3f %s %s  %9.1f  %7s  %10.0f%%\n", st.Epoch, st.Loss, st.TrainAcc, val, test,
+			l.BatchesPerS, count(int64(l.EdgesPerS)), 100*l.WaitS/max(l.TrainS, 1e-9))
+	})
+	if err != nil {
+		return err
+	}
+	if f.save {
+		if _, err := kvc.Save(ctx); err != nil {
+			return err
+		}
+	}
+	if err := kvc.Done(ctx); err != nil {
+		return err
+	}
+	best := res.BestEpoch()
+	if f.jsonOut {
+		return enc.Encode(map[string]any{"best_epoch": best.Epoch, "val_acc": best.ValAcc, "test_acc": best.TestAcc, "stopped": res.Stopped})
+	}
+	fmt.Fprintf(out, "best epoch %d: val %.4f test %.4f\n", best.Epoch, best.ValAcc, best.TestAcc)
+	return nil
+}

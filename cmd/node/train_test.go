@@ -1,0 +1,265 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is `node` built once for the tests that start processes, without
+// the race detector: they train for hundreds of steps.
+var binary struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+func nodeBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary and starts a cluster; skipped with -short")
+	}
+	binary.once.Do(func() {
+		if binary.dir, binary.err = os.MkdirTemp("", "graphnode-cmd-test-"); binary.err != nil {
+			return
+		}
+		binary.path = filepath.Join(binary.dir, "node")
+		cmd := exec.Command("go", "build", "-o", binary.path, "graphnode/cmd/node")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binary.err != nil {
+		t.Fatal(binary.err)
+	}
+	return binary.path
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binary.dir != "" {
+		os.RemoveAll(binary.dir)
+	}
+	os.Exit(code)
+}
+
+// demoRings lists the demo's ring directories in /dev/shm.
+func demoRings(t *testing.T) map[string]bool {
+	t.Helper()
+	m, _ := filepath.Glob("/dev/shm/graphnode-demo-*")
+	out := map[string]bool{}
+	for _, p := range m {
+		out[p] = true
+	}
+	return out
+}
+
+// TestDemo runs `node demo` on a small graph: the accuracy it prints
+// beats chance (1/16) by far, and it leaves nothing behind.
+func TestDemo(t *testing.T) {
+	bin := nodeBinary(t)
+	before := demoRings(t)
+	work := filepath.Join(t.TempDir(), "work")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "demo", "--nodes", "6000", "--epochs", "4", "--batch-size", "64", "--workdir", work)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node demo: %v\nstdout:\n%s\nstderr:\n%s", err, &out, &errb)
+	}
+	var last []string
+	for _, line := range strings.Split(out.String(), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 5 {
+			if _, err := strconv.Atoi(f[0]); err == nil {
+				last = f
+			}
+		}
+	}
+	if last == nil || last[0] != "3" {
+		t.Fatalf("no line for epoch 3 in:\n%s", &out)
+	}
+	test, err := strconv.ParseFloat(last[4], 64)
+	if err != nil || test < 0.3 {
+		t.Fatalf("test accuracy %q after 4 epochs, want ≥ 0.3 (chance 0.0625):\n%s", last[4], &out)
+	}
+	if !strings.Contains(out.String(), "nothing left in /dev/shm") {
+		t.Fatalf("no clean shutdown line:\n%s", &out)
+	}
+	if _, err := os.Stat(work); !os.IsNotExist(err) {
+		t.Fatalf("work directory %s left behind (%v)", work, err)
+	}
+	for p := range demoRings(t) {
+		if !before[p] {
+			t.Fatalf("ring directory %s left behind", p)
+		}
+	}
+}
+
+// cluster starts a two-node demo cluster over parts in t's temp dir.
+func testCluster(t *testing.T, bin, parts string) *demoCluster {
+	t.Helper()
+	cl, err := startDemoCluster(context.Background(), bin, t.TempDir(), parts, 2, "64MB", 1)
+	t.Cleanup(func() {
+		if err := cl.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// trainer is one `node train --json` process.
+type trainer struct {
+	cmd    *exec.Cmd
+	lines  chan map[string]any
+	stderr bytes.Buffer
+	done   chan error
+}
+
+func startTrainer(t *testing.T, bin string, args ...string) *trainer {
+	t.Helper()
+	tr := &trainer{lines: make(chan map[string]any, 1024), done: make(chan error, 1)}
+	tr.cmd = exec.Command(bin, append([]string{"train", "--json"}, args...)...)
+	tr.cmd.Stderr = &tr.stderr
+	tr.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := tr.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				tr.lines <- m
+			}
+		}
+		io.Copy(io.Discard, out)
+		close(tr.lines)
+		tr.done <- tr.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		tr.cmd.Process.Kill()
+		for range tr.lines {
+		}
+	})
+	return tr
+}
+
+// planetoidArgs are the hyper-parameters of train's Planetoid accuracy
+// test (train/accuracy_test.go), as `node train` flags.
+func planetoidArgs(socket string, rank int) []string {
+	return []string{"--socket", socket, "--rank", strconv.Itoa(rank), "--world-size", "2",
+		"--fanouts", "25,10", "--eval-fanouts", "-1,-1", "--batch-size", "70", "--eval-batch-size", "1000",
+		"--hidden", "64", "--dropout", "0.5", "--input-dropout", "0.5", "--normalize",
+		"--lr", "0.01", "--weight-decay", "5e-4", "--epochs", "100", "--seed", "1", "--workers", "1", "--threads", "1"}
+}
+
+// TestTrainPlanetoid partitions Cora and CiteSeer into two parts, starts
+// two nodes and two `node train` processes, and checks the test accuracy
+// at the best validation epoch, with every batch and gradient crossing
+// the rings, the control sockets, kv and the mesh.
+func TestTrainPlanetoid(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		min  float64
+	}{{"cora", 0.77}, {"citeseer", 0.65}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join("/work/shared/data", c.name)
+			if _, err := os.Stat(dir); err != nil {
+				t.Skipf("dataset %s absent: %v", dir, err)
+			}
+			bin := nodeBinary(t)
+			parts := filepath.Join(t.TempDir(), "parts")
+			out, err := exec.Command(bin, "partition", "--input", dir, "--format", "linqs", "--undirected",
+				"--split", "per-class:20,500,1000", "--seed", "1", "--parts", "2", "--method", "metis", "-o", parts).CombinedOutput()
+			if err != nil {
+				t.Fatalf("partition: %v\n%s", err, out)
+			}
+			cl := testCluster(t, bin, parts)
+			began := time.Now()
+			trs := []*trainer{startTrainer(t, bin, planetoidArgs(cl.sockets[0], 0)...), startTrainer(t, bin, planetoidArgs(cl.sockets[1], 1)...)}
+			var best []map[string]any
+			for r, tr := range trs {
+				var last map[string]any
+				for m := range tr.lines {
+					last = m
+				}
+				if err := <-tr.done; err != nil {
+					t.Fatalf("trainer %d: %v\n%s", r, err, &tr.stderr)
+				}
+				best = append(best, last)
+			}
+			acc, _ := best[0]["test_acc"].(float64)
+			t.Logf("%s: best epoch %v: val %v test %v, %.1fs", c.name, best[0]["best_epoch"], best[0]["val_acc"], acc, time.Since(began).Seconds())
+			if fmt.Sprint(best[0]) != fmt.Sprint(best[1]) {
+				t.Fatalf("trainers disagree: %v vs %v", best[0], best[1])
+			}
+			if acc < c.min {
+				t.Fatalf("%s: test accuracy %.4f, want ≥ %.2f", c.name, acc, c.min)
+			}
+		})
+	}
+}
+
+// TestTrainerKilled: two `node train` processes on two nodes; killing one
+// mid-training makes the other fail its synchronous step with an error
+// naming the dead trainer, long before the sync timeout (30 s).
+func TestTrainerKilled(t *testing.T) {
+	bin := nodeBinary(t)
+	parts := filepath.Join(t.TempDir(), "parts")
+	f := demoFlags{nodes: 4000, featDim: 16, classes: 4, parts: 2, method: "random", fanouts: "10,5", batch: 64, seed: 1}
+	if err := f.partition(context.Background(), &app{stdout: io.Discard, stderr: io.Discard}, parts); err != nil {
+		t.Fatal(err)
+	}
+	cl := testCluster(t, bin, parts)
+	args := func(r int) []string {
+		return []string{"--socket", cl.sockets[r], "--rank", strconv.Itoa(r), "--world-size", "2", "--fanouts", "10,5",
+			"--batch-size", "64", "--epochs", "1000", "--eval-every", "1000", "--workers", "1", "--threads", "1"}
+	}
+	t0, t1 := startTrainer(t, bin, args(0)...), startTrainer(t, bin, args(1)...)
+	for _, tr := range []*trainer{t0, t1} {
+		select {
+		case _, ok := <-tr.lines:
+			if !ok {
+				t.Fatalf("trainer ended before its first epoch: %v\n%s", <-tr.done, &tr.stderr)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("no epoch after 60 s")
+		}
+	}
+	killed := time.Now()
+	t1.cmd.Process.Kill()
+	for range t0.lines {
+	}
+	err := <-t0.done
+	took := time.Since(killed)
+	if err == nil || !strings.Contains(t0.stderr.String(), "trainer 1") || !strings.Contains(t0.stderr.String(), "synchronous step failed") {
+		t.Fatalf("surviving trainer: %v, stderr:\n%s\nwant a failed step naming trainer 1", err, &t0.stderr)
+	}
+	if took > 10*time.Second {
+		t.Fatalf("the step failed %v after the kill: the sync timeout, not the trainer's departure", took)
+	}
+	t.Logf("rank 0 failed %v after rank 1 was killed: %s", took.Round(time.Millisecond), strings.TrimSpace(t0.stderr.String()))
+}

@@ -1,0 +1,194 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"graphnode/kv"
+	"graphnode/node/control"
+)
+
+// KV is a trainer's connection to the parameter server through its own
+// node (docs/control.md, "kv"): the node forwards every request to the
+// shards that own the rows, over the mesh. Trainers hold no certificates.
+// Requests on one KV are sent one at a time (a mutex orders them); open
+// several for concurrent calls. When the connection drops without Done,
+// the node tells every shard that the ranks this connection pushed
+// synchronous steps for have left, so their steps fail for the others.
+type KV struct {
+	mu   sync.Mutex
+	conn net.Conn
+	buf  []byte
+}
+
+// DialKV connects to the node listening on socket.
+func DialKV(ctx context.Context, socket string) (*KV, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return &KV{conn: conn}, nil
+}
+
+// Close closes the connection. Idempotent.
+func (k *KV) Close() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.conn == nil {
+		return nil
+	}
+	err := k.conn.Close()
+	k.conn = nil
+	return err
+}
+
+func (k *KV) request(ctx context.Context, req *control.Request) (*control.Response, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.conn == nil {
+		return nil, fmt.Errorf("client: %s: connection closed", req.Op)
+	}
+	return roundTrip(ctx, k.conn, req)
+}
+
+// Create declares a table on every node (kv_create): a no-op when it
+// exists with an equal spec, an error naming the field that differs
+// otherwise.
+func (k *KV) Create(ctx context.Context, spec control.TableSpec) (*control.TableInfo, error) {
+	resp, err := k.request(ctx, &control.Request{Op: control.OpKVCreate, Table: &spec})
+	if err != nil {
+		return nil, err
+	}
+	if resp.KVTable == nil {
+		return nil, fmt.Errorf("client: kv_create response without a table: %w", control.ErrProtocol)
+	}
+	return resp.KVTable, nil
+}
+
+// Save checkpoints every shard of every table (kv_save).
+func (k *KV) Save(ctx context.Context) (*control.SaveInfo, error) {
+	resp, err := k.request(ctx, &control.Request{Op: control.OpKVSave})
+	if err != nil {
+		return nil, err
+	}
+	if resp.KVSave == nil {
+		return nil, fmt.Errorf("client: kv_save response without a result: %w", control.ErrProtocol)
+	}
+	return resp.KVSave, nil
+}
+
+// Done tells the node that this trainer finished: closing the connection
+// afterwards is not leaving the job.
+func (k *KV) Done(ctx context.Context) error {
+	_, err := k.request(ctx, &control.Request{Op: control.OpKVDone})
+	return err
+}
+
+// call sends one kv wire message and returns the answer's bytes, turning
+// an ErrorMsg into an error that matches kv's sentinels (errors.Is).
+func (k *KV) call(ctx context.Context, op string, enc func([]byte) []byte) ([]byte, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.conn == nil {
+		return nil, fmt.Errorf("client: kv %s: connection closed", op)
+	}
+	k.buf = enc(k.buf[:0])
+	if dl, ok := ctx.Deadline(); ok {
+		k.conn.SetDeadline(dl)
+		defer k.conn.SetDeadline(time.Time{})
+	}
+	stop := context.AfterFunc(ctx, func() { k.conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if err := control.WriteRaw(k.conn, k.buf); err != nil {
+		return nil, fmt.Errorf("client: kv %s: %w", op, err)
+	}
+	resp, err := control.ReadFrame(k.conn)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, fmt.Errorf("client: kv %s: %w", op, err)
+	}
+	kind, err := kv.PeekKind(resp)
+	if err != nil {
+		return nil, fmt.Errorf("client: kv %s: answer: %w", op, err)
+	}
+	if kind == kv.KindError {
+		var m kv.ErrorMsg
+		if err := kv.DecodeErrorMsg(resp, &m); err != nil {
+			return nil, fmt.Errorf("client: kv %s: answer: %w", op, err)
+		}
+		re := &kv.RemoteError{Code: m.Code, Text: m.Text}
+		return nil, &kvError{text: m.Text, sentinel: re.Unwrap()}
+	}
+	return resp, nil
+}
+
+// kvError is an error the node answered: its text, and the kv sentinel
+// its code names (nil for none), so that errors.Is(err, kv.ErrStepFailed)
+// works on the trainer's side.
+type kvError struct {
+	text     string
+	sentinel error
+}
+
+func (e *kvError) Error() string { return "client: " + e.text }
+func (e *kvError) Unwrap() error { return e.sentinel }
+
+func (k *KV) ack(ctx context.Context, op string, enc func([]byte) []byte) (uint64, error) {
+	resp, err := k.call(ctx, op, enc)
+	if err != nil {
+		return 0, err
+	}
+	var a kv.Ack
+	if err := kv.DecodeAck(resp, &a); err != nil {
+		return 0, fmt.Errorf("client: kv %s: answer: %w", op, err)
+	}
+	return a.Version, nil
+}
+
+// Pull appends the rows of ids to dst, in the order of ids.
+func (k *KV) Pull(ctx context.Context, table string, ids []uint64, dst []float32) ([]float32, error) {
+	dst, _, err := k.PullVersion(ctx, table, 0, ids, dst)
+	return dst, err
+}
+
+// PullVersion is Pull once every shard involved reached minVersion (Sync
+// tables); it returns the smallest version among them.
+func (k *KV) PullVersion(ctx context.Context, table string, minVersion uint64, ids []uint64, dst []float32) ([]float32, uint64, error) {
+	resp, err := k.call(ctx, "pull", func(b []byte) []byte {
+		return kv.AppendPullRequest(b, &kv.PullRequest{Table: table, MinVersion: minVersion, IDs: ids})
+	})
+	if err != nil {
+		return dst, 0, err
+	}
+	var m kv.PullResponse
+	if err := kv.DecodePullResponse(resp, &m); err != nil {
+		return dst, 0, fmt.Errorf("client: kv pull: answer: %w", err)
+	}
+	if m.Dim == 0 || len(m.Rows) != len(ids)*int(m.Dim) {
+		return dst, 0, fmt.Errorf("client: kv pull: %d values of dim %d for %d ids: %w", len(m.Rows), m.Dim, len(ids), control.ErrProtocol)
+	}
+	return append(dst, m.Rows...), m.Version, nil
+}
+
+// Push sends gradients of an Async table (len(ids)·dim values).
+func (k *KV) Push(ctx context.Context, table string, ids []uint64, grads []float32) error {
+	_, err := k.ack(ctx, "push", func(b []byte) []byte {
+		return kv.AppendPushRequest(b, &kv.PushRequest{Table: table, Dim: uint32(len(grads) / max(len(ids), 1)), IDs: ids, Grads: grads})
+	})
+	return err
+}
+
+// PushSync contributes trainer's gradient (every row of the table) to a
+// synchronous step and blocks until every shard applied the step.
+func (k *KV) PushSync(ctx context.Context, table string, step uint64, trainer, world int, grads []float32) error {
+	_, err := k.ack(ctx, "push_sync", func(b []byte) []byte {
+		return kv.AppendPushSyncRequest(b, &kv.PushSyncRequest{Table: table, Step: step, Trainer: uint32(trainer), World: uint32(world), Grads: grads})
+	})
+	return err
+}

@@ -1,0 +1,115 @@
+package node
+
+import (
+	"fmt"
+	"time"
+
+	"graphnode/kv"
+	"graphnode/node/control"
+)
+
+// DefaultKVSyncTimeout is [kv] sync_timeout when the file leaves it out.
+const DefaultKVSyncTimeout = "60s"
+
+// kvTimeoutMargin is what a mesh kv call waits beyond the sync timeout,
+// so the shard, not the mesh, decides that a step failed.
+const kvTimeoutMargin = 10 * time.Second
+
+// KVConfig is [kv]: the parameter server's shards on this node. Tables
+// are declared here (the same list on every node) or by trainers at run
+// time (kv_create).
+type KVConfig struct {
+	// CheckpointDir receives every shard on kv_save and at shutdown; ""
+	// disables checkpoints.
+	CheckpointDir string `toml:"checkpoint_dir"`
+	// Load restores tables from CheckpointDir: the declared ones at start,
+	// the others when a trainer creates them. A missing file is an error.
+	Load bool `toml:"load"`
+	// SaveOnExit checkpoints at shutdown, after trainers stopped. Default
+	// true (with a checkpoint_dir).
+	SaveOnExit *bool `toml:"save_on_exit"`
+	// SyncTimeout bounds a synchronous step from its first push.
+	SyncTimeout string              `toml:"sync_timeout"`
+	Tables      []control.TableSpec `toml:"tables"`
+}
+
+// SyncTimeoutDuration is kv.sync_timeout parsed (Validate checked it).
+func (c *Config) SyncTimeoutDuration() time.Duration {
+	d, _ := time.ParseDuration(c.KV.SyncTimeout)
+	return d
+}
+
+// kvCallTimeout bounds one kv call over the mesh.
+func (c *Config) kvCallTimeout() time.Duration { return c.SyncTimeoutDuration() + kvTimeoutMargin }
+
+// saveOnExit reports whether shutdown writes a checkpoint.
+func (c *Config) saveOnExit() bool {
+	return c.KV.CheckpointDir != "" && (c.KV.SaveOnExit == nil || *c.KV.SaveOnExit)
+}
+
+// validateKV adds [kv] problems to p.
+func (c *Config) validateKV(p *problems) {
+	k := &c.KV
+	if d, err := time.ParseDuration(k.SyncTimeout); err != nil || d <= 0 || d > MaxMeshTimeout {
+		p.add("kv.sync_timeout", "%q is not a duration in (0, %v] (like \"60s\")", k.SyncTimeout, MaxMeshTimeout)
+	}
+	if k.CheckpointDir != "" && !isDir(k.CheckpointDir) {
+		p.add("kv.checkpoint_dir", "%q is not a directory", k.CheckpointDir)
+	}
+	if k.Load && k.CheckpointDir == "" {
+		p.add("kv.load", "true, but kv.checkpoint_dir is not set")
+	}
+	seen := map[string]bool{}
+	for i := range k.Tables {
+		t := &k.Tables[i]
+		key := fmt.Sprintf("kv.tables[%d]", i)
+		if err := t.Validate(); err != nil {
+			p.add(key, "%v", err)
+			continue
+		}
+		if seen[t.Name] {
+			p.add(key+".name", "%q is declared twice", t.Name)
+		}
+		seen[t.Name] = true
+		if err := kvSpecCheck(t); err != nil {
+			p.add(key, "%v", err)
+		}
+	}
+}
+
+// kvSpecCheck validates what kv checks of a spec, with placeholder bounds.
+func kvSpecCheck(t *control.TableSpec) error {
+	rows := t.Rows.N
+	if t.Rows.Nodes {
+		rows = 1
+	}
+	s := kvSpec(t, rows, kv.EvenBounds(rows, 1))
+	return s.Validate()
+}
+
+// kvSpec turns a checked TableSpec into kv's Spec with the given shape.
+func kvSpec(t *control.TableSpec, rows uint64, bounds []uint64) kv.Spec {
+	s := kv.Spec{Name: t.Name, Rows: rows, Dim: t.Dim, Bounds: bounds,
+		Init: kv.Init{Scale: float32(t.InitScale), Seed: t.InitSeed}}
+	switch t.Init {
+	case "uniform":
+		s.Init.Kind = kv.InitUniform
+	case "normal":
+		s.Init.Kind = kv.InitNormal
+	}
+	switch t.Optimizer {
+	case "sgd":
+		s.Opt = kv.SGD(float32(t.LR))
+	case "adagrad":
+		s.Opt = kv.Adagrad(float32(t.LR), float32(t.Eps))
+	case "adam":
+		s.Opt = kv.Adam(float32(t.LR), float32(t.Beta1), float32(t.Beta2), float32(t.Eps))
+	case "average":
+		s.Opt = kv.Average()
+	}
+	s.Mode = kv.Async
+	if t.Mode == "sync" {
+		s.Mode = kv.Sync
+	}
+	return s
+}

@@ -1,0 +1,172 @@
+package control
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// Parameter-server operations. Besides these JSON requests, a frame whose
+// body does not start with '{' carries one kv wire message (package kv's
+// encoding: kind byte, version byte, fields) and is answered by a frame
+// holding the kv answer (docs/control.md, "kv messages").
+const (
+	OpKVCreate = "kv_create" // declare a table (idempotent for an equal spec)
+	OpKVSave   = "kv_save"   // checkpoint every shard of every table
+	OpKVDone   = "kv_done"   // the trainer finished: closing is not leaving
+)
+
+// IsKV reports whether a frame body is a kv wire message rather than a
+// JSON request.
+func IsKV(body []byte) bool { return len(body) > 0 && body[0] != '{' }
+
+// Rows is a table's row count: a number, or "nodes" for one row per node
+// of the graph, sharded by the partition book (an entity table).
+type Rows struct {
+	N     uint64
+	Nodes bool
+}
+
+// UnmarshalJSON accepts a non-negative integer or "nodes".
+func (r *Rows) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(b, []byte(`"nodes"`)) {
+		*r = Rows{Nodes: true}
+		return nil
+	}
+	n, err := strconv.ParseUint(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf(`rows: %s is neither a row count nor "nodes"`, b)
+	}
+	*r = Rows{N: n}
+	return nil
+}
+
+// MarshalJSON writes the count or "nodes".
+func (r Rows) MarshalJSON() ([]byte, error) {
+	if r.Nodes {
+		return []byte(`"nodes"`), nil
+	}
+	return strconv.AppendUint(nil, r.N, 10), nil
+}
+
+// UnmarshalTOML accepts an integer or "nodes" (node.toml [[kv.tables]]).
+func (r *Rows) UnmarshalTOML(v any) error {
+	switch x := v.(type) {
+	case int64:
+		if x >= 0 {
+			*r = Rows{N: uint64(x)}
+			return nil
+		}
+	case string:
+		if x == "nodes" {
+			*r = Rows{Nodes: true}
+			return nil
+		}
+	}
+	return fmt.Errorf(`%v is neither a row count nor "nodes"`, v)
+}
+
+// MarshalText is what `node config check` prints.
+func (r Rows) MarshalText() ([]byte, error) {
+	if r.Nodes {
+		return []byte("nodes"), nil
+	}
+	return strconv.AppendUint(nil, r.N, 10), nil
+}
+
+// TableSpec declares a kv table, in a kv_create request or in node.toml.
+// Dense tables (a number of rows) are split evenly over the parts; "nodes"
+// tables follow the partition book, so a node's rows are its graph nodes.
+type TableSpec struct {
+	Name      string  `json:"name" toml:"name"`
+	Rows      Rows    `json:"rows" toml:"rows"`
+	Dim       int     `json:"dim" toml:"dim"`
+	Init      string  `json:"init,omitempty" toml:"init"` // zeros (default), uniform, normal
+	InitScale float64 `json:"init_scale,omitempty" toml:"init_scale"`
+	InitSeed  uint64  `json:"init_seed,omitempty" toml:"init_seed"`
+	Optimizer string  `json:"optimizer" toml:"optimizer"` // sgd, adagrad, adam, average
+	LR        float64 `json:"lr,omitempty" toml:"lr"`
+	Eps       float64 `json:"eps,omitempty" toml:"eps"`     // default 1e-10 (adagrad), 1e-8 (adam)
+	Beta1     float64 `json:"beta1,omitempty" toml:"beta1"` // adam, default 0.9
+	Beta2     float64 `json:"beta2,omitempty" toml:"beta2"` // adam, default 0.999
+	Mode      string  `json:"mode" toml:"mode"`             // sync, async
+}
+
+// Validate checks what does not depend on the graph and fills the
+// optimiser defaults. The error names the field.
+func (t *TableSpec) Validate() error {
+	bad := func(field, format string, a ...any) error {
+		return &Error{Key: "table." + field, Msg: fmt.Sprintf("table %q: %s", t.Name, fmt.Sprintf(format, a...))}
+	}
+	switch {
+	case t.Name == "":
+		return bad("name", "missing")
+	case !t.Rows.Nodes && t.Rows.N == 0:
+		return bad("rows", `missing: a row count or "nodes"`)
+	case t.Dim <= 0:
+		return bad("dim", "%d is not positive", t.Dim)
+	}
+	switch t.Init {
+	case "":
+		t.Init = "zeros"
+	case "zeros", "uniform", "normal":
+	default:
+		return bad("init", "%q is not one of zeros, uniform, normal", t.Init)
+	}
+	switch t.Mode {
+	case "sync", "async":
+	case "":
+		return bad("mode", "missing: sync (dense parameters) or async (sparse embeddings)")
+	default:
+		return bad("mode", "%q is not one of sync, async", t.Mode)
+	}
+	switch t.Optimizer {
+	case "average":
+	case "sgd", "adagrad", "adam":
+		if t.LR == 0 {
+			return bad("lr", "missing for optimizer %s", t.Optimizer)
+		}
+	case "":
+		return bad("optimizer", "missing: sgd, adagrad, adam or average")
+	default:
+		return bad("optimizer", "%q is not one of sgd, adagrad, adam, average", t.Optimizer)
+	}
+	if t.Eps == 0 {
+		switch t.Optimizer {
+		case "adagrad":
+			t.Eps = 1e-10
+		case "adam":
+			t.Eps = 1e-8
+		}
+	}
+	if t.Optimizer == "adam" {
+		if t.Beta1 == 0 {
+			t.Beta1 = 0.9
+		}
+		if t.Beta2 == 0 {
+			t.Beta2 = 0.999
+		}
+	}
+	return nil
+}
+
+// TableInfo answers kv_create: the table as the node holds it.
+type TableInfo struct {
+	Name    string   `json:"name"`
+	Rows    uint64   `json:"rows"`
+	Dim     int      `json:"dim"`
+	Bounds  []uint64 `json:"bounds"`  // shard p owns rows [bounds[p], bounds[p+1])
+	Created bool     `json:"created"` // false: it existed with this spec
+	Version uint64   `json:"version"` // this node's shard: sync steps or pushes applied
+}
+
+// SaveInfo answers kv_save.
+type SaveInfo struct {
+	Dir    string   `json:"dir"`    // checkpoint directory on each node
+	Tables []string `json:"tables"` // tables saved
+}
+
+// MarshalKVRequest is the JSON of a kv request for a peer node (the node
+// forwards kv_create and kv_save to every peer over the mesh).
+func MarshalKVRequest(r *Request) ([]byte, error) { return json.Marshal(r) }

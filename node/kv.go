@@ -1,0 +1,275 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"graphnode/kv"
+	"graphnode/mesh"
+	"graphnode/node/control"
+	"graphnode/partition"
+)
+
+// kvServer is the node's shard of every kv table and its way to the
+// other shards. Trainers reach it only through their own node (control
+// socket); the node forwards each request to the owners (its own shard
+// straight from the Store) with one kv.Client per table.
+type kvServer struct {
+	cfg     *Config
+	log     *slog.Logger
+	part    int
+	book    partition.Book
+	store   *kv.Store
+	handler *kv.Handler
+	tr      *kv.WireTransport
+	cli     atomic.Pointer[mesh.Client] // the node's mesh client; nil without a mesh
+
+	mu      sync.Mutex
+	clients map[string]*kv.Client
+}
+
+// newKVServer builds the store with the tables of [kv] and, with
+// kv.load, restores them from the checkpoint directory.
+func newKVServer(cfg *Config, log *slog.Logger, book partition.Book) (*kvServer, error) {
+	s := &kvServer{cfg: cfg, log: log, part: cfg.Node.Part, book: book, clients: map[string]*kv.Client{}}
+	specs := make([]kv.Spec, 0, len(cfg.KV.Tables))
+	for i := range cfg.KV.Tables {
+		specs = append(specs, s.resolve(&cfg.KV.Tables[i]))
+	}
+	store, err := kv.New(kv.Config{Part: s.part, Tables: specs, SyncTimeout: cfg.SyncTimeoutDuration()})
+	if err != nil {
+		return nil, fmt.Errorf("node: kv.tables: %w", err)
+	}
+	s.store, s.handler = store, kv.NewHandler(store)
+	s.tr = kv.NewWireTransport(s.call)
+	for _, sp := range specs {
+		if _, err := s.client(sp); err != nil {
+			return nil, fmt.Errorf("node: kv.tables: %w", err)
+		}
+	}
+	if cfg.KV.Load && len(specs) > 0 {
+		if err := store.Load(cfg.KV.CheckpointDir); err != nil {
+			return nil, fmt.Errorf("node: kv.load: %w", err)
+		}
+		log.Info("kv tables loaded", "dir", cfg.KV.CheckpointDir, "tables", store.Tables())
+	}
+	return s, nil
+}
+
+// resolve gives a checked TableSpec its shape: "nodes" tables follow the
+// partition book, dense ones are split evenly over the parts.
+func (s *kvServer) resolve(t *control.TableSpec) kv.Spec {
+	if t.Rows.Nodes {
+		return kvSpec(t, s.book.NumNodes(), slices.Clone(s.book.Bounds))
+	}
+	return kvSpec(t, t.Rows.N, kv.EvenBounds(t.Rows.N, s.book.Parts()))
+}
+
+// client is the kv.Client of a table, made on first use.
+func (s *kvServer) client(sp kv.Spec) (*kv.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.clients[sp.Name]; ok {
+		return c, nil
+	}
+	c, err := kv.NewClient([]kv.Spec{sp}, s.store, s.tr)
+	if err != nil {
+		return nil, err
+	}
+	s.clients[sp.Name] = c
+	return c, nil
+}
+
+// tableClient is the client of an existing table.
+func (s *kvServer) tableClient(name string) (*kv.Client, error) {
+	s.mu.Lock()
+	c, ok := s.clients[name]
+	s.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("node: kv: table %q (create it with kv_create or [[kv.tables]]): %w", name, kv.ErrUnknownTable)
+	}
+	return c, nil
+}
+
+// call carries one kv message to the node serving part: pulls may be
+// retried by the mesh, everything else is sent once.
+func (s *kvServer) call(ctx context.Context, part int, req []byte) ([]byte, error) {
+	cli := s.cli.Load()
+	if cli == nil {
+		return nil, fmt.Errorf("node: kv: part %d: this node has no mesh", part)
+	}
+	if k, _ := kv.PeekKind(req); k == kv.KindPullRequest {
+		return cli.KVPull(ctx, part, req)
+	}
+	return cli.KVPush(ctx, part, req)
+}
+
+// peers lists every part but this node's.
+func (s *kvServer) peers() []int {
+	var ps []int
+	for p := range s.book.Parts() {
+		if p != s.part {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// broadcast sends a node-level JSON request (kv_create, kv_save) to
+// every peer and waits for their kv answers.
+func (s *kvServer) broadcast(ctx context.Context, req *control.Request) error {
+	body, err := control.MarshalKVRequest(req)
+	if err != nil {
+		return err
+	}
+	ps := s.peers()
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() {
+			resp, err := s.call(ctx, p, body)
+			if err == nil {
+				err = ackError(p, resp)
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("part %d: %w", p, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// ackError decodes a kv answer that should be an Ack.
+func ackError(part int, resp []byte) error {
+	k, err := kv.PeekKind(resp)
+	if err != nil {
+		return err
+	}
+	if k == kv.KindError {
+		var m kv.ErrorMsg
+		if err := kv.DecodeErrorMsg(resp, &m); err != nil {
+			return err
+		}
+		return &kv.RemoteError{Part: part, Code: m.Code, Text: m.Text}
+	}
+	var a kv.Ack
+	return kv.DecodeAck(resp, &a)
+}
+
+// create declares a table on this node and, when forward is set, on
+// every peer, so that it exists on every shard when the trainer's
+// kv_create returns. With kv.load, a new table resumes from its
+// checkpoint file when there is one.
+func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward bool) (*control.TableInfo, error) {
+	sp := s.resolve(t)
+	created, err := s.store.Create(sp)
+	if err != nil {
+		return nil, &control.Error{Key: "table", Msg: err.Error()}
+	}
+	if created {
+		s.log.Info("kv table created", "table", sp.Name, "rows", sp.Rows, "dim", sp.Dim, "mode", sp.Mode.String(), "optimizer", sp.Opt.Kind.String())
+		if s.cfg.KV.Load {
+			path := filepath.Join(s.cfg.KV.CheckpointDir, kv.FileName(sp.Name, s.part))
+			if _, err := os.Stat(path); err == nil {
+				if err := s.store.LoadTable(s.cfg.KV.CheckpointDir, sp.Name); err != nil {
+					return nil, &control.Error{Key: "table", Msg: err.Error()}
+				}
+				s.log.Info("kv table loaded", "table", sp.Name, "path", path)
+			}
+		}
+	}
+	if _, err := s.client(sp); err != nil {
+		return nil, &control.Error{Key: "table", Msg: err.Error()}
+	}
+	if forward {
+		if err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: t}); err != nil {
+			return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the other nodes: %v", err)}
+		}
+	}
+	v, _ := s.store.Version(sp.Name)
+	return &control.TableInfo{Name: sp.Name, Rows: sp.Rows, Dim: sp.Dim, Bounds: sp.Bounds, Created: created, Version: v}, nil
+}
+
+// save checkpoints this node's shards and, when forward is set, asks
+// every peer to checkpoint theirs.
+func (s *kvServer) save(ctx context.Context, forward bool) (*control.SaveInfo, error) {
+	dir := s.cfg.KV.CheckpointDir
+	if dir == "" {
+		return nil, errors.New("kv.checkpoint_dir is not set on this node")
+	}
+	if err := s.store.Save(dir); err != nil {
+		return nil, err
+	}
+	if forward {
+		if err := s.broadcast(ctx, &control.Request{Op: control.OpKVSave}); err != nil {
+			return nil, fmt.Errorf("save on the other nodes: %w", err)
+		}
+	}
+	return &control.SaveInfo{Dir: dir, Tables: s.store.Tables()}, nil
+}
+
+// leave tells every shard that trainer rank is gone, so that a step it
+// belongs to fails for the others at once instead of timing out.
+func (s *kvServer) leave(ctx context.Context, rank int) {
+	s.store.Leave(rank)
+	req := kv.AppendLeaveRequest(nil, &kv.LeaveRequest{Trainer: uint32(rank)})
+	var wg sync.WaitGroup
+	for _, p := range s.peers() {
+		wg.Go(func() {
+			resp, err := s.call(ctx, p, req)
+			if err == nil {
+				err = ackError(p, resp)
+			}
+			if err != nil {
+				s.log.Warn("kv leave not delivered", "part", p, "trainer", rank, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// KV serves a peer's kv message (mesh.KVHandler): kv requests go to this
+// node's shards; a body starting with '{' is a node-level kv_create or
+// kv_save forwarded by the peer that a trainer asked.
+func (s *kvServer) KV(ctx context.Context, req []byte) ([]byte, error) {
+	if req[0] != '{' {
+		return s.handler.Handle(ctx, req, nil), nil
+	}
+	var r control.Request
+	err := json.Unmarshal(req, &r)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("node: kv request from a peer: %v: %w", err, kv.ErrMalformed)
+	case r.Op == control.OpKVCreate && r.Table != nil:
+		if err = r.Table.Validate(); err == nil {
+			_, err = s.create(ctx, r.Table, false)
+		}
+	case r.Op == control.OpKVSave:
+		_, err = s.save(ctx, false)
+	default:
+		err = fmt.Errorf("node: kv request from a peer: op %q: %w", r.Op, kv.ErrMalformed)
+	}
+	if err != nil {
+		return kv.AppendErrorMsg(nil, kv.NewErrorMsg(err)), nil
+	}
+	return kv.AppendAck(nil, &kv.Ack{}), nil
+}
+
+// meshHandler is what the mesh server calls: the partition's handler
+// plus the kv shards.
+type meshHandler struct {
+	*handler
+	kv *kvServer
+}
+
+// KV implements mesh.KVHandler.
+func (h meshHandler) KV(ctx context.Context, req []byte) ([]byte, error) { return h.kv.KV(ctx, req) }

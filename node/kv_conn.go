@@ -1,0 +1,111 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"graphnode/kv"
+)
+
+// leaveTimeout bounds telling the peers that a trainer is gone.
+const leaveTimeout = 5 * time.Second
+
+// kvConn is the kv state of one trainer connection: the ranks it pushed
+// synchronous steps for, which leave the job when the connection drops
+// unless the trainer said kv_done first.
+type kvConn struct {
+	ranks map[int]struct{}
+	done  bool
+	rows  []float32
+}
+
+// serveTrainer answers one kv wire message from a trainer of this node,
+// forwarding it to the shards that own its rows. The answer is always a
+// kv message: an ErrorMsg when the request failed.
+func (s *kvServer) serveTrainer(ctx context.Context, body []byte, kc *kvConn) []byte {
+	resp, err := s.serveTrainerErr(ctx, body, kc)
+	if err != nil {
+		return kv.AppendErrorMsg(nil, kv.NewErrorMsg(err))
+	}
+	return resp
+}
+
+func (s *kvServer) serveTrainerErr(ctx context.Context, body []byte, kc *kvConn) ([]byte, error) {
+	kind, err := kv.PeekKind(body)
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case kv.KindPullRequest:
+		var m kv.PullRequest
+		if err := kv.DecodePullRequest(body, &m); err != nil {
+			return nil, err
+		}
+		c, err := s.tableClient(m.Table)
+		if err != nil {
+			return nil, err
+		}
+		sp, err := s.store.Spec(m.Table)
+		if err != nil {
+			return nil, err
+		}
+		var v uint64
+		kc.rows, v, err = c.PullVersion(ctx, m.Table, m.MinVersion, m.IDs, kc.rows[:0])
+		if err != nil {
+			return nil, err
+		}
+		return kv.AppendPullResponse(nil, &kv.PullResponse{Version: v, Dim: uint32(sp.Dim), Rows: kc.rows}), nil
+	case kv.KindPushRequest:
+		var m kv.PushRequest
+		if err := kv.DecodePushRequest(body, &m); err != nil {
+			return nil, err
+		}
+		c, err := s.tableClient(m.Table)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.Push(ctx, m.Table, m.IDs, m.Grads); err != nil {
+			return nil, err
+		}
+		return kv.AppendAck(nil, &kv.Ack{}), nil
+	case kv.KindPushSyncRequest:
+		var m kv.PushSyncRequest
+		if err := kv.DecodePushSyncRequest(body, &m); err != nil {
+			return nil, err
+		}
+		c, err := s.tableClient(m.Table)
+		if err != nil {
+			return nil, err
+		}
+		// From here on, this connection speaks for trainer m.Trainer: if it
+		// drops, the trainer has left the job.
+		kc.ranks[int(m.Trainer)] = struct{}{}
+		if err := c.PushSync(ctx, m.Table, m.Step, int(m.Trainer), int(m.World), m.Grads); err != nil {
+			return nil, err
+		}
+		return kv.AppendAck(nil, &kv.Ack{Version: m.Step + 1}), nil
+	case kv.KindLeaveRequest:
+		var m kv.LeaveRequest
+		if err := kv.DecodeLeaveRequest(body, &m); err != nil {
+			return nil, err
+		}
+		s.leave(ctx, int(m.Trainer))
+		return kv.AppendAck(nil, &kv.Ack{}), nil
+	}
+	return nil, fmt.Errorf("node: kv: a %s is not a request: %w", kind, kv.ErrMalformed)
+}
+
+// closeConn runs when a trainer connection ends: the ranks it pushed for
+// leave every table, so their peers' steps fail naming them.
+func (s *kvServer) closeConn(kc *kvConn) {
+	if kc.done || len(kc.ranks) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	defer cancel()
+	for r := range kc.ranks {
+		s.log.Warn("trainer left without kv_done; failing its synchronous steps", "trainer", r)
+		s.leave(ctx, r)
+	}
+}

@@ -1,0 +1,281 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"graphnode/kv"
+	"graphnode/node/client"
+	"graphnode/node/control"
+	"graphnode/partition"
+)
+
+// kvTables are the tables of the kv cluster tests: a dense synchronous
+// table with Adam and an entity table ("nodes" rows, sharded by the
+// partition book) with DGL-KE's Adagrad.
+func kvTables() []control.TableSpec {
+	return []control.TableSpec{
+		{Name: "dense", Rows: control.Rows{N: 11}, Dim: 3, Init: "uniform", InitScale: 0.1, InitSeed: 5, Optimizer: "adam", LR: 0.01, Mode: "sync"},
+		{Name: "emb", Rows: control.Rows{Nodes: true}, Dim: 4, Init: "uniform", InitScale: 0.5, InitSeed: 9, Optimizer: "adagrad", LR: 0.1, Mode: "async"},
+	}
+}
+
+// refStore is one in-process store holding every row of the tables: what
+// the cluster's shards together must equal.
+func refStore(t *testing.T, nodes uint64) *kv.Store {
+	t.Helper()
+	specs := []kv.Spec{
+		{Name: "dense", Rows: 11, Dim: 3, Init: kv.Init{Kind: kv.InitUniform, Scale: 0.1, Seed: 5},
+			Opt: kv.Adam(0.01, 0.9, 0.999, 1e-8), Mode: kv.Sync, Bounds: kv.EvenBounds(11, 1)},
+		{Name: "emb", Rows: nodes, Dim: 4, Init: kv.Init{Kind: kv.InitUniform, Scale: 0.5, Seed: 9},
+			Opt: kv.Adagrad(0.1, 1e-10), Mode: kv.Async, Bounds: kv.EvenBounds(nodes, 1)},
+	}
+	s, err := kv.New(kv.Config{Part: 0, Tables: specs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func dialKV(t *testing.T, socket string) *client.KV {
+	t.Helper()
+	k, err := client.DialKV(context.Background(), socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close() })
+	return k
+}
+
+// grad is trainer k's deterministic gradient of n values at step s.
+func grad(k, s, n int) []float32 {
+	g := make([]float32, n)
+	for i := range g {
+		g[i] = float32((k+1)*(i%7)-3*s) / 16
+	}
+	return g
+}
+
+// TestKVCluster: trainers on different nodes pull, push and step through
+// their own nodes and see exactly the values of one in-process store.
+func TestKVCluster(t *testing.T) {
+	for _, n := range []int{2, 4} {
+		t.Run(fmt.Sprintf("nodes=%d", n), func(t *testing.T) {
+			parts := clusterParts(t, n)
+			c := startCluster(t, parts, n, "5s")
+			m, err := partition.OpenDir(parts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			book, _ := m.Book()
+			ref := refStore(t, book.NumNodes())
+			ctx := context.Background()
+			kvs := make([]*client.KV, n)
+			for p := range n {
+				kvs[p] = dialKV(t, c.sockets[p])
+			}
+			// Every trainer declares the tables; the second declaration is a
+			// no-op, a different spec is refused naming the field.
+			for p := range n {
+				for _, ts := range kvTables() {
+					info, err := kvs[p].Create(ctx, ts)
+					if err != nil {
+						t.Fatalf("node %d: create %s: %v", p, ts.Name, err)
+					}
+					if info.Created != (p == 0) || len(info.Bounds) != n+1 {
+						t.Fatalf("node %d: create %s: created %v, bounds %v", p, ts.Name, info.Created, info.Bounds)
+					}
+				}
+			}
+			bad := kvTables()[0]
+			bad.Dim = 4
+			if _, err := kvs[n-1].Create(ctx, bad); err == nil || !strings.Contains(err.Error(), "dim differs") {
+				t.Fatalf("create with another dim: %v, want an error naming dim", err)
+			}
+
+			// Async pushes, in a fixed order, of ids spread over every part
+			// (with a duplicate).
+			total := book.NumNodes()
+			ids := []uint64{0, total - 1, total / 2, 7, total / 3, 7}
+			g := make([]float32, len(ids)*4)
+			for round := range 2 {
+				for p := range n {
+					copy(g, grad(p, round, len(g)))
+					if err := kvs[p].Push(ctx, "emb", ids, g); err != nil {
+						t.Fatal(err)
+					}
+					if err := ref.Push("emb", ids, g); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			want, _ := ref.Pull("emb", ids, nil)
+			for p := range n {
+				got, err := kvs[p].Pull(ctx, "emb", ids, nil)
+				if err != nil || !slices.Equal(got, want) {
+					t.Fatalf("node %d: emb rows %v, %v; want %v", p, got, err, want)
+				}
+			}
+
+			// Synchronous steps: every trainer pushes concurrently.
+			dense := make([]uint64, 11)
+			for i := range dense {
+				dense[i] = uint64(i)
+			}
+			for step := range 3 {
+				var wg sync.WaitGroup
+				errs := make([]error, 2*n)
+				for p := range n {
+					wg.Go(func() {
+						errs[p] = kvs[p].PushSync(ctx, "dense", uint64(step), p, n, grad(p, step, 33))
+					})
+					wg.Go(func() {
+						errs[n+p] = ref.PushSync(ctx, "dense", uint64(step), p, n, grad(p, step, 33))
+					})
+				}
+				wg.Wait()
+				if err := errors.Join(errs...); err != nil {
+					t.Fatal(err)
+				}
+				want, _ := ref.Pull("dense", dense, nil)
+				for p := range n {
+					got, v, err := kvs[p].PullVersion(ctx, "dense", uint64(step+1), dense, nil)
+					if err != nil || v != uint64(step+1) || !slices.Equal(got, want) {
+						t.Fatalf("node %d after step %d: version %d, %v; rows %v want %v", p, step, v, err, got, want)
+					}
+				}
+			}
+			for p := range n {
+				if err := kvs[p].Done(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestKVTrainerLeaves: when a trainer's connection drops in the middle
+// of a synchronous step, the step fails at once for the others with an
+// error naming it, well before the sync timeout.
+func TestKVTrainerLeaves(t *testing.T) {
+	parts := clusterParts(t, 2)
+	c := startClusterWith(t, parts, 2, "5s", func(int) string { return "[kv]\nsync_timeout = \"60s\"\n" })
+	ctx := context.Background()
+	k0, k1 := dialKV(t, c.sockets[0]), dialKV(t, c.sockets[1])
+	ts := kvTables()[0]
+	for _, k := range []*client.KV{k0, k1} {
+		if _, err := k.Create(ctx, ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Step 0 completes with both.
+	var wg sync.WaitGroup
+	var e0, e1 error
+	wg.Go(func() { e0 = k0.PushSync(ctx, "dense", 0, 0, 2, grad(0, 0, 33)) })
+	wg.Go(func() { e1 = k1.PushSync(ctx, "dense", 0, 1, 2, grad(1, 0, 33)) })
+	wg.Wait()
+	if e0 != nil || e1 != nil {
+		t.Fatal(e0, e1)
+	}
+	// Step 1: trainer 0 pushes and waits; trainer 1 hangs up instead.
+	began := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- k0.PushSync(ctx, "dense", 1, 0, 2, grad(0, 1, 33)) }()
+	time.Sleep(200 * time.Millisecond)
+	k1.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, kv.ErrStepFailed) || !strings.Contains(err.Error(), "trainer 1") {
+			t.Fatalf("step 1: %v, want ErrStepFailed naming trainer 1", err)
+		}
+		if d := time.Since(began); d > 10*time.Second {
+			t.Fatalf("step failed after %v: the sync timeout, not the leave", d)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("step 1 still waiting 30 s after trainer 1 hung up")
+	}
+}
+
+// TestKVCheckpoint: kv_save writes every shard on every node; SIGTERM
+// checkpoints too; restarted nodes with kv.load resume the tables with
+// the same rows and version.
+func TestKVCheckpoint(t *testing.T) {
+	parts := clusterParts(t, 2)
+	dirs := []string{t.TempDir(), t.TempDir()}
+	c := startClusterWith(t, parts, 2, "5s", func(p int) string {
+		return fmt.Sprintf("[kv]\ncheckpoint_dir = %q\nload = true\n", dirs[p])
+	})
+	ctx := context.Background()
+	k0, k1 := dialKV(t, c.sockets[0]), dialKV(t, c.sockets[1])
+	for _, ts := range kvTables() {
+		for _, k := range []*client.KV{k0, k1} {
+			if _, err := k.Create(ctx, ts); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ids := []uint64{0, 1, 2999, 1500}
+	if err := k0.Push(ctx, "emb", ids, grad(0, 0, 16)); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { k0.PushSync(ctx, "dense", 0, 0, 2, grad(0, 0, 33)) })
+	wg.Go(func() { k1.PushSync(ctx, "dense", 0, 1, 2, grad(1, 0, 33)) })
+	wg.Wait()
+	info, err := k1.Save(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(info.Tables, []string{"dense", "emb"}) {
+		t.Fatalf("saved %v", info.Tables)
+	}
+	for p, d := range dirs {
+		for _, name := range []string{"dense", "emb"} {
+			if _, err := os.Stat(filepath.Join(d, kv.FileName(name, p))); err != nil {
+				t.Fatalf("kv_save: %v", err)
+			}
+		}
+	}
+	// A push after the save: only the SIGTERM checkpoint has it.
+	if err := k1.Push(ctx, "emb", ids, grad(1, 1, 16)); err != nil {
+		t.Fatal(err)
+	}
+	emb, _ := k0.Pull(ctx, "emb", ids, nil)
+	dense, _ := k0.Pull(ctx, "dense", []uint64{0, 5, 10}, nil)
+	k0.Done(ctx)
+	k1.Done(ctx)
+	k0.Close()
+	k1.Close()
+	for p := range 2 {
+		c.nodes[p].stop()
+		if !c.nodes[p].logHas("kv checkpoint written") {
+			t.Fatalf("node %d: no checkpoint at SIGTERM:\n%s", p, c.nodes[p].log)
+		}
+	}
+	for p := range 2 {
+		c.nodes[p] = startDaemon(t, c.bin, c.configs[p], c.sockets[p], c.rings[p])
+	}
+	for p := range 2 {
+		c.waitReady(p)
+	}
+	k0 = dialKV(t, c.sockets[0])
+	k1 = dialKV(t, c.sockets[1])
+	for _, ts := range kvTables() {
+		if _, err := k1.Create(ctx, ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gotEmb, _ := k0.Pull(ctx, "emb", ids, nil)
+	gotDense, v, err := k0.PullVersion(ctx, "dense", 0, []uint64{0, 5, 10}, nil)
+	if err != nil || v != 1 || !slices.Equal(gotEmb, emb) || !slices.Equal(gotDense, dense) {
+		t.Fatalf("after restart: version %d (%v), emb %v want %v, dense %v want %v", v, err, gotEmb, emb, gotDense, dense)
+	}
+}

@@ -1,0 +1,70 @@
+// Package train holds the built-in trainers. This file's trainer is
+// GraphSAGE node classification (PyG's SAGEConv with mean aggregation and
+// a root weight; 2 or 3 layers, ReLU, dropout, softmax cross-entropy,
+// Adam), written on gonum's BLAS with a hand-written backward pass. It
+// reads batches exactly as an external trainer does: decoded batch
+// records (sample.View) from the ring, through a Batches source.
+//
+// # Contract
+//
+// The caller (cmd/node's train command, or a test) does, on every host:
+//
+//  1. Build a Config (DefaultConfig, then FeatDim and Classes from the
+//     graph; the same for every trainer but Rank) and a Sync: NoSync for
+//     one trainer, NewLocalSync for trainers in one process, the kv
+//     table's synchronous all-reduce across hosts. Size that table with
+//     Trainer.SyncLen.
+//  2. New(cfg, sync): parameters are initialised from cfg.Seed, so every
+//     trainer starts from the same ones.
+//  3. Open three loaders on the local node (node/client): train (the
+//     rank's share of the train split, shuffled, cfg.Epochs epochs,
+//     fanouts with at least cfg.Layers hops), val and test (no shuffle,
+//     cfg.Evaluations() epochs; fanouts -1 for exact neighbourhoods).
+//     Wrap each in BatchesFunc, mapping client.ErrEndOfEpoch to
+//     ErrEndOfEpoch.
+//  4. Run(ctx, Data{Train, Val, Test}, report): report gets an EpochStats
+//     per epoch (log it: it is a slog.LogValuer). On an error of one
+//     trainer, the others fail too (the failure travels in the next sync
+//     round), so no trainer waits forever; a trainer whose own context
+//     ends leaves, and a Sync must then fail the others.
+//
+// # Data-parallel training
+//
+// Each round every trainer computes the gradient of the summed loss of
+// its next batch, appends its loss, correct and labelled-seed counts and
+// an "active" flag, and all-reduces that vector (mean). The averaged
+// gradient divided by the averaged count is the gradient of the mean loss
+// over every trainer's seeds, whatever the number of trainers and however
+// uneven their batches. Every trainer then applies the same Adam step, so
+// parameters stay bit-identical. A trainer whose epoch is over keeps
+// joining rounds with zeros until no trainer is active: trainers may have
+// different batch counts per epoch. Evaluation takes one more round per
+// epoch for the val and test counts, so accuracies are over all trainers.
+// Rounds are numbered 0, 1, 2, … (the step of Sync.AllReduce).
+//
+// # The model
+//
+// Layer l maps its input rows H to O[t] = mean_{j∈N(t)} H[j]·W_l + H[t]·W_r
+// + b, with ReLU and dropout between layers (dropout on the features is
+// InputDropout, on hidden layers Dropout; masks are a pure function of
+// seed, rank, epoch, batch and layer). As PyG's trim_to_layer does, layer
+// l only computes the nodes within L−1−l hops of the seeds, from the
+// edges of the first L−l hops (num_sampled_nodes / num_sampled_edges);
+// hops beyond L are ignored. Each layer picks, per batch, whether to
+// aggregate then project or project then aggregate, by counting
+// multiply-adds. Features with few non-zeros (bag-of-words) are kept in
+// compressed rows for the first layer. Aggregation splits feature columns
+// over Config.Threads goroutines; dense products go to gonum's BLAS,
+// which splits them over GOMAXPROCS. Results do not depend on the number
+// of threads.
+//
+// Parameters form one float32 vector, layer by layer: W_l (d_in × d_out,
+// row-major), W_r (same), b (d_out).
+//
+// # Concurrency
+//
+// A Trainer belongs to one goroutine. NoSync and the Syncs of
+// NewLocalSync are safe for the use described (one goroutine per rank).
+// A View handed to the trainer is read until the next Next call, never
+// written.
+package train

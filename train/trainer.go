@@ -1,0 +1,281 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"graphnode/sample"
+)
+
+// The sync vector is the flat gradient followed by these statistics. Sync
+// averages them across trainers; every figure derived from them is a
+// ratio of two averages (loss/count, correct/count), which is the ratio
+// of the sums, so no trainer needs to know how many there are.
+const (
+	statActive      = iota // 1: this trainer trained on a batch in the round
+	statFailed             // 1: this trainer failed; everyone stops
+	statLoss               // summed cross-entropy of the batch
+	statCorrect            // seeds predicted right
+	statCount              // labelled seeds
+	statValCorrect         // evaluation rounds: val seeds right
+	statValCount           // … and labelled
+	statTestCorrect        // evaluation rounds: test seeds right
+	statTestCount          // … and labelled
+	statsLen
+)
+
+// Data are a trainer's batch sources. Val and Test may be nil (no
+// evaluation); every trainer of a job must give the same ones.
+type Data struct {
+	Train, Val, Test Batches
+}
+
+// Trainer trains GraphSAGE on batches. It is not safe for concurrent use;
+// run one per goroutine (trainers of one job talk only through Sync).
+type Trainer struct {
+	cfg  Config
+	net  *net[float32]
+	opt  adam
+	sync Sync
+	step int       // AllReduce rounds so far: the step of the next one
+	vec  []float32 // the sync vector
+	grad []float32 // the averaged gradient handed to Adam
+
+	drops   []drop
+	streams []uint64
+}
+
+// New checks cfg and builds a trainer whose parameters are initialised
+// from cfg.Seed (the same on every trainer of a job).
+func New(cfg Config, sync Sync) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if sync == nil {
+		return nil, fmt.Errorf("train: sync is nil (use NoSync for one trainer): %w", ErrInvalid)
+	}
+	n := newNet[float32](cfg.dims(), cfg.Seed, cfg.threads(), cfg.now)
+	t := &Trainer{cfg: cfg, net: n, sync: sync, opt: newAdam(&cfg, len(n.params))}
+	t.vec = make([]float32, len(n.params)+statsLen)
+	t.grad = make([]float32, len(n.params))
+	t.drops = make([]drop, cfg.Layers)
+	t.streams = make([]uint64, cfg.Layers)
+	for l := range t.drops {
+		t.drops[l] = newDrop(cfg.Dropout)
+	}
+	t.drops[0] = newDrop(cfg.InputDropout)
+	return t, nil
+}
+
+// Config is the trainer's configuration.
+func (t *Trainer) Config() Config { return t.cfg }
+
+// NumParams is the length of the parameter vector.
+func (t *Trainer) NumParams() int { return len(t.net.params) }
+
+// SyncLen is the length of every vector the trainer hands to Sync: the
+// parameter count plus a few statistics.
+func (t *Trainer) SyncLen() int { return len(t.vec) }
+
+// Params is the live parameter vector (layout in model.go: per layer W_l,
+// W_r, b). It must not be written, and changes with every step.
+func (t *Trainer) Params() []float32 { return t.net.params }
+
+// Run trains for cfg.Epochs epochs (fewer with early stopping): per epoch
+// one pass over data.Train, then, when cfg.Evaluates(epoch), one pass over
+// data.Val and one over data.Test. report, when non-nil, is called after
+// every epoch. On error the trainer cannot be used further.
+func (t *Trainer) Run(ctx context.Context, data Data, report func(EpochStats)) (Result, error) {
+	res := Result{Best: -1}
+	since := 0
+	for e := range t.cfg.Epochs {
+		st, err := t.trainEpoch(ctx, e, data.Train)
+		if err != nil {
+			return res, err
+		}
+		if t.cfg.Evaluates(e) && (data.Val != nil || data.Test != nil) {
+			if err := t.evalEpoch(ctx, e, data, &st); err != nil {
+				return res, err
+			}
+			if data.Val != nil {
+				if res.Best < 0 || st.ValAcc > res.Epochs[res.Best].ValAcc {
+					res.Best, since = len(res.Epochs), 0
+				} else {
+					since++
+				}
+			}
+		}
+		res.Epochs = append(res.Epochs, st)
+		if report != nil {
+			report(st)
+		}
+		if t.cfg.Patience > 0 && since >= t.cfg.Patience {
+			res.Stopped = true
+			break
+		}
+	}
+	return res, nil
+}
+
+// trainEpoch runs one synchronous pass over src. Each round every trainer
+// contributes its next batch's gradient, or zeros once its epoch is over;
+// the rounds end when no trainer had a batch, so trainers with different
+// batch counts stay in step.
+func (t *Trainer) trainEpoch(ctx context.Context, e int, src Batches) (EpochStats, error) {
+	st := EpochStats{Epoch: e}
+	P := len(t.net.params)
+	start := t.cfg.now()
+	prof0 := t.net.prof
+	var loss, correct, count float64
+	done := false
+	for {
+		clear(t.vec)
+		var fail error
+		if !done {
+			v, err := src.Next(ctx)
+			switch {
+			case errors.Is(err, ErrEndOfEpoch):
+				done = true
+			case ctx.Err() != nil:
+				return st, fmt.Errorf("train: epoch %d: %w", e, ctx.Err())
+			case errors.Is(err, io.EOF):
+				fail = fmt.Errorf("train: epoch %d: training batches ended early: %w", e, err)
+			case err != nil:
+				fail = fmt.Errorf("train: epoch %d: training batches: %w", e, err)
+			default:
+				fail = t.batchGrad(e, &v)
+				st.Batches++
+				st.Edges += t.net.b.sampled
+			}
+		}
+		if fail != nil {
+			clear(t.vec)
+			t.vec[P+statFailed] = 1
+		}
+		if err := t.allReduce(ctx, e, fail != nil); err != nil || fail != nil {
+			return st, errors.Join(fail, err)
+		}
+		s := t.vec[P:]
+		if s[statActive] == 0 {
+			break
+		}
+		if n := float64(s[statCount]); n > 0 {
+			inv := 1 / n
+			for i, g := range t.vec[:P] {
+				t.grad[i] = float32(float64(g) * inv)
+			}
+			t.opt.step(t.net.params, t.grad)
+			st.Steps++
+		}
+		loss += float64(s[statLoss])
+		correct += float64(s[statCorrect])
+		count += float64(s[statCount])
+	}
+	if count > 0 {
+		st.Loss, st.TrainAcc = loss/count, correct/count
+	}
+	st.TrainTime = t.cfg.now().Sub(start)
+	st.GEMMTime = t.net.prof.gemm - prof0.gemm
+	st.AggTime = t.net.prof.agg - prof0.agg
+	return st, nil
+}
+
+// batchGrad computes the summed loss gradient of one batch into t.vec.
+func (t *Trainer) batchGrad(e int, v *sample.View) error {
+	n := t.net
+	for l := range t.streams {
+		t.streams[l] = dropStream(t.cfg.Seed, t.cfg.Rank, e, int(v.Header.Index), l)
+	}
+	logits, err := n.forward(v, t.cfg.Normalize, t.drops, t.streams)
+	if err != nil {
+		return err
+	}
+	loss, correct, count := n.lossGrad(logits, n.b.labels)
+	clear(n.grads)
+	n.backward()
+	P := len(n.params)
+	copy(t.vec, n.grads)
+	s := t.vec[P:]
+	s[statActive] = 1
+	s[statLoss] = float32(loss)
+	s[statCorrect] = float32(correct)
+	s[statCount] = float32(count)
+	return nil
+}
+
+// evalEpoch evaluates on data.Val and data.Test and combines the counts
+// of all trainers in one round.
+func (t *Trainer) evalEpoch(ctx context.Context, e int, data Data, st *EpochStats) error {
+	start := t.cfg.now()
+	P := len(t.net.params)
+	var vc, vn, tc, tn int
+	var fail error
+	if data.Val != nil {
+		vc, vn, fail = t.Evaluate(ctx, data.Val)
+	}
+	if fail == nil && data.Test != nil {
+		tc, tn, fail = t.Evaluate(ctx, data.Test)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("train: epoch %d: evaluation: %w", e, ctx.Err())
+	}
+	clear(t.vec)
+	s := t.vec[P:]
+	if fail != nil {
+		s[statFailed] = 1
+		fail = fmt.Errorf("train: epoch %d: evaluation: %w", e, fail)
+	}
+	s[statValCorrect], s[statValCount] = float32(vc), float32(vn)
+	s[statTestCorrect], s[statTestCount] = float32(tc), float32(tn)
+	if err := t.allReduce(ctx, e, fail != nil); err != nil || fail != nil {
+		return errors.Join(fail, err)
+	}
+	st.Evaluated = true
+	st.ValAcc = ratio(s[statValCorrect], s[statValCount])
+	st.TestAcc = ratio(s[statTestCorrect], s[statTestCount])
+	st.EvalTime = t.cfg.now().Sub(start)
+	return nil
+}
+
+func ratio(a, b float32) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// allReduce runs one Sync round on t.vec and fails when another trainer
+// reported a failure in it (failed: this one did, and says why itself).
+func (t *Trainer) allReduce(ctx context.Context, e int, failed bool) error {
+	step := t.step
+	t.step++
+	if err := t.sync.AllReduce(ctx, step, t.vec); err != nil {
+		return fmt.Errorf("train: epoch %d: sync step %d: %w", e, step, err)
+	}
+	if !failed && t.vec[len(t.net.params)+statFailed] != 0 {
+		return fmt.Errorf("train: epoch %d: sync step %d: another trainer failed: %w", e, step, ErrSync)
+	}
+	return nil
+}
+
+// Evaluate runs sampled inference (no dropout) over one epoch of src and
+// counts this trainer's labelled seeds and those predicted right.
+func (t *Trainer) Evaluate(ctx context.Context, src Batches) (correct, count int, err error) {
+	for {
+		v, err := src.Next(ctx)
+		if errors.Is(err, ErrEndOfEpoch) {
+			return correct, count, nil
+		}
+		if err != nil {
+			return correct, count, fmt.Errorf("train: evaluation batches: %w", err)
+		}
+		c, n, err := t.net.evaluate(&v, t.cfg.Normalize)
+		if err != nil {
+			return correct, count, err
+		}
+		correct += c
+		count += n
+	}
+}

@@ -1,0 +1,286 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"graphnode/sample"
+)
+
+// smallSetup is a learnable block graph and a 2-layer model for it.
+func smallSetup(t testing.TB) (*sample.Mem, Config) {
+	g := blockGraph(1, 600, 6, 12, 4, 0.8, 1.0)
+	cfg := DefaultConfig()
+	cfg.FeatDim, cfg.Classes = g.d, g.classes
+	cfg.Hidden, cfg.Epochs, cfg.Seed = 16, 15, 5
+	return g.mem(t, sample.F32), cfg
+}
+
+// data is the sources of rank r of world over p: train 0…299, val
+// 300…449, test 450…599.
+func data(t testing.TB, p sample.Partition, r, world, batch int, fan []int) Data {
+	opt := func(bs int, shuffle bool) sample.PlanOptions {
+		return sample.PlanOptions{BatchSize: bs, Shuffle: shuffle, Seed: 9, Rank: r, WorldSize: world}
+	}
+	return Data{
+		Train: newBatches(t, p, ids(300, 0, 1), fan, opt(batch, true)),
+		Val:   newBatches(t, p, ids(450, 300, 1), fan, opt(200, false)),
+		Test:  newBatches(t, p, ids(600, 450, 1), fan, opt(200, false)),
+	}
+}
+
+func TestTrainerLearns(t *testing.T) {
+	p, cfg := smallSetup(t)
+	tr, err := New(cfg, NoSync{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reported []int
+	res, err := tr.Run(context.Background(), data(t, p, 0, 1, 32, []int{5, 5}), func(s EpochStats) {
+		reported = append(reported, s.Epoch)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, last := res.Epochs[0], res.Epochs[len(res.Epochs)-1]
+	t.Logf("epoch 0: loss %.3f val %.3f; last: loss %.3f train %.3f val %.3f test %.3f",
+		first.Loss, first.ValAcc, last.Loss, last.TrainAcc, last.ValAcc, last.TestAcc)
+	if !slices.Equal(reported, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}) {
+		t.Errorf("reported epochs %v", reported)
+	}
+	if last.TestAcc < 0.9 || last.ValAcc < 0.9 || last.Loss > first.Loss/2 {
+		t.Errorf("did not learn: loss %.3f → %.3f, val %.3f, test %.3f", first.Loss, last.Loss, last.ValAcc, last.TestAcc)
+	}
+	if last.Batches != 10 || last.Steps != 10 || last.Edges == 0 || !last.Evaluated {
+		t.Errorf("last epoch: %d batches, %d steps, %d edges, evaluated %v; want 10, 10, > 0, true", last.Batches, last.Steps, last.Edges, last.Evaluated)
+	}
+	if res.Best < 0 || res.BestEpoch().ValAcc < last.ValAcc || res.Stopped {
+		t.Errorf("best %d (val %.3f), stopped %v", res.Best, res.BestEpoch().ValAcc, res.Stopped)
+	}
+	var buf strings.Builder
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("epoch", "stats", last)
+	for _, key := range []string{"stats.epoch=14", "stats.loss=", "stats.val_acc=", "stats.test_acc=", "stats.batches_per_s=", "stats.edges_per_s="} {
+		if !strings.Contains(buf.String(), key) {
+			t.Errorf("log line %q lacks %s", buf.String(), key)
+		}
+	}
+}
+
+// runRanks trains world trainers in goroutines and returns them and
+// their results; a failing trainer cancels nothing (the others must see
+// its failure through Sync).
+func runRanks(t *testing.T, cfg Config, world int, mk func(r int) Data) ([]*Trainer, []Result, []error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	syncs := NewLocalSync(world)
+	trs := make([]*Trainer, world)
+	res := make([]Result, world)
+	errs := make([]error, world)
+	var wg sync.WaitGroup
+	for r := range world {
+		c := cfg
+		c.Rank = r
+		tr, err := New(c, syncs[r])
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs[r] = tr
+		d := mk(r)
+		wg.Go(func() { res[r], errs[r] = tr.Run(ctx, d, nil) })
+	}
+	wg.Wait()
+	return trs, res, errs
+}
+
+// TestTrainersStayIdentical: two trainers with different batch counts
+// (26 and 25 seeds in batches of 5) and their own dropout masks end with
+// bit-identical parameters and report the same figures.
+func TestTrainersStayIdentical(t *testing.T) {
+	p, cfg := smallSetup(t)
+	cfg.Epochs, cfg.InputDropout = 3, 0.2
+	trs, res, errs := runRanks(t, cfg, 2, func(r int) Data {
+		opt := sample.PlanOptions{BatchSize: 5, Shuffle: true, Seed: 9, Rank: r, WorldSize: 2}
+		d := data(t, p, r, 2, 5, []int{4, 4})
+		d.Train = newBatches(t, p, ids(51, 0, 1), []int{4, 4}, opt)
+		return d
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	if !slices.Equal(trs[0].Params(), trs[1].Params()) {
+		t.Fatal("parameters differ between the trainers")
+	}
+	if slices.Equal(trs[0].Params(), newNet[float32](cfg.dims(), cfg.Seed, 1, time.Now).params) {
+		t.Fatal("parameters never changed")
+	}
+	for e := range cfg.Epochs {
+		a, b := res[0].Epochs[e], res[1].Epochs[e]
+		if a.Batches != 6 || b.Batches != 5 || a.Steps != 6 || b.Steps != 6 {
+			t.Errorf("epoch %d: batches %d and %d, steps %d and %d; want 6, 5, 6, 6", e, a.Batches, b.Batches, a.Steps, b.Steps)
+		}
+		if a.Loss != b.Loss || a.TrainAcc != b.TrainAcc || a.ValAcc != b.ValAcc || a.TestAcc != b.TestAcc {
+			t.Errorf("epoch %d: rank 0 %+v, rank 1 %+v", e, a, b)
+		}
+	}
+}
+
+// TestTwoTrainersMatchOne: with full neighbourhoods and no dropout, two
+// trainers on halves of the seeds compute the gradient one trainer
+// computes on all of them (the mean over every labelled seed).
+func TestTwoTrainersMatchOne(t *testing.T) {
+	p, cfg := smallSetup(t)
+	cfg.Epochs, cfg.Dropout = 1, 0
+	full := []int{-1, -1}
+	seeds := ids(40, 0, 1)
+	mk := func(world int) func(r int) Data {
+		return func(r int) Data {
+			opt := sample.PlanOptions{BatchSize: 40 / world, Seed: 9, Rank: r, WorldSize: world}
+			return Data{Train: newBatches(t, p, seeds, full, opt)}
+		}
+	}
+	one, _, errs1 := runRanks(t, cfg, 1, mk(1))
+	two, _, errs2 := runRanks(t, cfg, 2, mk(2))
+	if err := errors.Join(errs1[0], errs2[0], errs2[1]); err != nil {
+		t.Fatal(err)
+	}
+	worst, norm := 0.0, 0.0
+	for i, g := range one[0].grad {
+		worst = max(worst, float64(abs(g-two[0].grad[i])))
+		norm = max(norm, float64(abs(g)))
+	}
+	if norm == 0 || worst > 1e-5*norm {
+		t.Errorf("gradients differ by %g (largest %g)", worst, norm)
+	}
+}
+
+func abs(x float32) float32 { return max(x, -x) }
+
+// failing is a Batches that fails at its n-th call.
+type failing struct {
+	Batches
+	n   int
+	err error
+}
+
+func (f *failing) Next(ctx context.Context) (sample.View, error) {
+	if f.n--; f.n == 0 {
+		return sample.View{}, f.err
+	}
+	return f.Batches.Next(ctx)
+}
+
+func TestRunFailures(t *testing.T) {
+	p, cfg := smallSetup(t)
+	cfg.Epochs = 2
+	boom := errors.New("boom")
+	for _, c := range []struct {
+		name  string
+		set   func(*Config)
+		data  func(Data) Data
+		world int
+		want  []error // per rank
+	}{
+		{"feat dim", func(c *Config) { c.FeatDim++ }, nil, 1, []error{ErrBatch}},
+		{"classes", func(c *Config) { c.Classes = 2 }, nil, 1, []error{ErrBatch}},
+		{"hops", func(c *Config) { c.Layers = 3 }, nil, 1, []error{ErrBatch}},
+		{"source", nil, func(d Data) Data { d.Train = &failing{d.Train, 3, boom}; return d }, 1, []error{boom}},
+		{"eof", nil, func(d Data) Data { d.Train.(*memBatches).epochs = 1; return d }, 1, []error{io.EOF}},
+		{"eval", nil, func(d Data) Data { d.Test = &failing{d.Test, 1, boom}; return d }, 1, []error{boom}},
+		{"peer", nil, func(d Data) Data { d.Train = &failing{d.Train, 4, boom}; return d }, 2, []error{ErrSync, boom}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := cfg
+			if c.set != nil {
+				c.set(&cfg)
+			}
+			_, _, errs := runRanks(t, cfg, c.world, func(r int) Data {
+				d := data(t, p, r, c.world, 64, []int{3, 3})
+				if c.data != nil && r == c.world-1 {
+					d = c.data(d)
+				}
+				return d
+			})
+			for r, err := range errs {
+				if !errors.Is(err, c.want[r]) || !strings.HasPrefix(err.Error(), "train: ") {
+					t.Errorf("rank %d: %v, want %v", r, err, c.want[r])
+				}
+			}
+		})
+	}
+}
+
+func TestRunCancelled(t *testing.T) {
+	p, cfg := smallSetup(t)
+	tr, err := New(cfg, NoSync{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := tr.Run(ctx, data(t, p, 0, 1, 64, []int{3, 3}), nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled run: %v", err)
+	}
+}
+
+// TestEarlyStopping: with a step too small to change a prediction, the
+// val accuracy never improves on the first evaluation, so the run stops
+// Patience evaluations later; evaluations follow EvalEvery.
+func TestEarlyStopping(t *testing.T) {
+	p, cfg := smallSetup(t)
+	cfg.LR, cfg.Epochs, cfg.EvalEvery, cfg.Patience = 1e-12, 20, 2, 3
+	tr, err := New(cfg, NoSync{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := data(t, p, 0, 1, 100, []int{-1, -1}) // the same val batches every epoch
+	res, err := tr.Run(context.Background(), d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evaluated []int
+	for _, s := range res.Epochs {
+		if s.Evaluated {
+			evaluated = append(evaluated, s.Epoch)
+		}
+	}
+	if !res.Stopped || res.Best != 1 || len(res.Epochs) != 8 || !slices.Equal(evaluated, []int{1, 3, 5, 7}) {
+		t.Fatalf("stopped %v after %d epochs, best %d, evaluated %v; want stopped after 8, best 1, evaluated [1 3 5 7]",
+			res.Stopped, len(res.Epochs), res.Best, evaluated)
+	}
+	if got := d.Val.(*memBatches).epoch; got != 4 {
+		t.Errorf("val source read for %d epochs, want 4", got)
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	_, cfg := smallSetup(t)
+	if _, err := New(cfg, nil); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nil sync: %v", err)
+	}
+	cfg.Layers = 1
+	if _, err := New(cfg, NoSync{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("1 layer: %v", err)
+	}
+	cfg.Layers = 3
+	tr, err := New(cfg, NoSync{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 3 layers of widths 12→16→16→4: (2·12·16+16) + (2·16·16+16) + (2·16·4+4).
+	if want := 400 + 528 + 132; tr.NumParams() != want || tr.SyncLen() != want+statsLen {
+		t.Errorf("%d params, sync length %d; want %d, %d", tr.NumParams(), tr.SyncLen(), want, want+statsLen)
+	}
+	if tr.Config().Layers != 3 {
+		t.Errorf("config layers %d", tr.Config().Layers)
+	}
+}
