@@ -119,17 +119,26 @@ func (n *Node) exited(l *loader, p *proc, err error) {
 	p.mu.state, p.mu.status = state, status
 	p.mu.Unlock()
 	n.mesh.traffic.done(p)
-	if state == stateFailed {
-		n.reportFailure(l, p, status)
+	switch {
+	case state == stateFailed:
+		msg := fmt.Sprintf("worker %d (pid %d) failed before producing: %s", p.worker, p.pid, status)
+		n.closeUnattached(l, p, sample.KindError, msg)
+	case p.stopping.Load():
+		// Stopped by the node, perhaps before it attached (SIGTERM during
+		// start-up): the trainer must read "stopped", as from a sampler
+		// that drained.
+		n.closeUnattached(l, p, sample.KindEndOfStream, "")
 	}
 }
 
-// reportFailure writes an error record into the sub-ring of a sampler
-// that failed before it attached as its producer (it could not map the
-// ring, say), so the trainer gets an error, not a wait. A sampler that
-// did attach is reported by the ring layer instead (shm.ErrProducerDead,
-// within about a second): a producer's sub-ring cannot be taken over.
-func (n *Node) reportFailure(l *loader, p *proc, status string) {
+// closeUnattached writes the last record of a sampler that ended before it
+// attached as the producer of its sub-ring — an error record when it
+// failed (it could not map the ring, say), end-of-stream when the node
+// stopped it — so that the trainer reads why instead of waiting for a
+// producer that never comes. A sampler that did attach wrote its own last
+// record, or is reported by the ring layer (shm.ErrProducerDead, within
+// about a second): a producer's sub-ring cannot be taken over.
+func (n *Node) closeUnattached(l *loader, p *proc, kind sample.Kind, msg string) {
 	n.mu.Lock()
 	ring := l.ring
 	n.mu.Unlock()
@@ -138,21 +147,20 @@ func (n *Node) reportFailure(l *loader, p *proc, status string) {
 	}
 	prod, err := ring.Producer(p.worker)
 	if err != nil {
-		return // attached before: shm reports the dead producer
+		return // attached before: its own record, or shm's dead-producer error
 	}
 	defer prod.Close()
-	msg := fmt.Sprintf("worker %d (pid %d) failed before producing: %s", p.worker, p.pid, status)
 	ctx, cancel := context.WithTimeout(context.Background(), finalWait)
 	defer cancel()
 	buf, err := prod.Reserve(ctx, sample.ControlSize(msg))
 	if err == nil {
 		var k int
-		if k, err = sample.EncodeControl(buf, sample.KindError, 0, 0, msg); err == nil {
+		if k, err = sample.EncodeControl(buf, kind, 0, 0, msg); err == nil {
 			err = prod.Commit(k)
 		}
 	}
 	if err != nil {
-		n.log.Warn("could not report sampler failure on the ring", "loader", l.id, "worker", p.worker, "err", err)
+		n.log.Warn("could not write the last record of a sampler on the ring", "loader", l.id, "worker", p.worker, "err", err)
 	}
 }
 
