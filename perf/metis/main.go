@@ -1,0 +1,200 @@
+// Command metis compares partition.Multilevel with METIS's gpmetis on the
+// same graphs: edge cut, communication volume, balance, wall time and
+// peak memory. Both partitioners run as child processes under
+// /usr/bin/time -v and read the same METIS graph file, so time and RSS
+// are measured the same way. See README.md.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"graphnode/partition"
+)
+
+func main() {
+	work := flag.String("work", filepath.Join(os.TempDir(), "metis-compare"), "directory for graph and partition files")
+	data := flag.String("data", "/work/shared/data", "dataset directory (cora/, blogcatalog/)")
+	graphs := flag.String("graphs", "cora,blogcatalog,rmat1m", "graphs: cora, blogcatalog, rmat1m, rmat2m")
+	partsFlag := flag.String("parts", "2,4,8", "part counts")
+	gpmetis := flag.String("gpmetis", "gpmetis", "gpmetis binary")
+	seed := flag.Uint64("seed", 1, "seed of our partitioner")
+	// Child mode: partition a METIS file with partition.Multilevel.
+	child := flag.String("child", "", "internal: METIS graph file to partition")
+	childParts := flag.Int("k", 2, "internal: parts")
+	childOut := flag.String("out", "", "internal: partition output file")
+	gogc := flag.Int("gogc", 25, "GC percent of the measured child (Go's default is 100)")
+	flag.Parse()
+	if *child != "" {
+		if err := runChild(*child, *childParts, *seed, *childOut, *gogc); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(*work, *data, strings.Split(*graphs, ","), *partsFlag, *gpmetis, *seed, *gogc); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// runChild is what the measured child process does.
+//
+// The partitioner's heap is a few large pointer-free slices, so a
+// collection costs little while the default GOGC=100 lets the heap grow
+// to twice what is live: the child collects at 25% growth, as a
+// partitioning command should.
+func runChild(path string, k int, seed uint64, out string, gogc int) error {
+	debug.SetGCPercent(gogc)
+	t0 := time.Now()
+	g, err := readMETIS(path)
+	if err != nil {
+		return err
+	}
+	t1 := time.Now()
+	parts, err := partition.Multilevel(context.Background(), g, partition.MultilevelOptions{Parts: k, Seed: seed})
+	if err != nil {
+		return err
+	}
+	t2 := time.Now()
+	fmt.Printf("read %.3f sec\nPartitioning: %.3f sec\n", t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds())
+	return writeParts(out, parts)
+}
+
+// measured is one partitioner's result on one graph and part count.
+type measured struct {
+	q      partition.PartitionQuality
+	wall   float64 // seconds, whole process
+	part   float64 // seconds, partitioning only (as the program reports it)
+	cpu    float64 // seconds, user + system
+	rssMiB float64
+}
+
+func run(work, data string, graphs []string, partsFlag, gpmetis string, seed uint64, gogc int) error {
+	var ks []int
+	for _, s := range strings.Split(partsFlag, ",") {
+		k, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("metis: -parts %q: %w", partsFlag, err)
+		}
+		ks = append(ks, k)
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var table []string
+	table = append(table,
+		"| graph | n | m | k | cut % ours | cut % gpmetis | cut ratio | comm vol ours | comm vol gpmetis | vol ratio | balance ours | balance gpmetis | wall s ours | wall s gpmetis | time ratio | part s ours | part s gpmetis | cpu s ours | cpu s gpmetis | RSS MiB ours | RSS MiB gpmetis | RSS ratio |",
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, name := range graphs {
+		g, err := loadGraph(context.Background(), name, data)
+		if err != nil {
+			return err
+		}
+		file := filepath.Join(work, name+".metis")
+		if err := writeMETIS(file, g); err != nil {
+			return err
+		}
+		n, m := g.NumVertices(), g.NumEdges()
+		fmt.Fprintf(os.Stderr, "%s: %d vertices, %d edges, %s\n", name, n, m, file)
+		for _, k := range ks {
+			theirs, err := measure(g, k, file+".part."+strconv.Itoa(k), gpmetis, file, strconv.Itoa(k))
+			if err != nil {
+				return err
+			}
+			oursOut := file + ".ours." + strconv.Itoa(k)
+			ours, err := measure(g, k, oursOut, self, "-child", file, "-k", strconv.Itoa(k), "-seed", strconv.FormatUint(seed, 10), "-gogc", strconv.Itoa(gogc), "-out", oursOut)
+			if err != nil {
+				return err
+			}
+			pct := func(x measured) float64 { return 100 * float64(x.q.EdgeCut) / float64(m) }
+			row := fmt.Sprintf("| %s | %d | %d | %d | %.2f | %.2f | %.3f | %d | %d | %.3f | %.3f | %.3f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %.2f |",
+				name, n, m, k, pct(ours), pct(theirs), ratio(ours.q.EdgeCut, theirs.q.EdgeCut),
+				ours.q.CommVolume, theirs.q.CommVolume, ratio(ours.q.CommVolume, theirs.q.CommVolume),
+				ours.q.Balance[0], theirs.q.Balance[0],
+				ours.wall, theirs.wall, ours.wall/theirs.wall, ours.part, theirs.part, ours.cpu, theirs.cpu,
+				ours.rssMiB, theirs.rssMiB, ours.rssMiB/theirs.rssMiB)
+			fmt.Fprintln(os.Stderr, row)
+			table = append(table, row)
+		}
+	}
+	fmt.Println(strings.Join(table, "\n"))
+	return nil
+}
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		if a == 0 {
+			return 1
+		}
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+var (
+	reWall = regexp.MustCompile(`Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)`)
+	reRSS  = regexp.MustCompile(`Maximum resident set size \(kbytes\): (\d+)`)
+	rePart = regexp.MustCompile(`Partitioning:\s+([0-9.]+) sec`)
+	reUser = regexp.MustCompile(`User time \(seconds\): ([0-9.]+)`)
+	reSys  = regexp.MustCompile(`System time \(seconds\): ([0-9.]+)`)
+)
+
+// measure runs argv under /usr/bin/time -v, then reads and measures the
+// partition file it wrote.
+func measure(g *partition.WGraph, k int, partFile string, argv ...string) (measured, error) {
+	cmd := exec.Command("/usr/bin/time", append([]string{"-v"}, argv...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return measured{}, fmt.Errorf("metis: %s: %w\n%s", strings.Join(argv, " "), err, out.String())
+	}
+	text := out.String()
+	var res measured
+	if mm := reWall.FindStringSubmatch(text); mm != nil {
+		res.wall = clockSeconds(mm[1])
+	}
+	if mm := reRSS.FindStringSubmatch(text); mm != nil {
+		kb, _ := strconv.ParseFloat(mm[1], 64)
+		res.rssMiB = kb / 1024
+	}
+	for _, re := range []*regexp.Regexp{reUser, reSys} {
+		if mm := re.FindStringSubmatch(text); mm != nil {
+			x, _ := strconv.ParseFloat(mm[1], 64)
+			res.cpu += x
+		}
+	}
+	if mm := rePart.FindStringSubmatch(text); mm != nil {
+		res.part, _ = strconv.ParseFloat(mm[1], 64)
+	}
+	parts, err := readParts(partFile, g.NumVertices())
+	if err != nil {
+		return measured{}, err
+	}
+	res.q, err = partition.MeasurePartition(g, parts, k)
+	return res, err
+}
+
+// clockSeconds parses /usr/bin/time's h:mm:ss or m:ss.ss.
+func clockSeconds(s string) float64 {
+	var sec float64
+	for _, f := range strings.Split(s, ":") {
+		x, _ := strconv.ParseFloat(f, 64)
+		sec = sec*60 + x
+	}
+	return sec
+}
