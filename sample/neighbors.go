@@ -2,6 +2,7 @@ package sample
 
 import (
 	"fmt"
+	"slices"
 )
 
 // NeighborRequest asks one partition to expand some of its nodes for one
@@ -50,6 +51,7 @@ func SampleNeighbors(g Local, req *NeighborRequest, resp *NeighborResponse) erro
 	if f, ok := g.(flatCSR); ok {
 		return resp.sampleFlat(f, start, n, req)
 	}
+	h := hopStream(req.Key, req.Hop)
 	for _, v := range req.Nodes {
 		l := v - start
 		if l >= n {
@@ -59,7 +61,7 @@ func SampleNeighbors(g Local, req *NeighborRequest, resp *NeighborResponse) erro
 		if req.Weighted {
 			w = g.Weights(uint32(l))
 		}
-		if err := resp.sampleOne(req, v, g.Neighbors(uint32(l)), w); err != nil {
+		if err := resp.sampleOne(req, h, v, g.Neighbors(uint32(l)), w); err != nil {
 			return err
 		}
 	}
@@ -77,15 +79,17 @@ type flatCSR interface {
 const prefetchChunk = 64
 
 // sampleFlat is SampleNeighbors over CSR arrays. Per chunk of nodes it
-// loads every indptr pair, then the first cache line of every list, then
-// draws every node's choice, and only then reads the chosen neighbours:
-// each pass is a loop whose loads do not depend on each other, so cache
-// misses overlap instead of being paid one at a time.
+// loads every indptr pair, draws every node's choice (which needs only
+// the degree), touches every cache line of the lists that the choices
+// read, and only then copies the chosen neighbours: each pass is a loop
+// whose loads do not depend on each other, so cache misses overlap
+// instead of being paid one at a time.
 func (r *NeighborResponse) sampleFlat(f flatCSR, start, n uint64, req *NeighborRequest) error {
 	indptr, indices, weights := f.flat()
 	if !req.Weighted {
 		weights = nil
 	}
+	h := hopStream(req.Key, req.Hop)
 	for nodes := req.Nodes; len(nodes) > 0; {
 		c := nodes[:min(len(nodes), prefetchChunk)]
 		nodes = nodes[len(c):]
@@ -97,53 +101,91 @@ func (r *NeighborResponse) sampleFlat(f flatCSR, start, n uint64, req *NeighborR
 			}
 			lo[i], hi[i] = indptr[l], indptr[l+1]
 		}
-		var sink uint64
-		for i := range c {
-			if lo[i] < hi[i] {
-				sink += indices[lo[i]]
-			}
-		}
-		r.sink += sink
 		idx := r.idx[:0]
+		total := 0
 		for i, v := range c {
+			deg := int(hi[i] - lo[i])
+			if weights == nil && (req.Fanout < 0 || deg <= req.Fanout) {
+				cnt[i] = -1
+				total += deg
+				continue
+			}
 			var w []float32
 			if weights != nil {
 				w = weights[lo[i]:hi[i]]
 			}
 			k := len(idx)
 			var all bool
-			idx, all = r.choose(req, v, int(hi[i]-lo[i]), w, idx)
+			idx, all = r.choose(req, h, v, deg, w, idx)
 			cnt[i] = int32(len(idx) - k)
 			if all {
 				cnt[i] = -1
+				total += deg
+			} else {
+				total += len(idx) - k
 			}
 		}
-		k := 0
+		r.touch(indices, lo, hi, cnt, idx)
+		k := len(r.Neighbors)
+		r.Neighbors = slices.Grow(r.Neighbors, total)[:k+total]
+		out := r.Neighbors[k:]
+		o, x := 0, 0
 		for i := range c {
 			nb := indices[lo[i]:hi[i]]
 			if cnt[i] < 0 {
 				r.Counts = append(r.Counts, uint32(len(nb)))
-				r.Neighbors = append(r.Neighbors, nb...)
+				o += copy(out[o:], nb)
 				continue
 			}
 			r.Counts = append(r.Counts, uint32(cnt[i]))
-			for _, j := range idx[k : k+int(cnt[i])] {
-				r.Neighbors = append(r.Neighbors, nb[j])
+			for _, j := range idx[x : x+int(cnt[i])] {
+				out[o] = nb[j]
+				o++
 			}
-			k += int(cnt[i])
+			x += int(cnt[i])
 		}
 		r.idx = idx[:0]
 	}
 	return nil
 }
 
+// touch loads every cache line of indices that the copy of a chunk's
+// choices will read (cnt[i] < 0: all of [lo[i], hi[i]); else the next
+// cnt[i] offsets of idx). Of a list taken whole it loads the first
+// touchLines lines only: the copy streams the rest, and the hardware
+// prefetcher follows a stream. It changes nothing.
+func (r *NeighborResponse) touch(indices []uint64, lo, hi []uint64, cnt []int32, idx []uint32) {
+	const perLine = 8 // uint64 ids per 64-byte cache line
+	const touchLines = 4
+	var sink uint64
+	x := 0
+	for i := range cnt {
+		if cnt[i] < 0 {
+			if lo[i] < hi[i] {
+				end := min(hi[i], lo[i]+touchLines*perLine)
+				for e := lo[i]; e < end; e += perLine {
+					sink += indices[e]
+				}
+				sink += indices[end-1]
+			}
+			continue
+		}
+		nb := indices[lo[i]:hi[i]]
+		for _, j := range idx[x : x+int(cnt[i])] {
+			sink += nb[j]
+		}
+		x += int(cnt[i])
+	}
+	r.sink += sink
+}
+
 // sampleOne appends the sample of node v with neighbour list nb and
-// weights w (nil: uniform).
-func (r *NeighborResponse) sampleOne(req *NeighborRequest, v uint64, nb []uint64, w []float32) error {
+// weights w (nil: uniform); h is the hop's hopStream.
+func (r *NeighborResponse) sampleOne(req *NeighborRequest, h, v uint64, nb []uint64, w []float32) error {
 	if w != nil && len(w) != len(nb) {
 		return fmt.Errorf("sample: node %d: %d weights for %d neighbours: %w", v, len(w), len(nb), ErrInvalid)
 	}
-	idx, all := r.choose(req, v, len(nb), w, r.idx[:0])
+	idx, all := r.choose(req, h, v, len(nb), w, r.idx[:0])
 	if all {
 		r.Counts = append(r.Counts, uint32(len(nb)))
 		r.Neighbors = append(r.Neighbors, nb...)
@@ -159,12 +201,13 @@ func (r *NeighborResponse) sampleOne(req *NeighborRequest, v uint64, nb []uint64
 
 // choose is the one decision behind every sample: it appends to idx the
 // chosen indices of node v's deg neighbours (weights w, nil: uniform), or
-// reports all when every neighbour is taken without a draw.
-func (r *NeighborResponse) choose(req *NeighborRequest, v uint64, deg int, w []float32, idx []uint32) ([]uint32, bool) {
+// reports all when every neighbour is taken without a draw. h is the hop's
+// hopStream, so v's stream is NodeStream(req.Key, req.Hop, v).
+func (r *NeighborResponse) choose(req *NeighborRequest, h, v uint64, deg int, w []float32, idx []uint32) ([]uint32, bool) {
 	if w == nil && (req.Fanout < 0 || deg <= req.Fanout) {
 		return idx, true
 	}
-	stream := NodeStream(req.Key, req.Hop, v)
+	stream := nodeStream(h, v)
 	if w != nil {
 		return r.chooser.Weighted(stream, w, req.Fanout, idx), false
 	}

@@ -7,9 +7,8 @@ package sample
 type posMap struct {
 	slots []slot
 	gen   uint32
-	shift uint   // 64 − log2(len(slots))
-	n     int    // live entries of generation gen
-	sink  uint32 // keeps touch's loads alive
+	shift uint // 64 − log2(len(slots))
+	n     int  // live entries of generation gen
 }
 
 // slot is 16 bytes, so a probe touches one cache line.
@@ -77,17 +76,13 @@ func (m *posMap) insert(key uint64, pos int32) (int32, bool) {
 	}
 }
 
-// touch loads the home slot of every key, so that the inserts that follow
-// find them in cache. It changes nothing.
-func (m *posMap) touch(keys []uint64) {
+// peek loads key's home slot, so that an insert soon after finds it in
+// cache; the caller keeps the result alive.
+func (m *posMap) peek(key uint64) uint32 {
 	if len(m.slots) == 0 {
-		return
+		return 0
 	}
-	var sink uint32
-	for _, k := range keys {
-		sink += m.slots[m.home(k)].stamp
-	}
-	m.sink += sink
+	return m.slots[m.home(key)].stamp
 }
 
 // lookup is key's position, or -1.

@@ -52,8 +52,15 @@ func shuffleStream(seed, epoch, rank uint64) uint64 {
 // NodeStream is the stream of node v at hop (0-based) of the batch whose
 // Stream is batch: the key (seed, epoch, rank, batch, hop, v) of DESIGN.md §5.
 func NodeStream(batch uint64, hop int, v uint64) uint64 {
-	return combine(combine(batch, uint64(hop)), v)
+	return nodeStream(hopStream(batch, hop), v)
 }
+
+// hopStream is the part of NodeStream shared by every node of one hop, so
+// that a hop's expansion computes it once.
+func hopStream(batch uint64, hop int) uint64 { return combine(batch, uint64(hop)) }
+
+// nodeStream is NodeStream(batch, hop, v) from h = hopStream(batch, hop).
+func nodeStream(h, v uint64) uint64 { return combine(h, v) }
 
 // rng is splitmix64 seeded with a stream: draw i is mix64(stream + i·φ),
 // so draws are a pure function of (stream, i).
@@ -83,9 +90,20 @@ func unitAt(stream uint64, i int) float64 {
 	return (float64(x>>11) + 0.5) * (1.0 / (1 << 53))
 }
 
-// linearLimit is the sample size up to which Floyd's membership test is a
-// linear scan; beyond it a bitset over the degree is cheaper.
-const linearLimit = 32
+// Floyd's algorithm draws t uniform in [0, j] for j = deg−fanout … deg−1
+// and takes t, or j when t is already taken. How the taken set is kept
+// decides the cost, not the result:
+//
+//   - deg ≤ maskDeg: a bitmask on the stack. Membership is a bit test,
+//     and reading the bits in order emits the indices ascending, so no
+//     sort follows.
+//   - fanout ≤ linearLimit: the taken indices kept sorted in dst; the
+//     scan for membership finds the insertion point too.
+//   - otherwise: a bitset over the degree in the Chooser, then a sort.
+const (
+	maskDeg     = 1024
+	linearLimit = 32
+)
 
 // Chooser picks neighbour indices. It holds scratch space reused across
 // calls, so steady-state use allocates nothing. The zero value is ready to
@@ -111,35 +129,80 @@ func (c *Chooser) Uniform(stream uint64, deg, fanout int, dst []uint32) []uint32
 		}
 		return dst
 	}
-	base := len(dst)
 	r := rng{state: stream}
-	if fanout <= linearLimit {
-		for j := deg - fanout; j < deg; j++ {
-			t := uint32(r.bounded(uint64(j) + 1))
-			if slices.Contains(dst[base:], t) {
-				t = uint32(j)
-			}
-			dst = append(dst, t)
+	switch {
+	case deg <= maskDeg:
+		return uniformMask(&r, deg, fanout, dst)
+	case fanout <= linearLimit:
+		return uniformSorted(&r, deg, fanout, dst)
+	}
+	base := len(dst)
+	words := (deg + 63) / 64
+	if cap(c.bits) < words {
+		c.bits = make([]uint64, words)
+	}
+	set := c.bits[:words]
+	for j := deg - fanout; j < deg; j++ {
+		t := uint32(r.bounded(uint64(j) + 1))
+		if set[t/64]&(1<<(t%64)) != 0 {
+			t = uint32(j)
 		}
-	} else {
-		words := (deg + 63) / 64
-		if cap(c.bits) < words {
-			c.bits = make([]uint64, words)
-		}
-		set := c.bits[:words]
-		for j := deg - fanout; j < deg; j++ {
-			t := uint32(r.bounded(uint64(j) + 1))
-			if set[t/64]&(1<<(t%64)) != 0 {
-				t = uint32(j)
-			}
-			set[t/64] |= 1 << (t % 64)
-			dst = append(dst, t)
-		}
-		for _, t := range dst[base:] {
-			set[t/64] = 0
-		}
+		set[t/64] |= 1 << (t % 64)
+		dst = append(dst, t)
+	}
+	for _, t := range dst[base:] {
+		set[t/64] = 0
 	}
 	sortSmall(dst[base:])
+	return dst
+}
+
+// uniformMask is Uniform for 0 ≤ fanout < deg ≤ maskDeg.
+func uniformMask(r *rng, deg, fanout int, dst []uint32) []uint32 {
+	const words = maskDeg / 64
+	var set [words]uint64
+	for j := deg - fanout; j < deg; j++ {
+		t := uint32(r.bounded(uint64(j) + 1))
+		if set[t/64%words]&(1<<(t%64)) != 0 {
+			t = uint32(j)
+		}
+		set[t/64%words] |= 1 << (t % 64)
+	}
+	for w, x := range set[:(deg+63)/64] {
+		for ; x != 0; x &= x - 1 {
+			dst = append(dst, uint32(w*64+bits.TrailingZeros64(x)))
+		}
+	}
+	return dst
+}
+
+// uniformSorted is Uniform for 0 ≤ fanout ≤ linearLimit, fanout < deg.
+// The draws come first, in a loop without data-dependent branches, so
+// that the insertion loop's mispredictions do not discard them.
+func uniformSorted(r *rng, deg, fanout int, dst []uint32) []uint32 {
+	var draw [linearLimit]uint32
+	j0 := deg - fanout
+	for k := range draw[:fanout] {
+		draw[k] = uint32(r.bounded(uint64(j0+k) + 1))
+	}
+	base := len(dst)
+	for k, t := range draw[:fanout] {
+		set := dst[base:]
+		i := len(set)
+		for i > 0 && set[i-1] > t {
+			i--
+		}
+		if i > 0 && set[i-1] == t {
+			// Taken: j = j0+k is larger than every index so far.
+			dst = append(dst, uint32(j0+k))
+			continue
+		}
+		dst = append(dst, t)
+		for m := len(dst) - 1; m > base+i; m-- {
+			dst[m] = dst[m-1]
+		}
+		dst[base+i] = t
+	}
 	return dst
 }
 

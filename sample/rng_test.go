@@ -168,3 +168,45 @@ func TestBounded(t *testing.T) {
 		}
 	}
 }
+
+// floydRef is Floyd's algorithm as DESIGN.md states it, kept plain: a
+// linear membership scan, then a sort. Uniform keeps the taken set in
+// three faster ways; each must give exactly these indices.
+func floydRef(stream uint64, deg, fanout int) []uint32 {
+	if fanout < 0 || fanout >= deg {
+		out := make([]uint32, deg)
+		for i := range out {
+			out[i] = uint32(i)
+		}
+		return out
+	}
+	var out []uint32
+	r := rng{state: stream}
+	for j := deg - fanout; j < deg; j++ {
+		t := uint32(r.bounded(uint64(j) + 1))
+		if slices.Contains(out, t) {
+			t = uint32(j)
+		}
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestUniformMatchesFloyd(t *testing.T) {
+	var c Chooser
+	degs := []int{1, 2, 5, 16, 17, 63, 64, 65, 200, maskDeg - 1, maskDeg, maskDeg + 1, 5000, 1 << 17}
+	fanouts := []int{0, 1, 5, 10, 15, linearLimit - 1, linearLimit, linearLimit + 1, 100, 900}
+	for _, deg := range degs {
+		for _, f := range fanouts {
+			for s := range uint64(12) {
+				stream := NodeStream(s, 1, uint64(deg*1000+f))
+				want := floydRef(stream, deg, f)
+				got := c.Uniform(stream, deg, f, []uint32{7})
+				if got[0] != 7 || !slices.Equal(got[1:], want) {
+					t.Fatalf("deg %d fanout %d stream %d: %v, want [7] + %v", deg, f, s, got, want)
+				}
+			}
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 )
 
@@ -67,10 +68,16 @@ func (c *Config) Validate() error {
 // them, so a steady-state batch allocates nothing when all nodes are
 // local. A Sampler is not safe for concurrent use: run one per goroutine;
 // they share the (read-only) graph and sources.
+//
+// Memory: besides the batch, a Sampler whose Local range has at most
+// 2^24 ids keeps about 4.13 bytes per id of it (see denseMap), allocated
+// by the first Sample: 4.1 MB for 1 M nodes, 9.9 MB for 2.4 M. A larger
+// range dedups through the hash alone, sized by the batch.
 type Sampler struct {
 	cfg        Config
 	start, end uint64
-	pos        posMap
+	dense      denseMap // positions of ids in [start, end), when small enough
+	pos        posMap   // positions of every other id
 	batch      Batch
 
 	local peer    // the request for Local of the current hop
@@ -79,6 +86,7 @@ type Sampler struct {
 	// hopNbrs are the hop's neighbours in frontier order, with Remote.
 	hopNbrs []uint64
 	wg      sync.WaitGroup
+	sink    uint64 // keeps touch's loads alive
 }
 
 // peer holds one hop's request to one partition and its answer.
@@ -96,6 +104,9 @@ func New(cfg Config) (*Sampler, error) {
 		return nil, err
 	}
 	s := &Sampler{cfg: cfg, start: cfg.Local.Start(), end: cfg.Local.End()}
+	if s.end-s.start <= denseMaxIDs {
+		s.dense.init(s.start, s.end)
+	}
 	if cfg.Remote != nil {
 		s.peers = make([]peer, cfg.Book.Parts())
 	}
@@ -115,9 +126,14 @@ func (s *Sampler) Sample(ctx context.Context, key BatchKey, seeds []uint64) (*Ba
 	if len(seeds) == 0 || len(seeds) > math.MaxInt32 {
 		return nil, fmt.Errorf("sample: batch %d: %d seeds: %w", key.Batch, len(seeds), ErrInvalid)
 	}
-	s.pos.reset(len(seeds) * 8)
+	s.dense.reset()
+	if s.dense.n > 0 {
+		s.pos.reset(0) // only ids outside the local range
+	} else {
+		s.pos.reset(len(seeds) * 8)
+	}
 	for i, v := range seeds {
-		if p, ok := s.pos.insert(v, int32(i)); !ok {
+		if p, ok := s.place(v, int32(i)); !ok {
 			return nil, fmt.Errorf("sample: batch %d: seed %d at positions %d and %d: duplicate seed: %w", key.Batch, v, p, i, ErrInvalid)
 		}
 	}
@@ -230,11 +246,23 @@ func (s *Sampler) expand(ctx context.Context, req NeighborRequest, frontier []ui
 // edge per sampled neighbour.
 func (s *Sampler) merge(lo, hi int) error {
 	b := &s.batch
+	total := len(s.local.resp.Neighbors)
+	for i := range s.peers {
+		total += len(s.peers[i].resp.Neighbors)
+	}
+	if len(b.NID)+total > math.MaxInt32 {
+		return fmt.Errorf("more than %d nodes in one batch: %w", math.MaxInt32, ErrInvalid)
+	}
 	// Order the hop's neighbours as the frontier is ordered; cols follow.
+	// Row, Col and NID grow once per hop and are written by index.
 	nbrs := s.local.resp.Neighbors
 	if s.cfg.Remote != nil {
 		nbrs = s.hopNbrs[:0]
 	}
+	e0 := len(b.Col)
+	b.Col = slices.Grow(b.Col, total)[:e0+total]
+	col := b.Col[e0:]
+	e := 0
 	for i := lo; i < hi; i++ {
 		src := &s.local
 		if s.cfg.Remote != nil {
@@ -248,31 +276,68 @@ func (s *Sampler) merge(lo, hi int) error {
 		}
 		src.node++
 		src.nbr += c
-		for range c {
-			b.Col = append(b.Col, int64(i))
+		for k := range col[e : e+c] {
+			col[e+k] = int64(i)
 		}
+		e += c
 	}
 	if s.cfg.Remote != nil {
 		s.hopNbrs = nbrs
 	}
-	if len(b.NID)+len(nbrs) > math.MaxInt32 {
-		return fmt.Errorf("more than %d nodes in one batch: %w", math.MaxInt32, ErrInvalid)
-	}
-	// Insert in chunks, touching each chunk's home slots first: those
-	// loads are independent, so their cache misses overlap.
-	for len(nbrs) > 0 {
-		c := nbrs[:min(len(nbrs), prefetchChunk)]
-		nbrs = nbrs[len(c):]
-		s.pos.touch(c)
-		for _, v := range c {
-			p, added := s.pos.insert(v, int32(len(b.NID)))
-			if added {
-				b.NID = append(b.NID, v)
+	b.Row = slices.Grow(b.Row, total)[:e0+total]
+	row := b.Row[e0:]
+	n := len(b.NID)
+	nid := slices.Grow(b.NID, total)[:n+total]
+	// Insert in chunks, touching each chunk's entries first: those loads
+	// are independent, so their cache misses overlap.
+	d := &s.dense
+	for at := 0; at < len(nbrs); at += prefetchChunk {
+		c := nbrs[at:min(len(nbrs), at+prefetchChunk)]
+		s.touch(c)
+		out := row[at : at+len(c)]
+		for k, v := range c {
+			var p int32
+			var added bool
+			if l := v - d.start; l < d.n {
+				p, added = d.insert(l, int32(n))
+			} else {
+				p, added = s.pos.insert(v, int32(n))
 			}
-			b.Row = append(b.Row, int64(p))
+			nid[n] = v // kept only when added
+			if added {
+				n++
+			}
+			out[k] = int64(p)
 		}
 	}
+	b.NID = nid[:n]
 	return nil
+}
+
+// place maps v to pos unless it is present; it returns v's position after
+// the call and whether it was inserted.
+func (s *Sampler) place(v uint64, pos int32) (int32, bool) {
+	if l := v - s.dense.start; l < s.dense.n {
+		return s.dense.insert(l, pos)
+	}
+	return s.pos.insert(v, pos)
+}
+
+// touch loads the entry of every id of c (for a local id, its word of
+// the seen bitset), so that the inserts that follow find them in cache:
+// the loads do not depend on each other, so their misses overlap. It
+// changes nothing.
+func (s *Sampler) touch(c []uint64) {
+	d := &s.dense
+	var sink uint64
+	for _, v := range c {
+		if l := v - d.start; l < d.n {
+			sink += d.seen[l/64]
+		} else {
+			sink += uint64(s.pos.peek(v))
+		}
+	}
+	s.sink += sink
 }
 
 // resize returns a slice of n elements, reusing buf's capacity.
