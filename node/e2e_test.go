@@ -12,66 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"graphnode/csr"
-	"graphnode/node"
 	"graphnode/node/client"
 	"graphnode/node/control"
-	"graphnode/sample"
 )
 
-// reference samples opts' batches in this process, straight from the
-// sample package: what the ring must carry, byte for byte.
-func reference(t *testing.T, parts string, o client.Options) [][][]byte {
-	t.Helper()
-	g, err := csr.Open(node.PartPath(parts, 0), csr.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	p, err := sample.FromCSR(g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mask, err := g.Mask(o.Split)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seeds []uint64
-	for it := mask.Iterator(); it.HasNext(); {
-		seeds = append(seeds, g.Meta().Start+uint64(it.Next()))
-	}
-	plan, err := sample.NewPlan(seeds, sample.PlanOptions{BatchSize: o.BatchSize, Shuffle: o.Shuffle,
-		DropLast: o.DropLast, Seed: o.Seed, Rank: o.Rank, WorldSize: o.WorldSize})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := sample.NewLocalSource(p)
-	s, err := sample.New(sample.Config{Fanouts: o.Fanouts, Local: p, Schema: p.Schema(), Features: src, Labels: src})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	out := make([][][]byte, o.Epochs)
-	for e := range o.Epochs {
-		ep := plan.Epoch(uint64(e), nil)
-		for b := range ep.NumBatches() {
-			batch, err := s.Sample(ctx, ep.Key(b), ep.Batch(b))
-			if err == nil {
-				err = s.Gather(ctx, batch)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			size, _ := sample.EncodedSize(batch)
-			rec := make([]byte, size)
-			if _, err := sample.Encode(rec, batch); err != nil {
-				t.Fatal(err)
-			}
-			out[e] = append(out[e], rec)
-		}
-	}
-	return out
-}
 
 func baseOptions() client.Options {
 	o := client.DefaultOptions()
@@ -96,7 +40,7 @@ func TestLoaderMatchesInProcessSampling(t *testing.T) {
 		t.Run(fmt.Sprintf("workers=%d", tc.workers), func(t *testing.T) {
 			o := baseOptions()
 			o.Workers, o.Concurrency = tc.workers, tc.concurrency
-			want := reference(t, parts, o)
+			want := unionReference(t, parts, o) // one part: the union of one
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			l, err := client.OpenLoader(ctx, socket, o)

@@ -40,6 +40,7 @@ func main() {
 		fanouts     = flag.String("fanouts", "15,10,5", "fanouts")
 		workers     = flag.Int("workers", 2, "sampler processes per loader")
 		concurrency = flag.Int("concurrency", 4, "batches in flight per sampler")
+		meshTimeout = flag.String("mesh-timeout", "10s", "[mesh] timeout of every node: one mesh call, retries included")
 		header      = flag.Bool("header", false, "print the table header first")
 	)
 	flag.Parse()
@@ -49,13 +50,26 @@ func main() {
 	if *bin == "" || *parts == "" {
 		return
 	}
-	if err := run(*bin, *parts, *label, *batches, *warm, *batch, *fanouts, *workers, *concurrency); err != nil {
+	o := options{label: *label, batches: *batches, warm: *warm, batchSize: *batch, fanouts: *fanouts,
+		workers: *workers, concurrency: *concurrency, meshTimeout: *meshTimeout}
+	if err := run(*bin, *parts, o); err != nil {
 		fmt.Fprintln(os.Stderr, "mesh:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin, parts, label string, batches, warm, batchSize int, fanoutList string, workers, concurrency int) error {
+// options are one row's measurement settings.
+type options struct {
+	label                    string
+	batches, warm, batchSize int
+	fanouts                  string
+	workers, concurrency     int
+	meshTimeout              string
+}
+
+func run(bin, parts string, o options) error {
+	label, batches, warm, batchSize, fanoutList := o.label, o.batches, o.warm, o.batchSize, o.fanouts
+	workers, concurrency := o.workers, o.concurrency
 	m, err := partition.OpenDir(parts)
 	if err != nil {
 		return err
@@ -102,7 +116,7 @@ func run(bin, parts, label string, batches, warm, batchSize int, fanoutList stri
 		text := fmt.Sprintf("version = 1\n[node]\nparts = %q\npart = %d\nname = %q\n[control]\nsocket = %q\n[rings]\ndir = %q\nsize = \"2GB\"\n[log]\nlevel = \"warn\"\nformat = \"text\"\n",
 			parts, p, names[p], sockets[p], rings)
 		if n > 1 {
-			text += fmt.Sprintf("[mesh]\ncerts = %q\ncluster = \"perf\"\n%s", certs, peers.String())
+			text += fmt.Sprintf("[mesh]\ncerts = %q\ncluster = \"perf\"\ntimeout = %q\n%s", certs, o.meshTimeout, peers.String())
 		}
 		cfg := filepath.Join(work, fmt.Sprintf("node%d.toml", p))
 		if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {

@@ -11,7 +11,9 @@
 # Environment: WORK (scratch dir, default a fresh one under /tmp), KEEP=1
 # keeps the graph and parts, SIZE (small | products), METHODS (random,
 # metis), BATCHES (per node, after 5 warm-up batches), WORKERS and
-# CONCURRENCY (per loader).
+# CONCURRENCY (per loader), MESH_TIMEOUT (the nodes' [mesh] timeout; at
+# products size one batch pulls ~27 MB, which on 2 shared CPUs with 4
+# nodes can take longer than the default 10s).
 set -euo pipefail
 
 SIZE=${SIZE:-small}
@@ -19,6 +21,7 @@ METHODS=${METHODS:-random metis}
 BATCHES=${BATCHES:-60}
 WORKERS=${WORKERS:-2}
 CONCURRENCY=${CONCURRENCY:-4}
+MESH_TIMEOUT=${MESH_TIMEOUT:-10s}
 WORK=${WORK:-$(mktemp -d /tmp/graphnode-perf-mesh.XXXXXX)}
 KEEP=${KEEP:-0}
 
@@ -53,7 +56,7 @@ parts_of() { # method parts -> directory
 	fi
 	echo "$dir"
 }
-flags=(-batches "$BATCHES" -workers "$WORKERS" -concurrency "$CONCURRENCY" -batch 1024 -fanouts 15,10,5)
+flags=(-batches "$BATCHES" -workers "$WORKERS" -concurrency "$CONCURRENCY" -batch 1024 -fanouts 15,10,5 -mesh-timeout "$MESH_TIMEOUT")
 "$DRIVER" -header
 "$DRIVER" -node "$NODE" -parts "$(parts_of random 1)" -label "local (1 part)" "${flags[@]}"
 for m in $METHODS; do
