@@ -90,7 +90,7 @@ func planetoidSetup(ds *planetoid, seed uint64) setup {
 	cfg := DefaultConfig()
 	cfg.FeatDim, cfg.Classes = ds.featDim, ds.classes
 	cfg.Layers, cfg.Hidden = 2, 64
-	cfg.Dropout, cfg.InputDropout = 0.5, 0.5
+	cfg.Dropout, cfg.InputDropout = 0.6, 0.6
 	cfg.Normalize = true
 	cfg.LR, cfg.WeightDecay = 0.01, 5e-3
 	cfg.Epochs, cfg.Patience = 200, 0
@@ -161,12 +161,15 @@ func TestPlanetoidAccuracy(t *testing.T) {
 		min  float64
 	}{{"cora", 0.77}, {"citeseer", 0.65}} {
 		t.Run(c.name, func(t *testing.T) {
+			if raceBuild && c.name != "cora" {
+				t.Skip("about 35 s more under the race detector: run go test -run PlanetoidAccuracy ./train/")
+			}
 			ds := loadPlanetoid(t, c.name, 1)
 			s := planetoidSetup(ds, 1)
 			if raceBuild {
-				// The same training; the model is selected among every
-				// 10th epoch instead of every epoch.
-				s.cfg.EvalEvery = 10
+				// The same training, evaluated every 10th epoch and
+				// stopped 50 epochs after the best val accuracy.
+				s.cfg.EvalEvery, s.cfg.Patience = 10, 5
 			}
 			res := runPlanetoid(t, ds, s, func(st EpochStats) {
 				if st.Epoch%20 == 0 {

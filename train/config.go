@@ -23,6 +23,7 @@ type Config struct {
 
 	LR          float64 `toml:"lr"`           // Adam step size
 	WeightDecay float64 `toml:"weight_decay"` // L2 added to the gradient (PyTorch Adam's weight_decay)
+	AdamW       bool    `toml:"adamw"`        // decouple weight decay from the moments (AdamW)
 	Beta1       float64 `toml:"beta1"`
 	Beta2       float64 `toml:"beta2"`
 	Eps         float64 `toml:"eps"`

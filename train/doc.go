@@ -1,5 +1,5 @@
-// Package train holds the built-in trainers. This file's trainer is
-// GraphSAGE node classification (PyG's SAGEConv with mean aggregation and
+// Package train holds the built-in trainers; so far GraphSAGE node
+// classification (PyG's SAGEConv with mean aggregation and
 // a root weight; 2 or 3 layers, ReLU, dropout, softmax cross-entropy,
 // Adam), written on gonum's BLAS with a hand-written backward pass. It
 // reads batches exactly as an external trainer does: decoded batch

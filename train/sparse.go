@@ -1,6 +1,7 @@
 package train
 
 import (
+	"encoding/binary"
 	"sync"
 
 	"graphnode/sample"
@@ -52,32 +53,30 @@ func sparseInput(v *sample.View, rows, d int) bool {
 	return float64(nz) < sparseMax*float64(rows*d)
 }
 
-// zeroBlock is compared against 64-byte runs of a feature row, so that
-// runs of zeros are skipped by the runtime's memequal, not element by
-// element.
-const zeroBlock = "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
-
 // appendNonZero appends to dst the index of every element of x (elements
 // of w bytes, 2 or 4) whose bytes are not all zero (so −0 counts as
-// non-zero; it is stored and contributes nothing).
+// non-zero; it is stored and contributes nothing). It reads 8 bytes at a
+// time and looks into a word only when it is not zero.
 func appendNonZero(dst []int32, x []byte, w int) []int32 {
-	for off := 0; off < len(x); off += len(zeroBlock) {
-		end := min(off+len(zeroBlock), len(x))
-		if string(x[off:end]) == zeroBlock[:end-off] {
+	per := 8 / w
+	mask := uint64(1)<<(8*w) - 1
+	off := 0
+	for ; off+8 <= len(x); off += 8 {
+		word := binary.LittleEndian.Uint64(x[off:])
+		if word == 0 {
 			continue
 		}
-		blk := x[off:end]
-		if w == 4 {
-			for e := 0; e+3 < len(blk); e += 4 {
-				if blk[e]|blk[e+1]|blk[e+2]|blk[e+3] != 0 {
-					dst = append(dst, int32((off+e)/4))
-				}
+		for k := range per {
+			if word>>(8*w*k)&mask != 0 {
+				dst = append(dst, int32(off/w+k))
 			}
-			continue
 		}
-		for e := 0; e+1 < len(blk); e += 2 {
-			if blk[e]|blk[e+1] != 0 {
-				dst = append(dst, int32((off+e)/2))
+	}
+	for ; off+w <= len(x); off += w {
+		for k := range w {
+			if x[off+k] != 0 {
+				dst = append(dst, int32(off/w))
+				break
 			}
 		}
 	}

@@ -126,21 +126,24 @@ func (g *localGroup) failLocked(r *round, err error) {
 	}
 }
 
-// reduceLocked writes the mean of every rank's vector into each of them.
-// g.mu must be held.
+// reduceLocked writes the mean of every rank's vector into each of them,
+// summed in rank order in float64. g.mu must be held.
 func (g *localGroup) reduceLocked() {
 	m := &g.mu
 	m.sum = grow(m.sum, len(m.vecs[0]))
-	clear(m.sum)
-	for _, v := range m.vecs {
+	sum := m.sum
+	for i, x := range m.vecs[0] {
+		sum[i] = float64(x)
+	}
+	for _, v := range m.vecs[1:] {
 		for i, x := range v {
-			m.sum[i] += float64(x)
+			sum[i] += float64(x)
 		}
 	}
 	inv := 1 / float64(g.n)
 	for _, v := range m.vecs {
 		for i := range v {
-			v[i] = float32(m.sum[i] * inv)
+			v[i] = float32(sum[i] * inv)
 		}
 	}
 }

@@ -40,8 +40,7 @@ type Trainer struct {
 	opt  adam
 	sync Sync
 	step int       // AllReduce rounds so far: the step of the next one
-	vec  []float32 // the sync vector
-	grad []float32 // the averaged gradient handed to Adam
+	vec  []float32 // the sync vector; its first NumParams values are net.grads
 
 	drops   []drop
 	streams []uint64
@@ -59,7 +58,7 @@ func New(cfg Config, sync Sync) (*Trainer, error) {
 	n := newNet[float32](cfg.dims(), cfg.Seed, cfg.threads(), cfg.now)
 	t := &Trainer{cfg: cfg, net: n, sync: sync, opt: newAdam(&cfg, len(n.params))}
 	t.vec = make([]float32, len(n.params)+statsLen)
-	t.grad = make([]float32, len(n.params))
+	n.grads = t.vec[:len(n.params)] // backward accumulates straight into the sync vector
 	t.drops = make([]drop, cfg.Layers)
 	t.streams = make([]uint64, cfg.Layers)
 	for l := range t.drops {
@@ -162,11 +161,7 @@ func (t *Trainer) trainEpoch(ctx context.Context, e int, src Batches) (EpochStat
 			break
 		}
 		if n := float64(s[statCount]); n > 0 {
-			inv := 1 / n
-			for i, g := range t.vec[:P] {
-				t.grad[i] = float32(float64(g) * inv)
-			}
-			t.opt.step(t.net.params, t.grad)
+			t.opt.step(t.net.params, t.vec[:P], 1/n)
 			st.Steps++
 		}
 		loss += float64(s[statLoss])
@@ -182,7 +177,8 @@ func (t *Trainer) trainEpoch(ctx context.Context, e int, src Batches) (EpochStat
 	return st, nil
 }
 
-// batchGrad computes the summed loss gradient of one batch into t.vec.
+// batchGrad computes the summed loss gradient of one batch into t.vec
+// (cleared by the caller).
 func (t *Trainer) batchGrad(e int, v *sample.View) error {
 	n := t.net
 	for l := range t.streams {
@@ -193,11 +189,8 @@ func (t *Trainer) batchGrad(e int, v *sample.View) error {
 		return err
 	}
 	loss, correct, count := n.lossGrad(logits, n.b.labels)
-	clear(n.grads)
 	n.backward()
-	P := len(n.params)
-	copy(t.vec, n.grads)
-	s := t.vec[P:]
+	s := t.vec[len(n.params):]
 	s[statActive] = 1
 	s[statLoss] = float32(loss)
 	s[statCorrect] = float32(correct)

@@ -172,8 +172,8 @@ func startTrainer(t *testing.T, bin string, args ...string) *trainer {
 func planetoidArgs(socket string, rank int) []string {
 	return []string{"--socket", socket, "--rank", strconv.Itoa(rank), "--world-size", "2",
 		"--fanouts", "25,10", "--eval-fanouts", "-1,-1", "--batch-size", "70", "--eval-batch-size", "1000",
-		"--hidden", "64", "--dropout", "0.5", "--input-dropout", "0.5", "--normalize",
-		"--lr", "0.01", "--weight-decay", "5e-4", "--epochs", "100", "--seed", "1", "--workers", "1", "--threads", "1"}
+		"--hidden", "64", "--dropout", "0.6", "--input-dropout", "0.6", "--normalize",
+		"--lr", "0.01", "--weight-decay", "5e-3", "--epochs", "200", "--seed", "1", "--workers", "1", "--threads", "1"}
 }
 
 // TestTrainPlanetoid partitions Cora and CiteSeer into two parts, starts
