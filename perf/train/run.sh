@@ -13,7 +13,8 @@
 # share of the epoch the slower trainer spent waiting in loader.Next.
 #
 # Environment: WORK (scratch dir, default a fresh one under /tmp), NODES,
-# EDGES, EPOCHS, WORKERS (sampler processes per loader), KEEP=1.
+# EDGES, EPOCHS, WORKERS (sampler processes per loader), KEEP=1. A graph
+# already in $WORK/rmat (OGB raw layout) is reused.
 set -euo pipefail
 
 NODES=${NODES:-2400000}
@@ -34,8 +35,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== generate R-MAT: $NODES nodes, $EDGES edges"
-"$NODE" gen rmat --nodes "$NODES" --edges "$EDGES" --feat-dim 100 --classes 47 --seed 1 -o "$WORK/rmat"
+if [ -d "$WORK/rmat/raw" ]; then
+	echo "== reuse the graph in $WORK/rmat"
+else
+	echo "== generate R-MAT: $NODES nodes, $EDGES edges"
+	"$NODE" gen rmat --nodes "$NODES" --edges "$EDGES" --feat-dim 100 --classes 47 --seed 1 -o "$WORK/rmat"
+fi
 echo "== train: 2 nodes on loopback, fanouts 15,10,5, batch 1024"
 /usr/bin/time -f "%e s wall, %M KB peak RSS (demo process)" \
 	"$NODE" demo --input "$WORK/rmat" --format ogb --parts 2 --method random --cache-ratio 0 \
