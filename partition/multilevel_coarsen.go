@@ -32,6 +32,9 @@ const mlUnmatched = math.MaxUint32
 type mlLevel struct {
 	g    *WGraph
 	cmap []uint32 // nil on the coarsest level
+	// packed holds g's adjacency while coarser levels are built (g then
+	// has Xadj and Vwgt only); unpack before use.
+	packed *mlPacked
 }
 
 // coarsen contracts g by repeated matching until it has at most
@@ -64,6 +67,11 @@ func (r *mlRun) coarsen(g *WGraph, coarsenTo int, stage string) ([]mlLevel, erro
 		cg := r.contract(cur, match, cmap, cn)
 		levels[len(levels)-1].cmap = cmap
 		levels = append(levels, mlLevel{g: cg})
+		if len(levels) > 2 {
+			// levels[0] is the caller's graph; the levels between it
+			// and the newest wait for uncoarsening.
+			levels[len(levels)-2].pack()
+		}
 		r.progress.report(stage, int64(len(levels)-1), 0)
 		if float64(cn) > mlCoarsenFraction*float64(n) {
 			break

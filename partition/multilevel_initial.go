@@ -25,8 +25,10 @@ const (
 	mlInitTriesMaxAdj = 1 << 20
 )
 
-// initial partitions the coarsest graph g into k parts by recursive
-// multilevel bisection (as METIS's kway method does). Each bisection may
+// initial partitions g (the coarsest graph of the k-way scheme, or the
+// input itself up to mlRBMaxParts parts) into k parts by recursive
+// multilevel bisection (as METIS's kway method does for its coarsest
+// graph and its rb method for the input). Each bisection may
 // be off its target by ub^(1/levels) so that the product over the
 // recursion stays within ub.
 func (r *mlRun) initial(g *WGraph, k int, ub float64) ([]uint32, error) {
@@ -57,7 +59,12 @@ func (r *mlRun) initial(g *WGraph, k int, ub float64) ([]uint32, error) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
+			// A lone try gets every worker for its contractions; the
+			// coarse graphs do not depend on the worker count.
 			tr := &mlRun{ctx: r.ctx, rng: rand.New(rand.NewPCG(seeds[try], mlStream)), workers: 1}
+			if tries == 1 {
+				tr.workers = r.workers
+			}
 			wheres[try] = make([]uint32, g.NumVertices())
 			if errs[try] = tr.recurse(g, ids, k, 0, ubBis, wheres[try]); errs[try] == nil {
 				cuts[try] = mlCut(g, wheres[try])
@@ -137,6 +144,8 @@ func (r *mlRun) bisect(g *WGraph, frac, ub float64) ([]uint32, error) {
 		if err := r.ctx.Err(); err != nil {
 			return nil, err
 		}
+		levels[l+1] = mlLevel{} // the coarser graph is no longer needed
+		levels[l].unpack()
 		where = r.project(levels[l], where)
 		newFM(r, levels[l].g, where, frac, ub).refine(mlFMPasses)
 	}
@@ -212,21 +221,37 @@ func mlSubgraph(g *WGraph, where []uint32, side uint32) (*WGraph, []uint32) {
 			ids = append(ids, uint32(v))
 		}
 	}
-	sub := &WGraph{Xadj: make([]int64, 1, len(ids)+1), Vwgt: make([]int64, 0, len(ids)*nc), Ncon: g.Ncon}
+	// Unit weights stay implicit (nil), as in g: the subgraphs of an
+	// unweighted input cost 4 bytes per adjacency entry, not 8.
+	sub := &WGraph{Xadj: make([]int64, 1, len(ids)+1), Ncon: g.Ncon}
+	var m int64
+	for _, v := range ids {
+		for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
+			if where[g.Adjncy[e]] == side {
+				m++
+			}
+		}
+	}
+	sub.Adjncy = make([]uint32, 0, m)
+	if g.Adjwgt != nil {
+		sub.Adjwgt = make([]int32, 0, m)
+	}
+	if g.Vwgt != nil {
+		sub.Vwgt = make([]int64, 0, len(ids)*nc)
+	}
 	for _, v := range ids {
 		for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
 			if u := g.Adjncy[e]; where[u] == side {
 				sub.Adjncy = append(sub.Adjncy, local[u])
-				sub.Adjwgt = append(sub.Adjwgt, int32(g.ewgt(e)))
+				if g.Adjwgt != nil {
+					sub.Adjwgt = append(sub.Adjwgt, g.Adjwgt[e])
+				}
 			}
 		}
 		sub.Xadj = append(sub.Xadj, int64(len(sub.Adjncy)))
-		for c := 0; c < nc; c++ {
-			sub.Vwgt = append(sub.Vwgt, g.vwgt(int(v), c))
+		if g.Vwgt != nil {
+			sub.Vwgt = append(sub.Vwgt, g.Vwgt[int(v)*nc:int(v)*nc+nc]...)
 		}
-	}
-	if sub.Adjwgt == nil {
-		sub.Adjwgt = []int32{}
 	}
 	return sub, ids
 }

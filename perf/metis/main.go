@@ -68,6 +68,9 @@ func runChild(path string, k int, seed uint64, out string, gogc int) error {
 	}
 	t2 := time.Now()
 	fmt.Printf("read %.3f sec\nPartitioning: %.3f sec\n", t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds())
+	if q, err := partition.MeasurePartition(g, parts, k); err == nil {
+		fmt.Printf("edge cut %d (%.2f%% of %d edges)\n", q.EdgeCut, 100*float64(q.EdgeCut)/float64(max(g.NumEdges(), 1)), g.NumEdges())
+	}
 	return writeParts(out, parts)
 }
 

@@ -1,0 +1,60 @@
+package partition
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+func TestMultilevelPackRoundTrip(t *testing.T) {
+	// mlPackGraph is one row per vertex of deg entries drawn below maxID,
+	// with weights below maxW.
+	mlPackGraph := func(n, deg int, maxID uint32, maxW int32, weighted bool) *WGraph {
+		rng := rand.New(rand.NewPCG(uint64(n), uint64(deg)))
+		g := &WGraph{Xadj: make([]int64, n+1)}
+		for v := 0; v < n; v++ {
+			for j := 0; j < deg; j++ {
+				g.Adjncy = append(g.Adjncy, rng.Uint32N(maxID))
+				if weighted {
+					g.Adjwgt = append(g.Adjwgt, 1+rng.Int32N(maxW))
+				}
+			}
+			g.Xadj[v+1] = int64(len(g.Adjncy))
+		}
+		return g
+	}
+	cases := []struct {
+		name       string
+		g          *WGraph
+		packed     bool
+		maxPerEdge float64 // packed bytes per entry, adjacency and weight
+	}{
+		{"small ids and weights", mlPackGraph(1<<10, 64, 1<<14, 3, true), true, 3},
+		{"full-range ids and weights", mlPackGraph(1<<10, 64, math.MaxUint32, math.MaxInt32, true), true, 10},
+		{"below the threshold", mlPackGraph(10, 10, 10, 3, true), false, 0},
+		{"unit weights (the caller's input)", mlPackGraph(1<<10, 64, 1<<14, 1, false), false, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			adj, wgt := slices.Clone(tc.g.Adjncy), slices.Clone(tc.g.Adjwgt)
+			l := mlLevel{g: tc.g}
+			l.pack()
+			if got := l.packed != nil; got != tc.packed {
+				t.Fatalf("packed = %v, want %v", got, tc.packed)
+			}
+			if tc.packed {
+				if l.g.Adjncy != nil || l.g.Adjwgt != nil || len(l.g.Xadj) != len(tc.g.Xadj) {
+					t.Fatalf("packed level keeps adjacency %d / weights %d / Xadj %d", len(l.g.Adjncy), len(l.g.Adjwgt), len(l.g.Xadj))
+				}
+				if per := float64(len(l.packed.adj)+len(l.packed.wgt)) / float64(len(adj)); per > tc.maxPerEdge {
+					t.Errorf("%.2f packed bytes per entry, want <= %g", per, tc.maxPerEdge)
+				}
+			}
+			l.unpack()
+			if l.packed != nil || !slices.Equal(l.g.Adjncy, adj) || !slices.Equal(l.g.Adjwgt, wgt) {
+				t.Fatal("unpack does not restore the adjacency and weights")
+			}
+		})
+	}
+}
