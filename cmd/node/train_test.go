@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,48 +180,97 @@ func planetoidArgs(socket string, rank int) []string {
 // TestTrainPlanetoid partitions Cora and CiteSeer into two parts, starts
 // two nodes and two `node train` processes, and checks the test accuracy
 // at the best validation epoch, with every batch and gradient crossing
-// the rings, the control sockets, kv and the mesh.
+// the rings, the control sockets, kv and the mesh. One seed by default
+// (test accuracy ≥ 0.77 / 0.65); GRAPHNODE_PLANETOID_SEEDS=1,2,3,4,5 runs
+// every seed (split, partitioning and model) and checks the issue's bar on
+// the mean (≥ 0.79 / 0.67), logging mean and standard deviation.
 func TestTrainPlanetoid(t *testing.T) {
+	seeds := []string{"1"}
+	if v := os.Getenv("GRAPHNODE_PLANETOID_SEEDS"); v != "" {
+		seeds = strings.Split(v, ",")
+	}
 	for _, c := range []struct {
-		name string
-		min  float64
-	}{{"cora", 0.77}, {"citeseer", 0.65}} {
+		name      string
+		min, mean float64
+	}{{"cora", 0.77, 0.79}, {"citeseer", 0.65, 0.67}} {
 		t.Run(c.name, func(t *testing.T) {
-			dir := filepath.Join("/work/shared/data", c.name)
-			if _, err := os.Stat(dir); err != nil {
-				t.Skipf("dataset %s absent: %v", dir, err)
+			dir := sharedData(t, "../../../shared/data", c.name)
+			var accs []float64
+			for _, seed := range seeds {
+				// A subtest per seed, so that its cluster stops before the next.
+				t.Run("seed="+seed, func(t *testing.T) {
+					acc := trainPlanetoid(t, dir, seed)
+					t.Logf("%s seed %s: test accuracy %.4f", c.name, seed, acc)
+					accs = append(accs, acc)
+				})
 			}
-			bin := nodeBinary(t)
-			parts := filepath.Join(t.TempDir(), "parts")
-			out, err := exec.Command(bin, "partition", "--input", dir, "--format", "linqs", "--undirected",
-				"--split", "per-class:20,500,1000", "--seed", "1", "--parts", "2", "--method", "metis", "-o", parts).CombinedOutput()
-			if err != nil {
-				t.Fatalf("partition: %v\n%s", err, out)
+			if len(accs) != len(seeds) {
+				t.FailNow() // a seed's run failed and said why
 			}
-			cl := testCluster(t, bin, parts)
-			began := time.Now()
-			trs := []*trainer{startTrainer(t, bin, planetoidArgs(cl.sockets[0], 0)...), startTrainer(t, bin, planetoidArgs(cl.sockets[1], 1)...)}
-			var best []map[string]any
-			for r, tr := range trs {
-				var last map[string]any
-				for m := range tr.lines {
-					last = m
+			if len(accs) == 1 {
+				if accs[0] < c.min {
+					t.Fatalf("%s: test accuracy %.4f, want ≥ %.2f", c.name, accs[0], c.min)
 				}
-				if err := <-tr.done; err != nil {
-					t.Fatalf("trainer %d: %v\n%s", r, err, &tr.stderr)
-				}
-				best = append(best, last)
+				return
 			}
-			acc, _ := best[0]["test_acc"].(float64)
-			t.Logf("%s: best epoch %v: val %v test %v, %.1fs", c.name, best[0]["best_epoch"], best[0]["val_acc"], acc, time.Since(began).Seconds())
-			if fmt.Sprint(best[0]) != fmt.Sprint(best[1]) {
-				t.Fatalf("trainers disagree: %v vs %v", best[0], best[1])
+			var sum, sq float64
+			for _, a := range accs {
+				sum += a
 			}
-			if acc < c.min {
-				t.Fatalf("%s: test accuracy %.4f, want ≥ %.2f", c.name, acc, c.min)
+			mean := sum / float64(len(accs))
+			for _, a := range accs {
+				sq += (a - mean) * (a - mean)
+			}
+			std := math.Sqrt(sq / float64(len(accs)-1))
+			t.Logf("%s: mean test accuracy %.4f ± %.4f over seeds %v", c.name, mean, std, seeds)
+			if mean < c.mean {
+				t.Fatalf("%s: mean test accuracy %.4f, want ≥ %.2f", c.name, mean, c.mean)
 			}
 		})
 	}
+}
+
+// trainPlanetoid partitions dataset dir (Planetoid split from seed) into
+// two metis parts, trains on two nodes with two `node train` processes,
+// and returns the test accuracy at the best validation epoch.
+func trainPlanetoid(t *testing.T, dir, seed string) float64 {
+	t.Helper()
+	bin := nodeBinary(t)
+	parts := filepath.Join(t.TempDir(), "parts")
+	out, err := exec.Command(bin, "partition", "--input", dir, "--format", "linqs", "--undirected",
+		"--split", "per-class:20,500,1000", "--seed", seed, "--parts", "2", "--method", "metis", "-o", parts).CombinedOutput()
+	if err != nil {
+		t.Fatalf("partition: %v\n%s", err, out)
+	}
+	cl := testCluster(t, bin, parts)
+	began := time.Now()
+	args := func(r int) []string {
+		a := planetoidArgs(cl.sockets[r], r)
+		for i := range a {
+			if a[i] == "--seed" {
+				a[i+1] = seed
+			}
+		}
+		return a
+	}
+	trs := []*trainer{startTrainer(t, bin, args(0)...), startTrainer(t, bin, args(1)...)}
+	var best []map[string]any
+	for r, tr := range trs {
+		var last map[string]any
+		for m := range tr.lines {
+			last = m
+		}
+		if err := <-tr.done; err != nil {
+			t.Fatalf("trainer %d: %v\n%s", r, err, &tr.stderr)
+		}
+		best = append(best, last)
+	}
+	acc, _ := best[0]["test_acc"].(float64)
+	t.Logf("seed %s: best epoch %v: val %v test %v, %.1fs", seed, best[0]["best_epoch"], best[0]["val_acc"], acc, time.Since(began).Seconds())
+	if fmt.Sprint(best[0]) != fmt.Sprint(best[1]) {
+		t.Fatalf("trainers disagree: %v vs %v", best[0], best[1])
+	}
+	return acc
 }
 
 // TestTrainerKilled: two `node train` processes on two nodes; killing one
@@ -262,4 +312,28 @@ func TestTrainerKilled(t *testing.T) {
 		t.Fatalf("the step failed %v after the kill: the sync timeout, not the trainer's departure", took)
 	}
 	t.Logf("rank 0 failed %v after rank 1 was killed: %s", took.Round(time.Millisecond), strings.TrimSpace(t0.stderr.String()))
+}
+
+// sharedData is the folder of dataset name under the real datasets:
+// $GRAPHNODE_DATA, or ../shared/data beside the repository (rel is that
+// folder relative to this package's directory). Without it the test
+// skips, except under CI (CI set), where ../shared is always present and
+// a missing dataset must fail, not pass silently.
+func sharedData(t testing.TB, rel, name string) string {
+	t.Helper()
+	base := os.Getenv("GRAPHNODE_DATA")
+	if base == "" {
+		base = rel
+	}
+	dir, err := filepath.Abs(filepath.Join(base, name))
+	if err == nil {
+		_, err = os.Stat(dir)
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("dataset %s absent under CI: %v", name, err)
+		}
+		t.Skipf("dataset %s absent: %v", name, err)
+	}
+	return dir
 }

@@ -24,7 +24,7 @@ import (
 
 func main() {
 	work := flag.String("work", filepath.Join(os.TempDir(), "metis-compare"), "directory for graph and partition files")
-	data := flag.String("data", "/work/shared/data", "dataset directory (cora/, blogcatalog/)")
+	data := flag.String("data", "../shared/data", "dataset directory (cora/, blogcatalog/): ../shared/data beside the repository")
 	graphs := flag.String("graphs", "cora,blogcatalog,rmat1m", "graphs: cora, blogcatalog, rmat1m, rmat2m")
 	partsFlag := flag.String("parts", "2,4,8", "part counts")
 	gpmetis := flag.String("gpmetis", "gpmetis", "gpmetis binary")
