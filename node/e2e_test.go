@@ -16,7 +16,6 @@ import (
 	"graphnode/node/control"
 )
 
-
 func baseOptions() client.Options {
 	o := client.DefaultOptions()
 	o.Split = "train"

@@ -15,7 +15,6 @@ import (
 	"graphnode/sample"
 )
 
-
 // planetoid is a LINQS citation graph with a Planetoid-sized split: 20
 // training nodes per class, 500 validation and 1000 test nodes, drawn
 // from splitSeed.
