@@ -384,14 +384,7 @@ func (r *edgeList) intEdge(s *lineScanner, x, y uint64, w float32) error {
 		a, b = uint32(x), uint32(y)
 		r.maxID = max(r.maxID, x, y)
 	}
-	if x == y {
-		g.Stats.SelfLoops++
-	}
-	g.Src = append(g.Src, a)
-	g.Dst = append(g.Dst, b)
-	if r.opts.Weighted {
-		g.Weights = append(g.Weights, w)
-	}
+	r.add(a, b, w)
 	return nil
 }
 
@@ -476,6 +469,14 @@ func (r *edgeList) edgeNames(s *lineScanner, f *[edgeSplit][]byte, w float32) er
 	} else {
 		a, b = r.names.intern(f[0]), r.names.intern(f[1])
 	}
+	r.add(a, b, w)
+	return nil
+}
+
+// add appends edge a -> b (and its weight when the list is weighted),
+// counting a self loop.
+func (r *edgeList) add(a, b uint32, w float32) {
+	g := r.g
 	if a == b {
 		g.Stats.SelfLoops++
 	}
@@ -484,5 +485,4 @@ func (r *edgeList) edgeNames(s *lineScanner, f *[edgeSplit][]byte, w float32) er
 	if r.opts.Weighted {
 		g.Weights = append(g.Weights, w)
 	}
-	return nil
 }
