@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"math/big"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"graphnode/csr"
 	"graphnode/partition"
+	"graphnode/shm"
 )
 
 const partitionSynopsis = "--input PATH [--format F] --parts N [--method M] [flags] -o DIR"
@@ -125,7 +125,7 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	}
 	cache := partition.CacheOptions{Ratio: f.cacheRatio}
 	if f.cacheBytes != "" {
-		if cache.Bytes, err = parseSize(f.cacheBytes); err != nil {
+		if cache.Bytes, err = shm.ParseSize(f.cacheBytes); err != nil {
 			return fmt.Errorf("--cache-bytes: %w", err)
 		}
 	}
@@ -261,41 +261,4 @@ func parseFanouts(s string) ([]int, error) {
 		return nil, fmt.Errorf("--fanouts %q: %w", s, err)
 	}
 	return out, nil
-}
-
-// parseSize parses a byte count with an optional unit: 512, 64MB (powers
-// of 1000), 1.5GiB (powers of 1024). A bare K, M, G or T is refused as
-// ambiguous.
-func parseSize(s string) (int64, error) {
-	sizeUnits := [...]struct {
-		name string
-		mult int64
-	}{{"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}}
-	text := strings.TrimSpace(s)
-	i := strings.IndexFunc(text, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
-	if i < 0 {
-		i = len(text)
-	}
-	num, unit := text[:i], strings.TrimSpace(text[i:])
-	mult := int64(0)
-	for _, u := range sizeUnits {
-		if strings.EqualFold(unit, u.name) {
-			mult = u.mult
-		}
-	}
-	if unit == "" {
-		mult = 1
-	}
-	if mult == 0 {
-		return 0, fmt.Errorf("size %q: unit %q: want B, KB, MB, GB, TB, KiB, MiB, GiB or TiB", s, unit)
-	}
-	v, ok := new(big.Rat).SetString(num)
-	if num == "" || !ok {
-		return 0, fmt.Errorf("size %q: want a number then an optional unit, like 64MB or 1GiB", s)
-	}
-	v.Mul(v, new(big.Rat).SetInt64(mult))
-	if !v.IsInt() || v.Num().Cmp(big.NewInt(math.MaxInt64)) > 0 {
-		return 0, fmt.Errorf("size %q: not a whole number of bytes below 2^63", s)
-	}
-	return v.Num().Int64(), nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"graphnode/csr"
 	"graphnode/partition"
+	"graphnode/shm"
 )
 
 // runNode runs the CLI in-process.
@@ -200,7 +201,7 @@ func TestPartitionFlagErrors(t *testing.T) {
 		{[]string{"--balance", "nodes,vertices"}, `--balance: partition: balance "vertices"`},
 		{[]string{"--fanouts", "10,x"}, `--fanouts "10,x": "x" is not an integer`},
 		{[]string{"--fanouts", "10,-3"}, "hop 2 is -3"},
-		{[]string{"--cache-bytes", "64M"}, `--cache-bytes: size "64M": unit "M"`},
+		{[]string{"--cache-bytes", "64M"}, `--cache-bytes: shm: size "64M": unit "M" is ambiguous`},
 		{[]string{"--cache-ratio", "0.2", "--fanouts", "none"}, "need --fanouts"},
 		{[]string{"--method", "freq"}, "has no training split"},
 		{[]string{"--method", "random", "--balance", "edges"}, `method random cannot balance "edges"`},
@@ -223,7 +224,7 @@ func TestParseSize(t *testing.T) {
 		{"512", 512, false}, {"64MB", 64_000_000, false}, {"1.5GiB", 3 << 29, false}, {"2 kib", 2048, false},
 		{"64M", 0, true}, {"MB", 0, true}, {"1.5B", 0, true}, {"-1", 0, true},
 	} {
-		got, err := parseSize(tt.in)
+		got, err := shm.ParseSize(tt.in) // what --cache-bytes takes
 		if got != tt.want || (err != nil) != tt.err {
 			t.Errorf("%q: %d, %v; want %d (error %v)", tt.in, got, err, tt.want, tt.err)
 		}
