@@ -9,6 +9,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/edsrzf/mmap-go"
+	"golang.org/x/sys/unix"
 )
 
 // OpenOptions tune Open.
@@ -95,6 +96,11 @@ func Open(path string, opts OpenOptions) (*Graph, error) {
 	if err != nil {
 		return nil, fmt.Errorf("csr: open %s: mmap: %w", path, err)
 	}
+	// Huge pages where the kernel has them for files: the pages that
+	// faults bring in come as 2 MiB folios mapped whole (see
+	// writeBufSize for the pages a fresh file is cached in). Advice only:
+	// a kernel without it refuses with EINVAL and the mapping is as good.
+	_ = unix.Madvise(m, unix.MADV_HUGEPAGE)
 	g := &Graph{path: path, meta: h.Meta, sections: h.Sections, m: m}
 	if err := g.load(opts); err != nil {
 		m.Unmap()

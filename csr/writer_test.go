@@ -274,3 +274,49 @@ func BenchmarkWriter(b *testing.B) {
 		}
 	})
 }
+
+// Every write to the file starts at a multiple of writeBufSize, whatever
+// the sizes of the sections and of the writes that fill them, so that the
+// page cache can hold the file in huge-page folios; and the file still
+// reads back whole.
+func TestWriterWritesAlignedChunks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "part.csr")
+	const edges = writeBufSize/8*2 + 13 // more than two buffers of ids
+	w, err := Create(path, Meta{NumParts: 1, End: 1, TotalNodes: 1, NumEdges: edges})
+	if err != nil {
+		t.Fatal(err)
+	}
+	indices := make([]uint64, edges) // node 0's self loops
+	if err := w.Uint64s(SecIndptr, []uint64{0, edges}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Uint64s(SecIndices, indices); err != nil {
+		t.Fatal(err)
+	}
+	blob := make([]byte, 3*writeBufSize+5)
+	for i := range blob {
+		blob[i] = byte(i * 31)
+	}
+	if err := w.Bytes("blob", TypeU8, blob); err != nil {
+		t.Fatal(err)
+	}
+	small := []uint32{1, 2, 3}
+	if err := w.Uint32s("small", small); err != nil {
+		t.Fatal(err)
+	}
+	out := w.out
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if out.unaligned != 0 || out.off < 5*writeBufSize {
+		t.Fatalf("%d of the writes started off a %d-byte boundary; %d bytes went through the buffer", out.unaligned, writeBufSize, out.off)
+	}
+	g, err := Open(path, OpenOptions{Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if got := g.rawNamed("blob"); !bytes.Equal(got, blob) {
+		t.Fatalf("blob section: %d bytes, want the %d written", len(got), len(blob))
+	}
+}
