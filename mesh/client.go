@@ -162,10 +162,11 @@ func (c *Client) Close() error {
 func (c *Client) Sample(ctx context.Context, part int, req *SampleRequest, resp *SampleResponse) error {
 	b, start := beginMessage(nil, TypeSampleRequest)
 	b = AppendSampleRequest(b, req)
-	p, err := c.call(ctx, part, "sample", b, start, TypeSampleResponse)
+	p, err := c.callWith(ctx, part, "sample", b, start, TypeSampleResponse, c.cfg.Timeout, c.cfg.Retries, resp.payload)
 	if err != nil {
 		return err
 	}
+	resp.payload = p.payload
 	if err := DecodeSampleResponse(p.payload, resp); err != nil {
 		return c.fail(p.peer, "sample", err)
 	}
@@ -175,15 +176,18 @@ func (c *Client) Sample(ctx context.Context, part int, req *SampleRequest, resp 
 	return nil
 }
 
-// Pull asks the peer serving part for the feature rows of req.IDs;
-// resp.Rows is a new buffer the caller owns.
+// Pull asks the peer serving part for the feature rows of req.IDs.
+// resp.Rows is valid until the next Pull into resp, which reuses its
+// memory: a caller that keeps resp between pulls allocates nothing once
+// the buffer has grown to the largest answer.
 func (c *Client) Pull(ctx context.Context, part int, req *PullRequest, resp *PullResponse) error {
 	b, start := beginMessage(nil, TypePullRequest)
 	b = AppendPullRequest(b, req)
-	p, err := c.call(ctx, part, "pull", b, start, TypePullResponse)
+	p, err := c.callWith(ctx, part, "pull", b, start, TypePullResponse, c.cfg.Timeout, c.cfg.Retries, resp.payload)
 	if err != nil {
 		return err
 	}
+	resp.payload = p.payload
 	if err := DecodePullResponse(p.payload, resp); err != nil {
 		return c.fail(p.peer, "pull", err)
 	}
@@ -260,11 +264,12 @@ type response struct {
 // Transient failures are retried with backoff until the call's deadline
 // or the retry budget is spent; the error names the peer.
 func (c *Client) call(ctx context.Context, part int, op string, b []byte, start int, want Type) (response, error) {
-	return c.callWith(ctx, part, op, b, start, want, c.cfg.Timeout, c.cfg.Retries)
+	return c.callWith(ctx, part, op, b, start, want, c.cfg.Timeout, c.cfg.Retries, nil)
 }
 
-// callWith is call with its own bound and retry budget.
-func (c *Client) callWith(ctx context.Context, part int, op string, b []byte, start int, want Type, timeout time.Duration, retries int) (response, error) {
+// callWith is call with its own bound and retry budget, reading the
+// answer into buf's memory when it is large enough.
+func (c *Client) callWith(ctx context.Context, part int, op string, b []byte, start int, want Type, timeout time.Duration, retries int, buf []byte) (response, error) {
 	p := c.peers[part]
 	if p == nil {
 		return response{}, fmt.Errorf("mesh: %s: part %d: %w", op, part, ErrUnknownPart)
@@ -278,7 +283,7 @@ func (c *Client) callWith(ctx context.Context, part int, op string, b []byte, st
 	m := c.out.peer(p.name)
 	began, backoff := time.Now(), c.cfg.Backoff
 	for attempt := 1; ; attempt++ {
-		payload, err := c.attempt(ctx, p, b, want)
+		payload, err := c.attempt(ctx, p, b, want, buf)
 		if err == nil {
 			m.record(len(b), HeaderSize+len(payload), time.Since(began), false)
 			return response{p, payload}, nil
@@ -319,7 +324,7 @@ func (c *Client) sleep(ctx context.Context, backoff *time.Duration) bool {
 }
 
 // attempt makes one exchange on one stream of the peer's connection.
-func (c *Client) attempt(ctx context.Context, p *peerConn, msg []byte, want Type) ([]byte, error) {
+func (c *Client) attempt(ctx context.Context, p *peerConn, msg []byte, want Type, buf []byte) ([]byte, error) {
 	conn, err := c.connect(ctx, p)
 	if err != nil {
 		return nil, err
@@ -341,7 +346,7 @@ func (c *Client) attempt(ctx context.Context, p *peerConn, msg []byte, want Type
 		return nil, ctxErr(ctx, err)
 	}
 	st.Close()
-	h, payload, err := readMessage(st, c.cfg.MaxMessage)
+	h, payload, err := readMessageInto(st, c.cfg.MaxMessage, buf)
 	st.CancelRead(0)
 	if err != nil {
 		if errors.Is(err, ErrTooLarge) {

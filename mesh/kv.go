@@ -80,7 +80,7 @@ func (c *Client) KVPush(ctx context.Context, part int, req []byte) ([]byte, erro
 func (c *Client) kv(ctx context.Context, part int, op string, t, want Type, req []byte, retries int) ([]byte, error) {
 	b, start := beginMessage(make([]byte, 0, HeaderSize+len(req)), t)
 	b = AppendKVMessage(b, &KVMessage{Data: req})
-	p, err := c.callWith(ctx, part, op, b, start, want, c.cfg.KVTimeout, retries)
+	p, err := c.callWith(ctx, part, op, b, start, want, c.cfg.KVTimeout, retries, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,14 @@ type Handler interface {
 	PullFeatures(ctx context.Context, req *PullRequest) (*PullResponse, error)
 }
 
+// RowsReleaser is implemented by a Handler that wants the Rows of each
+// PullResponse it returned handed back once they are written to the
+// stream (or the write failed): the server no longer reads them, so the
+// handler may reuse their memory for the next pull.
+type RowsReleaser interface {
+	ReleaseRows(rows []byte)
+}
+
 // ServerConfig configures Listen.
 type ServerConfig struct {
 	Identity *Identity // this node's certificate and the cluster CA
@@ -284,6 +292,10 @@ func (s *Server) serveStream(connCtx context.Context, peer string, st *quic.Stre
 		failed = true
 	} else {
 		st.Close()
+	}
+	// The stream copied what it accepted into its frames: tail is free.
+	if r, ok := s.cfg.Handler.(RowsReleaser); ok && len(tail) > 0 {
+		r.ReleaseRows(tail)
 	}
 	m.record(len(resp)+len(tail), received, time.Since(start), failed)
 }

@@ -350,3 +350,64 @@ func equalU64(a, b []uint64) bool {
 	}
 	return true
 }
+
+// releasingHandler hands out rows from a pool of its own and records
+// what the server gives back.
+type releasingHandler struct {
+	testHandler
+	mu       sync.Mutex
+	returned [][]byte
+}
+
+func (h *releasingHandler) ReleaseRows(rows []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.returned = append(h.returned, rows)
+}
+
+// The server hands a RowsReleaser the rows of every pull it answered,
+// once written; a client that keeps its PullResponse reads the next
+// answer into the same memory.
+func TestPullBuffersReused(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	h := &releasingHandler{testHandler: testHandler{rowSize: 100}}
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", func(c *ServerConfig) { c.Handler = h })
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer()}, nil)
+	ctx := context.Background()
+	var resp PullResponse
+	var first *byte
+	for i, n := range []int{5000, 3000} {
+		req := &PullRequest{IDs: ids(n, uint64(i))}
+		if err := c.Pull(ctx, 1, req, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if want := expectPull(req, 100); !bytes.Equal(resp.Rows, want.Rows) {
+			t.Fatalf("pull %d: rows differ", i)
+		}
+		if i == 0 {
+			first = &resp.Rows[0]
+		} else if &resp.Rows[0] != first {
+			t.Fatalf("the second pull did not reuse the first one's buffer")
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h.mu.Lock()
+		got := len(h.returned)
+		var sizes []int
+		for _, r := range h.returned {
+			sizes = append(sizes, len(r))
+		}
+		h.mu.Unlock()
+		if got == 2 {
+			if sizes[0]+sizes[1] != 8000*100 {
+				t.Fatalf("released rows of %v bytes, want 500000 and 300000", sizes)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pulls' rows released, want 2", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

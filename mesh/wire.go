@@ -148,9 +148,18 @@ func endMessage(b []byte, start, tail int) ([]byte, error) {
 const readChunk = 1 << 20
 
 // readMessage reads one header and its payload from r. A payload longer
-// than max is refused after the header, with ErrTooLarge, and the header
+// than limit is refused after the header, with ErrTooLarge, and the header
 // is returned so the caller can say which message it was.
-func readMessage(r io.Reader, max int) (Header, []byte, error) {
+func readMessage(r io.Reader, limit int) (Header, []byte, error) {
+	return readMessageInto(r, limit, nil)
+}
+
+// readMessageInto is readMessage reading the payload into buf's memory
+// when it is large enough (callers that keep buf between messages of
+// similar size allocate nothing). Otherwise it grows a buffer as the
+// bytes arrive, doubling, so memory stays within twice what was received
+// plus readChunk, whatever the header promises.
+func readMessageInto(r io.Reader, limit int, buf []byte) (Header, []byte, error) {
 	var hb [HeaderSize]byte
 	if _, err := io.ReadFull(r, hb[:]); err != nil {
 		return Header{}, nil, err
@@ -159,15 +168,17 @@ func readMessage(r io.Reader, max int) (Header, []byte, error) {
 	if err != nil {
 		return Header{}, nil, err
 	}
-	if uint64(h.Len) > uint64(max) {
-		return h, nil, fmt.Errorf("mesh: %s: payload of %d bytes exceeds the limit of %d: %w", h.Type, h.Len, max, ErrTooLarge)
+	if uint64(h.Len) > uint64(limit) {
+		return h, nil, fmt.Errorf("mesh: %s: payload of %d bytes exceeds the limit of %d: %w", h.Type, h.Len, limit, ErrTooLarge)
 	}
 	n := int(h.Len)
-	buf := make([]byte, 0, min(n, readChunk))
+	buf = buf[:0]
 	for len(buf) < n {
 		k := min(n-len(buf), readChunk)
 		if cap(buf)-len(buf) < k {
-			buf = append(buf[:cap(buf)], make([]byte, k)...)[:len(buf)]
+			grown := make([]byte, len(buf), min(n, max(2*cap(buf), len(buf)+k)))
+			copy(grown, buf)
+			buf = grown
 		}
 		if _, err := io.ReadFull(r, buf[len(buf):len(buf)+k]); err != nil {
 			if err == io.EOF {

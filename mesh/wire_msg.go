@@ -137,6 +137,8 @@ func DecodeSampleRequest(p []byte, r *SampleRequest) error {
 type SampleResponse struct {
 	Counts    []uint32
 	Neighbors []uint64
+
+	payload []byte // Client.Sample's read buffer, kept for the next call
 }
 
 // AppendSampleResponse appends r's payload to b.
@@ -207,6 +209,8 @@ type PullResponse struct {
 	DType   DType
 	RowSize uint32
 	Rows    []byte // len = Count()*RowSize; decoded Rows alias the payload
+
+	payload []byte // Client.Pull's read buffer, which Rows alias, kept for the next call
 }
 
 // Count is the number of rows.

@@ -196,6 +196,20 @@ func TestReadMessage(t *testing.T) {
 	if n := after.TotalAlloc - before.TotalAlloc; n > 2*readChunk {
 		t.Fatalf("allocated %d bytes for a 10-byte payload", n)
 	}
+
+	// Into a buffer large enough: the payload is read into its memory,
+	// with no allocation; a smaller one is outgrown, the bytes the same.
+	buf := make([]byte, 4*readChunk)
+	rd := bytes.NewReader(msg)
+	if allocs := testing.AllocsPerRun(5, func() {
+		rd.Reset(msg)
+		_, p, err = readMessageInto(rd, 4*readChunk, buf)
+	}); allocs > 1 || err != nil || &p[0] != &buf[0] || !bytes.Equal(p, big) { // 1: the header, read through an interface
+		t.Fatalf("readMessageInto a large buffer: %v allocations, err %v, aliases buf %v", allocs, err, &p[0] == &buf[0])
+	}
+	if _, p, err = readMessageInto(bytes.NewReader(msg), 4*readChunk, buf[:0:10]); err != nil || !bytes.Equal(p, big) {
+		t.Fatalf("readMessageInto a small buffer: %v, %d bytes", err, len(p))
+	}
 }
 
 func TestHistogram(t *testing.T) {

@@ -21,6 +21,8 @@ type handler struct {
 	src   *sample.LocalSource
 	dtype mesh.DType
 
+	rows sync.Pool // *[]byte: buffers of answered pulls, back from the server
+
 	mu     sync.Mutex
 	splits map[string][]uint64 // ascending global ids of each split asked for
 }
@@ -71,17 +73,31 @@ func (h *handler) SampleNeighbors(_ context.Context, req *mesh.SampleRequest) (*
 }
 
 // PullFeatures copies the rows of req.IDs out of the mapped feature
-// section: one copy, into the buffer the server writes to the stream.
+// section: one copy, into a buffer the server writes to the stream and
+// hands back (ReleaseRows).
 func (h *handler) PullFeatures(ctx context.Context, req *mesh.PullRequest) (*mesh.PullResponse, error) {
 	rb := h.part.Schema().RowBytes()
 	if rb == 0 {
 		return nil, fmt.Errorf("node: partition %d has no features", h.graph.Meta().Part)
 	}
-	rows := make([]byte, len(req.IDs)*rb)
+	n := len(req.IDs) * rb
+	var rows []byte
+	if b, ok := h.rows.Get().(*[]byte); ok && cap(*b) >= n {
+		rows = (*b)[:n]
+	} else {
+		rows = make([]byte, n)
+	}
 	if err := h.src.Gather(ctx, req.IDs, rows); err != nil {
+		h.ReleaseRows(rows)
 		return nil, err
 	}
 	return &mesh.PullResponse{DType: h.dtype, RowSize: uint32(rb), Rows: rows}, nil
+}
+
+// ReleaseRows takes back the rows of a pull the server has written
+// (mesh.RowsReleaser), for the next PullFeatures to fill.
+func (h *handler) ReleaseRows(rows []byte) {
+	h.rows.Put(&rows)
 }
 
 // SplitIDs lists the split's owned nodes in ascending global id; each

@@ -14,13 +14,24 @@ import (
 
 // meshRemote is a sampler's sample.Remote: one SampleRequest per peer
 // per hop, decoded straight into the sampler's reused response slices.
-type meshRemote struct{ c *mesh.Client }
+// The mesh responses (and the read buffers they keep) are pooled.
+type meshRemote struct {
+	c     *mesh.Client
+	resps *sync.Pool // *mesh.SampleResponse
+}
+
+func newMeshRemote(c *mesh.Client) meshRemote {
+	return meshRemote{c: c, resps: &sync.Pool{New: func() any { return new(mesh.SampleResponse) }}}
+}
 
 func (r meshRemote) SampleNeighbors(ctx context.Context, part int, req *sample.NeighborRequest, resp *sample.NeighborResponse) error {
 	mreq := mesh.SampleRequest{Key: wireKey(req.Key), Hop: uint16(req.Hop), Weighted: req.Weighted, Fanout: int32(req.Fanout), IDs: req.Nodes}
-	mresp := mesh.SampleResponse{Counts: resp.Counts[:0], Neighbors: resp.Neighbors[:0]}
-	err := r.c.Sample(ctx, part, &mreq, &mresp)
+	mresp := r.resps.Get().(*mesh.SampleResponse)
+	defer r.resps.Put(mresp)
+	mresp.Counts, mresp.Neighbors = resp.Counts[:0], resp.Neighbors[:0]
+	err := r.c.Sample(ctx, part, &mreq, mresp)
 	resp.Counts, resp.Neighbors = mresp.Counts, mresp.Neighbors
+	mresp.Counts, mresp.Neighbors = nil, nil // the sampler's, not the pool's
 	return err
 }
 
@@ -46,10 +57,12 @@ type clusterSource struct {
 }
 
 // routes is one Gather's ids grouped by owning peer, with their
-// positions in the batch.
+// positions in the batch, and the peers' answers (whose buffers are
+// reused by the next Gather that gets these routes from the pool).
 type routes struct {
-	ids [][]uint64
-	pos [][]int
+	ids   [][]uint64
+	pos   [][]int
+	pulls []mesh.PullResponse
 }
 
 func newClusterSource(p *sample.CSR, book partition.Book, cli *mesh.Client) (*clusterSource, error) {
@@ -70,7 +83,9 @@ func newClusterSource(p *sample.CSR, book partition.Book, cli *mesh.Client) (*cl
 		s.cacheIDs, s.cacheFeat = nil, nil // no features: nothing to cache
 	}
 	parts := book.Parts()
-	s.scratch.New = func() any { return &routes{ids: make([][]uint64, parts), pos: make([][]int, parts)} }
+	s.scratch.New = func() any {
+		return &routes{ids: make([][]uint64, parts), pos: make([][]int, parts), pulls: make([]mesh.PullResponse, parts)}
+	}
 	return s, nil
 }
 
@@ -140,8 +155,8 @@ func (s *clusterSource) Gather(ctx context.Context, ids []uint64, dst []byte) er
 	go func() {
 		done <- fetch(r, func(p int, pids []uint64, pos []int) error {
 			s.misses.Add(uint64(len(pids)))
-			var resp mesh.PullResponse
-			if err := s.cli.Pull(ctx, p, &mesh.PullRequest{IDs: pids}, &resp); err != nil {
+			resp := &r.pulls[p]
+			if err := s.cli.Pull(ctx, p, &mesh.PullRequest{IDs: pids}, resp); err != nil {
 				return err
 			}
 			if resp.DType != s.dtype || int(resp.RowSize) != rb {
