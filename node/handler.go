@@ -21,7 +21,7 @@ type handler struct {
 	src   *sample.LocalSource
 	dtype mesh.DType
 
-	rows sync.Pool // *[]byte: buffers of answered pulls, back from the server
+	rows *freeList[[]byte] // buffers of answered pulls, back from the server
 
 	mu     sync.Mutex
 	splits map[string][]uint64 // ascending global ids of each split asked for
@@ -32,7 +32,8 @@ func newHandler(g *csr.Graph) (*handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &handler{graph: g, part: p, src: sample.NewLocalSource(p), splits: map[string][]uint64{}}
+	h := &handler{graph: g, part: p, src: sample.NewLocalSource(p), splits: map[string][]uint64{},
+		rows: newFreeList(idleBuffers, func() *[]byte { return new([]byte) })}
 	switch p.Schema().XType {
 	case sample.F16:
 		h.dtype = mesh.DTypeFloat16
@@ -82,10 +83,10 @@ func (h *handler) PullFeatures(ctx context.Context, req *mesh.PullRequest) (*mes
 	}
 	n := len(req.IDs) * rb
 	var rows []byte
-	if b, ok := h.rows.Get().(*[]byte); ok && cap(*b) >= n {
+	if b := h.rows.get(); cap(*b) >= n {
 		rows = (*b)[:n]
 	} else {
-		rows = make([]byte, n)
+		rows = make([]byte, n, n+n/8)
 	}
 	if err := h.src.Gather(ctx, req.IDs, rows); err != nil {
 		h.ReleaseRows(rows)
@@ -97,7 +98,7 @@ func (h *handler) PullFeatures(ctx context.Context, req *mesh.PullRequest) (*mes
 // ReleaseRows takes back the rows of a pull the server has written
 // (mesh.RowsReleaser), for the next PullFeatures to fill.
 func (h *handler) ReleaseRows(rows []byte) {
-	h.rows.Put(&rows)
+	h.rows.put(&rows)
 }
 
 // SplitIDs lists the split's owned nodes in ascending global id; each

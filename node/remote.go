@@ -14,20 +14,24 @@ import (
 
 // meshRemote is a sampler's sample.Remote: one SampleRequest per peer
 // per hop, decoded straight into the sampler's reused response slices.
-// The mesh responses (and the read buffers they keep) are pooled.
+// The mesh responses (and the read buffers they keep) are reused.
 type meshRemote struct {
 	c     *mesh.Client
-	resps *sync.Pool // *mesh.SampleResponse
+	resps *freeList[mesh.SampleResponse]
 }
 
 func newMeshRemote(c *mesh.Client) meshRemote {
-	return meshRemote{c: c, resps: &sync.Pool{New: func() any { return new(mesh.SampleResponse) }}}
+	return meshRemote{c: c, resps: newFreeList(idleBuffers, func() *mesh.SampleResponse { return new(mesh.SampleResponse) })}
 }
+
+// idleBuffers is how many idle buffers of a kind a sampler or a handler
+// keeps: enough for the batches in flight, each with a few peers.
+const idleBuffers = 64
 
 func (r meshRemote) SampleNeighbors(ctx context.Context, part int, req *sample.NeighborRequest, resp *sample.NeighborResponse) error {
 	mreq := mesh.SampleRequest{Key: wireKey(req.Key), Hop: uint16(req.Hop), Weighted: req.Weighted, Fanout: int32(req.Fanout), IDs: req.Nodes}
-	mresp := r.resps.Get().(*mesh.SampleResponse)
-	defer r.resps.Put(mresp)
+	mresp := r.resps.get()
+	defer r.resps.put(mresp)
 	mresp.Counts, mresp.Neighbors = resp.Counts[:0], resp.Neighbors[:0]
 	err := r.c.Sample(ctx, part, &mreq, mresp)
 	resp.Counts, resp.Neighbors = mresp.Counts, mresp.Neighbors
@@ -53,7 +57,7 @@ type clusterSource struct {
 	cacheFeat  []byte
 
 	hits, misses atomic.Uint64
-	scratch      sync.Pool // *routes
+	scratch      *freeList[routes]
 }
 
 // routes is one Gather's ids grouped by owning peer, with their
@@ -83,9 +87,9 @@ func newClusterSource(p *sample.CSR, book partition.Book, cli *mesh.Client) (*cl
 		s.cacheIDs, s.cacheFeat = nil, nil // no features: nothing to cache
 	}
 	parts := book.Parts()
-	s.scratch.New = func() any {
+	s.scratch = newFreeList(idleBuffers, func() *routes {
 		return &routes{ids: make([][]uint64, parts), pos: make([][]int, parts), pulls: make([]mesh.PullResponse, parts)}
-	}
+	})
 	return s, nil
 }
 
@@ -93,7 +97,7 @@ func newClusterSource(p *sample.CSR, book partition.Book, cli *mesh.Client) (*cl
 // (and, when cached is set, the cached ones) out. The caller returns r to
 // the pool.
 func (s *clusterSource) route(ids []uint64, cached bool) *routes {
-	r := s.scratch.Get().(*routes)
+	r := s.scratch.get()
 	for p := range r.ids {
 		r.ids[p], r.pos[p] = r.ids[p][:0], r.pos[p][:0]
 	}
@@ -150,7 +154,7 @@ func (s *clusterSource) Gather(ctx context.Context, ids []uint64, dst []byte) er
 		return fmt.Errorf("node: gather %d rows of %d bytes into %d bytes: %w", len(ids), rb, len(dst), sample.ErrInvalid)
 	}
 	r := s.route(ids, true)
-	defer s.scratch.Put(r)
+	defer s.scratch.put(r)
 	done := make(chan error, 1)
 	go func() {
 		done <- fetch(r, func(p int, pids []uint64, pos []int) error {
@@ -188,7 +192,7 @@ func (s *clusterSource) GatherLabels(ctx context.Context, ids []uint64, dst []in
 		return fmt.Errorf("node: gather %d labels of dim %d into %d values: %w", len(ids), k, len(dst), sample.ErrInvalid)
 	}
 	r := s.route(ids, false)
-	defer s.scratch.Put(r)
+	defer s.scratch.put(r)
 	done := make(chan error, 1)
 	go func() {
 		done <- fetch(r, func(p int, pids []uint64, pos []int) error {

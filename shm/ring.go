@@ -37,8 +37,26 @@ type Options struct {
 	GID int
 	// Prealloc reserves the file's memory at creation (fallocate), so a
 	// full tmpfs is a clear error from Create instead of a SIGBUS in the
-	// producer that first touches a missing page.
+	// producer that first touches a missing page, and populates it: tmpfs
+	// zeroes a reserved page only when it is first touched, so without
+	// that the producer's first pass through the ring would pay for
+	// clearing every page (a third of a sampler's CPU time in its first
+	// gigabyte). Create then takes about a tenth of a second per GiB.
 	Prealloc bool
+}
+
+// populate faults every page of a fresh, writable mapping in, so that
+// the kernel zeroes them now: at once with MADV_POPULATE_WRITE (Linux
+// 5.14), or by writing a zero into each page on older kernels. The
+// file's memory is already reserved, so neither can fail for want of it.
+func populate(mem []byte) {
+	if unix.Madvise(mem, unix.MADV_POPULATE_WRITE) == nil {
+		return
+	}
+	page := os.Getpagesize()
+	for i := 0; i < len(mem); i += page {
+		mem[i] = 0
+	}
 }
 
 // mode returns the effective file mode.
@@ -139,6 +157,9 @@ func Create(path string, o Options) (*Ring, error) {
 		mem, err := mapFile(f, h.FileSize)
 		if err != nil {
 			return nil, err
+		}
+		if o.Prealloc {
+			populate(mem)
 		}
 		h.encode(mem)
 		return &Ring{path: path, mem: mem, hdr: h, unmap: unix.Munmap}, nil
