@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -53,7 +52,7 @@ type clusterSource struct {
 	dtype      mesh.DType
 	book       partition.Book
 	cli        *mesh.Client
-	cacheIDs   []uint64 // ascending (the writer sorts them)
+	cache      cacheIndex // rows of cacheFeat by global id
 	cacheFeat  []byte
 
 	hits, misses atomic.Uint64
@@ -74,17 +73,19 @@ func newClusterSource(p *sample.CSR, book partition.Book, cli *mesh.Client) (*cl
 	s := &clusterSource{
 		local: sample.NewLocalSource(p), part: p, start: p.Start(), end: p.End(),
 		rowBytes: p.Schema().RowBytes(), labelDim: p.Schema().LabelDim,
-		book: book, cli: cli, cacheIDs: g.CacheIDs(), cacheFeat: g.CacheFeat(),
+		book: book, cli: cli, cacheFeat: g.CacheFeat(),
 		dtype: mesh.DTypeFloat32,
 	}
 	if p.Schema().XType == sample.F16 {
 		s.dtype = mesh.DTypeFloat16
 	}
-	if !slices.IsSorted(s.cacheIDs) {
-		return nil, fmt.Errorf("node: %s: cache_ids are not ascending", g.Path())
+	ids := g.CacheIDs()
+	if len(s.cacheFeat) != len(ids)*s.rowBytes {
+		ids, s.cacheFeat = nil, nil // no features: nothing to cache
 	}
-	if len(s.cacheFeat) != len(s.cacheIDs)*s.rowBytes {
-		s.cacheIDs, s.cacheFeat = nil, nil // no features: nothing to cache
+	var err error
+	if s.cache, err = newCacheIndex(ids); err != nil {
+		return nil, fmt.Errorf("node: %s: cache_ids: %w", g.Path(), err)
 	}
 	parts := book.Parts()
 	s.scratch = newFreeList(idleBuffers, func() *routes {
@@ -107,7 +108,7 @@ func (s *clusterSource) route(ids []uint64, cached bool) *routes {
 			continue
 		}
 		if cached {
-			if _, ok := slices.BinarySearch(s.cacheIDs, id); ok {
+			if _, ok := s.cache.lookup(id); ok {
 				hits++
 				continue
 			}
@@ -177,7 +178,7 @@ func (s *clusterSource) Gather(ctx context.Context, ids []uint64, dst []byte) er
 	for i, id := range ids {
 		if l := id - s.start; l < s.end-s.start {
 			copy(dst[i*rb:(i+1)*rb], block[int(l)*rb:int(l+1)*rb])
-		} else if j, ok := slices.BinarySearch(s.cacheIDs, id); ok {
+		} else if j, ok := s.cache.lookup(id); ok {
 			copy(dst[i*rb:(i+1)*rb], s.cacheFeat[j*rb:(j+1)*rb])
 		}
 	}

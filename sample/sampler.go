@@ -71,8 +71,9 @@ func (c *Config) Validate() error {
 //
 // Memory: besides the batch, a Sampler whose Local range has at most
 // 2^24 ids keeps about 4.13 bytes per id of it (see denseMap), allocated
-// by the first Sample: 4.1 MB for 1 M nodes, 9.9 MB for 2.4 M. A larger
-// range dedups through the hash alone, sized by the batch.
+// by the first Sample: 4.1 MB for 1 M nodes, 9.9 MB for 2.4 M; with a
+// Remote, per id of the whole graph when it has at most 2^24 nodes. A
+// larger range dedups through the hash alone, sized by the batch.
 type Sampler struct {
 	cfg        Config
 	start, end uint64
@@ -104,7 +105,12 @@ func New(cfg Config) (*Sampler, error) {
 		return nil, err
 	}
 	s := &Sampler{cfg: cfg, start: cfg.Local.Start(), end: cfg.Local.End()}
-	if s.end-s.start <= denseMaxIDs {
+	switch {
+	case cfg.Remote != nil && cfg.Book.NumNodes() <= denseMaxIDs:
+		// Half the nodes of a batch may live elsewhere: index the whole
+		// graph, so that they too dedup without hashing.
+		s.dense.init(0, cfg.Book.NumNodes())
+	case s.end-s.start <= denseMaxIDs:
 		s.dense.init(s.start, s.end)
 	}
 	if cfg.Remote != nil {
