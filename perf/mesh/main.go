@@ -35,7 +35,8 @@ func main() {
 		parts       = flag.String("parts", "", "parts/ directory (required)")
 		label       = flag.String("label", "", "row label")
 		batches     = flag.Int("batches", 60, "batches read per node after warm-up")
-		warm        = flag.Int("warm", 5, "warm-up batches per node")
+		warm        = flag.Int("warm", 30, "warm-up batches per node: more than the ring holds, so that the timed batches are made while they are read")
+		ringSize    = flag.String("ring", "1GB", "[rings] size of every node (one loader's ring)")
 		batch       = flag.Int("batch", 1024, "batch size")
 		fanouts     = flag.String("fanouts", "15,10,5", "fanouts")
 		workers     = flag.Int("workers", 2, "sampler processes per loader")
@@ -45,13 +46,13 @@ func main() {
 	)
 	flag.Parse()
 	if *header {
-		fmt.Printf("%-22s %5s %10s %14s %14s %10s\n", "config", "nodes", "batches/s", "edges/s", "wire KB/batch", "p99 ms")
+		fmt.Printf("%-28s %5s %10s %14s %14s %10s\n", "config", "nodes", "batches/s", "edges/s", "wire KB/batch", "p99 ms")
 	}
 	if *bin == "" || *parts == "" {
 		return
 	}
 	o := options{label: *label, batches: *batches, warm: *warm, batchSize: *batch, fanouts: *fanouts,
-		workers: *workers, concurrency: *concurrency, meshTimeout: *meshTimeout}
+		workers: *workers, concurrency: *concurrency, meshTimeout: *meshTimeout, ring: *ringSize}
 	if err := run(*bin, *parts, o); err != nil {
 		fmt.Fprintln(os.Stderr, "mesh:", err)
 		os.Exit(1)
@@ -65,6 +66,7 @@ type options struct {
 	fanouts                  string
 	workers, concurrency     int
 	meshTimeout              string
+	ring                     string
 }
 
 func run(bin, parts string, o options) error {
@@ -113,8 +115,8 @@ func run(bin, parts string, o options) error {
 	}()
 	for p := range n {
 		sockets[p] = filepath.Join(work, fmt.Sprintf("node%d.sock", p))
-		text := fmt.Sprintf("version = 1\n[node]\nparts = %q\npart = %d\nname = %q\n[control]\nsocket = %q\n[rings]\ndir = %q\nsize = \"2GB\"\n[log]\nlevel = \"warn\"\nformat = \"text\"\n",
-			parts, p, names[p], sockets[p], rings)
+		text := fmt.Sprintf("version = 1\n[node]\nparts = %q\npart = %d\nname = %q\n[control]\nsocket = %q\n[rings]\ndir = %q\nsize = %q\n[log]\nlevel = \"warn\"\nformat = \"text\"\n",
+			parts, p, names[p], sockets[p], rings, o.ring)
 		if n > 1 {
 			text += fmt.Sprintf("[mesh]\ncerts = %q\ncluster = \"perf\"\ntimeout = %q\n%s", certs, o.meshTimeout, peers.String())
 		}
@@ -189,7 +191,7 @@ func run(bin, parts string, o options) error {
 	}
 	after, p99 := wire(ctx, sockets)
 	total := float64(n * batches)
-	fmt.Printf("%-22s %5d %10.1f %14.3g %14.1f %10.1f\n", label, n, total/elapsed, float64(edges)/elapsed,
+	fmt.Printf("%-28s %5d %10.1f %14.3g %14.1f %10.1f\n", label, n, total/elapsed, float64(edges)/elapsed,
 		float64(after-before)/total/1e3, p99)
 	return nil
 }

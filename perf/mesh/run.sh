@@ -7,10 +7,14 @@
 #   perf/mesh/run.sh                         # 200 k nodes / 4 M edges
 #   SIZE=products perf/mesh/run.sh           # 2.4 M nodes / 62 M edges
 #   METHODS="random metis" BATCHES=100 perf/mesh/run.sh
+#   SIZE=products METHODS="random freq" CACHES="0 0.2" PARTS=2 perf/mesh/run.sh
 #
 # Environment: WORK (scratch dir, default a fresh one under /tmp), KEEP=1
 # keeps the graph and parts, SIZE (small | products), METHODS (random,
-# metis), BATCHES (per node, after 5 warm-up batches), WORKERS and
+# metis, freq), CACHES (hot-node cache ratios of the parts, `node
+# partition --cache-ratio`; default 0 = none), PARTS (part counts, default
+# "2 4"), BATCHES (per node, after WARM warm-up batches, default 150 at small size, 30 at products),
+# RING (each node's [rings] size, default 1GB), WORKERS and
 # CONCURRENCY (per loader), MESH_TIMEOUT (the nodes' [mesh] timeout; at
 # products size one batch pulls ~27 MB, which on 2 shared CPUs with 4
 # nodes can take longer than the default 10s).
@@ -18,7 +22,16 @@ set -euo pipefail
 
 SIZE=${SIZE:-small}
 METHODS=${METHODS:-random metis}
+CACHES=${CACHES:-0}
+PARTS=${PARTS:-2 4}
 BATCHES=${BATCHES:-60}
+# Warm-up: more batches than the ring holds (~120 at 200 k nodes, ~20 at
+# products size), so that the timed ones are made while they are read.
+case "$SIZE" in
+products) WARM=${WARM:-30} ;;
+*) WARM=${WARM:-150} ;;
+esac
+RING=${RING:-1GB}
 WORKERS=${WORKERS:-2}
 CONCURRENCY=${CONCURRENCY:-4}
 MESH_TIMEOUT=${MESH_TIMEOUT:-10s}
@@ -49,23 +62,33 @@ if [ ! -d "$WORK/graph/raw" ]; then
 	# shellcheck disable=SC2086 # gen is a list of flags
 	"$NODE" gen rmat $gen -o "$WORK/graph" >/dev/null
 fi
-parts_of() { # method parts -> directory
-	local dir="$WORK/parts-$1-$2"
+parts_of() { # method parts cache -> directory
+	local dir="$WORK/parts-$1-$2-cache$3" fanouts=none
+	# The cache ranking and the freq partitioner estimate sampling heat.
+	if [ "$1" = freq ] || [ "$3" != 0 ]; then fanouts=15,10,5; fi
 	if [ ! -f "$dir/graph.toml" ]; then
-		"$NODE" partition --input "$WORK/graph" --format ogb --parts "$2" --method "$1" --fanouts none -o "$dir" >/dev/null 2>&1
+		"$NODE" partition --input "$WORK/graph" --format ogb --parts "$2" --method "$1" --fanouts "$fanouts" \
+			--cache-ratio "$3" -o "$dir" >"$dir.log" 2>&1 || {
+			cat "$dir.log" >&2
+			return 1
+		}
 	fi
 	echo "$dir"
 }
-flags=(-batches "$BATCHES" -workers "$WORKERS" -concurrency "$CONCURRENCY" -batch 1024 -fanouts 15,10,5 -mesh-timeout "$MESH_TIMEOUT")
+flags=(-batches "$BATCHES" -warm "$WARM" -ring "$RING" -workers "$WORKERS" -concurrency "$CONCURRENCY" -batch 1024 -fanouts 15,10,5 -mesh-timeout "$MESH_TIMEOUT")
 "$DRIVER" -header
-"$DRIVER" -node "$NODE" -parts "$(parts_of random 1)" -label "local (1 part)" "${flags[@]}"
+"$DRIVER" -node "$NODE" -parts "$(parts_of random 1 0)" -label "local (1 part)" "${flags[@]}"
 for m in $METHODS; do
-	for p in 2 4; do
-		dir=$(parts_of "$m" "$p") || {
-			echo "$m $p: partitioning failed" >&2
-			continue
-		}
-		"$DRIVER" -node "$NODE" -parts "$dir" -label "$m $p parts" "${flags[@]}"
+	for c in $CACHES; do
+		for p in $PARTS; do
+			dir=$(parts_of "$m" "$p" "$c") || {
+				echo "$m $p parts, cache $c: partitioning failed" >&2
+				continue
+			}
+			label="$m $p parts"
+			[ "$c" = 0 ] || label="$label, cache $c"
+			"$DRIVER" -node "$NODE" -parts "$dir" -label "$label" "${flags[@]}"
+		done
 	done
 done
 echo
