@@ -158,10 +158,12 @@ func (c *Client) Close() error {
 }
 
 // Sample asks the peer serving part to expand req.IDs, decoding the
-// answer into resp (whose slices are reused).
+// answer into resp (whose slices are reused, as are the buffers resp
+// keeps for the request's encoding and the answer's bytes).
 func (c *Client) Sample(ctx context.Context, part int, req *SampleRequest, resp *SampleResponse) error {
-	b, start := beginMessage(nil, TypeSampleRequest)
+	b, start := beginMessage(resp.request[:0], TypeSampleRequest)
 	b = AppendSampleRequest(b, req)
+	resp.request = b
 	p, err := c.callWith(ctx, part, "sample", b, start, TypeSampleResponse, c.cfg.Timeout, c.cfg.Retries, resp.payload)
 	if err != nil {
 		return err

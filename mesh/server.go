@@ -34,6 +34,18 @@ type RowsReleaser interface {
 	ReleaseRows(rows []byte)
 }
 
+// SampleReleaser is implemented by a Handler that wants each
+// SampleResponse it returned handed back once the server has encoded it,
+// to reuse its slices.
+type SampleReleaser interface {
+	ReleaseSample(resp *SampleResponse)
+}
+
+// idleMessages is how many encoded answers' buffers a Server keeps for
+// reuse: answers to sample requests run to megabytes, and a fresh buffer
+// is fresh pages to fault in.
+const idleMessages = 32
+
 // ServerConfig configures Listen.
 type ServerConfig struct {
 	Identity *Identity // this node's certificate and the cluster CA
@@ -102,6 +114,7 @@ type Server struct {
 	ln      *quic.Listener
 	in      *metrics
 	stopCtx func() bool
+	bufs    chan []byte // idle message buffers (see idleMessages)
 
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -142,7 +155,7 @@ func Listen(ctx context.Context, addr string, cfg ServerConfig) (*Server, error)
 		return nil, fmt.Errorf("mesh: listen %s: %w", addr, err)
 	}
 	key := quic.StatelessResetKey(cfg.Identity.resetKey)
-	s := &Server{cfg: cfg, udp: udp, in: newMetrics(Inbound)}
+	s := &Server{cfg: cfg, udp: udp, in: newMetrics(Inbound), bufs: make(chan []byte, idleMessages)}
 	s.tr = &quic.Transport{Conn: udp, StatelessResetKey: &key}
 	s.mu.conns = make(map[*quic.Conn]struct{})
 	s.ln, err = s.tr.Listen(serverTLS(cfg.Identity, cfg.alpn), quicConfig())
@@ -293,11 +306,30 @@ func (s *Server) serveStream(connCtx context.Context, peer string, st *quic.Stre
 	} else {
 		st.Close()
 	}
-	// The stream copied what it accepted into its frames: tail is free.
+	// The stream copied what it accepted into its frames: both are free.
 	if r, ok := s.cfg.Handler.(RowsReleaser); ok && len(tail) > 0 {
 		r.ReleaseRows(tail)
 	}
 	m.record(len(resp)+len(tail), received, time.Since(start), failed)
+	s.putBuf(resp)
+}
+
+// getBuf is an idle message buffer, or nil (append allocates).
+func (s *Server) getBuf() []byte {
+	select {
+	case b := <-s.bufs:
+		return b[:0]
+	default:
+		return nil
+	}
+}
+
+// putBuf keeps b for a later answer, unless enough are idle.
+func (s *Server) putBuf(b []byte) {
+	select {
+	case s.bufs <- b:
+	default:
+	}
 }
 
 func errorMessage(code ErrorCode, text string) []byte {
@@ -329,8 +361,11 @@ func (s *Server) dispatch(ctx context.Context, t Type, p []byte) (msg, tail []by
 		if resp == nil || len(resp.Counts) != len(req.IDs) || !sumMatches(resp) {
 			return errorMessage(CodeInternal, fmt.Sprintf("mesh: %s handler: response does not match %d ids", t, len(req.IDs))), nil
 		}
-		b, start := beginMessage(nil, TypeSampleResponse)
+		b, start := beginMessage(s.getBuf(), TypeSampleResponse)
 		b = AppendSampleResponse(b, resp)
+		if r, ok := s.cfg.Handler.(SampleReleaser); ok {
+			r.ReleaseSample(resp)
+		}
 		return s.finish(b, start, 0), nil
 	case TypePullRequest:
 		var req PullRequest

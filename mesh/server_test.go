@@ -357,6 +357,13 @@ type releasingHandler struct {
 	testHandler
 	mu       sync.Mutex
 	returned [][]byte
+	samples  []*SampleResponse
+}
+
+func (h *releasingHandler) ReleaseSample(r *SampleResponse) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.samples = append(h.samples, r)
 }
 
 func (h *releasingHandler) ReleaseRows(rows []byte) {
@@ -366,8 +373,9 @@ func (h *releasingHandler) ReleaseRows(rows []byte) {
 }
 
 // The server hands a RowsReleaser the rows of every pull it answered,
-// once written; a client that keeps its PullResponse reads the next
-// answer into the same memory.
+// once written, and a SampleReleaser every sample answer once encoded; a
+// client that keeps its PullResponse reads the next answer into the same
+// memory.
 func TestPullBuffersReused(t *testing.T) {
 	dir := writeTestCluster(t, testCluster, "host0", "host1")
 	h := &releasingHandler{testHandler: testHandler{rowSize: 100}}
@@ -390,6 +398,16 @@ func TestPullBuffersReused(t *testing.T) {
 			t.Fatalf("the second pull did not reuse the first one's buffer")
 		}
 	}
+	sreq := &SampleRequest{Hop: 1, Fanout: 3, IDs: ids(50, 7)}
+	var sresp SampleResponse
+	if err := c.Sample(ctx, 1, sreq, &sresp); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	if len(h.samples) != 1 || len(h.samples[0].Counts) != 50 {
+		t.Fatalf("sample answers released: %d, want 1 of 50 counts", len(h.samples))
+	}
+	h.mu.Unlock()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		h.mu.Lock()

@@ -139,6 +139,7 @@ type SampleResponse struct {
 	Neighbors []uint64
 
 	payload []byte // Client.Sample's read buffer, kept for the next call
+	request []byte // Client.Sample's encoded request, kept for the next call
 }
 
 // AppendSampleResponse appends r's payload to b.

@@ -21,7 +21,8 @@ type handler struct {
 	src   *sample.LocalSource
 	dtype mesh.DType
 
-	rows *freeList[[]byte] // buffers of answered pulls, back from the server
+	rows    *freeList[[]byte]                  // buffers of answered pulls, back from the server
+	samples *freeList[sample.NeighborResponse] // answers to sample requests, back from the server
 
 	mu     sync.Mutex
 	splits map[string][]uint64 // ascending global ids of each split asked for
@@ -33,7 +34,8 @@ func newHandler(g *csr.Graph) (*handler, error) {
 		return nil, err
 	}
 	h := &handler{graph: g, part: p, src: sample.NewLocalSource(p), splits: map[string][]uint64{},
-		rows: newFreeList(idleBuffers, func() *[]byte { return new([]byte) })}
+		rows:    newFreeList(idleBuffers, func() *[]byte { return new([]byte) }),
+		samples: newFreeList(idleBuffers, func() *sample.NeighborResponse { return new(sample.NeighborResponse) })}
 	switch p.Schema().XType {
 	case sample.F16:
 		h.dtype = mesh.DTypeFloat16
@@ -66,11 +68,19 @@ func (h *handler) SampleNeighbors(_ context.Context, req *mesh.SampleRequest) (*
 		return nil, err
 	}
 	nreq := sample.NeighborRequest{Key: key, Hop: int(req.Hop), Fanout: int(req.Fanout), Weighted: req.Weighted, Nodes: req.IDs}
-	var resp sample.NeighborResponse
-	if err := sample.SampleNeighbors(h.part, &nreq, &resp); err != nil {
+	resp := h.samples.get()
+	resp.Reset()
+	if err := sample.SampleNeighbors(h.part, &nreq, resp); err != nil {
+		h.samples.put(resp)
 		return nil, err
 	}
 	return &mesh.SampleResponse{Counts: resp.Counts, Neighbors: resp.Neighbors}, nil
+}
+
+// ReleaseSample takes back the slices of an answer the server has
+// encoded (mesh.SampleReleaser), for the next SampleNeighbors to fill.
+func (h *handler) ReleaseSample(r *mesh.SampleResponse) {
+	h.samples.put(&sample.NeighborResponse{Counts: r.Counts[:0], Neighbors: r.Neighbors[:0]})
 }
 
 // PullFeatures copies the rows of req.IDs out of the mapped feature
