@@ -72,7 +72,7 @@ func TestKilledSamplerIsAnError(t *testing.T) {
 func TestTrainerDisconnectReclaimsLoader(t *testing.T) {
 	bin, parts := setup(t)
 	cfg, socket, rings := newConfig(t, parts, "")
-	startDaemon(t, bin, cfg, socket, rings)
+	d := startDaemon(t, bin, cfg, socket, rings)
 	o := baseOptions()
 	o.Workers, o.Epochs, o.RingSize = 3, 1000, "2MiB"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -104,6 +104,10 @@ func TestTrainerDisconnectReclaimsLoader(t *testing.T) {
 	})
 	if st.Opened != 1 {
 		t.Fatalf("stats after disconnect: %+v; want 1 opened", st)
+	}
+	// A loader closed on purpose is no sampler's failure.
+	if d.logHas("node sampler:", "consumer gone") {
+		t.Fatalf("a sampler failed because the trainer left:\n%s", d.log)
 	}
 }
 

@@ -68,7 +68,11 @@ func RunSampler(ctx context.Context, spec *SamplerSpec, log *slog.Logger, progre
 		return nil
 	case errors.Is(err, errStopped), ctx.Err() != nil && errors.Is(err, context.Canceled):
 		log.Info("sampler stopped", "epoch", r.epoch.Load(), "batches", r.batches.Load())
-		return r.final(sample.KindEndOfStream, "")
+		// A trainer that closed its loader first has nobody to tell.
+		if err := r.final(sample.KindEndOfStream, ""); err != nil && !errors.Is(err, shm.ErrConsumerGone) {
+			return err
+		}
+		return nil
 	}
 	msg := fmt.Sprintf("worker %d: %v", spec.Worker, err)
 	if ferr := r.final(sample.KindError, msg); ferr != nil {
