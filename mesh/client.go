@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -26,8 +27,12 @@ type ClientConfig struct {
 	Checksum string    // partition-set checksum; every peer must match
 	Part     int       // this node's partition, sent in the hello
 	Peers    map[int]Peer
-	// Timeout bounds one call, retries and reconnections included, when
-	// the caller's context has no earlier deadline; 0 = DefaultCallTimeout.
+	// Timeout bounds how long one call, retries and reconnections
+	// included, may go without progress (a request written, bytes of the
+	// answer read): a peer that stays silent fails the call this long
+	// after its last byte, while a large answer that keeps streaming in is
+	// never cut off. The caller's context may end the call sooner.
+	// 0 = DefaultCallTimeout.
 	Timeout time.Duration
 	// KVTimeout bounds one kv call (a synchronous push waits for every
 	// trainer of the step, so it must exceed the kv sync timeout); 0 =
@@ -280,12 +285,12 @@ func (c *Client) callWith(ctx context.Context, part int, op string, b []byte, st
 		return response{}, c.fail(p, op, fmt.Errorf("request of %d bytes exceeds the limit of %d: %w", n, c.cfg.MaxMessage, ErrTooLarge))
 	}
 	b, _ = endMessage(b, start, 0)
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, st, cancel := withStall(ctx, timeout)
 	defer cancel()
 	m := c.out.peer(p.name)
 	began, backoff := time.Now(), c.cfg.Backoff
 	for attempt := 1; ; attempt++ {
-		payload, err := c.attempt(ctx, p, b, want, buf)
+		payload, err := c.attempt(ctx, st, p, b, want, buf)
 		if err == nil {
 			m.record(len(b), HeaderSize+len(payload), time.Since(began), false)
 			return response{p, payload}, nil
@@ -297,7 +302,7 @@ func (c *Client) callWith(ctx context.Context, part int, op string, b []byte, st
 		}
 		if !transient(err) || attempt > retries || !c.sleep(ctx, &backoff) {
 			m.record(len(b), 0, time.Since(began), true)
-			if transient(err) && !errors.Is(ctx.Err(), context.Canceled) {
+			if transient(err) && !errors.Is(context.Cause(ctx), context.Canceled) {
 				err = &unavailableError{attempts: attempt, elapsed: time.Since(began), last: err}
 			}
 			return response{}, p.err(op, err)
@@ -326,7 +331,7 @@ func (c *Client) sleep(ctx context.Context, backoff *time.Duration) bool {
 }
 
 // attempt makes one exchange on one stream of the peer's connection.
-func (c *Client) attempt(ctx context.Context, p *peerConn, msg []byte, want Type, buf []byte) ([]byte, error) {
+func (c *Client) attempt(ctx context.Context, stall *stall, p *peerConn, msg []byte, want Type, buf []byte) ([]byte, error) {
 	conn, err := c.connect(ctx, p)
 	if err != nil {
 		return nil, err
@@ -348,7 +353,8 @@ func (c *Client) attempt(ctx context.Context, p *peerConn, msg []byte, want Type
 		return nil, ctxErr(ctx, err)
 	}
 	st.Close()
-	h, payload, err := readMessageInto(st, c.cfg.MaxMessage, buf)
+	stall.progress()
+	h, payload, err := readMessageInto(progressReader{st, stall}, c.cfg.MaxMessage, buf)
 	st.CancelRead(0)
 	if err != nil {
 		if errors.Is(err, ErrTooLarge) {
@@ -370,7 +376,7 @@ func (c *Client) attempt(ctx context.Context, p *peerConn, msg []byte, want Type
 }
 
 // ctxErr reports a stream error caused by ctx (its deadline, which the
-// stream's deadline mirrors, or its cancellation) as ctx's error.
+// stream's deadline mirrors, a stall, or its cancellation) as ctx's error.
 func ctxErr(ctx context.Context, err error) error {
 	if ctx.Err() == nil {
 		if dl, ok := ctx.Deadline(); !ok || time.Now().Before(dl) {
@@ -378,7 +384,47 @@ func ctxErr(ctx context.Context, err error) error {
 		}
 		return fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
 	}
-	return fmt.Errorf("%w (%v)", ctx.Err(), err)
+	return fmt.Errorf("%w (%v)", context.Cause(ctx), err)
+}
+
+// stall is a call's bound: the call fails when timeout passes without
+// progress (a request written, bytes of the answer read) rather than
+// timeout after it began, so that a large answer from a busy peer is not
+// cut off while it streams in, and a peer that stays silent (down,
+// unreachable, wedged) still fails the call within timeout of its last
+// byte. Its context ends with cause context.DeadlineExceeded.
+type stall struct {
+	timeout time.Duration
+	timer   *time.Timer
+}
+
+// withStall derives a context that ends when timeout passes without a
+// call of progress, or when ctx ends; cancel releases it.
+func withStall(ctx context.Context, timeout time.Duration) (context.Context, *stall, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	s := &stall{timeout: timeout}
+	s.timer = time.AfterFunc(timeout, func() { cancel(context.DeadlineExceeded) })
+	return ctx, s, func() {
+		s.timer.Stop()
+		cancel(context.Canceled)
+	}
+}
+
+// progress restarts the clock.
+func (s *stall) progress() { s.timer.Reset(s.timeout) }
+
+// progressReader reports every read that returns bytes as progress.
+type progressReader struct {
+	r io.Reader
+	s *stall
+}
+
+func (p progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.s.progress()
+	}
+	return n, err
 }
 
 // fail counts a failed decode against the call it follows and names the peer.

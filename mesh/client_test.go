@@ -1,11 +1,13 @@
 package mesh
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -296,5 +298,63 @@ func TestTransient(t *testing.T) {
 		if got := transient(tt.err); got != tt.want {
 			t.Errorf("transient(%v) = %v, want %v", tt.err, got, tt.want)
 		}
+	}
+}
+
+// slowPullHandler answers every pull after delay with a precomputed
+// answer of rows rows of rowSize bytes, or waits for its context to end
+// when delay is negative.
+type slowPullHandler struct {
+	testHandler
+	delay atomic.Int64 // a time.Duration
+	resp  *PullResponse
+}
+
+func (h *slowPullHandler) PullFeatures(ctx context.Context, req *PullRequest) (*PullResponse, error) {
+	d := time.Duration(h.delay.Load())
+	if d < 0 {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	time.Sleep(d)
+	return &PullResponse{DType: h.resp.DType, RowSize: h.resp.RowSize, Rows: h.resp.Rows[:len(req.IDs)*int(h.resp.RowSize)]}, nil
+}
+
+// ClientConfig.Timeout bounds a call's time without progress, not its
+// length: a 128 MB answer that starts within the timeout and keeps coming
+// is read whole even when the call outlasts the timeout, while a peer
+// that goes silent fails the call about a timeout after its last byte.
+func TestCallTimeoutIsStall(t *testing.T) {
+	const timeout = time.Second
+	const rows, rowSize = 2048, 64 << 10 // 128 MB: at least 250 ms here
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	const delay = 900 * time.Millisecond
+	h := &slowPullHandler{resp: &PullResponse{DType: DTypeFloat32, RowSize: rowSize, Rows: make([]byte, rows*rowSize)}}
+	h.delay.Store(int64(delay))
+	for i := range h.resp.Rows {
+		h.resp.Rows[i] = byte(i / 4096)
+	}
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", func(c *ServerConfig) { c.Handler = h })
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer()}, func(c *ClientConfig) { c.Timeout = timeout })
+	if err := c.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var resp PullResponse
+	start := time.Now()
+	if err := c.Pull(context.Background(), 1, &PullRequest{IDs: ids(rows, 0)}, &resp); err != nil {
+		t.Fatalf("a %d MB answer begun after %v with a %v timeout: %v", rows*rowSize>>20, delay, timeout, err)
+	}
+	if d := time.Since(start); d <= timeout || !bytes.Equal(resp.Rows, h.resp.Rows) {
+		t.Fatalf("pull took %v (want more than the %v timeout, to show it), rows equal %v", d, timeout, bytes.Equal(resp.Rows, h.resp.Rows))
+	}
+
+	h.delay.Store(-1) // silent from now on
+	start = time.Now()
+	err := c.Pull(context.Background(), 1, &PullRequest{IDs: ids(4, 0)}, &resp)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "peer host1") {
+		t.Fatalf("silent peer: err = %v, want a deadline error naming host1", err)
+	}
+	if d := time.Since(start); d < timeout || d > timeout+time.Second {
+		t.Fatalf("silent peer: failed after %v, want about %v", d, timeout)
 	}
 }

@@ -102,15 +102,18 @@
 //
 // # Deadlines, retries, failure
 //
-// Every call is bounded by its context and ClientConfig.Timeout
-// (DefaultCallTimeout, 10 s), whichever ends first; the stream's deadline
-// follows it. A transient failure (connection closed or reset by a peer
+// Every call is bounded by its context and by ClientConfig.Timeout
+// (DefaultCallTimeout, 10 s) without progress: the clock starts with the
+// call and restarts when the request is written and whenever bytes of
+// the answer arrive, so a 30 MB answer from a busy peer is not failed
+// while it streams in, and a silent peer fails the call within the
+// timeout of its last byte. A transient failure (connection closed or reset by a peer
 // restarting, idle timeout, no answer to a dial within DialTimeout) drops
 // the connection and retries on a new one after a backoff that starts at
 // ClientConfig.Backoff and doubles up to MaxBackoff, at most Retries
 // times and never past the deadline. A peer that stays down fails the
 // call with ErrUnavailable, naming the peer and the attempts, when the
-// timeout ends: never a hang. Refusals, Error answers (ErrRemote; too
+// timeout ends without progress: never a hang. Refusals, Error answers (ErrRemote; too
 // large also matches ErrTooLarge), malformed answers and cancellation are
 // not retried. Sample and Pull are idempotent, so a retry after a lost
 // answer is safe; kv pushes are not, and are never retried.
