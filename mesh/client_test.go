@@ -354,7 +354,7 @@ func TestCallTimeoutIsStall(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "peer host1") {
 		t.Fatalf("silent peer: err = %v, want a deadline error naming host1", err)
 	}
-	if d := time.Since(start); d < timeout || d > timeout+time.Second {
+	if d := time.Since(start); d < timeout || d > timeout+3*time.Second {
 		t.Fatalf("silent peer: failed after %v, want about %v", d, timeout)
 	}
 }
