@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -47,7 +48,15 @@ type Config struct {
 	Samplers SamplersConfig `toml:"samplers"`
 	Mesh     MeshConfig     `toml:"mesh"`
 	KV       KVConfig       `toml:"kv"`
+	Metrics  MetricsConfig  `toml:"metrics"`
 	Log      LogConfig      `toml:"log"`
+}
+
+// MetricsConfig is [metrics]: the Prometheus text endpoint.
+type MetricsConfig struct {
+	// Listen is the TCP address of http://Listen/metrics ("127.0.0.1:9464");
+	// "" (the default) serves none.
+	Listen string `toml:"listen"`
 }
 
 // NodeConfig is [node]: which partition this host serves.
@@ -206,6 +215,13 @@ func (c *Config) Validate() error {
 	}
 	c.validateMesh(&p)
 	c.validateKV(&p)
+	if l := c.Metrics.Listen; l != "" {
+		if _, port, err := net.SplitHostPort(l); err != nil {
+			p.add("metrics.listen", "%q is not host:port (%v)", l, err)
+		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			p.add("metrics.listen", "%q: port %q is not a number from 0 to 65535", l, port)
+		}
+	}
 	if _, err := ParseLevel(c.Log.Level); err != nil {
 		p.add("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
 	}

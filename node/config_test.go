@@ -91,6 +91,8 @@ workers = 0
 concurrency = 1000
 max_loaders = -2
 drain_timeout = "soon"
+[metrics]
+listen = "nowhere"
 [log]
 level = "loud"
 format = "xml"
@@ -103,7 +105,7 @@ format = "xml"
 	wantKeys := []string{
 		`unknown key "samplers.wrkers"`, "version:", "node.parts:", "node.part:", "control.socket:",
 		"control.mode:", "control.group:", "rings.dir:", "rings.size:", "samplers.workers:",
-		"samplers.concurrency:", "samplers.max_loaders:", "samplers.drain_timeout:", "log.level:", "log.format:",
+		"samplers.concurrency:", "samplers.max_loaders:", "samplers.drain_timeout:", "metrics.listen:", "log.level:", "log.format:",
 	}
 	if len(lines) != len(wantKeys) {
 		t.Errorf("%d problems, want %d:\n%s", len(lines), len(wantKeys), err)
@@ -119,7 +121,7 @@ format = "xml"
 		}
 	}
 	// Values are named too, so the user sees what was read.
-	for _, v := range []string{`"0666"`, `"12 parsecs"`, "1000", `"loud"`, `"xml"`, "-1"} {
+	for _, v := range []string{`"0666"`, `"12 parsecs"`, "1000", `"loud"`, `"xml"`, "-1", `"nowhere"`} {
 		if !strings.Contains(err.Error(), v) {
 			t.Errorf("problems do not name the value %s:\n%s", v, err)
 		}

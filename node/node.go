@@ -171,6 +171,13 @@ func (n *Node) Run(ctx context.Context) error {
 		return err
 	}
 	defer n.closeMesh()
+	stopMetrics, err := n.serveMetrics(n.cfg.Metrics.Listen)
+	if err != nil {
+		ln.Close()
+		os.Remove(n.cfg.Control.Socket)
+		return err
+	}
+	defer stopMetrics()
 	m := n.graph.Meta()
 	attrs := []any{"socket", n.cfg.Control.Socket, "part", m.Part, "parts", m.NumParts,
 		"nodes", n.graph.NumNodes(), "edges", n.graph.NumEdges(), "name", n.cfg.Node.Name}

@@ -1,0 +1,164 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"graphnode/node/control"
+)
+
+// The Prometheus endpoint ([metrics] listen) renders the same snapshot as
+// the control socket's stats request, in the text exposition format
+// (version 0.0.4). The format is a few lines per metric, so it is written
+// here rather than through a client library and its dependencies.
+
+// serveMetrics starts http://listen/metrics, or does nothing when listen
+// is empty. The returned stop closes the listener and waits for the
+// server: the port is free again when stop returns.
+func (n *Node) serveMetrics(listen string) (stop func(), err error) {
+	if listen == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("node: metrics.listen %q: %w", listen, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		bw := bufio.NewWriter(w)
+		writeMetrics(bw, n.stats())
+		bw.Flush()
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("metrics server failed", "listen", listen, "err", err)
+		}
+	}()
+	n.log.Info("metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if srv.Shutdown(ctx) != nil {
+			srv.Close()
+		}
+		<-done
+	}, nil
+}
+
+// writeMetrics writes st in the Prometheus text format.
+func writeMetrics(w io.Writer, st *control.Stats) {
+	m := metricWriter{w: w}
+	m.family("graphnode_up", "gauge", "1 while node run serves.")
+	m.sample("graphnode_up", nil, 1)
+	m.family("graphnode_uptime_seconds", "gauge", "Seconds since node run started.")
+	m.sample("graphnode_uptime_seconds", nil, st.Uptime)
+	m.family("graphnode_ready", "gauge", "1 once every configured peer has answered the mesh handshake (always 1 without a mesh).")
+	m.sample("graphnode_ready", nil, boolValue(st.Ready))
+	m.family("graphnode_partition_nodes", "gauge", "Nodes owned by the partition served here.")
+	m.sample("graphnode_partition_nodes", []string{"part", strconv.Itoa(st.Part)}, float64(st.Nodes))
+	m.family("graphnode_partition_edges", "gauge", "Edges stored in the partition served here.")
+	m.sample("graphnode_partition_edges", []string{"part", strconv.Itoa(st.Part)}, float64(st.Edges))
+	m.family("graphnode_loaders_open", "gauge", "Loaders open now.")
+	m.sample("graphnode_loaders_open", nil, float64(len(st.Loaders)))
+	m.family("graphnode_loaders_opened_total", "counter", "Loaders opened since start.")
+	m.sample("graphnode_loaders_opened_total", nil, float64(st.Opened))
+	m.family("graphnode_batches_total", "counter", "Batch records written by samplers, all loaders, since start.")
+	m.sample("graphnode_batches_total", nil, float64(st.Batches))
+	m.family("graphnode_sampler_failures_total", "counter", "Sampler processes that failed, since start.")
+	m.sample("graphnode_sampler_failures_total", nil, float64(st.Failures))
+	m.family("graphnode_loader_batches_total", "counter", "Batch records written into an open loader's ring.")
+	for _, l := range st.Loaders {
+		m.sample("graphnode_loader_batches_total", []string{"loader", strconv.FormatUint(l.LoaderID, 10)}, float64(l.Batches))
+	}
+	m.family("graphnode_cache_rows", "gauge", "Feature rows in the partition's cache section.")
+	m.sample("graphnode_cache_rows", nil, float64(st.CacheRows))
+	m.family("graphnode_cache_hits_total", "counter", "Rows of nodes owned elsewhere served from the cache section.")
+	m.sample("graphnode_cache_hits_total", nil, float64(st.CacheHits))
+	m.family("graphnode_cache_misses_total", "counter", "Rows of nodes owned elsewhere pulled from a peer.")
+	m.sample("graphnode_cache_misses_total", nil, float64(st.CacheMisses))
+	if st.Mesh == nil {
+		return
+	}
+	peers := st.Mesh.Peers
+	m.family("graphnode_mesh_peer_ready", "gauge", "1 once the peer has answered the handshake.")
+	for _, p := range peers {
+		m.sample("graphnode_mesh_peer_ready", peerLabels(p, ""), boolValue(p.Ready))
+	}
+	traffic := []struct {
+		name, kind, help string
+		value            func(control.TrafficStats) float64
+	}{
+		{"graphnode_mesh_requests_total", "counter", "Mesh requests answered (dir=in) or made (dir=out).", func(t control.TrafficStats) float64 { return float64(t.Requests) }},
+		{"graphnode_mesh_errors_total", "counter", "Mesh requests that failed.", func(t control.TrafficStats) float64 { return float64(t.Errors) }},
+		{"graphnode_mesh_sent_bytes_total", "counter", "Mesh bytes sent.", func(t control.TrafficStats) float64 { return float64(t.BytesSent) }},
+		{"graphnode_mesh_received_bytes_total", "counter", "Mesh bytes received.", func(t control.TrafficStats) float64 { return float64(t.BytesReceived) }},
+		{"graphnode_mesh_latency_p50_seconds", "gauge", "Median request latency (upper bound of its 1-2-5 histogram bucket).", func(t control.TrafficStats) float64 { return t.P50Ms / 1e3 }},
+		{"graphnode_mesh_latency_p99_seconds", "gauge", "99th percentile request latency (upper bound of its 1-2-5 histogram bucket).", func(t control.TrafficStats) float64 { return t.P99Ms / 1e3 }},
+	}
+	for _, f := range traffic {
+		m.family(f.name, f.kind, f.help)
+		for _, p := range peers {
+			m.sample(f.name, peerLabels(p, "in"), f.value(p.In))
+			m.sample(f.name, peerLabels(p, "out"), f.value(p.Out))
+		}
+	}
+}
+
+func peerLabels(p control.PeerStats, dir string) []string {
+	l := []string{"peer", p.Name, "part", strconv.Itoa(p.Part)}
+	if dir != "" {
+		l = append(l, "dir", dir)
+	}
+	return l
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// metricWriter writes families and samples of the text format.
+type metricWriter struct{ w io.Writer }
+
+func (m metricWriter) family(name, kind, help string) {
+	fmt.Fprintf(m.w, "# HELP %s %s\n# TYPE %s %s\n", name, strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(help), name, kind)
+}
+
+// sample writes one line; labels are name, value pairs.
+func (m metricWriter) sample(name string, labels []string, v float64) {
+	var b strings.Builder
+	b.WriteString(name)
+	if len(labels) > 0 {
+		b.WriteByte('{')
+		for i := 0; i+1 < len(labels); i += 2 {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(labels[i])
+			b.WriteString(`="`)
+			b.WriteString(labelEscaper.Replace(labels[i+1]))
+			b.WriteByte('"')
+		}
+		b.WriteByte('}')
+	}
+	b.WriteByte(' ')
+	b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
+	b.WriteByte('\n')
+	io.WriteString(m.w, b.String())
+}
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)

@@ -1,0 +1,64 @@
+package node_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"graphnode/node/client"
+)
+
+// node run with [metrics] listen serves /metrics while it runs, counts
+// the batches a loader writes, and frees the port when it stops.
+func TestMetricsEndpoint(t *testing.T) {
+	bin, parts := setup(t)
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := probe.Addr().String()
+	probe.Close()
+	cfg, socket, rings := newConfig(t, parts, "[metrics]\nlisten = \""+addr+"\"\n")
+	d := startDaemon(t, bin, cfg, socket, rings)
+	scrape := func() string {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain; version=0.0.4") {
+			t.Fatalf("GET /metrics: %v, status %d, type %q", err, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		return string(body)
+	}
+	if m := scrape(); !strings.Contains(m, "graphnode_up 1\n") || !strings.Contains(m, "graphnode_ready 1\n") || !strings.Contains(m, "graphnode_loaders_open 0\n") {
+		t.Fatalf("a fresh node's metrics:\n%s", m)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := client.OpenLoader(ctx, socket, baseOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := l.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := scrape(); !strings.Contains(m, "graphnode_loaders_open 1\n") || !strings.Contains(m, "graphnode_loader_batches_total{loader=") {
+		t.Fatalf("metrics with a loader open:\n%s", m)
+	}
+	l.Close()
+	d.stop()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("metrics port still bound after the node stopped: %v", err)
+	}
+	ln.Close()
+}

@@ -1,0 +1,71 @@
+package node
+
+import (
+	"strings"
+	"testing"
+
+	"graphnode/node/control"
+)
+
+// writeMetrics renders every counter of a stats snapshot, with peer
+// labels escaped as the text format wants.
+func TestWriteMetrics(t *testing.T) {
+	st := &control.Stats{
+		Part: 1, Nodes: 100, Edges: 900, Uptime: 2.5, Ready: true, Opened: 3, Batches: 42, Failures: 1,
+		Loaders:   []control.LoaderStats{{LoaderID: 7, Batches: 40}},
+		CacheRows: 20, CacheHits: 11, CacheMisses: 5,
+		Mesh: &control.MeshStats{Peers: []control.PeerStats{{
+			Part: 0, Name: `host"0\`, Ready: true,
+			In:  control.TrafficStats{Requests: 9, BytesSent: 4096, BytesReceived: 128, P50Ms: 2, P99Ms: 50},
+			Out: control.TrafficStats{Requests: 8, Errors: 2, BytesSent: 256, BytesReceived: 8192, P50Ms: 1, P99Ms: 20},
+		}}},
+	}
+	var b strings.Builder
+	writeMetrics(&b, st)
+	text := b.String()
+	for _, want := range []string{
+		"# TYPE graphnode_up gauge\ngraphnode_up 1\n",
+		"graphnode_uptime_seconds 2.5\n",
+		"graphnode_ready 1\n",
+		`graphnode_partition_nodes{part="1"} 100` + "\n",
+		`graphnode_partition_edges{part="1"} 900` + "\n",
+		"graphnode_loaders_open 1\n",
+		"# TYPE graphnode_loaders_opened_total counter\ngraphnode_loaders_opened_total 3\n",
+		"graphnode_batches_total 42\n",
+		"graphnode_sampler_failures_total 1\n",
+		`graphnode_loader_batches_total{loader="7"} 40` + "\n",
+		"graphnode_cache_rows 20\n", "graphnode_cache_hits_total 11\n", "graphnode_cache_misses_total 5\n",
+		`graphnode_mesh_peer_ready{peer="host\"0\\",part="0"} 1` + "\n",
+		`graphnode_mesh_requests_total{peer="host\"0\\",part="0",dir="in"} 9` + "\n",
+		`graphnode_mesh_requests_total{peer="host\"0\\",part="0",dir="out"} 8` + "\n",
+		`graphnode_mesh_errors_total{peer="host\"0\\",part="0",dir="out"} 2` + "\n",
+		`graphnode_mesh_sent_bytes_total{peer="host\"0\\",part="0",dir="in"} 4096` + "\n",
+		`graphnode_mesh_received_bytes_total{peer="host\"0\\",part="0",dir="out"} 8192` + "\n",
+		`graphnode_mesh_latency_p50_seconds{peer="host\"0\\",part="0",dir="in"} 0.002` + "\n",
+		`graphnode_mesh_latency_p99_seconds{peer="host\"0\\",part="0",dir="out"} 0.02` + "\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	// Every sample belongs to a family declared just before it.
+	family := ""
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		if name, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			family = strings.Fields(name)[0]
+			continue
+		}
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		if !strings.HasPrefix(line, family) {
+			t.Errorf("sample %q outside its family %s", line, family)
+		}
+	}
+	b.Reset()
+	st.Mesh = nil
+	writeMetrics(&b, st)
+	if strings.Contains(b.String(), "graphnode_mesh") {
+		t.Errorf("mesh metrics without a mesh:\n%s", b.String())
+	}
+}
