@@ -23,8 +23,9 @@ import (
 // the file in 2 MiB folios, which readers' mappings then map with huge
 // pages, so that the sampler's random reads of the neighbour index and the
 // feature rows miss the TLB far less (on the 2.4 M-node / 59 M-edge
-// partition just written, 18.1 M sampled edges per CPU-second with the
-// earlier 1 MiB writes at odd offsets against 20.4 M).
+// partition just written, one sampler: 17.7 M sampled edges per
+// CPU-second with the earlier 1 MiB writes at odd offsets against 22.3 M,
+// medians of 5 runs).
 const writeBufSize = 2 << 20
 
 // Writer writes one partition file: sections in the order they are added,
