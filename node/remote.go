@@ -24,7 +24,11 @@ func newMeshRemote(c *mesh.Client) meshRemote {
 }
 
 // idleBuffers is how many idle buffers of a kind a sampler or a handler
-// keeps: enough for the batches in flight, each with a few peers.
+// keeps: enough for the batches in flight, each with a few peers. A list
+// only ever holds buffers that were in use at once (a sampler's gathers
+// in flight, a daemon's concurrent pulls), so it keeps the peak working
+// set, sized by the largest answers (a few to tens of MB at ogbn-products
+// scale), and never grows past it.
 const idleBuffers = 64
 
 func (r meshRemote) SampleNeighbors(ctx context.Context, part int, req *sample.NeighborRequest, resp *sample.NeighborResponse) error {
