@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -321,14 +322,18 @@ func (h *slowPullHandler) PullFeatures(ctx context.Context, req *PullRequest) (*
 }
 
 // ClientConfig.Timeout bounds a call's time without progress, not its
-// length: a 128 MB answer that starts within the timeout and keeps coming
+// length: a 64 MB answer that starts within the timeout and keeps coming
 // is read whole even when the call outlasts the timeout, while a peer
 // that goes silent fails the call about a timeout after its last byte.
 func TestCallTimeoutIsStall(t *testing.T) {
-	const timeout = time.Second
-	const rows, rowSize = 2048, 64 << 10 // 128 MB: at least 250 ms here
+	// Margins for a loaded CI machine under -race: the answer starts
+	// 100 ms before the timeout and needs more than 100 ms to arrive
+	// (64 MB; QUIC moves at most ~500 MB/s here), and the transfer may
+	// pause up to 2 s between reads.
+	const timeout = 2 * time.Second
+	const rows, rowSize = 1024, 64 << 10
 	dir := writeTestCluster(t, testCluster, "host0", "host1")
-	const delay = 900 * time.Millisecond
+	const delay = timeout - 100*time.Millisecond
 	h := &slowPullHandler{resp: &PullResponse{DType: DTypeFloat32, RowSize: rowSize, Rows: make([]byte, rows*rowSize)}}
 	h.delay.Store(int64(delay))
 	for i := range h.resp.Rows {
@@ -357,4 +362,45 @@ func TestCallTimeoutIsStall(t *testing.T) {
 	if d := time.Since(start); d < timeout || d > timeout+3*time.Second {
 		t.Fatalf("silent peer: failed after %v, want about %v", d, timeout)
 	}
+}
+
+// A stall's context ends only after timeout without progress: a reader
+// that delivers a chunk every 150 ms keeps a 500 ms stall alive for 1.5 s,
+// and the context ends about 500 ms after the last chunk, with cause
+// context.DeadlineExceeded.
+func TestStall(t *testing.T) {
+	ctx, st, cancel := withStall(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	msg := encode(TypePullResponse, bytes.Repeat([]byte{7}, 10*1000))
+	r := progressReader{&slowReader{b: msg, chunk: 1000, every: 150 * time.Millisecond}, st}
+	start := time.Now()
+	_, p, err := readMessageInto(r, 1<<20, nil)
+	if err != nil || len(p) != 10*1000 || ctx.Err() != nil {
+		t.Fatalf("slow answer: err %v, %d bytes, context %v after %v", err, len(p), ctx.Err(), time.Since(start))
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Fatalf("the slow reader took %v, want over a second", d)
+	}
+	last := time.Now()
+	<-ctx.Done()
+	if d := time.Since(last); d < 400*time.Millisecond || !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		t.Fatalf("stall ended %v after the last read, cause %v", d, context.Cause(ctx))
+	}
+}
+
+// slowReader returns b chunk bytes at a time, waiting every before each.
+type slowReader struct {
+	b     []byte
+	chunk int
+	every time.Duration
+}
+
+func (r *slowReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(r.every)
+	n := copy(p[:min(len(p), r.chunk)], r.b)
+	r.b = r.b[n:]
+	return n, nil
 }
