@@ -187,3 +187,31 @@ func FuzzDecodeKVMessage(f *testing.F) {
 		})
 	})
 }
+
+// FuzzReadMessage reads one framed message from arbitrary bytes, into no
+// buffer and into a small one: it never panics, refuses a payload over
+// the limit, and what it returns is the header's length of the bytes that
+// follow the header, whichever buffer it was read into.
+func FuzzReadMessage(f *testing.F) {
+	f.Add(encode(TypePullResponse, bytes.Repeat([]byte{3}, 100)), 0)
+	f.Add(append(AppendHeader(nil, Header{Type: TypePullRequest, Len: 1 << 30}), 1, 2, 3), 64)
+	f.Add([]byte{1, 2}, 8)
+	f.Fuzz(func(t *testing.T, in []byte, bufCap int) {
+		const limit = 1 << 16
+		var buf []byte
+		if bufCap > 0 {
+			buf = make([]byte, 0, bufCap%(2*limit))
+		}
+		h, p, err := readMessageInto(bytes.NewReader(in), limit, buf)
+		_, p0, err0 := readMessage(bytes.NewReader(in), limit)
+		if (err == nil) != (err0 == nil) || !bytes.Equal(p, p0) {
+			t.Fatalf("into a buffer: %v, %d bytes; without: %v, %d bytes", err, len(p), err0, len(p0))
+		}
+		if err != nil {
+			return
+		}
+		if int(h.Len) != len(p) || h.Len > limit || !bytes.Equal(p, in[HeaderSize:HeaderSize+len(p)]) {
+			t.Fatalf("header says %d bytes, read %d", h.Len, len(p))
+		}
+	})
+}
