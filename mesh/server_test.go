@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,7 +29,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := expectSample(req)
-	if !equalU32(sr.Counts, want.Counts) || !equalU64(sr.Neighbors, want.Neighbors) {
+	if !slices.Equal(sr.Counts, want.Counts) || !slices.Equal(sr.Neighbors, want.Neighbors) {
 		t.Fatalf("sample: got %v / %v, want %v / %v", sr.Counts[:5], sr.Neighbors[:5], want.Counts[:5], want.Neighbors[:5])
 	}
 
@@ -325,30 +326,6 @@ func TestServerConcurrentClients(t *testing.T) {
 	if len(m) != 2 || m[0].Peer != "host0" || m[1].Peer != "host2" || m[0].Requests != 80 || m[1].Requests != 80 {
 		t.Fatalf("server metrics %+v", m)
 	}
-}
-
-func equalU32(a, b []uint32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func equalU64(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // releasingHandler hands out rows from a pool of its own and records

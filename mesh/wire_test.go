@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,7 +51,7 @@ func TestCodecsRoundTrip(t *testing.T) {
 				if err := DecodeSampleRequest(p, &r); err != nil {
 					return err
 				}
-				return want(r.Key == sreq.Key && r.Hop == 3 && r.Weighted && r.Fanout == -1 && equalU64(r.IDs, sreq.IDs), "sample request %+v", r)
+				return want(r.Key == sreq.Key && r.Hop == 3 && r.Weighted && r.Fanout == -1 && slices.Equal(r.IDs, sreq.IDs), "sample request %+v", r)
 			}},
 		{"SampleResponse", AppendSampleResponse(nil, &SampleResponse{Counts: []uint32{2, 0, 1}, Neighbors: []uint64{9, 8, 7}}), 4 + 12 + 4 + 24,
 			func(p []byte) error {
@@ -58,7 +59,7 @@ func TestCodecsRoundTrip(t *testing.T) {
 				if err := DecodeSampleResponse(p, &r); err != nil {
 					return err
 				}
-				return want(equalU32(r.Counts, []uint32{2, 0, 1}) && equalU64(r.Neighbors, []uint64{9, 8, 7}), "sample response %+v", r)
+				return want(slices.Equal(r.Counts, []uint32{2, 0, 1}) && slices.Equal(r.Neighbors, []uint64{9, 8, 7}), "sample response %+v", r)
 			}},
 		{"PullRequest", AppendPullRequest(nil, &PullRequest{IDs: []uint64{5, 6}}), 4 + 16,
 			func(p []byte) error {
@@ -66,7 +67,7 @@ func TestCodecsRoundTrip(t *testing.T) {
 				if err := DecodePullRequest(p, &r); err != nil {
 					return err
 				}
-				return want(equalU64(r.IDs, []uint64{5, 6}), "pull request %+v", r)
+				return want(slices.Equal(r.IDs, []uint64{5, 6}), "pull request %+v", r)
 			}},
 		{"PullResponse", AppendPullResponse(nil, &PullResponse{DType: DTypeFloat16, RowSize: 4, Rows: []byte("abcdefgh")}), 12 + 8,
 			func(p []byte) error {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,7 +153,7 @@ func TestNextOrder(t *testing.T) {
 			got = append(got, b.Index)
 		}
 	}
-	if want := []int{0, 1, 2, 0, 1, 2}; !equal(got, want) {
+	if want := []int{0, 1, 2, 0, 1, 2}; !slices.Equal(got, want) {
 		t.Fatalf("indexes %v, want %v", got, want)
 	}
 	if _, err := l.Next(ctx); !errors.Is(err, io.EOF) {
@@ -167,18 +168,6 @@ func TestNextOrder(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not close the control connection")
 	}
-}
-
-func equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestNextErrors(t *testing.T) {
