@@ -60,34 +60,22 @@ func (n *Node) serveMetrics(listen string) (stop func(), err error) {
 // writeMetrics writes st in the Prometheus text format.
 func writeMetrics(w io.Writer, st *control.Stats) {
 	m := metricWriter{w: w}
-	m.family("graphnode_up", "gauge", "1 while node run serves.")
-	m.sample("graphnode_up", nil, 1)
-	m.family("graphnode_uptime_seconds", "gauge", "Seconds since node run started.")
-	m.sample("graphnode_uptime_seconds", nil, st.Uptime)
-	m.family("graphnode_ready", "gauge", "1 once every configured peer has answered the mesh handshake (always 1 without a mesh).")
-	m.sample("graphnode_ready", nil, boolValue(st.Ready))
-	m.family("graphnode_partition_nodes", "gauge", "Nodes owned by the partition served here.")
-	m.sample("graphnode_partition_nodes", []string{"part", strconv.Itoa(st.Part)}, float64(st.Nodes))
-	m.family("graphnode_partition_edges", "gauge", "Edges stored in the partition served here.")
-	m.sample("graphnode_partition_edges", []string{"part", strconv.Itoa(st.Part)}, float64(st.Edges))
-	m.family("graphnode_loaders_open", "gauge", "Loaders open now.")
-	m.sample("graphnode_loaders_open", nil, float64(len(st.Loaders)))
-	m.family("graphnode_loaders_opened_total", "counter", "Loaders opened since start.")
-	m.sample("graphnode_loaders_opened_total", nil, float64(st.Opened))
-	m.family("graphnode_batches_total", "counter", "Batch records written by samplers, all loaders, since start.")
-	m.sample("graphnode_batches_total", nil, float64(st.Batches))
-	m.family("graphnode_sampler_failures_total", "counter", "Sampler processes that failed, since start.")
-	m.sample("graphnode_sampler_failures_total", nil, float64(st.Failures))
+	m.one("graphnode_up", "gauge", "1 while node run serves.", nil, 1)
+	m.one("graphnode_uptime_seconds", "gauge", "Seconds since node run started.", nil, st.Uptime)
+	m.one("graphnode_ready", "gauge", "1 once every configured peer has answered the mesh handshake (always 1 without a mesh).", nil, boolValue(st.Ready))
+	m.one("graphnode_partition_nodes", "gauge", "Nodes owned by the partition served here.", []string{"part", strconv.Itoa(st.Part)}, float64(st.Nodes))
+	m.one("graphnode_partition_edges", "gauge", "Edges stored in the partition served here.", []string{"part", strconv.Itoa(st.Part)}, float64(st.Edges))
+	m.one("graphnode_loaders_open", "gauge", "Loaders open now.", nil, float64(len(st.Loaders)))
+	m.one("graphnode_loaders_opened_total", "counter", "Loaders opened since start.", nil, float64(st.Opened))
+	m.one("graphnode_batches_total", "counter", "Batch records written by samplers, all loaders, since start.", nil, float64(st.Batches))
+	m.one("graphnode_sampler_failures_total", "counter", "Sampler processes that failed, since start.", nil, float64(st.Failures))
 	m.family("graphnode_loader_batches_total", "counter", "Batch records written into an open loader's ring.")
 	for _, l := range st.Loaders {
 		m.sample("graphnode_loader_batches_total", []string{"loader", strconv.FormatUint(l.LoaderID, 10)}, float64(l.Batches))
 	}
-	m.family("graphnode_cache_rows", "gauge", "Feature rows in the partition's cache section.")
-	m.sample("graphnode_cache_rows", nil, float64(st.CacheRows))
-	m.family("graphnode_cache_hits_total", "counter", "Rows of nodes owned elsewhere served from the cache section.")
-	m.sample("graphnode_cache_hits_total", nil, float64(st.CacheHits))
-	m.family("graphnode_cache_misses_total", "counter", "Rows of nodes owned elsewhere pulled from a peer.")
-	m.sample("graphnode_cache_misses_total", nil, float64(st.CacheMisses))
+	m.one("graphnode_cache_rows", "gauge", "Feature rows in the partition's cache section.", nil, float64(st.CacheRows))
+	m.one("graphnode_cache_hits_total", "counter", "Rows of nodes owned elsewhere served from the cache section.", nil, float64(st.CacheHits))
+	m.one("graphnode_cache_misses_total", "counter", "Rows of nodes owned elsewhere pulled from a peer.", nil, float64(st.CacheMisses))
 	if st.Mesh == nil {
 		return
 	}
@@ -133,6 +121,12 @@ func boolValue(b bool) float64 {
 
 // metricWriter writes families and samples of the text format.
 type metricWriter struct{ w io.Writer }
+
+// one writes a family of a single sample.
+func (m metricWriter) one(name, kind, help string, labels []string, v float64) {
+	m.family(name, kind, help)
+	m.sample(name, labels, v)
+}
 
 func (m metricWriter) family(name, kind, help string) {
 	fmt.Fprintf(m.w, "# HELP %s %s\n# TYPE %s %s\n", name, strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(help), name, kind)
