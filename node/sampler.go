@@ -68,11 +68,7 @@ func RunSampler(ctx context.Context, spec *SamplerSpec, log *slog.Logger, progre
 		return nil
 	case errors.Is(err, errStopped), ctx.Err() != nil && errors.Is(err, context.Canceled):
 		log.Info("sampler stopped", "epoch", r.epoch.Load(), "batches", r.batches.Load())
-		// A trainer that closed its loader first has nobody to tell.
-		if err := r.final(sample.KindEndOfStream, ""); err != nil && !errors.Is(err, shm.ErrConsumerGone) {
-			return err
-		}
-		return nil
+		return r.final(sample.KindEndOfStream, "")
 	}
 	msg := fmt.Sprintf("worker %d: %v", spec.Worker, err)
 	if ferr := r.final(sample.KindError, msg); ferr != nil {
@@ -220,11 +216,16 @@ func (r *samplerRun) run(ctx context.Context) error {
 	return r.control(work, sample.KindEndOfStream, uint64(r.spec.Options.Epochs), 0, "")
 }
 
-// final writes a last record within finalWait.
+// final writes a last record within finalWait. A consumer already gone
+// is no failure: the trainer closed its loader first.
 func (r *samplerRun) final(k sample.Kind, msg string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), finalWait)
 	defer cancel()
-	return r.control(ctx, k, uint64(r.epoch.Load()), r.index, msg)
+	err := r.control(ctx, k, uint64(r.epoch.Load()), r.index, msg)
+	if errors.Is(err, shm.ErrConsumerGone) {
+		return nil
+	}
+	return err
 }
 
 func (r *samplerRun) control(ctx context.Context, k sample.Kind, epoch, index uint64, msg string) error {
