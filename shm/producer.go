@@ -154,6 +154,12 @@ func (p *Producer) Commit(n int) error {
 	return nil
 }
 
+// Abandon drops the reserved view without writing a record, so that the
+// producer can write another (an error record, say) after it failed to
+// fill the view. The space stays free for the next Reserve. Without a
+// reservation it does nothing.
+func (p *Producer) Abandon() { p.reserved = -1 }
+
 // Write copies rec into the sub-ring as one record: Reserve, copy, Commit.
 func (p *Producer) Write(ctx context.Context, rec []byte) error {
 	buf, err := p.Reserve(ctx, len(rec))

@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -154,6 +155,37 @@ func TestProducerOrder(t *testing.T) {
 	rec, err := c.Next(ctx, 0)
 	if err != nil || len(rec) != 7 {
 		t.Fatalf("Next: %d bytes, %v; want the 7 committed", len(rec), err)
+	}
+}
+
+// TestAbandon: an abandoned reservation publishes nothing and lets the
+// producer reserve again; the consumer reads only the records committed,
+// including one that wraps around the space the abandoned one had.
+func TestAbandon(t *testing.T) {
+	r := newTestRing(t, 1, PageSize)
+	p, _ := r.Producer(0)
+	ctx := testCtx(t)
+	p.Abandon() // nothing reserved: no effect
+	buf, err := p.Reserve(ctx, 3000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(buf, "abandoned")
+	p.Abandon()
+	if err := p.Write(ctx, []byte("error record")); err != nil {
+		t.Fatalf("Write after Abandon: %v", err)
+	}
+	big := bytes.Repeat([]byte{7}, PageSize-2*RecordHeaderSize-64)
+	c, _ := r.Consumer()
+	if rec, err := c.Next(ctx, 0); err != nil || string(rec) != "error record" {
+		t.Fatalf("Next: %q, %v; want the record written after Abandon", rec, err)
+	}
+	c.Release(0)
+	if err := p.Write(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := c.Next(ctx, 0); err != nil || !bytes.Equal(rec, big) {
+		t.Fatalf("Next: %d bytes, %v; want the %d-byte record", len(rec), err, len(big))
 	}
 }
 
