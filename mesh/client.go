@@ -166,15 +166,22 @@ func (c *Client) Close() error {
 // answer into resp (whose slices are reused, as are the buffers resp
 // keeps for the request's encoding and the answer's bytes).
 func (c *Client) Sample(ctx context.Context, part int, req *SampleRequest, resp *SampleResponse) error {
+	want, decode := TypeSampleResponse, DecodeSampleResponse
+	if req.Narrow {
+		if id, ok := fitU32(req.IDs); !ok {
+			return fmt.Errorf("mesh: sample: id %d in a narrow request (ids below 2^32 only): %w", id, ErrMalformed)
+		}
+		want, decode = TypeSampleResponseNarrow, DecodeSampleResponseNarrow
+	}
 	b, start := beginMessage(resp.request[:0], TypeSampleRequest)
 	b = AppendSampleRequest(b, req)
 	resp.request = b
-	p, err := c.callWith(ctx, part, "sample", b, start, TypeSampleResponse, c.cfg.Timeout, c.cfg.Retries, resp.payload)
+	p, err := c.callWith(ctx, part, "sample", b, start, want, c.cfg.Timeout, c.cfg.Retries, resp.payload)
 	if err != nil {
 		return err
 	}
 	resp.payload = p.payload
-	if err := DecodeSampleResponse(p.payload, resp); err != nil {
+	if err := decode(p.payload, resp); err != nil {
 		return c.fail(p.peer, "sample", err)
 	}
 	if len(resp.Counts) != len(req.IDs) {

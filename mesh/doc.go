@@ -61,7 +61,7 @@
 //	1     Hello           c → s      version u16, 0 u16, part u32, cluster, node, checksum (u16-length strings)
 //	2     HelloAck        s → c      as Hello, the server's values
 //	3     Error           s → c      code u16, 0 u16, message (u32 length, ≤ 64 KiB)
-//	4     SampleRequest   c → s      key [32]byte, hop u16, flags u16 (1 = weighted), fanout i32 (-1 = all), ids []u64
+//	4     SampleRequest   c → s      key [32]byte, hop u16, flags u16 (1 = weighted, 2 = narrow), fanout i32 (-1 = all), ids []u64 ([]u32 when narrow)
 //	5     SampleResponse  s → c      counts []u32 (one per id), neighbours []u64 (sum(counts) long)
 //	6     PullRequest     c → s      ids []u64
 //	7     PullResponse    s → c      dtype u8, 0 [3]u8, row size u32, count u32, rows (count × row size bytes)
@@ -75,6 +75,13 @@
 //	15    SplitResponse   s → c      ids []u64 (the peer's nodes in the split, strictly ascending)
 //	16    LabelRequest    c → s      ids []u64
 //	17    LabelResponse   s → c      dim u32, labels []i32 (count(ids) × dim, request order, -1 = missing)
+//	18    SampleResponseNarrow s → c counts []u32, neighbours []u32: the answer to a narrow SampleRequest
+//
+// A narrow SampleRequest (flag 2) carries its ids as u32 and is answered
+// with a SampleResponseNarrow: half the bytes of sampling, for partition
+// sets of up to 2^32 nodes (the node sets the flag when its book has no
+// more). The client refuses to send an id that does not fit; a server
+// whose answer holds a neighbour that does not fit answers CodeHandler.
 //
 // Types 14–17 are served when the Handler also implements SplitHandler
 // and LabelHandler (split.go); otherwise they are answered CodeUnsupported.

@@ -361,12 +361,18 @@ func (s *Server) dispatch(ctx context.Context, t Type, p []byte) (msg, tail []by
 		if resp == nil || len(resp.Counts) != len(req.IDs) || !sumMatches(resp) {
 			return errorMessage(CodeInternal, fmt.Sprintf("mesh: %s handler: response does not match %d ids", t, len(req.IDs))), nil
 		}
-		b, start := beginMessage(s.getBuf(), TypeSampleResponse)
-		b = AppendSampleResponse(b, resp)
 		if r, ok := s.cfg.Handler.(SampleReleaser); ok {
-			r.ReleaseSample(resp)
+			defer r.ReleaseSample(resp)
 		}
-		return s.finish(b, start, 0), nil
+		rt, encode := TypeSampleResponse, AppendSampleResponse
+		if req.Narrow {
+			if id, ok := fitU32(resp.Neighbors); !ok {
+				return errorMessage(CodeHandler, fmt.Sprintf("mesh: %s handler: neighbour %d does not fit the narrow answer asked for (ids below 2^32)", t, id)), nil
+			}
+			rt, encode = TypeSampleResponseNarrow, AppendSampleResponseNarrow
+		}
+		b, start := beginMessage(s.getBuf(), rt)
+		return s.finish(encode(b, resp), start, 0), nil
 	case TypePullRequest:
 		var req PullRequest
 		if err := DecodePullRequest(p, &req); err != nil {

@@ -67,6 +67,52 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestSampleNarrow: a narrow request gets the same answer as a wide one
+// in fewer bytes; an id that does not fit 32 bits is refused by the
+// client before anything is sent, and a neighbour that does not fit
+// fails the call with the server's error naming it.
+func TestSampleNarrow(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", nil)
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer()}, nil)
+	ctx := context.Background()
+	received := func() uint64 { return c.Metrics()[0].BytesReceived }
+
+	req := &SampleRequest{Hop: 1, Fanout: 4, IDs: ids(1000, 2000)}
+	var wide, narrow SampleResponse
+	if err := c.Sample(ctx, 1, req, &wide); err != nil {
+		t.Fatal(err)
+	}
+	wideBytes := received()
+	req.Narrow = true
+	if err := c.Sample(ctx, 1, req, &narrow); err != nil {
+		t.Fatal(err)
+	}
+	narrowBytes := received() - wideBytes
+	want := expectSample(req)
+	if !slices.Equal(narrow.Counts, want.Counts) || !slices.Equal(narrow.Neighbors, want.Neighbors) || !slices.Equal(wide.Neighbors, want.Neighbors) {
+		t.Fatalf("narrow answer differs from the expected one")
+	}
+	if saved := wideBytes - narrowBytes; saved != 4*uint64(len(want.Neighbors)) {
+		t.Fatalf("narrow answer %d bytes, wide %d: want %d bytes less (4 per neighbour)", narrowBytes, wideBytes, 4*len(want.Neighbors))
+	}
+
+	calls := srv.handler.calls.Load()
+	err := c.Sample(ctx, 1, &SampleRequest{Fanout: 4, IDs: []uint64{3, 1 << 32}, Narrow: true}, &narrow)
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "id 4294967296 in a narrow request") {
+		t.Fatalf("narrow request with a wide id: %v", err)
+	}
+	if got := srv.handler.calls.Load(); got != calls {
+		t.Fatalf("a refused narrow request reached the handler")
+	}
+
+	// expectSample answers id with id%5 neighbours id*10+k: 429496731*10 >= 2^32.
+	err = c.Sample(ctx, 1, &SampleRequest{Fanout: 4, IDs: []uint64{429496731}, Narrow: true}, &narrow)
+	if !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "neighbour 4294967310 does not fit the narrow answer") {
+		t.Fatalf("narrow answer with a wide neighbour: %v", err)
+	}
+}
+
 func TestStatsIncludeOutbound(t *testing.T) {
 	dir := writeTestCluster(t, testCluster, "host0", "host1")
 	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", func(c *ServerConfig) {

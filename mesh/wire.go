@@ -34,6 +34,8 @@ const (
 	TypeSplitResponse Type = 15
 	TypeLabelRequest  Type = 16
 	TypeLabelResponse Type = 17
+	// The answer to a SampleRequest with Narrow set (wire_msg.go).
+	TypeSampleResponseNarrow Type = 18
 )
 
 var typeNames = [...]string{
@@ -41,6 +43,7 @@ var typeNames = [...]string{
 	"PullRequest", "PullResponse", "StatsRequest", "StatsResponse",
 	"KVPullRequest", "KVPullResponse", "KVPushRequest", "KVPushResponse",
 	"SplitRequest", "SplitResponse", "LabelRequest", "LabelResponse",
+	"SampleResponseNarrow",
 }
 
 func (t Type) String() string {
@@ -303,6 +306,20 @@ func (d *decoder) u32s(field string, dst []uint32) []uint32 {
 	return dst
 }
 
+// u32sAs64 reads a counted array of uint32 into dst[:0], widened.
+func (d *decoder) u32sAs64(field string, dst []uint64) []uint64 {
+	n := d.count(field, 4)
+	p := d.take(field, uint64(n)*4)
+	dst = dst[:0]
+	if cap(dst) < n {
+		dst = make([]uint64, 0, n)
+	}
+	for i := range n {
+		dst = append(dst, uint64(binary.LittleEndian.Uint32(p[4*i:])))
+	}
+	return dst
+}
+
 // end reports the first failure, or trailing bytes.
 func (d *decoder) end() error {
 	if d.err == nil && len(d.b) != 0 {
@@ -325,6 +342,26 @@ func appendU64s(b []byte, v []uint64) []byte {
 		b = binary.LittleEndian.AppendUint64(b, x)
 	}
 	return b
+}
+
+// appendU32sOf64 appends v as a counted array of uint32; every value
+// must fit (see fitU32).
+func appendU32sOf64(b []byte, v []uint64) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(v)))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint32(b, uint32(x))
+	}
+	return b
+}
+
+// fitU32 is the first value of v above MaxUint32, and whether none is.
+func fitU32(v []uint64) (uint64, bool) {
+	for _, x := range v {
+		if x > math.MaxUint32 {
+			return x, false
+		}
+	}
+	return 0, true
 }
 
 func appendU32s(b []byte, v []uint32) []byte {

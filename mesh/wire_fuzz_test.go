@@ -64,6 +64,7 @@ func FuzzDecodeSampleRequest(f *testing.F) {
 	r.Key[0], r.Key[31] = 1, 2
 	f.Add(AppendSampleRequest(nil, r))
 	f.Add(AppendSampleRequest(nil, &SampleRequest{Fanout: -1}))
+	f.Add(AppendSampleRequest(nil, &SampleRequest{Fanout: 3, IDs: []uint64{1, 1<<32 - 1}, Narrow: true}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		roundTrip(t, b, func(b []byte) ([]byte, error) {
 			var r SampleRequest
@@ -81,6 +82,18 @@ func FuzzDecodeSampleResponse(f *testing.F) {
 			var r SampleResponse
 			err := DecodeSampleResponse(b, &r)
 			return AppendSampleResponse(nil, &r), err
+		})
+	})
+}
+
+func FuzzDecodeSampleResponseNarrow(f *testing.F) {
+	f.Add(AppendSampleResponseNarrow(nil, &SampleResponse{Counts: []uint32{2, 0, 1}, Neighbors: []uint64{4, 1<<32 - 1, 6}}))
+	f.Add(AppendSampleResponseNarrow(nil, &SampleResponse{}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		roundTrip(t, b, func(b []byte) ([]byte, error) {
+			var r SampleResponse
+			err := DecodeSampleResponseNarrow(b, &r)
+			return AppendSampleResponseNarrow(nil, &r), err
 		})
 	})
 }

@@ -87,18 +87,28 @@ const KeySize = 32
 // opaque to the mesh: the sampler defines it (the batch's stream key), so
 // the peer's choice equals the one a local expansion would make.
 //
-//	key [32]byte | hop u16 | flags u16 (bit 0: weighted) | fanout i32 | ids []u64
+//	key [32]byte | hop u16 | flags u16 (bit 0: weighted, bit 1: narrow) |
+//	fanout i32 | ids []u64, or []u32 when narrow
 type SampleRequest struct {
 	Key      [KeySize]byte
 	Hop      uint16
 	Weighted bool
 	Fanout   int32 // neighbours per node; -1 = all
 	IDs      []uint64
+	// Narrow sends ids as u32 both ways: the request's ids, and the
+	// neighbours of the answer, a SampleResponseNarrow. It halves the
+	// bytes of sampling; every id of the partition set must be below 2^32
+	// (the client and the server check).
+	Narrow bool
 }
 
-const sampleWeighted = 1
+const (
+	sampleWeighted = 1
+	sampleNarrow   = 2
+)
 
-// AppendSampleRequest appends r's payload to b.
+// AppendSampleRequest appends r's payload to b. With Narrow every id
+// must fit in 32 bits (Client.Sample checks).
 func AppendSampleRequest(b []byte, r *SampleRequest) []byte {
 	b = append(b, r.Key[:]...)
 	b = binary.LittleEndian.AppendUint16(b, r.Hop)
@@ -106,8 +116,14 @@ func AppendSampleRequest(b []byte, r *SampleRequest) []byte {
 	if r.Weighted {
 		flags |= sampleWeighted
 	}
+	if r.Narrow {
+		flags |= sampleNarrow
+	}
 	b = binary.LittleEndian.AppendUint16(b, flags)
 	b = binary.LittleEndian.AppendUint32(b, uint32(r.Fanout))
+	if r.Narrow {
+		return appendU32sOf64(b, r.IDs)
+	}
 	return appendU64s(b, r.IDs)
 }
 
@@ -118,22 +134,29 @@ func DecodeSampleRequest(p []byte, r *SampleRequest) error {
 	copy(r.Key[:], d.take("key", KeySize))
 	r.Hop = d.u16("hop")
 	flags := d.u16("flags")
-	if flags&^sampleWeighted != 0 {
-		d.fail("flags", "unknown bits %#x", flags)
+	if unknown := flags &^ (sampleWeighted | sampleNarrow); unknown != 0 {
+		d.fail("flags", "unknown bits %#x", unknown)
 	}
 	r.Weighted = flags&sampleWeighted != 0
+	r.Narrow = flags&sampleNarrow != 0
 	r.Fanout = int32(d.u32("fanout"))
 	if r.Fanout < -1 {
 		d.fail("fanout", "%d, want -1 (all) or >= 0", r.Fanout)
 	}
-	r.IDs = d.u64s("ids", r.IDs)
+	if r.Narrow {
+		r.IDs = d.u32sAs64("ids", r.IDs)
+	} else {
+		r.IDs = d.u64s("ids", r.IDs)
+	}
 	return d.end()
 }
 
 // SampleResponse answers a SampleRequest: Counts[i] neighbours of IDs[i],
-// concatenated in request order in Neighbors.
+// concatenated in request order in Neighbors. A narrow request's answer
+// is a SampleResponseNarrow, the same with 32-bit neighbours.
 //
-//	counts []u32 | neighbours []u64   (sum(counts) == len(neighbours))
+//	SampleResponse:       counts []u32 | neighbours []u64   (sum(counts) == len(neighbours))
+//	SampleResponseNarrow: counts []u32 | neighbours []u32
 type SampleResponse struct {
 	Counts    []uint32
 	Neighbors []uint64
@@ -148,12 +171,35 @@ func AppendSampleResponse(b []byte, r *SampleResponse) []byte {
 	return appendU64s(b, r.Neighbors)
 }
 
+// AppendSampleResponseNarrow appends r's payload as a
+// SampleResponseNarrow; every neighbour must fit in 32 bits (the server
+// checks).
+func AppendSampleResponseNarrow(b []byte, r *SampleResponse) []byte {
+	b = appendU32s(b, r.Counts)
+	return appendU32sOf64(b, r.Neighbors)
+}
+
 // DecodeSampleResponse decodes a SampleResponse payload into r, reusing
 // its slices' capacity.
 func DecodeSampleResponse(p []byte, r *SampleResponse) error {
+	return decodeSampleResponse(p, r, false)
+}
+
+// DecodeSampleResponseNarrow decodes a SampleResponseNarrow payload into
+// r, reusing its slices' capacity.
+func DecodeSampleResponseNarrow(p []byte, r *SampleResponse) error {
+	return decodeSampleResponse(p, r, true)
+}
+
+func decodeSampleResponse(p []byte, r *SampleResponse, narrow bool) error {
 	d := decoder{msg: "SampleResponse", b: p}
 	r.Counts = d.u32s("counts", r.Counts)
-	r.Neighbors = d.u64s("neighbours", r.Neighbors)
+	if narrow {
+		d.msg = "SampleResponseNarrow"
+		r.Neighbors = d.u32sAs64("neighbours", r.Neighbors)
+	} else {
+		r.Neighbors = d.u64s("neighbours", r.Neighbors)
+	}
 	if d.err == nil {
 		var sum uint64
 		for _, c := range r.Counts {

@@ -23,6 +23,7 @@ func encode(t Type, payload []byte) []byte {
 func TestCodecsRoundTrip(t *testing.T) {
 	sreq := &SampleRequest{Hop: 3, Weighted: true, Fanout: -1, IDs: []uint64{1, 1 << 40, 7}}
 	sreq.Key[31] = 0xee
+	nreq := &SampleRequest{Hop: 1, Fanout: 5, IDs: []uint64{1, 1<<32 - 1, 7}, Narrow: true}
 	tests := []struct {
 		name    string
 		payload []byte
@@ -60,6 +61,22 @@ func TestCodecsRoundTrip(t *testing.T) {
 					return err
 				}
 				return want(slices.Equal(r.Counts, []uint32{2, 0, 1}) && slices.Equal(r.Neighbors, []uint64{9, 8, 7}), "sample response %+v", r)
+			}},
+		{"SampleRequest narrow", AppendSampleRequest(nil, nreq), 32 + 8 + 4 + 12,
+			func(p []byte) error {
+				var r SampleRequest
+				if err := DecodeSampleRequest(p, &r); err != nil {
+					return err
+				}
+				return want(r.Narrow && !r.Weighted && r.Hop == 1 && r.Fanout == 5 && slices.Equal(r.IDs, nreq.IDs), "narrow sample request %+v", r)
+			}},
+		{"SampleResponseNarrow", AppendSampleResponseNarrow(nil, &SampleResponse{Counts: []uint32{2, 0, 1}, Neighbors: []uint64{9, 1<<32 - 1, 7}}), 4 + 12 + 4 + 12,
+			func(p []byte) error {
+				var r SampleResponse
+				if err := DecodeSampleResponseNarrow(p, &r); err != nil {
+					return err
+				}
+				return want(slices.Equal(r.Counts, []uint32{2, 0, 1}) && slices.Equal(r.Neighbors, []uint64{9, 1<<32 - 1, 7}), "narrow sample response %+v", r)
 			}},
 		{"PullRequest", AppendPullRequest(nil, &PullRequest{IDs: []uint64{5, 6}}), 4 + 16,
 			func(p []byte) error {
@@ -131,7 +148,11 @@ func TestDecodeRejects(t *testing.T) {
 	}{
 		{"count beyond buffer", DecodePullRequest([]byte{0xff, 0xff, 0xff, 0x7f, 1, 2}, &PullRequest{}),
 			"count 2147483647 of 8-byte elements exceeds the 2 bytes left"},
-		{"unknown sample flag", DecodeSampleRequest(append(key, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0), &sr), "flags: unknown bits 0x2"},
+		{"unknown sample flag", DecodeSampleRequest(append(key, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0), &sr), "flags: unknown bits 0x4"},
+		{"narrow ids cut short", DecodeSampleRequest(append(key, 0, 0, 2, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0), &sr),
+			"ids: count 2 of 4-byte elements exceeds the 7 bytes left"},
+		{"narrow counts do not sum", DecodeSampleResponseNarrow([]byte{1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0}, &sresp),
+			"SampleResponseNarrow: counts: sum to 2, but 1 neighbours follow"},
 		{"fanout below -1", DecodeSampleRequest(append(key, 0, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff, 0, 0, 0, 0), &sr), "fanout: -2"},
 		{"counts do not sum", DecodeSampleResponse([]byte{1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0}, &sresp),
 			"counts: sum to 2, but 1 neighbours follow"},
