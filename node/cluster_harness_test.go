@@ -27,18 +27,27 @@ const clusterName = "test"
 // split into n random partitions (as `node partition --method random`).
 var clusterFixture struct {
 	mu    sync.Mutex
-	parts map[int]string
+	parts map[string]string
 }
 
-func clusterParts(t *testing.T, n int) string {
+func clusterParts(t *testing.T, n int) string { return clusterPartsCached(t, n, 0) }
+
+// clusterPartsCached is clusterParts with every part caching the hottest
+// cacheRatio × (its node count) nodes of the others (as `node partition
+// --cache-ratio`; 0 = no cache).
+func clusterPartsCached(t *testing.T, n int, cacheRatio float64) string {
 	t.Helper()
 	bin, _ := setup(t)
 	clusterFixture.mu.Lock()
 	defer clusterFixture.mu.Unlock()
-	if dir, ok := clusterFixture.parts[n]; ok {
+	name := fmt.Sprintf("parts-%d", n)
+	if cacheRatio > 0 {
+		name += fmt.Sprintf("-cache%g", cacheRatio)
+	}
+	if dir, ok := clusterFixture.parts[name]; ok {
 		return dir
 	}
-	dir := filepath.Join(filepath.Dir(bin), fmt.Sprintf("parts-%d", n))
+	dir := filepath.Join(filepath.Dir(bin), name)
 	ctx := context.Background()
 	g, err := partition.SBM(ctx, partition.SBMConfig{
 		Nodes: 3000, Blocks: 4, AvgDegree: 12, FeatDim: 16, Seed: 7,
@@ -55,13 +64,17 @@ func clusterParts(t *testing.T, n int) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := partition.Write(ctx, dir, g, adj, assign, partition.WriteOptions{Parts: n, Method: partition.MethodRandom, Workers: 1}); err != nil {
+	wo := partition.WriteOptions{Parts: n, Method: partition.MethodRandom, Workers: 1}
+	if cacheRatio > 0 {
+		wo.Fanouts, wo.Cache = []int{5, 5}, partition.CacheOptions{Ratio: cacheRatio}
+	}
+	if _, err := partition.Write(ctx, dir, g, adj, assign, wo); err != nil {
 		t.Fatal(err)
 	}
 	if clusterFixture.parts == nil {
-		clusterFixture.parts = map[int]string{}
+		clusterFixture.parts = map[string]string{}
 	}
-	clusterFixture.parts[n] = dir
+	clusterFixture.parts[name] = dir
 	return dir
 }
 

@@ -26,14 +26,20 @@ func readAll(t *testing.T, ctx context.Context, l *client.Loader, want [][][]byt
 	}
 }
 
-// TestClusterMatchesUnion: on 2 and 4 nodes, a loader of rank r on node r
-// reads exactly the batches of one process sampling the union of the
-// same part files, for several seeds and worker counts; every node is
-// ready and its stats show traffic to and from its peers.
+// TestClusterMatchesUnion: on 2 and 4 nodes, and on 2 nodes whose parts
+// cache a share of each other's rows, a loader of rank r on node r reads
+// exactly the batches of one process sampling the union of the same part
+// files, for several seeds and worker counts; every node is ready, its
+// stats show traffic to and from its peers, and rows come from the cache
+// exactly when the parts have one.
 func TestClusterMatchesUnion(t *testing.T) {
-	for _, n := range []int{2, 4} {
-		t.Run(fmt.Sprintf("nodes=%d", n), func(t *testing.T) {
-			parts := clusterParts(t, n)
+	for _, tt := range []struct {
+		n     int
+		cache float64
+	}{{2, 0}, {4, 0}, {2, 0.3}} {
+		n := tt.n
+		t.Run(fmt.Sprintf("nodes=%d,cache=%g", n, tt.cache), func(t *testing.T) {
+			parts := clusterPartsCached(t, n, tt.cache)
 			c := startCluster(t, parts, n, "10s")
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -87,8 +93,11 @@ func TestClusterMatchesUnion(t *testing.T) {
 						t.Errorf("node %d peer %s: %+v, want traffic both ways, no errors", p, ps.Name, ps)
 					}
 				}
-				if st.CacheMisses == 0 || st.CacheHits != 0 || st.CacheRows != 0 {
+				switch {
+				case tt.cache == 0 && (st.CacheMisses == 0 || st.CacheHits != 0 || st.CacheRows != 0):
 					t.Errorf("node %d: cache rows %d hits %d misses %d, want remote rows pulled and no cache", p, st.CacheRows, st.CacheHits, st.CacheMisses)
+				case tt.cache > 0 && (st.CacheMisses == 0 || st.CacheHits == 0 || st.CacheRows == 0):
+					t.Errorf("node %d: cache rows %d hits %d misses %d, want rows both from the cache and pulled", p, st.CacheRows, st.CacheHits, st.CacheMisses)
 				}
 			}
 			if !c.nodes[0].logHas(`"msg":"serving"`, `"mesh":"127.0.0.1:`) || !c.nodes[0].logHas(`"msg":"node ready"`, `"peers":[`) {

@@ -63,10 +63,12 @@
 // own connections) and plugs in meshRemote (one SampleRequest per peer
 // per hop; sample sends them before it samples the local nodes) and
 // clusterSource (remote.go): owned rows from the mapping, rows of the
-// part file's cache section (binary search over cache_ids, counted as
-// hits), the rest in one PullRequest per peer per batch, sent before the
-// local rows are copied; seed labels likewise in one LabelRequest per
-// peer. A peer that is down fails the call after mesh.timeout with an
+// part file's cache section (found by rank in a bitmap over cache_ids,
+// counted as hits), the rest in one PullRequest per peer per batch, sent
+// as soon as the batch is sampled (prefetch); in the batch's turn to
+// write, owned and cached rows are copied straight into its ring record
+// and the pulled rows from the answers, so x is written once, as with a
+// single part. Seed labels come likewise in one LabelRequest per peer. A peer that is down fails the call after mesh.timeout with an
 // error naming it, which the sampler writes as an error record.
 //
 // Samplers print "mesh <json>" lines beside their progress lines (cache

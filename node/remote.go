@@ -14,13 +14,18 @@ import (
 // meshRemote is a sampler's sample.Remote: one SampleRequest per peer
 // per hop, decoded straight into the sampler's reused response slices.
 // The mesh responses (and the read buffers they keep) are reused.
+//
+// When every id of the partition set fits in 32 bits (up to 4 G nodes),
+// requests are narrow: ids travel as u32 both ways, half the bytes.
 type meshRemote struct {
-	c     *mesh.Client
-	resps *freeList[mesh.SampleResponse]
+	c      *mesh.Client
+	resps  *freeList[mesh.SampleResponse]
+	narrow bool
 }
 
-func newMeshRemote(c *mesh.Client) meshRemote {
-	return meshRemote{c: c, resps: newFreeList(idleBuffers, func() *mesh.SampleResponse { return new(mesh.SampleResponse) })}
+func newMeshRemote(c *mesh.Client, book partition.Book) meshRemote {
+	return meshRemote{c: c, resps: newFreeList(idleBuffers, func() *mesh.SampleResponse { return new(mesh.SampleResponse) }),
+		narrow: book.NumNodes() <= 1<<32}
 }
 
 // idleBuffers is how many idle buffers of a kind a sampler or a handler
@@ -32,7 +37,7 @@ func newMeshRemote(c *mesh.Client) meshRemote {
 const idleBuffers = 64
 
 func (r meshRemote) SampleNeighbors(ctx context.Context, part int, req *sample.NeighborRequest, resp *sample.NeighborResponse) error {
-	mreq := mesh.SampleRequest{Key: wireKey(req.Key), Hop: uint16(req.Hop), Weighted: req.Weighted, Fanout: int32(req.Fanout), IDs: req.Nodes}
+	mreq := mesh.SampleRequest{Key: wireKey(req.Key), Hop: uint16(req.Hop), Weighted: req.Weighted, Fanout: int32(req.Fanout), IDs: req.Nodes, Narrow: r.narrow}
 	mresp := r.resps.get()
 	defer r.resps.put(mresp)
 	mresp.Counts, mresp.Neighbors = resp.Counts[:0], resp.Neighbors[:0]
@@ -154,30 +159,54 @@ func firstErr(errs []error) error {
 // Gather writes the rows of ids into dst: pulls go out first, then owned
 // and cached rows are copied while they travel.
 func (s *clusterSource) Gather(ctx context.Context, ids []uint64, dst []byte) error {
-	rb := s.rowBytes
-	if len(dst) != len(ids)*rb {
-		return fmt.Errorf("node: gather %d rows of %d bytes into %d bytes: %w", len(ids), rb, len(dst), sample.ErrInvalid)
-	}
-	r := s.route(ids, true)
-	defer s.scratch.put(r)
-	done := make(chan error, 1)
+	return s.prefetch(ctx, ids).Gather(ctx, ids, dst)
+}
+
+// prefetch routes ids and sends the pulls of the rows that are neither
+// owned nor cached; the rows wait in the answers' buffers until the
+// returned gather copies them, with the owned and cached rows, into the
+// batch's ring record. So the pulls of a batch travel while it waits for
+// its turn to write, and x is written once, straight into the ring.
+func (s *clusterSource) prefetch(ctx context.Context, ids []uint64) *prefetched {
+	p := &prefetched{s: s, r: s.route(ids, true), done: make(chan error, 1)}
 	go func() {
-		done <- fetch(r, func(p int, pids []uint64, pos []int) error {
+		p.done <- fetch(p.r, func(part int, pids []uint64, _ []int) error {
 			s.misses.Add(uint64(len(pids)))
-			resp := &r.pulls[p]
-			if err := s.cli.Pull(ctx, p, &mesh.PullRequest{IDs: pids}, resp); err != nil {
+			resp := &p.r.pulls[part]
+			if err := s.cli.Pull(ctx, part, &mesh.PullRequest{IDs: pids}, resp); err != nil {
 				return err
 			}
-			if resp.DType != s.dtype || int(resp.RowSize) != rb {
+			if resp.DType != s.dtype || int(resp.RowSize) != s.rowBytes {
 				return fmt.Errorf("node: part %d answered rows of %d bytes (dtype %d), want %d (dtype %d): %w",
-					p, resp.RowSize, resp.DType, rb, s.dtype, sample.ErrBadResponse)
-			}
-			for k, i := range pos {
-				copy(dst[i*rb:(i+1)*rb], resp.Rows[k*rb:(k+1)*rb])
+					part, resp.RowSize, resp.DType, s.rowBytes, s.dtype, sample.ErrBadResponse)
 			}
 			return nil
 		})
 	}()
+	return p
+}
+
+// prefetched is one batch's rows in flight: a sample.FeatureSource for
+// the ids it was made for, used once. Its routes go back to the pool when
+// it is used or released, after the pulls have ended.
+type prefetched struct {
+	s    *clusterSource
+	r    *routes
+	done chan error
+	used bool
+}
+
+// Gather copies the owned and cached rows of ids into dst, waits for the
+// pulls and copies their rows. ids must be those prefetch was given.
+func (p *prefetched) Gather(ctx context.Context, ids []uint64, dst []byte) error {
+	s, rb := p.s, p.s.rowBytes
+	if p.used {
+		return fmt.Errorf("node: prefetched rows gathered twice: %w", sample.ErrInvalid)
+	}
+	if len(dst) != len(ids)*rb {
+		p.release()
+		return fmt.Errorf("node: gather %d rows of %d bytes into %d bytes: %w", len(ids), rb, len(dst), sample.ErrInvalid)
+	}
 	block := s.part.FeatBlock()
 	for i, id := range ids {
 		if l := id - s.start; l < s.end-s.start {
@@ -186,7 +215,29 @@ func (s *clusterSource) Gather(ctx context.Context, ids []uint64, dst []byte) er
 			copy(dst[i*rb:(i+1)*rb], s.cacheFeat[j*rb:(j+1)*rb])
 		}
 	}
-	return <-done
+	p.used = true
+	defer s.scratch.put(p.r)
+	if err := <-p.done; err != nil {
+		return err
+	}
+	for part, pos := range p.r.pos {
+		rows := p.r.pulls[part].Rows
+		for k, i := range pos {
+			copy(dst[i*rb:(i+1)*rb], rows[k*rb:(k+1)*rb])
+		}
+	}
+	return nil
+}
+
+// release waits for the pulls of a prefetch that will not be gathered
+// and returns its routes to the pool.
+func (p *prefetched) release() {
+	if p.used {
+		return
+	}
+	p.used = true
+	<-p.done
+	p.s.scratch.put(p.r)
 }
 
 // GatherLabels writes the labels of ids (the seeds) into dst: owned ones

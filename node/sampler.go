@@ -141,7 +141,7 @@ func (r *samplerRun) plans() error {
 			return err
 		}
 		feats, labels = r.src, r.src
-		r.cfg.Remote, r.cfg.Book = newMeshRemote(r.cli), r.src.book
+		r.cfg.Remote, r.cfg.Book = newMeshRemote(r.cli, r.src.book), r.src.book
 	}
 	if schema.FeatDim > 0 {
 		r.cfg.Features = feats
