@@ -91,7 +91,7 @@ func openInput(path string) (*inFile, error) {
 // decompresses it when it starts with the gzip magic.
 func wrapInput(r io.Reader, path string, size int64) (*inFile, error) {
 	in := &inFile{path: path, size: size, disk: &countReader{r: r}}
-	in.br = bufio.NewReaderSize(in.disk, 256<<10)
+	in.br = bufio.NewReaderSize(in.disk, inBufSize(size, 256<<10))
 	in.r = in.br
 	if magic, _ := in.br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		gz, err := gzip.NewReader(in.br)
@@ -135,7 +135,22 @@ type lineScanner struct {
 }
 
 func newLineScanner(ctx context.Context, in *inFile, progress Progress, stage string) *lineScanner {
-	return &lineScanner{ctx: ctx, in: in, progress: progress, stage: stage, buf: make([]byte, scanBufSize)}
+	size := int64(0)
+	if in.gz == nil {
+		size = in.size // a compressed file's size says nothing of its lines
+	}
+	return &lineScanner{ctx: ctx, in: in, progress: progress, stage: stage, buf: make([]byte, inBufSize(size, scanBufSize))}
+}
+
+// inBufSize is the size of a buffer of at most max bytes for a file of
+// size bytes (0: unknown): a small file gets a buffer that holds all of
+// it and one more byte, so that reading the 47 KB Cora graph does not
+// allocate 1.25 MB.
+func inBufSize(size int64, max int) int {
+	if size <= 0 || size >= int64(max) {
+		return max
+	}
+	return int(size) + 1
 }
 
 // next returns the next line, or false at the end of input or on an error

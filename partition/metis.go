@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 )
 
@@ -32,7 +33,7 @@ import (
 // refuses), and that the lines hold 2m neighbours; it does not check
 // symmetry.
 func ReadMETIS(ctx context.Context, r io.Reader, name string) (*WGraph, error) {
-	in, err := wrapInput(r, name, 0)
+	in, err := wrapInput(r, name, statSize(r))
 	if err != nil {
 		return nil, err
 	}
@@ -136,6 +137,20 @@ func ReadMETIS(ctx context.Context, r io.Reader, name string) (*WGraph, error) {
 		return nil, formatErrorf("%s: %d neighbours listed, want 2*%d for the header's %d edges", name, len(g.Adjncy), m, m)
 	}
 	return g, nil
+}
+
+// statSize is the size of r when it is a regular file (an *os.File), or
+// 0; it sizes the read buffers.
+func statSize(r io.Reader) int64 {
+	f, ok := r.(interface{ Stat() (os.FileInfo, error) })
+	if !ok {
+		return 0
+	}
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return 0
+	}
+	return st.Size()
 }
 
 // metisHeader parses "n m [fmt [ncon]]".

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -186,4 +187,47 @@ func mustRead(t testing.TB, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A file read through *os.File gets buffers sized to it: the graph must
+// be the same as through an unsized reader, whether the whole file fits
+// the first read or lines cross the end of the buffer.
+func TestReadMETISFileSized(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	src := randomWGraph(rng, 300, 8, false, true, 1)
+	var b bytes.Buffer
+	if err := WriteMETIS(&b, src); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "g.metis")
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if got := statSize(f); got != int64(b.Len()) {
+		t.Errorf("statSize = %d, want %d", got, b.Len())
+	}
+	got, err := ReadMETIS(context.Background(), f, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ReadMETIS(context.Background(), bytes.NewReader(b.Bytes()), "mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdEq(t, "graph", got, want)
+	for _, c := range []struct{ size, max, want int }{
+		{0, 1 << 20, 1 << 20},       // unknown
+		{47505, 1 << 20, 47506},     // Cora: all of it and one byte
+		{1 << 20, 1 << 20, 1 << 20}, // at the cap
+		{3263190, 256 << 10, 256 << 10},
+	} {
+		if got := inBufSize(int64(c.size), c.max); got != c.want {
+			t.Errorf("inBufSize(%d, %d) = %d, want %d", c.size, c.max, got, c.want)
+		}
+	}
 }
