@@ -30,7 +30,8 @@ func TestMultilevelPackRoundTrip(t *testing.T) {
 		packed     bool
 		maxPerEdge float64 // packed bytes per entry, adjacency and weight
 	}{
-		{"small ids and weights", mlPackGraph(1<<10, 64, 1<<14, 3, true), true, 3},
+		{"16-bit ids and weights", mlPackGraph(1<<10, 64, 1<<16, 1<<16-1, true), true, 4},
+		{"small ids and weights", mlPackGraph(1<<10, 64, 1<<20, 3, true), true, 4},
 		{"full-range ids and weights", mlPackGraph(1<<10, 64, math.MaxUint32, math.MaxInt32, true), true, 10},
 		{"below the threshold", mlPackGraph(10, 10, 10, 3, true), false, 0},
 		{"unit weights (the caller's input)", mlPackGraph(1<<10, 64, 1<<14, 1, false), false, 0},
@@ -47,7 +48,8 @@ func TestMultilevelPackRoundTrip(t *testing.T) {
 				if l.g.Adjncy != nil || l.g.Adjwgt != nil || len(l.g.Xadj) != len(tc.g.Xadj) {
 					t.Fatalf("packed level keeps adjacency %d / weights %d / Xadj %d", len(l.g.Adjncy), len(l.g.Adjwgt), len(l.g.Xadj))
 				}
-				if per := float64(len(l.packed.adj)+len(l.packed.wgt)) / float64(len(adj)); per > tc.maxPerEdge {
+				size := len(l.packed.adj) + len(l.packed.wgt) + 2*len(l.packed.adj16) + 2*len(l.packed.wgt16)
+				if per := float64(size) / float64(len(adj)); per > tc.maxPerEdge {
 					t.Errorf("%.2f packed bytes per entry, want <= %g", per, tc.maxPerEdge)
 				}
 			}
