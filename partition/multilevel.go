@@ -38,10 +38,15 @@ package partition
 // on the input. Hill-climbing FM with rollback on every level of the
 // whole graph finds far smaller cuts on power-law graphs than greedy
 // k-way moves on the coarse levels (see mlRBMaxParts), at about the
-// same time for 2 to 8 parts.
-//
-// Graphs under 2^17 adjacency entries are partitioned up to 8 times from
-// different seeds and the least cut is kept: each run costs milliseconds.
+// same time for 2 to 8 parts. The two halves of a bisection are
+// independent and, below 2^22 adjacency entries, run on two goroutines
+// when a worker is free. Inputs under 2^16 entries get 2^16/entries
+// such tries (at most 8; Cora: 6), each refined, run concurrently one
+// per worker, and the least cut is kept: a try costs milliseconds there
+// and one unlucky bisection is a large share of a small cut. Larger
+// inputs get one try: on BlogCatalog (668 k entries) four concurrent
+// tries took twice the wall time, four times the CPU time and 1.6 times
+// the memory of one, for cuts within 1% of one try's.
 //
 // Time is O(E) per level and pass. On power-law graphs edges barely
 // collapse (coarse vertices gather distinct neighbours), so every level
@@ -56,15 +61,20 @@ package partition
 // level being refined 16 bytes per vertex plus 4k bytes per vertex for
 // k <= 16. Contraction counts each coarse row before it writes, so every
 // level is allocated at its exact size; a level waiting for
-// uncoarsening keeps its adjacency and edge weights as uvarints (3 to 5
-// bytes per entry; see mlPacked), unpacked when its turn comes; coarse
-// levels are dropped as soon as they are projected, and the subgraphs
-// of recursive bisection keep unit weights implicit.
+// uncoarsening keeps its adjacency and edge weights packed (uint16s
+// below 2^16 vertices, else uvarints: 3 to 5 bytes per entry; see
+// mlPacked), unpacked when its turn comes; coarse levels are dropped as
+// soon as they are projected, and the subgraphs of recursive bisection
+// keep unit weights implicit. Matching, contraction marks, FM state and
+// projected assignments live in a scratch per goroutine, reused from
+// level to level and bisection to bisection (graphs up to 2^18
+// vertices; see mlScratch).
 //
 // Determinism: the assignment is a function of the graph, Parts,
 // Imbalance and Seed. Random choices come from generators seeded by Seed
 // and used by one goroutine each; the parallel steps (contraction,
-// projection, degree computation, the concurrent initial tries) write
+// projection, degree computation, the concurrent tries, the halves of a
+// bisection, each with a generator drawn before it starts) write
 // per-vertex or per-try results that do not depend on how work is split
 // among Workers, so any Workers value gives the same assignment.
 
@@ -89,14 +99,15 @@ const mlStream = 0x6d6c6b776179 // "mlkway"
 // into 2 / 4 / 8 parts where the k-way scheme cut 26.0% / 48.6% / 68.9%.
 const mlRBMaxParts = 8
 
-// Graphs with fewer than mlSmallRunsAdj/r adjacency entries get r whole
-// runs (at most mlSmallRuns); the best is kept. Cora (10.6 k entries)
-// gets 3: its cuts into 2, 4 and 8 parts stay below gpmetis's (182, 298,
-// 502 edges against 188, 304, 546) in 0.03–0.07 s; with 2^17 it got 8
-// runs and took 3–6 times as long for 1–2% fewer cut edges.
+// Inputs of the recursive bisection path with fewer than mlRBTriesAdj/t
+// adjacency entries get t tries (at most mlRBMaxTries); the least cut
+// after refinement is kept. Over 60 seeds, one try cut Cora into 2 / 4 /
+// 8 parts with 200 / 331 / 528 edges on average, the best of 6 with 185
+// / 312 / 510 (gpmetis: 188 / 304 / 546); the best of 12 gains 1–2%
+// more for twice the time.
 const (
-	mlSmallRuns    = 8
-	mlSmallRunsAdj = 1 << 15
+	mlRBMaxTries = 8
+	mlRBTriesAdj = 1 << 16
 )
 
 // MultilevelOptions configure Multilevel.
@@ -116,6 +127,12 @@ type mlRun struct {
 	rng      *rand.Rand
 	workers  int
 	progress Progress
+	ws       *mlScratch // nil until first use; see scratch
+	// spare holds a token per worker that is busy with a half of the
+	// recursion (see recurse); nil when halves run one after the other.
+	spare chan struct{}
+	// noScratch: r's graph has more than mlScratchMaxVertices vertices.
+	noScratch bool
 }
 
 // Multilevel partitions g into opts.Parts parts with few cut edges and
@@ -149,27 +166,12 @@ func Multilevel(ctx context.Context, g *WGraph, opts MultilevelOptions) ([]uint3
 	if k == 1 {
 		return make([]uint32, n), nil
 	}
-	// Small graphs are partitioned several times from different seeds
-	// and the least cut kept: a run costs microseconds there, and one
-	// unlucky initial bisection is a large share of a small cut.
-	runs := max(1, min(mlSmallRuns, mlSmallRunsAdj/max(len(g.Adjncy), 1)))
-	var best []uint32
-	var bestCut int64
-	for run := 0; run < runs; run++ {
-		rr := r
-		if runs > 1 {
-			rr = &mlRun{ctx: ctx, rng: rand.New(rand.NewPCG(r.rng.Uint64(), mlStream)), workers: r.workers, progress: r.progress}
-		}
-		where, err := rr.once(g, k, ub)
-		if err != nil {
-			return nil, err
-		}
-		if cut := mlCut(g, where); best == nil || cut < bestCut {
-			best, bestCut = where, cut
-		}
+	where, err := r.once(g, k, ub)
+	if err != nil {
+		return nil, err
 	}
-	mlFillEmpty(g, best, k)
-	return best, nil
+	mlFillEmpty(g, where, k)
+	return where, nil
 }
 
 // once is one multilevel partitioning of g: recursive bisection of g
@@ -186,16 +188,19 @@ func (r *mlRun) once(g *WGraph, k int, ub float64) ([]uint32, error) {
 	}
 	if k <= mlRBMaxParts && g.ncon() == 1 {
 		// Recursive bisection of g itself, then k-way refinement of the
-		// result within ub.
-		where, err := r.initial(g, k, ub)
+		// result within ub; small graphs keep the best of several tries.
+		where, err := r.tries(g, mlRBTries(len(g.Adjncy)), func(tr *mlRun) ([]uint32, error) {
+			where, err := tr.recursive(g, k, ub)
+			if err != nil {
+				return nil, err
+			}
+			s := newKway(tr, g, where, k, maxw, minw)
+			if err := s.refineLevel(true); err != nil {
+				return nil, err
+			}
+			return where, s.finish()
+		})
 		if err != nil {
-			return nil, err
-		}
-		s := newKway(r, g, where, k, maxw, minw)
-		if err := s.refineLevel(true); err != nil {
-			return nil, err
-		}
-		if err := s.finish(); err != nil {
 			return nil, err
 		}
 		r.progress.report("multilevel refine", 1, 1)
@@ -216,7 +221,7 @@ func (r *mlRun) once(g *WGraph, k int, ub float64) ([]uint32, error) {
 		if l < nl-1 {
 			levels[l+1] = mlLevel{} // the coarser graph is no longer needed
 			levels[l].unpack()
-			where = r.project(levels[l], where)
+			where = r.project(levels[l], where, make([]uint32, levels[l].g.NumVertices()))
 		}
 		s := newKway(r, levels[l].g, where, k, maxw, minw)
 		if err := s.refineLevel(2*(nl-1-l) >= nl); err != nil {
@@ -230,6 +235,12 @@ func (r *mlRun) once(g *WGraph, k int, ub float64) ([]uint32, error) {
 		r.progress.report("multilevel refine", int64(nl-l), int64(nl))
 	}
 	return where, nil
+}
+
+// mlRBTries is how many recursive bisections of an input with adj
+// adjacency entries are refined (see mlRBTriesAdj).
+func mlRBTries(adj int) int {
+	return max(1, min(mlRBMaxTries, mlRBTriesAdj/max(adj, 1)))
 }
 
 // mlFillEmpty gives every empty part one vertex of the part with the most

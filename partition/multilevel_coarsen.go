@@ -87,8 +87,9 @@ func (r *mlRun) coarsen(g *WGraph, coarsenTo int, stage string) ([]mlLevel, erro
 // whose combined weight stays within maxv.
 func (r *mlRun) match(g *WGraph, maxv []int64, random bool) []uint32 {
 	n := g.NumVertices()
+	ws := r.scratch()
 	perm := r.degreePerm(g, random)
-	match := make([]uint32, n)
+	match := mlBuf(&ws.match, n)
 	for i := range match {
 		match[i] = mlUnmatched
 	}
@@ -127,13 +128,13 @@ func (r *mlRun) match(g *WGraph, maxv []int64, random bool) []uint32 {
 		}
 	}
 	if float64(nunmatched) > mlUnmatchedFor2Hop*float64(n) {
-		nunmatched = mlMatch2HopAny(g, perm, match, maxv, 2, nunmatched)
-		nunmatched = mlMatch2HopTwins(g, match, maxv, nunmatched)
+		nunmatched = mlMatch2HopAny(ws, g, perm, match, maxv, 2, nunmatched)
+		nunmatched = mlMatch2HopTwins(ws, g, match, maxv, nunmatched)
 		if float64(nunmatched) > 1.5*mlUnmatchedFor2Hop*float64(n) {
-			nunmatched = mlMatch2HopAny(g, perm, match, maxv, 3, nunmatched)
+			nunmatched = mlMatch2HopAny(ws, g, perm, match, maxv, 3, nunmatched)
 		}
 		if float64(nunmatched) > 2*mlUnmatchedFor2Hop*float64(n) {
-			mlMatch2HopAny(g, perm, match, maxv, n, nunmatched)
+			mlMatch2HopAny(ws, g, perm, match, maxv, n, nunmatched)
 		}
 	}
 	for u, m := range match {
@@ -146,9 +147,11 @@ func (r *mlRun) match(g *WGraph, maxv []int64, random bool) []uint32 {
 
 // degreePerm is a random permutation of g's vertices, unless random is
 // set stably bucket sorted by degree capped at 0.7 × the average degree.
+// It lives in r's scratch until the next call.
 func (r *mlRun) degreePerm(g *WGraph, random bool) []uint32 {
 	n := g.NumVertices()
-	perm := make([]uint32, n)
+	ws := r.scratch()
+	perm := mlBuf(&ws.perm, n)
 	for i := range perm {
 		perm[i] = uint32(i)
 	}
@@ -165,7 +168,7 @@ func (r *mlRun) degreePerm(g *WGraph, random bool) []uint32 {
 	for i := 1; i < len(start); i++ {
 		start[i] += start[i-1]
 	}
-	sorted := make([]uint32, n)
+	sorted := mlBuf(&ws.sorted, n)
 	for _, u := range perm {
 		k := key(u)
 		sorted[start[k]] = u
@@ -201,10 +204,11 @@ func mlFits(g *WGraph, maxv []int64, u, v int) bool {
 // mlMatch2HopAny pairs unmatched vertices of degree below maxdeg that
 // share a neighbour: the leaves around a hub, which heavy-edge matching
 // leaves alone once the hub is taken. It returns the unmatched count.
-func mlMatch2HopAny(g *WGraph, perm, match []uint32, maxv []int64, maxdeg, nunmatched int) int {
+func mlMatch2HopAny(ws *mlScratch, g *WGraph, perm, match []uint32, maxv []int64, maxdeg, nunmatched int) int {
 	n := g.NumVertices()
 	// cols[start[k]:start[k+1]] lists the candidates adjacent to k.
-	start := make([]int64, n+1)
+	start := mlBuf(&ws.start, n+1)
+	clear(start)
 	cand := func(u int) bool {
 		d := g.Xadj[u+1] - g.Xadj[u]
 		return match[u] == mlUnmatched && d > 0 && d < int64(maxdeg)
@@ -219,8 +223,9 @@ func mlMatch2HopAny(g *WGraph, perm, match []uint32, maxv []int64, maxdeg, nunma
 	for k := 0; k < n; k++ {
 		start[k+1] += start[k]
 	}
-	cols := make([]uint32, start[n])
-	fill := slices.Clone(start[:n])
+	cols := mlBuf(&ws.cols, int(start[n]))
+	fill := mlBuf(&ws.fill, n)
+	copy(fill, start[:n])
 	for u := 0; u < n; u++ {
 		if cand(u) {
 			for _, k := range g.Adjncy[g.Xadj[u]:g.Xadj[u+1]] {
@@ -250,13 +255,9 @@ func mlMatch2HopAny(g *WGraph, perm, match []uint32, maxv []int64, maxdeg, nunma
 // mlMatch2HopTwins pairs unmatched vertices with identical neighbour
 // sets (degree 2..mlTwinMaxDegree): they are found by sorting on a hash of
 // the set and compared exactly. It returns the unmatched count.
-func mlMatch2HopTwins(g *WGraph, match []uint32, maxv []int64, nunmatched int) int {
-	type twin struct {
-		deg  int64
-		hash uint64
-		u    uint32
-	}
-	var cands []twin
+func mlMatch2HopTwins(ws *mlScratch, g *WGraph, match []uint32, maxv []int64, nunmatched int) int {
+	cands := ws.twins[:0]
+	defer func() { ws.twins = cands[:0] }()
 	for u := range match {
 		d := g.Xadj[u+1] - g.Xadj[u]
 		if match[u] != mlUnmatched || d < 2 || d >= mlTwinMaxDegree {
@@ -266,12 +267,13 @@ func mlMatch2HopTwins(g *WGraph, match []uint32, maxv []int64, nunmatched int) i
 		for _, k := range g.Adjncy[g.Xadj[u]:g.Xadj[u+1]] {
 			h += mlMix(uint64(k)) // order-free sum of mixed ids
 		}
-		cands = append(cands, twin{d, h, uint32(u)})
+		cands = append(cands, mlTwin{d, h, uint32(u)})
 	}
-	slices.SortFunc(cands, func(a, b twin) int {
+	slices.SortFunc(cands, func(a, b mlTwin) int {
 		return cmp.Or(cmp.Compare(a.deg, b.deg), cmp.Compare(a.hash, b.hash), cmp.Compare(a.u, b.u))
 	})
-	stamp := make([]uint32, g.NumVertices()) // stamp[k] == i+1: k is a neighbour of cands[i]
+	stamp := mlBuf(&ws.stamp, g.NumVertices()) // stamp[k] == i+1: k is a neighbour of cands[i]
+	clear(stamp)
 	for i := 0; i < len(cands); i++ {
 		u := cands[i].u
 		if match[u] != mlUnmatched {
@@ -303,6 +305,14 @@ func mlMatch2HopTwins(g *WGraph, match []uint32, maxv []int64, nunmatched int) i
 		}
 	}
 	return nunmatched
+}
+
+// mlTwin is a candidate of twin matching: its degree and the hash of its
+// neighbour set, the sort key that brings twins together.
+type mlTwin struct {
+	deg  int64
+	hash uint64
+	u    uint32
 }
 
 // mlMix is SplitMix64's finaliser: a bijective scramble of x.

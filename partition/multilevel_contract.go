@@ -30,8 +30,18 @@ func (r *mlRun) contract(g *WGraph, match, cmap []uint32, cn int) *WGraph {
 	n := g.NumVertices()
 	nc := g.ncon()
 	cg := &WGraph{Xadj: make([]int64, cn+1), Vwgt: make([]int64, cn*nc), Ncon: g.Ncon}
+	// A single range (every small graph) takes its marks from r's
+	// scratch; parallel ranges need their own.
+	ws := r.scratch()
+	single := len(mlSplit(r.workers, n, g.Xadj)) == 2
 	mlParallel(r.workers, n, g.Xadj, func(lo, hi int) {
-		mark := make([]uint32, cn) // mark[k] == c+1: k already counted in row c
+		var mark []uint32 // mark[k] == c+1: k already counted in row c
+		if single {
+			mark = mlBuf(&ws.mark, cn)
+			clear(mark)
+		} else {
+			mark = make([]uint32, cn)
+		}
 		for u := lo; u < hi; u++ {
 			m := int(match[u])
 			if m < u {
@@ -62,7 +72,12 @@ func (r *mlRun) contract(g *WGraph, match, cmap []uint32, cn int) *WGraph {
 	cg.Adjncy = make([]uint32, cg.Xadj[cn])
 	cg.Adjwgt = make([]int32, cg.Xadj[cn])
 	mlParallel(r.workers, n, g.Xadj, func(lo, hi int) {
-		slot := make([]int32, cn) // slot[k]: offset of coarse neighbour k in this row, or -1
+		var slot []int32 // slot[k]: offset of coarse neighbour k in this row, or -1
+		if single {
+			slot = mlBuf(&ws.slot, cn)
+		} else {
+			slot = make([]int32, cn)
+		}
 		for i := range slot {
 			slot[i] = -1
 		}

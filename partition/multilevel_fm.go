@@ -23,11 +23,16 @@ type mlFM struct {
 	locked []bool
 }
 
-// newFM computes the state of bisection where.
+// newFM computes the state of bisection where. Its per-vertex arrays
+// are r's scratch: one mlFM of r is in use at a time.
 func newFM(r *mlRun, g *WGraph, where []uint32, frac, ub float64) *mlFM {
 	n := g.NumVertices()
-	f := &mlFM{r: r, g: g, nc: g.ncon(), where: where, id: make([]int64, n), ed: make([]int64, n),
-		tot: g.totals(), pos: make([]int32, n), locked: make([]bool, n)}
+	ws := r.scratch()
+	f := &mlFM{r: r, g: g, nc: g.ncon(), where: where, id: mlBuf(&ws.id, n), ed: mlBuf(&ws.ed, n),
+		tot: g.totals(), pos: mlBuf(&ws.pos, n), locked: mlBuf(&ws.locked, n)}
+	clear(f.id)
+	clear(f.ed)
+	clear(f.locked)
 	for s, fs := range [2]float64{frac, 1 - frac} {
 		f.pw[s] = make([]int64, f.nc)
 		f.tgt[s] = make([]float64, f.nc)
@@ -53,7 +58,9 @@ func newFM(r *mlRun, g *WGraph, where []uint32, frac, ub float64) *mlFM {
 	}
 	f.cut /= 2
 	for s := range f.heaps {
-		f.heaps[s].pos = f.pos
+		// A kept scratch was reserved for the largest level; refine
+		// hands grown heaps back.
+		f.heaps[s] = mlHeap{ids: ws.heapIDs[s][:0], keys: ws.heapKeys[s][:0], pos: f.pos}
 	}
 	return f
 }
@@ -98,7 +105,14 @@ func (f *mlFM) refine(passes int) {
 	g := f.g
 	n := g.NumVertices()
 	limit := min(max(n/100, 15), 100)
-	var moved []uint32
+	ws := f.r.scratch()
+	moved := ws.moved[:0]
+	defer func() {
+		ws.moved = moved[:0]
+		for s := range f.heaps {
+			ws.heapIDs[s], ws.heapKeys[s] = f.heaps[s].ids[:0], f.heaps[s].keys[:0]
+		}
+	}()
 	for pass := 0; pass < passes; pass++ {
 		for v := 0; v < n; v++ {
 			if f.ed[v] > 0 {

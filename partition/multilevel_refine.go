@@ -337,10 +337,10 @@ func (s *mlKway) move(v, to uint32) {
 	s.cut += ex - oldEd
 }
 
-// project maps the assignment of a coarse level onto its finer level.
-func (r *mlRun) project(fine mlLevel, coarseWhere []uint32) []uint32 {
+// project maps the assignment of a coarse level onto its finer level,
+// into where (one entry per fine vertex), and returns where.
+func (r *mlRun) project(fine mlLevel, coarseWhere, where []uint32) []uint32 {
 	n := fine.g.NumVertices()
-	where := make([]uint32, n)
 	mlParallel(r.workers, n, nil, func(lo, hi int) {
 		for v := lo; v < hi; v++ {
 			where[v] = coarseWhere[fine.cmap[v]]

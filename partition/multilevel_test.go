@@ -290,3 +290,74 @@ func TestMeasurePartition(t *testing.T) {
 		t.Errorf("quality %+v", q)
 	}
 }
+
+func TestMultilevelTriesBySize(t *testing.T) {
+	for _, tc := range []struct{ adj, want int }{
+		{0, mlRBMaxTries},
+		{1000, mlRBMaxTries},
+		{10556, 6}, // Cora
+		{mlRBTriesAdj / 2, 2},
+		{mlRBTriesAdj, 1},
+		{667966, 1}, // BlogCatalog
+	} {
+		if got := mlRBTries(tc.adj); got != tc.want {
+			t.Errorf("mlRBTries(%d) = %d, want %d", tc.adj, got, tc.want)
+		}
+	}
+}
+
+// Small graphs take the path of several concurrent tries, 8 parts the
+// path whose recursion halves run concurrently: neither may depend on
+// the worker count.
+func TestMultilevelDeterministicPaths(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		g     *WGraph
+		parts int
+	}{
+		{"several tries", mlGrid(t, 32, 32), 4},
+		{"one try, halves in parallel", mlTestRMAT(t, 13, 1<<16, 3), 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var first []uint32
+			for _, workers := range []int{1, 2, 3} {
+				parts, q := mlRun1(t, tc.g, MultilevelOptions{Parts: tc.parts, Seed: 5, Workers: workers})
+				if q.Balance[0] > 1.03+1e-9 {
+					t.Errorf("workers=%d: balance %.4f", workers, q.Balance[0])
+				}
+				if first == nil {
+					first = parts
+				} else if !slices.Equal(first, parts) {
+					t.Fatalf("workers=%d: assignment differs from workers=1", workers)
+				}
+			}
+		})
+	}
+}
+
+// A goroutine's scratch keeps what the last bisection left in it: a
+// recursion must give the same result with a fresh scratch and with one
+// used on another, larger graph before.
+func TestMultilevelScratchReuse(t *testing.T) {
+	small, big := mlGrid(t, 24, 24), mlTestRMAT(t, 12, 1<<15, 9)
+	run := func(ws *mlScratch) []uint32 {
+		r := &mlRun{ctx: context.Background(), rng: rand.New(rand.NewPCG(4, mlStream)), workers: 1, ws: ws}
+		where, err := r.recursive(small, 4, 1.03)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return where
+	}
+	fresh := run(nil)
+	used := &mlScratch{}
+	r := &mlRun{ctx: context.Background(), rng: rand.New(rand.NewPCG(8, mlStream)), workers: 1, ws: used}
+	if _, err := r.recursive(big, 8, 1.03); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(used); !slices.Equal(got, fresh) {
+		t.Error("a used scratch changes the result")
+	}
+	if cut := mlCut(small, fresh); cut > 24*3*13/10 {
+		t.Errorf("grid 24x24 into 4: cut %d", cut)
+	}
+}
