@@ -188,6 +188,7 @@ func (s *Sampler) Gather(ctx context.Context, b *Batch) error {
 // expand samples the frontier: remote requests go out first, one per peer,
 // local nodes are sampled meanwhile, then all answers are checked.
 func (s *Sampler) expand(ctx context.Context, req NeighborRequest, frontier []uint64) error {
+	owned := s.local.req.Nodes[:0] // with Remote, the owned part of the last frontier
 	s.local.req = req
 	s.local.resp.Reset()
 	s.local.node, s.local.nbr = 0, 0
@@ -195,7 +196,7 @@ func (s *Sampler) expand(ctx context.Context, req NeighborRequest, frontier []ui
 		s.local.req.Nodes = frontier
 		return SampleNeighbors(s.cfg.Local, &s.local.req, &s.local.resp)
 	}
-	s.local.req.Nodes = s.local.req.Nodes[:0]
+	s.local.req.Nodes = owned
 	for i := range s.peers {
 		p := &s.peers[i]
 		p.req = NeighborRequest{Key: req.Key, Hop: req.Hop, Fanout: req.Fanout, Weighted: req.Weighted, Nodes: p.req.Nodes[:0]}

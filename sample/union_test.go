@@ -171,3 +171,34 @@ func TestUnionErrors(t *testing.T) {
 		t.Errorf("missing part: err = %v", err)
 	}
 }
+
+// A steady-state batch with peers allocates only the goroutine of each
+// remote request: the owned part of every hop's frontier, the requests
+// and the answers reuse their memory.
+func TestSampleRemoteAllocs(t *testing.T) {
+	g := randGraph(5, 4000, 60000, false, Schema{})
+	_, parts := g.split(t, []uint64{0, 2000, 4000})
+	book, _ := partition.NewBook([]uint64{0, 2000, 4000})
+	remote := &fakeRemote{parts: parts}
+	s, err := New(Config{Fanouts: []int{10, 10, 5}, Local: parts[0], Remote: remote, Book: book})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seeds := make([]uint64, 256)
+	for i := range seeds {
+		seeds[i] = uint64(i * 15)
+	}
+	ctx := context.Background()
+	run := func() {
+		if _, err := s.Sample(ctx, BatchKey{Batch: 3}, seeds); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	calls := remote.calls.Load()
+	allocs := testing.AllocsPerRun(10, run)
+	perBatch := float64(remote.calls.Load()-calls) / 11
+	if allocs > 2*perBatch {
+		t.Errorf("%v allocations per batch with %v remote requests, want at most 2 per request", allocs, perBatch)
+	}
+}
