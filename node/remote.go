@@ -70,12 +70,19 @@ type clusterSource struct {
 
 // routes is one Gather's ids grouped by owning peer, with their
 // positions in the batch, and the peers' answers (whose buffers are
-// reused by the next Gather that gets these routes from the pool).
+// reused by the next Gather that gets these routes from the pool); for a
+// feature gather also the owned and cached rows to copy, so that each id
+// is looked up once.
 type routes struct {
-	ids   [][]uint64
-	pos   [][]int
-	pulls []mesh.PullResponse
+	ids           [][]uint64
+	pos           [][]int
+	pulls         []mesh.PullResponse
+	owned, cached []rowCopy
 }
+
+// rowCopy copies row src (of the mapped partition's features, or of the
+// cache section) to row dst of the batch.
+type rowCopy struct{ dst, src uint32 }
 
 func newClusterSource(p *sample.CSR, book partition.Book, cli *mesh.Client) (*clusterSource, error) {
 	g := p.Graph()
@@ -103,22 +110,26 @@ func newClusterSource(p *sample.CSR, book partition.Book, cli *mesh.Client) (*cl
 	return s, nil
 }
 
-// route groups the ids not owned here by owner, leaving the owned ones
-// (and, when cached is set, the cached ones) out. The caller returns r to
-// the pool.
-func (s *clusterSource) route(ids []uint64, cached bool) *routes {
+// route groups the ids not owned here by owner. With rows set (a feature
+// gather) it lists the owned and the cached ids' rows instead of routing
+// them; otherwise (labels) it leaves the owned ids out. The caller
+// returns r to the pool.
+func (s *clusterSource) route(ids []uint64, rows bool) *routes {
 	r := s.scratch.get()
 	for p := range r.ids {
 		r.ids[p], r.pos[p] = r.ids[p][:0], r.pos[p][:0]
 	}
-	var hits uint64
+	r.owned, r.cached = r.owned[:0], r.cached[:0]
 	for i, id := range ids {
-		if id-s.start < s.end-s.start {
+		if l := id - s.start; l < s.end-s.start {
+			if rows {
+				r.owned = append(r.owned, rowCopy{uint32(i), uint32(l)})
+			}
 			continue
 		}
-		if cached {
-			if _, ok := s.cache.lookup(id); ok {
-				hits++
+		if rows {
+			if j, ok := s.cache.lookup(id); ok {
+				r.cached = append(r.cached, rowCopy{uint32(i), uint32(j)})
 				continue
 			}
 		}
@@ -126,8 +137,8 @@ func (s *clusterSource) route(ids []uint64, cached bool) *routes {
 		r.ids[o] = append(r.ids[o], id)
 		r.pos[o] = append(r.pos[o], i)
 	}
-	if cached {
-		s.hits.Add(hits)
+	if rows {
+		s.hits.Add(uint64(len(r.cached)))
 	}
 	return r
 }
@@ -207,14 +218,8 @@ func (p *prefetched) Gather(ctx context.Context, ids []uint64, dst []byte) error
 		p.release()
 		return fmt.Errorf("node: gather %d rows of %d bytes into %d bytes: %w", len(ids), rb, len(dst), sample.ErrInvalid)
 	}
-	block := s.part.FeatBlock()
-	for i, id := range ids {
-		if l := id - s.start; l < s.end-s.start {
-			copy(dst[i*rb:(i+1)*rb], block[int(l)*rb:int(l+1)*rb])
-		} else if j, ok := s.cache.lookup(id); ok {
-			copy(dst[i*rb:(i+1)*rb], s.cacheFeat[j*rb:(j+1)*rb])
-		}
-	}
+	copyRows(dst, s.part.FeatBlock(), p.r.owned, rb)
+	copyRows(dst, s.cacheFeat, p.r.cached, rb)
 	p.used = true
 	defer s.scratch.put(p.r)
 	if err := <-p.done; err != nil {
@@ -227,6 +232,14 @@ func (p *prefetched) Gather(ctx context.Context, ids []uint64, dst []byte) error
 		}
 	}
 	return nil
+}
+
+// copyRows copies rows of rb bytes from src to dst as cs says.
+func copyRows(dst, src []byte, cs []rowCopy, rb int) {
+	for _, c := range cs {
+		d, s := int(c.dst)*rb, int(c.src)*rb
+		copy(dst[d:d+rb], src[s:s+rb])
+	}
 }
 
 // release waits for the pulls of a prefetch that will not be gathered
