@@ -7,7 +7,7 @@
 #   perf/mesh/run.sh                         # 200 k nodes / 4 M edges
 #   SIZE=products perf/mesh/run.sh           # 2.4 M nodes / 62 M edges
 #   METHODS="random metis" BATCHES=100 perf/mesh/run.sh
-#   SIZE=products METHODS="random freq" CACHES="0 0.2" PARTS=2 perf/mesh/run.sh
+#   SIZE=products METHODS="random metis freq" CACHES="0 0.2 0.5" PARTS=2 perf/mesh/run.sh
 #
 # Environment: WORK (scratch dir, default a fresh one under /tmp), KEEP=1
 # keeps the graph and parts, SIZE (small | products), METHODS (random,
