@@ -61,8 +61,9 @@ package partition
 // level being refined 16 bytes per vertex plus 4k bytes per vertex for
 // k <= 16. Contraction counts each coarse row before it writes, so every
 // level is allocated at its exact size; a level waiting for
-// uncoarsening keeps its adjacency and edge weights packed (uint16s
-// below 2^16 vertices, else uvarints: 3 to 5 bytes per entry; see
+// uncoarsening keeps its adjacency and edge weights packed (each array
+// in the fewest whole bytes that hold its largest value: 3 + 1 bytes per
+// entry on the 1 M vertex R-MAT graph, 2 + 2 on BlogCatalog; see
 // mlPacked), unpacked when its turn comes; coarse levels are dropped as
 // soon as they are projected, and the subgraphs of recursive bisection
 // keep unit weights implicit. Matching, contraction marks, FM state and

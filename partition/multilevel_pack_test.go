@@ -28,11 +28,13 @@ func TestMultilevelPackRoundTrip(t *testing.T) {
 		name       string
 		g          *WGraph
 		packed     bool
-		maxPerEdge float64 // packed bytes per entry, adjacency and weight
+		perEdge float64 // packed bytes per entry, adjacency and weight (exactly)
 	}{
 		{"16-bit ids and weights", mlPackGraph(1<<10, 64, 1<<16, 1<<16-1, true), true, 4},
-		{"small ids and weights", mlPackGraph(1<<10, 64, 1<<20, 3, true), true, 4},
-		{"full-range ids and weights", mlPackGraph(1<<10, 64, math.MaxUint32, math.MaxInt32, true), true, 10},
+		{"20-bit ids, small weights", mlPackGraph(1<<10, 64, 1<<20, 3, true), true, 4},
+		{"24-bit ids, 9-bit weights", mlPackGraph(1<<10, 64, 1<<24, 300, true), true, 5},
+		{"8-bit ids and weights", mlPackGraph(1<<10, 64, 200, 255, true), true, 2},
+		{"full-range ids and weights", mlPackGraph(1<<10, 64, math.MaxUint32, math.MaxInt32, true), true, 8},
 		{"below the threshold", mlPackGraph(10, 10, 10, 3, true), false, 0},
 		{"unit weights (the caller's input)", mlPackGraph(1<<10, 64, 1<<14, 1, false), false, 0},
 	}
@@ -48,9 +50,9 @@ func TestMultilevelPackRoundTrip(t *testing.T) {
 				if l.g.Adjncy != nil || l.g.Adjwgt != nil || len(l.g.Xadj) != len(tc.g.Xadj) {
 					t.Fatalf("packed level keeps adjacency %d / weights %d / Xadj %d", len(l.g.Adjncy), len(l.g.Adjwgt), len(l.g.Xadj))
 				}
-				size := len(l.packed.adj) + len(l.packed.wgt) + 2*len(l.packed.adj16) + 2*len(l.packed.wgt16)
-				if per := float64(size) / float64(len(adj)); per > tc.maxPerEdge {
-					t.Errorf("%.2f packed bytes per entry, want <= %g", per, tc.maxPerEdge)
+				size := len(l.packed.adj) + len(l.packed.wgt)
+				if per := float64(size) / float64(len(adj)); per != tc.perEdge {
+					t.Errorf("%.2f packed bytes per entry, want %g", per, tc.perEdge)
 				}
 			}
 			l.unpack()
