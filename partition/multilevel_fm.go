@@ -44,17 +44,13 @@ func newFM(r *mlRun, g *WGraph, where []uint32, frac, ub float64) *mlFM {
 	}
 	for v := 0; v < n; v++ {
 		f.pos[v] = -1
+		wv := where[v]
 		for c := 0; c < f.nc; c++ {
-			f.pw[where[v]][c] += g.vwgt(v, c)
+			f.pw[wv][c] += g.vwgt(v, c)
 		}
-		for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
-			if where[g.Adjncy[e]] == where[v] {
-				f.id[v] += g.ewgt(e)
-			} else {
-				f.ed[v] += g.ewgt(e)
-			}
-		}
-		f.cut += f.ed[v]
+		in, all := g.inside(v, where)
+		f.id[v], f.ed[v] = in, all-in
+		f.cut += all - in
 	}
 	f.cut /= 2
 	for s := range f.heaps {

@@ -50,6 +50,30 @@ func (g *WGraph) ewgt(e int64) int64 {
 	return int64(g.Adjwgt[e])
 }
 
+// inside is the weight of v's edges to vertices of its own part
+// (where) and of all its edges. Unit weights are counted, not looked up:
+// this loop runs over every edge of every level for each bisection.
+func (g *WGraph) inside(v int, where []uint32) (in, all int64) {
+	wv := where[v]
+	lo, hi := g.Xadj[v], g.Xadj[v+1]
+	if g.Adjwgt == nil {
+		for _, u := range g.Adjncy[lo:hi] {
+			if where[u] == wv {
+				in++
+			}
+		}
+		return in, hi - lo
+	}
+	for i, u := range g.Adjncy[lo:hi] {
+		w := int64(g.Adjwgt[lo+int64(i)])
+		all += w
+		if where[u] == wv {
+			in += w
+		}
+	}
+	return in, all
+}
+
 // vwgt is the weight of vertex v in constraint c.
 func (g *WGraph) vwgt(v, c int) int64 {
 	if g.Vwgt == nil {

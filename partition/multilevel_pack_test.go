@@ -25,9 +25,9 @@ func TestMultilevelPackRoundTrip(t *testing.T) {
 		return g
 	}
 	cases := []struct {
-		name       string
-		g          *WGraph
-		packed     bool
+		name    string
+		g       *WGraph
+		packed  bool
 		perEdge float64 // packed bytes per entry, adjacency and weight (exactly)
 	}{
 		{"16-bit ids and weights", mlPackGraph(1<<10, 64, 1<<16, 1<<16-1, true), true, 4},

@@ -56,15 +56,8 @@ func newKway(r *mlRun, g *WGraph, where []uint32, k int, maxw, minw []int64) *ml
 					row[where[g.Adjncy[e]]] += int32(g.ewgt(e))
 				}
 			}
-			var in, ex int64
-			for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
-				if where[g.Adjncy[e]] == where[v] {
-					in += g.ewgt(e)
-				} else {
-					ex += g.ewgt(e)
-				}
-			}
-			s.id[v], s.ed[v] = in, ex
+			in, all := g.inside(v, where)
+			s.id[v], s.ed[v] = in, all-in
 		}
 	})
 	for _, x := range s.ed {
