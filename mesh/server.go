@@ -43,8 +43,14 @@ type SampleReleaser interface {
 
 // idleMessages is how many encoded answers' buffers a Server keeps for
 // reuse: answers to sample requests run to megabytes, and a fresh buffer
-// is fresh pages to fault in.
-const idleMessages = 32
+// is fresh pages to fault in. Only buffers of at least minIdleMessage
+// bytes are kept: the small ones (errors, stats, the heads of pull
+// answers) are cheap to allocate, and kept they would be handed to the
+// next sample answer, which would then grow a fresh buffer after all.
+const (
+	idleMessages   = 32
+	minIdleMessage = 64 << 10
+)
 
 // ServerConfig configures Listen.
 type ServerConfig struct {
@@ -324,8 +330,12 @@ func (s *Server) getBuf() []byte {
 	}
 }
 
-// putBuf keeps b for a later answer, unless enough are idle.
+// putBuf keeps b for a later answer, unless it is small or enough are
+// idle.
 func (s *Server) putBuf(b []byte) {
+	if cap(b) < minIdleMessage {
+		return
+	}
 	select {
 	case s.bufs <- b:
 	default:

@@ -452,3 +452,25 @@ func TestPullBuffersReused(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestIdleMessageBuffers: the server keeps the buffers of large answers
+// for the next one and drops small ones (errors, stats, the heads of pull
+// answers), which would otherwise be handed to the next sample answer.
+func TestIdleMessageBuffers(t *testing.T) {
+	s := &Server{bufs: make(chan []byte, idleMessages)}
+	s.putBuf(make([]byte, 20))
+	if b := s.getBuf(); b != nil {
+		t.Fatalf("a %d-byte buffer was kept", cap(b))
+	}
+	big := make([]byte, 10, minIdleMessage)
+	s.putBuf(big)
+	if b := s.getBuf(); cap(b) != minIdleMessage || len(b) != 0 || &b[:1][0] != &big[0] {
+		t.Fatalf("got a buffer of len %d cap %d, want the kept one, emptied", len(b), cap(b))
+	}
+	for range idleMessages + 1 {
+		s.putBuf(make([]byte, minIdleMessage))
+	}
+	if n := len(s.bufs); n != idleMessages {
+		t.Fatalf("%d idle buffers, want at most %d", n, idleMessages)
+	}
+}
