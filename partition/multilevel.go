@@ -208,6 +208,7 @@ func (r *mlRun) once(g *WGraph, k int, ub float64) ([]uint32, error) {
 		return where, nil
 	}
 	n := g.NumVertices()
+	r.keepScratchFor(n)
 	coarsenTo := max(int(float64(n)/(20*math.Log2(float64(k)))), 30*k)
 	levels, err := r.coarsen(g, coarsenTo, "multilevel coarsen")
 	if err != nil {

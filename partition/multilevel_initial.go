@@ -138,9 +138,7 @@ func (r *mlRun) recurse(g *WGraph, ids []uint32, k int, base uint32, ub float64,
 	if err := r.ctx.Err(); err != nil {
 		return err
 	}
-	if r.noScratch = g.NumVertices() > mlScratchMaxVertices; !r.noScratch {
-		r.scratch().reserve(g.NumVertices())
-	}
+	r.keepScratchFor(g.NumVertices())
 	k0 := k / 2
 	side, err := r.bisect(g, float64(k0)/float64(k), ub)
 	if err != nil {

@@ -63,8 +63,17 @@ func (ws *mlScratch) reserve(n int) {
 // cost little next to the work per level.
 const mlScratchMaxVertices = 1 << 18
 
+// keepScratchFor decides, as r starts on a graph of n vertices, whether
+// r keeps a scratch (reserved for n vertices) or uses fresh buffers (see
+// mlScratchMaxVertices).
+func (r *mlRun) keepScratchFor(n int) {
+	if r.noScratch = n > mlScratchMaxVertices; !r.noScratch {
+		r.scratch().reserve(n)
+	}
+}
+
 // scratch is r's working memory, allocated on first use, or a fresh one
-// when r works on a graph too large to keep one (see recurse).
+// when r works on a graph too large to keep one (see keepScratchFor).
 func (r *mlRun) scratch() *mlScratch {
 	if r.noScratch {
 		return &mlScratch{}

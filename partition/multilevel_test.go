@@ -361,3 +361,30 @@ func TestMultilevelScratchReuse(t *testing.T) {
 		t.Errorf("grid 24x24 into 4: cut %d", cut)
 	}
 }
+
+// A run keeps a scratch only for graphs of at most mlScratchMaxVertices
+// vertices, on both paths: the recursive bisection of up to 8 parts and
+// the k-way scheme of more (which once coarsened a large input with a
+// kept scratch, resident to the end of the run).
+func TestMultilevelScratchOnlyForSmallGraphs(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		rows     int
+		parts    int
+		wantKept bool
+	}{
+		{"k-way, large", mlScratchMaxVertices/64 + 1, 16, false},
+		{"k-way, small", 64, 16, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := mlGrid(t, tc.rows, 64)
+			r := &mlRun{ctx: context.Background(), rng: rand.New(rand.NewPCG(3, mlStream)), workers: 1}
+			if _, err := r.once(g, tc.parts, 1.03); err != nil {
+				t.Fatal(err)
+			}
+			if kept := r.ws != nil; kept != tc.wantKept {
+				t.Errorf("%d vertices: scratch kept %v, want %v", g.NumVertices(), kept, tc.wantKept)
+			}
+		})
+	}
+}
