@@ -42,6 +42,17 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("pull: dtype %d row size %d, rows equal %v", pr.DType, pr.RowSize, bytes.Equal(pr.Rows, wp.Rows))
 	}
 
+	// The server counts a request once its answer is written, which can
+	// be after the client has read it: wait until both are counted.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if m := srv.srv.Metrics(); len(m) == 1 && m[0].Requests == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server metrics after the sample and the pull: %+v", srv.srv.Metrics())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	st, err := c.Stats(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +62,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	in := st.Peers[0]
 	// The stats request itself is counted once it is answered, so the
-	// server has seen the sample and the pull.
+	// server has seen the sample and the pull, and no more.
 	if in.Peer != "host0" || in.Dir != Inbound || in.Requests != 2 || in.Errors != 0 || in.BytesSent == 0 || in.BytesReceived == 0 || in.P99 == 0 {
 		t.Fatalf("stats: inbound %+v", in)
 	}
