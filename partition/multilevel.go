@@ -34,8 +34,8 @@ package partition
 // Up to 8 parts under one balance constraint, step 2 runs on the input
 // graph itself instead of the coarsest graph of step 1: k-1 multilevel
 // bisections, each refined with 2-way FM on every level of its own
-// hierarchy, then one round of step 3's greedy refinement and balancing
-// on the input. Hill-climbing FM with rollback on every level of the
+// hierarchy, then step 3's greedy refinement on the input, without
+// slack (refineStrict: the bisections leave it balanced). Hill-climbing FM with rollback on every level of the
 // whole graph finds far smaller cuts on power-law graphs than greedy
 // k-way moves on the coarse levels (see mlRBMaxParts), at about the
 // same time for 2 to 8 parts. The two halves of a bisection are
@@ -195,11 +195,7 @@ func (r *mlRun) once(g *WGraph, k int, ub float64) ([]uint32, error) {
 			if err != nil {
 				return nil, err
 			}
-			s := newKway(tr, g, where, k, maxw, minw)
-			if err := s.refineLevel(true); err != nil {
-				return nil, err
-			}
-			return where, s.finish()
+			return where, newKway(tr, g, where, k, maxw, minw).refineStrict()
 		})
 		if err != nil {
 			return nil, err

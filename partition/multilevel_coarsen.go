@@ -46,6 +46,17 @@ func (r *mlRun) coarsen(g *WGraph, coarsenTo int, stage string) ([]mlLevel, erro
 		maxv[c] = max(1, int64(math.Ceil(mlMaxVwgtFactor*float64(t)/float64(coarsenTo))))
 	}
 	levels := []mlLevel{{g: g}}
+	// Packing a level reads only that level, which the next matching does
+	// not: with more than one worker it runs beside it. settle waits for
+	// it and installs the packed level before the next contraction
+	// allocates, so that, as when packing in turn, no more than two
+	// unpacked levels are alive at once.
+	var settle func()
+	defer func() {
+		if settle != nil { // an error return: wait for the goroutine
+			settle()
+		}
+	}()
 	// While all edges weigh the same, heavy-edge matching has nothing to
 	// prefer: match at random, in random order (METIS does the same).
 	random := mlEqualWeights(g)
@@ -61,21 +72,42 @@ func (r *mlRun) coarsen(g *WGraph, coarsenTo int, stage string) ([]mlLevel, erro
 		match := r.match(cur, maxv, random)
 		random = false
 		cmap, cn := mlCmap(match)
+		if settle != nil {
+			settle()
+			settle = nil
+		}
 		if cn == n {
 			break
 		}
 		cg := r.contract(cur, match, cmap, cn)
 		levels[len(levels)-1].cmap = cmap
 		levels = append(levels, mlLevel{g: cg})
-		if len(levels) > 2 {
+		if i := len(levels) - 2; i > 0 {
 			// levels[0] is the caller's graph; the levels between it
 			// and the newest wait for uncoarsening.
-			levels[len(levels)-2].pack()
+			if r.workers == 1 {
+				levels[i].pack()
+			} else {
+				l := levels[i]
+				done := make(chan struct{})
+				go func() {
+					l.pack()
+					close(done)
+				}()
+				settle = func() {
+					<-done
+					levels[i] = l
+				}
+			}
 		}
 		r.progress.report(stage, int64(len(levels)-1), 0)
 		if float64(cn) > mlCoarsenFraction*float64(n) {
 			break
 		}
+	}
+	if settle != nil {
+		settle()
+		settle = nil
 	}
 	return levels, nil
 }

@@ -48,9 +48,15 @@ func newFM(r *mlRun, g *WGraph, where []uint32, frac, ub float64) *mlFM {
 		for c := 0; c < f.nc; c++ {
 			f.pw[wv][c] += g.vwgt(v, c)
 		}
-		in, all := g.inside(v, where)
-		f.id[v], f.ed[v] = in, all-in
-		f.cut += all - in
+	}
+	mlParallel(r.workers, n, g.Xadj, func(lo, hi int) {
+		for v := lo; v < hi; v++ {
+			in, all := g.inside(v, where)
+			f.id[v], f.ed[v] = in, all-in
+		}
+	})
+	for _, x := range f.ed {
+		f.cut += x
 	}
 	f.cut /= 2
 	for s := range f.heaps {

@@ -147,9 +147,21 @@ func (r *mlRun) recurse(g *WGraph, ids []uint32, k int, base uint32, ub float64,
 	ks := [2]int{k0, k - k0}
 	bases := [2]uint32{base, base + uint32(k0)}
 	seeds := [2]uint64{r.rng.Uint64(), r.rng.Uint64()}
+	// A half that is one part is labelled here; only halves that are
+	// split further are cut out as subgraphs.
+	if ks[0] == 1 || ks[1] == 1 {
+		for i, s := range side {
+			if ks[s] == 1 {
+				where[ids[i]] = bases[s]
+			}
+		}
+	}
 	var subs [2]*WGraph
 	var subIDs [2][]uint32
 	cut := func(s int) {
+		if ks[s] == 1 {
+			return
+		}
 		subs[s], subIDs[s] = mlSubgraph(r.scratch(), g, side, uint32(s))
 		for i, v := range subIDs[s] {
 			subIDs[s][i] = ids[v]
@@ -164,6 +176,9 @@ func (r *mlRun) recurse(g *WGraph, ids []uint32, k int, base uint32, ub float64,
 		cut(1)
 	}
 	half := func(s int, ws *mlScratch) error {
+		if ks[s] == 1 {
+			return nil
+		}
 		if subs[s] == nil {
 			cut(s)
 		}
