@@ -50,12 +50,7 @@ func (r *mlRun) contract(g *WGraph, match, cmap []uint32, cn int) *WGraph {
 			c := cmap[u]
 			var deg int64
 			for _, v := range [2]int{u, m} {
-				for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
-					if k := cmap[g.Adjncy[e]]; k != c && mark[k] != c+1 {
-						mark[k] = c + 1
-						deg++
-					}
-				}
+				deg += mlCountRow(g.Adjncy[g.Xadj[v]:g.Xadj[v+1]], cmap, mark, c)
 				for j := 0; j < nc; j++ {
 					cg.Vwgt[int(c)*nc+j] += g.vwgt(v, j)
 				}
@@ -91,20 +86,11 @@ func (r *mlRun) contract(g *WGraph, match, cmap []uint32, cn int) *WGraph {
 			adj, wgt := cg.Adjncy[row:cg.Xadj[c+1]], cg.Adjwgt[row:cg.Xadj[c+1]]
 			w := int32(0)
 			for _, v := range [2]int{u, m} {
-				for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
-					k := cmap[g.Adjncy[e]]
-					if k == c {
-						continue
-					}
-					if s := slot[k]; s >= 0 {
-						wgt[s] += int32(g.ewgt(e))
-					} else {
-						slot[k] = w
-						adj[w] = k
-						wgt[w] = int32(g.ewgt(e))
-						w++
-					}
+				var vw []int32
+				if g.Adjwgt != nil {
+					vw = g.Adjwgt[g.Xadj[v]:g.Xadj[v+1]]
 				}
+				w = mlWriteRow(g.Adjncy[g.Xadj[v]:g.Xadj[v+1]], vw, cmap, slot, c, adj, wgt, w)
 				if m == u {
 					break
 				}
@@ -115,4 +101,57 @@ func (r *mlRun) contract(g *WGraph, match, cmap []uint32, cn int) *WGraph {
 		}
 	})
 	return cg
+}
+
+// mlCountRow counts the coarse neighbours (through cmap) of the fine
+// adjacency adj that are not c and not yet marked for row c, and marks
+// them.
+func mlCountRow(adj, cmap, mark []uint32, c uint32) (deg int64) {
+	for _, a := range adj {
+		if k := cmap[a]; k != c && mark[k] != c+1 {
+			mark[k] = c + 1
+			deg++
+		}
+	}
+	return deg
+}
+
+// mlWriteRow merges the fine adjacency adj (weights wgt, nil for all 1)
+// into coarse row c, whose first w entries radj/rwgt hold: a coarse
+// neighbour already in the row (slot[k] >= 0) gains the weight, a new
+// one is appended. It returns the row's new length.
+func mlWriteRow(adj []uint32, wgt []int32, cmap []uint32, slot []int32, c uint32, radj []uint32, rwgt []int32, w int32) int32 {
+	if wgt == nil {
+		for _, a := range adj {
+			k := cmap[a]
+			if k == c {
+				continue
+			}
+			if s := slot[k]; s >= 0 {
+				rwgt[s]++
+			} else {
+				slot[k] = w
+				radj[w] = k
+				rwgt[w] = 1
+				w++
+			}
+		}
+		return w
+	}
+	wgt = wgt[:len(adj)]
+	for i, a := range adj {
+		k := cmap[a]
+		if k == c {
+			continue
+		}
+		if s := slot[k]; s >= 0 {
+			rwgt[s] += wgt[i]
+		} else {
+			slot[k] = w
+			radj[w] = k
+			rwgt[w] = wgt[i]
+			w++
+		}
+	}
+	return w
 }
