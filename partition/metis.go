@@ -46,6 +46,7 @@ func ReadMETIS(ctx context.Context, r io.Reader, name string) (*WGraph, error) {
 		v            int64 // vertex lines read
 		toks         []int64
 		headerParsed bool
+		plain        bool // no sizes or weights: lines list neighbours only
 	)
 	for {
 		line, ok := s.next()
@@ -54,6 +55,18 @@ func ReadMETIS(ctx context.Context, r io.Reader, name string) (*WGraph, error) {
 		}
 		if len(line) > 0 && line[0] == '%' {
 			continue
+		}
+		if headerParsed && plain && v < n {
+			// The common case, neighbours only: parsed straight into
+			// the adjacency. A line it cannot take as it is (a sign, a
+			// stray character, a range or count error) is parsed again
+			// below, which names the fault.
+			if adj, ok := metisAppendRow(g.Adjncy, line, uint32(v+1), uint32(n), 2*m); ok {
+				g.Adjncy = adj
+				v++
+				g.Xadj[v] = int64(len(g.Adjncy))
+				continue
+			}
 		}
 		var msg string
 		if toks, msg = metisInts(line, toks[:0]); msg != "" {
@@ -67,6 +80,7 @@ func ReadMETIS(ctx context.Context, r io.Reader, name string) (*WGraph, error) {
 			if g, n, m, vsize, vwgt, ewgt, msg = metisHeader(toks, line); msg != "" {
 				return nil, s.errorf("%s", msg)
 			}
+			plain = !vsize && !vwgt && !ewgt
 			continue
 		}
 		if v == n {
@@ -184,6 +198,39 @@ func metisHeader(toks []int64, line []byte) (g *WGraph, n, m int64, vsize, vwgt,
 		g.Vwgt = make([]int64, 0, n*ncon)
 	}
 	return g, n, m, vsize, vwgt, ewgt, ""
+}
+
+// metisAppendRow appends the neighbours listed on the line of vertex
+// self (1-based; n vertices) to adj, 0-based, when every one is a plain
+// decimal in 1..n other than self and adj stays within max entries; ok
+// is false, and adj must be dropped, for anything else.
+func metisAppendRow(adj []uint32, line []byte, self, n uint32, max int64) ([]uint32, bool) {
+	i := 0
+	for {
+		for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+			i++
+		}
+		if i == len(line) {
+			return adj, true
+		}
+		var u uint64
+		j := i
+		for ; j < len(line) && j-i < 11; j++ {
+			d := line[j] - '0'
+			if d > 9 {
+				break
+			}
+			u = u*10 + uint64(d)
+		}
+		if j == i || (j < len(line) && line[j] != ' ' && line[j] != '\t') {
+			return adj, false
+		}
+		if u < 1 || u > uint64(n) || u == uint64(self) || int64(len(adj)) == max {
+			return adj, false
+		}
+		adj = append(adj, uint32(u-1))
+		i = j
+	}
 }
 
 // metisInts appends the blank-separated integers of line to out.

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -230,4 +231,40 @@ func TestReadMETISFileSized(t *testing.T) {
 			t.Errorf("inBufSize(%d, %d) = %d, want %d", c.size, c.max, got, c.want)
 		}
 	}
+}
+
+// metisAppendRow, ReadMETIS's path for lines of neighbours only, must
+// take a line only when the general path reads the same neighbours from
+// it without an error.
+func FuzzMETISAppendRow(f *testing.F) {
+	for _, s := range []string{"", "1 3", "2\t4  5", "03 1", "+2", "2 x", "7", "0", "99999999999", "3 3", "1 2 3 4"} {
+		f.Add([]byte(s), uint32(3), uint32(6), int64(4))
+	}
+	f.Fuzz(func(t *testing.T, line []byte, self, n uint32, max int64) {
+		prefix := []uint32{7}
+		if max < int64(len(prefix)) {
+			return // ReadMETIS never holds more than max entries
+		}
+		fast, ok := metisAppendRow(prefix, line, self, n, max)
+		if !ok {
+			return
+		}
+		toks, msg := metisInts(line, nil)
+		if msg != "" {
+			t.Fatalf("%q: fast path took it, general path: %s", line, msg)
+		}
+		if int64(len(prefix)+len(toks)) > max {
+			t.Fatalf("%q: %d entries past the most %d", line, len(prefix)+len(toks), max)
+		}
+		want := []uint32{7}
+		for _, u := range toks {
+			if u < 1 || u > int64(n) || u == int64(self) {
+				t.Fatalf("%q: fast path took neighbour %d (vertex %d of %d)", line, u, self, n)
+			}
+			want = append(want, uint32(u-1))
+		}
+		if !slices.Equal(fast, want) {
+			t.Fatalf("%q: fast path read %v, general path %v", line, fast, want)
+		}
+	})
 }
