@@ -86,11 +86,11 @@ const (
 // refinement with slack.
 func (s *mlKway) refineLevel(late bool) error {
 	if late && !s.balanced(mlLateBalanceTol) {
-		if err := s.optimize(1, 0, true); err != nil {
+		if err := s.optimize(1, 0, true, 0); err != nil {
 			return err
 		}
 	}
-	return s.optimize(mlKwayPasses, mlRefineSlack, false)
+	return s.optimize(mlKwayPasses, mlRefineSlack, false, 0)
 }
 
 // finish restores strict balance on the finest level of the k-way
@@ -111,13 +111,14 @@ func (s *mlKway) finish() error {
 // has to empty at the cost of more cut than the slack gained (BlogCatalog
 // into 4 / 8 parts, one seed: 136 k / 181 k cut edges after refinement
 // with slack, 169 k / 244 k after balancing; 139 k / 190 k strictly).
+// Passes stop once one gains less than mlStrictMinGain of the cut.
 func (s *mlKway) refineStrict() error {
 	if !s.balanced(0) {
-		if err := s.optimize(1, 0, true); err != nil {
+		if err := s.optimize(1, 0, true, 0); err != nil {
 			return err
 		}
 	}
-	if err := s.optimize(mlKwayPasses, 0, false); err != nil {
+	if err := s.optimize(mlKwayPasses, 0, false, mlStrictMinGain); err != nil {
 		return err
 	}
 	if !s.balanced(0) {
@@ -125,6 +126,13 @@ func (s *mlKway) refineStrict() error {
 	}
 	return nil
 }
+
+// mlStrictMinGain: refineStrict stops after a pass that reduced the cut
+// by less than this share. Each pass over BlogCatalog's 8 parts costs
+// about 2 ms; the 6 passes after the 4th gained 0.14% of the cut in all
+// (192.0 k, 191.5 k, 190.8 k, 190.5 k cut edges after passes 1-4, 190.3 k
+// after 10).
+const mlStrictMinGain = 0.001
 
 // optimize runs up to passes greedy passes (Karypis and Kumar 1998, as
 // METIS 5's Greedy_KWayOptimize). A pass puts the boundary vertices in a
@@ -134,8 +142,9 @@ func (s *mlKway) refineStrict() error {
 // so a pass follows the moves it makes. Refinement mode (balance false)
 // considers vertices with ed >= id and moves them for a non-negative gain;
 // balance mode considers every vertex with ed > 0 and moves it towards
-// lighter parts.
-func (s *mlKway) optimize(passes int, slack float64, balance bool) error {
+// lighter parts. Refinement ends after a pass that reduced the cut by no
+// more than minGain of it (0: not at all).
+func (s *mlKway) optimize(passes int, slack float64, balance bool, minGain float64) error {
 	g := s.g
 	n := g.NumVertices()
 	if s.heap.pos == nil {
@@ -202,7 +211,7 @@ func (s *mlKway) optimize(passes int, slack float64, balance bool) error {
 		for _, v := range popped {
 			s.extracted[v] = false
 		}
-		if moved == 0 || (!balance && s.cut == oldCut) {
+		if moved == 0 || (!balance && float64(oldCut-s.cut) <= minGain*float64(oldCut)) {
 			break
 		}
 	}
