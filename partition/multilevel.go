@@ -217,8 +217,8 @@ func (r *mlRun) once(g *WGraph, k int, ub float64) ([]uint32, error) {
 	nl := len(levels)
 	for l := nl - 1; l >= 0; l-- {
 		if l < nl-1 {
-			levels[l+1] = mlLevel{} // the coarser graph is no longer needed
-			levels[l].unpack()
+			r.drop(&levels[l+1]) // the coarser graph is no longer needed
+			levels[l].unpack(r.pool())
 			where = r.project(levels[l], where, make([]uint32, levels[l].g.NumVertices()))
 		}
 		s := newKway(r, levels[l].g, where, k, maxw, minw)

@@ -37,6 +37,16 @@ type mlLevel struct {
 	packed *mlPacked
 }
 
+// drop frees level l of a hierarchy (never levels[0], the caller's
+// graph) once the finer level has been unpacked: its arrays, unless
+// packed, go to r's pool for the next unpacking.
+func (r *mlRun) drop(l *mlLevel) {
+	if l.packed == nil && l.g != nil {
+		r.pool().put(l.g.Adjncy, l.g.Adjwgt)
+	}
+	*l = mlLevel{}
+}
+
 // coarsen contracts g by repeated matching until it has at most
 // coarsenTo vertices or matching stalls. levels[0] is g itself.
 func (r *mlRun) coarsen(g *WGraph, coarsenTo int, stage string) ([]mlLevel, error) {
@@ -48,9 +58,10 @@ func (r *mlRun) coarsen(g *WGraph, coarsenTo int, stage string) ([]mlLevel, erro
 	levels := []mlLevel{{g: g}}
 	// Packing a level reads only that level, which the next matching does
 	// not: with more than one worker it runs beside it. settle waits for
-	// it and installs the packed level before the next contraction
-	// allocates, so that, as when packing in turn, no more than two
-	// unpacked levels are alive at once.
+	// it, installs the packed level and gives its arrays to the pool
+	// before the next contraction takes its room from there, so that, as
+	// when packing in turn, no more than two unpacked levels are alive at
+	// once.
 	var settle func()
 	defer func() {
 		if settle != nil { // an error return: wait for the goroutine
@@ -86,17 +97,20 @@ func (r *mlRun) coarsen(g *WGraph, coarsenTo int, stage string) ([]mlLevel, erro
 			// levels[0] is the caller's graph; the levels between it
 			// and the newest wait for uncoarsening.
 			if r.workers == 1 {
-				levels[i].pack()
+				r.pool().put(levels[i].pack())
 			} else {
 				l := levels[i]
+				var adj []uint32
+				var wgt []int32
 				done := make(chan struct{})
 				go func() {
-					l.pack()
+					adj, wgt = l.pack()
 					close(done)
 				}()
 				settle = func() {
 					<-done
 					levels[i] = l
+					r.pool().put(adj, wgt)
 				}
 			}
 		}

@@ -14,58 +14,44 @@ func mlCmap(match []uint32) (cmap []uint32, cn int) {
 	return cmap, cn
 }
 
-// contract builds the coarse graph of a matching in two parallel passes
-// over ranges of fine vertices: the first counts each coarse row's
-// distinct neighbours and sums the vertex weights, the second writes the
-// rows at their final offsets. Each coarse row is written by the range
-// holding its smaller member and depends only on its members, so the
-// graph is the same for any worker count.
+// contract builds the coarse graph of a matching. Row c can hold at
+// most the entries of its members, so each row is given that much room
+// (prefix sums of the members' degrees, which add up to the fine
+// adjacency) and written in place by one parallel pass over ranges of
+// fine vertices; a sequential pass then closes the gaps. Each coarse row
+// is written by the range holding its smaller member and depends only on
+// its members, so the graph is the same for any worker count.
 //
-// Counting first costs a second sweep of the fine adjacency but
-// allocates the coarse arrays at their exact size: on power-law graphs,
-// where the coarse levels are what the partitioner's memory holds, an
-// array sized by the fine level's adjacency would leave up to half of
-// itself unused or need a shrinking copy.
+// The room comes from r's pool (see mlPool): from the third level on,
+// the arrays of the level two above, which are at least that large, and
+// the coarse level keeps them, gaps closed, until it is packed and gives
+// them back. Before the pool, a first pass counted every row so that the
+// arrays could be allocated at their exact size, which cost as much as
+// the pass that writes them.
 func (r *mlRun) contract(g *WGraph, match, cmap []uint32, cn int) *WGraph {
 	n := g.NumVertices()
 	nc := g.ncon()
 	cg := &WGraph{Xadj: make([]int64, cn+1), Vwgt: make([]int64, cn*nc), Ncon: g.Ncon}
-	// A single range (every small graph) takes its marks from r's
-	// scratch; parallel ranges need their own.
-	ws := r.scratch()
-	single := len(mlSplit(r.workers, n, g.Xadj)) == 2
-	mlParallel(r.workers, n, g.Xadj, func(lo, hi int) {
-		var mark []uint32 // mark[k] == c+1: k already counted in row c
-		if single {
-			mark = mlBuf(&ws.mark, cn)
-			clear(mark)
-		} else {
-			mark = make([]uint32, cn)
-		}
-		for u := lo; u < hi; u++ {
-			m := int(match[u])
-			if m < u {
-				continue
+	for u, m := range match {
+		if int(m) >= u {
+			d := g.Xadj[u+1] - g.Xadj[u]
+			if int(m) != u {
+				d += g.Xadj[m+1] - g.Xadj[m]
 			}
-			c := cmap[u]
-			var deg int64
-			for _, v := range [2]int{u, m} {
-				deg += mlCountRow(g.Adjncy[g.Xadj[v]:g.Xadj[v+1]], cmap, mark, c)
-				for j := 0; j < nc; j++ {
-					cg.Vwgt[int(c)*nc+j] += g.vwgt(v, j)
-				}
-				if m == u {
-					break
-				}
-			}
-			cg.Xadj[c+1] = deg // row lengths now, prefix sums below
+			cg.Xadj[cmap[u]+1] = d
 		}
-	})
+	}
 	for c := 0; c < cn; c++ {
 		cg.Xadj[c+1] += cg.Xadj[c]
 	}
-	cg.Adjncy = make([]uint32, cg.Xadj[cn])
-	cg.Adjwgt = make([]int32, cg.Xadj[cn])
+	room := cg.Xadj[cn]
+	pool := r.pool()
+	adj, wgt := pool.getAdj(room), pool.getWgt(room)
+	// A single range (every small graph) takes its slots from r's
+	// scratch; parallel ranges need their own.
+	ws := r.scratch()
+	rowLen := mlBuf(&ws.rowLen, cn)
+	single := len(mlSplit(r.workers, n, g.Xadj)) == 2
 	mlParallel(r.workers, n, g.Xadj, func(lo, hi int) {
 		var slot []int32 // slot[k]: offset of coarse neighbour k in this row, or -1
 		if single {
@@ -83,23 +69,37 @@ func (r *mlRun) contract(g *WGraph, match, cmap []uint32, cn int) *WGraph {
 			}
 			c := cmap[u]
 			row := cg.Xadj[c]
-			adj, wgt := cg.Adjncy[row:cg.Xadj[c+1]], cg.Adjwgt[row:cg.Xadj[c+1]]
+			radj, rwgt := adj[row:cg.Xadj[c+1]], wgt[row:cg.Xadj[c+1]]
 			w := int32(0)
 			for _, v := range [2]int{u, m} {
 				var vw []int32
 				if g.Adjwgt != nil {
 					vw = g.Adjwgt[g.Xadj[v]:g.Xadj[v+1]]
 				}
-				w = mlWriteRow(g.Adjncy[g.Xadj[v]:g.Xadj[v+1]], vw, cmap, slot, c, adj, wgt, w)
+				w = mlWriteRow(g.Adjncy[g.Xadj[v]:g.Xadj[v+1]], vw, cmap, slot, c, radj, rwgt, w)
+				for j := 0; j < nc; j++ {
+					cg.Vwgt[int(c)*nc+j] += g.vwgt(v, j)
+				}
 				if m == u {
 					break
 				}
 			}
-			for _, k := range adj {
+			for _, k := range radj[:w] {
 				slot[k] = -1
 			}
+			rowLen[c] = int64(w)
 		}
 	})
+	var m int64
+	for c := 0; c < cn; c++ {
+		start, l := cg.Xadj[c], rowLen[c]
+		cg.Xadj[c] = m
+		copy(adj[m:m+l], adj[start:start+l])
+		copy(wgt[m:m+l], wgt[start:start+l])
+		m += l
+	}
+	cg.Xadj[cn] = m
+	cg.Adjncy, cg.Adjwgt = adj[:m], wgt[:m]
 	return cg
 }
 

@@ -3,6 +3,7 @@ package partition
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -144,6 +145,9 @@ func (r *mlRun) recurse(g *WGraph, ids []uint32, k int, base uint32, ub float64,
 	if err != nil {
 		return err
 	}
+	// The pool holds arrays of g's size, too large for the halves.
+	r.pool().clear()
+	runtime.GC()
 	ks := [2]int{k0, k - k0}
 	bases := [2]uint32{base, base + uint32(k0)}
 	seeds := [2]uint64{r.rng.Uint64(), r.rng.Uint64()}
@@ -240,8 +244,8 @@ func (r *mlRun) bisect(g *WGraph, frac, ub float64) ([]uint32, error) {
 		if err := r.ctx.Err(); err != nil {
 			return nil, err
 		}
-		levels[l+1] = mlLevel{} // the coarser graph is no longer needed
-		levels[l].unpack()
+		r.drop(&levels[l+1]) // the coarser graph is no longer needed
+		levels[l].unpack(r.pool())
 		// Levels alternate between two buffers: the coarser assignment
 		// is read while the finer one is written.
 		where = r.project(levels[l], where, mlBuf(&ws.where[l&1], levels[l].g.NumVertices()))

@@ -25,28 +25,32 @@ type mlPacked struct {
 	adjW, wgtW int // bytes per id and per weight
 }
 
-// pack replaces l's adjacency and weights by their packed form. Xadj,
-// Vwgt and cmap stay as they are; unpack restores the same arrays.
-func (l *mlLevel) pack() {
+// pack replaces l's adjacency and weights by their packed form and
+// returns the arrays it no longer holds (nil when it did not pack), for
+// a pool. Xadj, Vwgt and cmap stay as they are; unpack restores the same
+// contents.
+func (l *mlLevel) pack() (adj []uint32, wgt []int32) {
 	g := l.g
 	if l.packed != nil || len(g.Adjncy) < mlPackMinAdj || g.Adjwgt == nil {
-		return
+		return nil, nil
 	}
 	p := &mlPacked{m: int64(len(g.Adjncy))}
 	p.adj, p.adjW = mlPackBytes(g.Adjncy)
 	p.wgt, p.wgtW = mlPackBytes(g.Adjwgt)
 	l.packed = p
 	l.g = &WGraph{Xadj: g.Xadj, Vwgt: g.Vwgt, Ncon: g.Ncon}
+	return g.Adjncy, g.Adjwgt
 }
 
-// unpack restores l's adjacency and weights if they are packed.
-func (l *mlLevel) unpack() {
+// unpack restores l's adjacency and weights if they are packed, into
+// arrays from pool.
+func (l *mlLevel) unpack(pool *mlPool) {
 	p := l.packed
 	if p == nil {
 		return
 	}
-	adj := make([]uint32, p.m)
-	wgt := make([]int32, p.m)
+	adj := pool.getAdj(p.m)
+	wgt := pool.getWgt(p.m)
 	mlUnpackBytes(adj, p.adj, p.adjW)
 	mlUnpackBytes(wgt, p.wgt, p.wgtW)
 	l.g.Adjncy, l.g.Adjwgt = adj, wgt

@@ -55,7 +55,7 @@ func TestMultilevelPackRoundTrip(t *testing.T) {
 					t.Errorf("%.2f packed bytes per entry, want %g", per, tc.perEdge)
 				}
 			}
-			l.unpack()
+			l.unpack(&mlPool{})
 			if l.packed != nil || !slices.Equal(l.g.Adjncy, adj) || !slices.Equal(l.g.Adjwgt, wgt) {
 				t.Fatal("unpack does not restore the adjacency and weights")
 			}

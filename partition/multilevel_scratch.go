@@ -16,8 +16,8 @@ type mlScratch struct {
 	cols, stamp         []uint32 // 2-hop matching
 	start, fill         []int64  // 2-hop matching
 	twins               []mlTwin // 2-hop twin matching
-	mark                []uint32 // contraction, one range
 	slot                []int32  // contraction, one range
+	rowLen              []int64  // contraction: coarse row lengths
 	local               []uint32 // mlSubgraph: ids in the subgraph
 	where               [2][]uint32
 
@@ -28,6 +28,10 @@ type mlScratch struct {
 	heapIDs  [2][]uint32
 	heapKeys [2][]int64
 	moved    []uint32
+
+	// pool recycles level arrays. It stays when r keeps no per-vertex
+	// buffers (see keepScratchFor and pool).
+	pool mlPool
 }
 
 // mlBuf returns (*buf)[:n], reallocating when the capacity is short.
@@ -43,10 +47,10 @@ func mlBuf[T any](buf *[]T, n int) []T {
 // so that they are allocated once instead of growing with the levels of
 // the first bisection (which start from the coarsest).
 func (ws *mlScratch) reserve(n int) {
-	for _, b := range []*[]uint32{&ws.match, &ws.perm, &ws.sorted, &ws.stamp, &ws.mark, &ws.local, &ws.where[0], &ws.where[1], &ws.heapIDs[0], &ws.heapIDs[1]} {
+	for _, b := range []*[]uint32{&ws.match, &ws.perm, &ws.sorted, &ws.stamp, &ws.local, &ws.where[0], &ws.where[1], &ws.heapIDs[0], &ws.heapIDs[1]} {
 		mlBuf(b, n)
 	}
-	for _, b := range []*[]int64{&ws.id, &ws.ed, &ws.fill, &ws.heapKeys[0], &ws.heapKeys[1]} {
+	for _, b := range []*[]int64{&ws.id, &ws.ed, &ws.fill, &ws.rowLen, &ws.heapKeys[0], &ws.heapKeys[1]} {
 		mlBuf(b, n)
 	}
 	mlBuf(&ws.start, n+1)
@@ -70,6 +74,15 @@ func (r *mlRun) keepScratchFor(n int) {
 	if r.noScratch = n > mlScratchMaxVertices; !r.noScratch {
 		r.scratch().reserve(n)
 	}
+}
+
+// pool is the array pool of r's goroutine. It lives in r's scratch,
+// which r keeps for it even while it keeps no per-vertex buffers.
+func (r *mlRun) pool() *mlPool {
+	if r.ws == nil {
+		r.ws = &mlScratch{}
+	}
+	return &r.ws.pool
 }
 
 // scratch is r's working memory, allocated on first use, or a fresh one

@@ -384,7 +384,10 @@ func TestMultilevelScratchOnlyForSmallGraphs(t *testing.T) {
 			if _, err := r.once(g, tc.parts, 1.03); err != nil {
 				t.Fatal(err)
 			}
-			if kept := r.ws != nil; kept != tc.wantKept {
+			// r.ws may exist for its pool (see mlRun.pool), and the
+			// tries on the coarsest graph keep buffers of its size;
+			// buffers of the input's size are what must not stay.
+			if kept := r.ws != nil && cap(r.ws.match) >= g.NumVertices(); kept != tc.wantKept {
 				t.Errorf("%d vertices: scratch kept %v, want %v", g.NumVertices(), kept, tc.wantKept)
 			}
 		})
