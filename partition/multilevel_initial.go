@@ -145,7 +145,11 @@ func (r *mlRun) recurse(g *WGraph, ids []uint32, k int, base uint32, ub float64,
 	if err != nil {
 		return err
 	}
-	// The pool holds arrays of g's size, too large for the halves.
+	// The pool holds arrays of g's size, more than the halves need. A
+	// collection right away lets the halves allocate from that memory
+	// instead of the heap first growing by GOGC; the heap of a
+	// partitioning run is a few large arrays without pointers, so it
+	// costs little.
 	r.pool().clear()
 	runtime.GC()
 	ks := [2]int{k0, k - k0}
