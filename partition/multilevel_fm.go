@@ -130,24 +130,9 @@ func (f *mlFM) refine(passes int) {
 			}
 			v := f.heaps[from].pop()
 			f.cut -= f.ed[v] - f.id[v]
-			f.move(v)
 			f.locked[v] = true
+			f.moveQueued(v)
 			moved = append(moved, v)
-			for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
-				u := g.Adjncy[e]
-				if f.locked[u] {
-					continue
-				}
-				h := &f.heaps[f.where[u]]
-				switch {
-				case f.ed[u] > 0 && f.pos[u] >= 0:
-					h.update(u, f.ed[u]-f.id[u])
-				case f.ed[u] > 0:
-					h.push(u, f.ed[u]-f.id[u])
-				case f.pos[u] >= 0:
-					h.remove(u)
-				}
-			}
 			exc := f.excess()
 			if exc < bestExc || (exc == bestExc && f.cut < bestCut) {
 				best, bestCut, bestExc = len(moved), f.cut, exc
@@ -171,18 +156,57 @@ func (f *mlFM) refine(passes int) {
 	}
 }
 
-// move puts v on the other side and updates weights, id and ed.
-func (f *mlFM) move(v uint32) {
+// moveQueued is move for a pass: in the same sweep over v's edges, each
+// neighbour that is not locked takes its new key in its side's heap,
+// enters it when it reaches the boundary, or leaves it.
+func (f *mlFM) moveQueued(v uint32) {
 	g := f.g
+	from := f.flip(v)
+	for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
+		u := g.Adjncy[e]
+		w := g.ewgt(e)
+		su := f.where[u]
+		if su == from {
+			f.id[u] -= w
+			f.ed[u] += w
+		} else {
+			f.id[u] += w
+			f.ed[u] -= w
+		}
+		if f.locked[u] {
+			continue
+		}
+		h := &f.heaps[su]
+		switch {
+		case f.ed[u] > 0 && f.pos[u] >= 0:
+			h.update(u, f.ed[u]-f.id[u])
+		case f.ed[u] > 0:
+			h.push(u, f.ed[u]-f.id[u])
+		case f.pos[u] >= 0:
+			h.remove(u)
+		}
+	}
+}
+
+// flip puts v on the other side and updates the side weights and v's
+// id and ed; it returns v's old side.
+func (f *mlFM) flip(v uint32) uint32 {
 	from := f.where[v]
 	to := 1 - from
 	for c := 0; c < f.nc; c++ {
-		w := g.vwgt(int(v), c)
+		w := f.g.vwgt(int(v), c)
 		f.pw[from][c] -= w
 		f.pw[to][c] += w
 	}
 	f.where[v] = to
 	f.id[v], f.ed[v] = f.ed[v], f.id[v]
+	return from
+}
+
+// move puts v on the other side and updates weights, id and ed.
+func (f *mlFM) move(v uint32) {
+	g := f.g
+	from := f.flip(v)
 	for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
 		u := g.Adjncy[e]
 		w := g.ewgt(e)

@@ -170,7 +170,7 @@ func (r *mlRun) recurse(g *WGraph, ids []uint32, k int, base uint32, ub float64,
 		if ks[s] == 1 {
 			return
 		}
-		subs[s], subIDs[s] = mlSubgraph(r.scratch(), g, side, uint32(s))
+		subs[s], subIDs[s] = mlSubgraph(r.scratch(), r.workers, g, side, uint32(s))
 		for i, v := range subIDs[s] {
 			subIDs[s][i] = ids[v]
 		}
@@ -315,8 +315,10 @@ func mlShare(g *WGraph, v int, tot []int64, frac float64, nc int) float64 {
 }
 
 // mlSubgraph is the subgraph induced by the vertices with where == side,
-// and the map from its vertices to g's.
-func mlSubgraph(ws *mlScratch, g *WGraph, where []uint32, side uint32) (*WGraph, []uint32) {
+// and the map from its vertices to g's. Rows are counted and then
+// copied by up to workers goroutines, each over a range of the
+// subgraph's vertices.
+func mlSubgraph(ws *mlScratch, workers int, g *WGraph, where []uint32, side uint32) (*WGraph, []uint32) {
 	n := g.NumVertices()
 	nc := g.ncon()
 	local := mlBuf(&ws.local, n) // written for every vertex of side before it is read
@@ -329,33 +331,50 @@ func mlSubgraph(ws *mlScratch, g *WGraph, where []uint32, side uint32) (*WGraph,
 	}
 	// Unit weights stay implicit (nil), as in g: the subgraphs of an
 	// unweighted input cost 4 bytes per adjacency entry, not 8.
-	sub := &WGraph{Xadj: make([]int64, 1, len(ids)+1), Ncon: g.Ncon}
-	var m int64
-	for _, v := range ids {
-		for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
-			if where[g.Adjncy[e]] == side {
-				m++
+	sn := len(ids)
+	sub := &WGraph{Xadj: make([]int64, sn+1), Ncon: g.Ncon}
+	work := mlBuf(&ws.fill, sn+1) // g's adjacency before each vertex, to split the count
+	work[0] = 0
+	for i, v := range ids {
+		work[i+1] = work[i] + g.Xadj[v+1] - g.Xadj[v]
+	}
+	mlParallel(workers, sn, work, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			v := ids[i]
+			var d int64
+			for _, u := range g.Adjncy[g.Xadj[v]:g.Xadj[v+1]] {
+				if where[u] == side {
+					d++
+				}
 			}
+			sub.Xadj[i+1] = d
 		}
+	})
+	for i := 0; i < sn; i++ {
+		sub.Xadj[i+1] += sub.Xadj[i]
 	}
-	sub.Adjncy = make([]uint32, 0, m)
+	sub.Adjncy = make([]uint32, sub.Xadj[sn])
 	if g.Adjwgt != nil {
-		sub.Adjwgt = make([]int32, 0, m)
+		sub.Adjwgt = make([]int32, sub.Xadj[sn])
 	}
-	if g.Vwgt != nil {
-		sub.Vwgt = make([]int64, 0, len(ids)*nc)
-	}
-	for _, v := range ids {
-		for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
-			if u := g.Adjncy[e]; where[u] == side {
-				sub.Adjncy = append(sub.Adjncy, local[u])
-				if g.Adjwgt != nil {
-					sub.Adjwgt = append(sub.Adjwgt, g.Adjwgt[e])
+	mlParallel(workers, sn, sub.Xadj, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			v := ids[i]
+			o := sub.Xadj[i]
+			for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
+				if u := g.Adjncy[e]; where[u] == side {
+					sub.Adjncy[o] = local[u]
+					if g.Adjwgt != nil {
+						sub.Adjwgt[o] = g.Adjwgt[e]
+					}
+					o++
 				}
 			}
 		}
-		sub.Xadj = append(sub.Xadj, int64(len(sub.Adjncy)))
-		if g.Vwgt != nil {
+	})
+	if g.Vwgt != nil {
+		sub.Vwgt = make([]int64, 0, sn*nc)
+		for _, v := range ids {
 			sub.Vwgt = append(sub.Vwgt, g.Vwgt[int(v)*nc:int(v)*nc+nc]...)
 		}
 	}
