@@ -37,11 +37,23 @@ func (p *mlPool) put(adj []uint32, wgt []int32) {
 	mlPoolPut(&p.wgt, wgt)
 }
 
-// clear drops every array the pool holds.
-func (p *mlPool) clear() {
+// mlPoolCollectBytes: recurse collects garbage after emptying a pool
+// that held at least this much.
+const mlPoolCollectBytes = 1 << 22
+
+// clear drops every array the pool holds and returns their bytes.
+func (p *mlPool) clear() int64 {
+	var b int64
+	for _, a := range p.adj {
+		b += 4 * int64(cap(a))
+	}
+	for _, a := range p.wgt {
+		b += 4 * int64(cap(a))
+	}
 	clear(p.adj)
 	clear(p.wgt)
 	p.adj, p.wgt = p.adj[:0], p.wgt[:0]
+	return b
 }
 
 // mlPoolGet takes the smallest array of list that holds n, or allocates.
