@@ -77,8 +77,8 @@ func runPartition(ctx context.Context, a *app, args []string) error {
 	}
 	// Partitioning's heap is a few large pointer-free arrays (edges,
 	// features, the coarsening hierarchy): collecting at 25% growth costs
-	// little CPU and keeps peak memory near what is live (the multilevel
-	// partitioner on R-MAT 1 M / 10 M peaked at 1.6 GiB instead of 2.3).
+	// little CPU and keeps peak memory near what is live while the input
+	// is read into growing arrays.
 	defer debug.SetGCPercent(debug.SetGCPercent(25))
 	if f.input == "" || f.out == "" {
 		return usage("--input and -o are required")
