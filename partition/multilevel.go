@@ -59,17 +59,21 @@ package partition
 // power-law graphs each level is nearly as large as the input, so this
 // dominates: 16 levels for 1 M vertices bisected down to 100), and per
 // level being refined 16 bytes per vertex plus 4k bytes per vertex for
-// k <= 16. Contraction counts each coarse row before it writes, so every
-// level is allocated at its exact size; a level waiting for
-// uncoarsening keeps its adjacency and edge weights packed (each array
-// in the fewest whole bytes that hold its largest value: 3 + 1 bytes per
-// entry on the 1 M vertex R-MAT graph, 2 + 2 on BlogCatalog; see
-// mlPacked), unpacked when its turn comes; coarse levels are dropped as
-// soon as they are projected, and the subgraphs of recursive bisection
-// keep unit weights implicit. Matching, contraction marks, FM state and
-// projected assignments live in a scratch per goroutine, reused from
-// level to level and bisection to bisection (graphs up to 2^18
-// vertices; see mlScratch).
+// k <= 16. Contraction writes each coarse row once into room for all
+// its members' entries and closes the gaps afterwards; a level waiting
+// for uncoarsening keeps its adjacency and edge weights packed (each
+// array in the fewest whole bytes that hold its largest value: 3 + 1
+// bytes per entry on the 1 M vertex R-MAT graph, 2 + 2 on BlogCatalog;
+// see mlPacked), unpacked when its turn comes; coarse levels are dropped
+// as soon as they are projected, and the subgraphs of recursive
+// bisection keep unit weights implicit. The unpacked arrays of the
+// levels go round a pool per goroutine (mlPool): the two pairs
+// allocated for the first two levels of a bisection serve all of its
+// later levels, so coarsening neither faults in fresh pages nor leaves
+// garbage per level. Matching, contraction slots, FM state and projected
+// assignments live in a scratch per goroutine, reused from level to
+// level and bisection to bisection (graphs up to 2^18 vertices; see
+// mlScratch).
 //
 // Determinism: the assignment is a function of the graph, Parts,
 // Imbalance and Seed. Random choices come from generators seeded by Seed
