@@ -1,0 +1,79 @@
+package partition
+
+import (
+	"context"
+	"slices"
+	"testing"
+)
+
+func TestMLPool(t *testing.T) {
+	var p mlPool
+	if a := p.getAdj(10); len(a) != 10 || cap(a) != 10 {
+		t.Fatalf("empty pool: len %d cap %d, want a fresh array of 10", len(a), cap(a))
+	}
+	big, small := make([]uint32, 100), make([]uint32, 40)
+	p.put(big, nil)
+	p.put(small, nil)
+	if len(p.wgt) != 0 {
+		t.Fatalf("put(nil) kept %d weight arrays", len(p.wgt))
+	}
+	// The smallest array that holds the request, sliced to it.
+	a := p.getAdj(30)
+	if len(a) != 30 || cap(a) != 40 || &a[:1][0] != &small[0] {
+		t.Fatalf("getAdj(30): len %d cap %d, want the 40-entry array", len(a), cap(a))
+	}
+	if a := p.getAdj(200); cap(a) != 200 || len(p.adj) != 1 {
+		t.Fatalf("getAdj(200): cap %d and %d left, want a fresh array and the 100-entry one kept", cap(a), len(p.adj))
+	}
+	// Full: a third array pushes out the smallest.
+	p.put(make([]uint32, 10), nil)
+	p.put(make([]uint32, 70), nil)
+	caps := []int{}
+	for _, a := range p.adj {
+		caps = append(caps, cap(a))
+	}
+	slices.Sort(caps)
+	if !slices.Equal(caps, []int{70, 100}) {
+		t.Fatalf("pool holds capacities %v, want [70 100]", caps)
+	}
+	p.put(nil, make([]int32, 8))
+	if b := p.clear(); b != 4*(70+100+8) || len(p.adj)+len(p.wgt) != 0 {
+		t.Fatalf("clear returned %d bytes and left %d arrays, want %d and none", b, len(p.adj)+len(p.wgt), 4*(70+100+8))
+	}
+}
+
+// The pool recycles the arrays of coarse levels and never those of the
+// caller's graph (levels[0] of every bisection and of the k-way scheme):
+// Multilevel must leave its input as it was.
+func TestMultilevelLeavesInput(t *testing.T) {
+	g := mlTestRMAT(t, 13, 1<<16, 21)
+	weighted := mlTestRMAT(t, 13, 1<<17, 22) // over mlPackMinAdj entries
+	weighted.Adjwgt = make([]int32, len(weighted.Adjncy))
+	for v := range weighted.NumVertices() {
+		for e := weighted.Xadj[v]; e < weighted.Xadj[v+1]; e++ {
+			u := weighted.Adjncy[e]
+			weighted.Adjwgt[e] = int32(1 + (uint32(v)^u)%5) // symmetric
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		g     *WGraph
+		parts int
+	}{
+		{"bisection", g, 2},
+		{"recursive bisection", g, 8},
+		{"k-way", g, 16},
+		{"weighted, recursive", weighted, 4},
+		{"weighted, k-way", weighted, 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			xadj, adj, wgt := slices.Clone(tc.g.Xadj), slices.Clone(tc.g.Adjncy), slices.Clone(tc.g.Adjwgt)
+			if _, err := Multilevel(context.Background(), tc.g, MultilevelOptions{Parts: tc.parts, Seed: 3}); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(xadj, tc.g.Xadj) || !slices.Equal(adj, tc.g.Adjncy) || !slices.Equal(wgt, tc.g.Adjwgt) {
+				t.Fatal("Multilevel changed its input graph")
+			}
+		})
+	}
+}
