@@ -103,19 +103,6 @@ func (r *mlRun) contract(g *WGraph, match, cmap []uint32, cn int) *WGraph {
 	return cg
 }
 
-// mlCountRow counts the coarse neighbours (through cmap) of the fine
-// adjacency adj that are not c and not yet marked for row c, and marks
-// them.
-func mlCountRow(adj, cmap, mark []uint32, c uint32) (deg int64) {
-	for _, a := range adj {
-		if k := cmap[a]; k != c && mark[k] != c+1 {
-			mark[k] = c + 1
-			deg++
-		}
-	}
-	return deg
-}
-
 // mlWriteRow merges the fine adjacency adj (weights wgt, nil for all 1)
 // into coarse row c, whose first w entries radj/rwgt hold: a coarse
 // neighbour already in the row (slot[k] >= 0) gains the weight, a new
