@@ -131,7 +131,7 @@ func (f *mlFM) refine(passes int) {
 			v := f.heaps[from].pop()
 			f.cut -= f.ed[v] - f.id[v]
 			f.locked[v] = true
-			f.moveQueued(v)
+			f.move(v, true)
 			moved = append(moved, v)
 			exc := f.excess()
 			if exc < bestExc || (exc == bestExc && f.cut < bestCut) {
@@ -144,7 +144,7 @@ func (f *mlFM) refine(passes int) {
 			f.heaps[s].clear()
 		}
 		for i := len(moved) - 1; i >= best; i-- {
-			f.move(moved[i])
+			f.move(moved[i], false)
 		}
 		for _, v := range moved {
 			f.locked[v] = false
@@ -156,12 +156,21 @@ func (f *mlFM) refine(passes int) {
 	}
 }
 
-// moveQueued is move for a pass: in the same sweep over v's edges, each
-// neighbour that is not locked takes its new key in its side's heap,
-// enters it when it reaches the boundary, or leaves it.
-func (f *mlFM) moveQueued(v uint32) {
+// move puts v on the other side and updates weights, id and ed. With
+// queue (a pass, not its rollback), in the same sweep over v's edges
+// each neighbour that is not locked takes its new key in its side's
+// heap, enters it when it reaches the boundary, or leaves it.
+func (f *mlFM) move(v uint32, queue bool) {
 	g := f.g
-	from := f.flip(v)
+	from := f.where[v]
+	to := 1 - from
+	for c := 0; c < f.nc; c++ {
+		w := g.vwgt(int(v), c)
+		f.pw[from][c] -= w
+		f.pw[to][c] += w
+	}
+	f.where[v] = to
+	f.id[v], f.ed[v] = f.ed[v], f.id[v]
 	for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
 		u := g.Adjncy[e]
 		w := g.ewgt(e)
@@ -173,7 +182,7 @@ func (f *mlFM) moveQueued(v uint32) {
 			f.id[u] += w
 			f.ed[u] -= w
 		}
-		if f.locked[u] {
+		if !queue || f.locked[u] {
 			continue
 		}
 		h := &f.heaps[su]
@@ -184,38 +193,6 @@ func (f *mlFM) moveQueued(v uint32) {
 			h.push(u, f.ed[u]-f.id[u])
 		case f.pos[u] >= 0:
 			h.remove(u)
-		}
-	}
-}
-
-// flip puts v on the other side and updates the side weights and v's
-// id and ed; it returns v's old side.
-func (f *mlFM) flip(v uint32) uint32 {
-	from := f.where[v]
-	to := 1 - from
-	for c := 0; c < f.nc; c++ {
-		w := f.g.vwgt(int(v), c)
-		f.pw[from][c] -= w
-		f.pw[to][c] += w
-	}
-	f.where[v] = to
-	f.id[v], f.ed[v] = f.ed[v], f.id[v]
-	return from
-}
-
-// move puts v on the other side and updates weights, id and ed.
-func (f *mlFM) move(v uint32) {
-	g := f.g
-	from := f.flip(v)
-	for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
-		u := g.Adjncy[e]
-		w := g.ewgt(e)
-		if f.where[u] == from {
-			f.id[u] -= w
-			f.ed[u] += w
-		} else {
-			f.id[u] += w
-			f.ed[u] -= w
 		}
 	}
 }
