@@ -43,8 +43,8 @@ func TestMLPool(t *testing.T) {
 }
 
 // The pool recycles the arrays of coarse levels and never those of the
-// caller's graph (levels[0] of every bisection and of the k-way scheme):
-// Multilevel must leave its input as it was.
+// caller's graph (levels[0] of every bisection and of the k-way scheme,
+// which two constraints take): Multilevel must leave its input as it was.
 func TestMultilevelLeavesInput(t *testing.T) {
 	g := mlTestRMAT(t, 13, 1<<16, 21)
 	weighted := mlTestRMAT(t, 13, 1<<17, 22) // over mlPackMinAdj entries
@@ -55,6 +55,16 @@ func TestMultilevelLeavesInput(t *testing.T) {
 			weighted.Adjwgt[e] = int32(1 + (uint32(v)^u)%5) // symmetric
 		}
 	}
+	// nodes and degree, as --balance nodes,edges gives them
+	twoCon := func(g *WGraph) *WGraph {
+		c := *g
+		c.Ncon = 2
+		c.Vwgt = make([]int64, 2*g.NumVertices())
+		for v := range g.NumVertices() {
+			c.Vwgt[2*v], c.Vwgt[2*v+1] = 1, g.Xadj[v+1]-g.Xadj[v]
+		}
+		return &c
+	}
 	for _, tc := range []struct {
 		name  string
 		g     *WGraph
@@ -62,16 +72,17 @@ func TestMultilevelLeavesInput(t *testing.T) {
 	}{
 		{"bisection", g, 2},
 		{"recursive bisection", g, 8},
-		{"k-way", g, 16},
+		{"recursive bisection, 16 parts", g, 16},
+		{"k-way", twoCon(g), 16},
 		{"weighted, recursive", weighted, 4},
-		{"weighted, k-way", weighted, 12},
+		{"weighted, k-way", twoCon(weighted), 12},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			xadj, adj, wgt := slices.Clone(tc.g.Xadj), slices.Clone(tc.g.Adjncy), slices.Clone(tc.g.Adjwgt)
+			xadj, adj, wgt, vwgt := slices.Clone(tc.g.Xadj), slices.Clone(tc.g.Adjncy), slices.Clone(tc.g.Adjwgt), slices.Clone(tc.g.Vwgt)
 			if _, err := Multilevel(context.Background(), tc.g, MultilevelOptions{Parts: tc.parts, Seed: 3}); err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(xadj, tc.g.Xadj) || !slices.Equal(adj, tc.g.Adjncy) || !slices.Equal(wgt, tc.g.Adjwgt) {
+			if !slices.Equal(xadj, tc.g.Xadj) || !slices.Equal(adj, tc.g.Adjncy) || !slices.Equal(wgt, tc.g.Adjwgt) || !slices.Equal(vwgt, tc.g.Vwgt) {
 				t.Fatal("Multilevel changed its input graph")
 			}
 		})
