@@ -36,17 +36,18 @@ package partition
 // rbScheme): k-1 multilevel bisections, each refined with 2-way FM on
 // every level of its own hierarchy, then step 3's greedy refinement on
 // the input, without slack (refineStrict: the bisections leave it
-// balanced). Hill-climbing
-// FM with rollback on every level of the whole graph finds far smaller
-// cuts on power-law graphs than greedy k-way moves on the coarse levels,
-// and in less time and memory from 2 to 128 parts (see rbScheme). The two
-// halves of a bisection are independent and, below 2^22 adjacency
+// balanced). Hill-climbing FM with rollback on every level of the whole
+// graph finds far smaller cuts on power-law graphs than greedy k-way
+// moves on the coarse levels, and on the R-MAT and BlogCatalog graphs of
+// perf/metis in less time and memory, from 2 to 128 parts (see rbScheme;
+// on Cora the tries below make it the slower one beyond 8 parts). The
+// two halves of a bisection are independent and, below 2^22 adjacency
 // entries, run on two goroutines when a worker is free. Inputs under
 // 2^16 entries get 2^16/entries such tries (at most 8; Cora: 6), each
-// refined, run concurrently one per worker, and the least cut is kept:
-// a try costs milliseconds there and one unlucky bisection is a large
-// share of a small cut. Larger inputs get one try: on BlogCatalog (668
-// k entries) four concurrent tries took twice the wall time, four times
+// refined, run concurrently one per worker, and the least cut is kept: a
+// try costs milliseconds there and one unlucky bisection is a large
+// share of a small cut. Larger inputs get one try: on BlogCatalog (668 k
+// entries) four concurrent tries took twice the wall time, four times
 // the CPU time and 1.6 times the memory of one, for cuts within 1% of
 // one try's.
 //
