@@ -63,11 +63,13 @@ func (r *mlRun) coarsen(g *WGraph, coarsenTo int, stage string) ([]mlLevel, erro
 	// when packing in turn, no more than two unpacked levels are alive at
 	// once.
 	var settle func()
-	defer func() {
-		if settle != nil { // an error return: wait for the goroutine
+	wait := func() {
+		if settle != nil {
 			settle()
+			settle = nil
 		}
-	}()
+	}
+	defer wait() // an error return: the goroutine may still be packing
 	// While all edges weigh the same, heavy-edge matching has nothing to
 	// prefer: match at random, in random order (METIS does the same).
 	random := mlEqualWeights(g)
@@ -83,10 +85,7 @@ func (r *mlRun) coarsen(g *WGraph, coarsenTo int, stage string) ([]mlLevel, erro
 		match := r.match(cur, maxv, random)
 		random = false
 		cmap, cn := mlCmap(match)
-		if settle != nil {
-			settle()
-			settle = nil
-		}
+		wait()
 		if cn == n {
 			break
 		}
@@ -119,10 +118,7 @@ func (r *mlRun) coarsen(g *WGraph, coarsenTo int, stage string) ([]mlLevel, erro
 			break
 		}
 	}
-	if settle != nil {
-		settle()
-		settle = nil
-	}
+	wait()
 	return levels, nil
 }
 
