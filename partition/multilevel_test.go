@@ -3,7 +3,6 @@ package partition
 import (
 	"context"
 	"errors"
-	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -416,10 +415,7 @@ func TestMultilevelFinalRefinementStrict(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := mlCut(g, where)
-			tot := g.totals()
-			avg := float64(tot[0]) / float64(k)
-			maxw := []int64{max(int64(math.Ceil(avg)), int64(ub*avg))}
-			minw := []int64{int64(avg / ub)}
+			maxw, minw := mlBounds(g, k, ub)
 			s := newKway(r, g, where, k, maxw, minw)
 			balanced := s.balanced(0)
 			if err := s.refineStrict(); err != nil {
