@@ -42,16 +42,8 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("pull: dtype %d row size %d, rows equal %v", pr.DType, pr.RowSize, bytes.Equal(pr.Rows, wp.Rows))
 	}
 
-	// The server counts a request once its answer is written, which can
-	// be after the client has read it: wait until both are counted.
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		if m := srv.srv.Metrics(); len(m) == 1 && m[0].Requests == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server metrics after the sample and the pull: %+v", srv.srv.Metrics())
-		}
-		time.Sleep(time.Millisecond)
+	if m := waitRequests(srv.srv, 2); len(m) != 1 || m[0].Requests != 2 {
+		t.Fatalf("server metrics after the sample and the pull: %+v", m)
 	}
 	st, err := c.Stats(ctx, 1)
 	if err != nil {
@@ -379,9 +371,27 @@ func TestServerConcurrentClients(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	m := srv.srv.Metrics()
+	m := waitRequests(srv.srv, 160)
 	if len(m) != 2 || m[0].Peer != "host0" || m[1].Peer != "host2" || m[0].Requests != 80 || m[1].Requests != 80 {
 		t.Fatalf("server metrics %+v", m)
+	}
+}
+
+// waitRequests returns s's metrics once they count want requests in all,
+// or after 5 s: the server counts a request once its answer is written,
+// which can be after the client has read the answer.
+func waitRequests(s *Server, want uint64) []PeerStats {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m := s.Metrics()
+		var n uint64
+		for _, p := range m {
+			n += p.Requests
+		}
+		if n >= want || time.Now().After(deadline) {
+			return m
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
