@@ -261,6 +261,7 @@ func (r *mlRun) kwayScheme(g *WGraph, k int, ub float64) ([]uint32, error) {
 		}
 		r.progress.report("multilevel refine", int64(nl-l), int64(nl))
 	}
+	r.pool().putLevel(levels[0].cmap, nil, nil)
 	return where, nil
 }
 

@@ -2,7 +2,10 @@ package partition
 
 import (
 	"context"
+	"fmt"
 	"testing"
+
+	"graphnode/csr"
 )
 
 // BenchmarkMultilevel partitions an R-MAT graph of 2^17 vertices and 2^21
@@ -21,4 +24,37 @@ func BenchmarkMultilevel(b *testing.B) {
 	}
 	b.ReportMetric(100*float64(cut)/float64(g.NumEdges()), "cut%")
 	b.ReportMetric(float64(g.NumEdges()), "edges")
+}
+
+// BenchmarkMultilevelCora partitions Cora (2708 vertices, 5278 edges)
+// into 2 and 8 parts: the small-graph path, where the tries of rbScheme
+// run and allocation, not the edges, is much of the cost. It reports the
+// cut; -benchmem the bytes allocated per partitioning.
+func BenchmarkMultilevelCora(b *testing.B) {
+	g, err := Read(context.Background(), rdDataDir(b, "cora"), ReadOptions{Format: FormatLINQS})
+	if err != nil {
+		b.Fatal(err)
+	}
+	adj, err := BuildAdj(context.Background(), g, csr.Out, CleanOptions{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wg, err := SymmetrizeCSR(g.NumNodes, adj.Indptr, adj.Indices)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, k := range []int{2, 8} {
+		b.Run(fmt.Sprintf("parts=%d", k), func(b *testing.B) {
+			b.ReportAllocs()
+			var cut int64
+			for b.Loop() {
+				parts, err := Multilevel(context.Background(), wg, MultilevelOptions{Parts: k, Seed: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				cut = mlCut(wg, parts)
+			}
+			b.ReportMetric(float64(cut), "cut")
+		})
+	}
 }

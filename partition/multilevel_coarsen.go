@@ -38,11 +38,14 @@ type mlLevel struct {
 }
 
 // drop frees level l of a hierarchy (never levels[0], the caller's
-// graph) once the finer level has been unpacked: its arrays, unless
-// packed, go to r's pool for the next unpacking.
+// graph) once the finer level has been unpacked: its arrays, the
+// adjacency and weights unless packed, go to r's pool.
 func (r *mlRun) drop(l *mlLevel) {
-	if l.packed == nil && l.g != nil {
-		r.pool().put(l.g.Adjncy, l.g.Adjwgt)
+	if l.g != nil {
+		if l.packed == nil {
+			r.pool().put(l.g.Adjncy, l.g.Adjwgt)
+		}
+		r.pool().putLevel(l.cmap, l.g.Xadj, l.g.Vwgt)
 	}
 	*l = mlLevel{}
 }
@@ -84,7 +87,7 @@ func (r *mlRun) coarsen(g *WGraph, coarsenTo int, stage string) ([]mlLevel, erro
 		}
 		match := r.match(cur, maxv, random)
 		random = false
-		cmap, cn := mlCmap(match)
+		cmap, cn := mlCmap(r.pool(), match)
 		wait()
 		if cn == n {
 			break

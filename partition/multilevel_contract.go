@@ -2,8 +2,9 @@ package partition
 
 // mlCmap numbers the coarse vertices in order of their smaller member,
 // which makes the coarse ids of any range of fine vertices contiguous.
-func mlCmap(match []uint32) (cmap []uint32, cn int) {
-	cmap = make([]uint32, len(match))
+// cmap comes from pool.
+func mlCmap(pool *mlPool, match []uint32) (cmap []uint32, cn int) {
+	cmap = pool.getAdj(int64(len(match)))
 	for u, m := range match {
 		if int(m) >= u {
 			cmap[u] = uint32(cn)
@@ -31,7 +32,10 @@ func mlCmap(match []uint32) (cmap []uint32, cn int) {
 func (r *mlRun) contract(g *WGraph, match, cmap []uint32, cn int) *WGraph {
 	n := g.NumVertices()
 	nc := g.ncon()
-	cg := &WGraph{Xadj: make([]int64, cn+1), Vwgt: make([]int64, cn*nc), Ncon: g.Ncon}
+	pool := r.pool()
+	cg := &WGraph{Xadj: pool.getI64(int64(cn) + 1), Vwgt: pool.getI64(int64(cn * nc)), Ncon: g.Ncon}
+	cg.Xadj[0] = 0 // the loop below sets every other offset
+	clear(cg.Vwgt)
 	for u, m := range match {
 		if int(m) >= u {
 			d := g.Xadj[u+1] - g.Xadj[u]
@@ -45,7 +49,6 @@ func (r *mlRun) contract(g *WGraph, match, cmap []uint32, cn int) *WGraph {
 		cg.Xadj[c+1] += cg.Xadj[c]
 	}
 	room := cg.Xadj[cn]
-	pool := r.pool()
 	adj, wgt := pool.getAdj(room), pool.getWgt(room)
 	// A single range (every small graph) takes its slots from r's
 	// scratch; parallel ranges need their own.

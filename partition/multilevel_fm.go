@@ -24,7 +24,7 @@ type mlFM struct {
 }
 
 // newFM computes the state of bisection where. Its per-vertex arrays
-// are r's scratch: one mlFM of r is in use at a time.
+// are r's scratch: one mlFM or mlKway of r is in use at a time.
 func newFM(r *mlRun, g *WGraph, where []uint32, frac, ub float64) *mlFM {
 	n := g.NumVertices()
 	ws := r.scratch()

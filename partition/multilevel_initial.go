@@ -146,13 +146,14 @@ func (r *mlRun) recurse(g *WGraph, ids []uint32, k int, base uint32, ub float64,
 		return err
 	}
 	// The pool holds arrays of g's size, more than the halves need. When
-	// they are large, a collection right away lets the halves allocate
-	// from that memory instead of the heap first growing by GOGC; the
-	// heap of a partitioning run is a few large arrays without pointers,
-	// so it costs little, but a fixed cost all the same, which small
-	// graphs (Cora: 42 bisections in 6 tries into 8 parts) would pay
-	// for nothing.
-	if r.pool().clear() >= mlPoolCollectBytes {
+	// they are large, they are dropped and a collection right away lets
+	// the halves allocate from that memory instead of the heap first
+	// growing by GOGC; the heap of a partitioning run is a few large
+	// arrays without pointers, so it costs little, but a fixed cost all
+	// the same. Small graphs (Cora: 42 bisections in 6 tries into 8
+	// parts) keep their arrays for the halves and the next try.
+	if pool := r.pool(); pool.bytes() >= mlPoolCollectBytes {
+		pool.clear()
 		runtime.GC()
 	}
 	ks := [2]int{k0, k - k0}
@@ -193,29 +194,40 @@ func (r *mlRun) recurse(g *WGraph, ids []uint32, k int, base uint32, ub float64,
 		if subs[s] == nil {
 			cut(s)
 		}
-		err := r.derive(seeds[s], r.workers, ws).recurse(subs[s], subIDs[s], ks[s], bases[s], ub, where)
+		return r.derive(seeds[s], r.workers, ws).recurse(subs[s], subIDs[s], ks[s], bases[s], ub, where)
+	}
+	// done forgets a half's subgraph once its recursion has returned;
+	// with a scratch, its arrays came from r's pool and go back there,
+	// for the next bisections of r's goroutine.
+	done := func(s int) {
+		if subs[s] != nil && !r.noScratch {
+			mlPutSubgraph(r.pool(), subs[s], subIDs[s])
+		}
 		subs[s], subIDs[s] = nil, nil
-		return err
 	}
 	if ks[0] > 1 && ks[1] > 1 && r.spare != nil && len(g.Adjncy) <= mlParallelHalvesMaxAdj {
 		select {
 		case r.spare <- struct{}{}:
-			done := make(chan error, 1)
+			res := make(chan error, 1)
 			go func() {
 				err := half(1, nil)
 				<-r.spare
-				done <- err
+				res <- err
 			}()
 			err0 := half(0, r.ws)
-			if err1 := <-done; err0 == nil {
+			done(0)
+			if err1 := <-res; err0 == nil {
 				err0 = err1
 			}
+			done(1)
 			return err0
 		default:
 		}
 	}
 	for s := range subs {
-		if err := half(s, r.ws); err != nil {
+		err := half(s, r.ws)
+		done(s)
+		if err != nil {
 			return err
 		}
 	}
@@ -258,6 +270,7 @@ func (r *mlRun) bisect(g *WGraph, frac, ub float64) ([]uint32, error) {
 		where = r.project(levels[l], where, mlBuf(&ws.where[l&1], levels[l].g.NumVertices()))
 		newFM(r, levels[l].g, where, frac, ub).refine(mlFMPasses)
 	}
+	r.pool().putLevel(levels[0].cmap, nil, nil)
 	return where, nil
 }
 
@@ -320,22 +333,29 @@ func mlShare(g *WGraph, v int, tot []int64, frac float64, nc int) float64 {
 // mlSubgraph is the subgraph induced by the vertices with where == side,
 // and the map from its vertices to g's. Rows are counted and then
 // copied by up to workers goroutines, each over a range of the
-// subgraph's vertices.
+// subgraph's vertices. Its arrays come from ws's pool; mlPutSubgraph
+// gives them back.
 func mlSubgraph(ws *mlScratch, workers int, g *WGraph, where []uint32, side uint32) (*WGraph, []uint32) {
 	n := g.NumVertices()
 	nc := g.ncon()
 	local := mlBuf(&ws.local, n) // written for every vertex of side before it is read
-	var ids []uint32
+	sn := 0
 	for v := 0; v < n; v++ {
 		if where[v] == side {
-			local[v] = uint32(len(ids))
-			ids = append(ids, uint32(v))
+			local[v] = uint32(sn)
+			sn++
+		}
+	}
+	ids := ws.pool.getAdj(int64(sn))
+	for v := 0; v < n; v++ {
+		if where[v] == side {
+			ids[local[v]] = uint32(v)
 		}
 	}
 	// Unit weights stay implicit (nil), as in g: the subgraphs of an
 	// unweighted input cost 4 bytes per adjacency entry, not 8.
-	sn := len(ids)
-	sub := &WGraph{Xadj: make([]int64, sn+1), Ncon: g.Ncon}
+	sub := &WGraph{Xadj: ws.pool.getI64(int64(sn) + 1), Ncon: g.Ncon}
+	sub.Xadj[0] = 0 // the count below sets the others
 	work := mlBuf(&ws.fill, sn+1) // g's adjacency before each vertex, to split the count
 	work[0] = 0
 	for i, v := range ids {
@@ -356,9 +376,9 @@ func mlSubgraph(ws *mlScratch, workers int, g *WGraph, where []uint32, side uint
 	for i := 0; i < sn; i++ {
 		sub.Xadj[i+1] += sub.Xadj[i]
 	}
-	sub.Adjncy = make([]uint32, sub.Xadj[sn])
+	sub.Adjncy = ws.pool.getAdj(sub.Xadj[sn])
 	if g.Adjwgt != nil {
-		sub.Adjwgt = make([]int32, sub.Xadj[sn])
+		sub.Adjwgt = ws.pool.getWgt(sub.Xadj[sn])
 	}
 	mlParallel(workers, sn, sub.Xadj, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -376,12 +396,19 @@ func mlSubgraph(ws *mlScratch, workers int, g *WGraph, where []uint32, side uint
 		}
 	})
 	if g.Vwgt != nil {
-		sub.Vwgt = make([]int64, 0, sn*nc)
+		sub.Vwgt = ws.pool.getI64(int64(sn * nc))[:0]
 		for _, v := range ids {
 			sub.Vwgt = append(sub.Vwgt, g.Vwgt[int(v)*nc:int(v)*nc+nc]...)
 		}
 	}
 	return sub, ids
+}
+
+// mlPutSubgraph gives the arrays of a subgraph from mlSubgraph, and its
+// ids, back to pool once its recursion is done.
+func mlPutSubgraph(pool *mlPool, sub *WGraph, ids []uint32) {
+	pool.put(sub.Adjncy, sub.Adjwgt)
+	pool.putLevel(ids, sub.Xadj, sub.Vwgt)
 }
 
 // mlCut is the total weight of g's edges between parts.

@@ -1,5 +1,7 @@
 package partition
 
+import "unsafe"
+
 // mlPool recycles the adjacency and edge-weight arrays of one
 // goroutine's hierarchies. Coarsening builds level i+1 while level i is
 // alive and then packs level i, so the arrays of level i-1 are free just
@@ -13,14 +15,26 @@ package partition
 //
 // Arrays come back with stale contents: every user writes all of what
 // it reads.
+//
+// Below mlPoolKeepBytes it also recycles the other arrays of a coarse
+// level: row offsets and vertex weights (i64) and the map to the next
+// coarser level (adj's list, which holds uint32 arrays).
 type mlPool struct {
 	adj [][]uint32
 	wgt [][]int32
+	i64 [][]int64
 }
 
-// mlPoolMax is how many arrays of each kind a pool keeps: the two
-// levels whose arrays alternate during coarsening.
-const mlPoolMax = 2
+// mlPoolMax is how many arrays of each kind a pool keeps once they
+// hold more than mlPoolKeepBytes: the two levels whose arrays alternate
+// during coarsening. Below that it keeps every array it is given, so
+// that on small graphs the arrays of a whole hierarchy serve the next
+// bisection and the next try: Cora into 2 parts (6 tries, each about 7
+// levels) allocated 1.5 MB of level arrays with at most two kept.
+const (
+	mlPoolMax       = 2
+	mlPoolKeepBytes = 1 << 20
+)
 
 // getAdj returns an adjacency array of length n, recycled when one of
 // the pool's is large enough.
@@ -30,6 +44,10 @@ func (p *mlPool) getAdj(n int64) []uint32 { return mlPoolGet(&p.adj, n) }
 // the pool's is large enough.
 func (p *mlPool) getWgt(n int64) []int32 { return mlPoolGet(&p.wgt, n) }
 
+// getI64 returns an int64 array of length n (row offsets, vertex
+// weights), recycled when one of the pool's is large enough.
+func (p *mlPool) getI64(n int64) []int64 { return mlPoolGet(&p.i64, n) }
+
 // put gives a level's arrays back (nil ones are skipped). The caller
 // must hold no other reference to them.
 func (p *mlPool) put(adj []uint32, wgt []int32) {
@@ -37,27 +55,43 @@ func (p *mlPool) put(adj []uint32, wgt []int32) {
 	mlPoolPut(&p.wgt, wgt)
 }
 
+// putLevel gives back the arrays of a coarse level that the pool keeps
+// besides adjacency and weights: its map to the coarser level, row
+// offsets and vertex weights.
+func (p *mlPool) putLevel(cmap []uint32, xadj, vwgt []int64) {
+	mlPoolPut(&p.adj, cmap)
+	mlPoolPut(&p.i64, xadj)
+	mlPoolPut(&p.i64, vwgt)
+}
+
 // mlPoolCollectBytes: recurse collects garbage after emptying a pool
 // that held at least this much.
 const mlPoolCollectBytes = 1 << 22
 
-// clear drops every array the pool holds and returns their bytes.
-func (p *mlPool) clear() int64 {
-	var b int64
-	for _, a := range p.adj {
-		b += 4 * int64(cap(a))
-	}
-	for _, a := range p.wgt {
-		b += 4 * int64(cap(a))
-	}
+// bytes is what the pool's arrays hold.
+func (p *mlPool) bytes() int64 {
+	return mlPoolBytes(p.adj) + mlPoolBytes(p.wgt) + mlPoolBytes(p.i64)
+}
+
+// clear drops every array the pool holds.
+func (p *mlPool) clear() {
 	clear(p.adj)
 	clear(p.wgt)
-	p.adj, p.wgt = p.adj[:0], p.wgt[:0]
+	clear(p.i64)
+	p.adj, p.wgt, p.i64 = p.adj[:0], p.wgt[:0], p.i64[:0]
+}
+
+// mlPoolBytes is what the arrays of list hold.
+func mlPoolBytes[T uint32 | int32 | int64](list [][]T) int64 {
+	var b int64
+	for _, a := range list {
+		b += int64(unsafe.Sizeof(a[0])) * int64(cap(a))
+	}
 	return b
 }
 
 // mlPoolGet takes the smallest array of list that holds n, or allocates.
-func mlPoolGet[T uint32 | int32](list *[][]T, n int64) []T {
+func mlPoolGet[T uint32 | int32 | int64](list *[][]T, n int64) []T {
 	best := -1
 	for i, a := range *list {
 		if int64(cap(a)) >= n && (best < 0 || cap(a) < cap((*list)[best])) {
@@ -76,13 +110,13 @@ func mlPoolGet[T uint32 | int32](list *[][]T, n int64) []T {
 }
 
 // mlPoolPut adds a to list, dropping the smallest array when the list
-// is full.
-func mlPoolPut[T uint32 | int32](list *[][]T, a []T) {
+// is full (see mlPoolMax).
+func mlPoolPut[T uint32 | int32 | int64](list *[][]T, a []T) {
 	if cap(a) == 0 {
 		return
 	}
 	*list = append(*list, a[:0])
-	if len(*list) > mlPoolMax {
+	if len(*list) > mlPoolMax && mlPoolBytes(*list) > mlPoolKeepBytes {
 		small := 0
 		for i, b := range *list {
 			if cap(b) < cap((*list)[small]) {

@@ -25,21 +25,37 @@ func TestMLPool(t *testing.T) {
 	if a := p.getAdj(200); cap(a) != 200 || len(p.adj) != 1 {
 		t.Fatalf("getAdj(200): cap %d and %d left, want a fresh array and the 100-entry one kept", cap(a), len(p.adj))
 	}
-	// Full: a third array pushes out the smallest.
+	// Small arrays are all kept: 100, 10 and 70 entries.
 	p.put(make([]uint32, 10), nil)
 	p.put(make([]uint32, 70), nil)
-	caps := []int{}
-	for _, a := range p.adj {
+	if got := mlPoolCaps(p.adj); !slices.Equal(got, []int{10, 70, 100}) {
+		t.Fatalf("pool holds capacities %v, want [10 70 100]", got)
+	}
+	p.put(nil, make([]int32, 8))
+	if b := p.bytes(); b != 4*(10+70+100+8) {
+		t.Fatalf("bytes() = %d, want %d", b, 4*(10+70+100+8))
+	}
+	p.clear()
+	if len(p.adj)+len(p.wgt) != 0 || p.bytes() != 0 {
+		t.Fatalf("clear left %d arrays", len(p.adj)+len(p.wgt))
+	}
+	// Over mlPoolKeepBytes, a third array pushes out the smallest.
+	big1 := mlPoolKeepBytes / 4
+	for _, n := range []int{big1, 10, big1 + 7} {
+		p.put(nil, make([]int32, n))
+	}
+	if got := mlPoolCaps(p.wgt); !slices.Equal(got, []int{big1, big1 + 7}) {
+		t.Fatalf("pool holds capacities %v, want [%d %d]", got, big1, big1+7)
+	}
+}
+
+func mlPoolCaps[T uint32 | int32](list [][]T) []int {
+	var caps []int
+	for _, a := range list {
 		caps = append(caps, cap(a))
 	}
 	slices.Sort(caps)
-	if !slices.Equal(caps, []int{70, 100}) {
-		t.Fatalf("pool holds capacities %v, want [70 100]", caps)
-	}
-	p.put(nil, make([]int32, 8))
-	if b := p.clear(); b != 4*(70+100+8) || len(p.adj)+len(p.wgt) != 0 {
-		t.Fatalf("clear returned %d bytes and left %d arrays, want %d and none", b, len(p.adj)+len(p.wgt), 4*(70+100+8))
-	}
+	return caps
 }
 
 // The pool recycles the arrays of coarse levels and never those of the

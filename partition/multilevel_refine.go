@@ -31,12 +31,14 @@ type mlKway struct {
 	extracted []bool // taken from the queue in this pass
 }
 
-// newKway computes the state of assignment where on g.
+// newKway computes the state of assignment where on g. Its per-vertex
+// arrays are r's scratch: one mlFM or mlKway of r is in use at a time.
 func newKway(r *mlRun, g *WGraph, where []uint32, k int, maxw, minw []int64) *mlKway {
 	n := g.NumVertices()
+	ws := r.scratch()
 	s := &mlKway{
 		r: r, g: g, k: k, nc: g.ncon(), where: where,
-		id: make([]int64, n), ed: make([]int64, n),
+		id: mlBuf(&ws.id, n), ed: mlBuf(&ws.ed, n), // every entry is set below
 		maxw: maxw, minw: minw, conn: make([]int64, k),
 	}
 	s.pw = make([]int64, k*s.nc)
@@ -46,7 +48,8 @@ func newKway(r *mlRun, g *WGraph, where []uint32, k int, maxw, minw []int64) *ml
 		}
 	}
 	if k <= mlDenseMaxParts {
-		s.dense = make([]int32, n*k)
+		s.dense = mlBuf(&ws.dense, n*k)
+		clear(s.dense)
 	}
 	mlParallel(r.workers, n, g.Xadj, func(lo, hi int) {
 		for v := lo; v < hi; v++ {
@@ -148,11 +151,13 @@ func (s *mlKway) optimize(passes int, slack float64, balance bool, minGain float
 	g := s.g
 	n := g.NumVertices()
 	if s.heap.pos == nil {
-		s.heap.pos = make([]int32, n)
+		ws := s.r.scratch()
+		s.heap.pos = mlBuf(&ws.pos, n)
 		for i := range s.heap.pos {
 			s.heap.pos[i] = -1
 		}
-		s.extracted = make([]bool, n)
+		s.extracted = mlBuf(&ws.locked, n)
+		clear(s.extracted)
 	}
 	inBoundary := func(v uint32) bool {
 		if balance {

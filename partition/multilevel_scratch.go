@@ -21,7 +21,9 @@ type mlScratch struct {
 	local               []uint32 // mlSubgraph: ids in the subgraph
 	where               [2][]uint32
 
-	// FM state of the level being refined.
+	// FM state of the level being refined, or k-way refinement state
+	// (id, ed, pos, locked, dense): one of them is in use at a time.
+	dense    []int32
 	id, ed   []int64
 	pos      []int32
 	locked   []bool
