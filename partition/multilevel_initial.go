@@ -356,7 +356,8 @@ func mlSubgraph(ws *mlScratch, workers int, g *WGraph, where []uint32, side uint
 	// unweighted input cost 4 bytes per adjacency entry, not 8.
 	sub := &WGraph{Xadj: ws.pool.getI64(int64(sn) + 1), Ncon: g.Ncon}
 	sub.Xadj[0] = 0 // the count below sets the others
-	work := mlBuf(&ws.fill, sn+1) // g's adjacency before each vertex, to split the count
+	// g's adjacency before each vertex, to split the count
+	work := mlBuf(&ws.fill, sn+1)
 	work[0] = 0
 	for i, v := range ids {
 		work[i+1] = work[i] + g.Xadj[v+1] - g.Xadj[v]
