@@ -18,8 +18,11 @@ build:
 demo: build
 	$(BIN) demo
 
+# vet also fails on Go files that gofmt would change, and names them.
 vet:
 	$(GO) vet ./...
+	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt -w needed on:"; echo "$$unformatted"; exit 1; fi
 
 test-go:
 	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
