@@ -169,29 +169,36 @@ func (f *mlFM) move(v uint32, queue bool) {
 		f.pw[from][c] -= w
 		f.pw[to][c] += w
 	}
-	f.where[v] = to
-	f.id[v], f.ed[v] = f.ed[v], f.id[v]
-	for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
-		u := g.Adjncy[e]
-		w := g.ewgt(e)
-		su := f.where[u]
-		if su == from {
-			f.id[u] -= w
-			f.ed[u] += w
-		} else {
-			f.id[u] += w
-			f.ed[u] -= w
+	where, id, ed, pos := f.where, f.id, f.ed, f.pos
+	where[v] = to
+	id[v], ed[v] = ed[v], id[v]
+	lo, hi := g.Xadj[v], g.Xadj[v+1]
+	adj := g.Adjncy[lo:hi]
+	var wgt []int32 // nil: unit weights
+	if g.Adjwgt != nil {
+		wgt = g.Adjwgt[lo:hi]
+	}
+	for i, u := range adj {
+		w := int64(1)
+		if wgt != nil {
+			w = int64(wgt[i])
 		}
+		su := where[u]
+		if su == from {
+			w = -w
+		}
+		iu, eu := id[u]+w, ed[u]-w
+		id[u], ed[u] = iu, eu
 		if !queue || f.locked[u] {
 			continue
 		}
 		h := &f.heaps[su]
 		switch {
-		case f.ed[u] > 0 && f.pos[u] >= 0:
-			h.update(u, f.ed[u]-f.id[u])
-		case f.ed[u] > 0:
-			h.push(u, f.ed[u]-f.id[u])
-		case f.pos[u] >= 0:
+		case eu > 0 && pos[u] >= 0:
+			h.update(u, eu-iu)
+		case eu > 0:
+			h.push(u, eu-iu)
+		case pos[u] >= 0:
 			h.remove(u)
 		}
 	}
@@ -259,31 +266,42 @@ func (h *mlHeap) swap(i, j int) {
 	h.pos[h.ids[j]] = int32(j)
 }
 
+// up and down move the element at i as far as the heap order needs,
+// shifting the others into the hole it leaves and writing it once at
+// its place: the same order that swapping it step by step would leave.
 func (h *mlHeap) up(i int) {
+	v, k := h.ids[i], h.keys[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if h.keys[p] >= h.keys[i] {
-			return
+		if h.keys[p] >= k {
+			break
 		}
-		h.swap(i, p)
+		h.ids[i], h.keys[i] = h.ids[p], h.keys[p]
+		h.pos[h.ids[i]] = int32(i)
 		i = p
 	}
+	h.ids[i], h.keys[i] = v, k
+	h.pos[v] = int32(i)
 }
 
 func (h *mlHeap) down(i int) {
 	n := len(h.ids)
+	v, k := h.ids[i], h.keys[i]
 	for {
 		c := 2*i + 1
 		if c >= n {
-			return
+			break
 		}
 		if c+1 < n && h.keys[c+1] > h.keys[c] {
 			c++
 		}
-		if h.keys[i] >= h.keys[c] {
-			return
+		if k >= h.keys[c] {
+			break
 		}
-		h.swap(i, c)
+		h.ids[i], h.keys[i] = h.ids[c], h.keys[c]
+		h.pos[h.ids[i]] = int32(i)
 		i = c
 	}
+	h.ids[i], h.keys[i] = v, k
+	h.pos[v] = int32(i)
 }
