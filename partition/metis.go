@@ -37,6 +37,24 @@ func ReadMETIS(ctx context.Context, r io.Reader, name string) (*WGraph, error) {
 	if err != nil {
 		return nil, err
 	}
+	return readMETIS(ctx, in, name)
+}
+
+// metisUnsizedPrealloc is the most entries the header's counts may
+// preallocate per array when the input's size is unknown (a stream) or
+// is not the text's (gzip); beyond it the arrays grow as lines arrive.
+const metisUnsizedPrealloc = 1 << 20
+
+// readMETIS is ReadMETIS of an opened input. The header's counts are
+// not trusted for memory: a file of size bytes holds at most size+1
+// vertex lines and size/2+1 neighbours (each at least a digit and a
+// separator), so a short file that claims billions of vertices is
+// refused for its missing lines without first allocating for them.
+func readMETIS(ctx context.Context, in *inFile, name string) (*WGraph, error) {
+	limit := int64(metisUnsizedPrealloc)
+	if in.size > 0 && in.gz == nil {
+		limit = in.size + 2
+	}
 	s := newLineScanner(ctx, in, nil, name)
 	var (
 		g            *WGraph
@@ -64,7 +82,7 @@ func ReadMETIS(ctx context.Context, r io.Reader, name string) (*WGraph, error) {
 			if adj, ok := metisAppendRow(g.Adjncy, line, uint32(v+1), uint32(n), 2*m); ok {
 				g.Adjncy = adj
 				v++
-				g.Xadj[v] = int64(len(g.Adjncy))
+				g.Xadj = append(g.Xadj, int64(len(g.Adjncy)))
 				continue
 			}
 		}
@@ -77,7 +95,7 @@ func ReadMETIS(ctx context.Context, r io.Reader, name string) (*WGraph, error) {
 				continue
 			}
 			headerParsed = true
-			if g, n, m, vsize, vwgt, ewgt, msg = metisHeader(toks, line); msg != "" {
+			if g, n, m, vsize, vwgt, ewgt, msg = metisHeader(toks, line, limit); msg != "" {
 				return nil, s.errorf("%s", msg)
 			}
 			plain = !vsize && !vwgt && !ewgt
@@ -137,7 +155,7 @@ func ReadMETIS(ctx context.Context, r io.Reader, name string) (*WGraph, error) {
 			}
 		}
 		v++
-		g.Xadj[v] = int64(len(g.Adjncy))
+		g.Xadj = append(g.Xadj, int64(len(g.Adjncy)))
 	}
 	if err := s.Err(); err != nil {
 		return nil, err
@@ -167,8 +185,10 @@ func statSize(r io.Reader) int64 {
 	return st.Size()
 }
 
-// metisHeader parses "n m [fmt [ncon]]".
-func metisHeader(toks []int64, line []byte) (g *WGraph, n, m int64, vsize, vwgt, ewgt bool, msg string) {
+// metisHeader parses "n m [fmt [ncon]]" and returns an empty graph
+// (Xadj holds its leading 0) whose arrays have room for the header's
+// counts, but for no more than limit entries each.
+func metisHeader(toks []int64, line []byte, limit int64) (g *WGraph, n, m int64, vsize, vwgt, ewgt bool, msg string) {
 	if len(toks) < 2 || len(toks) > 4 {
 		return nil, 0, 0, false, false, false, fmt.Sprintf("header %q: want n m [fmt [ncon]]", line)
 	}
@@ -190,12 +210,12 @@ func metisHeader(toks []int64, line []byte) (g *WGraph, n, m int64, vsize, vwgt,
 	if ncon < 1 || ncon > 1024 || (ncon > 1 && !vwgt) {
 		return nil, 0, 0, false, false, false, fmt.Sprintf("header: ncon %d: want 1..1024, and vertex weights for more than 1", ncon)
 	}
-	g = &WGraph{Xadj: make([]int64, n+1), Adjncy: make([]uint32, 0, min(2*m, 1<<28)), Ncon: int(ncon)}
+	g = &WGraph{Xadj: make([]int64, 1, min(n+1, limit)), Adjncy: make([]uint32, 0, min(2*m, limit/2, 1<<28)), Ncon: int(ncon)}
 	if ewgt {
 		g.Adjwgt = make([]int32, 0, cap(g.Adjncy))
 	}
 	if vwgt {
-		g.Vwgt = make([]int64, 0, n*ncon)
+		g.Vwgt = make([]int64, 0, min(n*ncon, limit/2))
 	}
 	return g, n, m, vsize, vwgt, ewgt, ""
 }
@@ -263,8 +283,7 @@ func readMETISFile(ctx context.Context, path string, opts ReadOptions) (*Graph, 
 		return nil, err
 	}
 	defer in.Close()
-	// openInput already unwrapped gzip; ReadMETIS sees plain bytes.
-	w, err := ReadMETIS(ctx, in.r, path)
+	w, err := readMETIS(ctx, in, path)
 	if err != nil {
 		return nil, err
 	}

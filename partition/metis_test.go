@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -65,10 +67,43 @@ func TestReadMETISErrors(t *testing.T) {
 		{"3 2\n2\n1 3\n", "partition: g: 2 vertex lines, the header says 3: bad input"},
 		{"3 2\n2\n1\n\n", "partition: g: 2 neighbours listed, want 2*2 for the header's 2 edges: bad input"},
 		{"% only\n", "partition: g: no header line: bad input"},
+		// Counts a short file cannot hold are refused for the missing
+		// lines; they are not allocated first (below).
+		{"4294967295 0\n\n\n", "partition: g: 2 vertex lines, the header says 4294967295: bad input"},
+		{"2 4611686018427387903 011 1024\n", "partition: g: 0 vertex lines, the header says 2: bad input"},
 	} {
 		_, err := ReadMETIS(context.Background(), strings.NewReader(c.text), "g")
 		if err == nil || err.Error() != c.want || !errors.Is(err, ErrFormat) {
 			t.Errorf("%q: err = %v, want %s", c.text, err, c.want)
+		}
+	}
+	// The header's counts preallocate no more than the file can hold
+	// (a file on disk) or a fixed bound (a stream): a 16-byte file that
+	// claims 2^32-1 vertices once took 32 GiB for its row offsets.
+	path := filepath.Join(t.TempDir(), "huge.graph")
+	if err := os.WriteFile(path, []byte("4294967295 0\n\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, open := range []func() io.Reader{
+		func() io.Reader { return strings.NewReader("4294967295 1000000000000 011 1024\n\n") },
+		func() io.Reader {
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+			return f
+		},
+	} {
+		r := open()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if _, err := ReadMETIS(context.Background(), r, "huge"); !errors.Is(err, ErrFormat) {
+			t.Fatalf("%T: err = %v, want ErrFormat", r, err)
+		}
+		runtime.ReadMemStats(&after)
+		if got := after.TotalAlloc - before.TotalAlloc; got > 32<<20 {
+			t.Errorf("%T: reading a header that claims 2^32-1 vertices allocated %d MiB", r, got>>20)
 		}
 	}
 }
@@ -267,4 +302,98 @@ func FuzzMETISAppendRow(f *testing.F) {
 			t.Fatalf("%q: fast path read %v, general path %v", line, fast, want)
 		}
 	})
+}
+
+// FuzzReadMETIS feeds ReadMETIS arbitrary files. What it accepts must be
+// a valid WGraph, must survive WriteMETIS and ReadMETIS unchanged, and
+// must partition: Multilevel into 1..4 parts returns a part below k for
+// every vertex and leaves no part empty. ReadMETIS does not check
+// symmetry, so the partitioner sees one-sided edges here too.
+func FuzzReadMETIS(f *testing.F) {
+	for _, s := range []string{
+		"3 3\n2 3\n1 3\n1 2\n",
+		"% c\n4 3 011 2\n1 2 2 3 3 1\n0 5 1 3 4 2\n2 2 1 1\n1 1 2 2\n",
+		"5 3 100\n3 2\n1 1\n0 4 5\n4 3\n0 3\n",
+		"2 1\n2\n\n",    // one entry for one edge: rejected
+		"3 1\n2\n3\n\n", // one-sided edges, counted right: accepted
+		"4 2 001\n2 7 3 1\n1 7\n1 1\n\n",
+		"1 0\n\n",
+		"3 1 010 2\n1 0 2\n0 1 1\n5 5\n",
+		"0 0\n",
+	} {
+		f.Add([]byte(s), uint8(2), uint8(1))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, parts, seed uint8) {
+		g, err := ReadMETIS(context.Background(), bytes.NewReader(data), "fuzz")
+		if err != nil {
+			if !errors.Is(err, ErrFormat) {
+				t.Fatalf("error %v does not wrap ErrFormat", err)
+			}
+			return
+		}
+		if err := g.Validate(); err != nil {
+			t.Fatalf("ReadMETIS accepted a graph that Validate rejects: %v", err)
+		}
+		// WriteMETIS takes exactly the graphs METIS does: symmetric, with
+		// equal weights both ways, no neighbour twice in a row.
+		var b bytes.Buffer
+		werr := WriteMETIS(&b, g)
+		if clean := metisClean(g); !clean {
+			if !errors.Is(werr, ErrBadGraph) {
+				t.Fatalf("WriteMETIS of a one-sided or duplicated graph: %v, want ErrBadGraph", werr)
+			}
+		} else if werr != nil {
+			t.Fatalf("WriteMETIS: %v", werr)
+		} else {
+			back, err := ReadMETIS(context.Background(), &b, "rewritten")
+			if err != nil {
+				t.Fatalf("ReadMETIS of WriteMETIS's output: %v\n%s", err, b.Bytes())
+			}
+			if !slices.Equal(back.Xadj, g.Xadj) || !slices.Equal(back.Adjncy, g.Adjncy) || !slices.Equal(back.Adjwgt, g.Adjwgt) || !slices.Equal(back.Vwgt, g.Vwgt) || back.ncon() != g.ncon() {
+				t.Fatalf("round trip changed the graph:\n%s", b.Bytes())
+			}
+		}
+		n := g.NumVertices()
+		if n == 0 || n > 1<<12 {
+			return
+		}
+		k := min(n, 1+int(parts)%4)
+		where, err := Multilevel(context.Background(), g, MultilevelOptions{Parts: k, Seed: uint64(seed)})
+		if err != nil {
+			t.Fatalf("Multilevel into %d parts: %v", k, err)
+		}
+		if len(where) != n {
+			t.Fatalf("%d parts entries for %d vertices", len(where), n)
+		}
+		q, err := MeasurePartition(g, where, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Empty > 0 {
+			t.Fatalf("%d of %d parts empty", q.Empty, k)
+		}
+	})
+}
+
+// metisClean reports, by brute force, whether g is what METIS accepts:
+// every entry (v, u, w) has its twin (u, v, w), and no row lists a
+// neighbour twice.
+func metisClean(g *WGraph) bool {
+	type entry struct{ v, u uint32 }
+	w := map[entry]int64{}
+	for v := range g.NumVertices() {
+		for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
+			k := entry{uint32(v), g.Adjncy[e]}
+			if _, dup := w[k]; dup {
+				return false
+			}
+			w[k] = g.ewgt(e)
+		}
+	}
+	for k, x := range w {
+		if y, ok := w[entry{k.u, k.v}]; !ok || y != x {
+			return false
+		}
+	}
+	return true
 }
