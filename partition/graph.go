@@ -67,6 +67,15 @@ type KG struct {
 	Valid, Test   Triples
 }
 
+// MemoryFloor is a floor of the bytes that partitioning g allocates
+// beyond g itself: per node 8 bytes of adjacency row offsets (BuildAdj),
+// 4 of assignment and 4 of new ids (Write); per edge 4 bytes of stored
+// neighbour. A machine with less memory and swap in all cannot partition
+// g, however the stages are ordered.
+func (g *Graph) MemoryFloor() uint64 {
+	return 16*uint64(g.NumNodes) + 4*uint64(len(g.Src))
+}
+
 // Triples are parallel arrays of (head, relation, tail) in node indices.
 type Triples struct {
 	Head, Rel, Tail []uint32

@@ -159,6 +159,9 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	read := g.Stats
 	fmt.Fprintf(a.stdout, "read %s: %d nodes, %d edges, %d features, %d classes, %d/%d/%d train/val/test\n",
 		f.input, g.NumNodes, len(g.Src), g.FeatDim, g.NumClasses, len(g.Train), len(g.Val), len(g.Test))
+	if err := checkMemoryFloor(f.input, g); err != nil {
+		return err
+	}
 	if g.KG != nil && !f.directionSet {
 		dir = csr.Out // a triple is stored with its head entity, as DGL-KE does
 	}

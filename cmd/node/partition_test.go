@@ -230,3 +230,47 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// A node count the machine cannot hold is refused after the read with an
+// error that says so, not by the runtime's out-of-memory crash (an OGB
+// num-node-list.csv of 4000000000 once took node partition down with a
+// 32 GB allocation). The test poses as a machine of 16 GiB.
+func TestPartitionMemoryFloor(t *testing.T) {
+	old := machineMemory
+	t.Cleanup(func() { machineMemory = old })
+	machineMemory = func() uint64 { return 16 << 30 }
+
+	raw := filepath.Join(t.TempDir(), "ogb", "raw")
+	if err := os.MkdirAll(raw, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"num-node-list.csv": "4000000000\n", "edge.csv": "0,1\n1,2\n"} {
+		if err := os.WriteFile(filepath.Join(raw, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "parts")
+	code, stdout, stderr := runNode(t, "partition", "--input", filepath.Dir(raw), "--format", "ogb", "--parts", "2", "-o", out)
+	want := "4000000000 nodes and 2 edges need at least 59.60 GiB beyond the graph read (16 bytes a node, 4 an edge), " +
+		"more than the 16.00 GiB of memory and swap of this machine; is the node count right?"
+	if code == 0 || !strings.Contains(stderr, want) {
+		t.Fatalf("code %d, stderr:\n%s\nwant it to contain %q\nstdout:\n%s", code, stderr, want, stdout)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("output directory %s exists after the refusal (stat: %v)", out, err)
+	}
+
+	// The same machine partitions a graph that fits.
+	in := writeEdgeList(t, 12)
+	if code, stdout, stderr := runNode(t, "partition", "--input", in, "--format", "edgelist", "--parts", "2", "-o", out); code != 0 {
+		t.Fatalf("a 12-node graph on a 16 GiB machine: code %d\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+func TestMachineMemory(t *testing.T) {
+	// Linux always reports its memory; the build machine has more than
+	// 64 MiB and less than 1 PiB.
+	if m := machineMemory(); m < 64<<20 || m > 1<<50 {
+		t.Fatalf("machineMemory() = %d bytes", m)
+	}
+}

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"graphnode/partition"
+)
+
+// machineMemory is this machine's memory plus swap in bytes, 0 when
+// unknown. A cgroup may allow less, but never more: a need above this
+// total cannot be met anywhere on the machine. A variable so that tests
+// can pose as a small machine.
+var machineMemory = func() uint64 {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return 0
+	}
+	return (uint64(si.Totalram) + uint64(si.Totalswap)) * uint64(si.Unit)
+}
+
+// checkMemoryFloor refuses to partition a graph that cannot fit in this
+// machine however the work is ordered (see partition.Graph.MemoryFloor):
+// a node count in a header or count file that is off by digits would
+// otherwise end in the runtime's "out of memory" crash, or the kernel's
+// OOM killer, after the read.
+func checkMemoryFloor(input string, g *partition.Graph) error {
+	need, have := g.MemoryFloor(), machineMemory()
+	if have == 0 || need <= have {
+		return nil
+	}
+	return fmt.Errorf("partition: %s: %d nodes and %d edges need at least %s beyond the graph read "+
+		"(16 bytes a node, 4 an edge), more than the %s of memory and swap of this machine; "+
+		"is the node count right?", input, g.NumNodes, len(g.Src),
+		partitionBytes(int64(min(need, 1<<62))), partitionBytes(int64(min(have, 1<<62))))
+}
