@@ -16,9 +16,10 @@ import "unsafe"
 // Arrays come back with stale contents: every user writes all of what
 // it reads.
 //
-// Below mlPoolKeepBytes it also recycles the other arrays of a coarse
-// level: row offsets and vertex weights (i64) and the map to the next
-// coarser level (adj's list, which holds uint32 arrays).
+// It also recycles the other arrays of a coarse level, row offsets and
+// vertex weights (i64) and the map to the next coarser level (adj's
+// list, which holds uint32 arrays), and the subgraphs of recursive
+// bisection; see mlPoolMax for how many it keeps.
 type mlPool struct {
 	adj [][]uint32
 	wgt [][]int32
