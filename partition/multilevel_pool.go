@@ -18,7 +18,8 @@ import "unsafe"
 //
 // It also recycles the other arrays of a coarse level, row offsets and
 // vertex weights (i64) and the map to the next coarser level (adj's
-// list, which holds uint32 arrays), and the subgraphs of recursive
+// list, which holds uint32 arrays), and, for graphs small enough to
+// keep a scratch (mlScratchMaxVertices), the subgraphs of recursive
 // bisection; see mlPoolMax for how many it keeps.
 type mlPool struct {
 	adj [][]uint32
