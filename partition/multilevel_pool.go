@@ -103,31 +103,34 @@ func mlPoolGet[T uint32 | int32 | int64](list *[][]T, n int64) []T {
 	if best < 0 {
 		return make([]T, n)
 	}
-	a := (*list)[best]
-	last := len(*list) - 1
-	(*list)[best] = (*list)[last]
-	(*list)[last] = nil
-	*list = (*list)[:last]
-	return a[:n]
+	return mlPoolTake(list, best)[:n]
 }
 
-// mlPoolPut adds a to list, dropping the smallest array when the list
-// is full (see mlPoolMax).
+// mlPoolPut adds a to list, then drops the smallest arrays while the
+// list is full (see mlPoolMax).
 func mlPoolPut[T uint32 | int32 | int64](list *[][]T, a []T) {
 	if cap(a) == 0 {
 		return
 	}
 	*list = append(*list, a[:0])
-	if len(*list) > mlPoolMax && mlPoolBytes(*list) > mlPoolKeepBytes {
+	for len(*list) > mlPoolMax && mlPoolBytes(*list) > mlPoolKeepBytes {
 		small := 0
 		for i, b := range *list {
 			if cap(b) < cap((*list)[small]) {
 				small = i
 			}
 		}
-		last := len(*list) - 1
-		(*list)[small] = (*list)[last]
-		(*list)[last] = nil
-		*list = (*list)[:last]
+		mlPoolTake(list, small)
 	}
+}
+
+// mlPoolTake removes array i from list (the last takes its place) and
+// returns it.
+func mlPoolTake[T uint32 | int32 | int64](list *[][]T, i int) []T {
+	a := (*list)[i]
+	last := len(*list) - 1
+	(*list)[i] = (*list)[last]
+	(*list)[last] = nil
+	*list = (*list)[:last]
+	return a
 }

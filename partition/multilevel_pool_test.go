@@ -47,6 +47,16 @@ func TestMLPool(t *testing.T) {
 	if got := mlPoolCaps(p.wgt); !slices.Equal(got, []int{big1, big1 + 7}) {
 		t.Fatalf("pool holds capacities %v, want [%d %d]", got, big1, big1+7)
 	}
+	// Small arrays kept below the threshold all go once a large one
+	// passes it, but for the largest of them: two arrays remain.
+	p.clear()
+	for _, n := range []int{100, 30, 70, 50, 10} {
+		p.put(nil, make([]int32, n))
+	}
+	p.put(nil, make([]int32, big1+1))
+	if got := mlPoolCaps(p.wgt); !slices.Equal(got, []int{100, big1 + 1}) {
+		t.Fatalf("pool holds capacities %v, want [100 %d]", got, big1+1)
+	}
 }
 
 func mlPoolCaps[T uint32 | int32](list [][]T) []int {
