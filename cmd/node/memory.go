@@ -33,5 +33,5 @@ func checkMemoryFloor(input string, g *partition.Graph) error {
 	return fmt.Errorf("partition: %s: %d nodes and %d edges need at least %s beyond the graph read "+
 		"(16 bytes a node, 4 an edge), more than the %s of memory and swap of this machine; "+
 		"is the node count right?", input, g.NumNodes, len(g.Src),
-		partitionBytes(int64(min(need, 1<<62))), partitionBytes(int64(min(have, 1<<62))))
+		partitionBytes(int64(need)), partitionBytes(int64(have)))
 }
