@@ -18,10 +18,15 @@ func mlCmap(pool *mlPool, match []uint32) (cmap []uint32, cn int) {
 // contract builds the coarse graph of a matching. Row c can hold at
 // most the entries of its members, so each row is given that much room
 // (prefix sums of the members' degrees, which add up to the fine
-// adjacency) and written in place by one parallel pass over ranges of
-// fine vertices; a sequential pass then closes the gaps. Each coarse row
-// is written by the range holding its smaller member and depends only on
-// its members, so the graph is the same for any worker count.
+// adjacency). Coarse vertices are split into ranges of about equal room,
+// which is the work of writing them, and the ranges are written in
+// parallel, each from the fine vertices that lead its coarse vertices
+// (their smaller members), packed from the start of the range's room;
+// a sequential pass then moves each range down to close the gaps. Each
+// coarse row depends only on its members, so the graph is the same for
+// any worker count. (Ranges of fine vertices balanced by fine adjacency,
+// as before, gave the first range about three quarters of the work: a
+// pair is written by the range of its smaller member.)
 //
 // The room comes from r's pool (see mlPool): from the third level on,
 // the arrays of the level two above, which are at least that large, and
@@ -33,16 +38,20 @@ func (r *mlRun) contract(g *WGraph, match, cmap []uint32, cn int) *WGraph {
 	n := g.NumVertices()
 	nc := g.ncon()
 	pool := r.pool()
+	ws := r.scratch()
 	cg := &WGraph{Xadj: pool.getI64(int64(cn) + 1), Vwgt: pool.getI64(int64(cn * nc)), Ncon: g.Ncon}
 	cg.Xadj[0] = 0 // the loop below sets every other offset
 	clear(cg.Vwgt)
+	lead := mlBuf(&ws.lead, cn)
 	for u, m := range match {
 		if int(m) >= u {
 			d := g.Xadj[u+1] - g.Xadj[u]
 			if int(m) != u {
 				d += g.Xadj[m+1] - g.Xadj[m]
 			}
-			cg.Xadj[cmap[u]+1] = d
+			c := cmap[u]
+			cg.Xadj[c+1] = d
+			lead[c] = uint32(u)
 		}
 	}
 	for c := 0; c < cn; c++ {
@@ -50,14 +59,14 @@ func (r *mlRun) contract(g *WGraph, match, cmap []uint32, cn int) *WGraph {
 	}
 	room := cg.Xadj[cn]
 	adj, wgt := pool.getAdj(room), pool.getWgt(room)
-	// A single range (every small graph) takes its slots from r's
-	// scratch; parallel ranges need their own.
-	ws := r.scratch()
 	rowLen := mlBuf(&ws.rowLen, cn)
-	single := len(mlSplit(r.workers, n, g.Xadj)) == 2
-	mlParallel(r.workers, n, g.Xadj, func(lo, hi int) {
+	bounds := mlSplit(r.workers, cn, cg.Xadj)
+	used := make([]int64, len(bounds)-1) // entries written by each range
+	mlRanges(bounds, func(i, clo, chi int) {
+		// A single range (every small graph) takes its slots from r's
+		// scratch; parallel ranges need their own.
 		var slot []int32 // slot[k]: offset of coarse neighbour k in this row, or -1
-		if single {
+		if len(bounds) == 2 {
 			slot = mlBuf(&ws.slot, cn)
 		} else {
 			slot = make([]int32, cn)
@@ -65,14 +74,20 @@ func (r *mlRun) contract(g *WGraph, match, cmap []uint32, cn int) *WGraph {
 		for i := range slot {
 			slot[i] = -1
 		}
+		lo, hi := int(lead[clo]), n
+		if chi < cn {
+			hi = int(lead[chi])
+		}
+		start := cg.Xadj[clo]
+		at := start // where the next row starts; at most its room's start
 		for u := lo; u < hi; u++ {
 			m := int(match[u])
 			if m < u {
 				continue
 			}
 			c := cmap[u]
-			row := cg.Xadj[c]
-			radj, rwgt := adj[row:cg.Xadj[c+1]], wgt[row:cg.Xadj[c+1]]
+			end := at + cg.Xadj[c+1] - cg.Xadj[c]
+			radj, rwgt := adj[at:end], wgt[at:end]
 			w := int32(0)
 			for _, v := range [2]int{u, m} {
 				var vw []int32
@@ -91,15 +106,21 @@ func (r *mlRun) contract(g *WGraph, match, cmap []uint32, cn int) *WGraph {
 				slot[k] = -1
 			}
 			rowLen[c] = int64(w)
+			at += int64(w)
 		}
+		used[i] = at - start
 	})
 	var m int64
-	for c := 0; c < cn; c++ {
-		start, l := cg.Xadj[c], rowLen[c]
-		cg.Xadj[c] = m
-		copy(adj[m:m+l], adj[start:start+l])
-		copy(wgt[m:m+l], wgt[start:start+l])
-		m += l
+	for i := 0; i+1 < len(bounds); i++ {
+		clo, chi := bounds[i], bounds[i+1]
+		if start := cg.Xadj[clo]; start != m {
+			copy(adj[m:m+used[i]], adj[start:start+used[i]])
+			copy(wgt[m:m+used[i]], wgt[start:start+used[i]])
+		}
+		for c := clo; c < chi; c++ {
+			cg.Xadj[c] = m
+			m += rowLen[c]
+		}
 	}
 	cg.Xadj[cn] = m
 	cg.Adjncy, cg.Adjwgt = adj[:m], wgt[:m]

@@ -235,14 +235,19 @@ func SymmetrizeCSR(n int, indptr []uint64, indices []uint32) (*WGraph, error) {
 // each in its own goroutine. Results must not depend on the split: every
 // caller writes per-vertex output only.
 func mlParallel(workers, n int, xadj []int64, fn func(lo, hi int)) {
-	bounds := mlSplit(workers, n, xadj)
+	mlRanges(mlSplit(workers, n, xadj), func(_, lo, hi int) { fn(lo, hi) })
+}
+
+// mlRanges runs fn on every range [bounds[i], bounds[i+1]), each in its
+// own goroutine unless there is only one.
+func mlRanges(bounds []int, fn func(i, lo, hi int)) {
 	if len(bounds) == 2 {
-		fn(bounds[0], bounds[1])
+		fn(0, bounds[0], bounds[1])
 		return
 	}
 	var wg sync.WaitGroup
 	for i := 0; i+1 < len(bounds); i++ {
-		wg.Go(func() { fn(bounds[i], bounds[i+1]) })
+		wg.Go(func() { fn(i, bounds[i], bounds[i+1]) })
 	}
 	wg.Wait()
 }

@@ -18,6 +18,7 @@ type mlScratch struct {
 	twins               []mlTwin // 2-hop twin matching
 	slot                []int32  // contraction, one range
 	rowLen              []int64  // contraction: coarse row lengths
+	lead                []uint32 // contraction: smaller member of each coarse vertex
 	local               []uint32 // mlSubgraph: ids in the subgraph
 	where               [2][]uint32
 
@@ -49,7 +50,7 @@ func mlBuf[T any](buf *[]T, n int) []T {
 // so that they are allocated once instead of growing with the levels of
 // the first bisection (which start from the coarsest).
 func (ws *mlScratch) reserve(n int) {
-	for _, b := range []*[]uint32{&ws.match, &ws.perm, &ws.sorted, &ws.stamp, &ws.local, &ws.where[0], &ws.where[1], &ws.heapIDs[0], &ws.heapIDs[1]} {
+	for _, b := range []*[]uint32{&ws.match, &ws.perm, &ws.sorted, &ws.stamp, &ws.local, &ws.lead, &ws.where[0], &ws.where[1], &ws.heapIDs[0], &ws.heapIDs[1]} {
 		mlBuf(b, n)
 	}
 	for _, b := range []*[]int64{&ws.id, &ws.ed, &ws.fill, &ws.rowLen, &ws.heapKeys[0], &ws.heapKeys[1]} {
