@@ -151,13 +151,6 @@ func ratio(a, b int64) float64 {
 	return float64(a) / float64(b)
 }
 
-var (
-	reRSS  = regexp.MustCompile(`Maximum resident set size \(kbytes\): (\d+)`)
-	rePart = regexp.MustCompile(`Partitioning:\s+([0-9.]+) sec`)
-	reUser = regexp.MustCompile(`User time \(seconds\): ([0-9.]+)`)
-	reSys  = regexp.MustCompile(`System time \(seconds\): ([0-9.]+)`)
-)
-
 // measure runs argv under /usr/bin/time -v, then reads and measures the
 // partition file it wrote.
 func measure(g *partition.WGraph, k int, partFile string, argv ...string) (measured, error) {
@@ -174,6 +167,12 @@ func measure(g *partition.WGraph, k int, partFile string, argv ...string) (measu
 	}
 	res := measured{wall: time.Since(start).Seconds()}
 	text := out.String()
+	// Compiled here rather than as package variables, which the measured
+	// child, this same program, would compile at start-up for nothing.
+	reRSS := regexp.MustCompile(`Maximum resident set size \(kbytes\): (\d+)`)
+	rePart := regexp.MustCompile(`Partitioning:\s+([0-9.]+) sec`)
+	reUser := regexp.MustCompile(`User time \(seconds\): ([0-9.]+)`)
+	reSys := regexp.MustCompile(`System time \(seconds\): ([0-9.]+)`)
 	if mm := reRSS.FindStringSubmatch(text); mm != nil {
 		kb, _ := strconv.ParseFloat(mm[1], 64)
 		res.rssMiB = kb / 1024
