@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +35,7 @@ func main() {
 	childParts := flag.Int("k", 2, "internal: parts")
 	childOut := flag.String("out", "", "internal: partition output file")
 	gogc := flag.Int("gogc", 100, "GC percent of the measured child (100 is Go's default)")
+	runs := flag.Int("runs", 1, "runs of each program per row, alternating; the table gives the median time and memory")
 	flag.Parse()
 	if *child != "" {
 		if err := runChild(*child, *childParts, *seed, *childOut, *gogc); err != nil {
@@ -42,7 +44,11 @@ func main() {
 		}
 		return
 	}
-	if err := run(*work, *data, strings.Split(*graphs, ","), *partsFlag, *gpmetis, *seed, *gogc); err != nil {
+	if *runs < 1 {
+		fmt.Fprintf(os.Stderr, "metis: -runs %d: want at least 1\n", *runs)
+		os.Exit(2)
+	}
+	if err := run(*work, *data, strings.Split(*graphs, ","), *partsFlag, *gpmetis, *seed, *gogc, *runs); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -85,7 +91,7 @@ type measured struct {
 	rssMiB float64
 }
 
-func run(work, data string, graphs []string, partsFlag, gpmetis string, seed uint64, gogc int) error {
+func run(work, data string, graphs []string, partsFlag, gpmetis string, seed uint64, gogc, runs int) error {
 	var ks []int
 	for _, s := range strings.Split(partsFlag, ",") {
 		k, err := strconv.Atoi(s)
@@ -117,14 +123,26 @@ func run(work, data string, graphs []string, partsFlag, gpmetis string, seed uin
 		n, m := g.NumVertices(), g.NumEdges()
 		fmt.Fprintf(os.Stderr, "%s: %d vertices, %d edges, %s\n", name, n, m, file)
 		for _, k := range ks {
-			theirs, err := measure(g, k, file+".part."+strconv.Itoa(k), gpmetis, file, strconv.Itoa(k))
-			if err != nil {
-				return err
-			}
 			oursOut := file + ".ours." + strconv.Itoa(k)
-			ours, err := measure(g, k, oursOut, self, "-child", file, "-k", strconv.Itoa(k), "-seed", strconv.FormatUint(seed, 10), "-gogc", strconv.Itoa(gogc), "-out", oursOut)
+			var theirsRuns, oursRuns []measured
+			for range runs {
+				theirs, err := measure(g, k, file+".part."+strconv.Itoa(k), gpmetis, file, strconv.Itoa(k))
+				if err != nil {
+					return err
+				}
+				ours, err := measure(g, k, oursOut, self, "-child", file, "-k", strconv.Itoa(k), "-seed", strconv.FormatUint(seed, 10), "-gogc", strconv.Itoa(gogc), "-out", oursOut)
+				if err != nil {
+					return err
+				}
+				theirsRuns, oursRuns = append(theirsRuns, theirs), append(oursRuns, ours)
+			}
+			theirs, err := medianRun(theirsRuns)
 			if err != nil {
-				return err
+				return fmt.Errorf("metis: %s into %d parts, gpmetis: %w", name, k, err)
+			}
+			ours, err := medianRun(oursRuns)
+			if err != nil {
+				return fmt.Errorf("metis: %s into %d parts, ours: %w", name, k, err)
 			}
 			pct := func(x measured) float64 { return 100 * float64(x.q.EdgeCut) / float64(m) }
 			row := fmt.Sprintf("| %s | %d | %d | %d | %.2f | %.2f | %.3f | %d | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %.3f | %.3f | %.3f | %.3f | %.0f | %.0f | %.2f |",
@@ -139,6 +157,36 @@ func run(work, data string, graphs []string, partsFlag, gpmetis string, seed uin
 	}
 	fmt.Println(strings.Join(table, "\n"))
 	return nil
+}
+
+// medianRun is the result of several runs of one program on one row:
+// their partition (every run must give the same cut: both programs are
+// deterministic for a seed) and the median of each time and of the peak
+// RSS, each taken on its own. On a machine whose speed drifts, one run of
+// a 100 ms partitioning is off by up to a fifth.
+func medianRun(runs []measured) (measured, error) {
+	res := runs[0]
+	for _, x := range runs[1:] {
+		if x.q.EdgeCut != res.q.EdgeCut {
+			return measured{}, fmt.Errorf("runs cut %d and %d edges: not deterministic", res.q.EdgeCut, x.q.EdgeCut)
+		}
+	}
+	med := func(f func(measured) float64) float64 {
+		xs := make([]float64, len(runs))
+		for i, x := range runs {
+			xs[i] = f(x)
+		}
+		slices.Sort(xs)
+		if n := len(xs); n%2 == 0 {
+			return (xs[n/2-1] + xs[n/2]) / 2
+		}
+		return xs[len(xs)/2]
+	}
+	res.wall = med(func(x measured) float64 { return x.wall })
+	res.part = med(func(x measured) float64 { return x.part })
+	res.cpu = med(func(x measured) float64 { return x.cpu })
+	res.rssMiB = med(func(x measured) float64 { return x.rssMiB })
+	return res, nil
 }
 
 func ratio(a, b int64) float64 {
