@@ -186,7 +186,7 @@ func (s *mlKway) optimize(passes int, slack float64, balance bool, minGain float
 		oldCut, moved := s.cut, 0
 		popped = popped[:0]
 		for iter := 0; s.heap.len() > 0; iter++ {
-			v := s.heap.pop()
+			v := s.heap.popMax(s.key)
 			s.extracted[v] = true
 			popped = append(popped, v)
 			var to int
@@ -205,7 +205,7 @@ func (s *mlKway) optimize(passes int, slack float64, balance bool, minGain float
 				switch {
 				case s.extracted[u]:
 				case inBoundary(u) && s.heap.pos[u] >= 0:
-					s.heap.update(u, s.key(u))
+					s.heap.raise(u, s.key(u))
 				case inBoundary(u):
 					s.heap.push(u, s.key(u))
 				case s.heap.pos[u] >= 0:
