@@ -3,7 +3,6 @@ package partition
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"graphnode/csr"
@@ -15,14 +14,7 @@ func BenchmarkMultilevel(b *testing.B) {
 	g := mlTestRMAT(b, 17, 1<<21, 1)
 	b.SetBytes(int64(len(g.Adjncy)) * 4)
 	b.ReportAllocs()
-	var cut int64
-	for b.Loop() {
-		parts, err := Multilevel(context.Background(), g, MultilevelOptions{Parts: 4, Seed: 1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		cut = mlCut(g, parts)
-	}
+	cut := mlBenchCut(b, g, 4)
 	b.ReportMetric(100*float64(cut)/float64(g.NumEdges()), "cut%")
 	b.ReportMetric(float64(g.NumEdges()), "edges")
 }
@@ -47,15 +39,7 @@ func BenchmarkMultilevelCora(b *testing.B) {
 	for _, k := range []int{2, 8} {
 		b.Run(fmt.Sprintf("parts=%d", k), func(b *testing.B) {
 			b.ReportAllocs()
-			var cut int64
-			for b.Loop() {
-				parts, err := Multilevel(context.Background(), wg, MultilevelOptions{Parts: k, Seed: 1})
-				if err != nil {
-					b.Fatal(err)
-				}
-				cut = mlCut(wg, parts)
-			}
-			b.ReportMetric(float64(cut), "cut")
+			b.ReportMetric(float64(mlBenchCut(b, wg, k)), "cut")
 		})
 	}
 }
@@ -65,20 +49,21 @@ func BenchmarkMultilevelCora(b *testing.B) {
 // that are packed while they wait, FM on every level, on both cores. It
 // reports the cut.
 func BenchmarkMultilevelBlogCatalog(b *testing.B) {
-	dir := rdDataDir(b, "blogcatalog")
-	bc, err := Read(context.Background(), filepath.Join(dir, "edges.csv"), ReadOptions{NodeFile: filepath.Join(dir, "nodes.csv")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	g := mlFromEdges(b, bc.NumNodes, bc.Src, bc.Dst)
+	g := mlBlogCatalog(b)
 	b.ReportAllocs()
+	b.ReportMetric(float64(mlBenchCut(b, g, 4)), "cut")
+}
+
+// mlBenchCut partitions g into k parts (seed 1) in b's loop and returns
+// the cut of the last partition.
+func mlBenchCut(b *testing.B, g *WGraph, k int) int64 {
 	var cut int64
 	for b.Loop() {
-		parts, err := Multilevel(context.Background(), g, MultilevelOptions{Parts: 4, Seed: 1})
+		parts, err := Multilevel(context.Background(), g, MultilevelOptions{Parts: k, Seed: 1})
 		if err != nil {
 			b.Fatal(err)
 		}
 		cut = mlCut(g, parts)
 	}
-	b.ReportMetric(float64(cut), "cut")
+	return cut
 }

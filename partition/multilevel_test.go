@@ -10,6 +10,17 @@ import (
 )
 
 // mlFromEdges builds a WGraph from undirected pairs through SymmetrizeCSR.
+// mlBlogCatalog is BlogCatalog from the shared datasets as a WGraph.
+func mlBlogCatalog(t testing.TB) *WGraph {
+	t.Helper()
+	dir := rdDataDir(t, "blogcatalog")
+	bc, err := Read(context.Background(), filepath.Join(dir, "edges.csv"), ReadOptions{NodeFile: filepath.Join(dir, "nodes.csv")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mlFromEdges(t, bc.NumNodes, bc.Src, bc.Dst)
+}
+
 func mlFromEdges(t testing.TB, n int, src, dst []uint32) *WGraph {
 	t.Helper()
 	indptr := make([]uint64, n+1)
@@ -400,12 +411,7 @@ func TestMultilevelScratchOnlyForSmallGraphs(t *testing.T) {
 // and the balancing that followed undid more cut than it had saved: on
 // BlogCatalog, whose hubs make single moves heavy, by a fifth.
 func TestMultilevelFinalRefinementStrict(t *testing.T) {
-	dir := rdDataDir(t, "blogcatalog")
-	bc, err := Read(context.Background(), filepath.Join(dir, "edges.csv"), ReadOptions{NodeFile: filepath.Join(dir, "nodes.csv")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := mlFromEdges(t, bc.NumNodes, bc.Src, bc.Dst)
+	g := mlBlogCatalog(t)
 	for _, k := range []int{4, 8} {
 		for seed := uint64(1); seed <= 2; seed++ {
 			r := &mlRun{ctx: context.Background(), rng: rand.New(rand.NewPCG(seed, mlStream)), workers: 1}
