@@ -5,8 +5,8 @@ package partition
 // times its target.
 //
 // INVARIANT: id/ed as in mlKway; every unlocked boundary vertex (ed > 0)
-// of a pass is in heaps[where[v]] under key ed-id, and pos[v] is its
-// index there (-1 when in no heap).
+// of a pass is in heaps[where[v]] under a key of at least its gain ed-id
+// (see mlHeap), and pos[v] is its index there (-1 when in no heap).
 type mlFM struct {
 	r      *mlRun
 	g      *WGraph

@@ -27,7 +27,7 @@ type mlKway struct {
 	// (row v at v*k), so that weighing a move costs O(k), not O(degree).
 	dense []int32
 
-	heap      mlHeap // a pass's queue; pos allocated on first use
+	heap      mlHeap // a pass's queue, under keys of at least key(v); pos allocated on first use
 	extracted []bool // taken from the queue in this pass
 }
 
