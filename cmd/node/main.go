@@ -23,10 +23,19 @@ type command struct {
 	run     func(ctx context.Context, app *app, args []string) error
 }
 
-// app is what every subcommand shares: streams and the logger.
+// app is what every subcommand shares: streams, the logger and what the
+// machine has.
 type app struct {
 	stdout, stderr io.Writer
 	log            *slog.Logger
+	// memory is the machine's memory plus swap in bytes, 0 when unknown
+	// (machineMemory; tests pose as a smaller machine).
+	memory func() uint64
+}
+
+// newApp is the app of a command line writing to stdout and stderr.
+func newApp(stdout, stderr io.Writer) *app {
+	return &app{stdout: stdout, stderr: stderr, log: newLogger(stderr), memory: machineMemory}
 }
 
 func commands() map[string]command {
@@ -51,7 +60,13 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr, log: newLogger(stderr)}
+	return newApp(stdout, stderr).run(ctx, args)
+}
+
+// run runs the command line args (the subcommand first) and returns the
+// process's exit code.
+func (a *app) run(ctx context.Context, args []string) int {
+	stderr := a.stderr
 	cmds := commands()
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr, cmds)

@@ -10,9 +10,8 @@ import (
 
 // machineMemory is this machine's memory plus swap in bytes, 0 when
 // unknown. A cgroup may allow less, but never more: a need above this
-// total cannot be met anywhere on the machine. A variable so that tests
-// can pose as a small machine.
-var machineMemory = func() uint64 {
+// total cannot be met anywhere on the machine.
+func machineMemory() uint64 {
 	var si unix.Sysinfo_t
 	if err := unix.Sysinfo(&si); err != nil {
 		return 0
@@ -20,13 +19,14 @@ var machineMemory = func() uint64 {
 	return (uint64(si.Totalram) + uint64(si.Totalswap)) * uint64(si.Unit)
 }
 
-// checkMemoryFloor refuses to partition a graph that cannot fit in this
-// machine however the work is ordered (see partition.Graph.MemoryFloor):
-// a node count in a header or count file that is off by digits would
-// otherwise end in the runtime's "out of memory" crash, or the kernel's
-// OOM killer, after the read.
-func checkMemoryFloor(input string, g *partition.Graph) error {
-	need, have := g.MemoryFloor(), machineMemory()
+// checkMemoryFloor refuses to partition a graph that cannot fit in a
+// machine of have bytes of memory and swap (0: unknown) however the work
+// is ordered (see partition.Graph.MemoryFloor): a node count in a header
+// or count file that is off by digits would otherwise end in the
+// runtime's "out of memory" crash, or the kernel's OOM killer, after the
+// read.
+func checkMemoryFloor(input string, g *partition.Graph, have uint64) error {
+	need := g.MemoryFloor()
 	if have == 0 || need <= have {
 		return nil
 	}

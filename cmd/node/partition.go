@@ -159,7 +159,7 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	read := g.Stats
 	fmt.Fprintf(a.stdout, "read %s: %d nodes, %d edges, %d features, %d classes, %d/%d/%d train/val/test\n",
 		f.input, g.NumNodes, len(g.Src), g.FeatDim, g.NumClasses, len(g.Train), len(g.Val), len(g.Test))
-	if err := checkMemoryFloor(f.input, g); err != nil {
+	if err := checkMemoryFloor(f.input, g, a.memory()); err != nil {
 		return err
 	}
 	if g.KG != nil && !f.directionSet {

@@ -236,9 +236,13 @@ func TestParseSize(t *testing.T) {
 // num-node-list.csv of 4000000000 once took node partition down with a
 // 32 GB allocation). The test poses as a machine of 16 GiB.
 func TestPartitionMemoryFloor(t *testing.T) {
-	old := machineMemory
-	t.Cleanup(func() { machineMemory = old })
-	machineMemory = func() uint64 { return 16 << 30 }
+	small := func(args ...string) (code int, stdout, stderr string) {
+		var out, errb bytes.Buffer
+		a := newApp(&out, &errb)
+		a.memory = func() uint64 { return 16 << 30 }
+		code = a.run(context.Background(), args)
+		return code, out.String(), errb.String()
+	}
 
 	raw := filepath.Join(t.TempDir(), "ogb", "raw")
 	if err := os.MkdirAll(raw, 0o755); err != nil {
@@ -250,7 +254,7 @@ func TestPartitionMemoryFloor(t *testing.T) {
 		}
 	}
 	out := filepath.Join(t.TempDir(), "parts")
-	code, stdout, stderr := runNode(t, "partition", "--input", filepath.Dir(raw), "--format", "ogb", "--parts", "2", "-o", out)
+	code, stdout, stderr := small("partition", "--input", filepath.Dir(raw), "--format", "ogb", "--parts", "2", "-o", out)
 	want := "4000000000 nodes and 2 edges need at least 59.60 GiB beyond the graph read (16 bytes a node, 4 an edge), " +
 		"more than the 16.00 GiB of memory and swap of this machine; is the node count right?"
 	if code == 0 || !strings.Contains(stderr, want) {
@@ -262,7 +266,7 @@ func TestPartitionMemoryFloor(t *testing.T) {
 
 	// The same machine partitions a graph that fits.
 	in := writeEdgeList(t, 12)
-	if code, stdout, stderr := runNode(t, "partition", "--input", in, "--format", "edgelist", "--parts", "2", "-o", out); code != 0 {
+	if code, stdout, stderr := small("partition", "--input", in, "--format", "edgelist", "--parts", "2", "-o", out); code != 0 {
 		t.Fatalf("a 12-node graph on a 16 GiB machine: code %d\n%s\n%s", code, stdout, stderr)
 	}
 }

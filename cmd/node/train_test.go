@@ -282,7 +282,7 @@ func TestTrainerKilled(t *testing.T) {
 	bin := nodeBinary(t)
 	parts := filepath.Join(t.TempDir(), "parts")
 	f := demoFlags{nodes: 4000, featDim: 16, classes: 4, parts: 2, method: "random", fanouts: "10,5", batch: 64, seed: 1}
-	if err := f.partition(context.Background(), &app{stdout: io.Discard, stderr: io.Discard}, parts); err != nil {
+	if err := f.partition(context.Background(), newApp(io.Discard, io.Discard), parts); err != nil {
 		t.Fatal(err)
 	}
 	cl := testCluster(t, bin, parts)
