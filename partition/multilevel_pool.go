@@ -1,7 +1,5 @@
 package partition
 
-import "unsafe"
-
 // mlPool recycles the adjacency and edge-weight arrays of one
 // goroutine's hierarchies. Coarsening builds level i+1 while level i is
 // alive and then packs level i, so the arrays of level i-1 are free just
@@ -85,11 +83,15 @@ func (p *mlPool) clear() {
 
 // mlPoolBytes is what the arrays of list hold.
 func mlPoolBytes[T uint32 | int32 | int64](list [][]T) int64 {
-	var b int64
+	var n int64
 	for _, a := range list {
-		b += int64(unsafe.Sizeof(a[0])) * int64(cap(a))
+		n += int64(cap(a))
 	}
-	return b
+	var x T
+	if _, wide := any(x).(int64); wide {
+		return 8 * n
+	}
+	return 4 * n
 }
 
 // mlPoolGet takes the smallest array of list that holds n, or allocates.

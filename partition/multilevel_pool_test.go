@@ -35,9 +35,14 @@ func TestMLPool(t *testing.T) {
 	if b := p.bytes(); b != 4*(10+70+100+8) {
 		t.Fatalf("bytes() = %d, want %d", b, 4*(10+70+100+8))
 	}
+	// Offsets and vertex weights take 8 bytes an entry.
+	p.putLevel(nil, make([]int64, 3), make([]int64, 5))
+	if b := p.bytes(); b != 4*(10+70+100+8)+8*(3+5) {
+		t.Fatalf("bytes() with int64 arrays = %d, want %d", b, 4*(10+70+100+8)+8*(3+5))
+	}
 	p.clear()
-	if len(p.adj)+len(p.wgt) != 0 || p.bytes() != 0 {
-		t.Fatalf("clear left %d arrays", len(p.adj)+len(p.wgt))
+	if len(p.adj)+len(p.wgt)+len(p.i64) != 0 || p.bytes() != 0 {
+		t.Fatalf("clear left %d arrays", len(p.adj)+len(p.wgt)+len(p.i64))
 	}
 	// Over mlPoolKeepBytes, a third array pushes out the smallest.
 	big1 := mlPoolKeepBytes / 4
