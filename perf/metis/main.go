@@ -107,6 +107,7 @@ func run(work, data string, graphs []string, partsFlag, gpmetis string, seed uin
 	if err != nil {
 		return err
 	}
+	tr := newTimeReport()
 	var table []string
 	table = append(table,
 		"| graph | n | m | k | cut % ours | cut % gpmetis | cut ratio | comm vol ours | comm vol gpmetis | vol ratio | balance ours | balance gpmetis | wall s ours | wall s gpmetis | time ratio | part s ours | part s gpmetis | cpu s ours | cpu s gpmetis | RSS MiB ours | RSS MiB gpmetis | RSS ratio |",
@@ -126,11 +127,11 @@ func run(work, data string, graphs []string, partsFlag, gpmetis string, seed uin
 			oursOut := file + ".ours." + strconv.Itoa(k)
 			var theirsRuns, oursRuns []measured
 			for range runs {
-				theirs, err := measure(g, k, file+".part."+strconv.Itoa(k), gpmetis, file, strconv.Itoa(k))
+				theirs, err := tr.measure(g, k, file+".part."+strconv.Itoa(k), gpmetis, file, strconv.Itoa(k))
 				if err != nil {
 					return err
 				}
-				ours, err := measure(g, k, oursOut, self, "-child", file, "-k", strconv.Itoa(k), "-seed", strconv.FormatUint(seed, 10), "-gogc", strconv.Itoa(gogc), "-out", oursOut)
+				ours, err := tr.measure(g, k, oursOut, self, "-child", file, "-k", strconv.Itoa(k), "-seed", strconv.FormatUint(seed, 10), "-gogc", strconv.Itoa(gogc), "-out", oursOut)
 				if err != nil {
 					return err
 				}
@@ -199,9 +200,24 @@ func ratio(a, b int64) float64 {
 	return float64(a) / float64(b)
 }
 
+// timeReport reads what /usr/bin/time -v and the partitioners print.
+// Only the parent builds one, once: as package variables the
+// expressions were compiled at start-up by the measured child too, this
+// same program, which has no use for them.
+type timeReport struct{ rss, part, user, sys *regexp.Regexp }
+
+func newTimeReport() *timeReport {
+	return &timeReport{
+		rss:  regexp.MustCompile(`Maximum resident set size \(kbytes\): (\d+)`),
+		part: regexp.MustCompile(`Partitioning:\s+([0-9.]+) sec`),
+		user: regexp.MustCompile(`User time \(seconds\): ([0-9.]+)`),
+		sys:  regexp.MustCompile(`System time \(seconds\): ([0-9.]+)`),
+	}
+}
+
 // measure runs argv under /usr/bin/time -v, then reads and measures the
 // partition file it wrote.
-func measure(g *partition.WGraph, k int, partFile string, argv ...string) (measured, error) {
+func (tr *timeReport) measure(g *partition.WGraph, k int, partFile string, argv ...string) (measured, error) {
 	cmd := exec.Command("/usr/bin/time", append([]string{"-v"}, argv...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -215,23 +231,17 @@ func measure(g *partition.WGraph, k int, partFile string, argv ...string) (measu
 	}
 	res := measured{wall: time.Since(start).Seconds()}
 	text := out.String()
-	// Compiled here rather than as package variables, which the measured
-	// child, this same program, would compile at start-up for nothing.
-	reRSS := regexp.MustCompile(`Maximum resident set size \(kbytes\): (\d+)`)
-	rePart := regexp.MustCompile(`Partitioning:\s+([0-9.]+) sec`)
-	reUser := regexp.MustCompile(`User time \(seconds\): ([0-9.]+)`)
-	reSys := regexp.MustCompile(`System time \(seconds\): ([0-9.]+)`)
-	if mm := reRSS.FindStringSubmatch(text); mm != nil {
+	if mm := tr.rss.FindStringSubmatch(text); mm != nil {
 		kb, _ := strconv.ParseFloat(mm[1], 64)
 		res.rssMiB = kb / 1024
 	}
-	for _, re := range []*regexp.Regexp{reUser, reSys} {
+	for _, re := range []*regexp.Regexp{tr.user, tr.sys} {
 		if mm := re.FindStringSubmatch(text); mm != nil {
 			x, _ := strconv.ParseFloat(mm[1], 64)
 			res.cpu += x
 		}
 	}
-	if mm := rePart.FindStringSubmatch(text); mm != nil {
+	if mm := tr.part.FindStringSubmatch(text); mm != nil {
 		res.part, _ = strconv.ParseFloat(mm[1], 64)
 	}
 	parts, err := readParts(partFile, g.NumVertices())
