@@ -26,7 +26,6 @@ var benchPulls = []int{1024, 32768}
 // from an mmap'd partition, so the benchmark measures the transport.
 type benchHandler struct {
 	rows []byte
-	resp SampleResponse
 }
 
 func newBenchHandler() *benchHandler {

@@ -12,10 +12,9 @@ import (
 // refBatch is the obviously correct reference: maps and slices, the PyG
 // loop written out, the same choice functions.
 type refBatch struct {
-	nid       []uint64
-	row, col  []int64
-	nsn, nse  []int64
-	numLabels int
+	nid      []uint64
+	row, col []int64
+	nsn, nse []int64
 }
 
 func refSample(nb map[uint64][]uint64, ws map[uint64][]float32, fanouts []int, weighted bool, key BatchKey, seeds []uint64) refBatch {
