@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -55,23 +56,32 @@ type WriteOptions struct {
 // written into a temporary sibling directory that is renamed into place
 // at the end; an existing non-empty dir is refused unless opts.Force, and
 // then replaced by renaming it aside, renaming the new one in, and
-// removing the old: at every moment dir holds a whole partitioning.
+// removing the old: at every moment dir holds a whole partitioning. (So
+// replacing needs room for both; an error for a full disk says so.)
 //
 // Write reads adj and g without changing them; it may run its partitions
 // on all cores.
-func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32, opts WriteOptions) (*Manifest, error) {
+func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32, opts WriteOptions) (_ *Manifest, err error) {
 	if err := checkWrite(g, adj, assign, &opts); err != nil {
 		return nil, err
 	}
-	if err := checkOutput(dir, opts.Force); err != nil {
+	replacing, err := checkOutput(dir, opts.Force)
+	if err != nil {
 		return nil, err
+	}
+	if replacing {
+		defer func() {
+			if errors.Is(err, syscall.ENOSPC) {
+				err = fmt.Errorf("%w (--force keeps the partitioning in %s until the new one is complete: remove it to free its space)", err, dir)
+			}
+		}()
 	}
 	rl := relabel(assign, opts.Parts)
 	parent, base := filepath.Split(filepath.Clean(dir))
 	if parent == "" {
 		parent = "."
 	}
-	tmp, err := os.MkdirTemp(parent, "."+base+".tmp-")
+	tmp, err := mkdirTemp(parent, "."+base+".tmp-")
 	if err != nil {
 		return nil, fmt.Errorf("partition: %w", err)
 	}
@@ -180,26 +190,27 @@ func checkWrite(g *Graph, adj *Adj, assign []uint32, opts *WriteOptions) error {
 	return nil
 }
 
-// checkOutput refuses an existing non-empty dir unless force.
-func checkOutput(dir string, force bool) error {
+// checkOutput refuses an existing non-empty dir unless force; replacing
+// says that force will replace what dir holds.
+func checkOutput(dir string, force bool) (replacing bool, err error) {
 	st, err := os.Stat(dir)
 	if os.IsNotExist(err) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("partition: output: %w", err)
+		return false, fmt.Errorf("partition: output: %w", err)
 	}
 	if !st.IsDir() {
-		return fmt.Errorf("partition: output %s exists and is not a directory", dir)
+		return false, fmt.Errorf("partition: output %s exists and is not a directory", dir)
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("partition: output: %w", err)
+		return false, fmt.Errorf("partition: output: %w", err)
 	}
 	if len(ents) > 0 && !force {
-		return fmt.Errorf("partition: output %s exists and is not empty (--force replaces it)", dir)
+		return false, fmt.Errorf("partition: output %s exists and is not empty (--force replaces it)", dir)
 	}
-	return nil
+	return len(ents) > 0, nil
 }
 
 // replaceDir renames tmp to dir, replacing what is there.

@@ -3,13 +3,17 @@ package partition
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -402,6 +406,24 @@ func FileCRC(path string) (int64, uint32, error) {
 		return 0, 0, fmt.Errorf("partition: read %s: %w", path, err)
 	}
 	return n, h.Sum32(), nil
+}
+
+// mkdirTemp makes a new directory in parent named prefix and a random
+// suffix, as os.MkdirTemp does, but with the mode of a plain mkdir (0777
+// less the umask) instead of 0700: it becomes the output that the daemon
+// and the trainers, perhaps other users, read.
+func mkdirTemp(parent, prefix string) (string, error) {
+	for range 10000 {
+		dir := filepath.Join(parent, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		err := os.Mkdir(dir, 0o777)
+		if err == nil {
+			return dir, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("make a temporary directory in %s: every name tried exists", parent)
 }
 
 // syncDir fsyncs a directory so that the entries made in it persist.

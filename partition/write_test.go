@@ -300,6 +300,33 @@ func TestWriteForce(t *testing.T) {
 	}
 }
 
+// TestWriteDirMode: the parts/ directory gets the mode of a plain mkdir
+// under the process's umask, like the part-K directories in it, not the
+// 0700 of a private temporary directory: the daemon and the trainers may
+// run as other users than the one who partitioned.
+func TestWriteDirMode(t *testing.T) {
+	parent := t.TempDir()
+	ref := filepath.Join(parent, "ref")
+	if err := os.Mkdir(ref, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.Stat(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(parent, "parts")
+	partitionTo(t, testGraph(50, 200, false, false), dir, csr.In, 2, WriteOptions{})
+	for _, d := range []string{dir, filepath.Join(dir, "part-0")} {
+		st, err := os.Stat(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != want.Mode().Perm() {
+			t.Errorf("%s: mode %v, want %v (mkdir under the umask)", d, st.Mode().Perm(), want.Mode().Perm())
+		}
+	}
+}
+
 func TestWriteFailureLeavesNothing(t *testing.T) {
 	parent := t.TempDir()
 	g := testGraph(20, 50, true, false)
