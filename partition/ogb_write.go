@@ -6,11 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 )
 
 // ErrOutputNotEmpty is returned when an output directory already holds
@@ -21,8 +24,9 @@ var ErrOutputNotEmpty = errors.New("output directory not empty")
 type OGBWriteOptions struct {
 	Gzip   bool   // write *.csv.gz (as OGB ships them) instead of *.csv
 	Scheme string // split folder name under split/; default "random"
-	// Force allows a non-empty dir: its raw/ and split/ are removed first,
-	// anything else in it is left alone.
+	// Force allows a non-empty dir: its raw/ and split/ are replaced once
+	// the new ones are complete (a failed write leaves them as they
+	// were), anything else in it is left alone.
 	Force    bool
 	Workers  int // formatting goroutines; 0 = GOMAXPROCS
 	Progress Progress
@@ -41,9 +45,10 @@ type OGBWriteOptions struct {
 // With Gzip every name gets .gz. Floats are written in the shortest form
 // that parses back to the same float32. Edge weights, relation types and
 // the KG side are not written: OGB keeps weights in edge-feat.csv only for
-// some datasets, and knowledge graphs have their own layout. Each file is
-// written to a temporary name, synced and renamed into place.
-func WriteOGB(ctx context.Context, dir string, g *Graph, opts OGBWriteOptions) error {
+// some datasets, and knowledge graphs have their own layout. The files are
+// written and synced under a temporary directory in dir, and raw/ and
+// split/ renamed into place at the end (see ogbSwap).
+func WriteOGB(ctx context.Context, dir string, g *Graph, opts OGBWriteOptions) (err error) {
 	if opts.Scheme == "" {
 		opts.Scheme = "random"
 	}
@@ -59,17 +64,36 @@ func WriteOGB(ctx context.Context, dir string, g *Graph, opts OGBWriteOptions) e
 	if g.Labels != nil && (g.LabelDim < 1 || len(g.Labels) != g.NumNodes*g.LabelDim) {
 		return fmt.Errorf("partition: write ogb %s: %d labels, want %d nodes x %d", dir, len(g.Labels), g.NumNodes, g.LabelDim)
 	}
-	rawDir := filepath.Join(dir, "raw")
-	splitDir := filepath.Join(dir, "split", opts.Scheme)
-	if err := ogbPrepareDir(dir, opts.Force); err != nil {
+	replacing, err := ogbPrepareDir(dir, opts.Force)
+	if err != nil {
 		return err
 	}
+	if replacing {
+		defer func() {
+			if errors.Is(err, syscall.ENOSPC) {
+				err = fmt.Errorf("%w (--force keeps the old raw/ and split/ of %s until the new ones are complete: remove them to free their space)", err, dir)
+			}
+		}()
+	}
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return fmt.Errorf("partition: write ogb: %w", err)
+	}
+	// Everything is written under a temporary directory in dir and moved
+	// into place once complete, so that a failure (a full disk, a
+	// cancelled context) leaves what --force would have replaced intact.
+	tmp, err := mkdirTemp(dir, ogbTmpPrefix)
+	if err != nil {
+		return fmt.Errorf("partition: write ogb: %w", err)
+	}
+	defer os.RemoveAll(tmp) // after the swap it holds the replaced raw/ and split/
+	rawDir := filepath.Join(tmp, "raw")
+	splitDir := filepath.Join(tmp, "split", opts.Scheme)
 	for _, d := range []string{rawDir, splitDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, 0o777); err != nil {
 			return fmt.Errorf("partition: write ogb: %w", err)
 		}
 	}
-	w := ogbWriter{ctx: ctx, dir: dir, opts: opts}
+	w := ogbWriter{ctx: ctx, dir: dir, tmp: tmp, opts: opts}
 	ext := ".csv"
 	if opts.Gzip {
 		ext = ".csv.gz"
@@ -139,12 +163,32 @@ func WriteOGB(ctx context.Context, dir string, g *Graph, opts OGBWriteOptions) e
 	if w.err != nil {
 		return w.err
 	}
-	for _, d := range []string{rawDir, splitDir, filepath.Dir(splitDir), dir} {
+	for _, d := range []string{rawDir, splitDir, filepath.Dir(splitDir), tmp} {
 		if err := ogbSyncDir(d); err != nil {
 			return err
 		}
 	}
-	return nil
+	return ogbSwap(dir, tmp)
+}
+
+// ogbTmpPrefix names WriteOGB's temporary directories inside the output.
+const ogbTmpPrefix = ".ogb.tmp-"
+
+// ogbSwap moves tmp's raw/ and split/ into dir, the ones there before
+// into tmp (which the caller removes). Renames within one directory
+// need no space, so once the files are written this does not fail for a
+// full disk.
+func ogbSwap(dir, tmp string) error {
+	for _, sub := range []string{"raw", "split"} {
+		cur, next := filepath.Join(dir, sub), filepath.Join(tmp, sub)
+		if err := os.Rename(cur, filepath.Join(tmp, "old-"+sub)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("partition: write ogb: move the old %s aside: %w", sub, err)
+		}
+		if err := os.Rename(next, cur); err != nil {
+			return fmt.Errorf("partition: write ogb: move %s into place: %w", sub, err)
+		}
+	}
+	return ogbSyncDir(dir)
 }
 
 // ogbRows yields rows lo..hi-1 of a flat row-major slice.
@@ -158,26 +202,32 @@ func ogbRows[T any](flat []T, dim, lo, hi int) func(func(int, []T) bool) {
 	}
 }
 
-// ogbPrepareDir makes sure dir is absent or empty, or with force clears
-// the parts of it that WriteOGB writes.
-func ogbPrepareDir(dir string, force bool) error {
+// ogbPrepareDir makes sure dir is absent or empty unless force; with
+// force it removes the temporary directories of an earlier WriteOGB that
+// was killed. replacing says that dir holds a raw/ or split/ to replace.
+func ogbPrepareDir(dir string, force bool) (replacing bool, err error) {
 	ents, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return nil
+		return false, nil
 	case err != nil:
-		return fmt.Errorf("partition: write ogb: %w", err)
+		return false, fmt.Errorf("partition: write ogb: %w", err)
 	case len(ents) == 0:
-		return nil
+		return false, nil
 	case !force:
-		return fmt.Errorf("partition: write ogb %s: holds %d entries (overwrite with force): %w", dir, len(ents), ErrOutputNotEmpty)
+		return false, fmt.Errorf("partition: write ogb %s: holds %d entries (overwrite with force): %w", dir, len(ents), ErrOutputNotEmpty)
 	}
-	for _, sub := range []string{"raw", "split"} {
-		if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
-			return fmt.Errorf("partition: write ogb: %w", err)
+	for _, e := range ents {
+		switch name := e.Name(); {
+		case strings.HasPrefix(name, ogbTmpPrefix) && e.IsDir():
+			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+				return false, fmt.Errorf("partition: write ogb: %w", err)
+			}
+		case name == "raw" || name == "split":
+			replacing = true
 		}
 	}
-	return nil
+	return replacing, nil
 }
 
 func ogbSyncDir(dir string) error {
@@ -196,7 +246,8 @@ func ogbSyncDir(dir string) error {
 // that WriteOGB reads as the list of files it writes.
 type ogbWriter struct {
 	ctx  context.Context
-	dir  string
+	dir  string // the output, which errors name
+	tmp  string // where the files are written until the swap
 	opts OGBWriteOptions
 	err  error
 }
@@ -214,47 +265,35 @@ func (w *ogbWriter) file(path string, rows, chunkRows int, format func(lo, hi in
 	if w.err != nil {
 		return
 	}
-	rel, _ := filepath.Rel(w.dir, path)
+	rel, _ := filepath.Rel(w.tmp, path)
 	err := ogbWriteFile(w.ctx, path, "write "+rel, rows, chunkRows, w.opts, format)
 	if err != nil {
-		w.err = fmt.Errorf("partition: write ogb %s: %w", path, err)
+		w.err = fmt.Errorf("partition: write ogb %s: %w", filepath.Join(w.dir, rel), err)
 	}
 }
 
-func ogbWriteFile(ctx context.Context, path, stage string, rows, chunkRows int, opts OGBWriteOptions, format func(lo, hi int, b []byte) []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+func ogbWriteFile(ctx context.Context, path, stage string, rows, chunkRows int, opts OGBWriteOptions, format func(lo, hi int, b []byte) []byte) error {
+	// path lies in WriteOGB's temporary directory, removed on failure.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
 	bw := bufio.NewWriterSize(f, 4<<20)
 	err = ogbPipeline(ctx, rows, chunkRows, opts.Workers, opts.Gzip, format, func(hi int, b []byte) error {
 		opts.Progress.report(stage, int64(hi), int64(rows))
 		_, err := bw.Write(b)
 		return err
 	})
-	if err != nil {
-		return err
+	if err == nil {
+		err = bw.Flush()
 	}
-	if err := bw.Flush(); err != nil {
-		return err
+	if err == nil {
+		err = f.Sync()
 	}
-	// CreateTemp makes the file 0600; the data is meant to be shared.
-	if err := f.Chmod(0o644); err != nil {
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return err
 }
 
 // ogbJob is one chunk of rows; its bytes come back on out.

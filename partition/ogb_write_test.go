@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -182,6 +183,62 @@ func TestWriteOGBExisting(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(keep); string(b) != "mine" {
 		t.Errorf("force touched %s", keep)
+	}
+}
+
+// TestWriteOGBForceFailureKeepsOld: a forced write that fails half way
+// (here its context is cancelled once the edge file is written; a full
+// disk fails the same way, see cmd/node's TestFullDisk) leaves the
+// dataset it was to replace byte for byte, and no temporary directory.
+// A later forced write replaces it, and clears the temporary directory a
+// killed write left behind.
+func TestWriteOGBForceFailureKeepsOld(t *testing.T) {
+	dir := t.TempDir()
+	old := ogbTestGraph()
+	if err := WriteOGB(context.Background(), dir, old, OGBWriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	snapshot := func() map[string]string {
+		files := map[string]string{}
+		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				b, _ := os.ReadFile(p)
+				rel, _ := filepath.Rel(dir, p)
+				files[rel] = string(b)
+			}
+			return err
+		})
+		return files
+	}
+	before := snapshot()
+	next := ogbTestGraph()
+	next.Src, next.Dst = next.Src[:1], next.Dst[:1]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err := WriteOGB(ctx, dir, next, OGBWriteOptions{Force: true, Progress: func(stage string, done, total int64) {
+		if strings.HasPrefix(stage, "write raw/edge") && done == total {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), filepath.Join(dir, "raw")) {
+		t.Fatalf("err = %v, want context.Canceled naming a file of %s/raw", err, dir)
+	}
+	if after := snapshot(); !maps.Equal(after, before) {
+		t.Errorf("failed forced write changed the dataset:\nbefore %q\nafter  %q", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
+	}
+	stale := filepath.Join(dir, ogbTmpPrefix+"1")
+	if err := os.MkdirAll(filepath.Join(stale, "raw"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteOGB(context.Background(), dir, next, OGBWriteOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ogbTestLines(t, filepath.Join(dir, "raw/num-edge-list.csv"), false); !slices.Equal(got, []string{"1"}) {
+		t.Errorf("num-edge-list after the forced write = %q, want 1", got)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 2 { // raw, split
+		t.Errorf("%s holds %d entries after the forced write, want raw and split", dir, len(ents))
 	}
 }
 

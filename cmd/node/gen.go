@@ -113,7 +113,7 @@ func genCommonFlags(fl *flag.FlagSet, train, val, test *float64, seed *uint64, w
 	fl.StringVar(&w.out, "o", "", "output `DIR` (required); created, must be empty unless --force")
 	fl.StringVar(&w.scheme, "split", "random", "split `scheme`: the folder name under split/")
 	fl.BoolVar(&w.gzip, "gzip", false, "gzip every file (*.csv.gz, as OGB ships them)")
-	fl.BoolVar(&w.force, "force", false, "write into a non-empty directory, replacing its raw/ and split/")
+	fl.BoolVar(&w.force, "force", false, "write into a non-empty directory, replacing its raw/ and split/ once the new ones are complete (needs room for both)")
 }
 
 func genParse(fl *flag.FlagSet, args []string, w *genWrite) error {

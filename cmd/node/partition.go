@@ -55,7 +55,7 @@ func runPartition(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&f.missing, "missing-label", "keep", "nodes without a label: keep (label -1, in no split) or error")
 	fs.StringVar(&f.split, "split", "keep", "train/val/test: keep (the input's), random:TRAIN,VAL,TEST fractions, or per-class:TRAIN,VAL,TEST counts")
 	fs.StringVar(&f.featDtype, "feat-dtype", "f32", "feature type on disk: f32 or f16 (round to nearest even)")
-	fs.BoolVar(&f.force, "force", false, "replace an existing non-empty output directory")
+	fs.BoolVar(&f.force, "force", false, "replace an existing non-empty output directory once the new partitioning is complete (needs room for both)")
 	fs.StringVar(&f.out, "o", "", "output directory (required)")
 	fs.BoolVar(&f.read.Weighted, "weighted", false, "edge lists: the third column is an edge weight")
 	fs.StringVar(&f.header, "header", "auto", "edge lists: the first line is a header: auto, yes or no")
