@@ -71,26 +71,48 @@ func (t *table) header(part int) []byte {
 	return h[:ckHeaderLen] // zero padding up to the body
 }
 
-// Save writes one checkpoint file per table shard into dir, each through a
-// temporary file, fsync, rename and a directory fsync: a file holds either
-// its previous checkpoint or the complete new one. Each table is written
-// under its exclusive lock, so the file is one consistent snapshot; pushes
-// to that table wait meanwhile.
+// Save writes one checkpoint file per table shard into dir in two
+// phases: every table goes to a temporary file that is fsynced, and only
+// when all are written are they renamed into place, followed by a
+// directory fsync. A failure while writing (a full disk) removes the
+// temporaries and leaves the previous checkpoint whole, never some
+// tables new and some old; renames need no space. Each table is written
+// under its exclusive lock, so each file is one consistent snapshot;
+// pushes to that table wait meanwhile.
 func (s *Store) Save(dir string) error {
 	set := s.set.Load()
-	for _, name := range set.names {
-		if err := set.tables[name].save(dir, s.part); err != nil {
+	tmps := make([]string, len(set.names))
+	defer func() {
+		for _, tmp := range tmps {
+			if tmp != "" {
+				os.Remove(tmp)
+			}
+		}
+	}()
+	for i, name := range set.names {
+		tmp, err := set.tables[name].write(dir, s.part)
+		if err != nil {
 			return err
 		}
+		tmps[i] = tmp
+	}
+	for i, name := range set.names {
+		path := filepath.Join(dir, FileName(name, s.part))
+		if err := os.Rename(tmps[i], path); err != nil {
+			return fmt.Errorf("kv: save %s: %w", path, err)
+		}
+		tmps[i] = ""
 	}
 	return syncDir(dir)
 }
 
-func (t *table) save(dir string, part int) (err error) {
+// write writes t's shard of part to a new temporary file in dir, fsynced
+// and closed, and returns its name.
+func (t *table) write(dir string, part int) (_ string, err error) {
 	path := filepath.Join(dir, FileName(t.spec.Name, part))
 	f, err := os.CreateTemp(dir, "."+FileName(t.spec.Name, part)+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("kv: save %s: %w", path, err)
+		return "", fmt.Errorf("kv: save %s: %w", path, err)
 	}
 	defer func() {
 		if err != nil {
@@ -103,15 +125,15 @@ func (t *table) save(dir string, part int) (err error) {
 	err = t.writeLocked(f, part)
 	t.mu.Unlock()
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := f.Sync(); err != nil {
-		return err
+		return "", err
 	}
 	if err := f.Close(); err != nil {
-		return err
+		return "", err
 	}
-	return os.Rename(f.Name(), path)
+	return f.Name(), nil
 }
 
 // writeLocked streams the header, body and body CRC. t.mu is held.
