@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -277,5 +278,20 @@ func TestKVCheckpoint(t *testing.T) {
 	gotDense, v, err := k0.PullVersion(ctx, "dense", 0, []uint64{0, 5, 10}, nil)
 	if err != nil || v != 1 || !slices.Equal(gotEmb, emb) || !slices.Equal(gotDense, dense) {
 		t.Fatalf("after restart: version %d (%v), emb %v want %v, dense %v want %v", v, err, gotEmb, emb, gotDense, dense)
+	}
+	// A checkpoint that cannot be written at shutdown (here the directory
+	// has become a file) is the exit status, not only a log line.
+	k0.Close()
+	k1.Close()
+	if err := os.RemoveAll(dirs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dirs[1], nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[1].stop()
+	var exit *exec.ExitError
+	if !errors.As(c.nodes[1].err, &exit) || exit.ExitCode() != 1 || !c.nodes[1].logHas("node run: kv checkpoint at shutdown: kv: save") {
+		t.Fatalf("node 1 with an unwritable checkpoint_dir exited with %v:\n%s", c.nodes[1].err, c.nodes[1].log)
 	}
 }

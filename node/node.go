@@ -157,7 +157,10 @@ func (n *Node) Close() error {
 // Run serves the control socket until ctx is cancelled, then drains: every
 // loader's samplers are told to stop (SIGTERM: they finish the batch in
 // hand and write end-of-stream), waited for up to samplers.drain_timeout
-// (then killed), their rings removed, and the socket removed.
+// (then killed), their rings removed, and the socket removed. With
+// kv.save_on_exit the tables are checkpointed once the control
+// connections have ended; a checkpoint that fails is Run's error, after
+// the rest of the shutdown.
 func (n *Node) Run(ctx context.Context) error {
 	n.started = time.Now()
 	n.removeStale()
@@ -217,10 +220,14 @@ func (n *Node) Run(ctx context.Context) error {
 	n.drain()
 	stopConns()
 	conns.Wait()
+	var saveErr error
 	if n.cfg.saveOnExit() {
 		// Trainers are gone: the shards hold their last complete steps.
 		if info, err := n.kv.save(context.Background(), false); err != nil {
+			// The previous checkpoint is intact (kv.Store.Save), but
+			// what was trained since is lost: the exit status says so.
 			n.log.Error("kv checkpoint at shutdown failed", "dir", n.cfg.KV.CheckpointDir, "err", err)
+			saveErr = fmt.Errorf("kv checkpoint at shutdown: %w (the previous checkpoint in %s, if any, is intact)", err, n.cfg.KV.CheckpointDir)
 		} else {
 			n.log.Info("kv checkpoint written", "dir", info.Dir, "tables", info.Tables)
 		}
@@ -229,7 +236,7 @@ func (n *Node) Run(ctx context.Context) error {
 		n.log.Warn("remove socket", "socket", n.cfg.Control.Socket, "err", err)
 	}
 	n.log.Info("node stopped", "socket", n.cfg.Control.Socket)
-	return nil
+	return saveErr
 }
 
 // removeStale deletes ring files whose creating node is dead.
