@@ -164,7 +164,7 @@ func WriteOGB(ctx context.Context, dir string, g *Graph, opts OGBWriteOptions) (
 		return w.err
 	}
 	for _, d := range []string{rawDir, splitDir, filepath.Dir(splitDir), tmp} {
-		if err := ogbSyncDir(d); err != nil {
+		if err := syncDir(d); err != nil {
 			return err
 		}
 	}
@@ -188,7 +188,7 @@ func ogbSwap(dir, tmp string) error {
 			return fmt.Errorf("partition: write ogb: move %s into place: %w", sub, err)
 		}
 	}
-	return ogbSyncDir(dir)
+	return syncDir(dir)
 }
 
 // ogbRows yields rows lo..hi-1 of a flat row-major slice.
@@ -228,18 +228,6 @@ func ogbPrepareDir(dir string, force bool) (replacing bool, err error) {
 		}
 	}
 	return replacing, nil
-}
-
-func ogbSyncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("partition: write ogb: %w", err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("partition: write ogb: sync %s: %w", dir, err)
-	}
-	return nil
 }
 
 // ogbWriter writes files one after another and keeps the first error, so
