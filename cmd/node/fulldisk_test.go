@@ -37,17 +37,7 @@ func onFullDisk(t *testing.T, mnt string, size int64, script string) string {
 // dirBytes is the total size of the regular files under dir.
 func dirBytes(t *testing.T, dir string) int64 {
 	t.Helper()
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		info, err := d.Info()
-		if err == nil {
-			n += info.Size()
-		}
-		return err
-	})
+	_, n, err := treeSize(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

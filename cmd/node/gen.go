@@ -137,21 +137,29 @@ func genParse(fl *flag.FlagSet, args []string, w *genWrite) error {
 // genDirSize counts the files and bytes under dir's raw/ and split/.
 func genDirSize(dir string) (files int, size int64, err error) {
 	for _, sub := range []string{"raw", "split"} {
-		err = filepath.WalkDir(filepath.Join(dir, sub), func(_ string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			fi, err := d.Info()
-			if err != nil {
-				return err
-			}
-			files++
-			size += fi.Size()
-			return nil
-		})
+		n, b, err := treeSize(filepath.Join(dir, sub))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return 0, 0, fmt.Errorf("gen: %w", err)
 		}
+		files += n
+		size += b
 	}
 	return files, size, nil
+}
+
+// treeSize counts the regular files under root and their bytes.
+func treeSize(root string) (files int, size int64, err error) {
+	err = filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files++
+		size += fi.Size()
+		return nil
+	})
+	return files, size, err
 }
