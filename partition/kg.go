@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 )
@@ -68,14 +69,22 @@ type kgReader struct {
 }
 
 // readDict reads "id \t name" lines; the ids must be 0..n-1 (in any order)
-// and the names distinct.
+// and the names distinct. Its memory follows the file, not the ids the
+// file states: the entries are kept as read and placed once their count
+// is known, so that a stray id of four billion is an error naming its
+// line, not 64 GB of empty names.
 func readDict(ctx context.Context, name string, progress Progress) (*nameIDs, error) {
 	path, err := existing(name)
 	if err != nil {
 		return nil, err
 	}
-	d := newNameIDs(0)
-	var set []bool
+	type entry struct {
+		id   uint32
+		line int64
+		name string
+	}
+	var ents []entry
+	names := make(map[string]struct{})
 	fields := make([][]byte, 0, 4)
 	err = scanFile(ctx, path, progress, func(s *lineScanner, line []byte) error {
 		if len(line) == 0 {
@@ -88,27 +97,43 @@ func readDict(ctx context.Context, name string, progress Progress) (*nameIDs, er
 		if !ok || id >= 1<<32-1 {
 			return s.errorf("id %q is not a node index", fields[0])
 		}
-		if _, dup := d.m[string(fields[1])]; dup {
+		if _, dup := names[string(fields[1])]; dup {
 			return s.errorf("name %q listed twice", fields[1])
 		}
-		for uint64(len(set)) <= id {
-			set = append(set, false)
-			d.names = append(d.names, "")
-		}
-		if set[id] {
-			return s.errorf("id %d listed twice", id)
-		}
-		set[id] = true
-		d.names[id] = string(fields[1])
-		d.m[d.names[id]] = uint32(id)
+		e := entry{id: uint32(id), line: s.line, name: string(fields[1])}
+		names[e.name] = struct{}{}
+		ents = append(ents, e)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	n := len(ents)
+	d := newNameIDs(n)
+	d.names = d.names[:n]
+	set := make([]bool, n)
+	var outside *entry // the first entry whose id is not below n
+	for i := range ents {
+		e := &ents[i]
+		if int(e.id) >= n {
+			if outside == nil {
+				outside = e
+			}
+			continue
+		}
+		if set[e.id] {
+			return nil, &LineError{File: path, Line: e.line, Msg: fmt.Sprintf("id %d listed twice", e.id)}
+		}
+		set[e.id] = true
+		d.names[e.id] = e.name
+		d.m[e.name] = e.id
+	}
 	for id, ok := range set {
 		if !ok {
-			return nil, formatErrorf("%s: ids are not contiguous: %d is missing", path, id)
+			// n entries, none twice: some id is missing exactly when
+			// one lies outside 0..n-1.
+			return nil, formatErrorf("%s: ids are not contiguous: %d is missing (line %d has id %d; %d entries hold ids 0..%d)",
+				path, id, outside.line, outside.id, n, n-1)
 		}
 	}
 	return d, nil

@@ -54,8 +54,23 @@ func TestReadKGErrors(t *testing.T) {
 	rdWrite(t, dir, "relations.dict", "0\tr\n", false)
 	rdWrite(t, dir, "train.txt", "", false)
 	_, err := Read(context.Background(), dir, ReadOptions{Format: FormatKG})
-	if err == nil || err.Error() != "partition: "+dir+"/entities.dict: ids are not contiguous: 1 is missing: bad input" {
+	if err == nil || err.Error() != "partition: "+dir+"/entities.dict: ids are not contiguous: 1 is missing (line 2 has id 2; 2 entries hold ids 0..1): bad input" {
 		t.Errorf("gap: %v", err)
+	}
+}
+
+// TestReadKGDictHugeID: a dictionary id far beyond its entry count is an
+// error naming its line, found without room for every id up to it (four
+// billion names: 64 GB).
+func TestReadKGDictHugeID(t *testing.T) {
+	dir := t.TempDir()
+	rdWrite(t, dir, "entities.dict", "0\ta\n3000000000\tb\n1\tc\n", false)
+	rdWrite(t, dir, "relations.dict", "0\tr\n", false)
+	rdWrite(t, dir, "train.txt", "a\tr\tc\n", false)
+	_, err := Read(context.Background(), dir, ReadOptions{Format: FormatKG})
+	want := "partition: " + dir + "/entities.dict: ids are not contiguous: 2 is missing (line 2 has id 3000000000; 3 entries hold ids 0..2): bad input"
+	if err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %s", err, want)
 	}
 }
 
