@@ -87,6 +87,23 @@ func openInput(path string) (*inFile, error) {
 	return in, nil
 }
 
+// maxGzipRatio bounds how many bytes deflate expands one byte into: its
+// longest match, 258 bytes, costs at least 2 bits (RFC 1951).
+const maxGzipRatio = 1032
+
+// maxRows is the most lines of at least minLine bytes each (the newline
+// included; the last line may lack it) that in can hold once
+// decompressed. Readers allocate for a count that another file states
+// only when in can hold it, so that a wrong count costs an error after
+// reading, not an allocation of its size.
+func (in *inFile) maxRows(minLine int64) int64 {
+	b := in.size
+	if in.gz != nil {
+		b = min(b, math.MaxInt64/maxGzipRatio) * maxGzipRatio
+	}
+	return (b + 1) / max(minLine, 1)
+}
+
 // wrapInput reads r, named path (size bytes, 0 when unknown), and
 // decompresses it when it starts with the gzip magic.
 func wrapInput(r io.Reader, path string, size int64) (*inFile, error) {

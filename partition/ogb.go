@@ -149,11 +149,18 @@ type ogbEdgeWorker struct {
 
 func (o *ogbReader) edges(path string, nEdges int) error {
 	g := o.g
-	var grow func(int)
-	if nEdges >= 0 {
-		g.Src, g.Dst = make([]uint32, nEdges), make([]uint32, nEdges)
-	} else {
-		grow = func(rows int) {
+	// The slots are allocated for the count num-edge-list.csv states
+	// when the file can hold that many edges (an edge line is at least
+	// "0,1\n"); a count it cannot hold is reported after reading, with
+	// the count found, instead of being allocated.
+	prefix := func(in *inFile) ([]byte, error) {
+		if nEdges >= 0 && int64(nEdges) <= in.maxRows(4) {
+			g.Src, g.Dst = make([]uint32, nEdges), make([]uint32, nEdges)
+		}
+		return nil, nil
+	}
+	grow := func(rows int) {
+		if rows > len(g.Src) {
 			g.Src = append(g.Src, make([]uint32, rows-len(g.Src))...)
 			g.Dst = append(g.Dst, make([]uint32, rows-len(g.Dst))...)
 		}
@@ -162,7 +169,7 @@ func (o *ogbReader) edges(path string, nEdges int) error {
 	if o.n >= 0 {
 		limitID = uint64(o.n) - 1
 	}
-	rows, ws, err := o.rows(path, nEdges, grow, nil, func() any { return &ogbEdgeWorker{} },
+	rows, ws, err := o.rows(path, nEdges, grow, prefix, func() any { return &ogbEdgeWorker{} },
 		func(w any, block []byte, row0 int, line0 int64) error {
 			ew := w.(*ogbEdgeWorker)
 			row := row0
@@ -286,7 +293,8 @@ func (o *ogbReader) features(path string) error {
 		if dim = columns(p); dim == 0 {
 			return nil, &LineError{File: path, Line: 1, Msg: "no feature columns"}
 		}
-		if o.n >= 0 {
+		// A row of dim features is at least "0,…,0\n" (see edges).
+		if o.n >= 0 && int64(o.n) <= in.maxRows(2*int64(dim)) {
 			g.Feat = make([]float32, o.n*dim)
 		}
 		return p, err
@@ -352,7 +360,8 @@ func (o *ogbReader) labels(path string) error {
 		if dim = columns(p); dim == 0 {
 			dim = 1 // an empty first line is one missing label
 		}
-		if o.n >= 0 {
+		// A row of dim missing labels is dim-1 commas and "\n" (see edges).
+		if o.n >= 0 && int64(o.n) <= in.maxRows(int64(dim)) {
 			g.Labels = make([]int32, o.n*dim)
 		}
 		return p, err
