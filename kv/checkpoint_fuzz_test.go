@@ -1,0 +1,90 @@
+package kv
+
+import (
+	"bytes"
+	"errors"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// FuzzLoad feeds arbitrary checkpoint files to Load. With fixCRC the
+// fuzzer's bytes get valid header and body CRCs first, so that mutations
+// reach the checks behind them (fields, flags, sizes) instead of all
+// stopping at a CRC. A file Load refuses must be refused with one of the
+// package's errors, naming the file, and leave the table as it was; a
+// file it accepts must hold exactly what Save then writes: the same
+// body, version and table fields.
+func FuzzLoad(f *testing.F) {
+	sp := spec("adam", 40, 4, Adam(0.01, 0.9, 0.999, 1e-8), Async, 2)
+	s := newStore(f, 1, sp)
+	lo, hi := sp.Range(1)
+	ids := idRange(lo, hi)
+	grads := make([]float32, len(ids)*sp.Dim)
+	for i := range grads {
+		grads[i] = float32(i%7) - 3
+	}
+	if err := s.Push("adam", ids, grads); err != nil {
+		f.Fatal(err)
+	}
+	dir := f.TempDir()
+	if err := s.Save(dir); err != nil {
+		f.Fatal(err)
+	}
+	good, err := os.ReadFile(filepath.Join(dir, FileName("adam", 1)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good, false)
+	f.Add(good, true)
+	f.Add(good[:ckHeaderLen], true)
+	f.Fuzz(func(t *testing.T, file []byte, fixCRC bool) {
+		if fixCRC && len(file) >= ckHeaderLen+4 {
+			file = slices.Clone(file)
+			le.PutUint32(file[ckHeaderCRC:], crc32.Checksum(file[:ckHeaderCRC], crcTable()))
+			body := file[ckHeaderLen : len(file)-4]
+			le.PutUint32(file[len(file)-4:], crc32.Checksum(body, crcTable()))
+		}
+		dir := t.TempDir()
+		path := filepath.Join(dir, FileName("adam", 1))
+		if err := os.WriteFile(path, file, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fresh := newStore(t, 1, sp)
+		before := snapshot(t, fresh)
+		err := fresh.LoadTable(dir, "adam")
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrVersion) && !errors.Is(err, ErrMismatch) {
+				t.Fatalf("refused with %v: not ErrCorrupt, ErrVersion or ErrMismatch", err)
+			}
+			if !strings.Contains(err.Error(), path) {
+				t.Fatalf("error %q does not name %s", err, path)
+			}
+			if after := snapshot(t, fresh); !slices.Equal(after["adam"], before["adam"]) {
+				t.Fatal("a refused checkpoint left the table changed")
+			}
+			return
+		}
+		out := t.TempDir()
+		if err := fresh.Save(out); err != nil {
+			t.Fatal(err)
+		}
+		saved, err := os.ReadFile(filepath.Join(out, FileName("adam", 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(saved) != len(file) || !bytes.Equal(saved[ckHeaderLen:], file[ckHeaderLen:]) {
+			t.Fatalf("accepted a %d byte file whose body does not come back: saved %d bytes", len(file), len(saved))
+		}
+		// Table fields, version and name; hyperparameters and the
+		// initialiser may differ (see Load).
+		for _, r := range [][2]int{{0, 8}, {12, 60}, {61, 64}, {96, ckHeaderCRC}} {
+			if a, b := file[r[0]:r[1]], saved[r[0]:r[1]]; !bytes.Equal(a, b) {
+				t.Fatalf("accepted header bytes %d..%d %x, saved as %x", r[0], r[1], a, b)
+			}
+		}
+	})
+}
