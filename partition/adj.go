@@ -30,6 +30,12 @@ type CleanOptions struct {
 	Undirected bool
 }
 
+// Validate checks the policies (empty ones take their defaults).
+func (o CleanOptions) Validate() error {
+	_, err := o.withDefaults()
+	return err
+}
+
 // withDefaults fills empty policies and checks the rest.
 func (o CleanOptions) withDefaults() (CleanOptions, error) {
 	if o.SelfLoops == "" {

@@ -84,31 +84,20 @@ func ParseBalance(s string) ([]string, error) {
 	return out, nil
 }
 
-// Assign returns, for every node index of g, the partition that owns it.
-// adj is g's adjacency from BuildAdj (the edges g held are gone by then).
-func Assign(ctx context.Context, g *Graph, adj *Adj, opts AssignOptions) ([]uint32, error) {
-	if opts.Parts < 1 {
-		return nil, fmt.Errorf("partition: %d parts: want at least 1", opts.Parts)
+// Validate checks what of o does not depend on the graph: the part
+// count, the method, the quantities it can balance and the imbalance.
+// It lets a caller refuse bad options before reading an input, which
+// can take minutes; Assign checks them again, and the rest against the
+// graph.
+func (o AssignOptions) Validate() error {
+	if o.Parts < 1 {
+		return fmt.Errorf("partition: %d parts: want at least 1", o.Parts)
 	}
-	if g.NumNodes > 0 && opts.Parts > g.NumNodes {
-		return nil, fmt.Errorf("partition: %d parts for %d nodes: a partition would own no node", opts.Parts, g.NumNodes)
-	}
-	if adj != nil && adj.NumNodes() != g.NumNodes {
-		return nil, fmt.Errorf("partition: adjacency has %d rows for %d nodes", adj.NumNodes(), g.NumNodes)
-	}
-	// Methods plug in here: each takes the same inputs and returns one
-	// partition per node index.
-	if opts.Imbalance == 0 {
-		opts.Imbalance = DefaultImbalance
-	}
-	if opts.Imbalance < 1 || math.IsNaN(opts.Imbalance) || math.IsInf(opts.Imbalance, 0) {
-		return nil, fmt.Errorf("partition: imbalance %g: want a number ≥ 1", opts.Imbalance)
-	}
-	if opts.Fanouts == nil {
-		opts.Fanouts = DefaultFanouts()
+	if o.Imbalance != 0 && (o.Imbalance < 1 || math.IsNaN(o.Imbalance) || math.IsInf(o.Imbalance, 0)) {
+		return fmt.Errorf("partition: imbalance %g: want a number ≥ 1", o.Imbalance)
 	}
 	var balanced []string
-	switch opts.Method {
+	switch o.Method {
 	case MethodRandom:
 		balanced = []string{BalanceNodes}
 	case MethodMetis:
@@ -116,19 +105,42 @@ func Assign(ctx context.Context, g *Graph, adj *Adj, opts AssignOptions) ([]uint
 	case MethodFreq:
 		balanced = []string{BalanceNodes, BalanceTrain}
 	default:
-		return nil, fmt.Errorf("partition: method %q: want %s, %s or %s", opts.Method, MethodRandom, MethodMetis, MethodFreq)
+		return fmt.Errorf("partition: method %q: want %s, %s or %s", o.Method, MethodRandom, MethodMetis, MethodFreq)
 	}
-	for _, k := range opts.Balance {
+	for _, k := range o.Balance {
 		if !slices.Contains(balanced, k) {
-			return nil, fmt.Errorf("partition: method %s cannot balance %q: it balances %s", opts.Method, k, strings.Join(balanced, ", "))
+			return fmt.Errorf("partition: method %s cannot balance %q: it balances %s", o.Method, k, strings.Join(balanced, ", "))
 		}
-		if k == BalanceTrain && len(g.Train) == 0 {
-			return nil, fmt.Errorf("partition: balance train: graph %q has no training split (give --split)", g.Name)
-		}
+	}
+	return nil
+}
+
+// Assign returns, for every node index of g, the partition that owns it.
+// adj is g's adjacency from BuildAdj (the edges g held are gone by then).
+func Assign(ctx context.Context, g *Graph, adj *Adj, opts AssignOptions) ([]uint32, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if g.NumNodes > 0 && opts.Parts > g.NumNodes {
+		return nil, fmt.Errorf("partition: %d parts for %d nodes: a partition would own no node", opts.Parts, g.NumNodes)
+	}
+	if adj != nil && adj.NumNodes() != g.NumNodes {
+		return nil, fmt.Errorf("partition: adjacency has %d rows for %d nodes", adj.NumNodes(), g.NumNodes)
+	}
+	if opts.Imbalance == 0 {
+		opts.Imbalance = DefaultImbalance
+	}
+	if opts.Fanouts == nil {
+		opts.Fanouts = DefaultFanouts()
+	}
+	if slices.Contains(opts.Balance, BalanceTrain) && len(g.Train) == 0 {
+		return nil, fmt.Errorf("partition: balance train: graph %q has no training split (give --split)", g.Name)
 	}
 	if opts.Method != MethodRandom && adj == nil {
 		return nil, fmt.Errorf("partition: method %s needs the adjacency", opts.Method)
 	}
+	// Methods plug in here: each takes the same inputs and returns one
+	// partition per node index.
 	switch opts.Method {
 	case MethodMetis:
 		return assignMetis(ctx, g, adj, opts)

@@ -24,7 +24,8 @@ type CacheOptions struct {
 // On reports whether a cache is asked for.
 func (o CacheOptions) On() bool { return o.Ratio > 0 || o.Bytes > 0 }
 
-// Validate checks the options against the feature row size in bytes.
+// Validate checks the options against the feature row size in bytes; a
+// negative rowBytes (the graph not read yet) checks the options alone.
 func (o CacheOptions) Validate(rowBytes int) error {
 	switch {
 	case o.Ratio < 0 || math.IsNaN(o.Ratio) || math.IsInf(o.Ratio, 0):

@@ -206,16 +206,9 @@ func ogbRows[T any](flat []T, dim, lo, hi int) func(func(int, []T) bool) {
 // force it removes the temporary directories of an earlier WriteOGB that
 // was killed. replacing says that dir holds a raw/ or split/ to replace.
 func ogbPrepareDir(dir string, force bool) (replacing bool, err error) {
-	ents, err := os.ReadDir(dir)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("partition: write ogb: %w", err)
-	case len(ents) == 0:
-		return false, nil
-	case !force:
-		return false, fmt.Errorf("partition: write ogb %s: holds %d entries (overwrite with force): %w", dir, len(ents), ErrOutputNotEmpty)
+	ents, err := ogbCheckDir(dir, force)
+	if err != nil {
+		return false, err
 	}
 	for _, e := range ents {
 		switch name := e.Name(); {
@@ -228,6 +221,28 @@ func ogbPrepareDir(dir string, force bool) (replacing bool, err error) {
 		}
 	}
 	return replacing, nil
+}
+
+// CheckOGBOutput reports whether WriteOGB may write dir with force (dir
+// is absent or empty, or force is set), changing nothing. WriteOGB
+// checks again; callers use it to fail before generating a graph.
+func CheckOGBOutput(dir string, force bool) error {
+	_, err := ogbCheckDir(dir, force)
+	return err
+}
+
+// ogbCheckDir is CheckOGBOutput; it returns dir's entries.
+func ogbCheckDir(dir string, force bool) ([]os.DirEntry, error) {
+	ents, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("partition: write ogb: %w", err)
+	case len(ents) > 0 && !force:
+		return nil, fmt.Errorf("partition: write ogb %s: holds %d entries (overwrite with force): %w", dir, len(ents), ErrOutputNotEmpty)
+	}
+	return ents, nil
 }
 
 // ogbWriter writes files one after another and keeps the first error, so

@@ -345,3 +345,32 @@ func BenchmarkWriteOGB(b *testing.B) {
 		})
 	}
 }
+
+// TestCheckOGBOutput: the check before generating refuses what WriteOGB
+// would refuse and, unlike WriteOGB with force, removes nothing.
+func TestCheckOGBOutput(t *testing.T) {
+	dir := t.TempDir()
+	if err := CheckOGBOutput(filepath.Join(dir, "new"), false); err != nil {
+		t.Errorf("absent dir: %v", err)
+	}
+	stale := filepath.Join(dir, ogbTmpPrefix+"1")
+	if err := os.Mkdir(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckOGBOutput(dir, false); !errors.Is(err, ErrOutputNotEmpty) {
+		t.Errorf("non-empty dir without force: %v", err)
+	}
+	if err := CheckOGBOutput(dir, true); err != nil {
+		t.Errorf("non-empty dir with force: %v", err)
+	}
+	if _, err := os.Stat(stale); err != nil {
+		t.Errorf("the check removed %s: %v", stale, err)
+	}
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckOGBOutput(file, true); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("a file: %v", err)
+	}
+}

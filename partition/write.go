@@ -190,6 +190,15 @@ func checkWrite(g *Graph, adj *Adj, assign []uint32, opts *WriteOptions) error {
 	return nil
 }
 
+// CheckOutput reports whether Write may write dir with force: dir does
+// not exist, is empty, or force is set and it is a directory. Write
+// checks again; callers use it to fail before the work that precedes
+// Write.
+func CheckOutput(dir string, force bool) error {
+	_, err := checkOutput(dir, force)
+	return err
+}
+
 // checkOutput refuses an existing non-empty dir unless force; replacing
 // says that force will replace what dir holds.
 func checkOutput(dir string, force bool) (replacing bool, err error) {

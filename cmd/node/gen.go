@@ -75,6 +75,10 @@ func runGen(ctx context.Context, a *app, args []string) error {
 		return errUsage
 	}
 
+	// Before generating, which takes minutes at ogbn-products' size.
+	if err := partition.CheckOGBOutput(w.out, w.force); err != nil {
+		return err
+	}
 	start := time.Now()
 	g, err := generate()
 	if err != nil {

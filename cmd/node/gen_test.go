@@ -2,19 +2,11 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-func genRunNode(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var o, e bytes.Buffer
-	code = run(context.Background(), args, &o, &e)
-	return code, o.String(), e.String()
-}
 
 func TestGenWritesOGB(t *testing.T) {
 	for _, tc := range []struct {
@@ -39,7 +31,7 @@ func TestGenWritesOGB(t *testing.T) {
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "out")
-			code, stdout, stderr := genRunNode(t, append(append([]string{"gen"}, tc.args...), "-o", dir)...)
+			code, stdout, stderr := runNode(t, append(append([]string{"gen"}, tc.args...), "-o", dir)...)
 			if code != 0 {
 				t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 			}
@@ -61,10 +53,10 @@ func TestGenWritesOGB(t *testing.T) {
 				}
 			}
 			// A second run into the same directory needs --force.
-			if code, _, stderr := genRunNode(t, append(append([]string{"gen"}, tc.args...), "-o", dir)...); code != 1 || !strings.Contains(stderr, "not empty") {
+			if code, _, stderr := runNode(t, append(append([]string{"gen"}, tc.args...), "-o", dir)...); code != 1 || !strings.Contains(stderr, "not empty") {
 				t.Errorf("rerun: exit %d, stderr %q; want 1 and 'not empty'", code, stderr)
 			}
-			if code, _, stderr := genRunNode(t, append(append([]string{"gen"}, tc.args...), "-o", dir, "--force")...); code != 0 {
+			if code, _, stderr := runNode(t, append(append([]string{"gen"}, tc.args...), "-o", dir, "--force")...); code != 0 {
 				t.Errorf("rerun --force: exit %d, stderr %q", code, stderr)
 			}
 		})
@@ -88,7 +80,7 @@ func TestGenUsage(t *testing.T) {
 		{[]string{"gen", "sbm", "--homophily", "3", "-o", "x"}, 1, []string{"node gen: partition: sbm: homophily = 3"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			code, _, stderr := genRunNode(t, tc.args...)
+			code, _, stderr := runNode(t, tc.args...)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, tc.code, stderr)
 			}
@@ -98,5 +90,19 @@ func TestGenUsage(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGenChecksOutputFirst: a non-empty output without --force is
+// refused before the graph is generated (minutes at ogbn-products'
+// size), so no generation progress is printed.
+func TestGenChecksOutputFirst(t *testing.T) {
+	out := t.TempDir()
+	if err := os.WriteFile(filepath.Join(out, "keep"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runNode(t, "gen", "rmat", "--nodes", "1000", "--edges", "5000", "-o", out)
+	if code != 1 || !strings.Contains(stderr, "holds 1 entries (overwrite with force)") || strings.Contains(stderr, "done in") {
+		t.Errorf("exit %d, stderr:\n%s\nwant 1, the output refused, and nothing generated", code, stderr)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -147,6 +148,20 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 		f.read.Header = partition.HeaderAuto
 	}
 	f.read.IDs = f.ids
+	estFanouts := fanouts
+	if estFanouts == nil {
+		estFanouts = partition.DefaultFanouts()
+	}
+	assignOpts := partition.AssignOptions{
+		Method: f.method, Parts: f.parts, Seed: f.seed, Balance: balance, Imbalance: f.imbalance,
+		Fanouts: estFanouts, BatchSize: f.batchSize,
+	}
+	// Everything that does not need the graph is checked before the
+	// input is read, which can take minutes; every problem at once.
+	if err := errors.Join(f.read.Validate(), clean.Validate(), assignOpts.Validate(), cache.Validate(-1),
+		partition.CheckOutput(f.out, f.force)); err != nil {
+		return err
+	}
 	prog := newProgress(a.stderr)
 	defer prog.done()
 	f.read.Progress = prog.report
@@ -180,14 +195,8 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	if removed > 0 {
 		fmt.Fprintf(a.stdout, "split: %d unlabelled nodes taken out of the input's splits\n", removed)
 	}
-	estFanouts := fanouts
-	if estFanouts == nil {
-		estFanouts = partition.DefaultFanouts()
-	}
-	assign, err := partition.Assign(ctx, g, adj, partition.AssignOptions{
-		Method: f.method, Parts: f.parts, Seed: f.seed, Balance: balance, Imbalance: f.imbalance,
-		Fanouts: estFanouts, BatchSize: f.batchSize, Progress: prog.report,
-	})
+	assignOpts.Progress = prog.report
+	assign, err := partition.Assign(ctx, g, adj, assignOpts)
 	if err != nil {
 		return err
 	}

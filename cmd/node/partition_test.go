@@ -215,6 +215,43 @@ func TestPartitionFlagErrors(t *testing.T) {
 	}
 }
 
+// TestPartitionChecksBeforeReading: options that are wrong whatever the
+// graph are refused before the input is read (which can take minutes),
+// all of them at once. The input does not exist, so an error about it
+// would mean it was opened first.
+func TestPartitionChecksBeforeReading(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "missing.txt")
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "graph.toml"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--method", "metsi"}, []string{`method "metsi": want random, metis or freq`}},
+		{[]string{"--method", "random", "--balance", "edges"}, []string{`method random cannot balance "edges"`}},
+		{[]string{"--parts", "0"}, []string{"0 parts: want at least 1"}},
+		{[]string{"--method", "metis", "--imbalance", "0.9"}, []string{"imbalance 0.9: want a number ≥ 1"}},
+		{[]string{"--self-loops", "maybe"}, []string{"self loops"}},
+		{[]string{"--dangling", "never"}, []string{"(dangling)"}},
+		{[]string{"--cache-ratio", "-0.5"}, []string{"cache ratio -0.5"}},
+		{[]string{"-o", full}, []string{"output " + full + " exists and is not empty (--force replaces it)"}},
+		{[]string{"--method", "metsi", "--duplicates", "twice", "-o", full}, []string{`method "metsi"`, "duplicates", "exists and is not empty"}},
+	} {
+		args := append([]string{"partition", "--input", in, "--format", "edgelist", "--parts", "2", "-o", filepath.Join(t.TempDir(), "p")}, tt.args...)
+		code, stdout, stderr := runNode(t, args...)
+		if code != 1 || strings.Contains(stderr, "missing.txt") || stdout != "" {
+			t.Errorf("%v: code %d, stdout %q, stderr %q; want 1 and no word of the input", tt.args, code, stdout, stderr)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%v: stderr %q lacks %q", tt.args, stderr, w)
+			}
+		}
+	}
+}
+
 func TestParseSize(t *testing.T) {
 	for _, tt := range []struct {
 		in   string
