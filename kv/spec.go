@@ -149,6 +149,25 @@ type Spec struct {
 // Parts is the number of shards.
 func (s *Spec) Parts() int { return len(s.Bounds) - 1 }
 
+// ShardBytes is the memory of shard p of the table: its rows and the
+// optimiser's state (Adagrad a sum per row, Adam two moments per entry
+// and a step count per row), saturating at the largest uint64.
+func (s *Spec) ShardBytes(p int) uint64 {
+	lo, hi := s.Range(p)
+	rows, dim := hi-lo, uint64(max(s.Dim, 0))
+	per := 4 * dim // float32 weights
+	switch s.Opt.Kind {
+	case OptAdagrad:
+		per += 4
+	case OptAdam:
+		per += 8*dim + 4
+	}
+	if per > 0 && rows > math.MaxUint64/per {
+		return math.MaxUint64
+	}
+	return rows * per
+}
+
 // Range is the global row range [lo, hi) of shard p.
 func (s *Spec) Range(p int) (lo, hi uint64) { return s.Bounds[p], s.Bounds[p+1] }
 

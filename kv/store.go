@@ -17,6 +17,13 @@ type Config struct {
 	// SyncTimeout bounds a synchronous step from its first push;
 	// 0 means DefaultSyncTimeout.
 	SyncTimeout time.Duration
+	// MaxBytes bounds the memory of this node's shards of all tables
+	// together (ShardBytes); 0 means no bound. A table that would pass it
+	// is refused, by New or Create, before anything is allocated: a row
+	// count or dimension that is off by digits is then an error naming
+	// the table, not an out-of-memory crash of the process that serves
+	// every table.
+	MaxBytes uint64
 }
 
 // Validate reports every problem of c.
@@ -50,6 +57,8 @@ type Store struct {
 	set         atomic.Pointer[tableSet] // replaced whole by Create: read without a lock
 	createMu    sync.Mutex               // serialises Create
 	syncTimeout time.Duration
+	maxBytes    uint64    // Config.MaxBytes
+	bytes       uint64    // ShardBytes of the tables held; under createMu after New
 	scratch     sync.Pool // *scratch
 }
 
@@ -64,11 +73,16 @@ func New(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{part: cfg.Part, syncTimeout: cfg.SyncTimeout}
+	s := &Store{part: cfg.Part, syncTimeout: cfg.SyncTimeout, maxBytes: cfg.MaxBytes}
 	if s.syncTimeout == 0 {
 		s.syncTimeout = DefaultSyncTimeout
 	}
 	set := &tableSet{tables: make(map[string]*table)}
+	for _, spec := range cfg.Tables {
+		if err := s.reserve(&spec); err != nil {
+			return nil, err
+		}
+	}
 	for _, spec := range cfg.Tables {
 		spec.Bounds = slices.Clone(spec.Bounds)
 		t, err := newTable(spec, cfg.Part)
@@ -110,9 +124,13 @@ func (s *Store) Create(spec Spec) (bool, error) {
 		}
 		return false, nil
 	}
+	if err := s.reserve(&spec); err != nil {
+		return false, err
+	}
 	spec.Bounds = slices.Clone(spec.Bounds)
 	t, err := newTable(spec, s.part)
 	if err != nil {
+		s.bytes -= spec.ShardBytes(s.part)
 		return false, err
 	}
 	set := &tableSet{tables: make(map[string]*table, len(old.tables)+1), names: slices.Clone(old.names)}
@@ -124,6 +142,33 @@ func (s *Store) Create(spec Spec) (bool, error) {
 	slices.Sort(set.names)
 	s.set.Store(set)
 	return true, nil
+}
+
+// reserve counts spec's shard against MaxBytes, or refuses it. New
+// calls it alone; Create with createMu held.
+func (s *Store) reserve(spec *Spec) error {
+	need := spec.ShardBytes(s.part)
+	if s.maxBytes > 0 && (need > s.maxBytes || s.bytes > s.maxBytes-need) {
+		lo, hi := spec.Range(s.part)
+		return fmt.Errorf("kv: table %q: part %d: %d rows × %d (%s) need %s, with the %s of the tables held more than this node's limit of %s: %w",
+			spec.Name, s.part, hi-lo, spec.Dim, spec.Opt.Kind, byteSize(need), byteSize(s.bytes), byteSize(s.maxBytes), ErrSpec)
+	}
+	s.bytes += need
+	return nil
+}
+
+// byteSize prints n bytes with a binary unit.
+func byteSize(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // specDiff names the first field in which a and b differ, or "".

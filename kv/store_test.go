@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -239,5 +240,51 @@ func TestStoreCreate(t *testing.T) {
 	}
 	if v, _ := s2.Version("grad"); v != 1 {
 		t.Fatalf("version after load %d, want 1", v)
+	}
+}
+
+// TestStoreMaxBytes: tables are counted against MaxBytes before they are
+// allocated; one that would pass it is refused by New or Create with an
+// ErrSpec error that names it, and the store keeps what it held.
+func TestStoreMaxBytes(t *testing.T) {
+	sgd := spec("sgd", 100, 4, SGD(0.1), Async, 2)           // part 0: 50 rows × 16 B = 800 B
+	ada := spec("ada", 100, 4, Adagrad(0.1, 1e-8), Async, 2) // 50 × 20 B = 1000 B
+	adam := spec("adam", 100, 4, Adam(0.1, 0.9, 0.999, 1e-8), Async, 2)
+	for _, c := range []struct {
+		s    Spec
+		want uint64
+	}{{sgd, 800}, {ada, 1000}, {adam, 50 * (16 + 32 + 4)}} {
+		if got := c.s.ShardBytes(0); got != c.want {
+			t.Errorf("%s: ShardBytes = %d, want %d", c.s.Name, got, c.want)
+		}
+	}
+	huge := spec("huge", 1<<62, 1<<20, Adam(0.1, 0.9, 0.999, 1e-8), Async, 1)
+	if got := huge.ShardBytes(0); got != math.MaxUint64 {
+		t.Errorf("huge: ShardBytes = %d, want saturated", got)
+	}
+
+	if _, err := New(Config{Part: 0, Tables: []Spec{sgd, ada}, MaxBytes: 1799}); !errors.Is(err, ErrSpec) ||
+		!strings.Contains(err.Error(), `kv: table "ada": part 0: 50 rows × 4 (adagrad) need 1000 B, with the 800 B of the tables held more than this node's limit of 1.8 KiB`) {
+		t.Fatalf("New over the limit: %v", err)
+	}
+	s, err := New(Config{Part: 0, Tables: []Spec{sgd, ada}, MaxBytes: 4000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(adam); !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), `table "adam"`) {
+		t.Fatalf("Create over the limit: %v", err)
+	}
+	if _, err := s.Create(huge); !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), "limit of 3.9 KiB") {
+		t.Fatalf("Create of an impossible table: %v", err)
+	}
+	if got := s.Tables(); !slices.Equal(got, []string{"ada", "sgd"}) {
+		t.Fatalf("tables after refusals: %v", got)
+	}
+	small := spec("small", 100, 4, SGD(0.1), Async, 2)
+	if created, err := s.Create(small); !created || err != nil {
+		t.Fatalf("Create within the limit: %v %v", created, err)
+	}
+	if _, err := New(Config{Part: 0, Tables: []Spec{huge}}); err == nil || errors.Is(err, ErrSpec) && strings.Contains(err.Error(), "limit") {
+		t.Fatalf("without MaxBytes the limit must not apply (the shard check still refuses): %v", err)
 	}
 }

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"graphnode/kv"
 	"graphnode/node/control"
+	"graphnode/shm"
 )
 
 // DefaultKVSyncTimeout is [kv] sync_timeout when the file leaves it out.
@@ -29,14 +32,41 @@ type KVConfig struct {
 	// true (with a checkpoint_dir).
 	SaveOnExit *bool `toml:"save_on_exit"`
 	// SyncTimeout bounds a synchronous step from its first push.
-	SyncTimeout string              `toml:"sync_timeout"`
-	Tables      []control.TableSpec `toml:"tables"`
+	SyncTimeout string `toml:"sync_timeout"`
+	// MaxMemory bounds the memory of this node's shards of all tables
+	// together (weights and optimiser state), in the units of rings.size;
+	// "" means the machine's memory and swap. A declared table past it
+	// stops the node at start; one a trainer creates past it fails that
+	// kv_create and nothing else.
+	MaxMemory string              `toml:"max_memory"`
+	Tables    []control.TableSpec `toml:"tables"`
 }
 
 // SyncTimeoutDuration is kv.sync_timeout parsed (Validate checked it).
 func (c *Config) SyncTimeoutDuration() time.Duration {
 	d, _ := time.ParseDuration(c.KV.SyncTimeout)
 	return d
+}
+
+// kvMaxBytes is kv.max_memory parsed (Validate checked it), or the
+// machine's memory and swap when it is not set.
+func (c *Config) kvMaxBytes() uint64 {
+	if c.KV.MaxMemory == "" {
+		return MachineMemory()
+	}
+	n, _ := shm.ParseSize(c.KV.MaxMemory)
+	return uint64(n)
+}
+
+// MachineMemory is this machine's memory plus swap in bytes, 0 when
+// unknown. A cgroup may allow less, but never more: a need above this
+// total cannot be met anywhere on the machine.
+func MachineMemory() uint64 {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return 0
+	}
+	return (uint64(si.Totalram) + uint64(si.Totalswap)) * uint64(si.Unit)
 }
 
 // kvCallTimeout bounds one kv call over the mesh.
@@ -55,6 +85,13 @@ func (c *Config) validateKV(p *problems) {
 	}
 	if k.CheckpointDir != "" && !isDir(k.CheckpointDir) {
 		p.add("kv.checkpoint_dir", "%q is not a directory", k.CheckpointDir)
+	}
+	if k.MaxMemory != "" {
+		if n, err := shm.ParseSize(k.MaxMemory); err != nil {
+			p.add("kv.max_memory", "%q: %v", k.MaxMemory, err)
+		} else if n <= 0 {
+			p.add("kv.max_memory", "%q is not positive", k.MaxMemory)
+		}
 	}
 	if k.Load && k.CheckpointDir == "" {
 		p.add("kv.load", "true, but kv.checkpoint_dir is not set")

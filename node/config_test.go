@@ -286,9 +286,17 @@ mode = "sync"
 	if tb := cfg.KV.Tables; len(tb) != 2 || !tb[0].Rows.Nodes || tb[1].Rows.N != 100 || tb[0].Eps != 1e-10 {
 		t.Fatalf("tables %+v", tb)
 	}
+	if m := cfg.kvMaxBytes(); m != MachineMemory() || m < 64<<20 || m > 1<<50 {
+		t.Fatalf("kv.max_memory unset: limit %d bytes, want the machine's memory and swap (%d)", m, MachineMemory())
+	}
+	cfg, err = LoadConfig(writeConfig(t, dir, strings.Replace(good, `sync_timeout = "5s"`, `sync_timeout = "5s"`+"\nmax_memory = \"2GiB\"", 1)))
+	if err != nil || cfg.kvMaxBytes() != 2<<30 {
+		t.Fatalf("kv.max_memory = \"2GiB\": %v, limit %d", err, cfg.kvMaxBytes())
+	}
 	bad := pre + `
 [kv]
 sync_timeout = "forever"
+max_memory = "lots"
 load = true
 [[kv.tables]]
 name = "a"
@@ -305,7 +313,7 @@ optimizer = "average"
 mode = "async"
 `
 	_, err = LoadConfig(writeConfig(t, dir, bad))
-	for _, want := range []string{"kv.sync_timeout", "kv.load", "kv.tables[0]", "dim", "kv.tables[1]", "average needs mode sync"} {
+	for _, want := range []string{"kv.sync_timeout", `kv.max_memory: "lots"`, "kv.load", "kv.tables[0]", "dim", "kv.tables[1]", "average needs mode sync"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not name %q", err, want)
 		}

@@ -44,7 +44,7 @@ func newKVServer(cfg *Config, log *slog.Logger, book partition.Book) (*kvServer,
 	for i := range cfg.KV.Tables {
 		specs = append(specs, s.resolve(&cfg.KV.Tables[i]))
 	}
-	store, err := kv.New(kv.Config{Part: s.part, Tables: specs, SyncTimeout: cfg.SyncTimeoutDuration()})
+	store, err := kv.New(kv.Config{Part: s.part, Tables: specs, SyncTimeout: cfg.SyncTimeoutDuration(), MaxBytes: cfg.kvMaxBytes()})
 	if err != nil {
 		return nil, fmt.Errorf("node: kv.tables: %w", err)
 	}

@@ -168,9 +168,17 @@ func TestKVCluster(t *testing.T) {
 // error naming it, well before the sync timeout.
 func TestKVTrainerLeaves(t *testing.T) {
 	parts := clusterParts(t, 2)
-	c := startClusterWith(t, parts, 2, "5s", func(int) string { return "[kv]\nsync_timeout = \"60s\"\n" })
+	c := startClusterWith(t, parts, 2, "5s", func(int) string { return "[kv]\nsync_timeout = \"60s\"\nmax_memory = \"1MiB\"\n" })
 	ctx := context.Background()
 	k0, k1 := dialKV(t, c.sockets[0]), dialKV(t, c.sockets[1])
+	// A table past kv.max_memory fails that trainer's kv_create, naming
+	// the limit, and nothing else: the node serves on.
+	big := control.TableSpec{Name: "big", Rows: control.Rows{N: 1 << 20}, Dim: 64, Init: "zeros", Optimizer: "adam", LR: 0.01, Mode: "async"}
+	var ce *control.Error
+	if _, err := k0.Create(ctx, big); !errors.As(err, &ce) || ce.Key != "table" ||
+		!strings.Contains(ce.Msg, `kv: table "big": part 0: 524288 rows × 64 (adam) need 386.0 MiB, with the 0 B of the tables held more than this node's limit of 1.0 MiB`) {
+		t.Fatalf("kv_create past max_memory: %v", err)
+	}
 	ts := kvTables()[0]
 	for _, k := range []*client.KV{k0, k1} {
 		if _, err := k.Create(ctx, ts); err != nil {

@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"graphnode/node"
 )
 
 // command is one subcommand. run gets the arguments after the subcommand
@@ -29,13 +31,13 @@ type app struct {
 	stdout, stderr io.Writer
 	log            *slog.Logger
 	// memory is the machine's memory plus swap in bytes, 0 when unknown
-	// (machineMemory; tests pose as a smaller machine).
+	// (node.MachineMemory; tests pose as a smaller machine).
 	memory func() uint64
 }
 
 // newApp is the app of a command line writing to stdout and stderr.
 func newApp(stdout, stderr io.Writer) *app {
-	return &app{stdout: stdout, stderr: stderr, log: newLogger(stderr), memory: machineMemory}
+	return &app{stdout: stdout, stderr: stderr, log: newLogger(stderr), memory: node.MachineMemory}
 }
 
 func commands() map[string]command {

@@ -3,21 +3,8 @@ package main
 import (
 	"fmt"
 
-	"golang.org/x/sys/unix"
-
 	"graphnode/partition"
 )
-
-// machineMemory is this machine's memory plus swap in bytes, 0 when
-// unknown. A cgroup may allow less, but never more: a need above this
-// total cannot be met anywhere on the machine.
-func machineMemory() uint64 {
-	var si unix.Sysinfo_t
-	if err := unix.Sysinfo(&si); err != nil {
-		return 0
-	}
-	return (uint64(si.Totalram) + uint64(si.Totalswap)) * uint64(si.Unit)
-}
 
 // checkMemoryFloor refuses to partition a graph that cannot fit in a
 // machine of have bytes of memory and swap (0: unknown) however the work
