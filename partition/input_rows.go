@@ -26,7 +26,8 @@ type rowReader struct {
 	// limit is the number of rows the file must not exceed (-1: none).
 	limit int
 	// grow is called, with no block in flight, to make room for rows
-	// rows; nil when the slots are preallocated to limit.
+	// rows, never more than limit; nil when the slots are always
+	// preallocated to limit.
 	grow func(rows int)
 	// parse parses the lines of block, whose first line is row row0 and
 	// line line0 of the file, using its worker's scratch w (one per
@@ -145,6 +146,11 @@ func (r *rowReader) run() (rows int, workers []any, err error) {
 		if r.grow != nil && rows+nl > capRows {
 			inflight.Wait()
 			capRows = max(2*capRows, rows+nl, r.estimate(rows+nl))
+			if r.limit >= 0 {
+				// Never beyond the stated count: slots the caller
+				// allocated for it up front then need no growing.
+				capRows = min(capRows, r.limit)
+			}
 			r.grow(capRows)
 		}
 		inflight.Add(1)

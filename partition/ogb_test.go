@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -265,5 +266,32 @@ func BenchmarkReadOGBFeatures(b *testing.B) {
 			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 			b.ReportMetric(float64(n*d)*float64(b.N)/b.Elapsed().Seconds(), "floats/s")
 		})
+	}
+}
+
+// TestRowsGrowWithinLimit: with a stated count (limit), rows never asks
+// grow for more slots than the count, however far its size estimate
+// runs ahead: a caller that allocated them all up front grows nothing.
+// (It asked for the estimate, 2% and 1024 rows beyond the file, and the
+// preallocated edges or features of an OGB dataset with count files
+// were copied into arrays twice their size.)
+func TestRowsGrowWithinLimit(t *testing.T) {
+	const n = 5000
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "%d,%d\n", i, i)
+	}
+	path := rdWrite(t, t.TempDir(), "edge.csv", b.String(), false)
+	for _, limit := range []int{n, -1} {
+		var asked []int
+		o := &ogbReader{ctx: context.Background()}
+		rows, _, err := o.rows(path, limit, func(r int) { asked = append(asked, r) }, nil,
+			func() any { return nil }, func(any, []byte, int, int64) error { return nil })
+		if err != nil || rows != n || len(asked) == 0 {
+			t.Fatalf("limit %d: %d rows, grow asked %v, %v", limit, rows, asked, err)
+		}
+		if limit >= 0 && slices.Max(asked) > limit {
+			t.Errorf("limit %d: grow asked for %v", limit, asked)
+		}
 	}
 }
