@@ -70,8 +70,8 @@ type kgReader struct {
 
 // readDict reads "id \t name" lines; the ids must be 0..n-1 (in any order)
 // and the names distinct. Its memory follows the file, not the ids the
-// file states: the entries are kept as read and placed once their count
-// is known, so that a stray id of four billion is an error naming its
+// file states: names are mapped to their ids as read, and placed by id
+// once their count is known, so that a stray id of four billion is an error naming its
 // line, not 64 GB of empty names.
 func readDict(ctx context.Context, name string, progress Progress) (*nameIDs, error) {
 	path, err := existing(name)
@@ -84,7 +84,7 @@ func readDict(ctx context.Context, name string, progress Progress) (*nameIDs, er
 		name string
 	}
 	var ents []entry
-	names := make(map[string]struct{})
+	d := newNameIDs(0)
 	fields := make([][]byte, 0, 4)
 	err = scanFile(ctx, path, progress, func(s *lineScanner, line []byte) error {
 		if len(line) == 0 {
@@ -97,11 +97,11 @@ func readDict(ctx context.Context, name string, progress Progress) (*nameIDs, er
 		if !ok || id >= 1<<32-1 {
 			return s.errorf("id %q is not a node index", fields[0])
 		}
-		if _, dup := names[string(fields[1])]; dup {
+		if _, dup := d.m[string(fields[1])]; dup {
 			return s.errorf("name %q listed twice", fields[1])
 		}
 		e := entry{id: uint32(id), line: s.line, name: string(fields[1])}
-		names[e.name] = struct{}{}
+		d.m[e.name] = e.id
 		ents = append(ents, e)
 		return nil
 	})
@@ -109,8 +109,7 @@ func readDict(ctx context.Context, name string, progress Progress) (*nameIDs, er
 		return nil, err
 	}
 	n := len(ents)
-	d := newNameIDs(n)
-	d.names = d.names[:n]
+	d.names = make([]string, n)
 	set := make([]bool, n)
 	var outside *entry // the first entry whose id is not below n
 	for i := range ents {
@@ -126,7 +125,6 @@ func readDict(ctx context.Context, name string, progress Progress) (*nameIDs, er
 		}
 		set[e.id] = true
 		d.names[e.id] = e.name
-		d.m[e.name] = e.id
 	}
 	for id, ok := range set {
 		if !ok {
