@@ -1,61 +1,60 @@
 package partition
 
-// Multilevel k-way partitioning, after Karypis and Kumar, "Multilevel
-// k-way Partitioning Scheme for Irregular Graphs" (JPDC 1998) and METIS 5:
+// Multilevel partitioning, after Karypis and Kumar, "A Fast and High
+// Quality Multilevel Scheme for Partitioning Irregular Graphs" (SISC
+// 1998), "Multilevel k-way Partitioning Scheme for Irregular Graphs"
+// (JPDC 1998) and, for several constraints, "Multilevel Algorithms for
+// Multi-Constraint Graph Partitioning" (SC 1998), as METIS 5 implements
+// them:
 //
-//  1. Coarsen. Repeatedly match vertices and contract each pair into one
-//     vertex (weights add, parallel edges merge and add their weights)
-//     until about max(n/(20·log2 k), 30·k) vertices remain or a level
-//     keeps more than 90% of the vertices. The first level (all edges
-//     weigh 1) matches at random; later levels visit vertices in random
-//     order, low degree first, and pair each with the unmatched neighbour
-//     across the heaviest edge (sorted heavy-edge matching). When more
-//     than 10% stay unmatched — the leaves of a hub in a power-law graph
-//     — 2-hop matching pairs vertices that share a neighbour or their
-//     whole neighbourhood. No coarse vertex passes 1.5 × total/coarsenTo
-//     in any constraint.
-//  2. Partition the coarsest graph by recursive bisection. Each bisection
-//     is itself multilevel: coarsen to ~100 vertices, grow 8 bisections
-//     breadth-first from random seeds, keep the best after FM refinement,
-//     and project back with FM (hill-climbing moves with rollback) at
-//     every level. Coarsest graphs below 2^20 adjacency entries get 4
-//     recursive bisections (run concurrently) and keep the least cut.
-//  3. Uncoarsen. Project the assignment level by level and refine each
-//     with greedy k-way boundary refinement (METIS's Greedy_KWayOptimize):
-//     up to 10 passes, each taking boundary vertices from a max-heap of
-//     ed−id and moving each to the best-connected adjacent part for a
-//     non-negative gain; neighbours of a moved vertex re-enter the heap,
-//     zero-gain moves walk the plateau. During uncoarsening a move may
-//     overfill its destination by 5 × its gain; in the finer half of the
-//     levels, and on the finest level until every constraint is within
-//     Imbalance × average, balancing passes move vertices to lighter
-//     parts first.
+//  1. Bisect recursively. The input is split in two by a multilevel
+//     bisection, each half again, k-1 bisections for k parts; a half of
+//     k0 parts is given k0/k of every constraint.
+//  2. Each bisection coarsens its graph: it repeatedly matches vertices
+//     and contracts each pair into one vertex (weights add, parallel
+//     edges merge and add their weights) until about 100 vertices remain
+//     or a level keeps more than 90% of the vertices. The first level
+//     (all edges weigh 1) matches at random; later levels visit vertices
+//     in random order, low degree first, and pair each with the
+//     unmatched neighbour across the heaviest edge (sorted heavy-edge
+//     matching). When more than 10% stay unmatched — the leaves of a
+//     hub in a power-law graph — 2-hop matching pairs vertices that
+//     share a neighbour or their whole neighbourhood. No coarse vertex
+//     passes 1.5 × total/coarsenTo in any constraint.
+//  3. It grows 8 bisections of the coarsest graph breadth-first from
+//     random seeds, refines each with FM and keeps the best, then
+//     projects it back level by level with FM (Fiduccia–Mattheyses:
+//     hill-climbing moves with rollback) on every level. Under several
+//     constraints each side keeps a queue per constraint and a side past
+//     its bound gives away vertices of the constraint it passes (see
+//     mlFM).
+//  4. The k parts are refined once on the input with greedy k-way
+//     boundary moves (METIS's Greedy_KWayOptimize) that keep every part
+//     within its bound (see refineStrict): up to 10 passes, each taking
+//     boundary vertices from a max-heap of ed−id and moving each to the
+//     best-connected adjacent part for a non-negative gain.
 //
-// Under one balance constraint, for any number of parts, step 2 runs on
-// the input graph itself instead of the coarsest graph of step 1 (see
-// rbScheme): k-1 multilevel bisections, each refined with 2-way FM on
-// every level of its own hierarchy, then step 3's greedy refinement on
-// the input, without slack (refineStrict: the bisections leave it
-// balanced). Hill-climbing FM with rollback on every level of the whole
-// graph finds far smaller cuts on power-law graphs than greedy k-way
-// moves on the coarse levels, and on the R-MAT and BlogCatalog graphs of
-// perf/metis in less time and memory, from 2 to 128 parts (see rbScheme;
-// on Cora the tries below make it the slower one beyond 8 parts). The
-// two halves of a bisection are independent and, below 2^22 adjacency
-// entries, run on two goroutines when a worker is free. Inputs under
-// 2^16 entries get 2^16/entries such tries (at most 8; Cora: 6), each
-// refined, run concurrently one per worker, and the least cut is kept: a
-// try costs milliseconds there and one unlucky bisection is a large
-// share of a small cut. Larger inputs get one try: on BlogCatalog (668 k
-// entries) four concurrent tries took twice the wall time, four times
-// the CPU time and 1.6 times the memory of one, for cuts within 1% of
-// one try's.
+// Hill-climbing FM with rollback on every level of the whole graph finds
+// far smaller cuts on power-law graphs than the k-way scheme of METIS's
+// kmetis (coarsen once, partition the coarsest graph, greedy k-way moves
+// on the way up), and on the R-MAT and BlogCatalog graphs of perf/metis
+// takes less time and memory, from 2 to 128 parts and under one, two or
+// three constraints (see rbScheme). The two halves of a bisection are
+// independent and, below 2^22 adjacency entries, run on two goroutines
+// when a worker is free. Inputs under 2^16 entries get 2^16/entries such
+// tries (at most 8; Cora: 6), each refined, run concurrently one per
+// worker, and the least cut is kept: a try costs milliseconds there and
+// one unlucky bisection is a large share of a small cut. Larger inputs
+// get one try: on BlogCatalog (668 k entries) four concurrent tries took
+// twice the wall time, four times the CPU time and 1.6 times the memory
+// of one, for cuts within 1% of one try's.
 //
 // Time is O(E) per level and pass. On power-law graphs edges barely
 // collapse (coarse vertices gather distinct neighbours), so every level
-// costs about E; there are about log2(20·log2 k) levels. Refinement
-// passes touch boundary vertices only and, for k <= 16, weigh a move in
-// O(k) from a per-vertex row of part connectivity.
+// costs about E; a bisection of n vertices has about log2(n/100) levels,
+// and each vertex takes part in about log2 k bisections. Refinement
+// passes touch boundary vertices only and, for k <= 16, k-way moves are
+// weighed in O(k) from a per-vertex row of part connectivity.
 //
 // Memory: the input graph (4 bytes per adjacency entry and none for unit
 // weights), the hierarchy (8 bytes per coarse adjacency entry; on
@@ -121,7 +120,7 @@ type MultilevelOptions struct {
 	Imbalance float64
 	Seed      uint64
 	Workers   int      // goroutines for the parallel steps; 0 = GOMAXPROCS
-	Progress  Progress // stages "multilevel coarsen", "... initial", "... refine"
+	Progress  Progress // stages "multilevel initial" (bisections), "multilevel refine"
 }
 
 // mlRun is one call of Multilevel: its context, generator and workers.
@@ -169,22 +168,12 @@ func Multilevel(ctx context.Context, g *WGraph, opts MultilevelOptions) ([]uint3
 	if k == 1 {
 		return make([]uint32, n), nil
 	}
-	where, err := r.once(g, k, ub)
+	where, err := r.rbScheme(g, k, ub)
 	if err != nil {
 		return nil, err
 	}
 	mlFillEmpty(g, where, k)
 	return where, nil
-}
-
-// once is one multilevel partitioning of g: under one balance
-// constraint recursive bisection of g and one k-way refinement
-// (rbScheme), under several the k-way scheme (kwayScheme).
-func (r *mlRun) once(g *WGraph, k int, ub float64) ([]uint32, error) {
-	if g.ncon() == 1 {
-		return r.rbScheme(g, k, ub)
-	}
-	return r.kwayScheme(g, k, ub)
 }
 
 // mlBounds are the heaviest and lightest weights a part may have in
@@ -205,18 +194,29 @@ func mlBounds(g *WGraph, k int, ub float64) (maxw, minw []int64) {
 // with greedy k-way moves within ub; small graphs keep the best of
 // several tries.
 //
-// It serves every k under one constraint. Against the k-way scheme,
-// whose cuts are about gpmetis's, on the graphs of perf/metis (see its
-// README): the 1 M vertex R-MAT graph into 2 / 4 / 8 parts, 6.4% / 20.5%
-// / 37.1% of the edges cut where the k-way scheme cut 26.0% / 48.6% /
-// 68.9%; into 12 to 128 parts 0.63–0.92 × gpmetis's cut where the k-way
-// scheme cut 0.99–1.14 ×, in 0.39–0.48 × gpmetis's time (k-way:
-// 0.53–1.16 ×) and 0.74–0.79 × its memory (0.73–0.82 ×); BlogCatalog
-// into 12 to 128 parts 0.87–1.00 × the cut (k-way: 1.01 ×) in 0.36–0.67
-// × the time (0.89–1.05 ×) and 0.92–0.96 × the memory (1.20–1.72 ×).
-// Several constraints take the k-way scheme: under three the bisections
-// left 4 parts 17% off balance, too far for one k-way round on the input
-// to repair.
+// It serves every k and any number of constraints. It replaced the
+// k-way scheme (coarsen once, bisect the coarsest graph, greedy k-way
+// moves on every level on the way up), whose cuts were about gpmetis's.
+// On the graphs of perf/metis (see its README), under one constraint:
+// the 1 M vertex R-MAT graph into 2 / 4 / 8 parts, 6.4% / 20.5% / 37.1%
+// of the edges cut where the k-way scheme cut 26.0% / 48.6% / 68.9%;
+// into 12 to 128 parts 0.63–0.92 × gpmetis's cut where the k-way scheme
+// cut 0.99–1.14 ×, in 0.39–0.48 × gpmetis's time (k-way: 0.53–1.16 ×)
+// and 0.74–0.79 × its memory (0.73–0.82 ×); BlogCatalog into 12 to 128
+// parts 0.87–1.00 × the cut (k-way: 1.01 ×) in 0.36–0.67 × the time
+// (0.89–1.05 ×) and 0.92–0.96 × the memory (1.20–1.72 ×). Under several
+// constraints (perf/metis -balance), into 2 / 4 / 8 parts: rmat1m under
+// nodes and train 8.8% / 23.8% / 41.1% cut where the k-way scheme cut
+// 27.1% / 58.3% / 73.2% and gpmetis 23.7% / 53.9% / 74.2%; under nodes
+// and edges 0.97–1.00 × gpmetis's cut (k-way: 1.01–1.05 ×) in 0.22–0.30
+// × its time and 0.67–0.73 × its memory; Cora under three constraints
+// into 8 parts 0.99 × gpmetis's cut (k-way: 1.33 ×).
+//
+// Under one constraint each bisection may be off its target by
+// ub^(1/ln k) and the final refinement restores the bound; under several
+// that repair can fail (three constraints left 4 parts 17% off balance
+// before 2-way FM kept a queue per constraint), so each bisection gets
+// ub^(1/⌈log2 k⌉), which compounds to ub (see recursive).
 func (r *mlRun) rbScheme(g *WGraph, k int, ub float64) ([]uint32, error) {
 	maxw, minw := mlBounds(g, k, ub)
 	where, err := r.tries(g, mlRBTries(len(g.Adjncy)), func(tr *mlRun) ([]uint32, error) {
@@ -230,43 +230,6 @@ func (r *mlRun) rbScheme(g *WGraph, k int, ub float64) ([]uint32, error) {
 		return nil, err
 	}
 	r.progress.report("multilevel refine", 1, 1)
-	return where, nil
-}
-
-// kwayScheme is the k-way scheme: coarsen g, partition the coarsest graph,
-// project and refine back up level by level.
-func (r *mlRun) kwayScheme(g *WGraph, k int, ub float64) ([]uint32, error) {
-	maxw, minw := mlBounds(g, k, ub)
-	n := g.NumVertices()
-	r.keepScratchFor(n)
-	coarsenTo := max(int(float64(n)/(20*math.Log2(float64(k)))), 30*k)
-	levels, err := r.coarsen(g, coarsenTo, "multilevel coarsen")
-	if err != nil {
-		return nil, err
-	}
-	where, err := r.initial(levels[len(levels)-1].g, k, ub)
-	if err != nil {
-		return nil, err
-	}
-	nl := len(levels)
-	for l := nl - 1; l >= 0; l-- {
-		if l < nl-1 {
-			r.drop(&levels[l+1]) // the coarser graph is no longer needed
-			levels[l].unpack(r.pool())
-			where = r.project(levels[l], where, make([]uint32, levels[l].g.NumVertices()))
-		}
-		s := newKway(r, levels[l].g, where, k, maxw, minw)
-		if err := s.refineLevel(2*(nl-1-l) >= nl); err != nil {
-			return nil, err
-		}
-		if l == 0 {
-			if err := s.finish(); err != nil {
-				return nil, err
-			}
-		}
-		r.progress.report("multilevel refine", int64(nl-l), int64(nl))
-	}
-	r.pool().putLevel(levels[0].cmap, nil, nil)
 	return where, nil
 }
 

@@ -12,14 +12,6 @@ func (s *mlKway) fitsTo(p, v uint32) bool {
 	return true
 }
 
-// fitsSlack is fitsTo with extra room in a single constraint.
-func (s *mlKway) fitsSlack(p, v uint32, extra float64) bool {
-	if s.nc > 1 || extra == 0 {
-		return s.fitsTo(p, v)
-	}
-	return float64(s.pw[p]+s.g.vwgt(int(v), 0)) <= float64(s.maxw[0])+extra
-}
-
 // fitsFrom: part p can give v away without falling below minw.
 func (s *mlKway) fitsFrom(p, v uint32) bool {
 	for c := 0; c < s.nc; c++ {

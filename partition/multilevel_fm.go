@@ -1,12 +1,20 @@
 package partition
 
+import "math"
+
 // mlFM is the Fiduccia–Mattheyses refinement state of a bisection: side
 // 0 should hold frac of every constraint, side 1 the rest, each within ub
 // times its target.
 //
+// Under several constraints each side has a queue per constraint, as in
+// METIS (FM_Mc2WayCutRefine): a vertex waits in the queue of the
+// constraint of which it holds the largest share, so that a side over
+// its bound in one constraint gives away vertices that carry it.
+//
 // INVARIANT: id/ed as in mlKway; every unlocked boundary vertex (ed > 0)
-// of a pass is in heaps[where[v]] under a key of at least its gain ed-id
-// (see mlHeap), and pos[v] is its index there (-1 when in no heap).
+// of a pass is in heaps[where[v]][qnum[v]] (qnum nil: [0]) under a key
+// of at least its gain ed-id (see mlHeap), and pos[v] is its index there
+// (-1 when in no heap).
 type mlFM struct {
 	r      *mlRun
 	g      *WGraph
@@ -18,7 +26,9 @@ type mlFM struct {
 	maxw   [2][]float64
 	tot    []int64
 	cut    int64
-	heaps  [2]mlHeap
+	heaps  [2][]mlHeap // per side, a queue per constraint
+	one    [2][1]mlHeap
+	qnum   []uint16 // each vertex's queue; nil under one constraint
 	pos    []int32
 	locked []bool
 }
@@ -59,12 +69,110 @@ func newFM(r *mlRun, g *WGraph, where []uint32, frac, ub float64) *mlFM {
 		f.cut += x
 	}
 	f.cut /= 2
+	// A kept scratch was reserved for the largest level; refine hands
+	// grown heaps back.
+	ws.heaps(2 * f.nc)
 	for s := range f.heaps {
-		// A kept scratch was reserved for the largest level; refine
-		// hands grown heaps back.
-		f.heaps[s] = mlHeap{ids: ws.heapIDs[s][:0], keys: ws.heapKeys[s][:0], pos: f.pos}
+		if f.nc == 1 {
+			f.heaps[s] = f.one[s][:]
+		} else {
+			f.heaps[s] = make([]mlHeap, f.nc)
+		}
+		for c := range f.heaps[s] {
+			i := s*f.nc + c
+			f.heaps[s][c] = mlHeap{ids: ws.heapIDs[i][:0], keys: ws.heapKeys[i][:0], pos: f.pos}
+		}
+	}
+	if f.nc > 1 {
+		f.qnum = mlBuf(&ws.qnum, n)
+		inv := make([]float64, f.nc)
+		for c, t := range f.tot {
+			if t > 0 {
+				inv[c] = 1 / float64(t)
+			}
+		}
+		for v := 0; v < n; v++ {
+			q, share := 0, -1.0
+			for c := 0; c < f.nc; c++ {
+				if x := float64(g.vwgt(v, c)) * inv[c]; x > share {
+					q, share = c, x
+				}
+			}
+			f.qnum[v] = uint16(q)
+		}
 	}
 	return f
+}
+
+// queue is the queue of v on side s.
+func (f *mlFM) queue(v, s uint32) *mlHeap {
+	if f.qnum == nil {
+		return &f.heaps[s][0]
+	}
+	return &f.heaps[s][f.qnum[v]]
+}
+
+// over is how far side s passes its bound in constraint c, relative to
+// its target: negative while within it.
+func (f *mlFM) over(s, c int) float64 {
+	if f.tgt[s][c] <= 0 {
+		return math.Inf(-1)
+	}
+	return (float64(f.pw[s][c]) - f.maxw[s][c]) / f.tgt[s][c]
+}
+
+// next is the queue the next move comes from, nil when a pass has no
+// more. Under one constraint it is the heavier side's. Under several it
+// is METIS's choice (SelectQueue): when a side is at or past its bound
+// in some constraint, that side's queue of the constraint it passes
+// most (if empty, its non-empty queue of the constraint it passes
+// most); when both sides are within their bounds, the queue whose first
+// vertex gains the most.
+func (f *mlFM) next() *mlHeap {
+	if f.nc == 1 {
+		if h := &f.heaps[f.heavier()][0]; h.len() > 0 {
+			return h
+		}
+		return nil
+	}
+	from, cnum, worst := -1, 0, 0.0
+	for s := 0; s < 2; s++ {
+		for c := 0; c < f.nc; c++ {
+			if x := f.over(s, c); x >= worst {
+				from, cnum, worst = s, c, x
+			}
+		}
+	}
+	if from >= 0 {
+		hs := f.heaps[from]
+		if hs[cnum].len() > 0 {
+			return &hs[cnum]
+		}
+		best := -1
+		for c := range hs {
+			if hs[c].len() > 0 && (best < 0 || f.over(from, c) > f.over(from, best)) {
+				best = c
+			}
+		}
+		if best < 0 {
+			return nil
+		}
+		return &hs[best]
+	}
+	var best *mlHeap
+	var bestGain int64
+	for s := range f.heaps {
+		for c := range f.heaps[s] {
+			h := &f.heaps[s][c]
+			if h.len() == 0 {
+				continue
+			}
+			if g := h.top(f.gain); best == nil || g > bestGain {
+				best, bestGain = h, g
+			}
+		}
+	}
+	return best
 }
 
 // excess is how far the worse side passes its bound, as a share of the
@@ -111,24 +219,27 @@ func (f *mlFM) refine(passes int) {
 	moved := ws.moved[:0]
 	defer func() {
 		ws.moved = moved[:0]
+		ws.heaps(2 * f.nc)
 		for s := range f.heaps {
-			ws.heapIDs[s], ws.heapKeys[s] = f.heaps[s].ids[:0], f.heaps[s].keys[:0]
+			for c, h := range f.heaps[s] {
+				ws.heapIDs[s*f.nc+c], ws.heapKeys[s*f.nc+c] = h.ids[:0], h.keys[:0]
+			}
 		}
 	}()
 	for pass := 0; pass < passes; pass++ {
 		for v := 0; v < n; v++ {
 			if f.ed[v] > 0 {
-				f.heaps[f.where[v]].push(uint32(v), f.ed[v]-f.id[v])
+				f.queue(uint32(v), f.where[v]).push(uint32(v), f.ed[v]-f.id[v])
 			}
 		}
 		moved = moved[:0]
 		best, bestCut, bestExc := 0, f.cut, f.excess()
 		for {
-			from := f.heavier()
-			if f.heaps[from].len() == 0 {
+			h := f.next()
+			if h == nil {
 				break
 			}
-			v := f.heaps[from].popMax(f.gain)
+			v := h.popMax(f.gain)
 			f.cut -= f.ed[v] - f.id[v]
 			f.locked[v] = true
 			f.move(v, true)
@@ -141,7 +252,9 @@ func (f *mlFM) refine(passes int) {
 			}
 		}
 		for s := range f.heaps {
-			f.heaps[s].clear()
+			for c := range f.heaps[s] {
+				f.heaps[s][c].clear()
+			}
 		}
 		for i := len(moved) - 1; i >= best; i-- {
 			f.move(moved[i], false)
@@ -192,7 +305,7 @@ func (f *mlFM) move(v uint32, queue bool) {
 		if !queue || f.locked[u] {
 			continue
 		}
-		h := &f.heaps[su]
+		h := f.queue(u, su)
 		switch {
 		case eu > 0 && pos[u] >= 0:
 			h.raise(u, eu-iu)
@@ -244,15 +357,22 @@ func (h *mlHeap) raise(v uint32, key int64) {
 // vertex on top has a lower gain than its stored key, it takes its gain
 // and sinks.
 func (h *mlHeap) popMax(gain func(uint32) int64) uint32 {
+	h.top(gain)
+	v := h.ids[0]
+	h.remove(v)
+	return v
+}
+
+// top settles the vertex of the greatest gain on top of a non-empty
+// queue (see popMax) and returns its gain.
+func (h *mlHeap) top(gain func(uint32) int64) int64 {
 	for {
-		v := h.ids[0]
-		if g := gain(v); g != h.keys[0] {
-			h.keys[0] = g
-			h.down(0)
-			continue
+		g := gain(h.ids[0])
+		if g == h.keys[0] {
+			return g
 		}
-		h.remove(v)
-		return v
+		h.keys[0] = g
+		h.down(0)
 	}
 }
 

@@ -18,25 +18,7 @@ const (
 	mlGrowTries = 8
 	// mlFMPasses is the most FM passes per level of a bisection.
 	mlFMPasses = 10
-	// mlInitTries is how many recursive bisections of the coarsest graph
-	// of the k-way scheme are computed (the one with the least cut is
-	// kept) when it has at most mlInitTriesMaxAdj adjacency entries;
-	// larger coarsest graphs (dense power-law ones: a try costs seconds
-	// there and gains little) get one.
-	mlInitTries       = 4
-	mlInitTriesMaxAdj = 1 << 20
 )
-
-// initial partitions g, the coarsest graph of the k-way scheme, into k
-// parts: the best of mlInitTries recursive bisections (as METIS's kway
-// method does for its coarsest graph).
-func (r *mlRun) initial(g *WGraph, k int, ub float64) ([]uint32, error) {
-	tries := mlInitTries
-	if len(g.Adjncy) > mlInitTriesMaxAdj {
-		tries = 1
-	}
-	return r.tries(g, tries, func(tr *mlRun) ([]uint32, error) { return tr.recursive(g, k, ub) })
-}
 
 // tries runs fn tries times, each with its own generator seeded from r's,
 // and returns the result with the least cut on g (the first of equals),
@@ -100,11 +82,19 @@ func (r *mlRun) derive(seed uint64, workers int, ws *mlScratch) *mlRun {
 }
 
 // recursive splits g into k parts by recursive multilevel bisection (as
-// METIS's rb method does). Each bisection may be off its target by
-// ub^(1/ln k): METIS's allowance, looser than the ub^(1/log2 k) that
-// would compound to ub; k-way refinement restores the bound.
+// METIS's rb method does). Under one constraint each bisection may be
+// off its target by ub^(1/ln k): METIS's allowance, looser than the
+// ub^(1/log2 k) that would compound to ub; k-way refinement restores the
+// bound. Under several, whose balance that refinement cannot always
+// restore, each gets ub^(1/⌈log2 k⌉): no part passes ub × its target.
+// On the R-MAT graph of 2^14 vertices under nodes and edges, into 4
+// parts, the looser allowance left a part 3.1% over the average; the
+// tighter one cuts 0.7% fewer edges.
 func (r *mlRun) recursive(g *WGraph, k int, ub float64) ([]uint32, error) {
 	ubBis := math.Pow(ub, 1/math.Log(float64(k)))
+	if g.ncon() > 1 {
+		ubBis = math.Pow(ub, 1/math.Ceil(math.Log2(float64(k))))
+	}
 	ids := make([]uint32, g.NumVertices())
 	for i := range ids {
 		ids[i] = uint32(i)

@@ -70,58 +70,27 @@ func newKway(r *mlRun, g *WGraph, where []uint32, k int, maxw, minw []int64) *ml
 	return s
 }
 
-// Refinement tunables (METIS 5's values).
-const (
-	// mlRefineSlack lets a move with gain g overfill its destination by
-	// mlRefineSlack × g (single constraint only) during uncoarsening; the
-	// finest level restores strict balance.
-	mlRefineSlack = 5.0
-	// mlLateBalanceTol: in the finer half of the levels, a balancing pass
-	// runs first when a part is more than this above the bound.
-	mlLateBalanceTol = 0.02
-	// mlDenseMaxParts: up to this many parts, refinement keeps a k-wide
-	// row of part connectivity per vertex (4k bytes per vertex).
-	mlDenseMaxParts = 16
-)
-
-// refineLevel is the work done on one level: a balancing pass when the
-// level is in the finer half and balance is far off, then greedy
-// refinement with slack.
-func (s *mlKway) refineLevel(late bool) error {
-	if late && !s.balanced(mlLateBalanceTol) {
-		if err := s.optimize(1, 0, true, 0); err != nil {
-			return err
-		}
-	}
-	return s.optimize(mlKwayPasses, mlRefineSlack, false, 0)
-}
-
-// finish restores strict balance on the finest level of the k-way
-// scheme, whose refinement overfilled parts within slack: nothing when
-// every part is within its bound, else refineStrict.
-func (s *mlKway) finish() error {
-	if s.balanced(0) {
-		return nil
-	}
-	return s.refineStrict()
-}
+// mlDenseMaxParts: up to this many parts, refinement keeps a k-wide row
+// of part connectivity per vertex (4k bytes per vertex).
+const mlDenseMaxParts = 16
 
 // refineStrict is greedy refinement that keeps every part within its
-// bound: a balancing pass when a part is over it, greedy passes without
-// slack, and as a last resort draining overweight parts through any
-// vertex. Recursive bisection ends with it: its assignment is balanced,
-// and refinement with slack would overfill parts that balancing then
-// has to empty at the cost of more cut than the slack gained (BlogCatalog
-// into 4 / 8 parts, one seed: 136 k / 181 k cut edges after refinement
-// with slack, 169 k / 244 k after balancing; 139 k / 190 k strictly).
+// bound: a balancing pass when a part is over it, greedy passes, and as
+// a last resort draining overweight parts through any vertex. Recursive
+// bisection ends with it. METIS's k-way refinement lets a move overfill
+// its destination by 5 × its gain and balances afterwards; after
+// recursive bisection that gave back more cut than the slack gained
+// (BlogCatalog into 4 / 8 parts, one seed: 136 k / 181 k cut edges after
+// refinement with slack, 169 k / 244 k after balancing; 139 k / 190 k
+// strictly).
 // Passes stop once one gains less than mlStrictMinGain of the cut.
 func (s *mlKway) refineStrict() error {
 	if !s.balanced(0) {
-		if err := s.optimize(1, 0, true, 0); err != nil {
+		if err := s.optimize(1, true, 0); err != nil {
 			return err
 		}
 	}
-	if err := s.optimize(mlKwayPasses, 0, false, mlStrictMinGain); err != nil {
+	if err := s.optimize(mlKwayPasses, false, mlStrictMinGain); err != nil {
 		return err
 	}
 	if !s.balanced(0) {
@@ -147,7 +116,7 @@ const mlStrictMinGain = 0.001
 // balance mode considers every vertex with ed > 0 and moves it towards
 // lighter parts. Refinement ends after a pass that reduced the cut by no
 // more than minGain of it (0: not at all).
-func (s *mlKway) optimize(passes int, slack float64, balance bool, minGain float64) error {
+func (s *mlKway) optimize(passes int, balance bool, minGain float64) error {
 	g := s.g
 	n := g.NumVertices()
 	if s.heap.pos == nil {
@@ -193,7 +162,7 @@ func (s *mlKway) optimize(passes int, slack float64, balance bool, minGain float
 			if balance {
 				to = s.selectBalance(v)
 			} else {
-				to = s.selectRefine(v, slack, iter)
+				to = s.selectRefine(v, iter)
 			}
 			if to < 0 {
 				continue
@@ -228,12 +197,12 @@ func (s *mlKway) optimize(passes int, slack float64, balance bool, minGain float
 func (s *mlKway) key(v uint32) int64 { return s.ed[v] - s.id[v] }
 
 // selectRefine is METIS's refinement rule: among the adjacent parts that
-// v can join for a gain >= 0 without passing maxw by more than slack ×
-// gain, take the best connected (then the lightest); move for a positive
+// v can join for a gain >= 0 without passing maxw, take the best
+// connected (then the lightest); move for a positive
 // gain, or for zero gain when v's part is overweight, when it evens the
 // two parts, or on every second vertex (a walk along the plateau that
 // lets later moves find gains). It returns -1 for no move.
-func (s *mlKway) selectRefine(v uint32, slack float64, iter int) int {
+func (s *mlKway) selectRefine(v uint32, iter int) int {
 	a := s.where[v]
 	if s.id[v] > 0 && !s.fitsFrom(a, v) {
 		return -1
@@ -243,7 +212,7 @@ func (s *mlKway) selectRefine(v uint32, slack float64, iter int) int {
 	best := -1
 	for _, p := range s.touched {
 		gain := s.conn[p] - s.id[v]
-		if gain < 0 || !s.fitsSlack(p, v, slack*float64(gain)) {
+		if gain < 0 || !s.fitsTo(p, v) {
 			continue
 		}
 		if best < 0 || s.conn[p] > s.conn[best] || (s.conn[p] == s.conn[best] && s.load(p) < s.load(uint32(best))) {

@@ -28,8 +28,9 @@ type mlScratch struct {
 	id, ed   []int64
 	pos      []int32
 	locked   []bool
-	heapIDs  [2][]uint32
-	heapKeys [2][]int64
+	heapIDs  [][]uint32 // FM queue of side s and constraint c at s*nc+c
+	heapKeys [][]int64
+	qnum     []uint16 // FM under several constraints: each vertex's queue
 	moved    []uint32
 
 	// pool recycles level arrays. It stays when r keeps no per-vertex
@@ -50,6 +51,7 @@ func mlBuf[T any](buf *[]T, n int) []T {
 // so that they are allocated once instead of growing with the levels of
 // the first bisection (which start from the coarsest).
 func (ws *mlScratch) reserve(n int) {
+	ws.heaps(2)
 	for _, b := range []*[]uint32{&ws.match, &ws.perm, &ws.sorted, &ws.stamp, &ws.local, &ws.lead, &ws.where[0], &ws.where[1], &ws.heapIDs[0], &ws.heapIDs[1]} {
 		mlBuf(b, n)
 	}
@@ -60,6 +62,14 @@ func (ws *mlScratch) reserve(n int) {
 	mlBuf(&ws.pos, n)
 	mlBuf(&ws.slot, n)
 	mlBuf(&ws.locked, n)
+}
+
+// heaps makes room for the arrays of q FM queues.
+func (ws *mlScratch) heaps(q int) {
+	for len(ws.heapIDs) < q {
+		ws.heapIDs = append(ws.heapIDs, nil)
+		ws.heapKeys = append(ws.heapKeys, nil)
+	}
 }
 
 // mlScratchMaxVertices: a goroutine working on a graph of more vertices

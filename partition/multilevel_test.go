@@ -167,35 +167,53 @@ func mlRing(t testing.TB, n int) *WGraph {
 	return mlFromEdges(t, n, src, dst)
 }
 
-func TestMultilevelMultiConstraint(t *testing.T) {
-	g := mlTestRMAT(t, 14, 1<<17, 7)
+// mlSetWeights gives g the constraints kinds (see MultilevelWeights),
+// with every every-th vertex a training seed.
+func mlSetWeights(t testing.TB, g *WGraph, kinds []string, every int) {
 	n := g.NumVertices()
 	indptr := make([]uint64, n+1)
 	for v := 0; v < n; v++ {
 		indptr[v+1] = uint64(g.Xadj[v+1])
 	}
 	var train []uint32
-	for v := 0; v < n; v += 10 {
+	for v := 0; v < n; v += every {
 		train = append(train, uint32(v))
 	}
-	vwgt, nc, err := MultilevelWeights([]string{"nodes", "edges", "train"}, indptr, train)
+	vwgt, nc, err := MultilevelWeights(kinds, indptr, train)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g.Vwgt, g.Ncon = vwgt, nc
-	for _, k := range []int{2, 4} {
-		_, q := mlRun1(t, g, MultilevelOptions{Parts: k, Seed: 3})
-		// Three constraints leave fewer feasible moves: the bound holds
-		// to within half a percent.
-		for c, b := range q.Balance {
-			if b > 1.035 {
-				t.Errorf("k=%d: constraint %d balance %.4f, want <= 1.035", k, c, b)
+}
+
+// Several constraints are held within the bound, and the cut stays far
+// below what the k-way scheme, which served them before, left. On this
+// graph, seed 3, nodes and train into 2 / 4 / 8 parts: 35.4% / 59.0% /
+// 71.8% of the edges then, 14.6% / 34.0% / 52.1% now; nodes, edges and
+// train into 8 parts: 78.9% with the heaviest part 8.5% over the average
+// then, 72.4% within 1.03 now. The bounds below sit between. The queue
+// per constraint in 2-way FM and the bisections' allowance compounding to
+// the bound (see recursive) keep three constraints within 1.03.
+func TestMultilevelMultiConstraint(t *testing.T) {
+	g := mlTestRMAT(t, 14, 1<<17, 7)
+	for _, tc := range []struct {
+		kinds  []string
+		maxCut [3]float64 // share of edges, into 2 / 4 / 8 parts
+	}{
+		{[]string{"nodes", "train"}, [3]float64{0.25, 0.45, 0.62}},
+		{[]string{"nodes", "edges", "train"}, [3]float64{0.45, 0.65, 0.77}},
+	} {
+		mlSetWeights(t, g, tc.kinds, 10)
+		for i, k := range []int{2, 4, 8} {
+			_, q := mlRun1(t, g, MultilevelOptions{Parts: k, Seed: 3})
+			for c, b := range q.Balance {
+				if b > 1.03+1e-9 {
+					t.Errorf("%v, k=%d: constraint %d balance %.4f, want <= 1.03", tc.kinds, k, c, b)
+				}
 			}
-		}
-		// Random assignment cuts (k-1)/k of the edges; multilevel must do
-		// far better even under three constraints.
-		if frac := float64(q.EdgeCut) / float64(g.NumEdges()); frac > 0.9*float64(k-1)/float64(k) {
-			t.Errorf("k=%d: cut %.3f of edges", k, frac)
+			if frac := float64(q.EdgeCut) / float64(g.NumEdges()); frac > tc.maxCut[i] {
+				t.Errorf("%v, k=%d: cut %.3f of edges, want <= %.2f", tc.kinds, k, frac, tc.maxCut[i])
+			}
 		}
 	}
 }
@@ -375,29 +393,27 @@ func TestMultilevelScratchReuse(t *testing.T) {
 	}
 }
 
-// The k-way scheme keeps a scratch only for graphs of at most
-// mlScratchMaxVertices vertices (it once coarsened a large input with a
-// kept scratch, resident to the end of the run; recursive bisection
-// keeps one per subgraph, see TestMultilevelScratchReuse).
+// Recursive bisection keeps a scratch only for graphs of at most
+// mlScratchMaxVertices vertices: one kept for a large input would stay
+// resident to the end of the run (the k-way scheme once did that); its
+// halves, below the limit, keep theirs (see TestMultilevelScratchReuse).
 func TestMultilevelScratchOnlyForSmallGraphs(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		rows     int
-		parts    int
 		wantKept bool
 	}{
-		{"k-way, large", mlScratchMaxVertices/64 + 1, 16, false},
-		{"k-way, small", 64, 16, true},
+		{"large", mlScratchMaxVertices/64 + 1, false},
+		{"small", 64, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := mlGrid(t, tc.rows, 64)
 			r := &mlRun{ctx: context.Background(), rng: rand.New(rand.NewPCG(3, mlStream)), workers: 1}
-			if _, err := r.kwayScheme(g, tc.parts, 1.03); err != nil {
+			if _, err := r.recursive(g, 2, 1.03); err != nil {
 				t.Fatal(err)
 			}
-			// r.ws may exist for its pool (see mlRun.pool), and the
-			// tries on the coarsest graph keep buffers of its size;
-			// buffers of the input's size are what must not stay.
+			// r.ws may exist for its pool (see mlRun.pool); buffers of
+			// the input's size are what must not stay.
 			if kept := r.ws != nil && cap(r.ws.match) >= g.NumVertices(); kept != tc.wantKept {
 				t.Errorf("%d vertices: scratch kept %v, want %v", g.NumVertices(), kept, tc.wantKept)
 			}
@@ -441,41 +457,32 @@ func TestMultilevelFinalRefinementStrict(t *testing.T) {
 	}
 }
 
-// Under one constraint every part count takes recursive bisection, whose
-// cut on power-law graphs is far below the k-way scheme's (whose own is
-// about gpmetis's); into 16 parts of the 1 M vertex R-MAT graph of
-// perf/metis 0.77 × gpmetis's cut against 1.13 ×. The k-way scheme, which
-// several constraints take, must not depend on the worker count either.
+// Recursive bisection serves every part count and constraint count;
+// into 16 parts it must keep every constraint within the bound and,
+// under several constraints too, not depend on the worker count.
 func TestMultilevelManyParts(t *testing.T) {
 	g := mlTestRMAT(t, 13, 1<<16, 3)
 	const k = 16
-	rb, q := mlRun1(t, g, MultilevelOptions{Parts: k, Seed: 2})
-	if q.Balance[0] > 1.03+1e-9 {
-		t.Errorf("recursive bisection: balance %.4f", q.Balance[0])
+	_, q := mlRun1(t, g, MultilevelOptions{Parts: k, Seed: 2})
+	if q.Balance[0] > 1.03+1e-9 || q.Empty != 0 {
+		t.Errorf("one constraint: balance %.4f, %d empty parts", q.Balance[0], q.Empty)
 	}
+	mlSetWeights(t, g, []string{"nodes", "edges", "train"}, 7)
 	var first []uint32
 	for _, workers := range []int{1, 2, 3} {
-		r := &mlRun{ctx: context.Background(), rng: rand.New(rand.NewPCG(2, mlStream)), workers: workers}
-		where, err := r.kwayScheme(g, k, 1.03)
-		if err != nil {
-			t.Fatal(err)
-		}
+		where, q := mlRun1(t, g, MultilevelOptions{Parts: k, Seed: 2, Workers: workers})
 		if first == nil {
 			first = where
-			q, err := MeasurePartition(g, where, k)
-			if err != nil {
-				t.Fatal(err)
+			for c, b := range q.Balance {
+				if b > 1.03+1e-9 {
+					t.Errorf("three constraints: constraint %d balance %.4f", c, b)
+				}
 			}
-			if q.Balance[0] > 1.03+1e-9 || q.Empty != 0 {
-				t.Errorf("k-way scheme: balance %.4f, %d empty parts", q.Balance[0], q.Empty)
-			}
-			rbCut, kwCut := mlCut(g, rb), mlCut(g, where)
-			t.Logf("cut into %d parts: recursive bisection %d, k-way scheme %d", k, rbCut, kwCut)
-			if float64(rbCut) > 0.95*float64(kwCut) {
-				t.Errorf("recursive bisection cut %d, k-way scheme %d: want at most 0.95 × the k-way cut", rbCut, kwCut)
+			if q.Empty != 0 {
+				t.Errorf("three constraints: %d empty parts", q.Empty)
 			}
 		} else if !slices.Equal(first, where) {
-			t.Fatalf("k-way scheme, workers=%d: assignment differs from workers=1", workers)
+			t.Fatalf("three constraints, workers=%d: assignment differs from workers=1", workers)
 		}
 	}
 }
