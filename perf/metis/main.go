@@ -36,6 +36,7 @@ func main() {
 	childOut := flag.String("out", "", "internal: partition output file")
 	gogc := flag.Int("gogc", 100, "GC percent of the measured child (100 is Go's default)")
 	runs := flag.Int("runs", 1, "runs of each program per row, alternating; the table gives the median time and memory")
+	balance := flag.String("balance", "nodes", "balance constraints of both partitioners: nodes, edges (degree), train (every 10th vertex), comma-separated")
 	flag.Parse()
 	if *child != "" {
 		if err := runChild(*child, *childParts, *seed, *childOut, *gogc); err != nil {
@@ -48,7 +49,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "metis: -runs %d: want at least 1\n", *runs)
 		os.Exit(2)
 	}
-	if err := run(*work, *data, strings.Split(*graphs, ","), *partsFlag, *gpmetis, *seed, *gogc, *runs); err != nil {
+	if err := run(*work, *data, strings.Split(*graphs, ","), *partsFlag, *gpmetis, *seed, *gogc, *runs, strings.Split(*balance, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -77,7 +78,7 @@ func runChild(path string, k int, seed uint64, out string, gogc int) error {
 	t2 := time.Now()
 	fmt.Printf("read %.3f sec\nPartitioning: %.3f sec\n", t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds())
 	if q, err := partition.MeasurePartition(g, parts, k); err == nil {
-		fmt.Printf("edge cut %d (%.2f%% of %d edges)\n", q.EdgeCut, 100*float64(q.EdgeCut)/float64(max(g.NumEdges(), 1)), g.NumEdges())
+		fmt.Printf("edge cut %d (%.2f%% of %d edges), balance %s\n", q.EdgeCut, 100*float64(q.EdgeCut)/float64(max(g.NumEdges(), 1)), g.NumEdges(), balanceText(q.Balance))
 	}
 	return writeParts(out, parts)
 }
@@ -91,7 +92,7 @@ type measured struct {
 	rssMiB float64
 }
 
-func run(work, data string, graphs []string, partsFlag, gpmetis string, seed uint64, gogc, runs int) error {
+func run(work, data string, graphs []string, partsFlag, gpmetis string, seed uint64, gogc, runs int, balance []string) error {
 	var ks []int
 	for _, s := range strings.Split(partsFlag, ",") {
 		k, err := strconv.Atoi(s)
@@ -118,6 +119,12 @@ func run(work, data string, graphs []string, partsFlag, gpmetis string, seed uin
 			return err
 		}
 		file := filepath.Join(work, name+".metis")
+		if !slices.Equal(balance, []string{"nodes"}) {
+			if err := setBalance(g, balance); err != nil {
+				return err
+			}
+			file = filepath.Join(work, name+"."+strings.Join(balance, "-")+".metis")
+		}
 		if err := writeMETIS(file, g); err != nil {
 			return err
 		}
@@ -146,10 +153,10 @@ func run(work, data string, graphs []string, partsFlag, gpmetis string, seed uin
 				return fmt.Errorf("metis: %s into %d parts, ours: %w", name, k, err)
 			}
 			pct := func(x measured) float64 { return 100 * float64(x.q.EdgeCut) / float64(m) }
-			row := fmt.Sprintf("| %s | %d | %d | %d | %.2f | %.2f | %.3f | %d | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %.3f | %.3f | %.3f | %.3f | %.0f | %.0f | %.2f |",
+			row := fmt.Sprintf("| %s | %d | %d | %d | %.2f | %.2f | %.3f | %d | %d | %.3f | %s | %s | %.3f | %.3f | %.2f | %.3f | %.3f | %.3f | %.3f | %.0f | %.0f | %.2f |",
 				name, n, m, k, pct(ours), pct(theirs), ratio(ours.q.EdgeCut, theirs.q.EdgeCut),
 				ours.q.CommVolume, theirs.q.CommVolume, ratio(ours.q.CommVolume, theirs.q.CommVolume),
-				ours.q.Balance[0], theirs.q.Balance[0],
+				balanceText(ours.q.Balance), balanceText(theirs.q.Balance),
 				ours.wall, theirs.wall, ours.wall/theirs.wall, ours.part, theirs.part, ours.cpu, theirs.cpu,
 				ours.rssMiB, theirs.rssMiB, ours.rssMiB/theirs.rssMiB)
 			fmt.Fprintln(os.Stderr, row)
@@ -158,6 +165,36 @@ func run(work, data string, graphs []string, partsFlag, gpmetis string, seed uin
 	}
 	fmt.Println(strings.Join(table, "\n"))
 	return nil
+}
+
+// setBalance gives g the vertex weights of the balance constraints kinds
+// (partition.MultilevelWeights over g's own rows, so "edges" weighs a
+// vertex by its degree), with every 10th vertex a training seed.
+func setBalance(g *partition.WGraph, kinds []string) error {
+	n := g.NumVertices()
+	indptr := make([]uint64, n+1)
+	for v := range n {
+		indptr[v+1] = uint64(g.Xadj[v+1])
+	}
+	var train []uint32
+	for v := 0; v < n; v += 10 {
+		train = append(train, uint32(v))
+	}
+	vwgt, nc, err := partition.MultilevelWeights(kinds, indptr, train)
+	if err != nil {
+		return fmt.Errorf("metis: -balance: %w", err)
+	}
+	g.Vwgt, g.Ncon = vwgt, nc
+	return nil
+}
+
+// balanceText is the balance of every constraint, separated by slashes.
+func balanceText(b []float64) string {
+	parts := make([]string, len(b))
+	for i, x := range b {
+		parts[i] = strconv.FormatFloat(x, 'f', 3, 64)
+	}
+	return strings.Join(parts, "/")
 }
 
 // medianRun is the result of several runs of one program on one row:

@@ -29,3 +29,41 @@ func TestMedianRun(t *testing.T) {
 		t.Errorf("runs with different cuts: err %v, want 'not deterministic'", err)
 	}
 }
+
+func TestSetBalance(t *testing.T) {
+	// A star: vertex 0 joined to 1..11.
+	n := 12
+	g := &partition.WGraph{Xadj: make([]int64, n+1), Ncon: 1}
+	for u := 1; u < n; u++ {
+		g.Adjncy = append(g.Adjncy, uint32(u))
+	}
+	g.Xadj[1] = int64(n - 1)
+	for v := 1; v < n; v++ {
+		g.Adjncy = append(g.Adjncy, 0)
+		g.Xadj[v+1] = g.Xadj[v] + 1
+	}
+	if err := setBalance(g, []string{"nodes", "edges", "train"}); err != nil {
+		t.Fatal(err)
+	}
+	if g.Ncon != 3 || len(g.Vwgt) != 3*n {
+		t.Fatalf("ncon %d, %d weights; want 3, %d", g.Ncon, len(g.Vwgt), 3*n)
+	}
+	for v := range n {
+		deg, train := int64(1), int64(0)
+		if v == 0 {
+			deg = int64(n - 1)
+		}
+		if v%10 == 0 {
+			train = 1
+		}
+		if got := g.Vwgt[3*v : 3*v+3]; got[0] != 1 || got[1] != deg || got[2] != train {
+			t.Errorf("vertex %d: weights %v, want [1 %d %d]", v, got, deg, train)
+		}
+	}
+	if err := setBalance(g, []string{"nodes", "degree"}); err == nil || !strings.Contains(err.Error(), `"degree"`) {
+		t.Errorf("unknown constraint: err %v, want it named", err)
+	}
+	if got := balanceText([]float64{1.0291, 1.03}); got != "1.029/1.030" {
+		t.Errorf("balanceText = %q", got)
+	}
+}
