@@ -74,8 +74,8 @@ func mlPoolCaps[T uint32 | int32](list [][]T) []int {
 }
 
 // The pool recycles the arrays of coarse levels and never those of the
-// caller's graph (levels[0] of every bisection and of the k-way scheme,
-// which two constraints take): Multilevel must leave its input as it was.
+// caller's graph (levels[0] of the top bisection, under one constraint
+// or two): Multilevel must leave its input as it was.
 func TestMultilevelLeavesInput(t *testing.T) {
 	g := mlTestRMAT(t, 13, 1<<16, 21)
 	weighted := mlTestRMAT(t, 13, 1<<17, 22) // over mlPackMinAdj entries
