@@ -68,11 +68,11 @@ func (s *mlKway) underweight(p uint32) bool {
 	return false
 }
 
-// balanced: no part passes (1+tol) × maxw in any constraint.
-func (s *mlKway) balanced(tol float64) bool {
+// balanced: no part passes maxw in any constraint.
+func (s *mlKway) balanced() bool {
 	for p := 0; p < s.k; p++ {
 		for c := 0; c < s.nc; c++ {
-			if float64(s.pw[p*s.nc+c]) > (1+tol)*float64(s.maxw[c]) {
+			if s.pw[p*s.nc+c] > s.maxw[c] {
 				return false
 			}
 		}
@@ -88,7 +88,7 @@ func (s *mlKway) balanced(tol float64) bool {
 func (s *mlKway) drain() {
 	n := s.g.NumVertices()
 	var cands []uint32
-	for round := 0; round < 2 && !s.balanced(0); round++ {
+	for round := 0; round < 2 && !s.balanced(); round++ {
 		cands = cands[:0]
 		for v := 0; v < n; v++ {
 			if (round == 1 || s.ed[v] > 0) && s.overweight(s.where[v], v) {

@@ -52,7 +52,7 @@ func (r *mlRun) drop(l *mlLevel) {
 
 // coarsen contracts g by repeated matching until it has at most
 // coarsenTo vertices or matching stalls. levels[0] is g itself.
-func (r *mlRun) coarsen(g *WGraph, coarsenTo int, stage string) ([]mlLevel, error) {
+func (r *mlRun) coarsen(g *WGraph, coarsenTo int) ([]mlLevel, error) {
 	tot := g.totals()
 	maxv := make([]int64, len(tot))
 	for c, t := range tot {
@@ -116,7 +116,7 @@ func (r *mlRun) coarsen(g *WGraph, coarsenTo int, stage string) ([]mlLevel, erro
 				}
 			}
 		}
-		r.progress.report(stage, int64(len(levels)-1), 0)
+		r.progress.report("multilevel initial", int64(len(levels)-1), 0)
 		if float64(cn) > mlCoarsenFraction*float64(n) {
 			break
 		}

@@ -26,9 +26,9 @@ type mlFM struct {
 	maxw   [2][]float64
 	tot    []int64
 	cut    int64
-	heaps  [2][]mlHeap // per side, a queue per constraint
-	one    [2][1]mlHeap
-	qnum   []uint16 // each vertex's queue; nil under one constraint
+	heaps  [2][]mlHeap  // per side, a queue per constraint
+	one    [2][1]mlHeap // heaps' room under one constraint: no allocation
+	qnum   []uint16     // each vertex's queue; nil under one constraint
 	pos    []int32
 	locked []bool
 }

@@ -230,7 +230,7 @@ func (r *mlRun) recurse(g *WGraph, ids []uint32, k int, base uint32, ub float64,
 // FM at every level. The result lives in r's scratch until the next
 // bisect of r.
 func (r *mlRun) bisect(g *WGraph, frac, ub float64) ([]uint32, error) {
-	levels, err := r.coarsen(g, mlBisectCoarsenTo, "multilevel initial")
+	levels, err := r.coarsen(g, mlBisectCoarsenTo)
 	if err != nil {
 		return nil, err
 	}

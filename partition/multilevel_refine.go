@@ -1,10 +1,10 @@
 package partition
 
-// mlKwayPasses is the most greedy refinement passes per level; a pass
-// that moves nothing ends the level early.
+// mlKwayPasses is the most greedy refinement passes of refineStrict; a
+// pass that moves nothing ends it early.
 const mlKwayPasses = 10
 
-// mlKway is the k-way refinement state of one level: the assignment, the
+// mlKway is the k-way refinement state of an assignment: the assignment, the
 // weight each vertex has to its own part (id) and to others (ed), and the
 // part weights of every constraint.
 //
@@ -85,7 +85,7 @@ const mlDenseMaxParts = 16
 // strictly).
 // Passes stop once one gains less than mlStrictMinGain of the cut.
 func (s *mlKway) refineStrict() error {
-	if !s.balanced(0) {
+	if !s.balanced() {
 		if err := s.optimize(1, true, 0); err != nil {
 			return err
 		}
@@ -93,7 +93,7 @@ func (s *mlKway) refineStrict() error {
 	if err := s.optimize(mlKwayPasses, false, mlStrictMinGain); err != nil {
 		return err
 	}
-	if !s.balanced(0) {
+	if !s.balanced() {
 		s.drain()
 	}
 	return nil
@@ -139,7 +139,7 @@ func (s *mlKway) optimize(passes int, balance bool, minGain float64) error {
 		if err := s.r.ctx.Err(); err != nil {
 			return err
 		}
-		if balance && s.balanced(0) {
+		if balance && s.balanced() {
 			break
 		}
 		cands = cands[:0]
@@ -198,10 +198,10 @@ func (s *mlKway) key(v uint32) int64 { return s.ed[v] - s.id[v] }
 
 // selectRefine is METIS's refinement rule: among the adjacent parts that
 // v can join for a gain >= 0 without passing maxw, take the best
-// connected (then the lightest); move for a positive
-// gain, or for zero gain when v's part is overweight, when it evens the
-// two parts, or on every second vertex (a walk along the plateau that
-// lets later moves find gains). It returns -1 for no move.
+// connected (then the lightest); move for a positive gain, or for zero
+// gain when v's part is overweight, when it evens the two parts, or on
+// every second vertex (a walk along the plateau that lets later moves
+// find gains). It returns -1 for no move.
 func (s *mlKway) selectRefine(v uint32, iter int) int {
 	a := s.where[v]
 	if s.id[v] > 0 && !s.fitsFrom(a, v) {

@@ -439,7 +439,7 @@ func TestMultilevelFinalRefinementStrict(t *testing.T) {
 			before := mlCut(g, where)
 			maxw, minw := mlBounds(g, k, ub)
 			s := newKway(r, g, where, k, maxw, minw)
-			balanced := s.balanced(0)
+			balanced := s.balanced()
 			if err := s.refineStrict(); err != nil {
 				t.Fatal(err)
 			}
