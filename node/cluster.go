@@ -103,6 +103,7 @@ func (n *Node) awaitPeers(ctx context.Context) {
 		}
 		if err.Error() != last {
 			n.log.Error("peers not ready", "err", err)
+			n.status("peers not ready: " + err.Error())
 			last = err.Error()
 		}
 		select {
@@ -116,17 +117,24 @@ func (n *Node) awaitPeers(ctx context.Context) {
 func (n *Node) becomeReady() {
 	n.mesh.ready.Store(true)
 	m := n.graph.Meta()
+	n.log.Info("node ready", "socket", n.cfg.Control.Socket, "part", m.Part, "parts", m.NumParts,
+		"nodes", n.graph.NumNodes(), "edges", n.graph.NumEdges(), "name", n.cfg.Node.Name, "peers", n.peerNames())
+	n.status(fmt.Sprintf("serving part %d of %d (%d nodes, %d edges) on %s", m.Part, m.NumParts,
+		n.graph.NumNodes(), n.graph.NumEdges(), n.cfg.Control.Socket))
+	if n.OnReady != nil {
+		n.OnReady()
+	}
+}
+
+// peerNames lists the other parts' peers as part=name@addr.
+func (n *Node) peerNames() []string {
 	peers := make([]string, 0, len(n.cfg.Mesh.Peers))
 	for _, p := range n.cfg.Mesh.Peers {
 		if p.Part != n.cfg.Node.Part {
 			peers = append(peers, fmt.Sprintf("%d=%s@%s", p.Part, p.Name, p.Addr))
 		}
 	}
-	n.log.Info("node ready", "socket", n.cfg.Control.Socket, "part", m.Part, "parts", m.NumParts,
-		"nodes", n.graph.NumNodes(), "edges", n.graph.NumEdges(), "name", n.cfg.Node.Name, "peers", peers)
-	if n.OnReady != nil {
-		n.OnReady()
-	}
+	return peers
 }
 
 // globalSplit is the split over every part: this part's ids and each

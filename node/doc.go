@@ -23,7 +23,9 @@
 //     handshake (whatever the start order; refusals are logged and asked
 //     again every 2 s), then logs "node ready" with the peers, sets
 //     stats' ready and calls OnReady (systemd READY=1). Without a mesh
-//     that happens at once.
+//     that happens at once. OnStatus hears each change of what the node
+//     is doing (waiting for which peers, why they refuse, serving,
+//     draining, writing the checkpoint): systemd's STATUS= lines.
 //  4. Each connection may open loaders. open_loader is checked against the
 //     partition set (seeds, worst-case record against ring size),
 //     then the node creates the ring (mode 0600, or 0660 with a group) and

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -49,6 +50,11 @@ type Node struct {
 	// OnReady, when set, is called once the socket accepts trainers and
 	// every mesh peer has answered the handshake (systemd's READY=1).
 	OnReady func()
+	// OnStatus, when set, is called with a one-line description of what
+	// the node is doing whenever that changes: waiting for peers (and
+	// why they are not ready), serving, draining, writing a checkpoint
+	// (systemd's STATUS=, shown by systemctl status).
+	OnStatus func(status string)
 
 	started  time.Time
 	maxDeg   int // largest degree in the partition, bounds fanout -1
@@ -61,6 +67,13 @@ type Node struct {
 		loaders  map[uint64]*loader
 		nextID   uint64
 		draining bool
+	}
+}
+
+// status reports what the node does now to OnStatus.
+func (n *Node) status(s string) {
+	if n.OnStatus != nil {
+		n.OnStatus(s)
 	}
 }
 
@@ -188,6 +201,9 @@ func (n *Node) Run(ctx context.Context) error {
 		attrs = append(attrs, "mesh", n.mesh.srv.Addr().String(), "cluster", n.cfg.Mesh.Cluster)
 	}
 	n.log.Info("serving", attrs...)
+	if n.mesh.cli != nil {
+		n.status("waiting for peers " + strings.Join(n.peerNames(), ", "))
+	}
 	readyCtx, stopReady := context.WithCancel(ctx)
 	var readyDone sync.WaitGroup
 	readyDone.Go(func() { n.awaitPeers(readyCtx) })
@@ -223,6 +239,7 @@ func (n *Node) Run(ctx context.Context) error {
 	var saveErr error
 	if n.cfg.saveOnExit() {
 		// Trainers are gone: the shards hold their last complete steps.
+		n.status("stopping: writing the kv checkpoint to " + n.cfg.KV.CheckpointDir)
 		if info, err := n.kv.save(context.Background(), false); err != nil {
 			// The previous checkpoint is intact (kv.Store.Save), but
 			// what was trained since is lost: the exit status says so.
@@ -296,7 +313,10 @@ func (n *Node) drain() {
 	}
 	n.mu.Unlock()
 	if len(ls) > 0 {
+		n.status(fmt.Sprintf("stopping: draining %d loaders", len(ls)))
 		n.log.Info("draining", "loaders", len(ls))
+	} else {
+		n.status("stopping")
 	}
 	var wg sync.WaitGroup
 	for _, l := range ls {

@@ -24,6 +24,7 @@ type demoCluster struct {
 	exe     string
 	work    string
 	ringDir string
+	configs []string
 	sockets []string
 	logs    []string
 	procs   []*exec.Cmd
@@ -43,6 +44,21 @@ func freeUDP() (string, error) {
 // startDemoCluster writes certificates and configs and starts one node
 // per part; it returns once every node reports ready.
 func startDemoCluster(ctx context.Context, exe, work, parts string, n int, ringSize string, workers int) (*demoCluster, error) {
+	c, err := newDemoCluster(exe, work, parts, n, ringSize, workers)
+	if err != nil {
+		return c, err
+	}
+	for i := range n {
+		if err := c.start(i, nil); err != nil {
+			return c, err
+		}
+	}
+	return c, c.waitReady(ctx, 60*time.Second)
+}
+
+// newDemoCluster writes the certificates and one node.toml per part of
+// a cluster on loopback; start starts its nodes.
+func newDemoCluster(exe, work, parts string, n int, ringSize string, workers int) (*demoCluster, error) {
 	c := &demoCluster{exe: exe, work: work}
 	var err error
 	if c.ringDir, err = os.MkdirTemp("/dev/shm", "graphnode-demo-"); err != nil {
@@ -92,34 +108,44 @@ format = "text"
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			return c, err
 		}
-		logPath := filepath.Join(work, names[i]+".log")
-		logf, err := os.Create(logPath)
-		if err != nil {
-			return c, err
-		}
-		cmd := exec.Command(exe, "run", "-c", path)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		// Pdeathsig: a node never outlives the demo, even when it is killed.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			logf.Close()
-			return c, fmt.Errorf("start %s: %w", names[i], err)
-		}
-		logf.Close()
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		c.configs = append(c.configs, path)
 		c.sockets = append(c.sockets, sock)
-		c.logs = append(c.logs, logPath)
-		c.procs = append(c.procs, cmd)
-		c.exited = append(c.exited, done)
+		c.logs = append(c.logs, filepath.Join(work, names[i]+".log"))
+		c.procs = append(c.procs, nil)
+		c.exited = append(c.exited, nil)
 	}
-	return c, c.waitReady(ctx, 60*time.Second)
+	return c, nil
 }
 
-// waitReady polls every node's stats until it is ready.
+// start starts node i (`node run -c` its config, output to its log) with
+// env added to this process's environment.
+func (c *demoCluster) start(i int, env []string) error {
+	logf, err := os.Create(c.logs[i])
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(c.exe, "run", "-c", c.configs[i])
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), env...)
+	// Pdeathsig: a node never outlives the demo, even when it is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start node%d: %w", i, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	c.procs[i], c.exited[i] = cmd, done
+	return nil
+}
+
+// waitReady polls every started node's stats until it is ready.
 func (c *demoCluster) waitReady(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for i, sock := range c.sockets {
+		if c.procs[i] == nil {
+			continue
+		}
 		for {
 			select {
 			case err := <-c.exited[i]:
@@ -162,10 +188,15 @@ func (c *demoCluster) stats(ctx context.Context) ([]*control.Stats, error) {
 // directory. It reports what it found left in the ring directory.
 func (c *demoCluster) stop() error {
 	for _, p := range c.procs {
-		p.Process.Signal(syscall.SIGTERM)
+		if p != nil {
+			p.Process.Signal(syscall.SIGTERM)
+		}
 	}
 	var errs []error
 	for i, p := range c.procs {
+		if p == nil {
+			continue // never started
+		}
 		select {
 		case err := <-c.exited[i]:
 			if err != nil {

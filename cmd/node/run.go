@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 
 	"golang.org/x/term"
 
@@ -39,7 +40,11 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	defer n.Close()
-	n.OnReady = func() { sdNotify("READY=1") }
+	sd := newNotifier(log)
+	n.OnStatus = func(status string) { sd.send("STATUS=" + status) }
+	n.OnReady = func() { sd.send("READY=1") }
+	stopped := context.AfterFunc(ctx, func() { sd.send("STOPPING=1") })
+	defer stopped()
 	return n.Run(ctx)
 }
 
@@ -64,20 +69,51 @@ func newHandler(w io.Writer, level slog.Level, format string) slog.Handler {
 	return slog.NewTextHandler(w, opts)
 }
 
-// sdNotify tells systemd (Type=notify) the service's state. Outside
-// systemd NOTIFY_SOCKET is unset and it does nothing.
-func sdNotify(state string) {
-	addr := os.Getenv("NOTIFY_SOCKET")
-	if addr == "" {
+// notifier tells systemd (Type=notify, see deploy/systemd) the service's
+// state: READY=1 once trainers can connect and every peer answered,
+// STOPPING=1 when SIGTERM starts the drain, STATUS= lines for systemctl
+// status. Outside systemd NOTIFY_SOCKET is unset and it sends nothing.
+// A message that cannot be sent is logged (the first failure as an
+// error: systemd waiting for READY=1 would otherwise time the start out
+// without a word from us), and the node goes on serving.
+type notifier struct {
+	addr   string
+	log    *slog.Logger
+	mu     sync.Mutex
+	failed bool
+}
+
+func newNotifier(log *slog.Logger) *notifier {
+	return &notifier{addr: os.Getenv("NOTIFY_SOCKET"), log: log}
+}
+
+func (sd *notifier) send(state string) {
+	if sd.addr == "" {
 		return
 	}
+	sd.mu.Lock()
+	defer sd.mu.Unlock()
+	if err := sdNotify(sd.addr, state); err != nil {
+		if !sd.failed {
+			sd.log.Error("systemd notification failed: systemd will not see this node's state", "NOTIFY_SOCKET", sd.addr, "state", state, "err", err)
+		} else {
+			sd.log.Debug("systemd notification failed", "state", state, "err", err)
+		}
+		sd.failed = true
+	}
+}
+
+// sdNotify sends one datagram of state to systemd's notification socket
+// addr (a path, or an abstract name starting with '@').
+func sdNotify(addr, state string) error {
 	if addr[0] == '@' {
-		addr = "\x00" + addr[1:] // abstract socket
+		addr = "\x00" + addr[1:]
 	}
 	c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: addr, Net: "unixgram"})
 	if err != nil {
-		return
+		return err
 	}
 	defer c.Close()
-	c.Write([]byte(state))
+	_, err = c.Write([]byte(state))
+	return err
 }

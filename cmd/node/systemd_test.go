@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bufio"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"graphnode/node"
+)
+
+const unitFile = "../../deploy/systemd/graphnode.service"
+
+// readUnit parses a systemd unit file into section -> key -> values (a
+// key may repeat). It refuses lines it cannot read.
+func readUnit(t *testing.T, path string) map[string]map[string][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	unit := map[string]map[string][]string{}
+	section := ""
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		l := strings.TrimSpace(sc.Text())
+		switch {
+		case l == "" || l[0] == '#' || l[0] == ';':
+		case l[0] == '[' && l[len(l)-1] == ']':
+			section = l[1 : len(l)-1]
+			unit[section] = map[string][]string{}
+		default:
+			k, v, ok := strings.Cut(l, "=")
+			if !ok || section == "" {
+				t.Fatalf("%s:%d: not a key=value line in a section: %q", path, line, l)
+			}
+			unit[section][k] = append(unit[section][k], v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return unit
+}
+
+// TestSystemdUnit holds deploy/systemd/graphnode.service to what the
+// daemon does and to node.toml.example's paths: Type=notify (the node
+// sends READY=1), SIGTERM to the node alone (it drains its samplers), a
+// writable directory for the control socket and for kv checkpoints, and
+// no sandboxing that would hide /dev/shm's rings from trainers. Where
+// systemd-analyze is installed (.ci/run installs it), it must verify the
+// unit without a warning.
+func TestSystemdUnit(t *testing.T) {
+	unit := readUnit(t, unitFile)
+	svc := unit["Service"]
+	one := func(key string) string {
+		t.Helper()
+		if len(svc[key]) != 1 {
+			t.Fatalf("[Service] %s: %q, want one value", key, svc[key])
+		}
+		return svc[key][0]
+	}
+	for key, want := range map[string]string{
+		"Type": "notify", "NotifyAccess": "main", "KillMode": "mixed", "KillSignal": "SIGTERM",
+		"ExecStart": "/usr/local/bin/node run -c /etc/graphnode/node.toml",
+		"User":      "graphnode", "Group": "graphnode", "ProtectSystem": "strict",
+	} {
+		if got := one(key); got != want {
+			t.Errorf("[Service] %s=%s, want %s", key, got, want)
+		}
+	}
+	for key, why := range map[string]string{
+		"PrivateDevices": "a private /dev/shm hides the rings from trainers",
+		"PrivateIPC":     "a private IPC namespace hides the rings from trainers",
+		"RemoveIPC":      "it removes ring files trainers may still map",
+		"ExecReload":     "the node does not handle SIGHUP: a reload would kill it",
+	} {
+		if v, ok := svc[key]; ok {
+			t.Errorf("[Service] %s=%s: %s", key, v[0], why)
+		}
+	}
+	if stop, err := time.ParseDuration(strings.ReplaceAll(one("TimeoutStopSec"), "min", "m")); err != nil || stop < time.Minute {
+		t.Errorf("TimeoutStopSec=%s (%v): want at least a minute for the drain and the kv checkpoint", one("TimeoutStopSec"), err)
+	}
+	if got := unit["Install"]["WantedBy"]; !slices.Equal(got, []string{"multi-user.target"}) {
+		t.Errorf("[Install] WantedBy=%q", got)
+	}
+
+	// The example configuration's paths are where the sandbox lets the
+	// node write: /run/<RuntimeDirectory>, /var/lib/<StateDirectory>.
+	var cfg node.Config
+	if _, err := toml.DecodeFile("../../node.toml.example", &cfg); err != nil {
+		t.Fatal(err)
+	}
+	writable := map[string]bool{}
+	for _, d := range strings.Fields(one("RuntimeDirectory")) {
+		writable[filepath.Join("/run", d)] = true
+	}
+	for _, d := range strings.Fields(one("StateDirectory")) {
+		writable[filepath.Join("/var/lib", d)] = true
+	}
+	if d := filepath.Dir(cfg.Control.Socket); !writable[d] {
+		t.Errorf("node.toml.example's control.socket %s: directory %s is not a RuntimeDirectory or StateDirectory of the unit (%v)", cfg.Control.Socket, d, writable)
+	}
+	if d := cfg.KV.CheckpointDir; !writable[d] {
+		t.Errorf("node.toml.example's kv.checkpoint_dir %s is not a RuntimeDirectory or StateDirectory of the unit (%v)", d, writable)
+	}
+	if cfg.Rings.Dir != "" && cfg.Rings.Dir != "/dev/shm" {
+		t.Errorf("node.toml.example's rings.dir %s: the unit leaves only /dev/shm writable for rings", cfg.Rings.Dir)
+	}
+
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze not installed: the unit's syntax is not verified")
+	}
+	// verify wants ExecStart's program to exist: point it at a built node.
+	body, err := os.ReadFile(unitFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyPath := filepath.Join(t.TempDir(), "graphnode.service")
+	body = []byte(strings.Replace(string(body), "/usr/local/bin/node", nodeBinary(t), 1))
+	if err := os.WriteFile(copyPath, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(analyze, "verify", "--man=no", copyPath).CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// notifySocket listens where a test's node sends systemd notifications.
+type notifySocket struct {
+	path string
+	conn *net.UnixConn
+	got  []string // every message so far
+}
+
+func newNotifySocket(t *testing.T) *notifySocket {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "notify.sock")
+	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &notifySocket{path: path, conn: c}
+}
+
+// await reads messages until one satisfies ok or limit passes; it
+// returns that message, or "" at the limit.
+func (s *notifySocket) await(t *testing.T, limit time.Duration, ok func(string) bool) string {
+	t.Helper()
+	buf := make([]byte, 4096)
+	deadline := time.Now().Add(limit)
+	for {
+		s.conn.SetReadDeadline(deadline)
+		n, err := s.conn.Read(buf)
+		if err != nil {
+			if ne, isNet := err.(net.Error); isNet && ne.Timeout() {
+				return ""
+			}
+			t.Fatal(err)
+		}
+		m := string(buf[:n])
+		s.got = append(s.got, m)
+		if ok(m) {
+			return m
+		}
+	}
+}
+
+func prefix(p string) func(string) bool {
+	return func(m string) bool { return strings.HasPrefix(m, p) }
+}
+
+// TestRunNotifiesSystemd starts node 0 of a two-node cluster under a fake
+// systemd: it says which peer it waits for and is not ready while its
+// peer is down; once node 1 runs it sends READY=1 with a status naming
+// its part, and SIGTERM makes it send STOPPING=1 and exit 0. Node 1 is
+// given a NOTIFY_SOCKET nobody listens on: it logs that systemd cannot
+// be told, and serves all the same.
+func TestRunNotifiesSystemd(t *testing.T) {
+	bin := nodeBinary(t)
+	parts := filepath.Join(t.TempDir(), "parts")
+	if out, err := exec.Command(bin, "partition", "--input", writeEdgeList(t, 40), "--format", "edgelist",
+		"--undirected", "--self-loops", "drop", "--parts", "2", "--method", "random", "-o", parts).CombinedOutput(); err != nil {
+		t.Fatalf("partition: %v\n%s", err, out)
+	}
+	cl, err := newDemoCluster(bin, t.TempDir(), parts, 2, "16MB", 1)
+	t.Cleanup(func() {
+		if err := cl.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd := newNotifySocket(t)
+	if err := cl.start(0, []string{"NOTIFY_SOCKET=" + sd.path}); err != nil {
+		t.Fatal(err)
+	}
+	if m := sd.await(t, 20*time.Second, prefix("STATUS=waiting for peers")); !strings.Contains(m, "1=node1@127.0.0.1:") {
+		t.Fatalf("no status naming the peer waited for; messages %q, log:\n%s", sd.got, tail(cl.logs[0]))
+	}
+	if m := sd.await(t, time.Second, prefix("READY=1")); m != "" {
+		t.Fatalf("READY=1 while peer node1 is down; messages %q", sd.got)
+	}
+
+	if err := cl.start(1, []string{"NOTIFY_SOCKET=" + filepath.Join(t.TempDir(), "nobody.sock")}); err != nil {
+		t.Fatal(err)
+	}
+	if m := sd.await(t, 30*time.Second, prefix("READY=1")); m == "" {
+		t.Fatalf("no READY=1 after node1 started; messages %q, log:\n%s", sd.got, tail(cl.logs[0]))
+	}
+	i := slices.IndexFunc(sd.got, prefix("STATUS=serving part 0 of 2 "))
+	if i < 0 || i != len(sd.got)-2 || !strings.Contains(sd.got[i], cl.sockets[0]) {
+		t.Errorf("want the status naming part 0 and its socket just before READY=1; messages %q", sd.got)
+	}
+	if err := cl.waitReady(t.Context(), 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if log := tail(cl.logs[1]); !strings.Contains(log, "systemd notification failed") || !strings.Contains(log, "nobody.sock") {
+		t.Errorf("node1's log does not say that systemd could not be told:\n%s", log)
+	}
+
+	if err := cl.procs[0].Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if m := sd.await(t, 15*time.Second, prefix("STOPPING=1")); m == "" {
+		t.Fatalf("no STOPPING=1 after SIGTERM; messages %q", sd.got)
+	}
+	select {
+	case err := <-cl.exited[0]:
+		if err != nil {
+			t.Fatalf("node0 after SIGTERM: %v, log:\n%s", err, tail(cl.logs[0]))
+		}
+		cl.exited[0] <- nil // for cl.stop
+	case <-time.After(15 * time.Second):
+		t.Fatal("node0 did not exit within 15 s of SIGTERM")
+	}
+	if !slices.ContainsFunc(sd.got, prefix("STATUS=stopping")) && sd.await(t, time.Second, prefix("STATUS=stopping")) == "" {
+		t.Errorf("no stopping status; messages %q", sd.got)
+	}
+}
