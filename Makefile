@@ -9,8 +9,15 @@ export CGO_ENABLED ?= 0
 
 all: build
 
+# The commit `node version` prints (with +modified for uncommitted
+# changes to tracked files); empty outside a git checkout.
+COMMIT  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+ifneq ($(COMMIT),)
+COMMIT  := $(COMMIT)$(shell git diff --quiet HEAD -- 2>/dev/null || echo +modified)
+endif
+
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/node
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.commit=$(COMMIT)" -o $(BIN) ./cmd/node
 
 # The embedded default: a two-node cluster on loopback over a generated
 # stochastic block model graph, trained with the built-in GraphSAGE

@@ -10,11 +10,16 @@ import (
 	"path/filepath"
 )
 
+// Checkpoint format version written by this package. Load accepts any
+// minor version of CheckpointMajor and refuses every other major version.
+const (
+	CheckpointMajor = 1
+	CheckpointMinor = 0
+)
+
 // Checkpoint file layout (see the diagram in doc.go).
 const (
 	ckMagic     = "GNODEKVT"
-	ckMajor     = 1
-	ckMinor     = 0
 	ckHeaderLen = 192 // fixed header region; the body starts here
 	ckHeaderCRC = 168 // offset of the header CRC
 	flagState   = 1   // optimiser state follows the rows
@@ -44,8 +49,8 @@ func (t *table) header(part int) []byte {
 	s := &t.spec
 	h := make([]byte, 0, ckHeaderLen)
 	h = append(h, ckMagic...)
-	h = le.AppendUint16(h, ckMajor)
-	h = le.AppendUint16(h, ckMinor)
+	h = le.AppendUint16(h, CheckpointMajor)
+	h = le.AppendUint16(h, CheckpointMinor)
 	var flags uint32
 	if s.Opt.hasState() {
 		flags |= flagState

@@ -62,8 +62,8 @@ func (t *table) load(dir string, part int) error {
 	if string(h[:8]) != ckMagic {
 		return fail(ErrCorrupt, "magic %q, want %q", h[:8], ckMagic)
 	}
-	if major := le.Uint16(h[8:]); major != ckMajor {
-		return fail(ErrVersion, "major version %d, this build reads %d", major, ckMajor)
+	if major := le.Uint16(h[8:]); major != CheckpointMajor {
+		return fail(ErrVersion, "major version %d, this build reads %d", major, CheckpointMajor)
 	}
 	if got, want := le.Uint32(h[ckHeaderCRC:]), crc32.Checksum(h[:ckHeaderCRC], crcTable()); got != want {
 		return fail(ErrCorrupt, "header CRC %08x, computed %08x", got, want)

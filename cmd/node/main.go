@@ -51,6 +51,7 @@ func commands() map[string]command {
 		"cert":      {"create the cluster CA and node certificates for the mesh (cert init)", runCert},
 		"train":     {"train GraphSAGE on the cluster: batches from this host's node, gradients averaged in kv", runTrain},
 		"demo":      {"train GraphSAGE on a two-node cluster on loopback over a generated graph", runDemo},
+		"version":   {"print the build (commit) and the version of every file format and protocol", runVersion},
 	}
 }
 
@@ -76,6 +77,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 			return 2
 		}
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = append([]string{"version"}, args[1:]...)
 	}
 	c, ok := cmds[args[0]]
 	if !ok {

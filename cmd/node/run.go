@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/debug"
 	"sync"
 
 	"golang.org/x/term"
@@ -35,6 +36,8 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	cfg.Log.Format = resolveLogFormat(cfg.Log.Format, a.stderr)
 	level, _ := node.ParseLevel(cfg.Log.Level)
 	log := slog.New(newHandler(a.stderr, level, cfg.Log.Format))
+	info, _ := debug.ReadBuildInfo()
+	log.Info("starting", "config", *path, "build", buildVersion(info, commit))
 	n, err := node.New(cfg, log)
 	if err != nil {
 		return err
