@@ -135,6 +135,15 @@ func (c *Config) fillDefaults(defined func(key string) bool) {
 	num("samplers.max_loaders", &c.Samplers.MaxLoaders, DefaultMaxLoaders)
 }
 
+// unknownKeyHint explains an unknown key that DESIGN.md describes but
+// this build does not have, so that the error says more than "unknown".
+func unknownKeyHint(k toml.Key) string {
+	if len(k) == 1 && k[0] == "cache" {
+		return ": this build has no [cache] table (no GPU tier for the hot-node cache); the cached rows of other parts come from each part file's cache section (node partition --cache-ratio) with no setting here"
+	}
+	return ""
+}
+
 // LoadConfig reads a node.toml, refuses unknown keys, fills defaults and
 // validates. Every problem is reported, each on its own line prefixed
 // with the file name; the Config is returned even when invalid so that
@@ -147,7 +156,7 @@ func LoadConfig(path string) (Config, error) {
 	}
 	var problems []error
 	for _, k := range md.Undecoded() {
-		problems = append(problems, configError(fmt.Sprintf("%s: unknown key %q", path, k.String())))
+		problems = append(problems, configError(fmt.Sprintf("%s: unknown key %q%s", path, k.String(), unknownKeyHint(k))))
 	}
 	if !md.IsDefined("version") {
 		problems = append(problems, configError(fmt.Sprintf("%s: version: missing (want version = %d)", path, ConfigVersion)))

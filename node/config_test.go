@@ -96,6 +96,8 @@ listen = "nowhere"
 [log]
 level = "loud"
 format = "xml"
+[cache]
+device = "cuda:0"
 `)
 	_, err := LoadConfig(path)
 	if !errors.Is(err, ErrConfig) {
@@ -103,7 +105,7 @@ format = "xml"
 	}
 	lines := strings.Split(err.Error(), "\n")
 	wantKeys := []string{
-		`unknown key "samplers.wrkers"`, "version:", "node.parts:", "node.part:", "control.socket:",
+		`unknown key "samplers.wrkers"`, `unknown key "cache": this build has no [cache] table`, `unknown key "cache.device"`, "version:", "node.parts:", "node.part:", "control.socket:",
 		"control.mode:", "control.group:", "rings.dir:", "rings.size:", "samplers.workers:",
 		"samplers.concurrency:", "samplers.max_loaders:", "samplers.drain_timeout:", "metrics.listen:", "log.level:", "log.format:",
 	}
