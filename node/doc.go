@@ -25,7 +25,8 @@
 //     stats' ready and calls OnReady (systemd READY=1). Without a mesh
 //     that happens at once. OnStatus hears each change of what the node
 //     is doing (waiting for which peers, why they refuse, serving,
-//     draining, writing the checkpoint): systemd's STATUS= lines.
+//     draining, writing the checkpoint): systemd's STATUS= lines;
+//     OnStopping hears that the shutdown begins (STOPPING=1).
 //  4. Each connection may open loaders. open_loader is checked against the
 //     partition set (seeds, worst-case record against ring size),
 //     then the node creates the ring (mode 0600, or 0660 with a group) and

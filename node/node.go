@@ -55,6 +55,10 @@ type Node struct {
 	// why they are not ready), serving, draining, writing a checkpoint
 	// (systemd's STATUS=, shown by systemctl status).
 	OnStatus func(status string)
+	// OnStopping, when set, is called once when Run starts to shut down
+	// (its context ended, or the socket failed), before the drain
+	// (systemd's STOPPING=1).
+	OnStopping func()
 
 	started  time.Time
 	maxDeg   int // largest degree in the partition, bounds fanout -1
@@ -232,6 +236,9 @@ func (n *Node) Run(ctx context.Context) error {
 			defer conns.Done()
 			n.serveConn(connCtx, c.(*net.UnixConn))
 		}()
+	}
+	if n.OnStopping != nil {
+		n.OnStopping()
 	}
 	n.drain()
 	stopConns()

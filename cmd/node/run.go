@@ -46,8 +46,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	sd := newNotifier(log)
 	n.OnStatus = func(status string) { sd.send("STATUS=" + status) }
 	n.OnReady = func() { sd.send("READY=1") }
-	stopped := context.AfterFunc(ctx, func() { sd.send("STOPPING=1") })
-	defer stopped()
+	n.OnStopping = func() { sd.send("STOPPING=1") }
 	return n.Run(ctx)
 }
 
