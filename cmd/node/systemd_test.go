@@ -71,7 +71,7 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	for key, want := range map[string]string{
 		"Type": "notify", "NotifyAccess": "main", "KillMode": "mixed", "KillSignal": "SIGTERM",
-		"ExecStart": "/usr/local/bin/node run -c /etc/graphnode/node.toml",
+		"ExecStart": "/opt/graphnode/bin/node run -c /etc/graphnode/node.toml",
 		"User":      "graphnode", "Group": "graphnode", "ProtectSystem": "strict",
 	} {
 		if got := one(key); got != want {
@@ -128,7 +128,7 @@ func TestSystemdUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	copyPath := filepath.Join(t.TempDir(), "graphnode.service")
-	body = []byte(strings.Replace(string(body), "/usr/local/bin/node", nodeBinary(t), 1))
+	body = []byte(strings.Replace(string(body), "/opt/graphnode/bin/node", nodeBinary(t), 1))
 	if err := os.WriteFile(copyPath, body, 0o644); err != nil {
 		t.Fatal(err)
 	}
