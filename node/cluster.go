@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,6 +92,7 @@ func (n *Node) awaitPeers(ctx context.Context) {
 		n.becomeReady()
 		return
 	}
+	n.status("waiting for peers " + strings.Join(n.peerNames(), ", "))
 	var last string
 	for {
 		err := n.mesh.cli.WaitReady(ctx)

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -205,9 +204,6 @@ func (n *Node) Run(ctx context.Context) error {
 		attrs = append(attrs, "mesh", n.mesh.srv.Addr().String(), "cluster", n.cfg.Mesh.Cluster)
 	}
 	n.log.Info("serving", attrs...)
-	if n.mesh.cli != nil {
-		n.status("waiting for peers " + strings.Join(n.peerNames(), ", "))
-	}
 	readyCtx, stopReady := context.WithCancel(ctx)
 	var readyDone sync.WaitGroup
 	readyDone.Go(func() { n.awaitPeers(readyCtx) })

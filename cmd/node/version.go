@@ -46,17 +46,19 @@ func runVersion(ctx context.Context, a *app, args []string) error {
 // linked (the Makefile's commit), and the formats of this build.
 func writeVersion(w io.Writer, info *debug.BuildInfo, linked string) {
 	fmt.Fprintf(w, "node (graphnode) %s\n", buildVersion(info, linked))
-	cgo := "static, CGO_ENABLED=0"
-	goVersion := runtime.Version()
+	cgo := "CGO_ENABLED not recorded"
 	if info != nil {
-		goVersion = info.GoVersion
 		for _, s := range info.Settings {
-			if s.Key == "CGO_ENABLED" && s.Value == "1" {
-				cgo = "CGO_ENABLED=1"
+			switch {
+			case s.Key != "CGO_ENABLED":
+			case s.Value == "0":
+				cgo = "static, CGO_ENABLED=0"
+			default:
+				cgo = "CGO_ENABLED=" + s.Value
 			}
 		}
 	}
-	fmt.Fprintf(w, "built with %s for %s/%s (%s)\n", goVersion, runtime.GOOS, runtime.GOARCH, cgo)
+	fmt.Fprintf(w, "built with %s for %s/%s (%s)\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, cgo)
 	fmt.Fprintf(w, "formats and protocols (a reader refuses another major version):\n")
 	for _, f := range []struct{ what, version string }{
 		{"node.toml", fmt.Sprintf("version = %d", node.ConfigVersion)},
