@@ -76,46 +76,65 @@ func (t *table) header(part int) []byte {
 	return h[:ckHeaderLen] // zero padding up to the body
 }
 
-// Save writes one checkpoint file per table shard into dir in two
-// phases: every table goes to a temporary file that is fsynced, and only
-// when all are written are they renamed into place, followed by a
-// directory fsync. A failure while writing (a full disk) removes the
-// temporaries and leaves the previous checkpoint whole, never some
-// tables new and some old; renames need no space. Each table is written
-// under its exclusive lock, so each file is one consistent snapshot;
-// pushes to that table wait meanwhile.
+// Save writes one checkpoint file per table shard into dir as one
+// atomic step: every table goes to a temporary file that is fsynced, then
+// a save journal naming them is committed (see journal.go), and only then
+// are they renamed into place, followed by a directory fsync and the
+// journal's removal. A failure while writing (a full disk) removes the
+// temporaries and leaves the previous checkpoint whole; a crash after the
+// commit is finished by the next Save, Load or Recover; so a checkpoint is
+// never some tables new and some old. Each table is written under its
+// exclusive lock, so each file is one consistent snapshot; pushes to that
+// table wait meanwhile.
 func (s *Store) Save(dir string) error {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	if _, err := recoverSave("save", dir, s.part); err != nil {
+		return err
+	}
+	ents, err := s.writeAll(dir)
+	if err != nil {
+		return err
+	}
+	if err := commitJournal(dir, s.part, ents); err != nil {
+		removeTemps(dir, ents)
+		return err
+	}
+	if err := applyJournal(dir, s.part, ents); err != nil {
+		return fmt.Errorf("kv: save: %w", err)
+	}
+	return nil
+}
+
+// writeAll writes every table of s to its temporary file in dir and
+// returns the journal entries that put them in place. On an error it
+// removes the temporaries it wrote.
+func (s *Store) writeAll(dir string) ([]journalEntry, error) {
 	set := s.set.Load()
-	tmps := make([]string, len(set.names))
-	defer func() {
-		for _, tmp := range tmps {
-			if tmp != "" {
-				os.Remove(tmp)
-			}
-		}
-	}()
-	for i, name := range set.names {
+	ents := make([]journalEntry, 0, len(set.names))
+	for _, name := range set.names {
 		tmp, err := set.tables[name].write(dir, s.part)
 		if err != nil {
-			return err
+			removeTemps(dir, ents)
+			return nil, err
 		}
-		tmps[i] = tmp
+		ents = append(ents, journalEntry{tmp: filepath.Base(tmp), final: FileName(name, s.part)})
 	}
-	for i, name := range set.names {
-		path := filepath.Join(dir, FileName(name, s.part))
-		if err := os.Rename(tmps[i], path); err != nil {
-			return fmt.Errorf("kv: save %s: %w", path, err)
-		}
-		tmps[i] = ""
+	return ents, nil
+}
+
+// removeTemps removes the temporary files of ents.
+func removeTemps(dir string, ents []journalEntry) {
+	for _, e := range ents {
+		os.Remove(filepath.Join(dir, e.tmp))
 	}
-	return syncDir(dir)
 }
 
 // write writes t's shard of part to a new temporary file in dir, fsynced
 // and closed, and returns its name.
 func (t *table) write(dir string, part int) (_ string, err error) {
 	path := filepath.Join(dir, FileName(t.spec.Name, part))
-	f, err := os.CreateTemp(dir, "."+FileName(t.spec.Name, part)+".tmp-*")
+	f, err := os.CreateTemp(dir, tempPrefix(FileName(t.spec.Name, part))+"*")
 	if err != nil {
 		return "", fmt.Errorf("kv: save %s: %w", path, err)
 	}
@@ -217,11 +236,11 @@ func (t *table) sections() []section {
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("kv: save %s: %w", dir, err)
+		return err
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil {
-		return fmt.Errorf("kv: save %s: fsync directory: %w", dir, err)
+		return fmt.Errorf("fsync directory %s: %w", dir, err)
 	}
 	return nil
 }

@@ -91,8 +91,15 @@
 //
 // # Checkpoint files
 //
-// Save writes <table>.part<K>.kvt per table into dir: temporary file,
-// fsync, rename, then one fsync of dir. Load refuses a file whose magic,
+// Save writes <table>.part<K>.kvt per table into dir as one atomic step:
+// every table to a fsynced temporary file, then the save journal
+// part<K>.kvsave naming them (written, fsynced and renamed itself), then
+// the renames, a fsync of dir and the journal's removal. Save, Load and
+// Recover first finish a save whose journal a crash left behind and remove
+// temporaries that no journal names, so a checkpoint is always one save's
+// tables, never some new and some old (journal.go has the format; a
+// journal that fails its CRC or names a file that is not a temporary of
+// this part is refused with ErrCorrupt). Load refuses a file whose magic,
 // major version, CRCs or size are wrong (ErrCorrupt, ErrVersion), or whose
 // table differs from the configured one in name, part, parts, rows, shard
 // range, dim, optimiser or mode (ErrMismatch, naming the field); the error

@@ -19,8 +19,14 @@ import (
 // rows, dim, shard range, optimiser, mode). Hyperparameters (lr, eps,
 // betas) and the initialiser may differ: the configured ones apply from
 // here on. A table whose body fails its CRC is reset to its initial
-// values before Load returns the error.
+// values before Load returns the error. A save that a crash interrupted
+// is finished or undone first (Recover).
 func (s *Store) Load(dir string) error {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	if _, err := recoverSave("load", dir, s.part); err != nil {
+		return err
+	}
 	set := s.set.Load()
 	for _, name := range set.names {
 		if err := set.tables[name].load(dir, s.part); err != nil {
@@ -35,6 +41,11 @@ func (s *Store) Load(dir string) error {
 func (s *Store) LoadTable(dir, name string) error {
 	t, err := s.table(name)
 	if err != nil {
+		return err
+	}
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	if _, err := recoverSave("load", dir, s.part); err != nil {
 		return err
 	}
 	return t.load(dir, s.part)

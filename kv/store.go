@@ -56,6 +56,7 @@ type Store struct {
 	part        int
 	set         atomic.Pointer[tableSet] // replaced whole by Create: read without a lock
 	createMu    sync.Mutex               // serialises Create
+	saveMu      sync.Mutex               // serialises Save, Load and Recover on the checkpoint dir
 	syncTimeout time.Duration
 	maxBytes    uint64    // Config.MaxBytes
 	bytes       uint64    // ShardBytes of the tables held; under createMu after New

@@ -49,6 +49,18 @@ func newKVServer(cfg *Config, log *slog.Logger, book partition.Book) (*kvServer,
 		return nil, fmt.Errorf("node: kv.tables: %w", err)
 	}
 	s.store, s.handler = store, kv.NewHandler(store)
+	if dir := cfg.KV.CheckpointDir; dir != "" {
+		rec, err := store.Recover(dir)
+		if err != nil {
+			return nil, fmt.Errorf("node: kv.checkpoint_dir: %w", err)
+		}
+		if len(rec.Finished) > 0 {
+			log.Warn("kv: finished a checkpoint save that a crash interrupted", "dir", dir, "files", rec.Finished)
+		}
+		if len(rec.Removed) > 0 {
+			log.Info("kv: removed the temporary files of a checkpoint save that did not complete", "dir", dir, "files", rec.Removed)
+		}
+	}
 	s.tr = kv.NewWireTransport(s.call)
 	for _, sp := range specs {
 		if _, err := s.client(sp); err != nil {
