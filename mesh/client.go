@@ -343,6 +343,11 @@ func (c *Client) attempt(ctx context.Context, stall *stall, p *peerConn, msg []b
 	if err != nil {
 		return nil, err
 	}
+	return c.exchange(ctx, stall, conn, msg, want, buf)
+}
+
+// exchange makes one request and reads its answer on a new stream of conn.
+func (c *Client) exchange(ctx context.Context, stall *stall, conn *quic.Conn, msg []byte, want Type, buf []byte) ([]byte, error) {
 	st, err := conn.OpenStreamSync(ctx)
 	if err != nil {
 		return nil, err

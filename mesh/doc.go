@@ -76,6 +76,10 @@
 //	16    LabelRequest    c → s      ids []u64
 //	17    LabelResponse   s → c      dim u32, labels []i32 (count(ids) × dim, request order, -1 = missing)
 //	18    SampleResponseNarrow s → c counts []u32, neighbours []u32: the answer to a narrow SampleRequest
+//	19    LoaderOpenRequest   c → s  the daemon's loader options (opaque here; at least 1 byte)
+//	20    LoaderOpenResponse  s → c  id u64, the daemon's loader description (opaque)
+//	21    LoaderStreamRequest c → s  id u64, sub u32
+//	22    LoaderRecord        s → c  one ring record (opaque; at least 1 byte)
 //
 // A narrow SampleRequest (flag 2) carries its ids as u32 and is answered
 // with a SampleResponseNarrow: half the bytes of sampling, for partition
@@ -101,9 +105,19 @@
 // decodes. Decoded PullResponse rows alias the received buffer, which the
 // client allocates per call and hands to the caller.
 //
+// Types 19–22 are server-client mode (loader.go), served when the Handler
+// implements LoaderHandler. Client.OpenLoader opens a loader on the peer
+// (bounded by LoaderOpenTimeout, never retried); it belongs to the QUIC
+// connection that opened it, and RemoteLoader.Stream asks for one of its
+// sub-rings on a new stream of that connection: the answer is one
+// LoaderRecord per record, in order, then the end of the stream, or an
+// Error after the records sent so far. A loader stream has no deadline:
+// QUIC flow control holds the server while the trainer does not read, and
+// a peer that dies is noticed by the connection's idle timeout.
+//
 // A stream carries one request and its answer: the client writes the
 // request and closes its side; the server writes one message (the
-// answer, or Error) and closes. Error codes are append-only too:
+// answer, or Error) and closes (a loader stream: many messages). Error codes are append-only too:
 // internal (1, a handler panic), malformed (2), too large (3),
 // unsupported (4), refused (5), handler (6), timeout (7), closing (8).
 //

@@ -59,6 +59,9 @@ func (s *Server) requestTimeout(t Type) time.Duration {
 	if _, ok := kvType(t); ok {
 		return s.cfg.KVTimeout
 	}
+	if t == TypeLoaderOpenRequest {
+		return LoaderOpenTimeout
+	}
 	return s.cfg.RequestTimeout
 }
 

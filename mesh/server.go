@@ -276,7 +276,8 @@ func (s *Server) serveStream(connCtx context.Context, peer string, st *quic.Stre
 	defer st.CancelRead(0)
 	m := s.in.peer(peer)
 	h, p, err := readMessage(st, s.cfg.MaxMessage)
-	// The type decides the bound: kv requests may wait for a step.
+	// The type decides the bound: kv requests may wait for a step; a
+	// loader's stream has none (streamLoader).
 	deadline := start.Add(s.requestTimeout(h.Type))
 	st.SetDeadline(deadline)
 	ctx, cancel := context.WithDeadline(connCtx, deadline)
@@ -298,6 +299,12 @@ func (s *Server) serveStream(connCtx context.Context, peer string, st *quic.Stre
 		st.CancelWrite(streamCancel)
 		m.record(0, received, time.Since(start), true)
 		return
+	case h.Type == TypeLoaderStreamRequest:
+		stopWatch()
+		s.streamLoader(connCtx, peer, st, p, received, start)
+		return
+	case h.Type == TypeLoaderOpenRequest:
+		resp = s.openLoader(ctx, connCtx, peer, p)
 	default:
 		resp, tail = s.dispatch(ctx, h.Type, p)
 	}

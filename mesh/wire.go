@@ -36,6 +36,13 @@ const (
 	TypeLabelResponse Type = 17
 	// The answer to a SampleRequest with Narrow set (wire_msg.go).
 	TypeSampleResponseNarrow Type = 18
+	// Remote loaders of server-client mode (wire_loader.go), served when
+	// the Handler implements LoaderHandler: open one, then stream each of
+	// its sub-rings as a sequence of LoaderRecord messages.
+	TypeLoaderOpenRequest   Type = 19
+	TypeLoaderOpenResponse  Type = 20
+	TypeLoaderStreamRequest Type = 21
+	TypeLoaderRecord        Type = 22
 )
 
 var typeNames = [...]string{
@@ -43,7 +50,8 @@ var typeNames = [...]string{
 	"PullRequest", "PullResponse", "StatsRequest", "StatsResponse",
 	"KVPullRequest", "KVPullResponse", "KVPushRequest", "KVPushResponse",
 	"SplitRequest", "SplitResponse", "LabelRequest", "LabelResponse",
-	"SampleResponseNarrow",
+	"SampleResponseNarrow", "LoaderOpenRequest", "LoaderOpenResponse",
+	"LoaderStreamRequest", "LoaderRecord",
 }
 
 func (t Type) String() string {

@@ -228,3 +228,26 @@ func FuzzReadMessage(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeLoaderMessages(f *testing.F) {
+	f.Add(uint8(0), AppendLoaderOpen(nil, &LoaderOpen{Options: []byte(`{"split":"train"}`)}))
+	f.Add(uint8(1), AppendLoaderOpened(nil, &LoaderOpened{ID: 7, Info: []byte(`{"sub_rings":2}`)}))
+	f.Add(uint8(2), AppendLoaderStream(nil, &LoaderStream{ID: 1 << 40, Sub: 3}))
+	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
+		roundTrip(t, b, func(b []byte) ([]byte, error) {
+			switch which % 3 {
+			case 0:
+				var m LoaderOpen
+				err := DecodeLoaderOpen(b, &m)
+				return AppendLoaderOpen(nil, &m), err
+			case 1:
+				var m LoaderOpened
+				err := DecodeLoaderOpened(b, &m)
+				return AppendLoaderOpened(nil, &m), err
+			}
+			var m LoaderStream
+			err := DecodeLoaderStream(b, &m)
+			return AppendLoaderStream(nil, &m), err
+		})
+	})
+}

@@ -1,0 +1,236 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// loaderHandler adds LoaderHandler to testHandler. A loader's options are
+// "<records> <mode>": each sub-ring streams that many records (record i of
+// sub-ring s is recordBytes(id, s, i)); mode "fail" fails each sub-ring
+// after 2 records, "block" streams without end. ended receives each
+// StreamLoader's result; gone receives a loader's id when its connection
+// ends.
+type loaderHandler struct {
+	testHandler
+	mu      sync.Mutex
+	next    uint64
+	loaders map[uint64]loaderSpec
+	ended   chan error
+	gone    chan uint64
+}
+
+type loaderSpec struct {
+	peer    string
+	records int
+	mode    string
+}
+
+func newLoaderHandler() *loaderHandler {
+	return &loaderHandler{testHandler: testHandler{rowSize: 16}, loaders: map[uint64]loaderSpec{},
+		ended: make(chan error, 16), gone: make(chan uint64, 16)}
+}
+
+func (h *loaderHandler) OpenLoader(_, conn context.Context, peer string, options []byte) (uint64, []byte, error) {
+	var sp loaderSpec
+	if _, err := fmt.Sscanf(string(options), "%d %s", &sp.records, &sp.mode); err != nil {
+		return 0, nil, fmt.Errorf("options %q: %v", options, err)
+	}
+	sp.peer = peer
+	h.mu.Lock()
+	h.next++
+	id := h.next
+	h.loaders[id] = sp
+	h.mu.Unlock()
+	context.AfterFunc(conn, func() { h.gone <- id })
+	return id, fmt.Appendf(nil, "loader %d for %s", id, peer), nil
+}
+
+// recordBytes is record i of sub-ring sub of loader id: every third one
+// is 1 MiB, to take more than one stream frame.
+func recordBytes(id uint64, sub, i int) []byte {
+	head := fmt.Sprintf("loader %d sub %d record %d;", id, sub, i)
+	if i%3 == 2 {
+		return append([]byte(head), bytes.Repeat([]byte{byte(i)}, 1<<20)...)
+	}
+	return []byte(head)
+}
+
+func (h *loaderHandler) StreamLoader(ctx context.Context, peer string, id uint64, sub int, send func(context.Context, []byte) error) (err error) {
+	defer func() { h.ended <- err }()
+	h.mu.Lock()
+	sp, ok := h.loaders[id]
+	h.mu.Unlock()
+	if !ok || sp.peer != peer {
+		return fmt.Errorf("no loader %d of %s", id, peer)
+	}
+	for i := 0; sp.mode == "block" || i < sp.records; i++ {
+		if sp.mode == "fail" && i == 2 {
+			return errors.New("sampler 1 exited with status 2")
+		}
+		if err := send(ctx, recordBytes(id, sub, i)); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func loaderPair(t *testing.T) (*Client, *loaderHandler, *testNode) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1", "host2")
+	h := newLoaderHandler()
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", func(c *ServerConfig) { c.Handler = h })
+	plain := startServer(t, dir, "host2", 2, "127.0.0.1:0", nil) // no LoaderHandler
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer(), 2: plain.peer()}, nil)
+	return c, h, srv
+}
+
+// TestRemoteLoader: a loader opened on a peer streams each sub-ring's
+// records in order, small and large, then ends; sub-rings stream at once
+// on one connection.
+func TestRemoteLoader(t *testing.T) {
+	c, h, _ := loaderPair(t)
+	ctx := context.Background()
+	l, err := c.OpenLoader(ctx, 1, []byte("7 ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("loader %d for host0", l.ID); string(l.Info) != want {
+		t.Fatalf("info %q, want %q", l.Info, want)
+	}
+	var wg sync.WaitGroup
+	for sub := range 3 {
+		wg.Go(func() {
+			rs, err := l.Stream(ctx, sub)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer rs.Close()
+			for i := 0; ; i++ {
+				rec, err := rs.Next()
+				if errors.Is(err, io.EOF) && i == 7 {
+					return
+				}
+				if err != nil || !bytes.Equal(rec, recordBytes(l.ID, sub, i)) {
+					t.Errorf("sub-ring %d record %d: %d bytes, %v", sub, i, len(rec), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for range 3 {
+		if err := <-h.ended; err != nil {
+			t.Errorf("StreamLoader returned %v", err)
+		}
+	}
+	if _, err := c.OpenLoader(ctx, 2, []byte("1 ok")); !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "serves no remote loaders") {
+		t.Errorf("open on a node without LoaderHandler: %v", err)
+	}
+	if _, err := c.OpenLoader(ctx, 1, []byte("x")); !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "options") {
+		t.Errorf("open refused by the handler: %v", err)
+	}
+}
+
+// TestRemoteLoaderFailures: a handler's error reaches the stream after the
+// records sent before it; a stream of another connection's loader is
+// refused; a reader that closes its stream ends the handler's wait; a
+// server that closes ends the stream with an error naming it, and the
+// loader's connection context.
+func TestRemoteLoaderFailures(t *testing.T) {
+	c, h, srv := loaderPair(t)
+	ctx := context.Background()
+
+	l, err := c.OpenLoader(ctx, 1, []byte("5 fail"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := l.Stream(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if rec, err := rs.Next(); err != nil || !bytes.Equal(rec, recordBytes(l.ID, 0, i)) {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	_, err = rs.Next()
+	var pe *PeerError
+	if !errors.As(err, &pe) || pe.Name != "host1" || !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "sampler 1 exited with status 2") {
+		t.Fatalf("after a handler error: %v", err)
+	}
+	rs.Close()
+	<-h.ended
+
+	bad := &RemoteLoader{c: l.c, p: l.p, conn: l.conn, ID: 999}
+	rs, err = bad.Stream(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Next(); !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "no loader 999") {
+		t.Fatalf("stream of an unknown loader: %v", err)
+	}
+	rs.Close()
+	<-h.ended
+
+	l, err = c.OpenLoader(ctx, 1, []byte("0 block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err = l.Stream(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Next(); err != nil {
+		t.Fatal(err)
+	}
+	rs.Close()
+	select {
+	case err := <-h.ended:
+		if err == nil {
+			t.Fatal("StreamLoader of a closed stream returned nil")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing the stream did not end StreamLoader")
+	}
+
+	rs, err = l.Stream(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Next(); err != nil {
+		t.Fatal(err)
+	}
+	srv.srv.Close()
+	for {
+		_, err := rs.Next()
+		if err == nil {
+			continue
+		}
+		if !errors.As(err, &pe) || pe.Name != "host1" || errors.Is(err, io.EOF) {
+			t.Fatalf("stream after the server closed: %v", err)
+		}
+		t.Logf("stream after the server closed: %v", err)
+		break
+	}
+	rs.Close()
+	seen := map[uint64]bool{}
+	for len(seen) < 2 {
+		select {
+		case id := <-h.gone:
+			seen[id] = true
+		case <-time.After(5 * time.Second):
+			t.Fatalf("loaders whose connection ended: %v, want both", seen)
+		}
+	}
+}
