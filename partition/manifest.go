@@ -245,7 +245,15 @@ func (m *Manifest) SetChecksum() error {
 // manifest and the files it lists (presence and size; CRCs are checked by
 // inspect --verify). It reports every problem found, joined, each naming
 // the file and the key.
-func OpenDir(dir string) (*Manifest, error) {
+func OpenDir(dir string) (*Manifest, error) { return openManifest(dir, true) }
+
+// OpenManifest reads and checks dir/graph.toml as OpenDir does, but not
+// the files it lists: for a host that holds none of the set's files (a
+// client node of server-client mode needs the partition book and the
+// set's checksum only).
+func OpenManifest(dir string) (*Manifest, error) { return openManifest(dir, false) }
+
+func openManifest(dir string, withFiles bool) (*Manifest, error) {
 	file := filepath.Join(dir, ManifestFile)
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -261,7 +269,9 @@ func OpenDir(dir string) (*Manifest, error) {
 		errs = append(errs, fmt.Errorf("partition: %s: key %q: unknown key: %w", file, k.String(), ErrManifest))
 	}
 	errs = append(errs, m.problems(file)...)
-	errs = append(errs, m.fileProblems(dir, file)...)
+	if withFiles {
+		errs = append(errs, m.fileProblems(dir, file)...)
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}

@@ -129,6 +129,31 @@ func TestOpenDirFileProblems(t *testing.T) {
 	}
 }
 
+// TestOpenManifest: graph.toml alone, copied away from its files, opens
+// with OpenManifest (same checksum) and not with OpenDir; its content is
+// still checked.
+func TestOpenManifest(t *testing.T) {
+	dir, m := writtenDir(t)
+	alone := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(alone, ManifestFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := OpenManifest(alone); err != nil || got.Checksum != m.Checksum {
+		t.Fatalf("OpenManifest of graph.toml alone: %v", err)
+	}
+	if _, err := OpenDir(alone); err == nil || !strings.Contains(err.Error(), "part-0/part.csr: stat") {
+		t.Fatalf("OpenDir of graph.toml alone: %v, want its missing files", err)
+	}
+	os.WriteFile(filepath.Join(alone, ManifestFile), append([]byte("bogus = 1\n"), b...), 0o644)
+	if _, err := OpenManifest(alone); err == nil || !strings.Contains(err.Error(), `key "bogus": unknown key`) {
+		t.Fatalf("OpenManifest of a bad graph.toml: %v", err)
+	}
+}
+
 func TestManifestBookAndChecksum(t *testing.T) {
 	_, m := writtenDir(t)
 	b, err := m.Book()
