@@ -41,9 +41,17 @@ func (n *Node) startMesh() error {
 		return nil
 	}
 	c := &n.mesh
+	if n.cfg.Client() {
+		cli, err := mesh.NewClient(n.clientConfig())
+		if err != nil {
+			return fmt.Errorf("node: mesh: %w", err)
+		}
+		c.cli = cli
+		return nil
+	}
 	srv, err := mesh.Listen(context.Background(), n.cfg.MeshListen(), mesh.ServerConfig{
 		Identity: c.id, Cluster: n.cfg.Mesh.Cluster, Checksum: n.manifest.Checksum,
-		Part: n.cfg.Node.Part, Handler: meshHandler{n.handler, n.kv}, Logger: n.log,
+		Part: n.cfg.Node.Part, Handler: meshHandler{n.handler, n.kv, n}, Logger: n.log,
 		KVTimeout: n.cfg.kvCallTimeout(),
 		Outbound:  func() []mesh.PeerStats { return c.cli.Metrics() },
 	})
@@ -65,7 +73,7 @@ func (n *Node) startMesh() error {
 func (n *Node) clientConfig() mesh.ClientConfig {
 	return mesh.ClientConfig{
 		Identity: n.mesh.id, Cluster: n.cfg.Mesh.Cluster, Checksum: n.manifest.Checksum,
-		Part: n.cfg.Node.Part, Peers: n.cfg.meshPeers(),
+		Part: n.cfg.ownPart(), Peers: n.cfg.meshPeers(),
 		Timeout: n.cfg.MeshTimeoutDuration(), Retries: n.cfg.meshRetries(),
 		KVTimeout: n.cfg.kvCallTimeout(),
 	}
@@ -116,13 +124,26 @@ func (n *Node) awaitPeers(ctx context.Context) {
 	}
 }
 
+// describeSelf is what the node serves, as log attributes.
+func (n *Node) describeSelf() []any {
+	if n.graph == nil {
+		return []any{"socket", n.cfg.Control.Socket, "role", RoleClient, "parts", n.book.Parts(), "name", n.cfg.Node.Name}
+	}
+	m := n.graph.Meta()
+	return []any{"socket", n.cfg.Control.Socket, "part", m.Part, "parts", m.NumParts,
+		"nodes", n.graph.NumNodes(), "edges", n.graph.NumEdges(), "name", n.cfg.Node.Name}
+}
+
 func (n *Node) becomeReady() {
 	n.mesh.ready.Store(true)
-	m := n.graph.Meta()
-	n.log.Info("node ready", "socket", n.cfg.Control.Socket, "part", m.Part, "parts", m.NumParts,
-		"nodes", n.graph.NumNodes(), "edges", n.graph.NumEdges(), "name", n.cfg.Node.Name, "peers", n.peerNames())
-	n.status(fmt.Sprintf("serving part %d of %d (%d nodes, %d edges) on %s", m.Part, m.NumParts,
-		n.graph.NumNodes(), n.graph.NumEdges(), n.cfg.Control.Socket))
+	n.log.Info("node ready", append(n.describeSelf(), "peers", n.peerNames())...)
+	if n.graph == nil {
+		n.status(fmt.Sprintf("serving trainers on %s with loaders sampled by the %d nodes of %s", n.cfg.Control.Socket, n.book.Parts(), n.cfg.Mesh.Cluster))
+	} else {
+		m := n.graph.Meta()
+		n.status(fmt.Sprintf("serving part %d of %d (%d nodes, %d edges) on %s", m.Part, m.NumParts,
+			n.graph.NumNodes(), n.graph.NumEdges(), n.cfg.Control.Socket))
+	}
 	if n.OnReady != nil {
 		n.OnReady()
 	}
@@ -208,10 +229,13 @@ func (n *Node) clusterSeeds(ctx context.Context, o control.LoaderOptions) ([]uin
 // meshStats snapshots the mesh for a stats response; nil without one.
 func (n *Node) meshStats() *control.MeshStats {
 	c := &n.mesh
-	if c.srv == nil {
+	if c.cli == nil {
 		return nil
 	}
-	s := &control.MeshStats{Listen: c.srv.Addr().String(), Cluster: n.cfg.Mesh.Cluster, Checksum: n.manifest.Checksum}
+	s := &control.MeshStats{Cluster: n.cfg.Mesh.Cluster, Checksum: n.manifest.Checksum}
+	if c.srv != nil { // a client node serves no mesh port
+		s.Listen = c.srv.Addr().String()
+	}
 	byName := map[string]*control.PeerStats{}
 	peers := n.cfg.meshPeers()
 	parts := make([]int, 0, len(peers))
@@ -236,8 +260,10 @@ func (n *Node) meshStats() *control.MeshStats {
 		}
 		return byName[name]
 	}
-	for _, m := range c.srv.Metrics() {
-		addTraffic(&get(m.Peer).In, m)
+	if c.srv != nil {
+		for _, m := range c.srv.Metrics() {
+			addTraffic(&get(m.Peer).In, m)
+		}
 	}
 	for _, m := range c.cli.Metrics() {
 		addTraffic(&get(m.Peer).Out, m)

@@ -88,6 +88,7 @@ type testCluster struct {
 	configs []string
 	sockets []string
 	rings   []string
+	peers   string // the [[mesh.peers]] tables of every node
 	nodes   []*daemon
 	mu      sync.Mutex // guards pids: loaders of several ranks note theirs at once
 	pids    []int      // every sampler pid seen; checked gone after the test
@@ -121,7 +122,7 @@ func startClusterWith(t *testing.T, parts string, n int, timeout string, extra f
 	c := &testCluster{t: t, bin: bin, parts: parts, certs: filepath.Join(t.TempDir(), "certs")}
 	// Registered first, so it runs after every daemon has stopped.
 	t.Cleanup(c.assertNoSamplers)
-	nodes := []string{"intruder"}
+	nodes := []string{"intruder", clientName}
 	for p := range n {
 		nodes = append(nodes, hostName(p))
 		c.addrs = append(c.addrs, freeUDP(t))
@@ -133,13 +134,9 @@ func startClusterWith(t *testing.T, parts string, n int, timeout string, extra f
 	for p := range n {
 		fmt.Fprintf(&peers, "[[mesh.peers]]\npart = %d\nname = %q\naddr = %q\n", p, hostName(p), c.addrs[p])
 	}
+	c.peers = peers.String()
 	for p := range n {
-		dir := t.TempDir()
-		rings, err := os.MkdirTemp("/dev/shm", "graphnode-test-")
-		if err != nil {
-			t.Skipf("no /dev/shm: %v", err)
-		}
-		t.Cleanup(func() { os.RemoveAll(rings) })
+		dir, rings := nodeDirs(t)
 		socket := filepath.Join(dir, "node.sock")
 		text := fmt.Sprintf("version = 1\n[node]\nparts = %q\npart = %d\nname = %q\n[control]\nsocket = %q\n"+
 			"[rings]\ndir = %q\nsize = \"16MiB\"\n[samplers]\ndrain_timeout = \"5s\"\n"+
@@ -163,6 +160,45 @@ func startClusterWith(t *testing.T, parts string, n int, timeout string, extra f
 		c.waitReady(p)
 	}
 	return c
+}
+
+// clientName is the certificate name of a test cluster's client node.
+const clientName = "trainer0"
+
+// startClient starts a client node (node.role = "client") of the
+// cluster, with the given mesh timeout, and waits until it is ready.
+func (c *testCluster) startClient(timeout string) (d *daemon, socket string) {
+	t := c.t
+	t.Helper()
+	dir, rings := nodeDirs(t)
+	socket = filepath.Join(dir, "node.sock")
+	// A client node needs graph.toml alone.
+	parts := filepath.Join(dir, "parts")
+	manifest, err := os.ReadFile(filepath.Join(c.parts, partition.ManifestFile))
+	if err == nil {
+		err = os.Mkdir(parts, 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(parts, partition.ManifestFile), manifest, 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := fmt.Sprintf("version = 1\n[node]\nrole = \"client\"\nparts = %q\nname = %q\n[control]\nsocket = %q\n"+
+		"[rings]\ndir = %q\n[mesh]\ncerts = %q\ncluster = %q\ntimeout = %q\n%s[log]\nformat = \"json\"\nlevel = \"debug\"\n",
+		parts, clientName, socket, rings, c.certs, clusterName, timeout, c.peers)
+	cfg := filepath.Join(dir, "node.toml")
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d = startDaemon(t, c.bin, cfg, socket, rings)
+	eventually(t, 20*time.Second, "client node ready", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		st, err := client.Stats(ctx, socket)
+		return err == nil && st.Ready
+	})
+	return d, socket
 }
 
 // restart starts part p's node again (after a kill) and waits until it

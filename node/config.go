@@ -62,9 +62,22 @@ type MetricsConfig struct {
 // NodeConfig is [node]: which partition this host serves.
 type NodeConfig struct {
 	Parts string `toml:"parts"` // directory holding graph.toml
-	Part  int    `toml:"part"`  // partition index served here
+	Part  int    `toml:"part"`  // partition index served here (role "server")
 	Name  string `toml:"name"`  // name in logs and stats; default: host name
+	// Role is "server" (the default: serve part Part and sample it) or
+	// "client" (server-client mode: serve trainers with loaders that the
+	// nodes of [mesh.peers] sample; no part file, no samplers here).
+	Role string `toml:"role"`
 }
+
+// Node roles (node.role).
+const (
+	RoleServer = "server"
+	RoleClient = "client"
+)
+
+// Client reports whether this node is a client node (node.role = "client").
+func (c *Config) Client() bool { return c.Node.Role == RoleClient }
 
 // ControlConfig is [control]: the trainer-facing Unix socket.
 type ControlConfig struct {
@@ -121,6 +134,7 @@ func (c *Config) fillDefaults(defined func(key string) bool) {
 			c.Node.Name = h
 		}
 	}
+	str("node.role", &c.Node.Role, RoleServer)
 	str("control.mode", &c.Control.Mode, DefaultSocketMode)
 	str("rings.dir", &c.Rings.Dir, DefaultRingDir)
 	str("rings.size", &c.Rings.Size, DefaultRingSize)
@@ -194,8 +208,17 @@ func (c *Config) Validate() error {
 			p.add("node.parts", "%q: no graph.toml there (%v)", c.Node.Parts, errors.Unwrap(err))
 		}
 	}
-	if c.Node.Part < 0 {
-		p.add("node.part", "%d is negative", c.Node.Part)
+	switch c.Node.Role {
+	case RoleServer:
+		if c.Node.Part < 0 {
+			p.add("node.part", "%d is negative", c.Node.Part)
+		}
+	case RoleClient:
+		if c.Node.Part != 0 {
+			p.add("node.part", "%d: a client node (node.role = %q) serves no part; remove node.part", c.Node.Part, RoleClient)
+		}
+	default:
+		p.add("node.role", "%q is not %q or %q", c.Node.Role, RoleServer, RoleClient)
 	}
 	if c.Control.Socket == "" {
 		p.add("control.socket", "missing: the path of the control socket")

@@ -63,7 +63,7 @@ func numParts(dir string) int {
 func (c *Config) validateMesh(p *problems) {
 	m := &c.Mesh
 	parts := numParts(c.Node.Parts)
-	if parts > 0 && c.Node.Part >= parts {
+	if !c.Client() && parts > 0 && c.Node.Part >= parts {
 		p.add("node.part", "%d, but %s holds %d partitions", c.Node.Part, c.Node.Parts, parts)
 	}
 	if d, err := time.ParseDuration(m.Timeout); err != nil || d <= 0 || d > MaxMeshTimeout {
@@ -72,7 +72,11 @@ func (c *Config) validateMesh(p *problems) {
 	if m.Retries < 0 || m.Retries > 100 {
 		p.add("mesh.retries", "%d is out of range 0..100", m.Retries)
 	}
-	if parts <= 1 && !m.configured() {
+	if !c.Client() && parts <= 1 && !m.configured() {
+		return
+	}
+	if c.Client() && !m.configured() {
+		p.add("mesh", "missing: a client node (node.role = %q) reaches the sampling nodes through [mesh] (certs, cluster, peers)", RoleClient)
 		return
 	}
 	if !m.configured() {
@@ -99,6 +103,12 @@ func (c *Config) validateMesh(p *problems) {
 		}
 	}
 	c.validatePeers(p, parts)
+	if c.Client() {
+		if m.Listen != "" {
+			p.add("mesh.listen", "%q: a client node (node.role = %q) serves no part, so it listens on no mesh port; remove it", m.Listen, RoleClient)
+		}
+		return
+	}
 	if c.MeshListen() == "" {
 		p.add("mesh.listen", "missing: the UDP address to serve on (or a mesh.peers entry for part %d)", c.Node.Part)
 	} else if err := checkAddr(c.MeshListen()); err != nil {
@@ -107,6 +117,7 @@ func (c *Config) validateMesh(p *problems) {
 }
 
 func (c *Config) validatePeers(p *problems, parts int) {
+	own := c.ownPart()
 	seen := map[int]bool{}
 	for i, e := range c.Mesh.Peers {
 		key := fmt.Sprintf("mesh.peers[%d]", i)
@@ -119,7 +130,7 @@ func (c *Config) validatePeers(p *problems, parts int) {
 		seen[e.Part] = true
 		if err := mesh.CheckName("node", e.Name); err != nil {
 			p.add(key+".name", "%v", err)
-		} else if e.Part == c.Node.Part && e.Name != c.Node.Name {
+		} else if e.Part == own && e.Name != c.Node.Name {
 			p.add(key+".name", "%q serves part %d, but this node (node.part) is %q", e.Name, e.Part, c.Node.Name)
 		}
 		if err := checkAddr(e.Addr); err != nil {
@@ -127,7 +138,7 @@ func (c *Config) validatePeers(p *problems, parts int) {
 		}
 	}
 	for part := range parts {
-		if part != c.Node.Part && !seen[part] {
+		if part != own && !seen[part] {
 			p.add("mesh.peers", "no entry for part %d (every other part needs part, name and addr)", part)
 		}
 	}
@@ -148,6 +159,14 @@ func checkAddr(addr string) error {
 	return nil
 }
 
+// ownPart is the part this node serves, -1 for a client node.
+func (c *Config) ownPart() int {
+	if c.Client() {
+		return -1
+	}
+	return c.Node.Part
+}
+
 // MeshEnabled reports whether this node joins a mesh.
 func (c *Config) MeshEnabled() bool { return c.Mesh.configured() }
 
@@ -158,7 +177,7 @@ func (c *Config) MeshListen() string {
 		return c.Mesh.Listen
 	}
 	for _, e := range c.Mesh.Peers {
-		if e.Part == c.Node.Part {
+		if e.Part == c.ownPart() {
 			return e.Addr
 		}
 	}
@@ -175,7 +194,7 @@ func (c *Config) MeshTimeoutDuration() time.Duration {
 func (c *Config) meshPeers() map[int]mesh.Peer {
 	out := make(map[int]mesh.Peer, len(c.Mesh.Peers))
 	for _, e := range c.Mesh.Peers {
-		if e.Part != c.Node.Part {
+		if e.Part != c.ownPart() {
 			out[e.Part] = mesh.Peer{Name: e.Name, Addr: e.Addr}
 		}
 	}

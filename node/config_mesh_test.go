@@ -75,3 +75,49 @@ func TestMeshConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestClientConfig: a client node (node.role = "client") needs [mesh]
+// with an entry for every part, listens on no mesh port, serves no part
+// and holds no kv; a role other than server and client is refused.
+func TestClientConfig(t *testing.T) {
+	peers := "[[mesh.peers]]\npart = 0\nname = \"host0\"\naddr = \"127.0.0.1:7100\"\n" +
+		"[[mesh.peers]]\npart = 1\nname = \"host1\"\naddr = \"127.0.0.1:7101\"\n"
+	mesh := "[mesh]\ncerts = %CERTS%\ncluster = \"c1\"\n"
+	for _, tc := range []struct {
+		name, node, rest string
+		want             []string
+	}{
+		{"complete", "role = \"client\"\n", mesh + peers, nil},
+		{"no mesh", "role = \"client\"\n", "", []string{`mesh: missing: a client node (node.role = "client")`}},
+		{"every problem", "role = \"client\"\npart = 1\n", "[kv]\ncheckpoint_dir = \"/tmp\"\n" + mesh + "listen = \"127.0.0.1:7102\"\n" +
+			"[[mesh.peers]]\npart = 0\nname = \"host0\"\naddr = \"127.0.0.1:7100\"\n",
+			[]string{`node.part: 1: a client node`, `kv: a client node`, `mesh.listen: "127.0.0.1:7102": a client node`, "mesh.peers: no entry for part 1"}},
+		{"unknown role", "role = \"trainer\"\n", mesh + peers, []string{`node.role: "trainer" is not "server" or "client"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, pre := meshDir(t, 2)
+			text := strings.Replace(pre, "[node]\n", "[node]\n"+tc.node, 1) + strings.ReplaceAll(tc.rest, "%CERTS%", quote(filepath.Join(dir, "certs")))
+			cfg, err := LoadConfig(writeConfig(t, dir, text))
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !cfg.Client() || cfg.MeshListen() != "" || len(cfg.meshPeers()) != 2 || cfg.ownPart() != -1 {
+					t.Fatalf("client %v listen %q peers %v own part %d", cfg.Client(), cfg.MeshListen(), cfg.meshPeers(), cfg.ownPart())
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("no problem containing %q in\n%v", w, err)
+				}
+			}
+			if lines := strings.Split(err.Error(), "\n"); len(tc.want) > 2 && len(lines) != len(tc.want) {
+				t.Errorf("%d problems, want %d:\n%v", len(lines), len(tc.want), err)
+			}
+		})
+	}
+}

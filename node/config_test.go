@@ -48,7 +48,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	host, _ := os.Hostname()
 	want := Config{
 		Version:  1,
-		Node:     NodeConfig{Parts: filepath.Join(dir, "parts"), Part: 0, Name: host},
+		Node:     NodeConfig{Parts: filepath.Join(dir, "parts"), Part: 0, Name: host, Role: "server"},
 		Control:  ControlConfig{Socket: filepath.Join(dir, "node.sock"), Mode: "0660"},
 		Rings:    RingsConfig{Dir: "/dev/shm", Size: "1GB"},
 		Samplers: SamplersConfig{Workers: 2, Concurrency: 4, MaxLoaders: 16, DrainTimeout: "10s"},

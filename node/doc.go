@@ -83,6 +83,23 @@
 // equal, byte for byte, those of one process sampling sample.NewUnion of
 // the same part files (cluster_test.go).
 //
+// # Server-client mode (relay.go, remote_loader.go)
+//
+// A client node (node.role = "client") has no part and no samplers: it
+// reads graph.toml alone (partition.OpenManifest: the book and the
+// checksum its hello must carry), dials every part's node with a mesh
+// client and serves no mesh port. A trainer's open_loader request is sent
+// as it is, in a mesh LoaderOpenRequest, to the node of part rank·P/W,
+// which opens an ordinary loader (ring, samplers, its own [samplers]
+// defaults) and becomes its consumer; the client node creates a ring of
+// the same shape and, per sub-ring, a goroutine that asks for that
+// sub-ring's stream and copies each record (checked with sample.Decode)
+// into its own sub-ring. The trainer reads it as any ring. A stream that
+// fails ends with an error record naming the sampling node's part; kv
+// requests are refused. The sampling node closes a remote loader when
+// every sub-ring's stream has ended, when the client's connection closes,
+// when it drains, or when no stream came within 30 s of the opening.
+//
 // # Parameter server (kv.go, kv_conn.go, config_kv.go)
 //
 // Every node holds a kv.Store with its shard of every table: those of

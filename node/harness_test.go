@@ -122,15 +122,23 @@ func newConfig(t *testing.T, parts, samplers string) (cfg, socket, rings string)
 	return newConfigGroup(t, parts, samplers, "")
 }
 
-// newConfigGroup is newConfig with a [control] group.
-func newConfigGroup(t *testing.T, parts, samplers, group string) (cfg, socket, rings string) {
+// nodeDirs makes a node's directory (for its node.toml and socket) and
+// its ring directory under /dev/shm, both removed after the test.
+func nodeDirs(t *testing.T) (dir, rings string) {
 	t.Helper()
-	dir := t.TempDir()
+	dir = t.TempDir()
 	rings, err := os.MkdirTemp("/dev/shm", "graphnode-test-")
 	if err != nil {
 		t.Skipf("no /dev/shm: %v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(rings) })
+	return dir, rings
+}
+
+// newConfigGroup is newConfig with a [control] group.
+func newConfigGroup(t *testing.T, parts, samplers, group string) (cfg, socket, rings string) {
+	t.Helper()
+	dir, rings := nodeDirs(t)
 	socket = filepath.Join(dir, "node.sock")
 	text := fmt.Sprintf("version = 1\n[node]\nparts = %q\nname = \"test\"\n[control]\nsocket = %q\ngroup = %q\n[rings]\ndir = %q\nsize = \"16MiB\"\n"+
 		"[samplers]\ndrain_timeout = \"5s\"\n%s[log]\nformat = \"json\"\nlevel = \"debug\"\n", parts, socket, group, rings, samplers)

@@ -277,10 +277,11 @@ func (s *kvServer) KV(ctx context.Context, req []byte) ([]byte, error) {
 }
 
 // meshHandler is what the mesh server calls: the partition's handler
-// plus the kv shards.
+// plus the kv shards and the remote loaders.
 type meshHandler struct {
 	*handler
-	kv *kvServer
+	kv   *kvServer
+	node *Node // remote loaders (remote_loader.go)
 }
 
 // KV implements mesh.KVHandler.

@@ -18,6 +18,12 @@ type loader struct {
 	ring  *shm.Ring
 	procs []*proc
 	once  sync.Once
+	// remote is set (under Node.mu) when a peer opened the loader
+	// (server-client mode); closeRemote closes it.
+	remote *remoteLoader
+	// relay is set (under Node.mu) on a client node: the loader's
+	// records come from a sampling node (relay.go).
+	relay *relay
 }
 
 // openLoader validates o against this partition, creates the ring and
@@ -46,21 +52,10 @@ func (n *Node) openLoader(ctx context.Context, o control.LoaderOptions) (*loader
 			shm.FormatSize(max(need, shm.MinCapacity)*int64(o.Workers)))}
 	}
 
-	n.mu.Lock()
-	switch {
-	case n.mu.draining:
-		n.mu.Unlock()
-		return nil, &control.Error{Msg: "node is stopping"}
-	case len(n.mu.loaders) >= n.cfg.Samplers.MaxLoaders:
-		n.mu.Unlock()
-		return nil, &control.Error{Msg: fmt.Sprintf("node serves %d loaders already (samplers.max_loaders = %d)",
-			len(n.mu.loaders), n.cfg.Samplers.MaxLoaders)}
+	l, err := n.reserveLoader()
+	if err != nil {
+		return nil, err
 	}
-	n.mu.nextID++
-	l := &loader{id: n.mu.nextID}
-	n.mu.loaders[l.id] = l // holds the slot; stats skip a loader without a ring
-	n.mu.Unlock()
-
 	if err := n.startLoader(ctx, l, o, info, seeds, ringBytes); err != nil {
 		n.mu.Lock()
 		delete(n.mu.loaders, l.id)
@@ -70,6 +65,25 @@ func (n *Node) openLoader(ctx context.Context, o control.LoaderOptions) (*loader
 	n.opened.Add(1)
 	n.log.Info("loader opened", "loader", l.id, "ring", l.info.Ring, "workers", o.Workers,
 		"batches_per_epoch", info.BatchesPerEpoch, "epochs", o.Epochs, "rank", o.Rank, "world_size", o.WorldSize)
+	return l, nil
+}
+
+// reserveLoader takes a loader slot and id, unless the node is stopping
+// or serves samplers.max_loaders already. The caller fills the loader in
+// or deletes it from n.mu.loaders.
+func (n *Node) reserveLoader() (*loader, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.mu.draining:
+		return nil, &control.Error{Msg: "node is stopping"}
+	case len(n.mu.loaders) >= n.cfg.Samplers.MaxLoaders:
+		return nil, &control.Error{Msg: fmt.Sprintf("node serves %d loaders already (samplers.max_loaders = %d)",
+			len(n.mu.loaders), n.cfg.Samplers.MaxLoaders)}
+	}
+	n.mu.nextID++
+	l := &loader{id: n.mu.nextID}
+	n.mu.loaders[l.id] = l // holds the slot; stats skip a loader without a ring
 	return l, nil
 }
 
@@ -122,13 +136,16 @@ func (n *Node) startLoader(ctx context.Context, l *loader, o control.LoaderOptio
 func (n *Node) closeLoader(l *loader, why string) {
 	l.once.Do(func() {
 		n.mu.Lock()
-		procs, ring := l.procs, l.ring
+		procs, ring, relay := l.procs, l.ring, l.relay
 		n.mu.Unlock()
 		var wg sync.WaitGroup
 		for _, p := range procs {
 			wg.Go(func() { p.stop(n.cfg.DrainTimeoutDuration()) })
 		}
 		wg.Wait()
+		if relay != nil {
+			relay.stop()
+		}
 		if ring != nil {
 			if err := ring.Remove(); err != nil {
 				n.log.Warn("remove ring", "loader", l.id, "ring", ring.Path(), "err", err)
@@ -141,6 +158,9 @@ func (n *Node) closeLoader(l *loader, why string) {
 		for _, p := range procs {
 			batches += p.batches.Load()
 		}
+		if relay != nil {
+			batches = relay.batches.Load()
+		}
 		n.log.Info("loader closed", "loader", l.id, "reason", why, "batches", batches)
 	})
 }
@@ -152,6 +172,9 @@ func (l *loader) stats() control.LoaderStats {
 		ps := p.stats()
 		s.Batches += ps.Batches
 		s.Samplers = append(s.Samplers, ps)
+	}
+	if l.relay != nil {
+		s.Batches = l.relay.batches.Load()
 	}
 	return s
 }

@@ -87,6 +87,14 @@ func New(cfg Config, log *slog.Logger) (*Node, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	gid, _ := cfg.GroupID()
+	if cfg.Client() {
+		n := &Node{cfg: cfg, log: log, gid: gid, SamplerStderr: os.Stderr}
+		if err := n.openSet(); err != nil {
+			return nil, err
+		}
+		n.mu.loaders = map[uint64]*loader{}
+		return n, nil
+	}
 	part := PartPath(cfg.Node.Parts, cfg.Node.Part)
 	g, err := csr.Open(part, csr.OpenOptions{})
 	if err != nil {
@@ -118,7 +126,11 @@ func New(cfg Config, log *slog.Logger) (*Node, error) {
 // checksum every peer must share), checks the part file against it, and
 // loads the mesh identity when the node joins a mesh.
 func (n *Node) openSet() error {
-	m, err := partition.OpenDir(n.cfg.Node.Parts)
+	open := partition.OpenDir
+	if n.cfg.Client() {
+		open = partition.OpenManifest
+	}
+	m, err := open(n.cfg.Node.Parts)
 	if err != nil {
 		return fmt.Errorf("node: node.parts: %w", err)
 	}
@@ -126,14 +138,16 @@ func (n *Node) openSet() error {
 	if err != nil {
 		return fmt.Errorf("node: node.parts: %w", err)
 	}
-	meta := n.graph.Meta()
-	if lo, hi := book.Range(n.cfg.Node.Part); int(meta.NumParts) != book.Parts() || meta.Start != lo || meta.End != hi {
-		return fmt.Errorf("node: node.part = %d: %s owns [%d, %d) of %d parts, %s says [%d, %d) of %d: %w",
-			n.cfg.Node.Part, n.part, meta.Start, meta.End, meta.NumParts, partition.ManifestFile, lo, hi, book.Parts(), ErrConfig)
-	}
 	n.manifest, n.book = m, book
-	if n.handler, err = newHandler(n.graph); err != nil {
-		return fmt.Errorf("node: %w", err)
+	if n.graph != nil { // a client node has no part
+		meta := n.graph.Meta()
+		if lo, hi := book.Range(n.cfg.Node.Part); int(meta.NumParts) != book.Parts() || meta.Start != lo || meta.End != hi {
+			return fmt.Errorf("node: node.part = %d: %s owns [%d, %d) of %d parts, %s says [%d, %d) of %d: %w",
+				n.cfg.Node.Part, n.part, meta.Start, meta.End, meta.NumParts, partition.ManifestFile, lo, hi, book.Parts(), ErrConfig)
+		}
+		if n.handler, err = newHandler(n.graph); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
 	}
 	if n.kv, err = newKVServer(&n.cfg, n.log, book); err != nil {
 		return err
@@ -167,6 +181,9 @@ func maxDegree(indptr []uint64) int {
 // Run has returned (or instead of Run).
 func (n *Node) Close() error {
 	n.closeMesh()
+	if n.graph == nil {
+		return nil
+	}
 	return n.graph.Close()
 }
 
@@ -197,9 +214,7 @@ func (n *Node) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopMetrics()
-	m := n.graph.Meta()
-	attrs := []any{"socket", n.cfg.Control.Socket, "part", m.Part, "parts", m.NumParts,
-		"nodes", n.graph.NumNodes(), "edges", n.graph.NumEdges(), "name", n.cfg.Node.Name}
+	attrs := n.describeSelf()
 	if n.mesh.srv != nil {
 		attrs = append(attrs, "mesh", n.mesh.srv.Addr().String(), "cluster", n.cfg.Mesh.Cluster)
 	}
@@ -311,8 +326,12 @@ func (n *Node) drain() {
 	n.mu.Lock()
 	n.mu.draining = true
 	ls := make([]*loader, 0, len(n.mu.loaders))
+	remote := map[*loader]*remoteLoader{}
 	for _, l := range n.mu.loaders {
 		ls = append(ls, l)
+		if l.remote != nil {
+			remote[l] = l.remote
+		}
 	}
 	n.mu.Unlock()
 	if len(ls) > 0 {
@@ -323,7 +342,13 @@ func (n *Node) drain() {
 	}
 	var wg sync.WaitGroup
 	for _, l := range ls {
-		wg.Go(func() { n.closeLoader(l, "node stopping") })
+		wg.Go(func() {
+			if rl := remote[l]; rl != nil {
+				n.closeRemote(rl, "node stopping")
+			} else {
+				n.closeLoader(l, "node stopping")
+			}
+		})
 	}
 	wg.Wait()
 }
@@ -331,12 +356,14 @@ func (n *Node) drain() {
 // stats snapshots the node for a stats request.
 func (n *Node) stats() *control.Stats {
 	s := &control.Stats{
-		Node: n.cfg.Node.Name, PID: os.Getpid(), Part: n.cfg.Node.Part,
-		Nodes: int64(n.graph.NumNodes()), Edges: int64(n.graph.NumEdges()),
+		Node: n.cfg.Node.Name, PID: os.Getpid(), Part: n.cfg.ownPart(),
 		Uptime: time.Since(n.started).Seconds(), Opened: n.opened.Load(),
 		Batches: n.batches.Load(), Failures: n.failures.Load(),
 		Loaders: []control.LoaderStats{},
-		Ready:   n.mesh.ready.Load(), Mesh: n.meshStats(), CacheRows: len(n.graph.CacheIDs()),
+		Ready:   n.mesh.ready.Load(), Mesh: n.meshStats(),
+	}
+	if n.graph != nil {
+		s.Nodes, s.Edges, s.CacheRows = int64(n.graph.NumNodes()), int64(n.graph.NumEdges()), len(n.graph.CacheIDs())
 	}
 	s.CacheHits, s.CacheMisses = n.mesh.traffic.cache()
 	n.mu.Lock()

@@ -152,14 +152,7 @@ func (n *Node) closeUnattached(l *loader, p *proc, kind sample.Kind, msg string)
 	defer prod.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), finalWait)
 	defer cancel()
-	buf, err := prod.Reserve(ctx, sample.ControlSize(msg))
-	if err == nil {
-		var k int
-		if k, err = sample.EncodeControl(buf, kind, 0, 0, msg); err == nil {
-			err = prod.Commit(k)
-		}
-	}
-	if err != nil {
+	if err := writeControl(ctx, prod, kind, msg); err != nil {
 		n.log.Warn("could not write the last record of a sampler on the ring", "loader", l.id, "worker", p.worker, "err", err)
 	}
 }

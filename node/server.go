@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"graphnode/kv"
 	"graphnode/node/control"
 )
 
@@ -62,7 +63,11 @@ func (n *Node) serveConn(ctx context.Context, c *net.UnixConn) {
 	}()
 	for body := range frames {
 		if control.IsKV(body) {
-			if err := control.WriteRaw(c, n.kv.serveTrainer(connCtx, body, kc)); err != nil {
+			resp := kv.AppendErrorMsg(nil, kv.NewErrorMsg(errClientKV))
+			if !n.cfg.Client() {
+				resp = n.kv.serveTrainer(connCtx, body, kc)
+			}
+			if err := control.WriteRaw(c, resp); err != nil {
 				return
 			}
 			continue
@@ -92,9 +97,18 @@ func (n *Node) handle(ctx context.Context, body []byte, kc *kvConn, own func(*lo
 	if err != nil {
 		return errorResponse(err)
 	}
+	if n.cfg.Client() && (req.Op == control.OpKVCreate || req.Op == control.OpKVSave) {
+		return errorResponse(errClientKV)
+	}
 	switch req.Op {
 	case control.OpOpenLoader:
-		l, err := n.openLoader(ctx, req.LoaderOptions)
+		open := n.openLoader
+		if n.cfg.Client() {
+			open = func(ctx context.Context, o control.LoaderOptions) (*loader, error) {
+				return n.openRelayed(ctx, o, body)
+			}
+		}
+		l, err := open(ctx, req.LoaderOptions)
 		if err != nil {
 			return errorResponse(err)
 		}

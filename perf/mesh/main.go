@@ -43,6 +43,7 @@ func main() {
 		concurrency = flag.Int("concurrency", 4, "batches in flight per sampler")
 		meshTimeout = flag.String("mesh-timeout", "10s", "[mesh] timeout of every node: one mesh call, retries included")
 		header      = flag.Bool("header", false, "print the table header first")
+		viaClient   = flag.Bool("client", false, "server-client mode: open every rank's loader on one client node (node.role = \"client\") that the part nodes stream batches to, instead of on each part's own node")
 	)
 	flag.Parse()
 	if *header {
@@ -52,7 +53,7 @@ func main() {
 		return
 	}
 	o := options{label: *label, batches: *batches, warm: *warm, batchSize: *batch, fanouts: *fanouts,
-		workers: *workers, concurrency: *concurrency, meshTimeout: *meshTimeout, ring: *ringSize}
+		workers: *workers, concurrency: *concurrency, meshTimeout: *meshTimeout, ring: *ringSize, client: *viaClient}
 	if err := run(*bin, *parts, o); err != nil {
 		fmt.Fprintln(os.Stderr, "mesh:", err)
 		os.Exit(1)
@@ -67,6 +68,7 @@ type options struct {
 	workers, concurrency     int
 	meshTimeout              string
 	ring                     string
+	client                   bool
 }
 
 func run(bin, parts string, o options) error {
@@ -96,15 +98,15 @@ func run(bin, parts string, o options) error {
 			return err
 		}
 	}
-	if err := mesh.WriteCluster(certs, mesh.ClusterSpec{Cluster: "perf", Nodes: names}); err != nil {
+	if err := mesh.WriteCluster(certs, mesh.ClusterSpec{Cluster: "perf", Nodes: append(names, "trainer0")}); err != nil {
 		return err
 	}
 	var peers strings.Builder
 	for p := range n {
 		fmt.Fprintf(&peers, "[[mesh.peers]]\npart = %d\nname = %q\naddr = %q\n", p, names[p], addrs[p])
 	}
-	sockets := make([]string, n)
-	procs := make([]*exec.Cmd, n)
+	sockets := make([]string, n, n+1)
+	procs := make([]*exec.Cmd, n, n+1)
 	defer func() {
 		for _, c := range procs {
 			if c != nil {
@@ -117,23 +119,32 @@ func run(bin, parts string, o options) error {
 		sockets[p] = filepath.Join(work, fmt.Sprintf("node%d.sock", p))
 		text := fmt.Sprintf("version = 1\n[node]\nparts = %q\npart = %d\nname = %q\n[control]\nsocket = %q\n[rings]\ndir = %q\nsize = %q\n[log]\nlevel = \"warn\"\nformat = \"text\"\n",
 			parts, p, names[p], sockets[p], rings, o.ring)
-		if n > 1 {
+		if n > 1 || o.client {
 			text += fmt.Sprintf("[mesh]\ncerts = %q\ncluster = \"perf\"\ntimeout = %q\n%s", certs, o.meshTimeout, peers.String())
 		}
-		cfg := filepath.Join(work, fmt.Sprintf("node%d.toml", p))
-		if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		if procs[p], err = startNode(bin, work, fmt.Sprintf("node%d", p), text); err != nil {
 			return err
 		}
-		procs[p] = exec.Command(bin, "run", "-c", cfg)
-		procs[p].Stderr = os.Stderr
-		if err := procs[p].Start(); err != nil {
+	}
+	trainers := sockets // where the loaders open: each rank on its part's node
+	if o.client {
+		socket := filepath.Join(work, "client.sock")
+		text := fmt.Sprintf("version = 1\n[node]\nrole = \"client\"\nparts = %q\nname = \"trainer0\"\n[control]\nsocket = %q\n[rings]\ndir = %q\n[log]\nlevel = \"warn\"\nformat = \"text\"\n"+
+			"[mesh]\ncerts = %q\ncluster = \"perf\"\ntimeout = %q\n%s", parts, socket, rings, certs, o.meshTimeout, peers.String())
+		c, err := startNode(bin, work, "client", text)
+		if err != nil {
 			return err
+		}
+		procs, sockets = append(procs, c), append(sockets, socket)
+		trainers = make([]string, n)
+		for p := range trainers {
+			trainers[p] = socket
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	for p := range n {
-		if err := waitReady(ctx, sockets[p]); err != nil {
+	for p, s := range sockets {
+		if err := waitReady(ctx, s); err != nil {
 			return fmt.Errorf("node %d: %w", p, err)
 		}
 	}
@@ -150,7 +161,7 @@ func run(bin, parts string, o options) error {
 		o := client.DefaultOptions()
 		o.Split, o.Fanouts, o.BatchSize, o.Shuffle, o.Epochs = "train", fo, batchSize, true, 1000
 		o.Rank, o.WorldSize, o.Workers, o.Concurrency = p, n, workers, concurrency
-		if loaders[p], err = client.OpenLoader(ctx, sockets[p], o); err != nil {
+		if loaders[p], err = client.OpenLoader(ctx, trainers[p], o); err != nil {
 			return fmt.Errorf("node %d: %w", p, err)
 		}
 		defer loaders[p].Close()
@@ -194,6 +205,20 @@ func run(bin, parts string, o options) error {
 	fmt.Printf("%-28s %5d %10.1f %14.3g %14.1f %10.1f\n", label, n, total/elapsed, float64(edges)/elapsed,
 		float64(after-before)/total/1e3, p99)
 	return nil
+}
+
+// startNode writes a node.toml of text into work and starts `node run` on it.
+func startNode(bin, work, name, text string) (*exec.Cmd, error) {
+	cfg := filepath.Join(work, name+".toml")
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		return nil, err
+	}
+	c := exec.Command(bin, "run", "-c", cfg)
+	c.Stderr = os.Stderr
+	if err := c.Start(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // wire is the mesh bytes every node's samplers sent and received, and

@@ -8,6 +8,7 @@
 #   SIZE=products perf/mesh/run.sh           # 2.4 M nodes / 62 M edges
 #   METHODS="random metis" BATCHES=100 perf/mesh/run.sh
 #   SIZE=products METHODS="random metis freq" CACHES="0 0.2 0.5" PARTS=2 perf/mesh/run.sh
+#   CLIENT=1 METHODS=metis PARTS=2 perf/mesh/run.sh   # each row again through a client node
 #
 # Environment: WORK (scratch dir, default a fresh one under /tmp), KEEP=1
 # keeps the graph and parts, SIZE (small | products), METHODS (random,
@@ -17,7 +18,8 @@
 # RING (each node's [rings] size, default 1GB), WORKERS and
 # CONCURRENCY (per loader), MESH_TIMEOUT (the nodes' [mesh] timeout; at
 # products size one batch pulls ~27 MB, which on 2 shared CPUs with 4
-# nodes can take longer than the default 10s).
+# nodes can take longer than the default 10s), CLIENT=1 (every row again
+# with the loaders opened on a client node, server-client mode).
 set -euo pipefail
 
 SIZE=${SIZE:-small}
@@ -37,6 +39,7 @@ CONCURRENCY=${CONCURRENCY:-4}
 MESH_TIMEOUT=${MESH_TIMEOUT:-10s}
 WORK=${WORK:-$(mktemp -d /tmp/graphnode-perf-mesh.XXXXXX)}
 KEEP=${KEEP:-0}
+CLIENT=${CLIENT:-0}
 
 case "$SIZE" in
 small) gen="--nodes 200000 --edges 4000000 --feat-dim 100 --classes 47 --train-frac 0.1" ;;
@@ -77,7 +80,11 @@ parts_of() { # method parts cache -> directory
 }
 flags=(-batches "$BATCHES" -warm "$WARM" -ring "$RING" -workers "$WORKERS" -concurrency "$CONCURRENCY" -batch 1024 -fanouts 15,10,5 -mesh-timeout "$MESH_TIMEOUT")
 "$DRIVER" -header
-"$DRIVER" -node "$NODE" -parts "$(parts_of random 1 0)" -label "local (1 part)" "${flags[@]}"
+row() { # parts-dir label
+	"$DRIVER" -node "$NODE" -parts "$1" -label "$2" "${flags[@]}"
+	[ "$CLIENT" = 0 ] || "$DRIVER" -node "$NODE" -parts "$1" -label "$2, via client" -client "${flags[@]}"
+}
+row "$(parts_of random 1 0)" "local (1 part)"
 for m in $METHODS; do
 	for c in $CACHES; do
 		for p in $PARTS; do
@@ -87,7 +94,7 @@ for m in $METHODS; do
 			}
 			label="$m $p parts"
 			[ "$c" = 0 ] || label="$label, cache $c"
-			"$DRIVER" -node "$NODE" -parts "$dir" -label "$label" "${flags[@]}"
+			row "$dir" "$label"
 		done
 	done
 done

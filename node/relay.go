@@ -1,0 +1,215 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"graphnode/mesh"
+	"graphnode/node/control"
+	"graphnode/sample"
+	"graphnode/shm"
+)
+
+// Server-client mode, the training side (node.role = "client"): the node
+// has no part and runs no samplers. A trainer's open_loader is sent as it
+// is to the sampling node of one part (relayServer), which opens the
+// loader there (remote_loader.go) and streams each of its sub-rings over
+// the mesh; this node creates a ring of the same shape and copies each
+// stream into its sub-ring, so the trainer reads it exactly as it would
+// read a local loader's ring, batch for batch the same records.
+
+// errClientKV answers kv requests on a client node.
+var errClientKV = errors.New("node: this is a client node (node.role = \"client\"): it holds no kv shards; run kv on the sampling nodes' sockets")
+
+// relay is the streaming half of a loader on a client node.
+type relay struct {
+	server  int // the part whose node samples the loader
+	remote  *mesh.RemoteLoader
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	batches atomic.Uint64
+}
+
+// stop ends the streams and waits for their goroutines.
+func (r *relay) stop() {
+	r.cancel()
+	r.wg.Wait()
+}
+
+// relayServer is the part whose node samples rank's loader: seeds are
+// split over the ranks in part order, so rank r of W holds mostly the
+// seeds of part r·P/W, whose node samples them without asking a peer.
+func relayServer(o control.LoaderOptions, parts int) int {
+	w := max(o.WorldSize, 1)
+	return min(o.Rank*parts/w, parts-1)
+}
+
+// openRelayed opens the loader of request body (a trainer's open_loader)
+// on the sampling node of relayServer, creates the local ring and starts
+// copying every sub-ring into it. Errors are *control.Error.
+func (n *Node) openRelayed(ctx context.Context, o control.LoaderOptions, body []byte) (*loader, error) {
+	l, err := n.reserveLoader()
+	if err != nil {
+		return nil, err
+	}
+	if err := n.startRelay(ctx, l, o, body); err != nil {
+		n.mu.Lock()
+		delete(n.mu.loaders, l.id)
+		n.mu.Unlock()
+		return nil, err
+	}
+	n.opened.Add(1)
+	n.log.Info("loader opened", "loader", l.id, "ring", l.info.Ring, "server_part", l.relay.server,
+		"server_loader", l.relay.remote.ID, "sub_rings", l.info.SubRings,
+		"batches_per_epoch", l.info.BatchesPerEpoch, "epochs", l.info.Epochs, "rank", o.Rank, "world_size", o.WorldSize)
+	return l, nil
+}
+
+func (n *Node) startRelay(ctx context.Context, l *loader, o control.LoaderOptions, body []byte) error {
+	server := relayServer(o, n.book.Parts())
+	who := fmt.Sprintf("the sampling node of part %d", server)
+	remote, err := n.mesh.cli.OpenLoader(ctx, server, body)
+	if err != nil {
+		var re *mesh.RemoteError
+		if errors.As(err, &re) {
+			return &control.Error{Msg: fmt.Sprintf("%s refused the loader: %s", who, re.Message)}
+		}
+		return &control.Error{Msg: fmt.Sprintf("%s: %v", who, err)}
+	}
+	abandon := func() {
+		// Streams that end at once close the loader there.
+		for w := range min(max(l.info.SubRings, 1), MaxWorkers) {
+			if rs, err := remote.Stream(context.Background(), w); err == nil {
+				rs.Close()
+			}
+		}
+	}
+	var info control.LoaderInfo
+	if err := json.Unmarshal(remote.Info, &info); err != nil || info.SubRings < 1 || info.SubRings > MaxWorkers || info.RingSize <= 0 || info.SubRingSize <= 0 {
+		l.info.SubRings = info.SubRings
+		abandon()
+		return &control.Error{Msg: fmt.Sprintf("%s described its loader as %.200q (%v)", who, remote.Info, err)}
+	}
+	path := filepath.Join(n.cfg.Rings.Dir, shm.Name(RingPrefix, os.Getpid(), l.id))
+	ring, err := shm.Create(path, shm.Options{
+		SubRings: info.SubRings, Capacity: info.RingSize,
+		Mode: n.cfg.RingMode(), GID: max(n.gid, 0), Prealloc: true,
+	})
+	if err == nil && ring.Capacity() < info.SubRingSize {
+		ring.Remove()
+		err = fmt.Errorf("sub-rings of %s here, %s there", shm.FormatSize(ring.Capacity()), shm.FormatSize(info.SubRingSize))
+	}
+	if err != nil {
+		l.info.SubRings = info.SubRings
+		abandon()
+		n.log.Error("create ring", "loader", l.id, "ring", path, "err", err)
+		return &control.Error{Key: "ring_size", Msg: err.Error()}
+	}
+	info.LoaderID, info.Ring = l.id, path
+	info.SubRingSize = ring.Capacity()
+	rctx, cancel := context.WithCancel(context.Background())
+	r := &relay{server: server, remote: remote, cancel: cancel}
+	prods := make([]*shm.Producer, info.SubRings)
+	for w := range prods {
+		if prods[w], err = ring.Producer(w); err != nil {
+			for _, p := range prods[:w] {
+				p.Close()
+			}
+			cancel()
+			ring.Remove()
+			abandon()
+			return &control.Error{Msg: err.Error()}
+		}
+	}
+	n.mu.Lock()
+	l.info, l.ring, l.relay = info, ring, r
+	n.mu.Unlock()
+	for w, prod := range prods {
+		r.wg.Go(func() { n.relaySub(rctx, l, r, w, prod, who) })
+	}
+	return nil
+}
+
+// relaySub copies sub-ring w of the remote loader into prod, record by
+// record, until end of stream. A stream that fails (the sampling node
+// went away, its sampler failed, a record does not decode) ends with an
+// error record naming the sampling node, which the trainer raises.
+func (n *Node) relaySub(ctx context.Context, l *loader, r *relay, w int, prod *shm.Producer, who string) {
+	defer prod.Close()
+	fail := func(err error) {
+		if ctx.Err() != nil || errors.Is(err, shm.ErrConsumerGone) {
+			// The loader is closing, or the trainer left: nobody reads.
+			n.log.Debug("relay stopped", "loader", l.id, "sub_ring", w, "err", err)
+			return
+		}
+		msg := fmt.Sprintf("%s, sub-ring %d: %v", who, w, err)
+		n.log.Error("relayed loader failed", "loader", l.id, "sub_ring", w, "err", msg)
+		if err := writeControl(ctx, prod, sample.KindError, msg); err != nil {
+			n.log.Warn("could not write the error record on the ring", "loader", l.id, "sub_ring", w, "err", err)
+		}
+	}
+	rs, err := r.remote.Stream(ctx, w)
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer rs.Close()
+	for {
+		rec, err := rs.Next()
+		if errors.Is(err, io.EOF) {
+			fail(errors.New("the stream ended before its end-of-stream record"))
+			return
+		}
+		if err != nil {
+			fail(err)
+			return
+		}
+		v, err := sample.Decode(rec)
+		if err != nil {
+			fail(fmt.Errorf("record: %w", err))
+			return
+		}
+		buf, err := prod.Reserve(ctx, len(rec))
+		if err != nil {
+			fail(err)
+			return
+		}
+		copy(buf, rec)
+		if err := prod.Commit(len(rec)); err != nil {
+			fail(err)
+			return
+		}
+		switch v.Header.Kind {
+		case sample.KindBatch:
+			r.batches.Add(1)
+			n.batches.Add(1)
+		case sample.KindEndOfStream:
+			return
+		case sample.KindError:
+			n.failures.Add(1)
+			return
+		}
+	}
+}
+
+// writeControl writes a control record (error, end of stream) of kind
+// with msg as prod's next record.
+func writeControl(ctx context.Context, prod *shm.Producer, kind sample.Kind, msg string) error {
+	buf, err := prod.Reserve(ctx, sample.ControlSize(msg))
+	if err != nil {
+		return err
+	}
+	k, err := sample.EncodeControl(buf, kind, 0, 0, msg)
+	if err != nil {
+		prod.Abandon()
+		return err
+	}
+	return prod.Commit(k)
+}

@@ -1,0 +1,196 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"graphnode/mesh"
+	"graphnode/node/client"
+	"graphnode/node/control"
+)
+
+// TestServerClient: a client node (no part, no samplers) serves trainers
+// whose batches the two sampling nodes make: ranks 0 and 1 read exactly
+// the batches of one process sampling the union of the part files, as
+// they would from the sampling nodes themselves; each rank's loader runs
+// on the node of its part; when the trainers close, the sampling nodes
+// close their loaders and samplers; kv requests are refused, naming the
+// role.
+func TestServerClient(t *testing.T) {
+	parts := clusterParts(t, 2)
+	c := startCluster(t, parts, 2, "10s")
+	cl, socket := c.startClient("10s")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		seed                 uint64
+		workers, concurrency int
+	}{{1, 1, 1}, {42, 3, 2}} {
+		o := baseOptions()
+		o.Seed, o.Workers, o.Concurrency, o.WorldSize = tc.seed, tc.workers, tc.concurrency, 2
+		errs := make(chan error, 2)
+		for r := range 2 {
+			o := o
+			o.Rank = r
+			want := unionReference(t, parts, o)
+			go func() {
+				errs <- func() error {
+					l, err := client.OpenLoader(ctx, socket, o)
+					if err != nil {
+						return fmt.Errorf("rank %d: %w", r, err)
+					}
+					defer l.Close()
+					if l.Info().SubRings != tc.workers || l.Info().Part != r {
+						return fmt.Errorf("rank %d: loader %+v, want %d sub-rings sampled by part %d", r, l.Info(), tc.workers, r)
+					}
+					st, err := client.Stats(ctx, c.sockets[r])
+					if err != nil {
+						return err
+					}
+					c.note(st)
+					if len(st.Loaders) != 1 || len(st.Loaders[0].Samplers) != tc.workers {
+						return fmt.Errorf("rank %d: node %d serves %+v, want this loader of %d samplers alone", r, r, st.Loaders, tc.workers)
+					}
+					return compare(ctx, l, want, fmt.Sprintf("seed %d workers %d rank %d", tc.seed, tc.workers, r))
+				}()
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		for p := range 2 {
+			eventually(t, 10*time.Second, fmt.Sprintf("node %d closes its remote loaders", p), func() bool {
+				st, err := client.Stats(ctx, c.sockets[p])
+				return err == nil && len(st.Loaders) == 0
+			})
+		}
+	}
+	for p := range 2 {
+		if !c.nodes[p].logHas(`"msg":"remote loader opened"`, `"peer":"trainer0"`) || !c.nodes[p].logHas(`"reason":"every sub-ring streamed"`) {
+			t.Errorf("node %d log lacks the remote loader's opening and closing:\n%s", p, c.nodes[p].log)
+		}
+	}
+	var st *control.Stats
+	eventually(t, 10*time.Second, "the client node closes its loaders", func() bool {
+		var err error
+		st, err = client.Stats(ctx, socket)
+		return err == nil && len(st.Loaders) == 0
+	})
+	if st.Part != -1 || st.Opened != 4 || st.Batches == 0 || st.Failures != 0 || len(st.Loaders) != 0 || st.Mesh == nil || len(st.Mesh.Peers) != 2 {
+		t.Errorf("client node stats %+v, want part -1, 4 loaders opened and closed, batches, both peers", st)
+	}
+	bad := baseOptions()
+	bad.BatchSize, bad.RingSize = 4096, "1MiB"
+	if _, err := client.OpenLoader(ctx, socket, bad); err == nil || !strings.Contains(err.Error(), "the sampling node of part 0 refused the loader") || !strings.Contains(err.Error(), "ring_size") {
+		t.Errorf("a loader the sampling node refuses: %v, want its reason (ring_size) naming part 0", err)
+	}
+	k, err := client.DialKV(ctx, socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if _, err := k.Create(ctx, kvTables()[0]); err == nil || !strings.Contains(err.Error(), "client node") {
+		t.Errorf("kv_create on a client node: %v, want refused naming the role", err)
+	}
+	if !cl.logHas(`"msg":"node ready"`, `"role":"client"`) {
+		t.Errorf("client node log lacks its ready line:\n%s", cl.log)
+	}
+}
+
+// TestServerClientServerStops: when the sampling node of a trainer's
+// loader stops mid-epoch (SIGTERM) the trainer on the client node gets a
+// sampler error naming that node's part at once; when it vanishes
+// (SIGKILL) within the mesh's idle timeout (20 s). The client node serves new
+// loaders once the nodes are back.
+func TestServerClientServerStops(t *testing.T) {
+	parts := clusterParts(t, 2)
+	c := startCluster(t, parts, 2, "3s")
+	_, socket := c.startClient("3s")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	o := baseOptions()
+	o.WorldSize, o.Workers, o.Epochs, o.BatchSize, o.RingSize = 2, 2, 1000, 16, "4MiB"
+	signals := []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}
+	// A vanished node is noticed when the QUIC connection's idle timer
+	// fires: MaxIdleTimeout after the first keep-alive that follows its
+	// last packet.
+	// The trainer reads the batches already in its ring first (up to
+	// 4 MiB of them), hence the margins.
+	bounds := []time.Duration{10 * time.Second, mesh.MaxIdleTimeout + mesh.KeepAlivePeriod + 5*time.Second}
+	loaders := make([]*client.Loader, 2)
+	for r := range 2 {
+		o := o
+		o.Rank = r
+		l, err := client.OpenLoader(ctx, socket, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		for range 5 {
+			if _, err := l.Next(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st, err := client.Stats(ctx, c.sockets[r]); err == nil {
+			c.note(st)
+		}
+		loaders[r] = l
+	}
+	errs := make(chan error, 2)
+	for r, l := range loaders {
+		c.nodes[r].cmd.Process.Signal(signals[r])
+		stopped := time.Now()
+		go func() {
+			errs <- func() error {
+				for {
+					_, err := l.Next(ctx)
+					if err == nil || errors.Is(err, client.ErrEndOfEpoch) {
+						continue
+					}
+					want := fmt.Sprintf("sampling node of part %d", r)
+					if !errors.Is(err, client.ErrSampler) || !strings.Contains(err.Error(), want) {
+						return fmt.Errorf("after %v: err = %v, want a sampler error naming the %s", signals[r], err, want)
+					}
+					if d := time.Since(stopped); d > bounds[r] {
+						return fmt.Errorf("after %v: the error came %v later, want within %v", signals[r], d, bounds[r])
+					}
+					t.Logf("%v after %v: %v", signals[r], time.Since(stopped), err)
+					return nil
+				}
+			}()
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	for r := range 2 {
+		<-c.nodes[r].done
+		loaders[r].Close()
+	}
+	for r := range 2 { // each waits for the other to be ready
+		c.nodes[r] = startDaemon(t, c.bin, c.configs[r], c.sockets[r], c.rings[r])
+	}
+	for r := range 2 {
+		c.waitReady(r)
+	}
+	o.Epochs, o.BatchSize, o.RingSize, o.Rank = 1, 64, "", 1
+	want := unionReference(t, parts, o)
+	l, err := client.OpenLoader(ctx, socket, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if st, err := client.Stats(ctx, c.sockets[1]); err == nil {
+		c.note(st)
+	}
+	readAll(t, ctx, l, want, "after restart")
+}
