@@ -10,6 +10,10 @@ Two topologies, chosen by PARTS:
     mesh on loopback (QUIC, certificates from `node cert init`); one
     trainer per node (rank i of 2). Either way rank r of 2 reads the r-th
     half of the whole split.
+A third run (test_train_sage_ddp_server_client) puts both trainers of the
+2-part cluster on a client node (node.role = "client", server-client
+mode): the nodes of part 0 and 1 sample their loaders and stream them to
+it.
 PARTS is 2 when node.toml.example documents a [mesh] table (the mesh is
 wired into `node run`), else 1; the environment variable
 GRAPHNODE_EXAMPLE_PARTS overrides it.
@@ -129,10 +133,12 @@ def _alive(pid, exe):
 class Cluster:
     """parts `node run` processes on loopback over the partition set at
     parts_dir (part i served by node i), and the trainers that read from
-    them. close() stops everything it started."""
+    them; with client, one more `node run` with node.role = "client" (the
+    last of procs and sockets) on which every trainer opens its loader.
+    close() stops everything it started."""
 
-    def __init__(self, node, parts_dir, parts, tmp):
-        self.node, self.parts_dir, self.parts = node, parts_dir, parts
+    def __init__(self, node, parts_dir, parts, tmp, client=False):
+        self.node, self.parts_dir, self.parts, self.client = node, parts_dir, parts, client
         self.dir = tempfile.mkdtemp(prefix="cluster-", dir=tmp)
         shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
         self.rings = tempfile.mkdtemp(prefix="graphnode-example-", dir=shm)  # a tmpfs where there is one
@@ -141,9 +147,9 @@ class Cluster:
         self.trainers = []
         names = ["host%d" % i for i in range(parts)]
         mesh = ""
-        if parts > 1:
+        if parts > 1 or client:
             certs = os.path.join(self.dir, "certs")
-            _run([node, "cert", "init", "--cluster", "cora", "--nodes", ",".join(names), "-o", certs])
+            _run([node, "cert", "init", "--cluster", "cora", "--nodes", ",".join(names + ["trainer0"]), "-o", certs])
             peers = "".join('[[mesh.peers]]\npart = %d\nname = "%s"\naddr = "127.0.0.1:%d"\n\n'
                             % (i, n, free_port(socket.SOCK_DGRAM)) for i, n in enumerate(names))
             mesh = '[mesh]\ncerts = "%s"\ncluster = "cora"\ntimeout = "10s"\n\n%s' % (certs, peers)
@@ -161,10 +167,28 @@ class Cluster:
                 self.logs.append(log)
                 self.sockets.append(sock)
                 self.procs.append(subprocess.Popen([node, "run", "-c", cfg], stdout=log, stderr=subprocess.STDOUT))
+            if client:
+                self._start_client(mesh)
             self._wait_ready(60)
         except BaseException:
             self.close()
             raise
+
+    def _start_client(self, mesh):
+        """The client node: graph.toml alone, the same [mesh] peers, no listen."""
+        manifest = os.path.join(self.dir, "client-parts")
+        os.mkdir(manifest)
+        shutil.copy(os.path.join(self.parts_dir, "graph.toml"), manifest)
+        sock = os.path.join(self.dir, "client.sock")
+        cfg = os.path.join(self.dir, "client.toml")
+        with open(cfg, "w") as f:
+            f.write('version = 1\n\n[node]\nrole = "client"\nparts = "%s"\nname = "trainer0"\n\n'
+                    '[control]\nsocket = "%s"\n\n[rings]\ndir = "%s"\nsize = "64MB"\n\n'
+                    '%s[log]\nlevel = "info"\nformat = "text"\n' % (manifest, sock, self.rings, mesh))
+        log = open(os.path.join(self.dir, "client.log"), "w+")
+        self.logs.append(log)
+        self.sockets.append(sock)
+        self.procs.append(subprocess.Popen([self.node, "run", "-c", cfg], stdout=log, stderr=subprocess.STDOUT))
 
     def _wait_ready(self, limit):
         deadline = time.monotonic() + limit
@@ -189,6 +213,8 @@ class Cluster:
         port = free_port()
         # (node, rank): rank r of W reads the r-th share of the whole split
         places = [(0, 0), (0, 1)] if self.parts == 1 else [(i, i) for i in range(self.parts)]
+        if self.client:
+            places = [(len(self.procs) - 1, r) for r in range(max(self.parts, 2))]
         env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"), OMP_NUM_THREADS="1")
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
             env.pop(k, None)
@@ -282,15 +308,26 @@ class ExampleTest(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def test_train_sage_ddp(self):
-        parts = default_parts()
-        pdir = os.path.join(self.tmp, "parts")
-        partition(self.node, pdir, SEED, parts)
+        self.train_and_check(default_parts(), client=False)
+
+    def test_train_sage_ddp_server_client(self):
+        if not mesh_documented():
+            self.skipTest("no mesh in this build")
+        c = self.train_and_check(2, client=True)
+        for part in (0, 1):
+            self.assertIn("server_part=%d" % part, c.logged[-1], "client node log")
+
+    def train_and_check(self, parts, client):
+        pdir = os.path.join(self.tmp, "parts-%d" % parts)
+        if not os.path.isdir(pdir):
+            partition(self.node, pdir, SEED, parts)
         t0 = time.monotonic()
-        c = Cluster(self.node, pdir, parts, self.tmp)
+        c = Cluster(self.node, pdir, parts, self.tmp, client)
         try:
             res, texts = c.train(SEED, FLAGS)
+            c.logged = [c.log(i) for i in range(len(c.procs))]
             codes = c.stop()
-            self.assertEqual(codes, [0] * parts, "\n".join(c.log(i) for i in range(parts)))
+            self.assertEqual(codes, [0] * len(c.procs), "\n".join(c.log(i) for i in range(len(c.procs))))
             alive, rings = c.leftovers()
             self.assertEqual(alive, [], "samplers outlived their node")
             self.assertEqual(rings, [], "ring files left in %s" % c.rings)
@@ -306,9 +343,10 @@ class ExampleTest(unittest.TestCase):
         self.assertGreaterEqual(res["test"], MIN_ACC, "test accuracy below %.2f; rank 0:\n%s"
                                 % (MIN_ACC, texts[0][-3000:]))
         self.assertGreater(res["best_val"], 0.7, res)
-        sys.stderr.write("\ntest_example: %d part(s), test %.4f at best val %.4f (epoch %d), loader wait %.1f%%, "
-                         "%.1f s\n" % (parts, res["test"], res["best_val"], res["epoch"],
-                                       100 * res["loader_wait"], time.monotonic() - t0))
+        sys.stderr.write("\ntest_example: %d part(s)%s, test %.4f at best val %.4f (epoch %d), loader wait %.1f%%, "
+                         "%.1f s\n" % (parts, ", trainers on a client node" if client else "", res["test"],
+                                       res["best_val"], res["epoch"], 100 * res["loader_wait"], time.monotonic() - t0))
+        return c
 
 
 def main():
