@@ -106,10 +106,13 @@
 // client allocates per call and hands to the caller.
 //
 // Types 19–22 are server-client mode (loader.go), served when the Handler
-// implements LoaderHandler. Client.OpenLoader opens a loader on the peer
-// (bounded by LoaderOpenTimeout, never retried); it belongs to the QUIC
-// connection that opened it, and RemoteLoader.Stream asks for one of its
-// sub-rings on a new stream of that connection: the answer is one
+// implements LoaderHandler. Client.OpenLoader dials a QUIC connection of
+// the loader's own (so that a trainer that stops reading fills only its
+// own flow-control windows, never those of other loaders or calls) and
+// opens a loader on the peer (bounded by LoaderOpenTimeout, never
+// retried); the loader belongs to that connection (RemoteLoader.Close
+// closes both), and RemoteLoader.Stream asks for one of its sub-rings on
+// a new stream of it: the answer is one
 // LoaderRecord per record, in order, then the end of the stream, or an
 // Error after the records sent so far. A loader stream has no deadline:
 // QUIC flow control holds the server while the trainer does not read, and

@@ -140,8 +140,11 @@ func (s *Server) callStream(ctx context.Context, h LoaderHandler, peer string, r
 }
 
 // RemoteLoader is a loader that a peer opened for this client
-// (OpenLoader). It lives on the peer as long as the connection that
-// opened it, or until every sub-ring's stream has ended.
+// (OpenLoader) on a connection of its own: its streams have their own
+// flow-control windows, so a trainer that stops reading holds up no other
+// loader and no other call to that peer. It lives on the peer until Close
+// (which closes the connection), or until every sub-ring's stream has
+// ended.
 type RemoteLoader struct {
 	c    *Client
 	p    *peerConn
@@ -152,9 +155,11 @@ type RemoteLoader struct {
 	Info []byte
 }
 
-// OpenLoader asks the peer serving part to open a loader with the given
-// options (the daemon's format). It is not retried: the peer's loader
-// belongs to the connection, so one that broke took its loader with it.
+// OpenLoader dials a new connection to the peer serving part (the hello
+// included) and asks it to open a loader with the given options (the
+// daemon's format). It is not retried: the peer's loader belongs to the
+// connection, so one that broke took its loader with it. Close the
+// RemoteLoader when done.
 func (c *Client) OpenLoader(ctx context.Context, part int, options []byte) (*RemoteLoader, error) {
 	const op = "open loader"
 	p := c.peers[part]
@@ -171,7 +176,7 @@ func (c *Client) OpenLoader(ctx context.Context, part int, options []byte) (*Rem
 	defer cancel()
 	m := c.out.peer(p.name)
 	began := time.Now()
-	conn, err := c.connect(ctx, p)
+	conn, err := c.dial(ctx, p)
 	var payload []byte
 	if err == nil {
 		payload, err = c.exchange(ctx, st, conn, b, TypeLoaderOpenResponse, nil)
@@ -182,9 +187,18 @@ func (c *Client) OpenLoader(ctx context.Context, part int, options []byte) (*Rem
 	}
 	m.record(len(b), HeaderSize+len(payload), time.Since(began), err != nil)
 	if err != nil {
+		if conn != nil {
+			conn.CloseWithError(appClosing, "loader not opened")
+		}
 		return nil, p.err(op, err)
 	}
 	return &RemoteLoader{c: c, p: p, conn: conn, ID: got.ID, Info: got.Info}, nil
+}
+
+// Close closes the loader's connection: the peer closes the loader, and
+// its streams end.
+func (l *RemoteLoader) Close() {
+	l.conn.CloseWithError(appClosing, "loader closed")
 }
 
 // RecordStream is one sub-ring of a RemoteLoader, record by record.

@@ -104,6 +104,7 @@ func TestRemoteLoader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer l.Close()
 	if want := fmt.Sprintf("loader %d for host0", l.ID); string(l.Info) != want {
 		t.Fatalf("info %q, want %q", l.Info, want)
 	}
@@ -133,6 +134,15 @@ func TestRemoteLoader(t *testing.T) {
 		if err := <-h.ended; err != nil {
 			t.Errorf("StreamLoader returned %v", err)
 		}
+	}
+	l.Close()
+	select {
+	case id := <-h.gone:
+		if id != l.ID {
+			t.Errorf("closing loader %d ended the connection of loader %d", l.ID, id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("Close did not end the loader's connection on the peer")
 	}
 	if _, err := c.OpenLoader(ctx, 2, []byte("1 ok")); !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), "serves no remote loaders") {
 		t.Errorf("open on a node without LoaderHandler: %v", err)

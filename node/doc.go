@@ -89,7 +89,9 @@
 // reads graph.toml alone (partition.OpenManifest: the book and the
 // checksum its hello must carry), dials every part's node with a mesh
 // client and serves no mesh port. A trainer's open_loader request is sent
-// as it is, in a mesh LoaderOpenRequest, to the node of part rank·P/W,
+// as it is, in a mesh LoaderOpenRequest on a QUIC connection of the
+// loader's own (a stalled trainer blocks no other), to the node of part
+// rank·P/W,
 // which opens an ordinary loader (ring, samplers, its own [samplers]
 // defaults) and becomes its consumer; the client node creates a ring of
 // the same shape and, per sub-ring, a goroutine that asks for that

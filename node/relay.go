@@ -37,10 +37,12 @@ type relay struct {
 	batches atomic.Uint64
 }
 
-// stop ends the streams and waits for their goroutines.
+// stop ends the streams, waits for their goroutines and closes the
+// loader's connection (the sampling node closes its loader).
 func (r *relay) stop() {
 	r.cancel()
 	r.wg.Wait()
+	r.remote.Close()
 }
 
 // relayServer is the part whose node samples rank's loader: seeds are
@@ -83,17 +85,9 @@ func (n *Node) startRelay(ctx context.Context, l *loader, o control.LoaderOption
 		}
 		return &control.Error{Msg: fmt.Sprintf("%s: %v", who, err)}
 	}
-	abandon := func() {
-		// Streams that end at once close the loader there.
-		for w := range min(max(l.info.SubRings, 1), MaxWorkers) {
-			if rs, err := remote.Stream(context.Background(), w); err == nil {
-				rs.Close()
-			}
-		}
-	}
+	abandon := remote.Close // the sampling node closes its loader with the connection
 	var info control.LoaderInfo
 	if err := json.Unmarshal(remote.Info, &info); err != nil || info.SubRings < 1 || info.SubRings > MaxWorkers || info.RingSize <= 0 || info.SubRingSize <= 0 {
-		l.info.SubRings = info.SubRings
 		abandon()
 		return &control.Error{Msg: fmt.Sprintf("%s described its loader as %.200q (%v)", who, remote.Info, err)}
 	}
@@ -107,7 +101,6 @@ func (n *Node) startRelay(ctx context.Context, l *loader, o control.LoaderOption
 		err = fmt.Errorf("sub-rings of %s here, %s there", shm.FormatSize(ring.Capacity()), shm.FormatSize(info.SubRingSize))
 	}
 	if err != nil {
-		l.info.SubRings = info.SubRings
 		abandon()
 		n.log.Error("create ring", "loader", l.id, "ring", path, "err", err)
 		return &control.Error{Key: "ring_size", Msg: err.Error()}

@@ -194,3 +194,54 @@ func TestServerClientServerStops(t *testing.T) {
 	}
 	readAll(t, ctx, l, want, "after restart")
 }
+
+// TestServerClientStalledLoader: a trainer that stops reading (its ring
+// full, its streams' flow-control windows full) does not hold up another
+// trainer's loader sampled by the same node: each remote loader has a
+// connection, and so flow-control windows, of its own.
+func TestServerClientStalledLoader(t *testing.T) {
+	parts := clusterParts(t, 2)
+	c := startCluster(t, parts, 2, "10s")
+	_, socket := c.startClient("10s")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	stalled := baseOptions()
+	stalled.WorldSize, stalled.Workers, stalled.Epochs, stalled.BatchSize, stalled.RingSize = 2, 4, 100000, 512, "4MiB"
+	stalled.Fanouts = []int{10, 10}
+	l, err := client.OpenLoader(ctx, socket, stalled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if st, err := client.Stats(ctx, c.sockets[0]); err == nil {
+		c.note(st)
+	}
+	// Let its samplers fill every buffer between them and the trainer.
+	var made uint64
+	eventually(t, 30*time.Second, "the stalled loader's buffers fill", func() bool {
+		st, err := client.Stats(ctx, c.sockets[0])
+		if err != nil || len(st.Loaders) != 1 {
+			return false
+		}
+		b := st.Loaders[0].Batches
+		full := b > 0 && b == made
+		made = b
+		time.Sleep(500 * time.Millisecond)
+		return full
+	})
+	t.Logf("the stalled loader's samplers made %d batches before they blocked", made)
+	o := baseOptions()
+	o.WorldSize, o.Epochs = 2, 1
+	want := unionReference(t, parts, o)
+	l2, err := client.OpenLoader(ctx, socket, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if st, err := client.Stats(ctx, c.sockets[0]); err == nil {
+		c.note(st)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer rcancel()
+	readAll(t, rctx, l2, want, "beside a stalled loader")
+}
