@@ -44,9 +44,28 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	}
 	defer n.Close()
 	sd := newNotifier(log)
+	interval, err := watchdogInterval(os.Getenv("WATCHDOG_USEC"), os.Getenv("WATCHDOG_PID"), os.Getpid())
+	if err != nil {
+		return fmt.Errorf("node run: systemd watchdog: %w", err)
+	}
+	wctx, stopWatchdog := context.WithCancel(ctx)
+	var watching sync.WaitGroup
+	defer func() {
+		stopWatchdog()
+		watching.Wait()
+	}()
 	n.OnStatus = func(status string) { sd.send("STATUS=" + status) }
-	n.OnReady = func() { sd.send("READY=1") }
-	n.OnStopping = func() { sd.send("STOPPING=1") }
+	n.OnReady = func() {
+		sd.send("READY=1")
+		if interval > 0 && sd.addr != "" {
+			// systemd watches from READY=1 on.
+			watching.Go(func() { watchdog(wctx, sd, interval, cfg.Control.Socket, log) })
+		}
+	}
+	n.OnStopping = func() {
+		stopWatchdog() // the stop is bounded by TimeoutStopSec instead
+		sd.send("STOPPING=1")
+	}
 	return n.Run(ctx)
 }
 

@@ -73,6 +73,7 @@ func TestSystemdUnit(t *testing.T) {
 		"Type": "notify", "NotifyAccess": "main", "KillMode": "mixed", "KillSignal": "SIGTERM",
 		"ExecStart": "/opt/graphnode/bin/node run -c /etc/graphnode/node.toml",
 		"User":      "graphnode", "Group": "graphnode", "ProtectSystem": "strict",
+		"WatchdogSec": "30s", "Restart": "on-failure",
 	} {
 		if got := one(key); got != want {
 			t.Errorf("[Service] %s=%s, want %s", key, got, want)
@@ -179,6 +180,13 @@ func (s *notifySocket) await(t *testing.T, limit time.Duration, ok func(string) 
 	}
 }
 
+// collect reads messages for d and returns every message read so far.
+func (s *notifySocket) collect(t *testing.T, d time.Duration) []string {
+	t.Helper()
+	s.await(t, d, func(string) bool { return false })
+	return s.got
+}
+
 func prefix(p string) func(string) bool {
 	return func(m string) bool { return strings.HasPrefix(m, p) }
 }
@@ -206,7 +214,7 @@ func TestRunNotifiesSystemd(t *testing.T) {
 		t.Fatal(err)
 	}
 	sd := newNotifySocket(t)
-	if err := cl.start(0, []string{"NOTIFY_SOCKET=" + sd.path}); err != nil {
+	if err := cl.start(0, []string{"NOTIFY_SOCKET=" + sd.path, "WATCHDOG_USEC=1000000"}); err != nil {
 		t.Fatal(err)
 	}
 	if m := sd.await(t, 20*time.Second, prefix("STATUS=waiting for peers")); !strings.Contains(m, "1=node1@127.0.0.1:") {
@@ -223,8 +231,15 @@ func TestRunNotifiesSystemd(t *testing.T) {
 		t.Fatalf("no READY=1 after node1 started; messages %q, log:\n%s", sd.got, tail(cl.logs[0]))
 	}
 	i := slices.IndexFunc(sd.got, prefix("STATUS=serving part 0 of 2 "))
-	if i < 0 || i != len(sd.got)-2 || !strings.Contains(sd.got[i], cl.sockets[0]) {
+	if i < 0 || i != slices.IndexFunc(sd.got, prefix("READY=1"))-1 || !strings.Contains(sd.got[i], cl.sockets[0]) {
 		t.Errorf("want the status naming part 0 and its socket just before READY=1; messages %q", sd.got)
+	}
+	// WatchdogSec=1s: a WATCHDOG=1 every half second once ready.
+	if slices.ContainsFunc(sd.got[:i], prefix("WATCHDOG=1")) {
+		t.Errorf("WATCHDOG=1 before READY=1; messages %q", sd.got)
+	}
+	if n := countFunc(sd.collect(t, 1500*time.Millisecond), prefix("WATCHDOG=1")); n < 2 {
+		t.Errorf("%d WATCHDOG=1 within 1.5 s of READY=1 with WATCHDOG_USEC=1000000, want 2 or more; messages %q", n, sd.got)
 	}
 	if err := cl.waitReady(t.Context(), 30*time.Second); err != nil {
 		t.Fatal(err)
@@ -250,5 +265,42 @@ func TestRunNotifiesSystemd(t *testing.T) {
 	}
 	if !slices.ContainsFunc(sd.got, prefix("STATUS=stopping")) && sd.await(t, time.Second, prefix("STATUS=stopping")) == "" {
 		t.Errorf("no stopping status; messages %q", sd.got)
+	}
+	got := sd.collect(t, 300*time.Millisecond)
+	if stop := slices.IndexFunc(got, prefix("STOPPING=1")); slices.ContainsFunc(got[stop:], prefix("WATCHDOG=1")) {
+		t.Errorf("WATCHDOG=1 after STOPPING=1; messages %q", got)
+	}
+}
+
+func countFunc(s []string, f func(string) bool) int {
+	n := 0
+	for _, x := range s {
+		if f(x) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestWatchdogInterval: WATCHDOG_USEC and WATCHDOG_PID as systemd sets
+// them.
+func TestWatchdogInterval(t *testing.T) {
+	for _, tc := range []struct {
+		usec, pid string
+		want      time.Duration
+		err       string
+	}{
+		{"", "", 0, ""},
+		{"30000000", "", 30 * time.Second, ""},
+		{"30000000", "42", 30 * time.Second, ""},
+		{"30000000", "43", 0, ""}, // another process is watched
+		{"0", "", 0, "WATCHDOG_USEC=\"0\""},
+		{"soon", "42", 0, "WATCHDOG_USEC=\"soon\""},
+		{"30000000", "x", 0, "WATCHDOG_PID=\"x\""},
+	} {
+		got, err := watchdogInterval(tc.usec, tc.pid, 42)
+		if got != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("watchdogInterval(%q, %q): %v, %v; want %v, error naming %q", tc.usec, tc.pid, got, err, tc.want, tc.err)
+		}
 	}
 }
