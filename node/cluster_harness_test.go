@@ -138,10 +138,12 @@ func startClusterWith(t *testing.T, parts string, n int, timeout string, extra f
 	for p := range n {
 		dir, rings := nodeDirs(t)
 		socket := filepath.Join(dir, "node.sock")
+		// Each host holds graph.toml and its own part, as on a cluster.
+		host := hostParts(t, parts, filepath.Join(dir, "parts"), partition.PartFile(p))
 		text := fmt.Sprintf("version = 1\n[node]\nparts = %q\npart = %d\nname = %q\n[control]\nsocket = %q\n"+
 			"[rings]\ndir = %q\nsize = \"16MiB\"\n[samplers]\ndrain_timeout = \"5s\"\n"+
 			"[mesh]\ncerts = %q\ncluster = %q\ntimeout = %q\n%s[log]\nformat = \"json\"\nlevel = \"debug\"\n",
-			parts, p, hostName(p), socket, rings, c.certs, clusterName, timeout, peers.String())
+			host, p, hostName(p), socket, rings, c.certs, clusterName, timeout, peers.String())
 		if extra != nil {
 			text += extra(p)
 		}
@@ -162,6 +164,28 @@ func startClusterWith(t *testing.T, parts string, n int, timeout string, extra f
 	return c
 }
 
+// hostParts makes dir a partition directory holding graph.toml of the
+// set at parts and the given files of it (hard links, or copies).
+func hostParts(t *testing.T, parts, dir string, files ...string) string {
+	t.Helper()
+	for _, f := range append([]string{partition.ManifestFile}, files...) {
+		from, to := filepath.Join(parts, f), filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if os.Link(from, to) != nil {
+			b, err := os.ReadFile(from)
+			if err == nil {
+				err = os.WriteFile(to, b, 0o644)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return dir
+}
+
 // clientName is the certificate name of a test cluster's client node.
 const clientName = "trainer0"
 
@@ -172,18 +196,7 @@ func (c *testCluster) startClient(timeout string) (d *daemon, socket string) {
 	t.Helper()
 	dir, rings := nodeDirs(t)
 	socket = filepath.Join(dir, "node.sock")
-	// A client node needs graph.toml alone.
-	parts := filepath.Join(dir, "parts")
-	manifest, err := os.ReadFile(filepath.Join(c.parts, partition.ManifestFile))
-	if err == nil {
-		err = os.Mkdir(parts, 0o755)
-	}
-	if err == nil {
-		err = os.WriteFile(filepath.Join(parts, partition.ManifestFile), manifest, 0o644)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	parts := hostParts(t, c.parts, filepath.Join(dir, "parts")) // graph.toml alone
 	text := fmt.Sprintf("version = 1\n[node]\nrole = \"client\"\nparts = %q\nname = %q\n[control]\nsocket = %q\n"+
 		"[rings]\ndir = %q\n[mesh]\ncerts = %q\ncluster = %q\ntimeout = %q\n%s[log]\nformat = \"json\"\nlevel = \"debug\"\n",
 		parts, clientName, socket, rings, c.certs, clusterName, timeout, c.peers)

@@ -126,7 +126,7 @@ func New(cfg Config, log *slog.Logger) (*Node, error) {
 // checksum every peer must share), checks the part file against it, and
 // loads the mesh identity when the node joins a mesh.
 func (n *Node) openSet() error {
-	open := partition.OpenDir
+	open := func(dir string) (*partition.Manifest, error) { return partition.OpenPart(dir, n.cfg.Node.Part) }
 	if n.cfg.Client() {
 		open = partition.OpenManifest
 	}

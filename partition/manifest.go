@@ -245,15 +245,30 @@ func (m *Manifest) SetChecksum() error {
 // manifest and the files it lists (presence and size; CRCs are checked by
 // inspect --verify). It reports every problem found, joined, each naming
 // the file and the key.
-func OpenDir(dir string) (*Manifest, error) { return openManifest(dir, true) }
+func OpenDir(dir string) (*Manifest, error) {
+	return openManifest(dir, func(string) bool { return true })
+}
 
-// OpenManifest reads and checks dir/graph.toml as OpenDir does, but not
-// the files it lists: for a host that holds none of the set's files (a
-// client node of server-client mode needs the partition book and the
-// set's checksum only).
-func OpenManifest(dir string) (*Manifest, error) { return openManifest(dir, false) }
+// OpenPart reads and checks dir/graph.toml as OpenDir does, but of the
+// files it lists requires on disk only the one a node serving part reads,
+// part-<part>/part.csr: each host of a cluster holds graph.toml and its
+// own part, not the others' (nor the id maps, which only tools that map
+// ids back read).
+func OpenPart(dir string, part int) (*Manifest, error) {
+	return openManifest(dir, func(p string) bool { return p == PartFile(part) })
+}
 
-func openManifest(dir string, withFiles bool) (*Manifest, error) {
+// OpenManifest reads and checks dir/graph.toml as OpenDir does, but none
+// of the files it lists needs to be on disk: for a host that holds none
+// of them (a client node of server-client mode needs the partition book
+// and the set's checksum only).
+func OpenManifest(dir string) (*Manifest, error) {
+	return openManifest(dir, func(string) bool { return false })
+}
+
+// openManifest reads and checks graph.toml, and the presence and size of
+// each file it lists for which onDisk is true.
+func openManifest(dir string, onDisk func(path string) bool) (*Manifest, error) {
 	file := filepath.Join(dir, ManifestFile)
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -269,9 +284,7 @@ func openManifest(dir string, withFiles bool) (*Manifest, error) {
 		errs = append(errs, fmt.Errorf("partition: %s: key %q: unknown key: %w", file, k.String(), ErrManifest))
 	}
 	errs = append(errs, m.problems(file)...)
-	if withFiles {
-		errs = append(errs, m.fileProblems(dir, file)...)
-	}
+	errs = append(errs, m.fileProblems(dir, file, onDisk)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -390,7 +403,7 @@ func (m *Manifest) requiredFiles() []string {
 }
 
 // fileProblems checks the file list against the directory.
-func (m *Manifest) fileProblems(dir, file string) []error {
+func (m *Manifest) fileProblems(dir, file string, onDisk func(string) bool) []error {
 	var errs []error
 	bad := func(key, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("partition: %s: key %q: %s: %w", file, key, fmt.Sprintf(format, a...), ErrManifest))
@@ -409,12 +422,14 @@ func (m *Manifest) fileProblems(dir, file string) []error {
 		if _, err := hex.DecodeString(f.CRC32C); err != nil || len(f.CRC32C) != 8 {
 			bad(key+".crc32c", "%q for %s is not 8 hex digits", f.CRC32C, f.Path)
 		}
-		st, err := os.Stat(filepath.Join(dir, filepath.FromSlash(f.Path)))
-		switch {
-		case err != nil:
-			bad(key+".path", "%s: %v", f.Path, err)
-		case st.Size() != f.Size:
-			bad(key+".size", "%s is %d bytes on disk, %d recorded", f.Path, st.Size(), f.Size)
+		if onDisk(f.Path) {
+			st, err := os.Stat(filepath.Join(dir, filepath.FromSlash(f.Path)))
+			switch {
+			case err != nil:
+				bad(key+".path", "%s: %v", f.Path, err)
+			case st.Size() != f.Size:
+				bad(key+".size", "%s is %d bytes on disk, %d recorded", f.Path, st.Size(), f.Size)
+			}
 		}
 		if f.Path == OrigIDsFile && f.Size != int64(8*m.Nodes) {
 			bad(key+".size", "%s records %d bytes, want 8 × %d nodes", f.Path, f.Size, m.Nodes)

@@ -129,6 +129,40 @@ func TestOpenDirFileProblems(t *testing.T) {
 	}
 }
 
+// TestOpenPart: a host's copy of graph.toml and its own part file opens
+// with OpenPart for that part (same checksum), not for another part nor
+// with OpenDir, each naming the missing file; a part file of the wrong
+// size is refused.
+func TestOpenPart(t *testing.T) {
+	dir, m := writtenDir(t)
+	host := t.TempDir()
+	for _, f := range []string{ManifestFile, PartFile(1)} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(host, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(host, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := OpenPart(host, 1); err != nil || got.Checksum != m.Checksum {
+		t.Fatalf("OpenPart(1) of graph.toml and part 1: %v", err)
+	}
+	if _, err := OpenPart(host, 0); err == nil || !strings.Contains(err.Error(), "part-0/part.csr: stat") || strings.Contains(err.Error(), "orig_ids") {
+		t.Fatalf("OpenPart(0) without part 0: %v, want part-0/part.csr named alone", err)
+	}
+	if _, err := OpenDir(host); err == nil || !strings.Contains(err.Error(), "orig_ids.bin") {
+		t.Fatalf("OpenDir of one host's files: %v, want the missing files named", err)
+	}
+	os.Truncate(filepath.Join(host, PartFile(1)), 100)
+	if _, err := OpenPart(host, 1); err == nil || !strings.Contains(err.Error(), "part-1/part.csr is 100 bytes on disk") {
+		t.Fatalf("OpenPart(1) of a truncated part: %v", err)
+	}
+}
+
 // TestOpenManifest: graph.toml alone, copied away from its files, opens
 // with OpenManifest (same checksum) and not with OpenDir; its content is
 // still checked.
