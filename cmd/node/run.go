@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"os"
@@ -36,6 +37,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	cfg.Log.Format = resolveLogFormat(cfg.Log.Format, a.stderr)
 	level, _ := node.ParseLevel(cfg.Log.Level)
 	log := slog.New(newHandler(a.stderr, level, cfg.Log.Format))
+	routeStdLog(log.Handler())
 	info, _ := debug.ReadBuildInfo()
 	log.Info("starting", "config", *path, "build", buildVersion(info, commit))
 	n, err := node.New(cfg, log)
@@ -79,6 +81,15 @@ func resolveLogFormat(format string, w io.Writer) string {
 		return "text"
 	}
 	return "json"
+}
+
+// routeStdLog sends what libraries print with the standard log package
+// (quic-go's warning that the kernel gave it smaller UDP buffers than it
+// asked for) through h as warnings, so that they reach the journal in
+// the node's format instead of as bare text lines.
+func routeStdLog(h slog.Handler) {
+	stdlog.SetFlags(0)
+	stdlog.SetOutput(slog.NewLogLogger(h, slog.LevelWarn).Writer())
 }
 
 // newHandler is the slog handler of a node process (daemon or sampler).

@@ -30,5 +30,6 @@ func runSampler(ctx context.Context, a *app, args []string) error {
 	}
 	log := slog.New(newHandler(a.stderr, level, resolveLogFormat(spec.LogFormat, a.stderr))).
 		With("loader", spec.LoaderID, "worker", spec.Worker)
+	routeStdLog(log.Handler())
 	return node.RunSampler(ctx, spec, log, a.stdout)
 }

@@ -2,6 +2,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
+	stdlog "log"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -302,5 +306,19 @@ func TestWatchdogInterval(t *testing.T) {
 		if got != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("watchdogInterval(%q, %q): %v, %v; want %v, error naming %q", tc.usec, tc.pid, got, err, tc.want, tc.err)
 		}
+	}
+}
+
+// TestRouteStdLog: a library's standard-log line (quic-go's UDP buffer
+// warning) becomes one JSON warning in the node's log.
+func TestRouteStdLog(t *testing.T) {
+	defer stdlog.SetOutput(stdlog.Writer())
+	defer stdlog.SetFlags(stdlog.Flags())
+	var buf bytes.Buffer
+	routeStdLog(newHandler(&buf, slog.LevelInfo, "json"))
+	stdlog.Printf("failed to sufficiently increase receive buffer size (was: %d kiB)", 208)
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil || rec["level"] != "WARN" || rec["msg"] != "failed to sufficiently increase receive buffer size (was: 208 kiB)" {
+		t.Fatalf("standard log line came out as %q (%v)", buf.String(), err)
 	}
 }
