@@ -47,6 +47,7 @@ func (n *Node) startMesh() error {
 			return fmt.Errorf("node: mesh: %w", err)
 		}
 		c.cli = cli
+		n.kv.cli.Store(cli)
 		return nil
 	}
 	srv, err := mesh.Listen(context.Background(), n.cfg.MeshListen(), mesh.ServerConfig{

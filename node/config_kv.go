@@ -80,8 +80,8 @@ func (c *Config) saveOnExit() bool {
 // validateKV adds [kv] problems to p.
 func (c *Config) validateKV(p *problems) {
 	k := &c.KV
-	if c.Client() && (len(k.Tables) > 0 || k.CheckpointDir != "" || k.Load) {
-		p.add("kv", "a client node (node.role = %q) holds no kv shards: declare tables and checkpoints on the sampling nodes", RoleClient)
+	if c.Client() && (k.CheckpointDir != "" || k.Load || k.MaxMemory != "") {
+		p.add("kv", "a client node (node.role = %q) holds no kv shards: checkpoint_dir, load and max_memory belong to the sampling nodes", RoleClient)
 	}
 	if d, err := time.ParseDuration(k.SyncTimeout); err != nil || d <= 0 || d > MaxMeshTimeout {
 		p.add("kv.sync_timeout", "%q is not a duration in (0, %v] (like \"60s\")", k.SyncTimeout, MaxMeshTimeout)

@@ -97,8 +97,9 @@
 // the same shape and, per sub-ring, a goroutine that asks for that
 // sub-ring's stream and copies each record (checked with sample.Decode)
 // into its own sub-ring. The trainer reads it as any ring. A stream that
-// fails ends with an error record naming the sampling node's part; kv
-// requests are refused. The sampling node closes a remote loader when
+// fails ends with an error record naming the sampling node's part. Its
+// kvServer has no Store: every kv request goes to the shards' owners over
+// the mesh, and kv_create and kv_save to every sampling node. The sampling node closes a remote loader when
 // every sub-ring's stream has ended, when the client's connection closes,
 // when it drains, or when no stream came within 30 s of the opening.
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,28 +22,40 @@ import (
 // kvServer is the node's shard of every kv table and its way to the
 // other shards. Trainers reach it only through their own node (control
 // socket); the node forwards each request to the owners (its own shard
-// straight from the Store) with one kv.Client per table.
+// straight from the Store) with one kv.Client per table. A client node
+// (node.role = "client") has no shard: store is nil and every request
+// goes to the sampling nodes.
 type kvServer struct {
 	cfg     *Config
 	log     *slog.Logger
-	part    int
+	part    int // -1 on a client node
 	book    partition.Book
-	store   *kv.Store
-	handler *kv.Handler
+	store   *kv.Store   // nil on a client node
+	handler *kv.Handler // nil on a client node
 	tr      *kv.WireTransport
 	cli     atomic.Pointer[mesh.Client] // the node's mesh client; nil without a mesh
 
 	mu      sync.Mutex
 	clients map[string]*kv.Client
+	specs   map[string]kv.Spec // of clients
 }
 
 // newKVServer builds the store with the tables of [kv] and, with
 // kv.load, restores them from the checkpoint directory.
 func newKVServer(cfg *Config, log *slog.Logger, book partition.Book) (*kvServer, error) {
-	s := &kvServer{cfg: cfg, log: log, part: cfg.Node.Part, book: book, clients: map[string]*kv.Client{}}
+	s := &kvServer{cfg: cfg, log: log, part: cfg.ownPart(), book: book, clients: map[string]*kv.Client{}, specs: map[string]kv.Spec{}}
 	specs := make([]kv.Spec, 0, len(cfg.KV.Tables))
 	for i := range cfg.KV.Tables {
 		specs = append(specs, s.resolve(&cfg.KV.Tables[i]))
+	}
+	s.tr = kv.NewWireTransport(s.call)
+	if cfg.Client() {
+		for _, sp := range specs {
+			if _, err := s.client(sp); err != nil {
+				return nil, fmt.Errorf("node: kv.tables: %w", err)
+			}
+		}
+		return s, nil
 	}
 	store, err := kv.New(kv.Config{Part: s.part, Tables: specs, SyncTimeout: cfg.SyncTimeoutDuration(), MaxBytes: cfg.kvMaxBytes()})
 	if err != nil {
@@ -61,7 +74,6 @@ func newKVServer(cfg *Config, log *slog.Logger, book partition.Book) (*kvServer,
 			log.Info("kv: removed the temporary files of a checkpoint save that did not complete", "dir", dir, "files", rec.Removed)
 		}
 	}
-	s.tr = kv.NewWireTransport(s.call)
 	for _, sp := range specs {
 		if _, err := s.client(sp); err != nil {
 			return nil, fmt.Errorf("node: kv.tables: %w", err)
@@ -96,7 +108,7 @@ func (s *kvServer) client(sp kv.Spec) (*kv.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.clients[sp.Name] = c
+	s.clients[sp.Name], s.specs[sp.Name] = c, sp
 	return c, nil
 }
 
@@ -183,6 +195,9 @@ func ackError(part int, resp []byte) error {
 // checkpoint file when there is one.
 func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward bool) (*control.TableInfo, error) {
 	sp := s.resolve(t)
+	if s.store == nil { // a client node: the sampling nodes hold every shard
+		return s.createRemote(ctx, t, sp)
+	}
 	created, err := s.store.Create(sp)
 	if err != nil {
 		return nil, &control.Error{Key: "table", Msg: err.Error()}
@@ -211,9 +226,43 @@ func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward boo
 	return &control.TableInfo{Name: sp.Name, Rows: sp.Rows, Dim: sp.Dim, Bounds: sp.Bounds, Created: created, Version: v}, nil
 }
 
+// createRemote is create on a client node: every sampling node creates
+// its shard. The table's version is theirs, so it reports 0, and whether
+// this call created the table is not known here (false).
+func (s *kvServer) createRemote(ctx context.Context, t *control.TableSpec, sp kv.Spec) (*control.TableInfo, error) {
+	if err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: t}); err != nil {
+		return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the sampling nodes: %v", err)}
+	}
+	if _, err := s.client(sp); err != nil {
+		return nil, &control.Error{Key: "table", Msg: err.Error()}
+	}
+	return &control.TableInfo{Name: sp.Name, Rows: sp.Rows, Dim: sp.Dim, Bounds: sp.Bounds}, nil
+}
+
+// tableSpec is the spec of a table this node has a client for.
+func (s *kvServer) tableSpec(name string) (kv.Spec, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sp, ok := s.specs[name]
+	if !ok {
+		return kv.Spec{}, fmt.Errorf("node: kv: table %q (create it with kv_create or [[kv.tables]]): %w", name, kv.ErrUnknownTable)
+	}
+	return sp, nil
+}
+
 // save checkpoints this node's shards and, when forward is set, asks
-// every peer to checkpoint theirs.
+// every peer to checkpoint theirs. On a client node, which holds no
+// shard, it asks every sampling node (Dir is then "").
 func (s *kvServer) save(ctx context.Context, forward bool) (*control.SaveInfo, error) {
+	if s.store == nil {
+		if err := s.broadcast(ctx, &control.Request{Op: control.OpKVSave}); err != nil {
+			return nil, fmt.Errorf("save on the sampling nodes: %w", err)
+		}
+		s.mu.Lock()
+		tables := slices.Sorted(maps.Keys(s.specs))
+		s.mu.Unlock()
+		return &control.SaveInfo{Tables: tables}, nil
+	}
 	dir := s.cfg.KV.CheckpointDir
 	if dir == "" {
 		return nil, errors.New("kv.checkpoint_dir is not set on this node")
@@ -232,7 +281,9 @@ func (s *kvServer) save(ctx context.Context, forward bool) (*control.SaveInfo, e
 // leave tells every shard that trainer rank is gone, so that a step it
 // belongs to fails for the others at once instead of timing out.
 func (s *kvServer) leave(ctx context.Context, rank int) {
-	s.store.Leave(rank)
+	if s.store != nil {
+		s.store.Leave(rank)
+	}
 	req := kv.AppendLeaveRequest(nil, &kv.LeaveRequest{Trainer: uint32(rank)})
 	var wg sync.WaitGroup
 	for _, p := range s.peers() {

@@ -46,7 +46,7 @@ func (s *kvServer) serveTrainerErr(ctx context.Context, body []byte, kc *kvConn)
 		if err != nil {
 			return nil, err
 		}
-		sp, err := s.store.Spec(m.Table)
+		sp, err := s.tableSpec(m.Table)
 		if err != nil {
 			return nil, err
 		}

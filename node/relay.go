@@ -25,9 +25,6 @@ import (
 // stream into its sub-ring, so the trainer reads it exactly as it would
 // read a local loader's ring, batch for batch the same records.
 
-// errClientKV answers kv requests on a client node.
-var errClientKV = errors.New("node: this is a client node (node.role = \"client\"): it holds no kv shards; run kv on the sampling nodes' sockets")
-
 // relay is the streaming half of a loader on a client node.
 type relay struct {
 	server  int // the part whose node samples the loader

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"graphnode/mesh"
 	"graphnode/node/client"
 	"graphnode/node/control"
+	"graphnode/partition"
 )
 
 // TestServerClient: a client node (no part, no samplers) serves trainers
@@ -19,8 +22,10 @@ import (
 // the batches of one process sampling the union of the part files, as
 // they would from the sampling nodes themselves; each rank's loader runs
 // on the node of its part; when the trainers close, the sampling nodes
-// close their loaders and samplers; kv requests are refused, naming the
-// role.
+// close their loaders and samplers. Trainers on the client node reach
+// the parameter server too: tables created, pushed to and stepped there
+// hold exactly the values of one in-process store, read through a
+// sampling node as through the client node.
 func TestServerClient(t *testing.T) {
 	parts := clusterParts(t, 2)
 	c := startCluster(t, parts, 2, "10s")
@@ -91,17 +96,77 @@ func TestServerClient(t *testing.T) {
 	if _, err := client.OpenLoader(ctx, socket, bad); err == nil || !strings.Contains(err.Error(), "the sampling node of part 0 refused the loader") || !strings.Contains(err.Error(), "ring_size") {
 		t.Errorf("a loader the sampling node refuses: %v, want its reason (ring_size) naming part 0", err)
 	}
-	k, err := client.DialKV(ctx, socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
-	if _, err := k.Create(ctx, kvTables()[0]); err == nil || !strings.Contains(err.Error(), "client node") {
-		t.Errorf("kv_create on a client node: %v, want refused naming the role", err)
-	}
+	checkClientKV(t, ctx, parts, socket, c.sockets[1])
 	if !cl.logHas(`"msg":"node ready"`, `"role":"client"`) {
 		t.Errorf("client node log lacks its ready line:\n%s", cl.log)
 	}
+}
+
+// checkClientKV creates kvTables through the client node's socket,
+// pushes rows of both parts and steps the dense table with two trainers
+// there, and compares with one in-process store, read through the client
+// node and through a sampling node's socket.
+func checkClientKV(t *testing.T, ctx context.Context, parts, socket, server string) {
+	t.Helper()
+	m, err := partition.OpenDir(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	book, _ := m.Book()
+	ref := refStore(t, book.NumNodes())
+	k := dialKV(t, socket)
+	for _, ts := range kvTables() {
+		if info, err := k.Create(ctx, ts); err != nil || len(info.Bounds) != 3 {
+			t.Fatalf("create %s through the client node: %+v, %v", ts.Name, info, err)
+		}
+	}
+	total := book.NumNodes()
+	ids := []uint64{0, total - 1, total / 2, 7}
+	g := grad(0, 1, len(ids)*4)
+	if err := k.Push(ctx, "emb", ids, g); err != nil {
+		t.Fatal(err)
+	}
+	if err := ref.Push("emb", ids, g); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	k2 := dialKV(t, socket)
+	for r, kc := range []*client.KV{k, k2} {
+		wg.Go(func() { errs[r] = kc.PushSync(ctx, "dense", 0, r, 2, grad(r, 0, 33)) })
+		wg.Go(func() { errs[2+r] = ref.PushSync(ctx, "dense", 0, r, 2, grad(r, 0, 33)) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	dense := []uint64{0, 5, 10}
+	wantEmb, _ := ref.Pull("emb", ids, nil)
+	wantDense, _ := ref.Pull("dense", dense, nil)
+	for _, s := range []string{socket, server} {
+		kc := dialKV(t, s)
+		if s == server {
+			if _, err := kc.Create(ctx, kvTables()[0]); err != nil { // the same spec: known there
+				t.Fatal(err)
+			}
+			if _, err := kc.Create(ctx, kvTables()[1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		emb, err := kc.Pull(ctx, "emb", ids, nil)
+		if err != nil || !slices.Equal(emb, wantEmb) {
+			t.Fatalf("emb through %s: %v, %v; want %v", s, emb, err, wantEmb)
+		}
+		got, v, err := kc.PullVersion(ctx, "dense", 1, dense, nil)
+		if err != nil || v != 1 || !slices.Equal(got, wantDense) {
+			t.Fatalf("dense through %s: version %d, %v, %v; want %v", s, v, err, got, wantDense)
+		}
+	}
+	if info, err := k.Save(ctx); err == nil || !strings.Contains(err.Error(), "checkpoint_dir") {
+		t.Errorf("kv_save through the client node without checkpoint dirs: %+v, %v; want the sampling nodes' refusal", info, err)
+	}
+	k.Done(ctx)
+	k2.Done(ctx)
 }
 
 // TestServerClientServerStops: when the sampling node of a trainer's

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sync"
 
-	"graphnode/kv"
 	"graphnode/node/control"
 )
 
@@ -63,11 +62,7 @@ func (n *Node) serveConn(ctx context.Context, c *net.UnixConn) {
 	}()
 	for body := range frames {
 		if control.IsKV(body) {
-			resp := kv.AppendErrorMsg(nil, kv.NewErrorMsg(errClientKV))
-			if !n.cfg.Client() {
-				resp = n.kv.serveTrainer(connCtx, body, kc)
-			}
-			if err := control.WriteRaw(c, resp); err != nil {
+			if err := control.WriteRaw(c, n.kv.serveTrainer(connCtx, body, kc)); err != nil {
 				return
 			}
 			continue
@@ -96,9 +91,6 @@ func (n *Node) handle(ctx context.Context, body []byte, kc *kvConn, own func(*lo
 	req, err := control.DecodeRequest(body)
 	if err != nil {
 		return errorResponse(err)
-	}
-	if n.cfg.Client() && (req.Op == control.OpKVCreate || req.Op == control.OpKVSave) {
-		return errorResponse(errClientKV)
 	}
 	switch req.Op {
 	case control.OpOpenLoader:
