@@ -90,6 +90,7 @@ type testCluster struct {
 	rings   []string
 	peers   string // the [[mesh.peers]] tables of every node
 	nodes   []*daemon
+	client  *daemon    // startClient's
 	mu      sync.Mutex // guards pids: loaders of several ranks note theirs at once
 	pids    []int      // every sampler pid seen; checked gone after the test
 }
@@ -205,6 +206,7 @@ func (c *testCluster) startClient(timeout string) (d *daemon, socket string) {
 		t.Fatal(err)
 	}
 	d = startDaemon(t, c.bin, cfg, socket, rings)
+	c.client = d
 	eventually(t, 20*time.Second, "client node ready", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

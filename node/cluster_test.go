@@ -142,16 +142,7 @@ func TestClusterPeerKilled(t *testing.T) {
 	defer cancel()
 	o := baseOptions()
 	o.WorldSize, o.Workers, o.Epochs, o.BatchSize, o.RingSize = 2, 2, 1000, 16, "4MiB"
-	l, err := client.OpenLoader(ctx, c.sockets[0], o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	for range 5 {
-		if _, err := l.Next(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l := openReading(t, ctx, c.sockets[0], o, 5)
 	if st, err := l.Stats(ctx); err == nil {
 		c.note(st)
 	}

@@ -135,6 +135,23 @@ func nodeDirs(t *testing.T) (dir, rings string) {
 	return dir, rings
 }
 
+// openReading opens a loader of o on socket, closed after the test, and
+// reads its first n batches.
+func openReading(t *testing.T, ctx context.Context, socket string, o client.Options, n int) *client.Loader {
+	t.Helper()
+	l, err := client.OpenLoader(ctx, socket, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	for range n {
+		if _, err := l.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
+}
+
 // newConfigGroup is newConfig with a [control] group.
 func newConfigGroup(t *testing.T, parts, samplers, group string) (cfg, socket, rings string) {
 	t.Helper()

@@ -28,16 +28,7 @@ func TestKilledSamplerIsAnError(t *testing.T) {
 	o.Workers, o.Epochs, o.BatchSize, o.RingSize = 2, 1000, 16, "2MiB"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := client.OpenLoader(ctx, socket, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	for range 5 {
-		if _, err := l.Next(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	l := openReading(t, ctx, socket, o, 5)
 	st, err := l.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)

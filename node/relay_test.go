@@ -27,11 +27,8 @@ import (
 // hold exactly the values of one in-process store, read through a
 // sampling node as through the client node.
 func TestServerClient(t *testing.T) {
-	parts := clusterParts(t, 2)
-	c := startCluster(t, parts, 2, "10s")
-	cl, socket := c.startClient("10s")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	parts, c, socket, ctx := serverClient(t, "10s")
+	cl := c.client
 	for _, tc := range []struct {
 		seed                 uint64
 		workers, concurrency int
@@ -100,6 +97,18 @@ func TestServerClient(t *testing.T) {
 	if !cl.logHas(`"msg":"node ready"`, `"role":"client"`) {
 		t.Errorf("client node log lacks its ready line:\n%s", cl.log)
 	}
+}
+
+// serverClient starts a 2-part cluster and a client node of it, all with
+// the given mesh timeout, and returns the parts, the cluster, the client
+// node's socket and a context that ends after 90 s.
+func serverClient(t *testing.T, timeout string) (string, *testCluster, string, context.Context) {
+	parts := clusterParts(t, 2)
+	c := startCluster(t, parts, 2, timeout)
+	_, socket := c.startClient(timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	return parts, c, socket, ctx
 }
 
 // checkClientKV creates kvTables through the client node's socket,
@@ -175,11 +184,7 @@ func checkClientKV(t *testing.T, ctx context.Context, parts, socket, server stri
 // (SIGKILL) within the mesh's idle timeout (20 s). The client node serves new
 // loaders once the nodes are back.
 func TestServerClientServerStops(t *testing.T) {
-	parts := clusterParts(t, 2)
-	c := startCluster(t, parts, 2, "3s")
-	_, socket := c.startClient("3s")
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	parts, c, socket, ctx := serverClient(t, "3s")
 	o := baseOptions()
 	o.WorldSize, o.Workers, o.Epochs, o.BatchSize, o.RingSize = 2, 2, 1000, 16, "4MiB"
 	signals := []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}
@@ -193,16 +198,7 @@ func TestServerClientServerStops(t *testing.T) {
 	for r := range 2 {
 		o := o
 		o.Rank = r
-		l, err := client.OpenLoader(ctx, socket, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		for range 5 {
-			if _, err := l.Next(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
+		l := openReading(t, ctx, socket, o, 5)
 		if st, err := client.Stats(ctx, c.sockets[r]); err == nil {
 			c.note(st)
 		}
@@ -265,11 +261,7 @@ func TestServerClientServerStops(t *testing.T) {
 // trainer's loader sampled by the same node: each remote loader has a
 // connection, and so flow-control windows, of its own.
 func TestServerClientStalledLoader(t *testing.T) {
-	parts := clusterParts(t, 2)
-	c := startCluster(t, parts, 2, "10s")
-	_, socket := c.startClient("10s")
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	parts, c, socket, ctx := serverClient(t, "10s")
 	stalled := baseOptions()
 	stalled.WorldSize, stalled.Workers, stalled.Epochs, stalled.BatchSize, stalled.RingSize = 2, 4, 100000, 512, "4MiB"
 	stalled.Fanouts = []int{10, 10}
