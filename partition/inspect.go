@@ -24,12 +24,17 @@ type InspectOptions struct {
 	// computed when fanouts are known and the graph has training nodes.
 	Fanouts   []int
 	BatchSize int
+	// Part, when not nil, inspects that partition alone: what one host of
+	// a cluster holds (graph.toml and part-K/part.csr, see OpenPart). The
+	// read shares, which need every part, are then not estimated.
+	Part *int
 }
 
 // Report describes a parts/ directory.
 type Report struct {
 	Dir      string
 	Manifest *Manifest
+	OnePart  bool // InspectOptions.Part: Parts holds that part alone
 	Parts    []PartReport
 	Files    []FileCheck // with Verify: one per file of graph.toml
 
@@ -86,30 +91,49 @@ func (r *Report) OK() bool {
 // report. A manifest that does not validate is an error; a partition
 // that fails to open or verify is recorded in the report (see OK).
 func Inspect(ctx context.Context, dir string, opts InspectOptions) (*Report, error) {
-	m, err := OpenDir(dir)
+	var m *Manifest
+	var err error
+	if opts.Part != nil {
+		if m, err = OpenManifest(dir); err == nil && (*opts.Part < 0 || *opts.Part >= m.Parts) {
+			err = fmt.Errorf("partition: part %d: %s holds parts 0..%d", *opts.Part, dir, m.Parts-1)
+		}
+		if err == nil {
+			m, err = OpenPart(dir, *opts.Part)
+		}
+	} else {
+		m, err = OpenDir(dir)
+	}
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Dir: dir, Manifest: m, Parts: make([]PartReport, m.Parts)}
-	for p := range r.Parts {
+	parts := make([]int, 0, m.Parts)
+	for p := range m.Parts {
+		if opts.Part == nil || p == *opts.Part {
+			parts = append(parts, p)
+		}
+	}
+	r := &Report{Dir: dir, Manifest: m, OnePart: opts.Part != nil}
+	for _, p := range parts {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r.Parts[p] = inspectPart(dir, m, p, opts.Verify)
+		r.Parts = append(r.Parts, inspectPart(dir, m, p, opts.Verify))
 	}
 	if opts.Verify {
 		for _, f := range m.File {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			r.Files = append(r.Files, verifyFile(dir, f, r.Parts))
+			if opts.Part == nil || f.Path == PartFile(*opts.Part) {
+				r.Files = append(r.Files, verifyFile(dir, f, r.Parts))
+			}
 		}
 	}
 	fanouts, batch := opts.Fanouts, opts.BatchSize
 	if fanouts == nil {
 		fanouts, batch = m.Fanouts, m.BatchSize
 	}
-	if fanouts != nil && m.Train > 0 && r.OK() {
+	if fanouts != nil && m.Train > 0 && r.OK() && !r.OnePart {
 		shares, err := inspectReads(ctx, dir, m, HeatOptions{Fanouts: fanouts, BatchSize: batch})
 		if err != nil {
 			return nil, err
@@ -342,8 +366,13 @@ func (r *Report) Format(w io.Writer) error {
 	if m.Relations > 0 {
 		cut = "triple cut (tail owned elsewhere)"
 	}
-	fmt.Fprintf(&b, "\n%s %.2f%% (%d of %d stored edges); balance max/mean: nodes %.3f, edges %.3f, train %.3f\n",
-		cut, percent(r.Cut, r.Edges), r.Cut, r.Edges, r.NodeBalance, r.EdgeBalance, r.TrainBalance)
+	if r.OnePart {
+		fmt.Fprintf(&b, "\npart %d alone (the other parts' files are not read): %s %.2f%% (%d of %d stored edges)\n",
+			r.Parts[0].Part, cut, percent(r.Cut, r.Edges), r.Cut, r.Edges)
+	} else {
+		fmt.Fprintf(&b, "\n%s %.2f%% (%d of %d stored edges); balance max/mean: nodes %.3f, edges %.3f, train %.3f\n",
+			cut, percent(r.Cut, r.Edges), r.Cut, r.Edges, r.NodeBalance, r.EdgeBalance, r.TrainBalance)
+	}
 	if reads {
 		fmt.Fprintf(&b, "expected feature reads per epoch (fanouts %s, batch %d, each part's training nodes): %.0f; local %.2f%%, cached %.2f%%, remote %.2f%%\n",
 			joinInts(r.ReadFanouts), r.ReadBatch, r.Reads.Reads, 100*r.Reads.Local, 100*r.Reads.Cached, 100*r.Reads.Remote)

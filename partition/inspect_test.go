@@ -86,3 +86,51 @@ func TestInspectVerifyCorruption(t *testing.T) {
 		t.Errorf("without verify: %v", err)
 	}
 }
+
+// TestInspectPart: one host's copy (graph.toml and part 1) inspects and
+// verifies with Part = 1 (that part alone, its file alone, no balance
+// line); the whole-directory inspection of the copy, or another part of
+// it, or a part out of range, is an error naming what is missing; a
+// flipped byte in the part fails its verification.
+func TestInspectPart(t *testing.T) {
+	dir, m := writtenDir(t)
+	host := hostCopy(t, dir, PartFile(1))
+	one := 1
+	r, err := Inspect(context.Background(), host, InspectOptions{Verify: true, Part: &one})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK() || !r.OnePart || len(r.Parts) != 1 || r.Parts[0].Part != 1 || r.Parts[0].Edges != m.Part[1].Edges ||
+		len(r.Files) != 1 || r.Files[0].Path != PartFile(1) {
+		t.Fatalf("report of part 1 alone: OK %v, parts %+v, files %+v", r.OK(), r.Parts, r.Files)
+	}
+	var out strings.Builder
+	if err := r.Format(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"part 1 alone", "part-1/part.csr  OK"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "balance") || strings.Contains(out.String(), "part-0") {
+		t.Errorf("report of part 1 alone speaks of the others:\n%s", out.String())
+	}
+	if _, err := Inspect(context.Background(), host, InspectOptions{}); err == nil || !strings.Contains(err.Error(), "part-0/part.csr") {
+		t.Errorf("whole inspection of one host's copy: %v", err)
+	}
+	zero, five := 0, 5
+	if _, err := Inspect(context.Background(), host, InspectOptions{Part: &zero}); err == nil || !strings.Contains(err.Error(), "part-0/part.csr") {
+		t.Errorf("part 0 of a copy holding part 1: %v", err)
+	}
+	if _, err := Inspect(context.Background(), host, InspectOptions{Part: &five}); err == nil || !strings.Contains(err.Error(), "holds parts 0..2") {
+		t.Errorf("part 5 of 3: %v", err)
+	}
+	path := filepath.Join(host, PartFile(1))
+	b, _ := os.ReadFile(path)
+	b[len(b)-1] ^= 0x01
+	os.WriteFile(path, b, 0o644)
+	if r, err := Inspect(context.Background(), host, InspectOptions{Verify: true, Part: &one}); err != nil || r.OK() {
+		t.Errorf("flipped byte in part 1: %v, OK %v", err, r != nil && r.OK())
+	}
+}

@@ -129,14 +129,12 @@ func TestOpenDirFileProblems(t *testing.T) {
 	}
 }
 
-// TestOpenPart: a host's copy of graph.toml and its own part file opens
-// with OpenPart for that part (same checksum), not for another part nor
-// with OpenDir, each naming the missing file; a part file of the wrong
-// size is refused.
-func TestOpenPart(t *testing.T) {
-	dir, m := writtenDir(t)
+// hostCopy copies graph.toml of dir and the given files of it into a new
+// directory: what one host of a cluster holds.
+func hostCopy(t *testing.T, dir string, files ...string) string {
+	t.Helper()
 	host := t.TempDir()
-	for _, f := range []string{ManifestFile, PartFile(1)} {
+	for _, f := range append([]string{ManifestFile}, files...) {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatal(err)
@@ -148,6 +146,16 @@ func TestOpenPart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return host
+}
+
+// TestOpenPart: a host's copy of graph.toml and its own part file opens
+// with OpenPart for that part (same checksum), not for another part nor
+// with OpenDir, each naming the missing file; a part file of the wrong
+// size is refused.
+func TestOpenPart(t *testing.T) {
+	dir, m := writtenDir(t)
+	host := hostCopy(t, dir, PartFile(1))
 	if got, err := OpenPart(host, 1); err != nil || got.Checksum != m.Checksum {
 		t.Fatalf("OpenPart(1) of graph.toml and part 1: %v", err)
 	}

@@ -11,13 +11,18 @@ import (
 // directory and, with --verify, check every checksum. It exits non-zero
 // when a check fails.
 func runInspect(ctx context.Context, a *app, args []string) error {
-	fs := newFlagSet(a, "inspect", "DIR [--verify] [--fanouts 15,10,5] [--batch-size N]")
+	fs := newFlagSet(a, "inspect", "DIR [--verify] [--part K] [--fanouts 15,10,5] [--batch-size N]")
 	verify := fs.Bool("verify", false, "check every section's CRC-32C and every file's CRC-32C and size against graph.toml, and the expected read shares against graph.toml's")
 	fanouts := fs.String("fanouts", "", "fanouts of the expected local / cached / remote feature-read shares (default: graph.toml's)")
 	batch := fs.Int("batch-size", -1, "batch size of that estimate (default: graph.toml's; 0 = count visits)")
+	part := fs.Int("part", -1, "inspect (and verify) graph.toml and part K alone: what one host of a cluster holds")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
+	}
+	if *part < -1 {
+		fmt.Fprintf(a.stderr, "node inspect: --part %d: want a part index (or -1 for every part)\n", *part)
+		return errUsage
 	}
 	if len(pos) != 1 {
 		fmt.Fprintln(a.stderr, "node inspect: want one directory")
@@ -25,6 +30,9 @@ func runInspect(ctx context.Context, a *app, args []string) error {
 		return errUsage
 	}
 	opts := partition.InspectOptions{Verify: *verify}
+	if *part >= 0 {
+		opts.Part = part
+	}
 	if *fanouts != "" {
 		if opts.Fanouts, err = parseFanouts(*fanouts); err != nil {
 			return err
@@ -34,7 +42,7 @@ func runInspect(ctx context.Context, a *app, args []string) error {
 	if *batch >= 0 {
 		opts.BatchSize = *batch
 		if opts.Fanouts == nil {
-			m, err := partition.OpenDir(pos[0])
+			m, err := partition.OpenManifest(pos[0])
 			if err != nil {
 				return err
 			}

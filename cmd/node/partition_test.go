@@ -75,6 +75,10 @@ func TestPartitionInspectCLI(t *testing.T) {
 			t.Errorf("inspect output lacks %q:\n%s", want, stdout)
 		}
 	}
+	code, stdout, stderr = runNode(t, "inspect", out, "--verify", "--part", "2")
+	if code != 0 || !strings.Contains(stdout, "part 2 alone") || !strings.Contains(stdout, "all 2 files OK") || strings.Contains(stdout, "part-1") {
+		t.Errorf("inspect --verify --part 2: code %d\n%s\n%s", code, stdout, stderr)
+	}
 
 	// A refused second run, then a forced one.
 	code, _, stderr = runNode(t, "partition", "--input", in, "--parts", "2", "-o", out)
@@ -131,6 +135,7 @@ func TestPartitionUsage(t *testing.T) {
 		{[]string{"partition", "--input", "x", "-o", "y", "--seed", "18446744073709551615"}, 2, "want below 2^63"},
 		{[]string{"inspect"}, 2, "want one directory"},
 		{[]string{"inspect", "/nonexistent/parts"}, 1, "graph.toml: no such file"},
+		{[]string{"inspect", "--part", "-2", "x"}, 2, "--part -2: want a part index"},
 	} {
 		code, _, stderr := runNode(t, tt.args...)
 		if code != tt.code || !strings.Contains(stderr, tt.want) {
