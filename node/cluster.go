@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -150,15 +151,16 @@ func (n *Node) becomeReady() {
 	}
 }
 
-// peerNames lists the other parts' peers as part=name@addr.
+// peerNames lists the peers this node dials (cfg.meshPeers: every part
+// but its own, all of them on a client node) as part=name@addr, in part
+// order.
 func (n *Node) peerNames() []string {
-	peers := make([]string, 0, len(n.cfg.Mesh.Peers))
-	for _, p := range n.cfg.Mesh.Peers {
-		if p.Part != n.cfg.Node.Part {
-			peers = append(peers, fmt.Sprintf("%d=%s@%s", p.Part, p.Name, p.Addr))
-		}
+	peers := n.cfg.meshPeers()
+	names := make([]string, 0, len(peers))
+	for _, p := range slices.Sorted(maps.Keys(peers)) {
+		names = append(names, fmt.Sprintf("%d=%s@%s", p, peers[p].Name, peers[p].Addr))
 	}
-	return peers
+	return names
 }
 
 // globalSplit is the split over every part: this part's ids and each

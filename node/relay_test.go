@@ -94,8 +94,8 @@ func TestServerClient(t *testing.T) {
 		t.Errorf("a loader the sampling node refuses: %v, want its reason (ring_size) naming part 0", err)
 	}
 	checkClientKV(t, ctx, parts, socket, c.sockets[1])
-	if !cl.logHas(`"msg":"node ready"`, `"role":"client"`) {
-		t.Errorf("client node log lacks its ready line:\n%s", cl.log)
+	if !cl.logHas(`"msg":"node ready"`, `"role":"client"`, `"peers":["0=host0@`, `"1=host1@`) {
+		t.Errorf("client node log lacks its ready line naming both sampling nodes:\n%s", cl.log)
 	}
 }
 
