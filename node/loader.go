@@ -19,7 +19,7 @@ type loader struct {
 	procs []*proc
 	once  sync.Once
 	// remote is set (under Node.mu) when a peer opened the loader
-	// (server-client mode); closeRemote closes it.
+	// (server-client mode, remote_loader.go).
 	remote *remoteLoader
 	// relay is set (under Node.mu) on a client node: the loader's
 	// records come from a sampling node (relay.go).
@@ -132,12 +132,20 @@ func (n *Node) startLoader(ctx context.Context, l *loader, o control.LoaderOptio
 }
 
 // closeLoader stops l's samplers (SIGTERM, then SIGKILL after the drain
-// timeout) and removes its ring. It is idempotent.
+// timeout) and removes its ring; a loader a peer opened stops streaming
+// to it first, a relayed one stops copying from its sampling node. It is
+// idempotent.
 func (n *Node) closeLoader(l *loader, why string) {
 	l.once.Do(func() {
 		n.mu.Lock()
-		procs, ring, relay := l.procs, l.ring, l.relay
+		procs, ring, relay, remote := l.procs, l.ring, l.relay, l.remote
+		if remote != nil {
+			remote.closing = true // no stream may start now
+		}
 		n.mu.Unlock()
+		if remote != nil {
+			remote.stop(why) // its streams end and the node stops consuming first
+		}
 		var wg sync.WaitGroup
 		for _, p := range procs {
 			wg.Go(func() { p.stop(n.cfg.DrainTimeoutDuration()) })

@@ -326,12 +326,8 @@ func (n *Node) drain() {
 	n.mu.Lock()
 	n.mu.draining = true
 	ls := make([]*loader, 0, len(n.mu.loaders))
-	remote := map[*loader]*remoteLoader{}
 	for _, l := range n.mu.loaders {
 		ls = append(ls, l)
-		if l.remote != nil {
-			remote[l] = l.remote
-		}
 	}
 	n.mu.Unlock()
 	if len(ls) > 0 {
@@ -342,13 +338,7 @@ func (n *Node) drain() {
 	}
 	var wg sync.WaitGroup
 	for _, l := range ls {
-		wg.Go(func() {
-			if rl := remote[l]; rl != nil {
-				n.closeRemote(rl, "node stopping")
-			} else {
-				n.closeLoader(l, "node stopping")
-			}
-		})
+		wg.Go(func() { n.closeLoader(l, "node stopping") })
 	}
 	wg.Wait()
 }

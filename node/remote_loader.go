@@ -35,8 +35,7 @@ type remoteLoader struct {
 	ctx    context.Context // ends when the loader closes: streams stop
 	cancel context.CancelFunc
 	active sync.WaitGroup // streams in progress
-	once   sync.Once
-	why    string // why it closed; set before ctx ends
+	why    string         // why it closed; set before ctx ends
 	// under Node.mu:
 	claimed []bool // sub-rings a stream has asked for
 	left    int    // sub-rings whose stream has not ended
@@ -87,13 +86,13 @@ func (n *Node) openRemote(ctx, conn context.Context, peer string, options []byte
 	n.mu.Lock()
 	l.remote = rl
 	n.mu.Unlock()
-	context.AfterFunc(conn, func() { n.closeRemote(rl, "peer's connection closed") })
+	context.AfterFunc(conn, func() { n.closeLoader(l, "peer's connection closed") })
 	timer := time.AfterFunc(remoteAttachTimeout, func() {
 		n.mu.Lock()
 		idle := !slices.Contains(rl.claimed, true)
 		n.mu.Unlock()
 		if idle {
-			n.closeRemote(rl, fmt.Sprintf("no stream from %s within %v", peer, remoteAttachTimeout))
+			n.closeLoader(l, fmt.Sprintf("no stream from %s within %v", peer, remoteAttachTimeout))
 		}
 	})
 	context.AfterFunc(rl.ctx, func() { timer.Stop() })
@@ -170,21 +169,16 @@ func (n *Node) unclaim(rl *remoteLoader) {
 	n.mu.Unlock()
 	rl.active.Done()
 	if last {
-		n.closeRemote(rl, "every sub-ring streamed")
+		n.closeLoader(rl.l, "every sub-ring streamed")
 	}
 }
 
-// closeRemote stops rl's streams, detaches the consumer and closes the
-// loader. Idempotent.
-func (n *Node) closeRemote(rl *remoteLoader, why string) {
-	rl.once.Do(func() {
-		n.mu.Lock()
-		rl.closing = true
-		n.mu.Unlock()
-		rl.why = why
-		rl.cancel()
-		rl.active.Wait()
-		rl.cons.Close()
-		n.closeLoader(rl.l, why)
-	})
+// stop ends rl's streams, waits for them and detaches the consumer;
+// closeLoader calls it, with rl.closing set, before it stops the
+// samplers.
+func (rl *remoteLoader) stop(why string) {
+	rl.why = why
+	rl.cancel()
+	rl.active.Wait()
+	rl.cons.Close()
 }
