@@ -31,18 +31,9 @@ func crcTable() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) }
 // FileName is the checkpoint file of shard part of table.
 func FileName(table string, part int) string { return fmt.Sprintf("%s.part%d.kvt", table, part) }
 
-// bodyLen is the byte length of the rows and optimiser state of t.
-func (t *table) bodyLen() int64 {
-	n, d := int64(t.n), int64(t.dim)
-	b := 4 * n * d
-	switch t.spec.Opt.Kind {
-	case OptAdagrad:
-		b += 4 * n
-	case OptAdam:
-		b += 8*n*d + 4*n
-	}
-	return b
-}
+// bodyLen is the byte length of the rows and optimiser state of t: its
+// memory (Spec.ShardBytes), which New and Create bounded.
+func (t *table) bodyLen() int64 { return int64(t.n) * int64(t.spec.rowBytes()) }
 
 // header encodes the checkpoint header of t. t.mu is held.
 func (t *table) header(part int) []byte {

@@ -154,18 +154,25 @@ func (s *Spec) Parts() int { return len(s.Bounds) - 1 }
 // and a step count per row), saturating at the largest uint64.
 func (s *Spec) ShardBytes(p int) uint64 {
 	lo, hi := s.Range(p)
-	rows, dim := hi-lo, uint64(max(s.Dim, 0))
-	per := 4 * dim // float32 weights
-	switch s.Opt.Kind {
-	case OptAdagrad:
-		per += 4
-	case OptAdam:
-		per += 8*dim + 4
-	}
+	rows, per := hi-lo, s.rowBytes()
 	if per > 0 && rows > math.MaxUint64/per {
 		return math.MaxUint64
 	}
 	return rows * per
+}
+
+// rowBytes is the memory of one row, and its size in a checkpoint body:
+// its float32 weights and the optimiser's state for it.
+func (s *Spec) rowBytes() uint64 {
+	dim := uint64(max(s.Dim, 0))
+	per := 4 * dim
+	switch s.Opt.Kind {
+	case OptAdagrad:
+		per += 4 // the sum of squared gradients
+	case OptAdam:
+		per += 8*dim + 4 // two moments per entry, a step count
+	}
+	return per
 }
 
 // Range is the global row range [lo, hi) of shard p.
