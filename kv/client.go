@@ -46,6 +46,15 @@ func (c *Client) spec(name string) (*Spec, error) {
 	return s, nil
 }
 
+// Dim is the row width of table.
+func (c *Client) Dim(table string) (int, error) {
+	s, err := c.spec(table)
+	if err != nil {
+		return 0, err
+	}
+	return s.Dim, nil
+}
+
 // isLocal reports whether part is served by the local store.
 func (c *Client) isLocal(part int) bool { return c.local != nil && c.local.part == part }
 

@@ -37,13 +37,12 @@ type kvServer struct {
 
 	mu      sync.Mutex
 	clients map[string]*kv.Client
-	specs   map[string]kv.Spec // of clients
 }
 
 // newKVServer builds the store with the tables of [kv] and, with
 // kv.load, restores them from the checkpoint directory.
 func newKVServer(cfg *Config, log *slog.Logger, book partition.Book) (*kvServer, error) {
-	s := &kvServer{cfg: cfg, log: log, part: cfg.ownPart(), book: book, clients: map[string]*kv.Client{}, specs: map[string]kv.Spec{}}
+	s := &kvServer{cfg: cfg, log: log, part: cfg.ownPart(), book: book, clients: map[string]*kv.Client{}}
 	specs := make([]kv.Spec, 0, len(cfg.KV.Tables))
 	for i := range cfg.KV.Tables {
 		specs = append(specs, s.resolve(&cfg.KV.Tables[i]))
@@ -108,7 +107,7 @@ func (s *kvServer) client(sp kv.Spec) (*kv.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.clients[sp.Name], s.specs[sp.Name] = c, sp
+	s.clients[sp.Name] = c
 	return c, nil
 }
 
@@ -239,17 +238,6 @@ func (s *kvServer) createRemote(ctx context.Context, t *control.TableSpec, sp kv
 	return &control.TableInfo{Name: sp.Name, Rows: sp.Rows, Dim: sp.Dim, Bounds: sp.Bounds}, nil
 }
 
-// tableSpec is the spec of a table this node has a client for.
-func (s *kvServer) tableSpec(name string) (kv.Spec, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sp, ok := s.specs[name]
-	if !ok {
-		return kv.Spec{}, fmt.Errorf("node: kv: table %q (create it with kv_create or [[kv.tables]]): %w", name, kv.ErrUnknownTable)
-	}
-	return sp, nil
-}
-
 // save checkpoints this node's shards and, when forward is set, asks
 // every peer to checkpoint theirs. On a client node, which holds no
 // shard, it asks every sampling node (Dir is then "").
@@ -259,7 +247,7 @@ func (s *kvServer) save(ctx context.Context, forward bool) (*control.SaveInfo, e
 			return nil, fmt.Errorf("save on the sampling nodes: %w", err)
 		}
 		s.mu.Lock()
-		tables := slices.Sorted(maps.Keys(s.specs))
+		tables := slices.Sorted(maps.Keys(s.clients))
 		s.mu.Unlock()
 		return &control.SaveInfo{Tables: tables}, nil
 	}

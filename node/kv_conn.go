@@ -46,7 +46,7 @@ func (s *kvServer) serveTrainerErr(ctx context.Context, body []byte, kc *kvConn)
 		if err != nil {
 			return nil, err
 		}
-		sp, err := s.tableSpec(m.Table)
+		dim, err := c.Dim(m.Table)
 		if err != nil {
 			return nil, err
 		}
@@ -55,7 +55,7 @@ func (s *kvServer) serveTrainerErr(ctx context.Context, body []byte, kc *kvConn)
 		if err != nil {
 			return nil, err
 		}
-		return kv.AppendPullResponse(nil, &kv.PullResponse{Version: v, Dim: uint32(sp.Dim), Rows: kc.rows}), nil
+		return kv.AppendPullResponse(nil, &kv.PullResponse{Version: v, Dim: uint32(dim), Rows: kc.rows}), nil
 	case kv.KindPushRequest:
 		var m kv.PushRequest
 		if err := kv.DecodePushRequest(body, &m); err != nil {
