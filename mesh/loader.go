@@ -37,7 +37,8 @@ type LoaderHandler interface {
 const LoaderOpenTimeout = 60 * time.Second
 
 // openLoader answers a LoaderOpenRequest.
-func (s *Server) openLoader(ctx, conn context.Context, peer string, p []byte) []byte {
+func (s *Server) openLoader(ctx, conn context.Context, peer string, p []byte) (msg []byte) {
+	defer s.catch(TypeLoaderOpenRequest, &msg, nil)
 	h, ok := s.cfg.Handler.(LoaderHandler)
 	if !ok {
 		return errorMessage(CodeUnsupported, fmt.Sprintf("mesh: %s: this node serves no remote loaders", TypeLoaderOpenRequest))
@@ -46,7 +47,7 @@ func (s *Server) openLoader(ctx, conn context.Context, peer string, p []byte) []
 	if err := DecodeLoaderOpen(p, &req); err != nil {
 		return errorMessage(CodeMalformed, err.Error())
 	}
-	id, info, err := s.callOpen(ctx, conn, h, peer, req.Options)
+	id, info, err := h.OpenLoader(ctx, conn, peer, req.Options)
 	if err != nil {
 		return handlerError(TypeLoaderOpenRequest, err)
 	}
@@ -56,17 +57,6 @@ func (s *Server) openLoader(ctx, conn context.Context, peer string, p []byte) []
 	b, start := beginMessage(nil, TypeLoaderOpenResponse)
 	b = AppendLoaderOpened(b, &LoaderOpened{ID: id, Info: info})
 	return s.finish(b, start, 0)
-}
-
-// callOpen calls h.OpenLoader, turning a panic into an error.
-func (s *Server) callOpen(ctx, conn context.Context, h LoaderHandler, peer string, options []byte) (id uint64, info []byte, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.cfg.Logger.Error("mesh: handler panicked", "type", TypeLoaderOpenRequest.String(), "panic", fmt.Sprint(r))
-			err = fmt.Errorf("panicked: %v", r)
-		}
-	}()
-	return h.OpenLoader(ctx, conn, peer, options)
 }
 
 // streamLoader answers a LoaderStreamRequest on st: one LoaderRecord per
@@ -109,8 +99,8 @@ func (s *Server) streamLoader(connCtx context.Context, peer string, st *quic.Str
 	default:
 		if err := DecodeLoaderStream(p, &req); err != nil {
 			fail = errorMessage(CodeMalformed, err.Error())
-		} else if err := s.callStream(ctx, h, peer, &req, send); err != nil {
-			fail = handlerError(TypeLoaderStreamRequest, err)
+		} else {
+			fail = s.callStream(ctx, h, peer, &req, send)
 		}
 	}
 	failed := fail != nil
@@ -128,15 +118,14 @@ func (s *Server) streamLoader(connCtx context.Context, peer string, st *quic.Str
 	s.in.peer(peer).record(sent, received, time.Since(start), failed)
 }
 
-// callStream calls h.StreamLoader, turning a panic into an error.
-func (s *Server) callStream(ctx context.Context, h LoaderHandler, peer string, req *LoaderStream, send func(context.Context, []byte) error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.cfg.Logger.Error("mesh: handler panicked", "type", TypeLoaderStreamRequest.String(), "panic", fmt.Sprint(r))
-			err = fmt.Errorf("panicked: %v", r)
-		}
-	}()
-	return h.StreamLoader(ctx, peer, req.ID, int(req.Sub), send)
+// callStream calls h.StreamLoader and returns the Error message that ends
+// the stream, nil when the handler finished.
+func (s *Server) callStream(ctx context.Context, h LoaderHandler, peer string, req *LoaderStream, send func(context.Context, []byte) error) (fail []byte) {
+	defer s.catch(TypeLoaderStreamRequest, &fail, nil)
+	if err := h.StreamLoader(ctx, peer, req.ID, int(req.Sub), send); err != nil {
+		return handlerError(TypeLoaderStreamRequest, err)
+	}
+	return nil
 }
 
 // RemoteLoader is a loader that a peer opened for this client

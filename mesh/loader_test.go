@@ -15,7 +15,8 @@ import (
 // loaderHandler adds LoaderHandler to testHandler. A loader's options are
 // "<records> <mode>": each sub-ring streams that many records (record i of
 // sub-ring s is recordBytes(id, s, i)); mode "fail" fails each sub-ring
-// after 2 records, "block" streams without end. ended receives each
+// after 2 records, "block" streams without end, "panic" panics in
+// OpenLoader and "spanic" in StreamLoader after 2 records. ended receives each
 // StreamLoader's result; gone receives a loader's id when its connection
 // ends.
 type loaderHandler struct {
@@ -44,6 +45,9 @@ func (h *loaderHandler) OpenLoader(_, conn context.Context, peer string, options
 		return 0, nil, fmt.Errorf("options %q: %v", options, err)
 	}
 	sp.peer = peer
+	if sp.mode == "panic" {
+		panic("open boom")
+	}
 	h.mu.Lock()
 	h.next++
 	id := h.next
@@ -74,6 +78,9 @@ func (h *loaderHandler) StreamLoader(ctx context.Context, peer string, id uint64
 	for i := 0; sp.mode == "block" || i < sp.records; i++ {
 		if sp.mode == "fail" && i == 2 {
 			return errors.New("sampler 1 exited with status 2")
+		}
+		if sp.mode == "spanic" && i == 2 {
+			panic("stream boom")
 		}
 		if err := send(ctx, recordBytes(id, sub, i)); err != nil {
 			return err
@@ -181,6 +188,39 @@ func TestRemoteLoaderFailures(t *testing.T) {
 	}
 	rs.Close()
 	<-h.ended
+
+	// A handler that panics is answered CodeInternal, as any handler's.
+	var re *RemoteError
+	if _, err := c.OpenLoader(ctx, 1, []byte("1 panic")); !errors.As(err, &re) || re.Code != CodeInternal || !strings.Contains(err.Error(), "panicked: open boom") {
+		t.Fatalf("OpenLoader that panics: %v", err)
+	}
+	sl, err := c.OpenLoader(ctx, 1, []byte("5 spanic"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srs, err := sl.Stream(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := srs.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := srs.Next(); !errors.As(err, &re) || re.Code != CodeInternal || !strings.Contains(err.Error(), "panicked: stream boom") {
+		t.Fatalf("StreamLoader that panics: %v", err)
+	}
+	srs.Close()
+	<-h.ended
+	sl.Close()
+	select {
+	case id := <-h.gone:
+		if id != sl.ID {
+			t.Fatalf("closing loader %d ended loader %d", sl.ID, id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing the loader did not end its connection")
+	}
 
 	bad := &RemoteLoader{c: l.c, p: l.p, conn: l.conn, ID: 999}
 	rs, err = bad.Stream(ctx, 0)

@@ -349,6 +349,22 @@ func (s *Server) putBuf(b []byte) {
 	}
 }
 
+// catch, deferred by the code that calls a handler for a request of type
+// t, turns the handler's panic into the answer: an internal Error message
+// in *msg, nothing in *tail (the rows written after it; nil: none), and a
+// log line.
+func (s *Server) catch(t Type, msg, tail *[]byte) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	s.cfg.Logger.Error("mesh: handler panicked", "type", t.String(), "panic", fmt.Sprint(r))
+	*msg = errorMessage(CodeInternal, fmt.Sprintf("mesh: %s handler panicked: %v", t, r))
+	if tail != nil {
+		*tail = nil
+	}
+}
+
 func errorMessage(code ErrorCode, text string) []byte {
 	b, start := beginMessage(nil, TypeError)
 	b = AppendError(b, &ErrorMessage{Code: code, Message: text})
@@ -359,12 +375,7 @@ func errorMessage(code ErrorCode, text string) []byte {
 // dispatch decodes the request, calls the handler and encodes the
 // response: a message, and for pulls the rows to write after it.
 func (s *Server) dispatch(ctx context.Context, t Type, p []byte) (msg, tail []byte) {
-	defer func() {
-		if r := recover(); r != nil {
-			s.cfg.Logger.Error("mesh: handler panicked", "type", t.String(), "panic", fmt.Sprint(r))
-			msg, tail = errorMessage(CodeInternal, fmt.Sprintf("mesh: %s handler panicked: %v", t, r)), nil
-		}
-	}()
+	defer s.catch(t, &msg, &tail)
 	switch t {
 	case TypeSampleRequest:
 		var req SampleRequest
