@@ -166,13 +166,7 @@ func (n *Node) relaySub(ctx context.Context, l *loader, r *relay, w int, prod *s
 			fail(fmt.Errorf("record: %w", err))
 			return
 		}
-		buf, err := prod.Reserve(ctx, len(rec))
-		if err != nil {
-			fail(err)
-			return
-		}
-		copy(buf, rec)
-		if err := prod.Commit(len(rec)); err != nil {
+		if err := prod.Write(ctx, rec); err != nil {
 			fail(err)
 			return
 		}
