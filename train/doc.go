@@ -1,4 +1,4 @@
-// Package train holds the built-in trainers; so far GraphSAGE node
+// Package train holds the built-in trainers: GraphSAGE node
 // classification (PyG's SAGEConv with mean aggregation and
 // a root weight; 2 or 3 layers, ReLU, dropout, softmax cross-entropy,
 // Adam), written on gonum's BLAS with a hand-written backward pass. It
@@ -61,9 +61,39 @@
 // Parameters form one float32 vector, layer by layer: W_l (d_in × d_out,
 // row-major), W_r (same), b (d_out).
 //
+// # Knowledge-graph embeddings
+//
+// KGE trains DGL-KE's models (kge_model.go: TransE with L1 or L2
+// distance, DistMult, ComplEx, RotatE; scores, higher is more plausible,
+// and their gradients written by hand) on embeddings held in a parameter
+// server (KGEParams: kv.Client, or node/client.KV through a node). The
+// caller (cmd/node's kge command, or a test) does, on every host:
+//
+//  1. Build a KGEConfig (DefaultKGEConfig, then the graph's Entities and
+//     Relations, Rank and World, StepsPerEpoch the same on every trainer).
+//  2. Create the two asynchronous tables with KGETableDims's widths, the
+//     uniform initialisation ±(gamma+2)/hidden (kv.KGEInitScale) and
+//     Adagrad: the owners apply the pushed gradients.
+//  3. NewKGE(cfg, params, sync) with a Sync of KGESyncLen values, and
+//     Run(ctx, KGEData{Train: the part's triples, Eval, Filter}, report).
+//
+// A step takes BatchSize positives (a fresh shuffle per pass), splits them
+// into chunks of NegSize that share NegSize entities drawn uniformly,
+// corrupts tails on even steps and heads on odd ones, pulls every
+// distinct row once, computes DGL-KE's loss −(mean log σ(pos) + mean over
+// positives of the negatives' mean (or self-adversarially weighted sum)
+// of log σ(−neg))/2 plus RegCoef·Σ|x|^RegNorm over the pulled rows, and
+// pushes one gradient per distinct row. Trainers do not wait for each
+// other between steps (Hogwild, as DGL-KE); each epoch ends with one
+// all-reduce of the loss and, when it evaluates, of the metric sums:
+// every trainer ranks its share (every World-th triple from Rank) of
+// Eval, heads and tails, against every entity, with the whole tables
+// pulled, and leaves out the known facts of Filter (filtered ranks).
+//
 // # Concurrency
 //
-// A Trainer belongs to one goroutine. NoSync and the Syncs of
+// A Trainer and a KGE belong to one goroutine; a KGEFilter may be shared
+// once built. NoSync and the Syncs of
 // NewLocalSync are safe for the use described (one goroutine per rank).
 // A View handed to the trainer is read until the next Next call, never
 // written.

@@ -1,0 +1,242 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Triple is one knowledge-graph fact in the partition's (new) ids.
+type Triple struct {
+	Head, Tail uint64
+	Rel        uint32
+}
+
+// KGEParams is the parameter server as the KG trainer uses it: kv.Client
+// in one process, node/client.KV through a node. Pull appends the rows of
+// ids to dst[:0]; Push hands gradients to the owners' optimisers
+// (asynchronous tables: applied as they arrive, as DGL-KE does).
+type KGEParams interface {
+	Pull(ctx context.Context, table string, ids []uint64, dst []float32) ([]float32, error)
+	Push(ctx context.Context, table string, ids []uint64, grads []float32) error
+}
+
+// KGEConfig configures a KG embedding trainer. Defaults (DefaultKGEConfig)
+// are DGL-KE's: hidden 400, gamma 12, batches of 1024 with 256 shared
+// negatives per chunk, log-sigmoid loss, L3 regularisation 2e-6.
+type KGEConfig struct {
+	Model  string  // transe_l2, transe_l1, distmult, complex, rotate
+	Hidden int     // hidden size (entity rows are 2×Hidden for complex and rotate)
+	Gamma  float64 // margin of transe and rotate
+	// BatchSize positives per step, in chunks of NegSize that share
+	// NegSize negative entities (DGL-KE's chunked negative sampling);
+	// steps alternate between corrupting tails and heads.
+	BatchSize, NegSize int
+	// AdvTemp > 0 weighs each negative by softmax(AdvTemp × score) over its
+	// chunk (self-adversarial sampling, DGL-KE's -adv with -a); 0 averages.
+	AdvTemp float64
+	// RegCoef × Σ|x|^RegNorm over the rows a step touches is added to the
+	// loss (DGL-KE's --regularization_coef, _norm); 0 turns it off.
+	RegCoef float64
+	RegNorm int
+	// Epochs of StepsPerEpoch steps each. Every trainer runs the same
+	// number of steps (the caller sizes an epoch to the largest part's
+	// triples), cycling through its own triples in a fresh order per pass.
+	Epochs, StepsPerEpoch int
+	Seed                  uint64
+	Rank, World           int
+	// Entities and Relations size the tables; EntityTable and
+	// RelationTable name them (created by the caller, see KGETableDims).
+	Entities                   uint64
+	Relations                  int
+	EntityTable, RelationTable string
+	// EvalEvery: evaluate after every N-th epoch and the last (0: only
+	// the last). EvalBlock triples are ranked at a time.
+	EvalEvery, EvalBlock int
+}
+
+// DefaultKGEConfig is DGL-KE's default setting for TransE (L2).
+func DefaultKGEConfig() KGEConfig {
+	return KGEConfig{Model: "transe_l2", Hidden: 400, Gamma: 12, BatchSize: 1024, NegSize: 256,
+		RegCoef: 2e-6, RegNorm: 3, Epochs: 1, World: 1, EntityTable: "kge.entity", RelationTable: "kge.relation", EvalBlock: 64}
+}
+
+// Validate reports every bad field, joined.
+func (c *KGEConfig) Validate() error {
+	var errs []error
+	bad := func(f string, a ...any) {
+		errs = append(errs, fmt.Errorf("train: kge: "+f+": %w", append(a, ErrInvalid)...))
+	}
+	if _, err := newKGEModel(c.Model, max(c.Hidden, 1), float32(c.Gamma)); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", err, ErrInvalid))
+	}
+	if c.Hidden < 1 {
+		bad("hidden %d is not positive", c.Hidden)
+	}
+	if c.BatchSize < 1 || c.NegSize < 1 {
+		bad("batch size %d and negatives %d must be positive", c.BatchSize, c.NegSize)
+	}
+	if c.AdvTemp < 0 || c.RegCoef < 0 || c.RegNorm < 1 && c.RegCoef > 0 {
+		bad("adversarial temperature %g, regularisation %g (norm %d): want >= 0 (norm >= 1)", c.AdvTemp, c.RegCoef, c.RegNorm)
+	}
+	if c.Epochs < 1 || c.StepsPerEpoch < 1 {
+		bad("%d epochs of %d steps: both must be positive", c.Epochs, c.StepsPerEpoch)
+	}
+	if c.World < 1 || c.Rank < 0 || c.Rank >= c.World {
+		bad("rank %d of world %d", c.Rank, c.World)
+	}
+	if c.Entities < 2 || c.Relations < 1 {
+		bad("%d entities and %d relations: want at least 2 and 1", c.Entities, c.Relations)
+	}
+	if c.EntityTable == "" || c.RelationTable == "" || c.EntityTable == c.RelationTable {
+		bad("tables %q and %q: want two distinct names", c.EntityTable, c.RelationTable)
+	}
+	if c.EvalEvery < 0 || c.EvalBlock < 1 {
+		bad("eval every %d epochs in blocks of %d: want >= 0 and >= 1", c.EvalEvery, c.EvalBlock)
+	}
+	return errors.Join(errs...)
+}
+
+// KGETableDims are the row widths of the entity and relation tables of
+// the model cfg names.
+func KGETableDims(cfg KGEConfig) (ent, rel int, err error) {
+	m, err := newKGEModel(cfg.Model, cfg.Hidden, float32(cfg.Gamma))
+	if err != nil {
+		return 0, 0, err
+	}
+	return m.EntDim(), m.RelDim(), nil
+}
+
+// KGEData is what a trainer reads: its own training triples, and for
+// evaluation the triples to rank (every trainer the same list; each ranks
+// its share) and the filter of known facts (nil: raw ranks).
+type KGEData struct {
+	Train  []Triple
+	Eval   []Triple
+	Filter *KGEFilter
+}
+
+// KGEEpochStats is one epoch over all trainers.
+type KGEEpochStats struct {
+	Epoch     int
+	Loss      float64 // mean over every trainer's steps
+	Steps     int     // this trainer's
+	Triples   int64   // positives trained on, all trainers
+	TrainTime time.Duration
+	PullTime  time.Duration // of TrainTime, this trainer's waits on pulls and pushes
+	Evaluated bool
+	Eval      KGEMetrics
+	EvalTime  time.Duration
+}
+
+// TriplesPerSec is the positives trained per second over all trainers.
+func (s KGEEpochStats) TriplesPerSec() float64 {
+	return float64(s.Triples) / max(s.TrainTime.Seconds(), 1e-9)
+}
+
+// KGE trains knowledge-graph embeddings held in a parameter server. It
+// belongs to one goroutine.
+type KGE struct {
+	cfg    KGEConfig
+	model  kgeModel
+	params KGEParams
+	sync   Sync
+	rng    *rand.Rand
+	step   int // sync rounds so far
+	st     kgeStep
+}
+
+// NewKGE checks cfg and builds a trainer on params (whose tables the
+// caller created with KGETableDims's widths) and sync (the job's
+// all-reduce, for epoch losses and evaluation counts).
+func NewKGE(cfg KGEConfig, params KGEParams, sync Sync) (*KGE, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := newKGEModel(cfg.Model, cfg.Hidden, float32(cfg.Gamma))
+	if err != nil {
+		return nil, err
+	}
+	return &KGE{cfg: cfg, model: m, params: params, sync: sync,
+		rng: rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Rank)+0x6b6765))}, nil
+}
+
+// KGESyncLen is the length of the vector a KGE trainer all-reduces once
+// per epoch (size the Sync's table with it): loss sum, steps, positives,
+// then the evaluation sums (see KGEMetrics.vector).
+const KGESyncLen = 3 + kgeMetricsLen
+
+// Run trains cfg.Epochs epochs on data.Train, evaluating as cfg says when
+// data.Eval is not empty, and calls report after every epoch. All
+// trainers must call Run with the same Eval list and Filter presence.
+func (k *KGE) Run(ctx context.Context, data KGEData, report func(KGEEpochStats)) ([]KGEEpochStats, error) {
+	if len(data.Train) == 0 {
+		return nil, fmt.Errorf("train: kge: rank %d has no training triples: %w", k.cfg.Rank, ErrInvalid)
+	}
+	order := make([]int32, len(data.Train))
+	pos := len(order) // next position in order; a pass reshuffles
+	var all []KGEEpochStats
+	for epoch := 1; epoch <= k.cfg.Epochs; epoch++ {
+		st := KGEEpochStats{Epoch: epoch}
+		var lossSum float64
+		start := time.Now()
+		for s := range k.cfg.StepsPerEpoch {
+			if err := ctx.Err(); err != nil {
+				return all, err
+			}
+			batch := k.st.batch[:0]
+			for len(batch) < k.cfg.BatchSize {
+				if pos == len(order) {
+					for i := range order {
+						order[i] = int32(i)
+					}
+					k.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+					pos = 0
+				}
+				batch = append(batch, data.Train[order[pos]])
+				pos++
+			}
+			k.st.batch = batch
+			loss, pulled, err := k.trainStep(ctx, batch, s%2 == 1)
+			if err != nil {
+				return all, fmt.Errorf("train: kge: epoch %d step %d: %w", epoch, s, err)
+			}
+			lossSum += loss
+			st.PullTime += pulled
+		}
+		st.TrainTime, st.Steps = time.Since(start), k.cfg.StepsPerEpoch
+		evalNow := len(data.Eval) > 0 && (epoch == k.cfg.Epochs || k.cfg.EvalEvery > 0 && epoch%k.cfg.EvalEvery == 0)
+		vec := make([]float32, KGESyncLen)
+		vec[0], vec[1], vec[2] = float32(lossSum), float32(st.Steps), float32(st.Steps*k.cfg.BatchSize)
+		if evalNow {
+			t := time.Now()
+			m, err := k.evaluate(ctx, data.Eval, data.Filter)
+			if err != nil {
+				return all, fmt.Errorf("train: kge: evaluation after epoch %d: %w", epoch, err)
+			}
+			m.vector(vec[3:])
+			st.EvalTime = time.Since(t)
+		}
+		if err := k.sync.AllReduce(ctx, k.step, vec); err != nil {
+			return all, fmt.Errorf("train: kge: epoch %d: %w", epoch, err)
+		}
+		k.step++
+		w := float32(k.cfg.World)
+		for i := range vec {
+			vec[i] *= w // means back to sums
+		}
+		st.Loss = float64(vec[0]) / math.Max(float64(vec[1]), 1)
+		st.Triples = int64(vec[2])
+		if evalNow {
+			st.Evaluated, st.Eval = true, kgeMetricsFrom(vec[3:])
+		}
+		all = append(all, st)
+		if report != nil {
+			report(st)
+		}
+	}
+	return all, nil
+}

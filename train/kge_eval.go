@@ -1,0 +1,197 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"slices"
+)
+
+// KGEFilter holds the known facts for filtered ranking (Bordes et al.
+// 2013, as DGL-KE and every KG benchmark report): when the tail of (h,
+// r, t) is ranked, the other known tails of (h, r) are left out of the
+// candidates, and likewise for heads. Safe for concurrent reads once
+// built.
+type KGEFilter struct {
+	tails, heads map[kgeKey][]uint64 // sorted, distinct
+}
+
+type kgeKey struct {
+	e uint64
+	r uint32
+}
+
+// NewKGEFilter indexes the triples of every set (train, valid and test of
+// the whole graph).
+func NewKGEFilter(sets ...[]Triple) *KGEFilter {
+	f := &KGEFilter{tails: make(map[kgeKey][]uint64), heads: make(map[kgeKey][]uint64)}
+	for _, set := range sets {
+		for _, t := range set {
+			tk, hk := kgeKey{t.Head, t.Rel}, kgeKey{t.Tail, t.Rel}
+			f.tails[tk] = append(f.tails[tk], t.Tail)
+			f.heads[hk] = append(f.heads[hk], t.Head)
+		}
+	}
+	for _, m := range []map[kgeKey][]uint64{f.tails, f.heads} {
+		for k, v := range m {
+			slices.Sort(v)
+			m[k] = slices.Clip(slices.Compact(v))
+		}
+	}
+	return f
+}
+
+// known lists the entities that complete (e, r) on the predicted side.
+func (f *KGEFilter) known(e uint64, r uint32, head bool) []uint64 {
+	if f == nil {
+		return nil
+	}
+	if head {
+		return f.heads[kgeKey{e, r}]
+	}
+	return f.tails[kgeKey{e, r}]
+}
+
+// KGEMetrics are link-prediction metrics over every ranked head and tail:
+// rank = 1 + the candidates scoring at least the true entity's score
+// (ties count against the model, as DGL-KE counts them).
+type KGEMetrics struct {
+	Ranks                int // head and tail predictions ranked
+	MRR, MR              float64
+	Hits1, Hits3, Hits10 float64
+}
+
+// kgeMetricsLen is the length of KGEMetrics.vector.
+const kgeMetricsLen = 6
+
+// vector writes the sums behind m (count, Σ1/rank, Σrank, hits) into v,
+// to be added across trainers.
+func (m KGEMetrics) vector(v []float32) {
+	n := float64(m.Ranks)
+	v[0], v[1], v[2] = float32(n), float32(m.MRR*n), float32(m.MR*n)
+	v[3], v[4], v[5] = float32(m.Hits1*n), float32(m.Hits3*n), float32(m.Hits10*n)
+}
+
+// kgeMetricsFrom is the inverse of vector on summed vectors.
+func kgeMetricsFrom(v []float32) KGEMetrics {
+	n := float64(v[0])
+	if n == 0 {
+		return KGEMetrics{}
+	}
+	return KGEMetrics{Ranks: int(v[0] + 0.5), MRR: float64(v[1]) / n, MR: float64(v[2]) / n,
+		Hits1: float64(v[3]) / n, Hits3: float64(v[4]) / n, Hits10: float64(v[5]) / n}
+}
+
+// kgePullRows bounds the rows of one pull while evaluation reads the
+// whole tables (a pull is one message).
+const kgePullBytes = 4 << 20
+
+// pullAll reads every row of a table.
+func (k *KGE) pullAll(ctx context.Context, table string, rows uint64, dim int, dst []float32) ([]float32, error) {
+	per := uint64(max(1, kgePullBytes/(4*dim)))
+	dst = dst[:0]
+	ids := make([]uint64, 0, per)
+	for lo := uint64(0); lo < rows; lo += per {
+		ids = ids[:0]
+		for id := lo; id < min(rows, lo+per); id++ {
+			ids = append(ids, id)
+		}
+		out, err := k.params.Pull(ctx, table, ids, dst[len(dst):])
+		if err != nil {
+			return nil, fmt.Errorf("pull %s rows %d..%d: %w", table, lo, lo+uint64(len(ids)), err)
+		}
+		dst = append(dst, out...)
+	}
+	if len(dst) != int(rows)*dim {
+		return nil, fmt.Errorf("pulled %d values of %s, want %d rows of %d: %w", len(dst), table, rows, dim, ErrInvalid)
+	}
+	return dst, nil
+}
+
+// evaluate ranks this trainer's share of eval (every World-th triple from
+// Rank) against every entity, tails then heads.
+func (k *KGE) evaluate(ctx context.Context, eval []Triple, f *KGEFilter) (KGEMetrics, error) {
+	m, cfg := k.model, &k.cfg
+	ed, rd := m.EntDim(), m.RelDim()
+	E, err := k.pullAll(ctx, cfg.EntityTable, cfg.Entities, ed, nil)
+	if err != nil {
+		return KGEMetrics{}, err
+	}
+	R, err := k.pullAll(ctx, cfg.RelationTable, uint64(cfg.Relations), rd, nil)
+	if err != nil {
+		return KGEMetrics{}, err
+	}
+	var share []Triple
+	for i := cfg.Rank; i < len(eval); i += cfg.World {
+		share = append(share, eval[i])
+	}
+	N := int(cfg.Entities)
+	var h, r, t, s []float32
+	var sum KGEMetrics
+	for lo := 0; lo < len(share); lo += cfg.EvalBlock {
+		if err := ctx.Err(); err != nil {
+			return KGEMetrics{}, err
+		}
+		blk := share[lo:min(len(share), lo+cfg.EvalBlock)]
+		c := len(blk)
+		h, r, t = grow(h, c*ed), grow(r, c*rd), grow(t, c*ed)
+		for i, tr := range blk {
+			copy(h[i*ed:(i+1)*ed], E[tr.Head*uint64(ed):])
+			copy(t[i*ed:(i+1)*ed], E[tr.Tail*uint64(ed):])
+			copy(r[i*rd:(i+1)*rd], R[uint64(tr.Rel)*uint64(rd):])
+		}
+		s = grow(s, c*N)
+		for _, head := range []bool{false, true} {
+			m.Neg(h, r, t, E, c, N, head, s)
+			for i, tr := range blk {
+				row := s[i*N : (i+1)*N]
+				target, from := tr.Tail, tr.Head
+				if head {
+					target, from = tr.Head, tr.Tail
+				}
+				sum.add(kgeRank(row, target, f.known(from, tr.Rel, head)))
+			}
+		}
+	}
+	return sum.mean(), nil
+}
+
+// kgeRank is the rank of row[target] among row, leaving out the known
+// entities other than target.
+func kgeRank(row []float32, target uint64, known []uint64) int {
+	ts := row[target]
+	n := 0
+	for _, x := range row {
+		if x >= ts {
+			n++ // target itself included: rank = 1 + the others
+		}
+	}
+	for _, e := range known {
+		if e != target && row[e] >= ts {
+			n--
+		}
+	}
+	return n
+}
+
+// add accumulates one rank as sums (mean turns them into means).
+func (m *KGEMetrics) add(rank int) {
+	m.Ranks++
+	m.MRR += 1 / float64(rank)
+	m.MR += float64(rank)
+	for _, h := range []struct {
+		at  int
+		dst *float64
+	}{{1, &m.Hits1}, {3, &m.Hits3}, {10, &m.Hits10}} {
+		if rank <= h.at {
+			*h.dst++
+		}
+	}
+}
+
+func (m KGEMetrics) mean() KGEMetrics {
+	if m.Ranks == 0 {
+		return m
+	}
+	n := float64(m.Ranks)
+	return KGEMetrics{Ranks: m.Ranks, MRR: m.MRR / n, MR: m.MR / n, Hits1: m.Hits1 / n, Hits3: m.Hits3 / n, Hits10: m.Hits10 / n}
+}

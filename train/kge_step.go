@@ -1,0 +1,206 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
+
+// kgeStep holds a trainer's buffers, reused from step to step.
+type kgeStep struct {
+	batch []Triple
+	// The step's distinct entities and relations, their pulled rows and
+	// gradients; slot maps a global id to its index in ents / rels.
+	ents, rels   []uint64
+	entSlot      map[uint64]int32
+	relSlot      map[uint64]int32
+	E, R, gE, gR []float32
+	// One chunk gathered: positives' heads, relations, tails, the
+	// negatives, their gradients, scores and upstream gradients.
+	hi, ri, ti, ni      []int32 // slots of the chunk's rows
+	h, r, t, e          []float32
+	dh, dr, dt, de      []float32
+	pos, neg, gpos, gng []float32
+}
+
+// slot returns id's index among the step's distinct ids, adding it.
+func slot(m map[uint64]int32, ids *[]uint64, id uint64) int32 {
+	s, ok := m[id]
+	if !ok {
+		s = int32(len(*ids))
+		m[id] = s
+		*ids = append(*ids, id)
+	}
+	return s
+}
+
+// trainStep pulls the rows of one batch and its negatives, computes the
+// loss (DGL-KE's: −(mean log σ(pos) + mean over positives of the
+// negatives' mean, or self-adversarially weighted sum, of log σ(−neg)))/2
+// plus the regulariser) and its gradient, and pushes it. It returns the
+// loss and the time spent pulling and pushing.
+func (k *KGE) trainStep(ctx context.Context, batch []Triple, corruptHead bool) (float64, time.Duration, error) {
+	st, cfg, m := &k.st, &k.cfg, k.model
+	if st.entSlot == nil {
+		st.entSlot, st.relSlot = make(map[uint64]int32), make(map[uint64]int32)
+	}
+	clear(st.entSlot)
+	clear(st.relSlot)
+	st.ents, st.rels = st.ents[:0], st.rels[:0]
+	B, N := len(batch), cfg.NegSize
+	C := min(N, B) // positives per chunk
+	chunks := (B + C - 1) / C
+	st.hi, st.ri, st.ti = grow(st.hi, B), grow(st.ri, B), grow(st.ti, B)
+	st.ni = grow(st.ni, chunks*N)
+	for i, tr := range batch {
+		st.hi[i] = slot(st.entSlot, &st.ents, tr.Head)
+		st.ti[i] = slot(st.entSlot, &st.ents, tr.Tail)
+		st.ri[i] = slot(st.relSlot, &st.rels, uint64(tr.Rel))
+	}
+	for j := range st.ni {
+		st.ni[j] = slot(st.entSlot, &st.ents, k.rng.Uint64N(cfg.Entities))
+	}
+	ed, rd := m.EntDim(), m.RelDim()
+	t0 := time.Now()
+	var err error
+	if st.E, err = k.params.Pull(ctx, cfg.EntityTable, st.ents, st.E[:0]); err != nil {
+		return 0, 0, fmt.Errorf("pull %s: %w", cfg.EntityTable, err)
+	}
+	if st.R, err = k.params.Pull(ctx, cfg.RelationTable, st.rels, st.R[:0]); err != nil {
+		return 0, 0, fmt.Errorf("pull %s: %w", cfg.RelationTable, err)
+	}
+	pulled := time.Since(t0)
+	if len(st.E) != len(st.ents)*ed || len(st.R) != len(st.rels)*rd {
+		return 0, 0, fmt.Errorf("pulled %d and %d values for %d entities of %d and %d relations of %d: %w",
+			len(st.E), len(st.R), len(st.ents), ed, len(st.rels), rd, ErrInvalid)
+	}
+	st.gE, st.gR = growZero(st.gE, len(st.E)), growZero(st.gR, len(st.R))
+
+	var loss float64
+	for c := range chunks {
+		lo, hi := c*C, min(B, (c+1)*C)
+		n := hi - lo
+		st.h, st.r, st.t = gather(st.h, st.E, st.hi[lo:hi], ed), gather(st.r, st.R, st.ri[lo:hi], rd), gather(st.t, st.E, st.ti[lo:hi], ed)
+		negs := st.ni[c*N : (c+1)*N]
+		st.e = gather(st.e, st.E, negs, ed)
+		st.pos, st.gpos = growZero(st.pos, n), growZero(st.gpos, n)
+		st.neg, st.gng = growZero(st.neg, n*N), growZero(st.gng, n*N)
+		m.Pos(st.h, st.r, st.t, n, st.pos)
+		m.Neg(st.h, st.r, st.t, st.e, n, N, corruptHead, st.neg)
+		loss += kgeLossGrad(st.pos, st.neg, st.gpos, st.gng, n, N, B, cfg.AdvTemp)
+		st.dh, st.dr, st.dt = growZero(st.dh, n*ed), growZero(st.dr, n*rd), growZero(st.dt, n*ed)
+		st.de = growZero(st.de, N*ed)
+		m.PosGrad(st.h, st.r, st.t, n, st.gpos, st.dh, st.dr, st.dt)
+		m.NegGrad(st.h, st.r, st.t, st.e, n, N, corruptHead, st.gng, st.dh, st.dr, st.dt, st.de)
+		scatter(st.gE, st.dh, st.hi[lo:hi], ed)
+		scatter(st.gE, st.dt, st.ti[lo:hi], ed)
+		scatter(st.gR, st.dr, st.ri[lo:hi], rd)
+		scatter(st.gE, st.de, negs, ed)
+	}
+	if cfg.RegCoef > 0 {
+		loss += kgeRegularize(st.E, st.gE, cfg.RegCoef, cfg.RegNorm)
+		loss += kgeRegularize(st.R, st.gR, cfg.RegCoef, cfg.RegNorm)
+	}
+	t1 := time.Now()
+	if err := k.params.Push(ctx, cfg.EntityTable, st.ents, st.gE); err != nil {
+		return 0, 0, fmt.Errorf("push %s: %w", cfg.EntityTable, err)
+	}
+	if err := k.params.Push(ctx, cfg.RelationTable, st.rels, st.gR); err != nil {
+		return 0, 0, fmt.Errorf("push %s: %w", cfg.RelationTable, err)
+	}
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return 0, 0, fmt.Errorf("loss is %g: lower the learning rate or gamma: %w", loss, ErrInvalid)
+	}
+	return loss, pulled + time.Since(t1), nil
+}
+
+// kgeLossGrad adds to the loss of a batch of B positives the share of one
+// chunk of n positives and N negatives each, and sets the gradients of
+// that loss with respect to the scores (gpos, gneg).
+func kgeLossGrad(pos, neg, gpos, gneg []float32, n, N, B int, adv float64) float64 {
+	var loss float64
+	scale := 1 / (2 * float64(B))
+	for i := range n {
+		s := float64(pos[i])
+		loss -= logSigmoid(s) * scale
+		gpos[i] = float32(-sigmoid(-s) * scale) // d(−log σ(s))/ds = −σ(−s)
+		row, g := neg[i*N:(i+1)*N], gneg[i*N:(i+1)*N]
+		if adv > 0 {
+			// softmax(adv·s) over the chunk, held constant (detached).
+			mx := math.Inf(-1)
+			for _, x := range row {
+				mx = max(mx, adv*float64(x))
+			}
+			var z float64
+			for j, x := range row {
+				w := math.Exp(adv*float64(x) - mx)
+				g[j] = float32(w)
+				z += w
+			}
+			for j, x := range row {
+				w := float64(g[j]) / z
+				loss -= w * logSigmoid(-float64(x)) * scale
+				g[j] = float32(w * sigmoid(float64(x)) * scale)
+			}
+			continue
+		}
+		for j, x := range row {
+			loss -= logSigmoid(-float64(x)) * scale / float64(N)
+			g[j] = float32(sigmoid(float64(x)) * scale / float64(N))
+		}
+	}
+	return loss
+}
+
+// kgeRegularize adds coef·p·|x|^(p−1)·sign(x) to g for every pulled value
+// and returns coef·Σ|x|^p (DGL-KE's regulariser over the step's rows).
+func kgeRegularize(x, g []float32, coef float64, p int) float64 {
+	var sum float64
+	for i, v := range x {
+		a := math.Abs(float64(v))
+		ap1 := math.Pow(a, float64(p-1))
+		sum += ap1 * a
+		d := coef * float64(p) * ap1
+		if v < 0 {
+			d = -d
+		}
+		g[i] += float32(d)
+	}
+	return coef * sum
+}
+
+func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+
+// logSigmoid is log σ(x) without overflow for large |x|.
+func logSigmoid(x float64) float64 {
+	if x < 0 {
+		return x - math.Log1p(math.Exp(x))
+	}
+	return -math.Log1p(math.Exp(-x))
+}
+
+// gather copies the rows of src at slots into dst (grown as needed).
+func gather(dst, src []float32, slots []int32, dim int) []float32 {
+	dst = grow(dst, len(slots)*dim)
+	for i, s := range slots {
+		copy(dst[i*dim:(i+1)*dim], src[int(s)*dim:(int(s)+1)*dim])
+	}
+	return dst
+}
+
+// scatter adds the rows of src into dst at slots.
+func scatter(dst, src []float32, slots []int32, dim int) {
+	for i, s := range slots {
+		d, x := dst[int(s)*dim:(int(s)+1)*dim], src[i*dim:(i+1)*dim]
+		for j := range x {
+			d[j] += x[j]
+		}
+	}
+}
+
+func growZero(b []float32, n int) []float32 {
+	b = grow(b, n)
+	clear(b)
+	return b
+}

@@ -1,0 +1,307 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+
+	"graphnode/kv"
+)
+
+// kgeTestGraph is a small knowledge graph of n entities (n a multiple
+// of 4) in four groups A, B, C, D and 3 relations, r0 a random bijection
+// from A to B, r1 from A to C, r2 from A to D: facts to memorise that
+// every model can represent (the constraints form a forest; TransE cannot
+// close a cycle of translations, DistMult scores (h, r, t) and (t, r, h)
+// alike).
+func kgeTestGraph(n int) []Triple {
+	rng := rand.New(rand.NewPCG(5, 7))
+	q := n / 4
+	var ts []Triple
+	for r := range 3 {
+		perm := rng.Perm(q)
+		for a := range q {
+			ts = append(ts, Triple{Head: uint64(a), Rel: uint32(r), Tail: uint64((r+1)*q + perm[a])})
+		}
+	}
+	return ts
+}
+
+// kgeStore is one in-process kv store holding cfg's two tables (Adagrad
+// at lr, DGL-KE's initialisation) and a client on it.
+func kgeStore(t testing.TB, cfg KGEConfig, lr float32) *kv.Client {
+	t.Helper()
+	ed, rd, err := KGETableDims(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := kv.Init{Kind: kv.InitUniform, Scale: kv.KGEInitScale(float32(cfg.Gamma), cfg.Hidden), Seed: cfg.Seed}
+	specs := []kv.Spec{
+		{Name: cfg.EntityTable, Rows: cfg.Entities, Dim: ed, Init: init, Opt: kv.Adagrad(lr, 1e-10), Mode: kv.Async, Bounds: []uint64{0, cfg.Entities}},
+		{Name: cfg.RelationTable, Rows: uint64(cfg.Relations), Dim: rd, Init: init, Opt: kv.Adagrad(lr, 1e-10), Mode: kv.Async, Bounds: []uint64{0, uint64(cfg.Relations)}},
+	}
+	s, err := kv.New(kv.Config{Part: 0, Tables: specs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kv.NewClient(specs, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func kgeTestConfig(model string, n int) KGEConfig {
+	cfg := DefaultKGEConfig()
+	cfg.Model, cfg.Hidden, cfg.Gamma = model, 16, 6
+	cfg.BatchSize, cfg.NegSize = 60, 20
+	cfg.Entities, cfg.Relations = uint64(n), 3
+	cfg.Epochs, cfg.StepsPerEpoch, cfg.EvalEvery = 40, 6, 40
+	cfg.Seed, cfg.EvalBlock = 3, 16
+	return cfg
+}
+
+// TestKGELearns: every model fits the test graph: the filtered MRR of its
+// training triples rises from near chance (1/n·ln n) to near 1, and the
+// loss falls.
+func TestKGELearns(t *testing.T) {
+	const n = 40
+	ts := kgeTestGraph(n)
+	for _, model := range kgeModelNames() {
+		t.Run(model, func(t *testing.T) {
+			cfg := kgeTestConfig(model, n)
+			k, err := NewKGE(cfg, kgeStore(t, cfg, 0.1), NoSync{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := NewKGEFilter(ts)
+			before, err := k.evaluate(context.Background(), ts, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stats, err := k.Run(context.Background(), KGEData{Train: ts, Eval: ts, Filter: f}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, last := stats[0], stats[len(stats)-1]
+			t.Logf("%s: MRR %.3f -> %.3f, hits@1 %.3f, loss %.4f -> %.4f", model, before.MRR, last.Eval.MRR, last.Eval.Hits1, first.Loss, last.Loss)
+			if !last.Evaluated || last.Eval.Ranks != 2*len(ts) {
+				t.Fatalf("last epoch evaluated %v with %d ranks, want %d", last.Evaluated, last.Eval.Ranks, 2*len(ts))
+			}
+			if before.MRR > 0.35 || last.Eval.MRR < 0.8 || last.Loss >= first.Loss {
+				t.Errorf("MRR %.3f -> %.3f (want <= 0.35 then >= 0.8), loss %.4f -> %.4f", before.MRR, last.Eval.MRR, first.Loss, last.Loss)
+			}
+			for _, s := range stats[:len(stats)-1] {
+				if s.Evaluated {
+					t.Errorf("epoch %d evaluated; EvalEvery is %d", s.Epoch, cfg.EvalEvery)
+				}
+			}
+		})
+	}
+}
+
+// TestKGEDeterministic: one trainer with a seed trains the same losses
+// twice; another seed does not.
+func TestKGEDeterministic(t *testing.T) {
+	ts := kgeTestGraph(30)
+	run := func(seed uint64) []float64 {
+		cfg := kgeTestConfig("transe_l2", 30)
+		cfg.Epochs, cfg.Seed = 3, seed
+		k, err := NewKGE(cfg, kgeStore(t, cfg, 0.1), NoSync{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stats, err := k.Run(context.Background(), KGEData{Train: ts}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l []float64
+		for _, s := range stats {
+			l = append(l, s.Loss)
+		}
+		return l
+	}
+	a, b, c := run(1), run(1), run(2)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("seed 1 twice: %v and %v", a, b)
+		}
+	}
+	if a[0] == c[0] {
+		t.Errorf("seeds 1 and 2 gave the same first loss %v", a[0])
+	}
+}
+
+// TestKGETwoTrainers: two trainers share one store and split the
+// evaluation; both report the same merged metrics, over every triple, and
+// the positives of both.
+func TestKGETwoTrainers(t *testing.T) {
+	const n = 30
+	ts := kgeTestGraph(n)
+	cfg := kgeTestConfig("distmult", n)
+	cfg.Epochs, cfg.EvalEvery = 2, 1
+	params := kgeStore(t, cfg, 0.1)
+	syncs := NewLocalSync(2)
+	f := NewKGEFilter(ts)
+	var wg sync.WaitGroup
+	out := make([][]KGEEpochStats, 2)
+	errs := make([]error, 2)
+	for r := range 2 {
+		c := cfg
+		c.Rank, c.World = r, 2
+		k, err := NewKGE(c, params, syncs[r])
+		if err != nil {
+			t.Fatal(err)
+		}
+		half := ts[r*len(ts)/2 : (r+1)*len(ts)/2]
+		wg.Go(func() { out[r], errs[r] = k.Run(context.Background(), KGEData{Train: half, Eval: ts, Filter: f}, nil) })
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	for e := range 2 {
+		a, b := out[0][e], out[1][e]
+		if a.Eval != b.Eval || a.Loss != b.Loss || a.Triples != b.Triples {
+			t.Errorf("epoch %d: rank 0 %+v / %v, rank 1 %+v / %v", e+1, a.Eval, a.Loss, b.Eval, b.Loss)
+		}
+		if a.Eval.Ranks != 2*len(ts) || a.Triples != int64(2*cfg.StepsPerEpoch*cfg.BatchSize) {
+			t.Errorf("epoch %d: %d ranks, %d triples; want %d and %d", e+1, a.Eval.Ranks, a.Triples, 2*len(ts), 2*cfg.StepsPerEpoch*cfg.BatchSize)
+		}
+	}
+}
+
+func TestKGERank(t *testing.T) {
+	row := []float32{0.5, 2, 1, 3, 1, -1}
+	for _, c := range []struct {
+		target uint64
+		known  []uint64
+		want   int
+	}{
+		{2, nil, 4},            // 2, 3 and the tie at 4 score at least 1
+		{2, []uint64{1, 2}, 3}, // 1 is known: left out; 2 is the target
+		{3, []uint64{1}, 1},    // the best
+		{5, []uint64{0, 1, 2, 3, 4}, 1},
+		{5, nil, 6},
+	} {
+		if got := kgeRank(row, c.target, c.known); got != c.want {
+			t.Errorf("rank of %d (known %v) = %d, want %d", c.target, c.known, got, c.want)
+		}
+	}
+	var m KGEMetrics
+	for _, r := range []int{1, 2, 4, 20} {
+		m.add(r)
+	}
+	m = m.mean()
+	want := KGEMetrics{Ranks: 4, MRR: (1 + 0.5 + 0.25 + 0.05) / 4, MR: 27.0 / 4, Hits1: 0.25, Hits3: 0.5, Hits10: 0.75}
+	if math.Abs(m.MRR-want.MRR) > 1e-12 || m.MR != want.MR || m.Hits1 != want.Hits1 || m.Hits3 != want.Hits3 || m.Hits10 != want.Hits10 {
+		t.Errorf("metrics %+v, want %+v", m, want)
+	}
+	v := make([]float32, kgeMetricsLen)
+	m.vector(v)
+	if got := kgeMetricsFrom(v); got.Ranks != 4 || math.Abs(got.MRR-want.MRR) > 1e-6 || got.Hits10 != 0.75 {
+		t.Errorf("round trip through the sync vector: %+v", got)
+	}
+}
+
+func TestKGEFilter(t *testing.T) {
+	f := NewKGEFilter([]Triple{{1, 2, 0}, {1, 3, 0}, {1, 2, 0}}, []Triple{{4, 2, 1}, {1, 2, 5}})
+	for _, c := range []struct {
+		e    uint64
+		r    uint32
+		head bool
+		want []uint64
+	}{{1, 0, false, []uint64{2, 3}}, {1, 5, false, []uint64{2}}, {2, 0, true, []uint64{1}}, {2, 1, true, []uint64{4}}, {9, 0, true, nil}} {
+		got := f.known(c.e, c.r, c.head)
+		if len(got) != len(c.want) || len(got) > 0 && got[0] != c.want[0] || len(got) > 1 && got[1] != c.want[1] {
+			t.Errorf("known(%d, %d, head %v) = %v, want %v", c.e, c.r, c.head, got, c.want)
+		}
+	}
+	var nilF *KGEFilter
+	if nilF.known(1, 0, false) != nil {
+		t.Error("a nil filter knows something")
+	}
+}
+
+// TestKGELossGrad checks the score gradients of the loss against central
+// differences, with and without self-adversarial weights (whose weights
+// are held constant, as DGL-KE detaches them).
+func TestKGELossGrad(t *testing.T) {
+	const n, N, B = 3, 4, 5
+	rng := rand.New(rand.NewPCG(1, 2))
+	pos, neg := make([]float32, n), make([]float32, n*N)
+	for i := range pos {
+		pos[i] = float32(rng.NormFloat64() * 2)
+	}
+	for i := range neg {
+		neg[i] = float32(rng.NormFloat64() * 2)
+	}
+	gp, gn := make([]float32, n), make([]float32, n*N)
+	kgeLossGrad(pos, neg, gp, gn, n, N, B, 0)
+	lossAt := func(p, q []float32) float64 {
+		return kgeLossGrad(p, q, make([]float32, n), make([]float32, n*N), n, N, B, 0)
+	}
+	const h = 1e-2
+	check := func(name string, x []float32, g []float32) {
+		for i := range x {
+			old := x[i]
+			x[i] = old + h
+			up := lossAt(pos, neg)
+			x[i] = old - h
+			down := lossAt(pos, neg)
+			x[i] = old
+			if num := (up - down) / (2 * h); math.Abs(num-float64(g[i])) > 1e-4 {
+				t.Errorf("%s[%d]: gradient %g, central difference %g", name, i, g[i], num)
+			}
+		}
+	}
+	check("pos", pos, gp)
+	check("neg", neg, gn)
+	// Self-adversarial: weights w_ij = softmax over the chunk; the loss
+	// is Σ w·(−log σ(−s)) per positive, and the gradient uses w as given.
+	ga := make([]float32, n*N)
+	la := kgeLossGrad(pos, neg, make([]float32, n), ga, n, N, B, 1)
+	var want float64
+	for i := range n {
+		row := neg[i*N : (i+1)*N]
+		var z float64
+		for _, x := range row {
+			z += math.Exp(float64(x))
+		}
+		for j, x := range row {
+			w := math.Exp(float64(x)) / z
+			want -= w * logSigmoid(-float64(x)) / (2 * B)
+			if g := w * sigmoid(float64(x)) / (2 * B); math.Abs(g-float64(ga[i*N+j])) > 1e-6 {
+				t.Errorf("adversarial gradient [%d,%d] = %g, want %g", i, j, ga[i*N+j], g)
+			}
+		}
+		want -= logSigmoid(float64(pos[i])) / (2 * B)
+	}
+	if math.Abs(la-want) > 1e-6 {
+		t.Errorf("adversarial loss %g, want %g", la, want)
+	}
+}
+
+func TestKGEConfigValidate(t *testing.T) {
+	c := DefaultKGEConfig()
+	c.Model, c.Hidden, c.BatchSize, c.Epochs, c.Rank, c.World, c.Entities, c.RelationTable = "transx", 0, 0, 0, 2, 2, 1, c.EntityTable
+	err := c.Validate()
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("err = %v", err)
+	}
+	for _, want := range []string{"transx", "hidden 0", "batch size 0", "0 epochs", "rank 2 of world 2", "1 entities", "two distinct names"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q:\n%v", want, err)
+		}
+	}
+	good := kgeTestConfig("rotate", 10)
+	if err := good.Validate(); err != nil {
+		t.Errorf("valid config: %v", err)
+	}
+}
