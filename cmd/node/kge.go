@@ -1,0 +1,342 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"time"
+
+	"graphnode/csr"
+	"graphnode/kv"
+	"graphnode/node/client"
+	"graphnode/node/control"
+	"graphnode/partition"
+	"graphnode/train"
+)
+
+// kgeFlags are `node kge`'s settings.
+type kgeFlags struct {
+	socket, parts string
+	part          int
+	lr            float64
+	eval          string
+	evalSample    int
+	filter        bool
+	prefix        string
+	jsonOut, save bool
+	cfg           train.KGEConfig
+}
+
+// kgeLine is one epoch as `node kge --json` prints it.
+type kgeLine struct {
+	Epoch        int     `json:"epoch"`
+	Loss         float64 `json:"loss"`
+	Steps        int     `json:"steps"`
+	Triples      int64   `json:"triples"`
+	TrainS       float64 `json:"train_s"`
+	PullS        float64 `json:"pull_s"` // of train_s: this trainer's pulls and pushes
+	TriplesPerS  float64 `json:"triples_per_s"`
+	Evaluated    bool    `json:"evaluated"`
+	Ranks        int     `json:"ranks,omitempty"`
+	MRR          float64 `json:"mrr,omitempty"`
+	MR           float64 `json:"mr,omitempty"`
+	Hits1        float64 `json:"hits1,omitempty"`
+	Hits3        float64 `json:"hits3,omitempty"`
+	Hits10       float64 `json:"hits10,omitempty"`
+	EvalS        float64 `json:"eval_s,omitempty"`
+	EvalFiltered bool    `json:"eval_filtered,omitempty"`
+}
+
+// runKGE is `node kge`: DGL-KE's job on the cluster. Entity and relation
+// embeddings live in asynchronous kv tables with server-side Adagrad
+// (entities sharded by the partition book, so a part's own entities are
+// local); each host's trainer trains on the triples its part stores (a
+// triple lives with its head) and pulls and pushes through its node.
+func runKGE(ctx context.Context, a *app, args []string) error {
+	f := kgeFlags{cfg: train.DefaultKGEConfig()}
+	fs := newFlagSet(a, "kge", "--socket PATH --parts DIR [flags]")
+	fs.StringVar(&f.socket, "socket", "", "control socket of this host's node run (required)")
+	fs.StringVar(&f.parts, "parts", "", "the partition directory of the knowledge graph (node partition --format kg); this host's part is read from it (required)")
+	fs.IntVar(&f.part, "part", -1, "the part whose triples to train on (default: the part the node serves; required on a client node)")
+	fs.IntVar(&f.cfg.Rank, "rank", 0, "this trainer's rank")
+	fs.IntVar(&f.cfg.World, "world-size", 1, "trainers in the job")
+	fs.StringVar(&f.cfg.Model, "model", f.cfg.Model, "score function: transe_l2, transe_l1, distmult, complex, rotate")
+	fs.IntVar(&f.cfg.Hidden, "hidden", f.cfg.Hidden, "embedding size (entity rows are twice as wide for complex and rotate, relation rows for complex)")
+	fs.Float64Var(&f.cfg.Gamma, "gamma", f.cfg.Gamma, "margin of transe and rotate; also sets the initial range ±(gamma+2)/hidden")
+	fs.Float64Var(&f.lr, "lr", 0.1, "Adagrad learning rate, applied by the tables' owners")
+	fs.IntVar(&f.cfg.BatchSize, "batch-size", f.cfg.BatchSize, "positive triples per step")
+	fs.IntVar(&f.cfg.NegSize, "neg-size", f.cfg.NegSize, "negative entities per chunk of this many positives, uniform over all entities; steps alternate head and tail corruption")
+	fs.Float64Var(&f.cfg.AdvTemp, "adv-temp", 0, "self-adversarial negative weighting with this temperature (0: off)")
+	fs.Float64Var(&f.cfg.RegCoef, "reg-coef", f.cfg.RegCoef, "coefficient of the Lp regulariser over the rows of each step (0: off)")
+	fs.IntVar(&f.cfg.RegNorm, "reg-norm", f.cfg.RegNorm, "p of the regulariser")
+	fs.IntVar(&f.cfg.Epochs, "epochs", f.cfg.Epochs, "epochs; an epoch is as many steps as the largest part needs to go through its triples once")
+	fs.IntVar(&f.cfg.StepsPerEpoch, "steps-per-epoch", 0, "steps per epoch (0: the largest part's triples / batch size, rounded up)")
+	fs.Uint64Var(&f.cfg.Seed, "seed", 1, "seed of the initial embeddings, the order and the negatives")
+	fs.StringVar(&f.eval, "eval", "test", "triples to rank after training: test, valid or none")
+	fs.IntVar(&f.evalSample, "eval-sample", 0, "rank this many triples drawn from --seed (0: all)")
+	fs.IntVar(&f.cfg.EvalEvery, "eval-every", 0, "also evaluate after every N-th epoch (0: after the last only)")
+	fs.BoolVar(&f.filter, "eval-filter", true, "filtered ranks (other known facts are not candidates; needs every part's triples under --parts); false: raw ranks")
+	fs.StringVar(&f.prefix, "table-prefix", "kge", "kv tables <prefix>.entity, <prefix>.relation and <prefix>.sync (the same on every trainer of the job)")
+	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
+	fs.BoolVar(&f.save, "save", false, "checkpoint every kv table (kv_save) after training")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if f.socket == "" || f.parts == "" {
+		fmt.Fprintln(a.stderr, "node kge: --socket and --parts are required")
+		fs.Usage()
+		return errUsage
+	}
+	return f.run(ctx, a.stdout)
+}
+
+// kgeReadyTimeout bounds how long `node kge` waits for its node to have
+// heard from every peer (a trainer started beside its node).
+const kgeReadyTimeout = 60 * time.Second
+
+// waitReady polls the node's stats until it is ready.
+func waitReady(ctx context.Context, socket string, timeout time.Duration) (*control.Stats, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		st, err := client.Stats(ctx, socket)
+		if err != nil {
+			return nil, err
+		}
+		if st.Ready {
+			return st, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the node at %s is not ready after %v: some mesh peer has not answered (see its log)", socket, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// kgeInput is what the trainer reads from the partition directory.
+type kgeInput struct {
+	m      *partition.Manifest
+	part   int
+	train  []train.Triple
+	eval   []train.Triple
+	filter *train.KGEFilter
+}
+
+// load checks the node against the partition directory and reads the
+// part's triples, the evaluation triples and the filter.
+func (f *kgeFlags) load(ctx context.Context) (*kgeInput, error) {
+	st, err := waitReady(ctx, f.socket, kgeReadyTimeout)
+	if err != nil {
+		return nil, err
+	}
+	in := &kgeInput{part: f.part}
+	switch {
+	case in.part < 0 && st.Part < 0:
+		return nil, fmt.Errorf("the node at %s is a client node (no part): pass --part", f.socket)
+	case in.part < 0:
+		in.part = st.Part
+	case st.Part >= 0 && st.Part != in.part:
+		return nil, fmt.Errorf("--part %d, but the node at %s serves part %d: train on the part of this host", in.part, f.socket, st.Part)
+	}
+	if in.m, err = partition.OpenPart(f.parts, in.part); err != nil {
+		return nil, err
+	}
+	m := in.m
+	if st.Mesh != nil && st.Mesh.Checksum != m.Checksum {
+		return nil, fmt.Errorf("%s has checksum %s, the node at %s serves %s: not the same partitioning", f.parts, m.Checksum, f.socket, st.Mesh.Checksum)
+	}
+	if m.Relations == 0 {
+		return nil, fmt.Errorf("%s: no relations: not a knowledge graph (partition it with --format kg)", f.parts)
+	}
+	if in.train, err = readPartTriples(f.parts, m, in.part); err != nil {
+		return nil, err
+	}
+	var evalFile string
+	switch f.eval {
+	case "test":
+		evalFile = partition.TriplesTestFile
+	case "valid":
+		evalFile = partition.TriplesValidFile
+	case "none":
+		return in, nil
+	default:
+		return nil, fmt.Errorf("--eval %q: want test, valid or none", f.eval)
+	}
+	ev, err := partition.ReadTriples(f.parts, m, evalFile)
+	if err != nil {
+		return nil, err
+	}
+	if ev.Len() == 0 {
+		return nil, fmt.Errorf("%s holds no %s triples: pass --eval with another split or none", f.parts, f.eval)
+	}
+	in.eval = kgeTriples(ev)
+	if f.evalSample > 0 && f.evalSample < len(in.eval) {
+		// The same sample on every trainer: drawn from the job's seed.
+		rng := rand.New(rand.NewPCG(f.cfg.Seed, 0x65766c))
+		rng.Shuffle(len(in.eval), func(i, j int) { in.eval[i], in.eval[j] = in.eval[j], in.eval[i] })
+		in.eval = in.eval[:f.evalSample]
+	}
+	if f.filter {
+		if in.filter, err = kgeFilter(f.parts, m); err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+// kgeFilter indexes every known fact: the triples of every part, valid
+// and test. Every part file must be here.
+func kgeFilter(dir string, m *partition.Manifest) (*train.KGEFilter, error) {
+	if _, err := partition.OpenDir(dir); err != nil {
+		return nil, fmt.Errorf("filtered evaluation reads every part's triples: %w (copy the whole directory to this host, or pass --eval-filter=false for raw ranks)", err)
+	}
+	var sets [][]train.Triple
+	for p := range m.Parts {
+		ts, err := readPartTriples(dir, m, p)
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, ts)
+	}
+	for _, file := range []string{partition.TriplesValidFile, partition.TriplesTestFile} {
+		ts, err := partition.ReadTriples(dir, m, file)
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, kgeTriples(ts))
+	}
+	return train.NewKGEFilter(sets...), nil
+}
+
+// readPartTriples reads the training triples part p stores: its rows are
+// heads (the part's own entities), the edges' targets tails, the etype
+// section relations.
+func readPartTriples(dir string, m *partition.Manifest, p int) ([]train.Triple, error) {
+	path := filepath.Join(dir, filepath.FromSlash(partition.PartFile(p)))
+	g, err := csr.Open(path, csr.OpenOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer g.Close()
+	if m.Direction != "out" {
+		return nil, fmt.Errorf("%s: edges are stored with their %s endpoint; knowledge graphs are stored with their head (partition with --direction out, the default of --format kg)", path, m.Direction)
+	}
+	et := g.Etypes()
+	if et == nil {
+		return nil, fmt.Errorf("%s: no etype section: not a knowledge graph (partition it with --format kg)", path)
+	}
+	start := m.Part[p].Start
+	ip, idx := g.Indptr(), g.Indices()
+	out := make([]train.Triple, 0, len(idx))
+	for v := range g.NumNodes() {
+		for e := ip[v]; e < ip[v+1]; e++ {
+			if int(et[e]) >= m.Relations {
+				return nil, fmt.Errorf("%s: edge %d has relation %d of %d: %w", path, e, et[e], m.Relations, csr.ErrCorrupt)
+			}
+			out = append(out, train.Triple{Head: start + uint64(v), Rel: et[e], Tail: idx[e]})
+		}
+	}
+	return out, nil
+}
+
+func kgeTriples(t partition.Triples) []train.Triple {
+	out := make([]train.Triple, t.Len())
+	for i := range out {
+		out[i] = train.Triple{Head: uint64(t.Head[i]), Rel: t.Rel[i], Tail: uint64(t.Tail[i])}
+	}
+	return out
+}
+
+func (f *kgeFlags) run(ctx context.Context, out io.Writer) error {
+	in, err := f.load(ctx)
+	if err != nil {
+		return err
+	}
+	m, cfg := in.m, f.cfg
+	cfg.Entities, cfg.Relations = m.Nodes, m.Relations
+	cfg.EntityTable, cfg.RelationTable = f.prefix+".entity", f.prefix+".relation"
+	if cfg.StepsPerEpoch == 0 {
+		var most uint64
+		for _, p := range m.Part {
+			most = max(most, p.Edges)
+		}
+		cfg.StepsPerEpoch = int((most + uint64(cfg.BatchSize) - 1) / uint64(max(cfg.BatchSize, 1)))
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	ed, rd, err := train.KGETableDims(cfg)
+	if err != nil {
+		return err
+	}
+	kvc, err := client.DialKV(ctx, f.socket)
+	if err != nil {
+		return err
+	}
+	defer kvc.Close()
+	scale := float64(kv.KGEInitScale(float32(cfg.Gamma), cfg.Hidden))
+	for _, t := range []control.TableSpec{
+		{Name: cfg.EntityTable, Rows: control.Rows{Nodes: true}, Dim: ed},
+		{Name: cfg.RelationTable, Rows: control.Rows{N: uint64(m.Relations)}, Dim: rd},
+	} {
+		t.Init, t.InitScale, t.InitSeed = "uniform", scale, cfg.Seed
+		t.Optimizer, t.LR, t.Mode = "adagrad", f.lr, "async"
+		if _, err := kvc.Create(ctx, t); err != nil {
+			return fmt.Errorf("create kv table %s: %w", t.Name, err)
+		}
+	}
+	sync, err := client.NewSync(ctx, kvc, f.prefix+".sync", train.KGESyncLen, cfg.Rank, cfg.World)
+	if err != nil {
+		return err
+	}
+	k, err := train.NewKGE(cfg, kvc, sync)
+	if err != nil {
+		return err
+	}
+	if !f.jsonOut {
+		fmt.Fprintf(out, "%s: hidden %d (rows of %d and %d floats); %d entities, %d relations; part %d: %d triples; rank %d of %d; %d steps of %d per epoch\n",
+			cfg.Model, cfg.Hidden, ed, rd, cfg.Entities, cfg.Relations, in.part, len(in.train), cfg.Rank, cfg.World, cfg.StepsPerEpoch, cfg.BatchSize)
+		if len(in.eval) > 0 {
+			kind := "filtered"
+			if in.filter == nil {
+				kind = "raw"
+			}
+			fmt.Fprintf(out, "evaluation: %d %s triples, %s ranks of heads and tails against every entity\n", len(in.eval), f.eval, kind)
+		}
+		fmt.Fprintln(out, "epoch    loss  triples/s  pull+push     MRR      MR  hits@1  hits@3  hits@10")
+	}
+	enc := json.NewEncoder(out)
+	_, err = k.Run(ctx, train.KGEData{Train: in.train, Eval: in.eval, Filter: in.filter}, func(st train.KGEEpochStats) {
+		l := kgeLine{Epoch: st.Epoch, Loss: st.Loss, Steps: st.Steps, Triples: st.Triples, TrainS: st.TrainTime.Seconds(),
+			PullS: st.PullTime.Seconds(), TriplesPerS: st.TriplesPerSec(), Evaluated: st.Evaluated}
+		if st.Evaluated {
+			e := st.Eval
+			l.Ranks, l.MRR, l.MR, l.Hits1, l.Hits3, l.Hits10 = e.Ranks, e.MRR, e.MR, e.Hits1, e.Hits3, e.Hits10
+			l.EvalS, l.EvalFiltered = st.EvalTime.Seconds(), in.filter != nil
+		}
+		if f.jsonOut {
+			enc.Encode(l)
+			return
+		}
+		ev := "      -        -       -       -        -"
+		if st.Evaluated {
+			ev = fmt.Sprintf("%7.4f %8.1f %7.4f %7.4f  %7.4f", l.MRR, l.MR, l.Hits1, l.Hits3, l.Hits10)
+		}
+		fmt.Fprintf(out, "%5d  %6.4f  %9.0f  %8.0f%%  %s\n", st.Epoch, st.Loss, l.TriplesPerS, 100*l.PullS/max(l.TrainS, 1e-9), ev)
+	})
+	if err != nil {
+		return err
+	}
+	if f.save {
+		if _, err := kvc.Save(ctx); err != nil {
+			return err
+		}
+	}
+	return kvc.Done(ctx)
+}
