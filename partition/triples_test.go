@@ -12,17 +12,11 @@ import (
 	"graphnode/csr"
 )
 
-// writeTestKG writes the knowledge graph of TestWriteKnowledgeGraph into
-// two parts (new ids: b=0, a=1, c=2) and returns the directory and its
-// manifest.
+// writeTestKG writes testKG into two parts (new ids: b=0, a=1, c=2),
+// stored with the heads, and returns the directory and its manifest.
 func writeTestKG(t *testing.T) (string, *Manifest) {
 	t.Helper()
-	g := &Graph{Name: "kg", NumNodes: 3,
-		Src: []uint32{0, 0, 2}, Dst: []uint32{1, 1, 0}, Etypes: []uint32{0, 1, 0},
-		IDs: IDMap{Names: []string{"a", "b", "c"}},
-		KG: &KG{RelationNames: []string{"likes", "knows"},
-			Valid: Triples{Head: []uint32{2}, Rel: []uint32{1}, Tail: []uint32{1}},
-			Test:  Triples{Head: []uint32{1, 0}, Rel: []uint32{0, 0}, Tail: []uint32{2, 2}}}}
+	g := testKG()
 	dir := filepath.Join(t.TempDir(), "parts")
 	ctx := context.Background()
 	adj, err := BuildAdj(ctx, g, csr.Out, CleanOptions{}, nil)

@@ -341,14 +341,19 @@ func TestWriteFailureLeavesNothing(t *testing.T) {
 	}
 }
 
-func TestWriteKnowledgeGraph(t *testing.T) {
-	// 3 entities, 2 relations: a -r0-> b, a -r1-> b, c -r0-> a.
-	g := &Graph{Name: "kg", NumNodes: 3,
+// testKG is a knowledge graph of 3 entities and 2 relations: a -r0-> b,
+// a -r1-> b, c -r0-> a; valid (c, r1, b); test (b, r0, c), (a, r0, c).
+func testKG() *Graph {
+	return &Graph{Name: "kg", NumNodes: 3,
 		Src: []uint32{0, 0, 2}, Dst: []uint32{1, 1, 0}, Etypes: []uint32{0, 1, 0},
 		IDs: IDMap{Names: []string{"a", "b", "c"}},
 		KG: &KG{RelationNames: []string{"likes", "knows"},
 			Valid: Triples{Head: []uint32{2}, Rel: []uint32{1}, Tail: []uint32{1}},
 			Test:  Triples{Head: []uint32{1, 0}, Rel: []uint32{0, 0}, Tail: []uint32{2, 2}}}}
+}
+
+func TestWriteKnowledgeGraph(t *testing.T) {
+	g := testKG()
 	dir := filepath.Join(t.TempDir(), "parts")
 	ctx := context.Background()
 	adj, err := BuildAdj(ctx, g, csr.In, CleanOptions{}, nil)
