@@ -160,3 +160,25 @@ func FuzzDecodeTriples(f *testing.F) {
 		}
 	})
 }
+
+func TestReadOrigIDs(t *testing.T) {
+	dir, m := writeTestKG(t)
+	ids, err := ReadOrigIDs(dir, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(ids, []uint64{1, 0, 2}) { // new ids: b=0, a=1, c=2
+		t.Errorf("orig ids %v, want [1 0 2]", ids)
+	}
+	path := filepath.Join(dir, OrigIDsFile)
+	b, _ := os.ReadFile(path)
+	b[0] ^= 1
+	os.WriteFile(path, b, 0o644)
+	if _, err := ReadOrigIDs(dir, m); err == nil || !strings.Contains(err.Error(), "orig_ids.bin: crc32c") {
+		t.Errorf("flipped bit: err = %v", err)
+	}
+	os.WriteFile(path, b[:16], 0o644)
+	if _, err := ReadOrigIDs(dir, m); err == nil || !strings.Contains(err.Error(), "16 bytes, want 8 × 3 nodes") {
+		t.Errorf("truncated: err = %v", err)
+	}
+}
