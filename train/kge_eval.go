@@ -112,11 +112,7 @@ func (k *KGE) pullAll(ctx context.Context, table string, rows uint64, dim int, d
 func (k *KGE) evaluate(ctx context.Context, eval []Triple, f *KGEFilter) (KGEMetrics, error) {
 	m, cfg := k.model, &k.cfg
 	ed, rd := m.EntDim(), m.RelDim()
-	E, err := k.pullAll(ctx, cfg.EntityTable, cfg.Entities, ed, nil)
-	if err != nil {
-		return KGEMetrics{}, err
-	}
-	R, err := k.pullAll(ctx, cfg.RelationTable, uint64(cfg.Relations), rd, nil)
+	E, R, err := k.Embeddings(ctx)
 	if err != nil {
 		return KGEMetrics{}, err
 	}
@@ -194,4 +190,16 @@ func (m KGEMetrics) mean() KGEMetrics {
 	}
 	n := float64(m.Ranks)
 	return KGEMetrics{Ranks: m.Ranks, MRR: m.MRR / n, MR: m.MR / n, Hits1: m.Hits1 / n, Hits3: m.Hits3 / n, Hits10: m.Hits10 / n}
+}
+
+// Embeddings pulls both tables whole: Entities rows of the entity width
+// and Relations rows of the relation width, by global id.
+func (k *KGE) Embeddings(ctx context.Context) (ent, rel []float32, err error) {
+	if ent, err = k.pullAll(ctx, k.cfg.EntityTable, k.cfg.Entities, k.model.EntDim(), nil); err != nil {
+		return nil, nil, err
+	}
+	if rel, err = k.pullAll(ctx, k.cfg.RelationTable, uint64(k.cfg.Relations), k.model.RelDim(), nil); err != nil {
+		return nil, nil, err
+	}
+	return ent, rel, nil
 }

@@ -26,6 +26,7 @@ type kgeFlags struct {
 	evalSample    int
 	filter        bool
 	prefix        string
+	export        string
 	jsonOut, save bool
 	cfg           train.KGEConfig
 }
@@ -82,6 +83,7 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&f.prefix, "table-prefix", "kge", "kv tables <prefix>.entity, <prefix>.relation and <prefix>.sync (the same on every trainer of the job)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
 	fs.BoolVar(&f.save, "save", false, "checkpoint every kv table (kv_save) after training")
+	fs.StringVar(&f.export, "export", "", "rank 0 writes entity.npy (rows by the input's entity ids), relation.npy and config.json into this directory after training (needs orig_ids.bin under --parts)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -126,6 +128,7 @@ type kgeInput struct {
 	train  []train.Triple
 	eval   []train.Triple
 	filter *train.KGEFilter
+	orig   []uint64 // new id -> input entity id, for --export
 }
 
 // load checks the node against the partition directory and reads the
@@ -153,6 +156,15 @@ func (f *kgeFlags) load(ctx context.Context) (*kgeInput, error) {
 	}
 	if m.Relations == 0 {
 		return nil, fmt.Errorf("%s: no relations: not a knowledge graph (partition it with --format kg)", f.parts)
+	}
+	if f.export != "" && f.cfg.Rank == 0 {
+		// Checked before training, not after it.
+		if in.orig, err = partition.ReadOrigIDs(f.parts, m); err != nil {
+			return nil, fmt.Errorf("--export maps rows back to the input's entity ids: %w", err)
+		}
+		if err := checkOrigIDs(in.orig); err != nil {
+			return nil, fmt.Errorf("--export: %s: %w", f.parts, err)
+		}
 	}
 	if in.train, err = readPartTriples(f.parts, m, in.part); err != nil {
 		return nil, err
@@ -312,6 +324,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer) error {
 		fmt.Fprintln(out, "epoch    loss  triples/s  pull+push     MRR      MR  hits@1  hits@3  hits@10")
 	}
 	enc := json.NewEncoder(out)
+	var last kgeLine
 	_, err = k.Run(ctx, train.KGEData{Train: in.train, Eval: in.eval, Filter: in.filter}, func(st train.KGEEpochStats) {
 		l := kgeLine{Epoch: st.Epoch, Loss: st.Loss, Steps: st.Steps, Triples: st.Triples, TrainS: st.TrainTime.Seconds(),
 			PullS: st.PullTime.Seconds(), TriplesPerS: st.TriplesPerSec(), Evaluated: st.Evaluated}
@@ -320,6 +333,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer) error {
 			l.Ranks, l.MRR, l.MR, l.Hits1, l.Hits3, l.Hits10 = e.Ranks, e.MRR, e.MR, e.Hits1, e.Hits3, e.Hits10
 			l.EvalS, l.EvalFiltered = st.EvalTime.Seconds(), in.filter != nil
 		}
+		last = l
 		if f.jsonOut {
 			enc.Encode(l)
 			return
@@ -332,6 +346,21 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer) error {
 	})
 	if err != nil {
 		return err
+	}
+	if in.orig != nil {
+		ent, rel, err := k.Embeddings(ctx)
+		if err != nil {
+			return err
+		}
+		meta := kgeExport{Dataset: m.Name, Model: cfg.Model, Hidden: cfg.Hidden, Gamma: cfg.Gamma, EntityDim: ed, RelationDim: rd,
+			Entities: cfg.Entities, Relations: cfg.Relations, Epochs: cfg.Epochs, Steps: cfg.StepsPerEpoch, BatchSize: cfg.BatchSize,
+			NegSize: cfg.NegSize, LR: f.lr, Seed: cfg.Seed, Last: &last}
+		if err := writeKGEExport(f.export, in.orig, ent, ed, rel, rd, meta); err != nil {
+			return err
+		}
+		if !f.jsonOut {
+			fmt.Fprintf(out, "wrote %s: %s, %s, %s\n", f.export, kgeEntityFile, kgeRelationFile, kgeConfigFile)
+		}
 	}
 	if f.save {
 		if _, err := kvc.Save(ctx); err != nil {

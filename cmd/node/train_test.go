@@ -19,9 +19,9 @@ import (
 	"time"
 )
 
-// binary is `node` built once for the tests that start processes, without
+// built is `node` built once for the tests that start processes, without
 // the race detector: they train for hundreds of steps.
-var binary struct {
+var built struct {
 	once sync.Once
 	dir  string
 	path string
@@ -33,27 +33,27 @@ func nodeBinary(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("builds the binary and starts a cluster; skipped with -short")
 	}
-	binary.once.Do(func() {
-		if binary.dir, binary.err = os.MkdirTemp("", "graphnode-cmd-test-"); binary.err != nil {
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "graphnode-cmd-test-"); built.err != nil {
 			return
 		}
-		binary.path = filepath.Join(binary.dir, "node")
-		cmd := exec.Command("go", "build", "-o", binary.path, "graphnode/cmd/node")
+		built.path = filepath.Join(built.dir, "node")
+		cmd := exec.Command("go", "build", "-o", built.path, "graphnode/cmd/node")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	})
-	if binary.err != nil {
-		t.Fatal(binary.err)
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return binary.path
+	return built.path
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binary.dir != "" {
-		os.RemoveAll(binary.dir)
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
 	}
 	os.Exit(code)
 }
