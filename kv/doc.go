@@ -14,7 +14,8 @@
 //
 //  1. builds the Store with New, the same []Spec on every node, and, to
 //     resume, calls Store.Load(dir) before serving; tables declared at run
-//     time are added with Store.Create (the same Spec on every node);
+//     time are added with Store.Create (the same Spec on every node)
+//     and removed with Store.Drop;
 //  2. serves kv messages from peers with Handler.Handle: the mesh carries
 //     them as opaque bytes (the first byte is the Kind), the daemon hands
 //     the request and the stream's context to Handle and sends back the

@@ -145,6 +145,36 @@ func (s *Store) Create(spec Spec) (bool, error) {
 	return true, nil
 }
 
+// Drop removes a table from this store (kv_drop) and reports whether it
+// held it. Its shard no longer counts against MaxBytes, and a table of
+// the same name may be created again with any spec. A synchronous step
+// or a pull waiting for a version of it fails (ErrUnknownTable); pulls
+// and pushes already under way finish on the dropped shard. Its
+// checkpoint files stay where they are.
+func (s *Store) Drop(name string) bool {
+	s.createMu.Lock()
+	defer s.createMu.Unlock()
+	old := s.set.Load()
+	t, ok := old.tables[name]
+	if !ok {
+		return false
+	}
+	set := &tableSet{tables: make(map[string]*table, len(old.tables)-1)}
+	for k, v := range old.tables {
+		if k != name {
+			set.tables[k] = v
+			set.names = append(set.names, k)
+		}
+	}
+	slices.Sort(set.names)
+	s.set.Store(set)
+	s.bytes -= t.spec.ShardBytes(s.part)
+	if t.sync != nil {
+		t.drop()
+	}
+	return true
+}
+
 // reserve counts spec's shard against MaxBytes, or refuses it. New
 // calls it alone; Create with createMu held.
 func (s *Store) reserve(spec *Spec) error {

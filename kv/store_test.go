@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestSpecValidateReportsEveryField(t *testing.T) {
@@ -286,5 +287,70 @@ func TestStoreMaxBytes(t *testing.T) {
 	}
 	if _, err := New(Config{Part: 0, Tables: []Spec{huge}}); err == nil || errors.Is(err, ErrSpec) && strings.Contains(err.Error(), "limit") {
 		t.Fatalf("without MaxBytes the limit must not apply (the shard check still refuses): %v", err)
+	}
+}
+
+// TestStoreDrop: a dropped table is gone (ErrUnknownTable), frees its
+// share of MaxBytes, may come back with another spec, and fails a
+// synchronous step and a version wait that were waiting on it.
+func TestStoreDrop(t *testing.T) {
+	emb := spec("emb", 100, 4, SGD(0.1), Async, 1) // 1600 B
+	grad := Spec{Name: "grad", Rows: 2, Dim: 2, Opt: Average(), Mode: Sync, Bounds: EvenBounds(2, 1)}
+	s, err := New(Config{Part: 0, Tables: []Spec{emb, grad}, MaxBytes: 2500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	stepErr := make(chan error, 1)
+	go func() { stepErr <- s.PushSync(ctx, "grad", 0, 0, 2, []float32{1, 2, 3, 4}) }() // trainer 1 never comes
+	waitErr := make(chan error, 1)
+	go func() {
+		_, _, err := s.PullVersion(ctx, "grad", 1, []uint64{0}, nil)
+		waitErr <- err
+	}()
+	bigger := spec("emb2", 100, 4, SGD(0.1), Async, 1)
+	if _, err := s.Create(bigger); !errors.Is(err, ErrSpec) {
+		t.Fatalf("create past MaxBytes before the drop: %v", err)
+	}
+	if !s.Drop("emb") || s.Drop("emb") {
+		t.Fatal("Drop: want true once, then false")
+	}
+	if _, err := s.Pull("emb", []uint64{0}, nil); !errors.Is(err, ErrUnknownTable) {
+		t.Fatalf("pull after the drop: %v", err)
+	}
+	if created, err := s.Create(bigger); err != nil || !created {
+		t.Fatalf("create after the drop freed 1600 B: %v, %v", created, err)
+	}
+	other := emb
+	other.Dim = 2 // another spec under the dropped name
+	if created, err := s.Create(other); err != nil || !created {
+		t.Fatalf("re-create emb with dim 2: %v, %v", created, err)
+	}
+	// Let the step and the wait start before grad goes.
+	for {
+		s.set.Load().tables["grad"].sync.mu.Lock()
+		started := s.set.Load().tables["grad"].sync.mu.round != nil
+		s.set.Load().tables["grad"].sync.mu.Unlock()
+		if started {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if !s.Drop("grad") {
+		t.Fatal("Drop grad: false")
+	}
+	for name, ch := range map[string]chan error{"step": stepErr, "version wait": waitErr} {
+		select {
+		case err := <-ch:
+			// The wait may start after the drop: then it finds no table.
+			if !errors.Is(err, ErrUnknownTable) || !strings.Contains(err.Error(), `"grad"`) {
+				t.Errorf("%s on the dropped table: %v", name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s still waiting after the drop", name)
+		}
+	}
+	if got := s.Tables(); !slices.Equal(got, []string{"emb", "emb2"}) {
+		t.Errorf("tables %v, want [emb emb2]", got)
 	}
 }

@@ -16,6 +16,9 @@ type syncState struct {
 		left  map[int]struct{} // trainers that left and have not pushed since
 		verCh chan struct{}    // closed (and replaced) at every version bump
 		avg   []float32        // reused averaging buffer
+		// dropped: the table left its store (Store.Drop); every step and
+		// version wait fails from then on.
+		dropped bool
 	}
 }
 
@@ -75,6 +78,10 @@ func (t *table) pushSync(ctx context.Context, step uint64, trainer, world int, g
 	}
 	ss := t.sync
 	ss.mu.Lock()
+	if ss.mu.dropped {
+		ss.mu.Unlock()
+		return t.droppedError()
+	}
 	if v := t.version.Load(); step != v {
 		ss.mu.Unlock()
 		return fmt.Errorf("kv: table %q: trainer %d pushed step %d, shard is at version %d and expects step %d: %w", name, trainer, step, v, v, ErrStep)
@@ -168,15 +175,35 @@ func (t *table) leave(trainer int) {
 	}
 }
 
+// drop fails the current round and every version wait: the table has
+// left its store.
+func (t *table) drop() {
+	ss := t.sync
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.mu.dropped = true
+	if r := ss.mu.round; r != nil {
+		ss.failLocked(r, t.droppedError())
+	}
+	ss.bumpWaitersLocked()
+}
+
+func (t *table) droppedError() error {
+	return fmt.Errorf("kv: table %q was dropped: %w", t.spec.Name, ErrUnknownTable)
+}
+
 // waitVersion blocks until the table's version is at least v.
 func (t *table) waitVersion(ctx context.Context, v uint64) error {
 	ss := t.sync
 	for {
 		ss.mu.Lock()
-		cur, ch := t.version.Load(), ss.mu.verCh
+		cur, ch, dropped := t.version.Load(), ss.mu.verCh, ss.mu.dropped
 		ss.mu.Unlock()
 		if cur >= v {
 			return nil
+		}
+		if dropped {
+			return t.droppedError()
 		}
 		select {
 		case <-ch:
