@@ -113,7 +113,10 @@
 // on every peer (a node-level JSON request carried in a KVPushRequest:
 // a mesh kv body starting with '{' is the node's, any other is kv's), so
 // all shards exist when the trainer gets its answer; an equal spec is a
-// no-op, another spec an error naming the field.
+// no-op, another spec an error naming the field. When a peer refuses, a
+// table this request created here is dropped again, so no node keeps a
+// spec the cluster refused by its own doing. kv_drop removes a table from
+// every node the same way (kv.Store.Drop: a step waiting on it fails).
 //
 // Trainers reach kv only through their own node: a control frame whose
 // body does not start with '{' is a kv wire message (docs/control.md).

@@ -218,7 +218,14 @@ func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward boo
 	}
 	if forward {
 		if err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: t}); err != nil {
-			return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the other nodes: %v", err)}
+			undo := ""
+			if created {
+				// Not kept half made: a retry with the spec the peers
+				// have, or another, starts clean here.
+				s.forget(sp.Name)
+				undo = " (the table this request created on this node is dropped again; nodes that accepted it keep it until kv_drop)"
+			}
+			return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the other nodes: %v%s", err, undo)}
 		}
 	}
 	v, _ := s.store.Version(sp.Name)
@@ -236,6 +243,33 @@ func (s *kvServer) createRemote(ctx context.Context, t *control.TableSpec, sp kv
 		return nil, &control.Error{Key: "table", Msg: err.Error()}
 	}
 	return &control.TableInfo{Name: sp.Name, Rows: sp.Rows, Dim: sp.Dim, Bounds: sp.Bounds}, nil
+}
+
+// drop removes a table from this node's store and clients and, when
+// forward is set, from every peer. A node that does not hold it is not an
+// error: a drop repeated after a partial failure finishes the job.
+func (s *kvServer) drop(ctx context.Context, name string, forward bool) (*control.DropInfo, error) {
+	dropped := s.forget(name)
+	if dropped {
+		s.log.Info("kv table dropped", "table", name)
+	}
+	if forward {
+		if err := s.broadcast(ctx, &control.Request{Op: control.OpKVDrop, Name: name}); err != nil {
+			return nil, &control.Error{Key: "name", Msg: fmt.Sprintf("drop %q on the other nodes: %v", name, err)}
+		}
+	}
+	return &control.DropInfo{Name: name, Dropped: dropped}, nil
+}
+
+// forget drops table name from this node's store (none on a client
+// node) and its client; it reports whether either held it.
+func (s *kvServer) forget(name string) bool {
+	dropped := s.store != nil && s.store.Drop(name)
+	s.mu.Lock()
+	_, had := s.clients[name]
+	delete(s.clients, name)
+	s.mu.Unlock()
+	return dropped || s.store == nil && had
 }
 
 // save checkpoints this node's shards and, when forward is set, asks
@@ -306,6 +340,8 @@ func (s *kvServer) KV(ctx context.Context, req []byte) ([]byte, error) {
 		}
 	case r.Op == control.OpKVSave:
 		_, err = s.save(ctx, false)
+	case r.Op == control.OpKVDrop && r.Name != "":
+		_, err = s.drop(ctx, r.Name, false)
 	default:
 		err = fmt.Errorf("node: kv request from a peer: op %q: %w", r.Op, kv.ErrMalformed)
 	}

@@ -312,3 +312,61 @@ func TestKVCheckpoint(t *testing.T) {
 		t.Fatalf("node 1 with an unwritable checkpoint_dir exited with %v:\n%s", c.nodes[1].err, c.nodes[1].log)
 	}
 }
+
+// TestKVDrop: kv_drop removes a table from every node, after which it may
+// be created again with another spec; a kv_create that a peer refuses
+// leaves no table behind on the node that created it for that request.
+func TestKVDrop(t *testing.T) {
+	parts := clusterParts(t, 2)
+	// Node 1 declares "conf" (dim 4) in its node.toml; node 0 does not.
+	c := startClusterWith(t, parts, 2, "5s", func(p int) string {
+		if p == 1 {
+			return "[[kv.tables]]\nname = \"conf\"\nrows = 10\ndim = 4\noptimizer = \"sgd\"\nlr = 0.1\nmode = \"async\"\n"
+		}
+		return ""
+	})
+	ctx := context.Background()
+	k0, k1 := dialKV(t, c.sockets[0]), dialKV(t, c.sockets[1])
+	emb := kvTables()[1]
+	if _, err := k0.Create(ctx, emb); err != nil {
+		t.Fatal(err)
+	}
+	ids := []uint64{0, 1, 2, 3}
+	if err := k0.Push(ctx, "emb", ids, make([]float32, 16)); err != nil {
+		t.Fatal(err)
+	}
+	info, err := k1.Drop(ctx, "emb")
+	if err != nil || !info.Dropped || info.Name != "emb" {
+		t.Fatalf("drop emb through node 1: %+v, %v", info, err)
+	}
+	for p, k := range []*client.KV{k0, k1} {
+		if _, err := k.Pull(ctx, "emb", ids, nil); !errors.Is(err, kv.ErrUnknownTable) {
+			t.Errorf("node %d: pull after the drop: %v, want an unknown table", p, err)
+		}
+	}
+	if info, err := k1.Drop(ctx, "emb"); err != nil || info.Dropped {
+		t.Errorf("second drop: %+v, %v; want dropped false, no error", info, err)
+	}
+	wider := emb
+	wider.Dim = 8
+	if ti, err := k0.Create(ctx, wider); err != nil || !ti.Created || ti.Dim != 8 {
+		t.Fatalf("re-create emb with dim 8: %+v, %v", ti, err)
+	}
+	if rows, err := k1.Pull(ctx, "emb", ids, nil); err != nil || len(rows) != 32 {
+		t.Fatalf("pull of the new emb through node 1: %d values, %v", len(rows), err)
+	}
+
+	// Node 0 creates "conf" with dim 8; node 1 refuses (its dim is 4): the
+	// error names the part and the field, and node 0 keeps no half-made
+	// table, so the spec node 1 has is then accepted everywhere.
+	conf := control.TableSpec{Name: "conf", Rows: control.Rows{N: 10}, Dim: 8, Optimizer: "sgd", LR: 0.1, Mode: "async"}
+	var ce *control.Error
+	if _, err := k0.Create(ctx, conf); !errors.As(err, &ce) || ce.Key != "table" || !strings.Contains(ce.Msg, "part 1") ||
+		!strings.Contains(ce.Msg, "dim differs") || !strings.Contains(ce.Msg, "dropped again") {
+		t.Fatalf("create conf dim 8 against node 1's dim 4: %v", err)
+	}
+	conf.Dim = 4
+	if ti, err := k0.Create(ctx, conf); err != nil || !ti.Created {
+		t.Fatalf("create conf with node 1's spec after the refusal: %+v, %v", ti, err)
+	}
+}

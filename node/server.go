@@ -126,6 +126,12 @@ func (n *Node) handle(ctx context.Context, body []byte, kc *kvConn, own func(*lo
 			return errorResponse(err)
 		}
 		return &control.Response{KVSave: info}
+	case control.OpKVDrop:
+		info, err := n.kv.drop(ctx, req.Name, true)
+		if err != nil {
+			return errorResponse(err)
+		}
+		return &control.Response{KVDrop: info}
 	case control.OpKVDone:
 		kc.done = true
 		return &control.Response{}

@@ -69,6 +69,19 @@ func (k *KV) Create(ctx context.Context, spec control.TableSpec) (*control.Table
 	return resp.KVTable, nil
 }
 
+// Drop removes a table from every node (kv_drop); Dropped says whether
+// this node held it. Checkpoint files stay on disk.
+func (k *KV) Drop(ctx context.Context, name string) (*control.DropInfo, error) {
+	resp, err := k.request(ctx, &control.Request{Op: control.OpKVDrop, Name: name})
+	if err != nil {
+		return nil, err
+	}
+	if resp.KVDrop == nil {
+		return nil, fmt.Errorf("client: kv_drop response without a result: %w", control.ErrProtocol)
+	}
+	return resp.KVDrop, nil
+}
+
 // Save checkpoints every shard of every table (kv_save).
 func (k *KV) Save(ctx context.Context) (*control.SaveInfo, error) {
 	resp, err := k.request(ctx, &control.Request{Op: control.OpKVSave})

@@ -93,6 +93,7 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{`{"op":"open_loader","split":"train","fanouts":[5],"ring_size":"1G"}`, "ring_size", `"1G"`},
 		{`{"op":"open_loader","split":"train","fanouts":[5],"loader_id":3}`, "loader_id", "not allowed"},
 		{`{"op":"close_loader"}`, "loader_id", "missing"},
+		{`{"op":"kv_drop"}`, "name", "missing"},
 		{`{"op":"reboot"}`, "op", `"reboot"`},
 		{`{}`, "op", "missing"},
 		{`{"op":"stats"} {}`, "", "trailing"},
@@ -110,6 +111,7 @@ func TestDecodeRequestOK(t *testing.T) {
 	for _, body := range []string{
 		`{"op":"stats"}`,
 		`{"op":"close_loader","loader_id":7}`,
+		`{"op":"kv_drop","name":"emb"}`,
 		`{"op":"open_loader","seed_ids":[3,1,2],"fanouts":[-1,4],"batch_size":2,"shuffle":true,"drop_last":true,` +
 			`"epochs":3,"seed":9,"rank":1,"world_size":2,"workers":4,"concurrency":8,"ring_size":"256MiB","features":false,"labels":false}`,
 	} {
@@ -126,6 +128,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	seeds := []*Request{
 		{Op: OpStats, LoaderOptions: DefaultLoaderOptions()},
 		{Op: OpCloseLoader, LoaderID: 12, LoaderOptions: DefaultLoaderOptions()},
+		{Op: OpKVDrop, Name: "emb", LoaderOptions: DefaultLoaderOptions()},
 		{Op: OpOpenLoader, LoaderOptions: LoaderOptions{Split: "train", Fanouts: []int{15, 10, 5}, BatchSize: 1024,
 			Shuffle: true, Epochs: 10, Seed: 1, Rank: 1, WorldSize: 4, Workers: 4, Concurrency: 8, RingSize: "1GB", Features: true, Labels: true}},
 		{Op: OpOpenLoader, LoaderOptions: LoaderOptions{SeedIDs: []uint64{5, 6, 7}, Fanouts: []int{-1}, BatchSize: 2, Epochs: 1, WorldSize: 1}},

@@ -15,6 +15,7 @@ const (
 	OpKVCreate = "kv_create" // declare a table (idempotent for an equal spec)
 	OpKVSave   = "kv_save"   // checkpoint every shard of every table
 	OpKVDone   = "kv_done"   // the trainer finished: closing is not leaving
+	OpKVDrop   = "kv_drop"   // remove a table from every node (checkpoints stay)
 )
 
 // IsKV reports whether a frame body is a kv wire message rather than a
@@ -165,6 +166,13 @@ type TableInfo struct {
 type SaveInfo struct {
 	Dir    string   `json:"dir"`    // checkpoint directory on each node
 	Tables []string `json:"tables"` // tables saved
+}
+
+// DropInfo answers kv_drop: whether this node held the table (the peers
+// drop theirs too; one that did not hold it is not an error).
+type DropInfo struct {
+	Name    string `json:"name"`
+	Dropped bool   `json:"dropped"`
 }
 
 // MarshalKVRequest is the JSON of a kv request for a peer node (the node

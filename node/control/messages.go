@@ -35,6 +35,7 @@ type Request struct {
 	Op       string     `json:"op"`
 	LoaderID uint64     `json:"loader_id,omitempty"` // close_loader
 	Table    *TableSpec `json:"table,omitempty"`     // kv_create
+	Name     string     `json:"name,omitempty"`      // kv_drop
 	LoaderOptions
 }
 
@@ -121,10 +122,14 @@ func (r *Request) Validate() error {
 			return &Error{Key: "table", Msg: "missing: the table's spec"}
 		}
 		return r.Table.Validate()
+	case OpKVDrop:
+		if r.Name == "" {
+			return &Error{Key: "name", Msg: "missing: the table to drop"}
+		}
 	case "":
 		return &Error{Key: "op", Msg: "missing"}
 	default:
-		return &Error{Key: "op", Msg: fmt.Sprintf("%q is not one of open_loader, close_loader, stats, kv_create, kv_save, kv_done", r.Op)}
+		return &Error{Key: "op", Msg: fmt.Sprintf("%q is not one of open_loader, close_loader, stats, kv_create, kv_save, kv_done, kv_drop", r.Op)}
 	}
 	return nil
 }

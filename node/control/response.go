@@ -8,9 +8,10 @@ type Response struct {
 	Key    string      `json:"key,omitempty"`
 	Loader *LoaderInfo `json:"loader,omitempty"`
 	Stats  *Stats      `json:"stats,omitempty"`
-	// KVTable answers kv_create, KVSave kv_save.
+	// KVTable answers kv_create, KVSave kv_save, KVDrop kv_drop.
 	KVTable *TableInfo `json:"kv_table,omitempty"`
 	KVSave  *SaveInfo  `json:"kv_save,omitempty"`
+	KVDrop  *DropInfo  `json:"kv_drop,omitempty"`
 }
 
 // LoaderInfo describes an opened loader: where its ring is and what the
