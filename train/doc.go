@@ -85,8 +85,9 @@
 // of log σ(−neg))/2 plus RegCoef·Σ|x|^RegNorm over the pulled rows, and
 // pushes one gradient per distinct row. Trainers do not wait for each
 // other between steps (Hogwild, as DGL-KE); each epoch ends with one
-// all-reduce of the loss and, when it evaluates, of the metric sums:
-// every trainer ranks its share (every World-th triple from Rank) of
+// all-reduce of the loss, a barrier after which every trainer's pushes
+// are in, and, when it evaluates, one more of the metric sums: every
+// trainer ranks its share (every World-th triple from Rank) of
 // Eval, heads and tails, against every entity, with the whole tables
 // pulled, and leaves out the known facts of Filter (filtered ranks).
 //

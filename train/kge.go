@@ -164,10 +164,25 @@ func NewKGE(cfg KGEConfig, params KGEParams, sync Sync) (*KGE, error) {
 		rng: rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Rank)+0x6b6765))}, nil
 }
 
-// KGESyncLen is the length of the vector a KGE trainer all-reduces once
-// per epoch (size the Sync's table with it): loss sum, steps, positives,
-// then the evaluation sums (see KGEMetrics.vector).
+// KGESyncLen is the length of the vectors a KGE trainer all-reduces
+// (size the Sync's table with it): once per epoch the loss sum, steps and
+// positives, and after each evaluation the metric sums (see
+// KGEMetrics.vector) in the same layout.
 const KGESyncLen = 3 + kgeMetricsLen
+
+// allReduce sums v over the trainers (Sync averages; the trainer count
+// turns means back into sums) in the next round.
+func (k *KGE) allReduce(ctx context.Context, v []float32) error {
+	if err := k.sync.AllReduce(ctx, k.step, v); err != nil {
+		return err
+	}
+	k.step++
+	w := float32(k.cfg.World)
+	for i := range v {
+		v[i] *= w
+	}
+	return nil
+}
 
 // Run trains cfg.Epochs epochs on data.Train, evaluating as cfg says when
 // data.Eval is not empty, and calls report after every epoch. All
@@ -209,29 +224,27 @@ func (k *KGE) Run(ctx context.Context, data KGEData, report func(KGEEpochStats))
 		}
 		st.TrainTime, st.Steps = time.Since(start), k.cfg.StepsPerEpoch
 		evalNow := len(data.Eval) > 0 && (epoch == k.cfg.Epochs || k.cfg.EvalEvery > 0 && epoch%k.cfg.EvalEvery == 0)
+		// The loss round is also the barrier after which every trainer's
+		// pushes of the epoch are in: evaluation then reads one model.
 		vec := make([]float32, KGESyncLen)
 		vec[0], vec[1], vec[2] = float32(lossSum), float32(st.Steps), float32(st.Steps*k.cfg.BatchSize)
+		if err := k.allReduce(ctx, vec); err != nil {
+			return all, fmt.Errorf("train: kge: epoch %d: %w", epoch, err)
+		}
+		st.Loss = float64(vec[0]) / math.Max(float64(vec[1]), 1)
+		st.Triples = int64(vec[2])
 		if evalNow {
 			t := time.Now()
 			m, err := k.evaluate(ctx, data.Eval, data.Filter)
 			if err != nil {
 				return all, fmt.Errorf("train: kge: evaluation after epoch %d: %w", epoch, err)
 			}
+			clear(vec)
 			m.vector(vec[3:])
-			st.EvalTime = time.Since(t)
-		}
-		if err := k.sync.AllReduce(ctx, k.step, vec); err != nil {
-			return all, fmt.Errorf("train: kge: epoch %d: %w", epoch, err)
-		}
-		k.step++
-		w := float32(k.cfg.World)
-		for i := range vec {
-			vec[i] *= w // means back to sums
-		}
-		st.Loss = float64(vec[0]) / math.Max(float64(vec[1]), 1)
-		st.Triples = int64(vec[2])
-		if evalNow {
-			st.Evaluated, st.Eval = true, kgeMetricsFrom(vec[3:])
+			if err := k.allReduce(ctx, vec); err != nil {
+				return all, fmt.Errorf("train: kge: evaluation after epoch %d: %w", epoch, err)
+			}
+			st.Evaluated, st.Eval, st.EvalTime = true, kgeMetricsFrom(vec[3:]), time.Since(t)
 		}
 		all = append(all, st)
 		if report != nil {
