@@ -300,7 +300,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer) error {
 		t.Init, t.InitScale, t.InitSeed = "uniform", scale, cfg.Seed
 		t.Optimizer, t.LR, t.Mode = "adagrad", f.lr, "async"
 		if _, err := kvc.Create(ctx, t); err != nil {
-			return fmt.Errorf("create kv table %s: %w", t.Name, err)
+			return fmt.Errorf("create kv table %s: %w (a table of an earlier job with another model or size keeps its name until kv_drop: pass another --table-prefix, or drop it)", t.Name, err)
 		}
 	}
 	sync, err := client.NewSync(ctx, kvc, f.prefix+".sync", train.KGESyncLen, cfg.Rank, cfg.World)

@@ -79,7 +79,7 @@ func TestKGEFB15k237(t *testing.T) {
 	bin := nodeBinary(t)
 	parts := kgeParts(t, bin)
 	cl := testCluster(t, bin, parts)
-	common := []string{"--model", "distmult", "--hidden", "100", "--batch-size", "1024", "--neg-size", "128", "--lr", "0.1", "--eval-sample", "500"}
+	common := []string{"--model", "distmult", "--hidden", "100", "--batch-size", "1024", "--neg-size", "128", "--lr", "0.1", "--eval-sample", "1000"}
 	lines := runKGEJob(t, bin, cl.sockets, parts, append(common, "--epochs", "2", "--eval-every", "1")...)
 	for r, ls := range lines {
 		if len(ls) != 2 {
@@ -99,11 +99,13 @@ func TestKGEFB15k237(t *testing.T) {
 	}
 	// An epoch is the larger part's triples (about 136 k of 272 k with
 	// triples balanced) in steps of 1024.
-	if !e2.Evaluated || !e2.EvalFiltered || e2.Ranks != 1000 || e2.Triples != int64(2*e2.Steps*1024) || e2.Steps < 130 {
+	if !e2.Evaluated || !e2.EvalFiltered || e2.Ranks != 2000 || e2.Triples != int64(2*e2.Steps*1024) || e2.Steps < 130 {
 		t.Errorf("epoch 2: %+v", e2)
 	}
-	if e2.MRR < 0.10 || e2.Hits10 < 0.18 || e2.MR > 600 || e2.Loss >= e1.Loss {
-		t.Errorf("epoch 1 MRR %.4f loss %.4f, epoch 2 MRR %.4f hits@10 %.3f MR %.1f loss %.4f: want MRR ≥ 0.10, hits@10 ≥ 0.18, MR ≤ 600, loss falling",
+	// Hogwild training makes every run differ: over 20 runs epoch 2 gave
+	// MRR 0.118–0.138 on 500 triples, and once about 0.095.
+	if e2.MRR < 0.08 || e2.Hits10 < 0.16 || e2.MR > 650 || e2.Loss >= e1.Loss {
+		t.Errorf("epoch 1 MRR %.4f loss %.4f, epoch 2 MRR %.4f hits@10 %.3f MR %.1f loss %.4f: want MRR ≥ 0.08, hits@10 ≥ 0.16, MR ≤ 650, loss falling",
 			e1.MRR, e1.Loss, e2.MRR, e2.Hits10, e2.MR, e2.Loss)
 	}
 	export := filepath.Join(t.TempDir(), "emb")
