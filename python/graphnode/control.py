@@ -33,28 +33,8 @@ class Connection:
         """Send one request and return the response object. An error
         response raises ControlError (with .key); a broken connection or a
         malformed frame raises LoaderError."""
-        if self._sock is None:
-            raise LoaderError("control: %s: connection is closed" % self.path)
         op = obj.get("op", "?")
-        body = json.dumps(obj, separators=(",", ":")).encode()
-        if len(body) > MAX_FRAME:
-            raise LoaderError("control: %s: request of %d bytes exceeds %d" % (op, len(body), MAX_FRAME))
-        old = self._sock.gettimeout()
-        if timeout is not None:
-            self._sock.settimeout(timeout)
-        try:
-            self._sock.sendall(struct.pack("<I", len(body)) + body)
-            n = struct.unpack("<I", self._read(4, op))[0]
-            if n > MAX_FRAME:
-                raise LoaderError("control: %s: response of %d bytes exceeds %d" % (op, n, MAX_FRAME))
-            raw = self._read(n, op)
-        except socket.timeout:
-            raise LoaderError("control: %s: node at %s did not answer in time" % (op, self.path)) from None
-        except OSError as e:
-            raise LoaderError("control: %s: %s: %s" % (op, self.path, e)) from e
-        finally:
-            if timeout is not None and self._sock is not None:
-                self._sock.settimeout(old)
+        raw = self.exchange(json.dumps(obj, separators=(",", ":")).encode(), op, timeout)
         try:
             resp = json.loads(raw)
         except ValueError as e:
@@ -65,14 +45,41 @@ class Connection:
             raise ControlError(resp["error"], resp.get("key", ""))
         return resp
 
+    def exchange(self, body, op, timeout=None):
+        """Send one frame holding body and return the body of the answer
+        frame (bytes-like): a JSON request's response, or a kv wire
+        message's answer (graphnode.kv). op names the request in errors."""
+        if self._sock is None:
+            raise LoaderError("control: %s: connection is closed" % self.path)
+        if len(body) > MAX_FRAME:
+            raise LoaderError("control: %s: request of %d bytes exceeds %d" % (op, len(body), MAX_FRAME))
+        old = self._sock.gettimeout()
+        if timeout is not None:
+            self._sock.settimeout(timeout)
+        try:
+            self._sock.sendall(struct.pack("<I", len(body)))
+            self._sock.sendall(body)
+            n = struct.unpack("<I", self._read(4, op))[0]
+            if n > MAX_FRAME:
+                raise LoaderError("control: %s: response of %d bytes exceeds %d" % (op, n, MAX_FRAME))
+            return self._read(n, op)
+        except socket.timeout:
+            raise LoaderError("control: %s: node at %s did not answer in time" % (op, self.path)) from None
+        except OSError as e:
+            raise LoaderError("control: %s: %s: %s" % (op, self.path, e)) from e
+        finally:
+            if timeout is not None and self._sock is not None:
+                self._sock.settimeout(old)
+
     def _read(self, n, op):
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self._sock.recv(n - len(buf))
-            if not chunk:
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            k = self._sock.recv_into(view[got:])
+            if not k:
                 raise LoaderError("control: %s: node closed the connection %s" % (op, self.path))
-            buf += chunk
-        return bytes(buf)
+            got += k
+        return buf
 
     def stats(self, timeout=None):
         """The node's stats object (docs/control.md, "stats")."""

@@ -208,6 +208,75 @@ class NodeTest(unittest.TestCase):
             read_epochs(it, lo, 100)
         self.stop_node()
 
+    def test_kv(self):
+        """graphnode.KV against the node's parameter server: the values of
+        DGL-KE-style async tables, a sync all-reduce table, errors, drop,
+        and Embedding's autograd round trip."""
+        with graphnode.KV(self.sock) as kv:
+            info = kv.create("emb", rows="nodes", dim=4, optimizer="sgd", lr=0.5, mode="async",
+                             init="uniform", init_scale=0.1, init_seed=3)
+            self.assertEqual((info["rows"], info["dim"], info["created"]), (2000, 4, True))
+            self.assertFalse(kv.create("emb", rows="nodes", dim=4, optimizer="sgd", lr=0.5, mode="async",
+                                       init="uniform", init_scale=0.1, init_seed=3)["created"])
+            with self.assertRaises(graphnode.ControlError) as cm:
+                kv.create("emb", rows="nodes", dim=8, optimizer="sgd", lr=0.5, mode="async")
+            self.assertEqual(cm.exception.key, "table")
+            self.assertIn("dim differs", str(cm.exception))
+
+            ids = torch.tensor([0, 5, 1999])
+            before = kv.pull("emb", ids)
+            self.assertEqual((before.shape, before.dtype), ((3, 4), torch.float32))
+            self.assertTrue(bool((before.abs() <= 0.1).all()), before)
+            self.assertTrue(torch.equal(kv.pull("emb", [5]), before[1:2]))
+            # Duplicate ids are summed: row 5 moves by 2 × lr × 1.
+            kv.push("emb", [5, 5], torch.ones(2, 4))
+            after = kv.pull("emb", ids)
+            self.assertTrue(torch.allclose(after[1], before[1] - 1.0), (before[1], after[1]))
+            self.assertTrue(torch.equal(after[0], before[0]) and torch.equal(after[2], before[2]))
+
+            with self.assertRaises(graphnode.KVError) as cm:
+                kv.pull("nope", [0])
+            self.assertEqual(cm.exception.code, 1)
+            self.assertIn('"nope"', str(cm.exception))
+            with self.assertRaises(graphnode.KVError) as cm:
+                kv.pull("emb", [2000])
+            self.assertIn("2000", str(cm.exception))
+            with self.assertRaises(ValueError):
+                kv.push("emb", [1, 2], torch.ones(3))
+            with self.assertRaises(ValueError):
+                kv.pull("emb", [-1])
+
+            # A sync table with the average optimiser is an all-reduce.
+            kv.create("avg", rows=3, dim=2, optimizer="average", mode="sync")
+            g = torch.arange(6, dtype=torch.float32)
+            self.assertEqual(kv.push_sync("avg", 0, 0, 1, g), 1)
+            rows, version = kv.pull_version("avg", [0, 1, 2], min_version=1)
+            self.assertEqual(version, 1)
+            self.assertTrue(torch.equal(rows.reshape(-1), g))
+            with self.assertRaises(graphnode.KVError) as cm:
+                kv.push_sync("avg", 0, 0, 1, g)  # step 0 again: the table is at 1
+            self.assertEqual(cm.exception.code, 5)
+
+            # Embedding: the gradient of sum() is 1 per element; SGD at lr 1.
+            kv.create("e2", rows=10, dim=3, optimizer="sgd", lr=1.0, mode="async", init="uniform", init_scale=0.5)
+            emb = graphnode.Embedding(kv, "e2")
+            w0 = kv.pull("e2", [1, 2, 3])
+            h = emb(torch.tensor([1, 2]))
+            self.assertTrue(h.requires_grad)
+            (h.sum() + emb(torch.tensor([2])).sum()).backward()
+            emb.step()
+            w1 = kv.pull("e2", [1, 2, 3])
+            self.assertTrue(torch.allclose(w1[0], w0[0] - 1) and torch.allclose(w1[1], w0[1] - 2), (w0, w1))
+            self.assertTrue(torch.equal(w1[2], w0[2]))
+
+            self.assertTrue(kv.drop("emb"))
+            self.assertFalse(kv.drop("emb"))
+            with self.assertRaises(graphnode.KVError) as cm:
+                kv.pull("emb", [0])
+            self.assertEqual(cm.exception.code, 1)
+            kv.done()
+        self.stop_node()
+
     def stop_node(self):
         """SIGTERM the node; it must exit cleanly and leave no ring file."""
         if self.node.poll() is None:

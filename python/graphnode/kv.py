@@ -1,0 +1,215 @@
+"""The node's parameter server from PyTorch (docs/control.md, "The
+parameter server (kv)"): tables of rows × dim float32 sharded over the
+cluster's nodes, reached through this host's node. JSON requests declare,
+drop and checkpoint tables; binary kv frames pull rows and push gradients,
+which the owning node applies with the table's optimiser (SGD, DGL-KE's
+sparse Adagrad, Adam; "average" for synchronous all-reduce tables).
+
+    kv = graphnode.KV("/run/graphnode/node.sock")
+    kv.create("emb", rows="nodes", dim=64, optimizer="adagrad", lr=0.1, mode="async",
+              init="uniform", init_scale=0.1)
+    rows = kv.pull("emb", batch.n_id)           # torch.float32 [len(ids), 64], a copy
+    kv.push("emb", batch.n_id, rows_grad)       # applied by the owners
+
+Embedding wraps a table as a sparse embedding layer with autograd, as
+DGL's DistEmbedding with its sparse optimiser does.
+"""
+
+import struct
+
+import numpy as np
+import torch
+
+from .control import Connection
+from .errors import LoaderError
+
+WIRE_VERSION = 1
+KIND_PULL = 1
+KIND_PULL_RESPONSE = 2
+KIND_PUSH = 3
+KIND_PUSH_SYNC = 4
+KIND_ACK = 6
+KIND_ERROR = 7
+
+# kv's error codes (docs/control.md): the sentinel errors of package kv.
+CODES = {1: "unknown table", 2: "row not owned", 3: "shape", 4: "wrong mode", 5: "bad step", 6: "step failed",
+         7: "malformed", 8: "cancelled", 9: "deadline exceeded", 10: "invalid spec"}
+
+
+class KVError(LoaderError):
+    """The node refused a kv message. ``code`` is kv's error code (see
+    CODES: 1 unknown table, 6 a synchronous step failed, ...)."""
+
+    def __init__(self, message, code):
+        super().__init__(message)
+        self.code = code
+
+
+def _name(table):
+    b = table.encode()
+    if not 1 <= len(b) <= 64:
+        raise ValueError("kv: table name %r: want 1 to 64 bytes" % table)
+    return struct.pack("<B", len(b)) + b
+
+
+def _ids(ids):
+    """ids (a tensor, array or sequence of non-negative ints) as uint64 LE."""
+    if isinstance(ids, torch.Tensor):
+        ids = ids.detach().cpu().numpy()
+    a = np.asarray(ids)
+    if a.ndim != 1:
+        raise ValueError("kv: ids of shape %s: want one dimension" % (a.shape,))
+    if a.size and (a.dtype.kind not in "iu" or a.min() < 0):
+        raise ValueError("kv: ids must be non-negative integers, got dtype %s" % a.dtype)
+    return np.ascontiguousarray(a, dtype="<u8")
+
+
+def _floats(x):
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().numpy()
+    return np.ascontiguousarray(x, dtype="<f4").reshape(-1)
+
+
+class KV:
+    """A connection to the node's parameter server. Not safe for
+    concurrent use; one per trainer process is the rule (a connection that
+    ends without done() counts as its synchronous trainers leaving)."""
+
+    def __init__(self, socket, timeout=120.0):
+        self._conn = Connection(socket, timeout)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Close the connection. Idempotent."""
+        self._conn.close()
+
+    # JSON requests.
+
+    def create(self, name, rows, dim, optimizer, mode, **opts):
+        """Declare a table on every node (kv_create); an equal spec is a
+        no-op, another spec a ControlError naming the field. rows: a count
+        or "nodes" (one row per graph node, sharded as the partition
+        book). opts: lr, eps, beta1, beta2, init ("zeros", "uniform",
+        "normal"), init_scale, init_seed. Returns the table info dict
+        (name, rows, dim, bounds, created, version)."""
+        spec = dict(name=name, rows=rows, dim=dim, optimizer=optimizer, mode=mode)
+        for k, v in opts.items():
+            if k not in ("lr", "eps", "beta1", "beta2", "init", "init_scale", "init_seed"):
+                raise TypeError("kv: create: unknown option %r" % k)
+            spec[k] = v
+        return self._conn.request({"op": "kv_create", "table": spec}).get("kv_table") or {}
+
+    def drop(self, name):
+        """Remove a table from every node (kv_drop); True when this node
+        held it."""
+        return bool((self._conn.request({"op": "kv_drop", "name": name}).get("kv_drop") or {}).get("dropped"))
+
+    def save(self):
+        """Checkpoint every table on every node (kv_save): {"dir", "tables"}."""
+        return self._conn.request({"op": "kv_save"}).get("kv_save") or {}
+
+    def done(self):
+        """Tell the node this trainer finished: closing afterwards is not
+        leaving a synchronous job."""
+        self._conn.request({"op": "kv_done"})
+
+    # Binary kv frames.
+
+    def _call(self, body, op):
+        ans = self._conn.exchange(body, op)
+        if len(ans) < 2 or ans[1] != WIRE_VERSION:
+            raise LoaderError("kv: %s: answer of %d bytes without kv version %d" % (op, len(ans), WIRE_VERSION))
+        if ans[0] == KIND_ERROR:
+            code, n = struct.unpack_from("<HH", ans, 2)
+            text = bytes(ans[6:6 + n]).decode("utf-8", "replace")
+            raise KVError("kv: %s: %s" % (op, text), code)
+        return ans
+
+    def pull_version(self, table, ids, min_version=0):
+        """The rows of ids (a torch.float32 tensor [len(ids), dim], its own
+        memory) and the version they belong to; with min_version > 0 (sync
+        tables) the node first waits until every shard involved applied
+        that many steps."""
+        a = _ids(ids)
+        body = struct.pack("<BB", KIND_PULL, WIRE_VERSION) + _name(table) + struct.pack("<QI", min_version, a.size)
+        ans = self._call(body + a.tobytes(), "pull " + table)
+        if ans[0] != KIND_PULL_RESPONSE or len(ans) < 18:
+            raise LoaderError("kv: pull %s: unexpected answer kind %d" % (table, ans[0]))
+        version, dim, n = struct.unpack_from("<QII", ans, 2)
+        if n != a.size or len(ans) != 18 + 4 * n * dim:
+            raise LoaderError("kv: pull %s: %d rows of %d in %d bytes for %d ids" % (table, n, dim, len(ans), a.size))
+        rows = np.frombuffer(ans, "<f4", n * dim, 18).reshape(n, dim)
+        return torch.from_numpy(rows), version  # ans is this call's own bytearray: no copy needed
+
+    def pull(self, table, ids):
+        """The rows of ids as a torch.float32 tensor [len(ids), dim]."""
+        return self.pull_version(table, ids)[0]
+
+    def push(self, table, ids, grads):
+        """Hand gradients of the rows of ids (len(ids) × dim values) to
+        the owners' optimiser (async tables; duplicate ids are summed)."""
+        a = _ids(ids)
+        g = _floats(grads)
+        if a.size == 0:
+            return
+        if g.size % a.size:
+            raise ValueError("kv: push %s: %d gradient values for %d ids" % (table, g.size, a.size))
+        body = struct.pack("<BB", KIND_PUSH, WIRE_VERSION) + _name(table) + struct.pack("<II", g.size // a.size, a.size)
+        self._ack(self._call(body + a.tobytes() + g.tobytes(), "push " + table), "push " + table)
+
+    def push_sync(self, table, step, trainer, world, grads):
+        """Trainer's gradient for every row of a sync table at step (the
+        table's version); blocks until all world trainers pushed and
+        returns the version after the step. A KVError with code 6 when the
+        step failed for everyone (a trainer left or timed out)."""
+        g = _floats(grads)
+        body = struct.pack("<BB", KIND_PUSH_SYNC, WIRE_VERSION) + _name(table)
+        body += struct.pack("<QIII", step, trainer, world, g.size)
+        return self._ack(self._call(body + g.tobytes(), "push_sync " + table), "push_sync " + table)
+
+    @staticmethod
+    def _ack(ans, op):
+        if ans[0] != KIND_ACK or len(ans) != 10:
+            raise LoaderError("kv: %s: unexpected answer kind %d of %d bytes" % (op, ans[0], len(ans)))
+        return struct.unpack_from("<Q", ans, 2)[0]
+
+
+class Embedding:
+    """A kv table as a sparse embedding layer: calling it pulls the rows
+    of ids as a leaf tensor that requires grad; step() pushes the
+    gradients of every call since the last step to the table's owners,
+    whose optimiser applies them (DGL's DistEmbedding with SparseAdagrad
+    works the same way). Asynchronous tables only.
+
+        emb = graphnode.Embedding(kv, "emb")
+        h = emb(batch.n_id)                 # [len(ids), dim], requires_grad
+        loss = model(h, batch).sum(); loss.backward()
+        emb.step()                          # push, then forget the calls
+    """
+
+    def __init__(self, kv, name):
+        self.kv = kv
+        self.name = name
+        self._calls = []
+
+    def __call__(self, ids):
+        rows = self.kv.pull(self.name, ids).requires_grad_(True)
+        self._calls.append((ids, rows))
+        return rows
+
+    def step(self):
+        """Push the gradients of every call since the last step (rows
+        without a gradient are skipped) and forget the calls."""
+        calls, self._calls = self._calls, []
+        for ids, rows in calls:
+            if rows.grad is not None:
+                self.kv.push(self.name, ids, rows.grad)
+
+    def zero_grad(self):
+        """Forget the calls since the last step without pushing."""
+        self._calls = []
