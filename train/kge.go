@@ -56,6 +56,10 @@ type KGEConfig struct {
 	// EvalEvery: evaluate after every N-th epoch and the last (0: only
 	// the last). EvalBlock triples are ranked at a time.
 	EvalEvery, EvalBlock int
+	// Progress, when set, hears of every step ("epoch N": steps done of
+	// StepsPerEpoch) and evaluation block ("evaluation": triples ranked of
+	// this trainer's share).
+	Progress func(stage string, done, total int64)
 }
 
 // DefaultKGEConfig is DGL-KE's default setting for TransE (L2).
@@ -170,6 +174,12 @@ func NewKGE(cfg KGEConfig, params KGEParams, sync Sync) (*KGE, error) {
 // KGEMetrics.vector) in the same layout.
 const KGESyncLen = 3 + kgeMetricsLen
 
+func (k *KGE) progress(stage string, done, total int64) {
+	if k.cfg.Progress != nil {
+		k.cfg.Progress(stage, done, total)
+	}
+}
+
 // allReduce sums v over the trainers (Sync averages; the trainer count
 // turns means back into sums) in the next round.
 func (k *KGE) allReduce(ctx context.Context, v []float32) error {
@@ -221,6 +231,7 @@ func (k *KGE) Run(ctx context.Context, data KGEData, report func(KGEEpochStats))
 			}
 			lossSum += loss
 			st.PullTime += pulled
+			k.progress(fmt.Sprintf("epoch %d", epoch), int64(s+1), int64(k.cfg.StepsPerEpoch))
 		}
 		st.TrainTime, st.Steps = time.Since(start), k.cfg.StepsPerEpoch
 		evalNow := len(data.Eval) > 0 && (epoch == k.cfg.Epochs || k.cfg.EvalEvery > 0 && epoch%k.cfg.EvalEvery == 0)

@@ -112,6 +112,7 @@ func (k *KGE) pullAll(ctx context.Context, table string, rows uint64, dim int, d
 func (k *KGE) evaluate(ctx context.Context, eval []Triple, f *KGEFilter) (KGEMetrics, error) {
 	m, cfg := k.model, &k.cfg
 	ed, rd := m.EntDim(), m.RelDim()
+	k.progress("evaluation", 0, int64((len(eval)-cfg.Rank+cfg.World-1)/cfg.World))
 	E, R, err := k.Embeddings(ctx)
 	if err != nil {
 		return KGEMetrics{}, err
@@ -147,6 +148,7 @@ func (k *KGE) evaluate(ctx context.Context, eval []Triple, f *KGEFilter) (KGEMet
 				sum.add(kgeRank(row, target, f.known(from, tr.Rel, head)))
 			}
 		}
+		k.progress("evaluation", int64(lo+c), int64(len(share)))
 	}
 	return sum.mean(), nil
 }

@@ -305,3 +305,36 @@ func TestKGEConfigValidate(t *testing.T) {
 		t.Errorf("valid config: %v", err)
 	}
 }
+
+// TestKGEProgress: every step and evaluation block is reported, each
+// stage ending at its total.
+func TestKGEProgress(t *testing.T) {
+	ts := kgeTestGraph(20)
+	cfg := kgeTestConfig("distmult", 20)
+	cfg.Epochs, cfg.StepsPerEpoch, cfg.EvalEvery, cfg.EvalBlock = 2, 3, 0, 4
+	last := map[string][2]int64{}
+	calls := 0
+	cfg.Progress = func(stage string, done, total int64) {
+		calls++
+		if p, ok := last[stage]; ok && done < p[0] {
+			t.Errorf("%s went back from %d to %d", stage, p[0], done)
+		}
+		last[stage] = [2]int64{done, total}
+	}
+	k, err := NewKGE(cfg, kgeStore(t, cfg, 0.1), NoSync{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Run(context.Background(), KGEData{Train: ts, Eval: ts[:10]}, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]int64{"epoch 1": {3, 3}, "epoch 2": {3, 3}, "evaluation": {10, 10}}
+	if len(last) != len(want) || calls != 2*3+1+3 {
+		t.Errorf("stages %v in %d calls, want %v in 10", last, calls, want)
+	}
+	for s, w := range want {
+		if last[s] != w {
+			t.Errorf("%s ended at %v, want %v", s, last[s], w)
+		}
+	}
+}

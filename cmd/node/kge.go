@@ -92,7 +92,7 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 		fs.Usage()
 		return errUsage
 	}
-	return f.run(ctx, a.stdout)
+	return f.run(ctx, a.stdout, newProgress(a.stderr))
 }
 
 // kgeReadyTimeout bounds how long `node kge` waits for its node to have
@@ -265,7 +265,7 @@ func kgeTriples(t partition.Triples) []train.Triple {
 	return out
 }
 
-func (f *kgeFlags) run(ctx context.Context, out io.Writer) error {
+func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error {
 	in, err := f.load(ctx)
 	if err != nil {
 		return err
@@ -280,6 +280,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer) error {
 		}
 		cfg.StepsPerEpoch = int((most + uint64(cfg.BatchSize) - 1) / uint64(max(cfg.BatchSize, 1)))
 	}
+	cfg.Progress = prog.report
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -326,6 +327,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer) error {
 	enc := json.NewEncoder(out)
 	var last kgeLine
 	_, err = k.Run(ctx, train.KGEData{Train: in.train, Eval: in.eval, Filter: in.filter}, func(st train.KGEEpochStats) {
+		prog.done() // the epoch's status line, before the epoch's result
 		l := kgeLine{Epoch: st.Epoch, Loss: st.Loss, Steps: st.Steps, Triples: st.Triples, TrainS: st.TrainTime.Seconds(),
 			PullS: st.PullTime.Seconds(), TriplesPerS: st.TriplesPerSec(), Evaluated: st.Evaluated}
 		if st.Evaluated {
