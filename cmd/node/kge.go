@@ -62,8 +62,8 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&f.socket, "socket", "", "control socket of this host's node run (required)")
 	fs.StringVar(&f.parts, "parts", "", "the partition directory of the knowledge graph (node partition --format kg); this host's part is read from it (required)")
 	fs.IntVar(&f.part, "part", -1, "the part whose triples to train on (default: the part the node serves; required on a client node)")
-	fs.IntVar(&f.cfg.Rank, "rank", 0, "this trainer's rank")
-	fs.IntVar(&f.cfg.World, "world-size", 1, "trainers in the job")
+	fs.IntVar(&f.cfg.Rank, "rank", 0, "this trainer's rank: the part it trains (one trainer per part)")
+	fs.IntVar(&f.cfg.World, "world-size", 1, "trainers in the job: the number of parts")
 	fs.StringVar(&f.cfg.Model, "model", f.cfg.Model, "score function: transe_l2, transe_l1, distmult, complex, rotate")
 	fs.IntVar(&f.cfg.Hidden, "hidden", f.cfg.Hidden, "embedding size (entity rows are twice as wide for complex and rotate, relation rows for complex)")
 	fs.Float64Var(&f.cfg.Gamma, "gamma", f.cfg.Gamma, "margin of transe and rotate; also sets the initial range ±(gamma+2)/hidden")
@@ -156,6 +156,16 @@ func (f *kgeFlags) load(ctx context.Context) (*kgeInput, error) {
 	}
 	if m.Relations == 0 {
 		return nil, fmt.Errorf("%s: no relations: not a knowledge graph (partition it with --format kg)", f.parts)
+	}
+	if f.cfg.World != m.Parts {
+		// Each trainer trains the triples its part stores: fewer trainers
+		// would leave parts untrained, more would train a part twice.
+		return nil, fmt.Errorf("--world-size %d, but %s has %d parts: run one trainer per part (rank r on the host of part r)", f.cfg.World, f.parts, m.Parts)
+	}
+	if f.cfg.Rank != in.part {
+		// With distinct ranks (the first all-reduce refuses a rank twice)
+		// every part is then trained once.
+		return nil, fmt.Errorf("--rank %d trains part %d: run rank r on the host of part r", f.cfg.Rank, in.part)
 	}
 	if f.export != "" && f.cfg.Rank == 0 {
 		// Checked before training, not after it.

@@ -124,12 +124,14 @@ func TestKGEFB15k237(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"other part", []string{"--socket", cl.sockets[0], "--parts", parts, "--part", "1"}, "serves part 0"},
-		{"filter needs every part", []string{"--socket", cl.sockets[0], "--parts", own}, "--eval-filter=false"},
-		{"bad eval", []string{"--socket", cl.sockets[0], "--parts", parts, "--eval", "train"}, `--eval "train"`},
-		{"bad model", []string{"--socket", cl.sockets[0], "--parts", parts, "--model", "transh"}, "transh"},
+		{"other part", []string{"--socket", cl.sockets[0], "--parts", parts, "--part", "1", "--world-size", "2"}, "serves part 0"},
+		{"one trainer for two parts", []string{"--socket", cl.sockets[0], "--parts", parts}, "--world-size 1, but"},
+		{"rank of another part", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--rank", "1"}, "--rank 1 trains part 0"},
+		{"filter needs every part", []string{"--socket", cl.sockets[0], "--parts", own, "--world-size", "2"}, "--eval-filter=false"},
+		{"bad eval", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--eval", "train"}, `--eval "train"`},
+		{"bad model", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--model", "transh"}, "transh"},
 		{"no socket", []string{"--parts", parts}, "--socket and --parts are required"},
-		{"export without orig ids", []string{"--socket", cl.sockets[0], "--parts", own, "--eval", "none", "--export", t.TempDir()}, "orig_ids.bin"},
+		{"export without orig ids", []string{"--socket", cl.sockets[0], "--parts", own, "--world-size", "2", "--eval", "none", "--export", t.TempDir()}, "orig_ids.bin"},
 	} {
 		out, err := exec.Command(bin, append([]string{"kge"}, c.args...)...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), c.want) {
