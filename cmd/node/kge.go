@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"graphnode/csr"
@@ -61,7 +62,7 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs := newFlagSet(a, "kge", "--socket PATH --parts DIR [flags]")
 	fs.StringVar(&f.socket, "socket", "", "control socket of this host's node run (required)")
 	fs.StringVar(&f.parts, "parts", "", "the partition directory of the knowledge graph (node partition --format kg); this host's part is read from it (required)")
-	fs.IntVar(&f.part, "part", -1, "the part whose triples to train on (default: the part the node serves; required on a client node)")
+	fs.IntVar(&f.part, "part", -1, "the part whose triples to train on (-1: the part the node serves; required on a client node)")
 	fs.IntVar(&f.cfg.Rank, "rank", 0, "this trainer's rank: the part it trains (one trainer per part)")
 	fs.IntVar(&f.cfg.World, "world-size", 1, "trainers in the job: the number of parts")
 	fs.StringVar(&f.cfg.Model, "model", f.cfg.Model, "score function: transe_l2, transe_l1, distmult, complex, rotate")
@@ -311,7 +312,10 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 		t.Init, t.InitScale, t.InitSeed = "uniform", scale, cfg.Seed
 		t.Optimizer, t.LR, t.Mode = "adagrad", f.lr, "async"
 		if _, err := kvc.Create(ctx, t); err != nil {
-			return fmt.Errorf("create kv table %s: %w (a table of an earlier job with another model or size keeps its name until kv_drop: pass another --table-prefix, or drop it)", t.Name, err)
+			if strings.Contains(err.Error(), "differs from the existing table's") {
+				return fmt.Errorf("create kv table %s: %w (a table of an earlier job with another model or size keeps its name until kv_drop: pass another --table-prefix, or drop it)", t.Name, err)
+			}
+			return fmt.Errorf("create kv table %s: %w", t.Name, err)
 		}
 	}
 	sync, err := client.NewSync(ctx, kvc, f.prefix+".sync", train.KGESyncLen, cfg.Rank, cfg.World)

@@ -126,6 +126,7 @@ func TestKGEFB15k237(t *testing.T) {
 	}{
 		{"other part", []string{"--socket", cl.sockets[0], "--parts", parts, "--part", "1", "--world-size", "2"}, "serves part 0"},
 		{"one trainer for two parts", []string{"--socket", cl.sockets[0], "--parts", parts}, "--world-size 1, but"},
+		{"tables of another size", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--hidden", "50", "--eval", "none"}, "pass another --table-prefix"},
 		{"rank of another part", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--rank", "1"}, "--rank 1 trains part 0"},
 		{"filter needs every part", []string{"--socket", cl.sockets[0], "--parts", own, "--world-size", "2"}, "--eval-filter=false"},
 		{"bad eval", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--eval", "train"}, `--eval "train"`},
