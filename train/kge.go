@@ -206,6 +206,7 @@ func (k *KGE) Run(ctx context.Context, data KGEData, report func(KGEEpochStats))
 	var all []KGEEpochStats
 	for epoch := 1; epoch <= k.cfg.Epochs; epoch++ {
 		st := KGEEpochStats{Epoch: epoch}
+		stage := fmt.Sprintf("epoch %d", epoch)
 		var lossSum float64
 		start := time.Now()
 		for s := range k.cfg.StepsPerEpoch {
@@ -231,7 +232,7 @@ func (k *KGE) Run(ctx context.Context, data KGEData, report func(KGEEpochStats))
 			}
 			lossSum += loss
 			st.PullTime += pulled
-			k.progress(fmt.Sprintf("epoch %d", epoch), int64(s+1), int64(k.cfg.StepsPerEpoch))
+			k.progress(stage, int64(s+1), int64(k.cfg.StepsPerEpoch))
 		}
 		st.TrainTime, st.Steps = time.Since(start), k.cfg.StepsPerEpoch
 		evalNow := len(data.Eval) > 0 && (epoch == k.cfg.Epochs || k.cfg.EvalEvery > 0 && epoch%k.cfg.EvalEvery == 0)

@@ -155,11 +155,16 @@ func kgeLossGrad(pos, neg, gpos, gneg []float32, n, N, B int, adv float64) float
 
 // kgeRegularize adds coef·p·|x|^(p−1)·sign(x) to g for every pulled value
 // and returns coef·Σ|x|^p (DGL-KE's regulariser over the step's rows).
+// The power is p−1 multiplications: with math.Pow the regulariser took 40
+// of the 93 ms of a default DistMult step (go test -bench KGEStep).
 func kgeRegularize(x, g []float32, coef float64, p int) float64 {
 	var sum float64
 	for i, v := range x {
 		a := math.Abs(float64(v))
-		ap1 := math.Pow(a, float64(p-1))
+		ap1 := 1.0
+		for range p - 1 {
+			ap1 *= a
+		}
 		sum += ap1 * a
 		d := coef * float64(p) * ap1
 		if v < 0 {
