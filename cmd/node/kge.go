@@ -158,6 +158,9 @@ func (f *kgeFlags) load(ctx context.Context) (*kgeInput, error) {
 	if m.Relations == 0 {
 		return nil, fmt.Errorf("%s: no relations: not a knowledge graph (partition it with --format kg)", f.parts)
 	}
+	if m.Direction != "out" {
+		return nil, fmt.Errorf("%s: edges are stored with their %s endpoint; knowledge graphs are stored with their head (partition with --direction out, the default of --format kg)", f.parts, m.Direction)
+	}
 	if f.cfg.World != m.Parts {
 		// Each trainer trains the triples its part stores: fewer trainers
 		// would leave parts untrained, more would train a part twice.
@@ -199,28 +202,33 @@ func (f *kgeFlags) load(ctx context.Context) (*kgeInput, error) {
 		return nil, fmt.Errorf("%s holds no %s triples: pass --eval with another split or none", f.parts, f.eval)
 	}
 	in.eval = kgeTriples(ev)
+	if f.filter {
+		// Before the sample is drawn: every triple of the split is known.
+		if in.filter, err = kgeFilter(f.parts, m, in.part, in.train, evalFile, in.eval); err != nil {
+			return nil, err
+		}
+	}
 	if f.evalSample > 0 && f.evalSample < len(in.eval) {
 		// The same sample on every trainer: drawn from the job's seed.
 		rng := rand.New(rand.NewPCG(f.cfg.Seed, 0x65766c))
 		rng.Shuffle(len(in.eval), func(i, j int) { in.eval[i], in.eval[j] = in.eval[j], in.eval[i] })
 		in.eval = in.eval[:f.evalSample]
 	}
-	if f.filter {
-		if in.filter, err = kgeFilter(f.parts, m); err != nil {
-			return nil, err
-		}
-	}
 	return in, nil
 }
 
 // kgeFilter indexes every known fact: the triples of every part, valid
-// and test. Every part file must be here.
-func kgeFilter(dir string, m *partition.Manifest) (*train.KGEFilter, error) {
+// and test. Part own's triples and the split in evalFile are already
+// read (ownTriples, evalTriples); every other part file must be here.
+func kgeFilter(dir string, m *partition.Manifest, own int, ownTriples []train.Triple, evalFile string, evalTriples []train.Triple) (*train.KGEFilter, error) {
 	if _, err := partition.OpenDir(dir); err != nil {
 		return nil, fmt.Errorf("filtered evaluation reads every part's triples: %w (copy the whole directory to this host, or pass --eval-filter=false for raw ranks)", err)
 	}
-	var sets [][]train.Triple
+	sets := [][]train.Triple{ownTriples, evalTriples}
 	for p := range m.Parts {
+		if p == own {
+			continue
+		}
 		ts, err := readPartTriples(dir, m, p)
 		if err != nil {
 			return nil, err
@@ -228,6 +236,9 @@ func kgeFilter(dir string, m *partition.Manifest) (*train.KGEFilter, error) {
 		sets = append(sets, ts)
 	}
 	for _, file := range []string{partition.TriplesValidFile, partition.TriplesTestFile} {
+		if file == evalFile {
+			continue
+		}
 		ts, err := partition.ReadTriples(dir, m, file)
 		if err != nil {
 			return nil, err
@@ -247,9 +258,6 @@ func readPartTriples(dir string, m *partition.Manifest, p int) ([]train.Triple, 
 		return nil, err
 	}
 	defer g.Close()
-	if m.Direction != "out" {
-		return nil, fmt.Errorf("%s: edges are stored with their %s endpoint; knowledge graphs are stored with their head (partition with --direction out, the default of --format kg)", path, m.Direction)
-	}
 	et := g.Etypes()
 	if et == nil {
 		return nil, fmt.Errorf("%s: no etype section: not a knowledge graph (partition it with --format kg)", path)
