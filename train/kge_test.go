@@ -338,3 +338,28 @@ func TestKGEProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestKGERegularize: coef·Σ|x|^p and its gradient coef·p·|x|^(p−1)·sign(x),
+// added to what g holds, for p = 3 (DGL-KE's default) and p = 1.
+func TestKGERegularize(t *testing.T) {
+	x := []float32{0.5, -2, 0, 1}
+	for _, c := range []struct {
+		p        int
+		loss     float64
+		wantGrad []float32
+	}{
+		{3, 0.1 * (0.125 + 8 + 0 + 1), []float32{1 + 0.1*3*0.25, 1 - 0.1*3*4, 1, 1 + 0.1*3}},
+		{1, 0.1 * 3.5, []float32{1 + 0.1, 1 - 0.1, 1 + 0.1, 1 + 0.1}},
+	} {
+		g := []float32{1, 1, 1, 1}
+		if loss := kgeRegularize(x, g, 0.1, c.p); math.Abs(loss-c.loss) > 1e-12 {
+			t.Errorf("p=%d: loss %g, want %g", c.p, loss, c.loss)
+		}
+		for i := range g {
+			if math.Abs(float64(g[i]-c.wantGrad[i])) > 1e-6 {
+				t.Errorf("p=%d: grad %v, want %v", c.p, g, c.wantGrad)
+				break
+			}
+		}
+	}
+}
