@@ -24,8 +24,11 @@ type Peer struct {
 type ClientConfig struct {
 	Identity *Identity // this node's certificate and the cluster CA
 	Cluster  string    // must equal Identity.Cluster and every peer's
-	Checksum string    // partition-set checksum; every peer must match
-	Part     int       // this node's partition, sent in the hello
+	// Checksum is the partition-set checksum; every peer must match.
+	// "" makes a fetch-only client, for a node that has no graph.toml
+	// yet: peers of any checksum accept it and serve it ReadFile only.
+	Checksum string
+	Part     int // this node's partition, sent in the hello
 	Peers    map[int]Peer
 	// Timeout bounds how long one call, retries and reconnections
 	// included, may go without progress (a request written, bytes of the

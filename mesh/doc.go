@@ -18,7 +18,7 @@
 //     retries until every peer answered the hello, whatever the start
 //     order, and fails at once on a refusal (which waiting cannot heal).
 //  4. Samplers call Sample, Pull, Labels, Split and Stats from any number
-//     of goroutines.
+//     of goroutines; a node fetching its files calls ReadFile.
 //  5. Server.Close and Client.Close on exit (also done when Listen's ctx
 //     ends); the UDP socket is released before Close returns.
 //
@@ -80,6 +80,8 @@
 //	20    LoaderOpenResponse  s → c  id u64, the daemon's loader description (opaque)
 //	21    LoaderStreamRequest c → s  id u64, sub u32
 //	22    LoaderRecord        s → c  one ring record (opaque; at least 1 byte)
+//	23    FileRequest     c → s      path (u16-length string, 1 to 4096 bytes), offset u64, length u32 (> 0)
+//	24    FileResponse    s → c      size u64 (the whole file's), offset u64, data []u8 (offset + len ≤ size)
 //
 // A narrow SampleRequest (flag 2) carries its ids as u32 and is answered
 // with a SampleResponseNarrow: half the bytes of sampling, for partition
@@ -118,11 +120,23 @@
 // QUIC flow control holds the server while the trainer does not read, and
 // a peer that dies is noticed by the connection's idle timeout.
 //
+// Types 23–24 let a node that starts without its partition's files
+// (node.fetch) read them from a peer (file.go), served when the Handler
+// implements FileHandler: Client.ReadFile asks for up to length bytes at
+// an offset (the server answers at most MaxFileChunk), and retries like
+// Pull, so a caller goes on from the offset it has reached, from the same
+// peer or another. A file the peer does not hold is answered CodeNotFound
+// (ErrNotFound), which is not retried. A node that has no graph.toml yet
+// connects with an empty checksum in its hello: servers accept it
+// whatever their partitioning, and answer anything but a FileRequest on
+// that connection CodeRefused.
+//
 // A stream carries one request and its answer: the client writes the
 // request and closes its side; the server writes one message (the
 // answer, or Error) and closes (a loader stream: many messages). Error codes are append-only too:
 // internal (1, a handler panic), malformed (2), too large (3),
-// unsupported (4), refused (5), handler (6), timeout (7), closing (8).
+// unsupported (4), refused (5), handler (6), timeout (7), closing (8),
+// not found (9).
 //
 // # Deadlines, retries, failure
 //

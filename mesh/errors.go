@@ -32,6 +32,9 @@ var (
 	ErrClosed = errors.New("closed")
 	// ErrCert: certificate material missing, unreadable or inconsistent.
 	ErrCert = errors.New("bad certificate material")
+	// ErrNotFound: the peer does not hold the file asked for (a
+	// FileHandler returns it, wrapped, and the caller asks another peer).
+	ErrNotFound = errors.New("not found")
 )
 
 // PeerError is the error of a call to a peer: it names the peer by part,
@@ -40,7 +43,7 @@ type PeerError struct {
 	Part int
 	Name string
 	Addr string
-	Op   string // "hello", "sample", "pull", "stats", "split", "labels"
+	Op   string // "hello", "sample", "pull", "stats", "split", "labels", "file", ...
 	Err  error
 }
 
@@ -72,6 +75,8 @@ func (e *RemoteError) Is(target error) bool {
 		return e.Code == CodeRefused
 	case ErrMalformed:
 		return e.Code == CodeMalformed
+	case ErrNotFound:
+		return e.Code == CodeNotFound
 	}
 	return false
 }

@@ -15,15 +15,17 @@ import (
 // configuration (diffHello).
 
 // hello reads the client's Hello, answers with this node's values, and
-// reports whether they match; on a mismatch it closes the connection with
-// the reason, after giving the client time to read the answer.
-func (s *Server) hello(conn *quic.Conn, peer string) bool {
+// reports whether they match, and whether the client connected to fetch
+// files only (its hello carries no partition-set checksum: a node that
+// has no graph.toml yet); on a mismatch it closes the connection with the
+// reason, after giving the client time to read the answer.
+func (s *Server) hello(conn *quic.Conn, peer string) (fetchOnly, ok bool) {
 	ctx, cancel := context.WithTimeout(conn.Context(), HelloTimeout)
 	defer cancel()
 	st, err := conn.AcceptStream(ctx)
 	if err != nil {
 		conn.CloseWithError(appNoHello, "mesh: no hello within "+HelloTimeout.String())
-		return false
+		return false, false
 	}
 	st.SetDeadline(time.Now().Add(HelloTimeout))
 	h, p, err := readMessage(st, maxHelloSize)
@@ -36,10 +38,11 @@ func (s *Server) hello(conn *quic.Conn, peer string) bool {
 	}
 	if err != nil {
 		conn.CloseWithError(appNoHello, err.Error())
-		return false
+		return false, false
 	}
+	fetchOnly = hello.Checksum == ""
 	problem := ""
-	if d := diffHello(&hello, s.own(), peer, -1); d != "" {
+	if d := diffHello(&hello, s.own(), peer, -1, fetchOnly); d != "" {
 		problem = fmt.Sprintf("mesh: node %s refused peer %s: %s", s.cfg.Identity.Node, peer, d)
 	}
 	ack, start := beginMessage(nil, TypeHelloAck)
@@ -50,10 +53,10 @@ func (s *Server) hello(conn *quic.Conn, peer string) bool {
 	st.CancelRead(0)
 	if err != nil {
 		conn.CloseWithError(appNoHello, err.Error())
-		return false
+		return false, false
 	}
 	if problem == "" {
-		return true
+		return fetchOnly, true
 	}
 	s.cfg.Logger.Warn("mesh: refused peer", "peer", peer, "addr", conn.RemoteAddr().String(), "err", problem)
 	t := time.NewTimer(refuseLinger)
@@ -63,7 +66,7 @@ func (s *Server) hello(conn *quic.Conn, peer string) bool {
 	}
 	t.Stop()
 	conn.CloseWithError(appRefused, problem)
-	return false
+	return false, false
 }
 
 // maxHelloSize bounds the hello payload: three uint16-prefixed strings.
@@ -81,14 +84,15 @@ func (s *Server) own() *Hello {
 
 // diffHello names the first field of got (the peer's) that differs from
 // want (this node's), "" when none does; wantNode and wantPart (-1: any)
-// are what the peer must be.
-func diffHello(got, want *Hello, wantNode string, wantPart int) string {
+// are what the peer must be. With anySum the checksums are not compared:
+// one side fetches files and has no partition set yet.
+func diffHello(got, want *Hello, wantNode string, wantPart int, anySum bool) string {
 	switch {
 	case got.Version != want.Version:
 		return fmt.Sprintf("protocol version %d: want %d", got.Version, want.Version)
 	case got.Cluster != want.Cluster:
 		return fmt.Sprintf("cluster %q: want %q", got.Cluster, want.Cluster)
-	case got.Checksum != want.Checksum:
+	case !anySum && got.Checksum != want.Checksum:
 		return fmt.Sprintf("partition-set checksum %s: want %s", got.Checksum, want.Checksum)
 	case got.Node != wantNode:
 		return fmt.Sprintf("hello names node %q, certificate %q", got.Node, wantNode)
@@ -134,7 +138,7 @@ func (c *Client) hello(ctx context.Context, conn *quic.Conn, p *peerConn) error 
 	if err := DecodeHello(payload, &got); err != nil {
 		return fmt.Errorf("hello: %w", err)
 	}
-	if d := diffHello(&got, &own, p.name, p.part); d != "" {
+	if d := diffHello(&got, &own, p.name, p.part, own.Checksum == ""); d != "" {
 		return fmt.Errorf("hello: %s: %w", d, ErrRefused)
 	}
 	return nil

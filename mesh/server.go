@@ -252,7 +252,8 @@ func (s *Server) serveConn(conn *quic.Conn) {
 	}()
 	// TLS verified the chain, so the certificate is the cluster's.
 	peer := conn.ConnectionState().TLS.PeerCertificates[0].Subject.CommonName
-	if !s.hello(conn, peer) {
+	fetchOnly, ok := s.hello(conn, peer)
+	if !ok {
 		return
 	}
 	for {
@@ -263,14 +264,16 @@ func (s *Server) serveConn(conn *quic.Conn) {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.serveStream(conn.Context(), peer, st)
+			s.serveStream(conn.Context(), peer, st, fetchOnly)
 		}()
 	}
 }
 
 // serveStream answers one request. It never returns an error: failures
-// become Error messages or stream resets, and count in the metrics.
-func (s *Server) serveStream(connCtx context.Context, peer string, st *quic.Stream) {
+// become Error messages or stream resets, and count in the metrics. On a
+// fetch-only connection (a hello without a partition-set checksum) it
+// answers file requests only.
+func (s *Server) serveStream(connCtx context.Context, peer string, st *quic.Stream, fetchOnly bool) {
 	start := time.Now()
 	st.SetDeadline(start.Add(s.cfg.RequestTimeout))
 	defer st.CancelRead(0)
@@ -299,6 +302,8 @@ func (s *Server) serveStream(connCtx context.Context, peer string, st *quic.Stre
 		st.CancelWrite(streamCancel)
 		m.record(0, received, time.Since(start), true)
 		return
+	case fetchOnly && h.Type != TypeFileRequest:
+		resp = errorMessage(CodeRefused, fmt.Sprintf("mesh: %s: peer %s connected without a partition-set checksum, to fetch files only", h.Type, peer))
 	case h.Type == TypeLoaderStreamRequest:
 		stopWatch()
 		s.streamLoader(connCtx, peer, st, p, received, start)
@@ -440,6 +445,9 @@ func (s *Server) dispatch(ctx context.Context, t Type, p []byte) (msg, tail []by
 	if msg, ok := s.dispatchKV(ctx, t, p); ok {
 		return msg, nil
 	}
+	if msg, ok := s.dispatchFile(ctx, t, p); ok {
+		return msg, nil
+	}
 	return errorMessage(CodeUnsupported, fmt.Sprintf("mesh: %s: not served by this node (protocol version %d)", t, ProtocolVersion)), nil
 }
 
@@ -457,8 +465,11 @@ func (s *Server) finish(b []byte, start, tail int) []byte {
 
 func handlerError(t Type, err error) []byte {
 	code := CodeHandler
-	if errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
 		code = CodeTimeout
+	case errors.Is(err, ErrNotFound):
+		code = CodeNotFound
 	}
 	return errorMessage(code, fmt.Sprintf("%s handler: %v", t, err))
 }

@@ -43,6 +43,10 @@ const (
 	TypeLoaderOpenResponse  Type = 20
 	TypeLoaderStreamRequest Type = 21
 	TypeLoaderRecord        Type = 22
+	// The files of a peer's partition directory (wire_file.go), served
+	// when the Handler implements FileHandler.
+	TypeFileRequest  Type = 23
+	TypeFileResponse Type = 24
 )
 
 var typeNames = [...]string{
@@ -51,7 +55,7 @@ var typeNames = [...]string{
 	"KVPullRequest", "KVPullResponse", "KVPushRequest", "KVPushResponse",
 	"SplitRequest", "SplitResponse", "LabelRequest", "LabelResponse",
 	"SampleResponseNarrow", "LoaderOpenRequest", "LoaderOpenResponse",
-	"LoaderStreamRequest", "LoaderRecord",
+	"LoaderStreamRequest", "LoaderRecord", "FileRequest", "FileResponse",
 }
 
 func (t Type) String() string {
@@ -73,11 +77,12 @@ const (
 	CodeHandler     ErrorCode = 6 // the handler returned an error
 	CodeTimeout     ErrorCode = 7 // the server's request deadline passed
 	CodeClosing     ErrorCode = 8 // the server is shutting down
+	CodeNotFound    ErrorCode = 9 // the peer does not hold what was asked for (a file)
 )
 
 var codeNames = [...]string{
 	"", "internal", "malformed", "too large", "unsupported", "refused",
-	"handler", "timeout", "closing",
+	"handler", "timeout", "closing", "not found",
 }
 
 func (c ErrorCode) String() string {

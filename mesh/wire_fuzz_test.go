@@ -251,3 +251,24 @@ func FuzzDecodeLoaderMessages(f *testing.F) {
 		})
 	})
 }
+
+func FuzzDecodeFileMessages(f *testing.F) {
+	f.Add(uint8(0), AppendFileRequest(nil, &FileRequest{Path: "part-1/part.csr", Offset: 8 << 20, Length: 8 << 20}))
+	f.Add(uint8(1), AppendFileResponse(nil, &FileResponse{Size: 10, Offset: 7, Data: []byte{1, 2, 3}}))
+	f.Add(uint8(1), AppendFileResponse(nil, &FileResponse{Size: 10, Offset: 10}))
+	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
+		roundTrip(t, b, func(b []byte) ([]byte, error) {
+			if which%2 == 0 {
+				var m FileRequest
+				err := DecodeFileRequest(b, &m)
+				return AppendFileRequest(nil, &m), err
+			}
+			var m FileResponse
+			err := DecodeFileResponse(b, &m)
+			if err == nil && m.Offset+uint64(len(m.Data)) > m.Size {
+				t.Fatalf("decoded %d bytes at %d of a file of %d", len(m.Data), m.Offset, m.Size)
+			}
+			return AppendFileResponse(nil, &m), err
+		})
+	})
+}
