@@ -274,6 +274,19 @@ func openManifest(dir string, onDisk func(path string) bool) (*Manifest, error) 
 	if err != nil {
 		return nil, fmt.Errorf("partition: %w", err)
 	}
+	return decodeManifest(data, file, dir, onDisk)
+}
+
+// ParseManifest decodes and checks the bytes of a graph.toml that is not
+// on disk yet (a node fetching it from a peer), as OpenManifest checks a
+// file: every problem, joined, each naming name and the key.
+func ParseManifest(data []byte, name string) (*Manifest, error) {
+	return decodeManifest(data, name, "", func(string) bool { return false })
+}
+
+// decodeManifest decodes data, the graph.toml called file in dir, and
+// checks it and the files it lists for which onDisk is true.
+func decodeManifest(data []byte, file, dir string, onDisk func(path string) bool) (*Manifest, error) {
 	var m Manifest
 	md, err := toml.Decode(string(data), &m)
 	if err != nil {

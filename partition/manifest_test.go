@@ -194,6 +194,14 @@ func TestOpenManifest(t *testing.T) {
 	if _, err := OpenManifest(alone); err == nil || !strings.Contains(err.Error(), `key "bogus": unknown key`) {
 		t.Fatalf("OpenManifest of a bad graph.toml: %v", err)
 	}
+	// ParseManifest checks bytes that are not on disk the same way.
+	if got, err := ParseManifest(b, "from host0"); err != nil || got.Checksum != m.Checksum {
+		t.Fatalf("ParseManifest: %v", err)
+	}
+	edited := strings.Replace(string(b), "seed = 1\n", "seed = 2\n", 1)
+	if _, err := ParseManifest([]byte(edited), "from host0"); err == nil || !strings.Contains(err.Error(), `from host0: key "checksum"`) {
+		t.Fatalf("ParseManifest of an edited graph.toml: %v, want its checksum named", err)
+	}
 }
 
 func TestManifestBookAndChecksum(t *testing.T) {

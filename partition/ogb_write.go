@@ -164,7 +164,7 @@ func WriteOGB(ctx context.Context, dir string, g *Graph, opts OGBWriteOptions) (
 		return w.err
 	}
 	for _, d := range []string{rawDir, splitDir, filepath.Dir(splitDir), tmp} {
-		if err := syncDir(d); err != nil {
+		if err := SyncDir(d); err != nil {
 			return err
 		}
 	}
@@ -188,7 +188,7 @@ func ogbSwap(dir, tmp string) error {
 			return fmt.Errorf("partition: write ogb: move %s into place: %w", sub, err)
 		}
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
 // ogbRows yields rows lo..hi-1 of a flat row-major slice.

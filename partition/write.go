@@ -127,7 +127,7 @@ func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32,
 	if _, err := writeFile(tmp, ManifestFile, m.Encode); err != nil {
 		return nil, err
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := SyncDir(tmp); err != nil {
 		return nil, err
 	}
 	if err := replaceDir(tmp, dir); err != nil {
@@ -246,7 +246,7 @@ func replaceDir(tmp, dir string) error {
 	if err := os.Rename(tmp, dir); err != nil {
 		return fmt.Errorf("partition: rename output into place: %w", err)
 	}
-	if err := syncDir(parent); err != nil {
+	if err := SyncDir(parent); err != nil {
 		return err
 	}
 	if old != "" {

@@ -426,8 +426,8 @@ func mkdirTemp(parent, prefix string) (string, error) {
 	return "", fmt.Errorf("make a temporary directory in %s: every name tried exists", parent)
 }
 
-// syncDir fsyncs a directory so that the entries made in it persist.
-func syncDir(dir string) error {
+// SyncDir fsyncs a directory so that the entries made in it persist.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("partition: %w", err)
