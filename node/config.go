@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -68,6 +69,10 @@ type NodeConfig struct {
 	// "client" (server-client mode: serve trainers with loaders that the
 	// nodes of [mesh.peers] sample; no part file, no samplers here).
 	Role string `toml:"role"`
+	// Fetch: before serving, read the files this node needs and does not
+	// have (graph.toml, part-<part>/part.csr) from the peers of
+	// [mesh.peers] that hold them (see Fetch).
+	Fetch bool `toml:"fetch"`
 }
 
 // Node roles (node.role).
@@ -162,12 +167,19 @@ func unknownKeyHint(k toml.Key) string {
 // validates. Every problem is reported, each on its own line prefixed
 // with the file name; the Config is returned even when invalid so that
 // `node config check` can print what it understood.
-func LoadConfig(path string) (Config, error) {
+func LoadConfig(path string) (Config, error) { return loadConfig(path, false) }
+
+// LoadFetchConfig is LoadConfig for `node fetch`: node.fetch is taken as
+// true whatever the file says, so a missing graph.toml is no problem.
+func LoadFetchConfig(path string) (Config, error) { return loadConfig(path, true) }
+
+func loadConfig(path string, fetch bool) (Config, error) {
 	var c Config
 	md, err := toml.DecodeFile(path, &c)
 	if err != nil {
 		return c, fmt.Errorf("node: %s: %w", path, err)
 	}
+	c.Node.Fetch = c.Node.Fetch || fetch
 	var problems []error
 	for _, k := range md.Undecoded() {
 		problems = append(problems, configError(fmt.Sprintf("%s: unknown key %q%s", path, k.String(), unknownKeyHint(k))))
@@ -204,7 +216,11 @@ func (c *Config) Validate() error {
 	case c.Node.Parts == "":
 		p.add("node.parts", "missing: the directory holding graph.toml")
 	default:
-		if _, err := os.Stat(filepath.Join(c.Node.Parts, "graph.toml")); err != nil {
+		_, err := os.Stat(filepath.Join(c.Node.Parts, "graph.toml"))
+		switch {
+		case c.Node.Fetch && !c.MeshEnabled():
+			p.add("node.fetch", "true, but there is no [mesh] (certs, cluster, peers) to fetch the partition's files from")
+		case err != nil && !(c.Node.Fetch && errors.Is(err, fs.ErrNotExist)):
 			p.add("node.parts", "%q: no graph.toml there (%v)", c.Node.Parts, errors.Unwrap(err))
 		}
 	}

@@ -121,3 +121,39 @@ func TestClientConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestFetchConfig: with node.fetch (or through LoadFetchConfig, for node
+// fetch) a parts directory without graph.toml is no problem, but a node
+// without [mesh] has nobody to fetch from.
+func TestFetchConfig(t *testing.T) {
+	dir, pre := meshDir(t, 2)
+	if err := os.Remove(filepath.Join(dir, "parts", "graph.toml")); err != nil {
+		t.Fatal(err)
+	}
+	withFetch := strings.Replace(pre, "[node]\n", "[node]\nfetch = true\n", 1)
+	meshTable := "[mesh]\ncerts = " + quote(filepath.Join(dir, "certs")) + "\ncluster = \"c1\"\n" +
+		"[[mesh.peers]]\npart = 0\nname = \"host0\"\naddr = \"127.0.0.1:7100\"\n" +
+		"[[mesh.peers]]\npart = 1\nname = \"host1\"\naddr = \"127.0.0.1:7101\"\n"
+	for _, tc := range []struct {
+		name  string
+		text  string
+		load  func(string) (Config, error)
+		want  string // "" = valid
+		fetch bool
+	}{
+		{"fetch with a mesh", withFetch + meshTable, LoadConfig, "", true},
+		{"node fetch with a mesh", pre + meshTable, LoadFetchConfig, "", true},
+		{"no fetch", pre + meshTable, LoadConfig, `node.parts: "` + filepath.Join(dir, "parts") + `": no graph.toml there`, false},
+		{"fetch without a mesh", withFetch, LoadConfig, "node.fetch: true, but there is no [mesh]", true},
+	} {
+		cfg, err := tc.load(writeConfig(t, dir, tc.text))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || strings.Count(err.Error(), "\n") > 0):
+			t.Errorf("%s: err = %v, want only %q", tc.name, err, tc.want)
+		case cfg.Node.Fetch != tc.fetch:
+			t.Errorf("%s: node.fetch = %v, want %v", tc.name, cfg.Node.Fetch, tc.fetch)
+		}
+	}
+}

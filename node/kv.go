@@ -359,5 +359,10 @@ type meshHandler struct {
 	node *Node // remote loaders (remote_loader.go)
 }
 
+// ReadFile implements mesh.FileHandler (fetch.go).
+func (h meshHandler) ReadFile(ctx context.Context, path string, off int64, dst []byte) (int64, int, error) {
+	return h.node.ReadFile(ctx, path, off, dst)
+}
+
 // KV implements mesh.KVHandler.
 func (h meshHandler) KV(ctx context.Context, req []byte) ([]byte, error) { return h.kv.KV(ctx, req) }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -37,10 +38,13 @@ type Node struct {
 	part     string // path of the partition file
 	gid      int    // group of socket and rings, -1 for none
 	manifest *partition.Manifest
-	book     partition.Book
-	handler  *handler // answers peers' mesh requests
-	kv       *kvServer
-	mesh     cluster
+	// manifestData is manifest encoded, served to peers fetching it (the
+	// encoding is deterministic: it is what the checksum hashes).
+	manifestData []byte
+	book         partition.Book
+	handler      *handler // answers peers' mesh requests
+	kv           *kvServer
+	mesh         cluster
 	// Executable is re-executed as `Executable sampler`; it defaults to
 	// this process's executable. Tests point it at a built binary.
 	Executable string
@@ -138,7 +142,11 @@ func (n *Node) openSet() error {
 	if err != nil {
 		return fmt.Errorf("node: node.parts: %w", err)
 	}
-	n.manifest, n.book = m, book
+	var enc bytes.Buffer
+	if err := m.Encode(&enc); err != nil {
+		return fmt.Errorf("node: node.parts: %w", err)
+	}
+	n.manifest, n.manifestData, n.book = m, enc.Bytes(), book
 	if n.graph != nil { // a client node has no part
 		meta := n.graph.Meta()
 		if lo, hi := book.Range(n.cfg.Node.Part); int(meta.NumParts) != book.Parts() || meta.Start != lo || meta.End != hi {

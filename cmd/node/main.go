@@ -46,6 +46,7 @@ func commands() map[string]command {
 		"partition": {"partition a graph into a parts/ directory", runPartition},
 		"inspect":   {"describe (and verify) a parts/ directory", runInspect},
 		"run":       {"run the daemon: serve this host's partition to trainers (-c node.toml)", runRun},
+		"fetch":     {"fetch this host's partition files (graph.toml, its part) from the peers of node.toml", runFetch},
 		"sampler":   {"internal: one sampler process of a loader, started by node run", runSampler},
 		"config":    {"check a node.toml and print the effective configuration", runConfig},
 		"cert":      {"create the cluster CA and node certificates for the mesh (cert init)", runCert},

@@ -40,12 +40,17 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	routeStdLog(log.Handler())
 	info, _ := debug.ReadBuildInfo()
 	log.Info("starting", "config", *path, "build", buildVersion(info, commit))
+	sd := newNotifier(log)
+	if cfg.Node.Fetch {
+		if _, err := node.Fetch(ctx, cfg, log, node.FetchOptions{Progress: func(line string) { sd.send("STATUS=" + line) }}); err != nil {
+			return err
+		}
+	}
 	n, err := node.New(cfg, log)
 	if err != nil {
 		return err
 	}
 	defer n.Close()
-	sd := newNotifier(log)
 	interval, err := watchdogInterval(os.Getenv("WATCHDOG_USEC"), os.Getenv("WATCHDOG_PID"), os.Getpid())
 	if err != nil {
 		return fmt.Errorf("node run: systemd watchdog: %w", err)

@@ -1,0 +1,526 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"graphnode/mesh"
+	"graphnode/partition"
+)
+
+// ErrFetch wraps every failure to fetch the partition's files from peers.
+var ErrFetch = errors.New("cannot fetch the partition's files")
+
+// Fetch defaults.
+const (
+	// FetchChunk is the size of one file request: large enough that a
+	// round trip is a small part of its transfer, small enough that a
+	// peer going down loses little.
+	FetchChunk = 8 << 20
+	// DefaultFetchWait is how long Fetch keeps asking peers that cannot
+	// be reached (started after this node, say) before it gives up.
+	DefaultFetchWait = 2 * time.Minute
+	// fetchSuffix names the file a fetch writes before it is whole; a
+	// fetch cut off goes on from its bytes the next time.
+	fetchSuffix = ".fetch"
+	// maxManifestBytes bounds a fetched graph.toml.
+	maxManifestBytes = 64 << 20
+)
+
+// FetchOptions configures Fetch.
+type FetchOptions struct {
+	// All fetches every file graph.toml lists, not only those the node
+	// reads (graph.toml and its part's file): for a host that also runs
+	// tools that read the whole set (node kge's filtered evaluation,
+	// node inspect --verify, orig_ids.bin for mapping ids back).
+	All bool
+	// Wait bounds how long Fetch keeps asking peers that cannot be
+	// reached; 0 = DefaultFetchWait.
+	Wait time.Duration
+	// Progress, when set, receives a line about the transfer about once
+	// a second (systemd's STATUS=, a terminal's progress line).
+	Progress func(line string)
+
+	chunk int // tests only: bytes per request; 0 = FetchChunk
+}
+
+// FetchedFile is what Fetch did about one file.
+type FetchedFile struct {
+	Path    string   // slash path in the partition directory
+	Size    int64    // its size
+	Fetched int64    // bytes transferred now; 0 when it was on disk already
+	Resumed int64    // bytes of an earlier, interrupted fetch it went on from
+	From    []string // the peers the bytes came from
+	Elapsed time.Duration
+}
+
+// Fetch makes the files this node needs present under node.parts,
+// reading those it lacks from the peers of [mesh.peers]: first graph.toml
+// when there is none (over a connection that presents no partition-set
+// checksum, which peers serve files only), then, checked against it, the
+// part file of node.part (a client node needs graph.toml alone), or with
+// opts.All every file graph.toml lists.
+//
+// Peers are asked in the order of their parts; one that does not hold a
+// file is skipped, one that cannot be reached is asked again until
+// opts.Wait has passed. A file is written to <name>.fetch and renamed
+// once its size and CRC-32C equal graph.toml's; a fetch cut off (a peer
+// gone, the node stopped, the disk full) leaves that file, and the next
+// Fetch goes on from its bytes, from any peer. A file already there is
+// kept as it is when its size is graph.toml's, and is an error otherwise:
+// Fetch never replaces a file it did not write.
+func Fetch(ctx context.Context, cfg Config, log *slog.Logger, opts FetchOptions) ([]FetchedFile, error) {
+	if !cfg.MeshEnabled() {
+		return nil, fmt.Errorf("node: fetch: no [mesh] to fetch the partition's files from: %w", ErrFetch)
+	}
+	if opts.Wait == 0 {
+		opts.Wait = DefaultFetchWait
+	}
+	if opts.chunk == 0 {
+		opts.chunk = FetchChunk
+	}
+	id, err := mesh.LoadIdentity(cfg.Mesh.Certs, cfg.Node.Name)
+	if err != nil {
+		return nil, fmt.Errorf("node: mesh.certs: %w", err)
+	}
+	dir := cfg.Node.Parts
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("node: fetch: node.parts: %w", err)
+	}
+	f := &fetcher{cfg: &cfg, log: log, opts: opts, dir: dir, id: id, began: time.Now()}
+	var done []FetchedFile
+	m, err := partition.OpenManifest(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		var got FetchedFile
+		if m, got, err = f.manifest(ctx); err != nil {
+			return nil, err
+		}
+		done = append(done, got)
+	case err != nil:
+		return nil, fmt.Errorf("node: node.parts: %w", err)
+	default:
+		done = append(done, FetchedFile{Path: partition.ManifestFile})
+	}
+	if !cfg.Client() && cfg.Node.Part >= m.Parts {
+		return done, fmt.Errorf("node: node.part = %d, but %s has %d partitions: %w", cfg.Node.Part, filepath.Join(dir, partition.ManifestFile), m.Parts, ErrConfig)
+	}
+	var want []partition.FileEntry
+	for _, e := range m.File {
+		if opts.All || !cfg.Client() && e.Path == partition.PartFile(cfg.Node.Part) {
+			want = append(want, e)
+		}
+	}
+	if len(want) == 0 {
+		return done, nil
+	}
+	cli, err := mesh.NewClient(f.clientConfig(m.Checksum))
+	if err != nil {
+		return done, fmt.Errorf("node: fetch: %w", err)
+	}
+	defer cli.Close()
+	for _, e := range want {
+		got, err := f.file(ctx, cli, e)
+		if err != nil {
+			return done, err
+		}
+		done = append(done, got)
+	}
+	return done, nil
+}
+
+// fetcher is one Fetch.
+type fetcher struct {
+	cfg   *Config
+	log   *slog.Logger
+	opts  FetchOptions
+	dir   string
+	id    *mesh.Identity
+	began time.Time
+}
+
+// clientConfig is a mesh client of every peer; checksum "" makes it
+// fetch-only.
+func (f *fetcher) clientConfig(checksum string) mesh.ClientConfig {
+	return mesh.ClientConfig{
+		Identity: f.id, Cluster: f.cfg.Mesh.Cluster, Checksum: checksum,
+		Part: f.cfg.ownPart(), Peers: f.cfg.meshPeers(),
+		Timeout: f.cfg.MeshTimeoutDuration(), Retries: f.cfg.meshRetries(),
+	}
+}
+
+// peers are the parts of the peers in the order they are asked.
+func (f *fetcher) peers() []int { return slices.Sorted(maps.Keys(f.cfg.meshPeers())) }
+
+// ask calls try with each peer in turn, in rounds, until one succeeds.
+// A peer whose error matches mesh.ErrNotFound or ErrFetch is not asked
+// again; the others are asked again a second after a round, until
+// opts.Wait has passed since the fetch began. The error lists each
+// peer's last failure.
+func (f *fetcher) ask(ctx context.Context, what string, try func(part int) error) error {
+	last := map[int]error{}
+	skip := map[int]bool{}
+	for {
+		waiting := false
+		for _, part := range f.peers() {
+			if skip[part] {
+				continue
+			}
+			err := try(part)
+			if err == nil {
+				return nil
+			}
+			var local localError
+			if errors.As(err, &local) {
+				return local.err
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("node: fetch %s: %w", what, err)
+			}
+			last[part] = err
+			if errors.Is(err, mesh.ErrNotFound) || errors.Is(err, ErrFetch) {
+				skip[part] = true
+				continue
+			}
+			waiting = true
+			f.log.Warn("fetch: peer failed; asking the others", "file", what, "peer_part", part, "err", err)
+		}
+		if !waiting {
+			break
+		}
+		if time.Since(f.began) > f.opts.Wait {
+			return failures(fmt.Errorf("node: fetch %s: no peer could give it within %v: %w", what, f.opts.Wait, ErrFetch), last)
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("node: fetch %s: %w", what, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return failures(fmt.Errorf("node: fetch %s: no peer holds it: %w", what, ErrFetch), last)
+}
+
+// localError is a failure on this host (writing the file): no other
+// peer can help, so the fetch stops at once.
+type localError struct{ err error }
+
+func (e localError) Error() string { return e.err.Error() }
+
+// failures joins head and each peer's last error, in the order of parts.
+func failures(head error, last map[int]error) error {
+	errs := []error{head}
+	for _, part := range slices.Sorted(maps.Keys(last)) {
+		errs = append(errs, last[part])
+	}
+	return errors.Join(errs...)
+}
+
+// manifest fetches graph.toml over fetch-only connections, checks it and
+// writes it.
+func (f *fetcher) manifest(ctx context.Context) (*partition.Manifest, FetchedFile, error) {
+	cli, err := mesh.NewClient(f.clientConfig(""))
+	if err != nil {
+		return nil, FetchedFile{}, fmt.Errorf("node: fetch: %w", err)
+	}
+	defer cli.Close()
+	start := time.Now()
+	var m *partition.Manifest
+	var data []byte
+	var from string
+	err = f.ask(ctx, partition.ManifestFile, func(part int) error {
+		var resp mesh.FileResponse
+		data = data[:0]
+		for {
+			req := mesh.FileRequest{Path: partition.ManifestFile, Offset: uint64(len(data)), Length: uint32(f.opts.chunk)}
+			if err := cli.ReadFile(ctx, part, &req, &resp); err != nil {
+				return err
+			}
+			if resp.Size > maxManifestBytes {
+				return fmt.Errorf("node: peer of part %d: its %s has %d bytes, more than the %d a partition set's can have: %w", part, partition.ManifestFile, resp.Size, maxManifestBytes, ErrFetch)
+			}
+			data = append(data, resp.Data...)
+			if uint64(len(data)) >= resp.Size {
+				break
+			}
+		}
+		from = f.cfg.meshPeers()[part].Name
+		var err error
+		m, err = partition.ParseManifest(data, fmt.Sprintf("%s of node %s", partition.ManifestFile, from))
+		if err != nil {
+			return fmt.Errorf("%w: %w", err, ErrFetch)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, FetchedFile{}, err
+	}
+	path := filepath.Join(f.dir, partition.ManifestFile)
+	if err := writeWhole(path, data); err != nil {
+		return nil, FetchedFile{}, err
+	}
+	f.log.Info("fetched", "file", partition.ManifestFile, "from", from, "partitions", m.Parts, "checksum", m.Checksum)
+	return m, FetchedFile{Path: partition.ManifestFile, Size: int64(len(data)), Fetched: int64(len(data)), From: []string{from}, Elapsed: time.Since(start)}, nil
+}
+
+// file makes the file of e present: kept when it is there with its
+// size, else fetched into <name>.fetch (going on from an earlier fetch's
+// bytes) and renamed once its size and CRC-32C are e's.
+func (f *fetcher) file(ctx context.Context, cli *mesh.Client, e partition.FileEntry) (FetchedFile, error) {
+	final := filepath.Join(f.dir, filepath.FromSlash(e.Path))
+	out := FetchedFile{Path: e.Path, Size: e.Size}
+	if st, err := os.Stat(final); err == nil {
+		if st.Size() != e.Size {
+			return out, fmt.Errorf("node: fetch %s: %s is there with %d bytes, %s records %d: remove it to fetch it again: %w",
+				e.Path, final, st.Size(), partition.ManifestFile, e.Size, ErrFetch)
+		}
+		return out, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+		return out, fmt.Errorf("node: fetch %s: %w", e.Path, err)
+	}
+	w, err := openPartial(final+fetchSuffix, e.Size)
+	if err != nil {
+		return out, fmt.Errorf("node: fetch %s: %w", e.Path, err)
+	}
+	defer w.close()
+	out.Resumed = w.have
+	if w.have > 0 {
+		f.log.Info("fetch: going on from an earlier fetch", "file", e.Path, "have", w.have, "size", e.Size)
+	}
+	if err := checkSpace(filepath.Dir(final), e.Size-w.have); err != nil {
+		return out, fmt.Errorf("node: fetch %s: %w: %w", e.Path, err, ErrFetch)
+	}
+	start, lastLine := time.Now(), time.Time{}
+	err = f.ask(ctx, e.Path, func(part int) error {
+		name := f.cfg.meshPeers()[part].Name
+		var resp mesh.FileResponse
+		for w.have < e.Size {
+			req := mesh.FileRequest{Path: e.Path, Offset: uint64(w.have), Length: uint32(f.opts.chunk)}
+			if err := cli.ReadFile(ctx, part, &req, &resp); err != nil {
+				return err
+			}
+			if resp.Size != uint64(e.Size) {
+				return fmt.Errorf("node: node %s holds %s with %d bytes, %s records %d: %w", name, e.Path, resp.Size, partition.ManifestFile, e.Size, ErrFetch)
+			}
+			if err := w.write(resp.Data); err != nil {
+				return localError{fmt.Errorf("node: fetch %s: %w (%d of %d bytes are in %s; fetch again to go on from them)", e.Path, err, w.have, e.Size, w.f.Name())}
+			}
+			if !slices.Contains(out.From, name) {
+				out.From = append(out.From, name)
+			}
+			if f.opts.Progress != nil && time.Since(lastLine) >= time.Second {
+				lastLine = time.Now()
+				f.opts.Progress(progressLine(e.Path, name, w.have, e.Size, w.have-out.Resumed, time.Since(start)))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return out, err
+	}
+	out.Fetched, out.Elapsed = w.have-out.Resumed, time.Since(start)
+	if got := fmt.Sprintf("%08x", w.crc); got != strings.ToLower(e.CRC32C) {
+		w.remove()
+		return out, fmt.Errorf("node: fetch %s: the bytes from %s have CRC-32C %s, %s records %s; the download is removed: %w",
+			e.Path, strings.Join(out.From, ", "), got, partition.ManifestFile, e.CRC32C, ErrFetch)
+	}
+	if err := w.commit(final); err != nil {
+		return out, fmt.Errorf("node: fetch %s: %w", e.Path, err)
+	}
+	f.log.Info("fetched", "file", e.Path, "bytes", out.Fetched, "resumed_from", out.Resumed, "from", strings.Join(out.From, ","),
+		"seconds", out.Elapsed.Seconds(), "MB_per_s", float64(out.Fetched)/1e6/max(out.Elapsed.Seconds(), 1e-9))
+	return out, nil
+}
+
+// progressLine describes a transfer in progress.
+func progressLine(path, from string, have, size, now int64, took time.Duration) string {
+	return fmt.Sprintf("fetching %s from %s: %s of %s (%.0f%%), %.0f MB/s", path, from,
+		humanBytes(have), humanBytes(size), 100*float64(have)/float64(max(size, 1)), float64(now)/1e6/max(took.Seconds(), 1e-9))
+}
+
+// humanBytes is n in B, kB, MB, GB or TB (powers of 1000).
+func humanBytes(n int64) string {
+	v, unit := float64(n), "B"
+	for _, u := range []string{"kB", "MB", "GB", "TB"} {
+		if v < 1000 {
+			break
+		}
+		v, unit = v/1000, u
+	}
+	if unit == "B" {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f %s", v, unit)
+}
+
+// checkSpace fails when the file system of dir has fewer than need bytes
+// free for this user.
+func checkSpace(dir string, need int64) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return fmt.Errorf("free space of %s: %w", dir, err)
+	}
+	if free := int64(st.Bavail) * st.Bsize; free < need {
+		return fmt.Errorf("needs %s more on disk, %s has %s free", humanBytes(need), dir, humanBytes(free))
+	}
+	return nil
+}
+
+// partial is a file being fetched: its bytes so far and their CRC-32C.
+// It holds an exclusive lock on the file, so two fetches into one
+// directory cannot interleave their bytes.
+type partial struct {
+	f    *os.File
+	have int64
+	crc  uint32
+}
+
+// openPartial opens (creating) path, locks it, and reads the bytes an
+// earlier fetch left there to go on from them; more than size bytes are
+// not a prefix of the file and are dropped.
+func openPartial(path string, size int64) (*partial, error) {
+	file, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(file.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		file.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s: another fetch is writing it: %w", path, ErrFetch)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	w := &partial{f: file}
+	st, err := file.Stat()
+	if err != nil {
+		w.close()
+		return nil, err
+	}
+	if st.Size() > size {
+		if err := file.Truncate(0); err != nil {
+			w.close()
+			return nil, err
+		}
+		return w, nil
+	}
+	crc, err := crcOf(io.NewSectionReader(file, 0, st.Size()))
+	if err != nil {
+		w.close()
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if _, err := file.Seek(st.Size(), io.SeekStart); err != nil {
+		w.close()
+		return nil, err
+	}
+	w.have, w.crc = st.Size(), crc
+	return w, nil
+}
+
+// crcOf is the CRC-32C of r's bytes.
+func crcOf(r io.Reader) (uint32, error) {
+	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	_, err := io.Copy(h, r)
+	return h.Sum32(), err
+}
+
+func (w *partial) write(b []byte) error {
+	n, err := w.f.Write(b)
+	w.crc = crc32.Update(w.crc, crc32.MakeTable(crc32.Castagnoli), b[:n])
+	w.have += int64(n)
+	return err
+}
+
+// commit makes the whole file durable under final.
+func (w *partial) commit(final string) error {
+	if err := w.f.Sync(); err != nil {
+		return err
+	}
+	if err := os.Rename(w.f.Name(), final); err != nil {
+		return err
+	}
+	return partition.SyncDir(filepath.Dir(final))
+}
+
+// remove deletes the file (its bytes are wrong).
+func (w *partial) remove() { os.Remove(w.f.Name()) }
+
+func (w *partial) close() { w.f.Close() }
+
+// writeWhole writes data to path through a temporary file in its
+// directory: fsync, rename, fsync of the directory.
+func writeWhole(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("node: fetch: %w", err)
+	}
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("node: fetch: write %s: %w", path, err)
+	}
+	return partition.SyncDir(filepath.Dir(path))
+}
+
+// ReadFile serves a peer's FileRequest (mesh.FileHandler) from node.parts:
+// graph.toml as this node read it, and the files it lists that are on
+// this host with the size it records.
+func (n *Node) ReadFile(_ context.Context, path string, off int64, dst []byte) (int64, int, error) {
+	if path == partition.ManifestFile {
+		data := n.manifestData
+		if off > int64(len(data)) {
+			return 0, 0, fmt.Errorf("%s: offset %d past its %d bytes", path, off, len(data))
+		}
+		return int64(len(data)), copy(dst, data[off:]), nil
+	}
+	e := n.manifest.Lookup(path)
+	if e == nil {
+		return 0, 0, fmt.Errorf("node %s: %s is not a file of partition set %s: %w", n.cfg.Node.Name, path, n.manifest.Checksum, mesh.ErrNotFound)
+	}
+	file, err := os.Open(filepath.Join(n.cfg.Node.Parts, filepath.FromSlash(path)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, 0, fmt.Errorf("node %s does not hold %s: %w", n.cfg.Node.Name, path, mesh.ErrNotFound)
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	defer file.Close()
+	st, err := file.Stat()
+	if err != nil {
+		return 0, 0, err
+	}
+	if st.Size() != e.Size {
+		return 0, 0, fmt.Errorf("node %s holds %s with %d bytes, %s records %d: %w", n.cfg.Node.Name, path, st.Size(), partition.ManifestFile, e.Size, mesh.ErrNotFound)
+	}
+	if off > e.Size {
+		return 0, 0, fmt.Errorf("%s: offset %d past its %d bytes", path, off, e.Size)
+	}
+	k, err := file.ReadAt(dst[:min(int64(len(dst)), e.Size-off)], off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, 0, err
+	}
+	return e.Size, k, nil
+}
