@@ -56,11 +56,11 @@ func (d *dirFiles) ReadFile(ctx context.Context, path string, off int64, dst []b
 	return int64(len(data)), copy(dst, data[off:]), nil
 }
 
-// TestFetchAcrossPeers: the peer a part file comes from goes down in the
-// middle of it, and the fetch goes on from the same offset at the next
-// peer; a peer whose copy has another size is passed over, named.
-func TestFetchAcrossPeers(t *testing.T) {
-	parts := filepath.Join(t.TempDir(), "parts")
+// fetchFixture writes a partitioning into 3 parts and certificates for
+// host0..host2 of cluster "fetch".
+func fetchFixture(t *testing.T) (parts string, m *partition.Manifest, certs string) {
+	t.Helper()
+	parts = filepath.Join(t.TempDir(), "parts")
 	ctx := context.Background()
 	g, err := partition.SBM(ctx, partition.SBMConfig{Nodes: 2000, Blocks: 2, AvgDegree: 8, FeatDim: 8, Seed: 1, TrainFrac: 0.5, Workers: 1}, nil)
 	if err != nil {
@@ -74,32 +74,40 @@ func TestFetchAcrossPeers(t *testing.T) {
 	for i := range assign {
 		assign[i] = uint32(i % 3)
 	}
-	if _, err := partition.Write(ctx, parts, g, adj, assign, partition.WriteOptions{Parts: 3, Method: "random"}); err != nil {
+	if m, err = partition.Write(ctx, parts, g, adj, assign, partition.WriteOptions{Parts: 3, Method: "random"}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := partition.OpenDir(parts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certs := filepath.Join(t.TempDir(), "certs")
+	certs = filepath.Join(t.TempDir(), "certs")
 	if err := mesh.WriteCluster(certs, mesh.ClusterSpec{Cluster: "fetch", Nodes: []string{"host0", "host1", "host2"}}); err != nil {
 		t.Fatal(err)
 	}
-	serve := func(p int, files *dirFiles) string {
-		id, err := mesh.LoadIdentity(certs, fmt.Sprintf("host%d", p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, err := mesh.Listen(context.Background(), "127.0.0.1:0", mesh.ServerConfig{
-			Identity: id, Cluster: "fetch", Checksum: m.Checksum, Part: p, Handler: files,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		files.srv.Store(srv)
-		t.Cleanup(func() { srv.Close() })
-		return srv.Addr().String()
+	return parts, m, certs
+}
+
+// serve starts a mesh server of host<p> answering with files; it
+// returns its address.
+func serve(t *testing.T, certs, checksum string, p int, files *dirFiles) string {
+	t.Helper()
+	id, err := mesh.LoadIdentity(certs, fmt.Sprintf("host%d", p))
+	if err != nil {
+		t.Fatal(err)
 	}
+	srv, err := mesh.Listen(context.Background(), "127.0.0.1:0", mesh.ServerConfig{
+		Identity: id, Cluster: "fetch", Checksum: checksum, Part: p, Handler: files,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files.srv.Store(srv)
+	t.Cleanup(func() { srv.Close() })
+	return srv.Addr().String()
+}
+
+// TestFetchAcrossPeers: the peer a part file comes from goes down in the
+// middle of it, and the fetch goes on from the same offset at the next
+// peer; a peer whose copy has another size is passed over, named.
+func TestFetchAcrossPeers(t *testing.T) {
+	parts, m, certs := fetchFixture(t)
 	want, err := os.ReadFile(filepath.Join(parts, partition.PartFile(1)))
 	if err != nil {
 		t.Fatal(err)
@@ -119,8 +127,8 @@ func TestFetchAcrossPeers(t *testing.T) {
 			cfg.Node.Parts, cfg.Node.Part, cfg.Node.Name = filepath.Join(t.TempDir(), "parts"), 1, "host1"
 			cfg.Mesh.Certs, cfg.Mesh.Cluster, cfg.Mesh.Timeout, cfg.Mesh.Retries = certs, "fetch", "1s", 1
 			cfg.Mesh.Peers = []MeshPeer{
-				{Part: 0, Name: "host0", Addr: serve(0, tc.first)},
-				{Part: 2, Name: "host2", Addr: serve(2, &dirFiles{dir: parts})},
+				{Part: 0, Name: "host0", Addr: serve(t, certs, m.Checksum, 0, tc.first)},
+				{Part: 2, Name: "host2", Addr: serve(t, certs, m.Checksum, 2, &dirFiles{dir: parts})},
 			}
 			var logs bytes.Buffer
 			log := slog.New(slog.NewTextHandler(&logs, nil))
@@ -140,4 +148,52 @@ func TestFetchAcrossPeers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFetchClientNode: a client node (server-client mode) fetches
+// graph.toml and nothing else; --all also takes every file of the set.
+func TestFetchClientNode(t *testing.T) {
+	parts, m, certs := fetchFixture(t)
+	cfg := DefaultConfig()
+	cfg.Node.Parts, cfg.Node.Role, cfg.Node.Name = filepath.Join(t.TempDir(), "parts"), RoleClient, "host1"
+	cfg.Mesh.Certs, cfg.Mesh.Cluster, cfg.Mesh.Timeout = certs, "fetch", "1s"
+	cfg.Mesh.Peers = []MeshPeer{{Part: 0, Name: "host0", Addr: serve(t, certs, m.Checksum, 0, &dirFiles{dir: parts})}}
+	log := slog.New(slog.DiscardHandler)
+	got, err := Fetch(context.Background(), cfg, log, FetchOptions{})
+	if err != nil || len(got) != 1 || got[0].Path != partition.ManifestFile {
+		t.Fatalf("client node fetched %+v, %v; want graph.toml alone", got, err)
+	}
+	if _, err := partition.OpenManifest(cfg.Node.Parts); err != nil {
+		t.Fatal(err)
+	}
+	got, err = Fetch(context.Background(), cfg, log, FetchOptions{All: true})
+	if err != nil || len(got) != 1+len(m.File) || got[0].Fetched != 0 {
+		t.Fatalf("--all fetched %+v, %v; want graph.toml present and %d files", got, err, len(m.File))
+	}
+	if _, err := partition.OpenDir(cfg.Node.Parts); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFetchLocked: a second fetch of a file another is writing fails
+// at once, naming it, and leaves its bytes alone.
+func TestFetchLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "part.csr.fetch")
+	first, err := openPartial(path, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.close()
+	if err := first.write([]byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openPartial(path, 100); !errors.Is(err, ErrFetch) || !strings.Contains(err.Error(), "another fetch is writing it") {
+		t.Fatalf("second open: %v", err)
+	}
+	first.close()
+	again, err := openPartial(path, 100)
+	if err != nil || again.have != 3 || again.crc != first.crc {
+		t.Fatalf("reopened: %+v %v, want 3 bytes and their CRC", again, err)
+	}
+	again.close()
 }

@@ -130,11 +130,19 @@ func TestFetch(t *testing.T) {
 		t.Fatalf("second fetch: exit %d\n%s", code, stdout)
 	}
 
-	// node run with node.fetch = true, from nothing.
+	// node run with node.fetch = true, from nothing, under systemd: the
+	// transfer shows in its status before it is ready.
 	run1 := filepath.Join(work, "run1")
 	c.configs[1] = fetchConfig(t, base[1], run1)
-	if err := c.start(1, nil); err != nil {
+	sd := newNotifySocket(t)
+	if err := c.start(1, []string{"NOTIFY_SOCKET=" + sd.path}); err != nil {
 		t.Fatal(err)
+	}
+	if m := sd.await(t, 30*time.Second, prefix("STATUS=fetching part-1/part.csr from node0: ")); m == "" {
+		t.Fatalf("no fetching status from node 1; got %q", sd.got)
+	}
+	if m := sd.await(t, 30*time.Second, prefix("READY=1")); m == "" {
+		t.Fatalf("node 1 not ready after fetching; got %q", sd.got)
 	}
 	if err := c.waitReady(context.Background(), 60*time.Second); err != nil {
 		t.Fatal(err)
