@@ -270,8 +270,16 @@ func (f *fetcher) manifest(ctx context.Context) (*partition.Manifest, FetchedFil
 		return nil, FetchedFile{}, err
 	}
 	path := filepath.Join(f.dir, partition.ManifestFile)
-	if err := writeWhole(path, data); err != nil {
-		return nil, FetchedFile{}, err
+	w, err := openPartial(path+fetchSuffix, 0) // size 0: drops what an earlier fetch left
+	if err == nil {
+		err = w.write(data)
+		if err == nil {
+			err = w.commit(path)
+		}
+		w.close()
+	}
+	if err != nil {
+		return nil, FetchedFile{}, fmt.Errorf("node: fetch %s: %w", partition.ManifestFile, err)
 	}
 	f.log.Info("fetched", "file", partition.ManifestFile, "from", from, "partitions", m.Parts, "checksum", m.Checksum)
 	return m, FetchedFile{Path: partition.ManifestFile, Size: int64(len(data)), Fetched: int64(len(data)), From: []string{from}, Elapsed: time.Since(start)}, nil
@@ -460,30 +468,6 @@ func (w *partial) commit(final string) error {
 func (w *partial) remove() { os.Remove(w.f.Name()) }
 
 func (w *partial) close() { w.f.Close() }
-
-// writeWhole writes data to path through a temporary file in its
-// directory: fsync, rename, fsync of the directory.
-func writeWhole(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("node: fetch: %w", err)
-	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("node: fetch: write %s: %w", path, err)
-	}
-	return partition.SyncDir(filepath.Dir(path))
-}
 
 // ReadFile serves a peer's FileRequest (mesh.FileHandler) from node.parts:
 // graph.toml as this node read it, and the files it lists that are on
