@@ -119,7 +119,8 @@
 // every node the same way (kv.Store.Drop: a step waiting on it fails).
 //
 // Trainers reach kv only through their own node: a control frame whose
-// body does not start with '{' is a kv wire message (docs/control.md).
+// body does not start with '{' (nor with a node-data kind, below) is a
+// kv wire message (docs/control.md).
 // The node decodes it and runs it through one kv.Client per table, which
 // serves this node's shard from the Store and sends one mesh kv request
 // per other shard (pulls as KVPullRequest, which the mesh may retry;
@@ -128,6 +129,25 @@
 // the shard, not the mesh, decides that a step failed. Peers' kv requests
 // go to kv.Handler on the mesh server's goroutines; the handler's context
 // ends when the caller's connection or stream does.
+//
+// # Node data (data.go)
+//
+// A control frame whose body starts with control.KindFeatRequest or
+// KindLabelRequest asks for the features or labels of nodes by global id
+// (DGL's DistGraph.ndata). The node answers through the same FeatureSource
+// and LabelSource its samplers use: the partition alone in a set of one
+// part; the partition, the cache section and one pull per peer in a
+// cluster (clusterSource, made at the first request); the peers alone on
+// a client node.
+//
+// # Fetching the partition's files (fetch.go)
+//
+// With node.fetch (and in `node fetch`), Fetch reads the files the node
+// needs and lacks from its peers before New opens them (mesh ReadFile, in
+// chunks at an offset; graph.toml over a fetch-only connection when there
+// is none), writes each to <name>.fetch, and renames it once its size and
+// CRC-32C are graph.toml's. Every server node serves the files of its
+// directory that graph.toml lists (Node.ReadFile).
 //
 // Each control connection has a reader goroutine, so a trainer's hang-up
 // is seen while a synchronous push is blocked: the push's context ends,

@@ -63,6 +63,14 @@ type Node struct {
 	// (systemd's STOPPING=1).
 	OnStopping func()
 
+	// data answers trainers' node-data requests (data.go).
+	data struct {
+		once   sync.Once
+		src    dataSource
+		schema dataSchema
+		err    error
+	}
+
 	started  time.Time
 	maxDeg   int // largest degree in the partition, bounds fanout -1
 	opened   atomic.Uint64

@@ -103,11 +103,21 @@ func newClusterSource(p *sample.CSR, book partition.Book, cli *mesh.Client) (*cl
 	if s.cache, err = newCacheIndex(ids); err != nil {
 		return nil, fmt.Errorf("node: %s: cache_ids: %w", g.Path(), err)
 	}
-	parts := book.Parts()
-	s.scratch = newFreeList(idleBuffers, func() *routes {
+	s.scratch = newRoutes(book.Parts())
+	return s, nil
+}
+
+// newRemoteSource is the source of a node that holds no part (a client
+// node): it owns and caches no node, so every id is asked of its owner.
+func newRemoteSource(book partition.Book, cli *mesh.Client, rowBytes int, dtype mesh.DType, labelDim int) *clusterSource {
+	return &clusterSource{rowBytes: rowBytes, labelDim: labelDim, dtype: dtype, book: book, cli: cli, scratch: newRoutes(book.Parts())}
+}
+
+// newRoutes is a pool of routes over parts peers.
+func newRoutes(parts int) *freeList[routes] {
+	return newFreeList(idleBuffers, func() *routes {
 		return &routes{ids: make([][]uint64, parts), pos: make([][]int, parts), pulls: make([]mesh.PullResponse, parts)}
 	})
-	return s, nil
 }
 
 // route groups the ids not owned here by owner. With rows set (a feature
@@ -218,7 +228,9 @@ func (p *prefetched) Gather(ctx context.Context, ids []uint64, dst []byte) error
 		p.release()
 		return fmt.Errorf("node: gather %d rows of %d bytes into %d bytes: %w", len(ids), rb, len(dst), sample.ErrInvalid)
 	}
-	copyRows(dst, s.part.FeatBlock(), p.r.owned, rb)
+	if s.part != nil {
+		copyRows(dst, s.part.FeatBlock(), p.r.owned, rb)
+	}
 	copyRows(dst, s.cacheFeat, p.r.cached, rb)
 	p.used = true
 	defer s.scratch.put(p.r)

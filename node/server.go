@@ -61,6 +61,12 @@ func (n *Node) serveConn(ctx context.Context, c *net.UnixConn) {
 		}
 	}()
 	for body := range frames {
+		if control.IsData(body) {
+			if err := control.WriteRaw(c, n.serveData(connCtx, body)); err != nil {
+				return
+			}
+			continue
+		}
 		if control.IsKV(body) {
 			if err := control.WriteRaw(c, n.kv.serveTrainer(connCtx, body, kc)); err != nil {
 				return

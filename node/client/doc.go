@@ -21,4 +21,8 @@
 // ranks it pushed for, naming them. Sync is an all-reduce over a
 // synchronous kv table with the "average" optimiser; it has train.Sync's
 // method set, so `node train` hands it to the GraphSAGE trainer.
+//
+// DialData opens a connection for node data: Features and Labels of any
+// node of the partition set by global id (DGL's DistGraph.ndata), which
+// the node gathers from its part, its cache section and its peers.
 package client

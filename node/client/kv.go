@@ -110,20 +110,8 @@ func (k *KV) call(ctx context.Context, op string, enc func([]byte) []byte) ([]by
 		return nil, fmt.Errorf("client: kv %s: connection closed", op)
 	}
 	k.buf = enc(k.buf[:0])
-	if dl, ok := ctx.Deadline(); ok {
-		k.conn.SetDeadline(dl)
-		defer k.conn.SetDeadline(time.Time{})
-	}
-	stop := context.AfterFunc(ctx, func() { k.conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if err := control.WriteRaw(k.conn, k.buf); err != nil {
-		return nil, fmt.Errorf("client: kv %s: %w", op, err)
-	}
-	resp, err := control.ReadFrame(k.conn)
+	resp, err := exchangeRaw(ctx, k.conn, k.buf)
 	if err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
 		return nil, fmt.Errorf("client: kv %s: %w", op, err)
 	}
 	kind, err := kv.PeekKind(resp)
@@ -139,6 +127,25 @@ func (k *KV) call(ctx context.Context, op string, enc func([]byte) []byte) ([]by
 		return nil, &kvError{text: m.Text, sentinel: re.Unwrap()}
 	}
 	return resp, nil
+}
+
+// exchangeRaw writes body as one frame on conn and reads the answer's
+// frame, within ctx (its deadline, or its cancellation, ends the wait).
+func exchangeRaw(ctx context.Context, conn net.Conn, body []byte) ([]byte, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+		defer conn.SetDeadline(time.Time{})
+	}
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if err := control.WriteRaw(conn, body); err != nil {
+		return nil, err
+	}
+	resp, err := control.ReadFrame(conn)
+	if err != nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	return resp, err
 }
 
 // kvError is an error the node answered: its text, and the kv sentinel

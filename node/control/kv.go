@@ -20,7 +20,7 @@ const (
 
 // IsKV reports whether a frame body is a kv wire message rather than a
 // JSON request.
-func IsKV(body []byte) bool { return len(body) > 0 && body[0] != '{' }
+func IsKV(body []byte) bool { return len(body) > 0 && body[0] != '{' && !IsData(body) }
 
 // Rows is a table's row count: a number, or "nodes" for one row per node
 // of the graph, sharded by the partition book (an entity table).
