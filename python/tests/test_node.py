@@ -289,6 +289,27 @@ class NodeTest(unittest.TestCase):
             control.stats(self.sock, timeout=1)
 
 
+    def test_node_data(self):
+        """graphnode.NodeData: the features of a batch's nodes and the
+        labels of its seeds, asked by global id, equal the batch's; ids out
+        of the graph are refused with the node's reason."""
+        b = next(iter(self.loader(epochs=1, copy=True)))
+        with graphnode.NodeData(self.sock) as data:
+            x = data.features(b.n_id)
+            self.assertEqual((x.shape, x.dtype), (b.x.shape, b.x.dtype))
+            self.assertTrue(torch.equal(x, b.x))
+            y = data.labels(b.n_id[:b.batch_size])
+            self.assertEqual(y.dtype, torch.int64)
+            self.assertTrue(torch.equal(y, b.y), (y, b.y))
+            self.assertTrue(torch.equal(data.features([7, 7])[0], data.features(torch.tensor([7]))[0]))
+            with self.assertRaises(graphnode.NodeDataError) as cm:
+                data.features([1, 2000])
+            self.assertIn("ids[1] = 2000 is not a node of the partition set", str(cm.exception))
+            with self.assertRaises(ValueError):
+                data.labels([-1])
+            self.assertEqual(data.features([]).shape, (0, b.x.shape[1]))
+
+
 def read_epochs(it, lo, epochs):
     """Read the rest of it, then up to epochs more epochs of lo."""
     for _ in it:

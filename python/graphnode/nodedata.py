@@ -1,0 +1,88 @@
+"""Features and labels of any node of the partition set, by global id,
+through this host's node (docs/control.md, "Node data"): what DGL's
+DistGraph.ndata and GLT's DistFeature give. The node answers from its
+partition, its cache section and, for the rest, one pull per peer.
+
+    data = graphnode.NodeData("/run/graphnode/node.sock")
+    x = data.features(ids)     # torch.float32 (or float16) [len(ids), feat_dim], a copy
+    y = data.labels(ids)       # torch.int64 [len(ids)] (or [len(ids), label_dim]); -1 = missing
+
+Ids are relabelled global ids (those of batches; OrigIds maps them back).
+"""
+
+import struct
+
+import numpy as np
+import torch
+
+from .control import Connection
+from .errors import LoaderError
+from .kv import _ids
+
+VERSION = 1
+KIND_FEAT = 0x20
+KIND_LABEL = 0x21
+KIND_FEAT_RESPONSE = 0x22
+KIND_LABEL_RESPONSE = 0x23
+KIND_ERROR = 0x24
+DTYPES = {1: ("<f4", torch.float32), 2: ("<f2", torch.float16)}
+
+
+class NodeDataError(LoaderError):
+    """The node refused a request: an id that is not a node, a set
+    without features or labels, too many ids for one answer, a peer that
+    could not be reached. The message is the node's."""
+
+
+class NodeData:
+    """A connection for node-data requests. Not safe for concurrent use:
+    open one per thread."""
+
+    def __init__(self, socket, timeout=60.0):
+        self._conn = Connection(socket, timeout)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Close the connection. Idempotent."""
+        self._conn.close()
+
+    def _call(self, kind, ids, op):
+        a = _ids(ids)
+        body = struct.pack("<BBI", kind, VERSION, a.size) + a.tobytes()
+        ans = self._conn.exchange(body, op)
+        if len(ans) < 2 or ans[1] != VERSION:
+            raise LoaderError("node data: %s: answer of %d bytes is not a version %d message" % (op, len(ans), VERSION))
+        if ans[0] == KIND_ERROR:
+            n, = struct.unpack_from("<H", ans, 2)
+            raise NodeDataError(bytes(ans[4:4 + n]).decode("utf-8", "replace"))
+        return a.size, ans
+
+    def features(self, ids):
+        """The feature rows of ids, in their order: a tensor [len(ids), dim]
+        of the partition's dtype (float32, or float16)."""
+        n, ans = self._call(KIND_FEAT, ids, "features")
+        if ans[0] != KIND_FEAT_RESPONSE or len(ans) < 14:
+            raise LoaderError("node data: features: unexpected answer kind %#x" % ans[0])
+        dtype, dim, count = ans[2], *struct.unpack_from("<II", ans, 6)
+        if dtype not in DTYPES or count != n:
+            raise LoaderError("node data: features: answer of dtype %d and %d rows for %d ids" % (dtype, count, n))
+        np_type, _ = DTYPES[dtype]
+        rows = np.frombuffer(ans, np_type, count * dim, 14).reshape(count, dim)
+        return torch.from_numpy(rows.copy())
+
+    def labels(self, ids):
+        """The labels of ids, in their order: int64 [len(ids)] when the set
+        has one label per node, [len(ids), dim] otherwise; -1 = missing."""
+        n, ans = self._call(KIND_LABEL, ids, "labels")
+        if ans[0] != KIND_LABEL_RESPONSE or len(ans) < 12:
+            raise LoaderError("node data: labels: unexpected answer kind %#x" % ans[0])
+        dim, count = struct.unpack_from("<II", ans, 4)
+        if count != n or len(ans) != 12 + 4 * count * dim:
+            raise LoaderError("node data: labels: answer of %d ids of dim %d for %d ids" % (count, dim, n))
+        y = torch.from_numpy(np.frombuffer(ans, "<i4", count * dim, 12).astype(np.int64))
+        return y if dim == 1 else y.reshape(count, dim)
