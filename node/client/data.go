@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"sync"
 
 	"graphnode/node/control"
 )
@@ -20,32 +18,15 @@ var ErrData = errors.New("node data request failed")
 // data"): DGL's DistGraph.ndata, GLT's DistFeature. The node answers from
 // its partition, its cache section and its peers. Requests on one Data
 // are sent one at a time; open several for concurrent calls.
-type Data struct {
-	mu   sync.Mutex
-	conn net.Conn
-	buf  []byte
-}
+type Data struct{ session }
 
 // DialData connects to the node listening on socket.
 func DialData(ctx context.Context, socket string) (*Data, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", socket)
+	s, err := dial(ctx, socket)
 	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
+		return nil, err
 	}
-	return &Data{conn: conn}, nil
-}
-
-// Close closes the connection. Idempotent.
-func (d *Data) Close() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.conn == nil {
-		return nil
-	}
-	err := d.conn.Close()
-	d.conn = nil
-	return err
+	return &Data{s}, nil
 }
 
 // call sends a request of kind for ids and returns the answer's body.

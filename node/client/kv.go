@@ -18,31 +18,43 @@ import (
 // several for concurrent calls. When the connection drops without Done,
 // the node tells every shard that the ranks this connection pushed
 // synchronous steps for have left, so their steps fail for the others.
-type KV struct {
-	mu   sync.Mutex
+type KV struct{ session }
+
+// DialKV connects to the node listening on socket.
+func DialKV(ctx context.Context, socket string) (*KV, error) {
+	s, err := dial(ctx, socket)
+	if err != nil {
+		return nil, err
+	}
+	return &KV{s}, nil
+}
+
+// session is a control connection whose requests are sent one at a time,
+// with a buffer for encoding them.
+type session struct {
+	mu   *sync.Mutex
 	conn net.Conn
 	buf  []byte
 }
 
-// DialKV connects to the node listening on socket.
-func DialKV(ctx context.Context, socket string) (*KV, error) {
+func dial(ctx context.Context, socket string) (session, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", socket)
 	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
+		return session{}, fmt.Errorf("client: %w", err)
 	}
-	return &KV{conn: conn}, nil
+	return session{mu: new(sync.Mutex), conn: conn}, nil
 }
 
 // Close closes the connection. Idempotent.
-func (k *KV) Close() error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.conn == nil {
+func (s *session) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn == nil {
 		return nil
 	}
-	err := k.conn.Close()
-	k.conn = nil
+	err := s.conn.Close()
+	s.conn = nil
 	return err
 }
 

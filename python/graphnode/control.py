@@ -93,6 +93,24 @@ class Connection:
             self._sock = None
 
 
+class Session:
+    """A client over one control connection (KV, NodeData): a context
+    manager whose close() is idempotent."""
+
+    def __init__(self, socket, timeout):
+        self._conn = Connection(socket, timeout)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Close the connection. Idempotent."""
+        self._conn.close()
+
+
 def stats(path, timeout=5.0):
     """Ask the node listening on path for its stats."""
     c = Connection(path, timeout)

@@ -20,7 +20,7 @@ import struct
 import numpy as np
 import torch
 
-from .control import Connection
+from .control import Session
 from .errors import LoaderError
 
 WIRE_VERSION = 1
@@ -70,23 +70,13 @@ def _floats(x):
     return np.ascontiguousarray(x, dtype="<f4").reshape(-1)
 
 
-class KV:
+class KV(Session):
     """A connection to the node's parameter server. Not safe for
     concurrent use; one per trainer process is the rule (a connection that
     ends without done() counts as its synchronous trainers leaving)."""
 
     def __init__(self, socket, timeout=120.0):
-        self._conn = Connection(socket, timeout)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def close(self):
-        """Close the connection. Idempotent."""
-        self._conn.close()
+        super().__init__(socket, timeout)
 
     # JSON requests.
 

@@ -15,7 +15,7 @@ import struct
 import numpy as np
 import torch
 
-from .control import Connection
+from .control import Session
 from .errors import LoaderError
 from .kv import _ids
 
@@ -34,22 +34,12 @@ class NodeDataError(LoaderError):
     could not be reached. The message is the node's."""
 
 
-class NodeData:
+class NodeData(Session):
     """A connection for node-data requests. Not safe for concurrent use:
     open one per thread."""
 
     def __init__(self, socket, timeout=60.0):
-        self._conn = Connection(socket, timeout)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def close(self):
-        """Close the connection. Idempotent."""
-        self._conn.close()
+        super().__init__(socket, timeout)
 
     def _call(self, kind, ids, op):
         a = _ids(ids)
