@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +44,11 @@ func partRows(t *testing.T, parts string) (rows [][]byte, labels [][]int32) {
 // checkData reads the features and labels of ids through socket and
 // compares them with the part files' rows.
 func checkData(t *testing.T, ctx context.Context, socket string, ids []uint64, rows [][]byte, labels [][]int32) {
+	checkDataOf(t, ctx, socket, control.DTypeF32, ids, rows, labels)
+}
+
+// checkDataOf is checkData for features of dtype.
+func checkDataOf(t *testing.T, ctx context.Context, socket string, dtype byte, ids []uint64, rows [][]byte, labels [][]int32) {
 	t.Helper()
 	d, err := client.DialData(ctx, socket)
 	if err != nil {
@@ -54,8 +60,8 @@ func checkData(t *testing.T, ctx context.Context, socket string, ids []uint64, r
 		t.Fatalf("%s: features: %v", socket, err)
 	}
 	rb := len(rows[0])
-	if f.DType != control.DTypeF32 || int(f.Dim)*4 != rb || int(f.N) != len(ids) {
-		t.Fatalf("%s: features of dtype %d, dim %d, %d rows; want f32 rows of %d bytes, %d rows", socket, f.DType, f.Dim, f.N, rb, len(ids))
+	if f.DType != dtype || int(f.Dim)*control.ValueBytes(dtype) != rb || int(f.N) != len(ids) {
+		t.Fatalf("%s: features of dtype %d, dim %d, %d rows; want dtype %d rows of %d bytes, %d rows", socket, f.DType, f.Dim, f.N, dtype, rb, len(ids))
 	}
 	for i, id := range ids {
 		if !bytes.Equal(f.Rows[i*rb:(i+1)*rb], rows[id]) {
@@ -129,4 +135,38 @@ func TestNodeData(t *testing.T) {
 	startDaemon(t, bin, cfg, socket, rings)
 	rows1, labels1 := partRows(t, one)
 	checkData(t, ctx, socket, []uint64{0, uint64(len(rows1) - 1), 7, 7}, rows1, labels1)
+}
+
+// TestNodeDataF16: a partition set of float16 features is read as it is
+// stored, through a node (owned and peer rows) and through a client node.
+func TestNodeDataF16(t *testing.T) {
+	setup(t)
+	parts := filepath.Join(t.TempDir(), "parts")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	g, err := partition.SBM(ctx, partition.SBMConfig{Nodes: 1500, Blocks: 3, AvgDegree: 6, FeatDim: 6, Seed: 2, TrainFrac: 0.5, Workers: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adj, err := partition.BuildAdj(ctx, g, csr.In, partition.CleanOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assign := make([]uint32, g.NumNodes)
+	for i := range assign {
+		assign[i] = uint32(i % 2)
+	}
+	if _, err := partition.Write(ctx, parts, g, adj, assign, partition.WriteOptions{Parts: 2, Method: "random", FeatType: csr.TypeF16, Workers: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rows, labels := partRows(t, parts)
+	if len(rows[0]) != 12 {
+		t.Fatalf("rows of %d bytes, want 6 float16 values", len(rows[0]))
+	}
+	c := startCluster(t, parts, 2, "10s")
+	_, clientSocket := c.startClient("10s")
+	ids := []uint64{0, 1499, 750, 3, 3}
+	for _, s := range []string{c.sockets[0], clientSocket} {
+		checkDataOf(t, ctx, s, control.DTypeF16, ids, rows, labels)
+	}
 }
