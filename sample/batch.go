@@ -39,7 +39,17 @@ type Batch struct {
 	NumSampledEdges []int64  // per hop: hops entries summing to len(Row)
 	X               []byte   // len(NID) feature rows of Schema.RowBytes() bytes, or empty
 	Y               []int64  // BatchSize × Schema.LabelDim labels, -1 = missing
+
+	// Link batches only (Sampler.SampleLink), empty otherwise: the P node
+	// pairs to score, as positions in NID (all P sources, then all P
+	// destinations: edge_label_index of shape (2, P)), and their labels
+	// (1 for a seed edge, 0 for a negative).
+	EdgeLabelIndex []int64
+	EdgeLabel      []float32
 }
+
+// Pairs is the number of node pairs of a link batch (0 otherwise).
+func (b *Batch) Pairs() int { return len(b.EdgeLabel) }
 
 // Hops is the number of hops sampled.
 func (b *Batch) Hops() int { return len(b.NumSampledEdges) }
@@ -62,6 +72,8 @@ func (b *Batch) reset(key BatchKey, schema Schema, hops int) {
 	b.NumSampledEdges = b.NumSampledEdges[:0]
 	b.X = b.X[:0]
 	b.Y = b.Y[:0]
+	b.EdgeLabelIndex = b.EdgeLabelIndex[:0]
+	b.EdgeLabel = b.EdgeLabel[:0]
 	if cap(b.NumSampledEdges) < hops {
 		b.NumSampledNodes = make([]int64, 0, hops+1)
 		b.NumSampledEdges = make([]int64, 0, hops)
@@ -81,5 +93,6 @@ func (b *Batch) Header() Header {
 		FeatDim:   uint32(b.Schema.FeatDim),
 		XType:     b.Schema.XType,
 		LabelDim:  uint32(b.Schema.LabelDim),
+		Pairs:     uint64(len(b.EdgeLabel)),
 	}
 }

@@ -23,6 +23,10 @@ type View struct {
 	X               []byte // NumNodes × FeatDim elements of XType
 	Y               []int64
 	Message         []byte // error records only
+	// Link batches (minor 1): 2 × Pairs positions (all sources, then all
+	// destinations) and Pairs labels.
+	EdgeLabelIndex []int64
+	EdgeLabel      []float32
 }
 
 // Row is edge_index[0]: the neighbour's position in NID, per edge.
@@ -45,6 +49,8 @@ func (v *View) Batch() Batch {
 		NumSampledEdges: v.NumSampledEdges,
 		X:               v.X,
 		Y:               v.Y,
+		EdgeLabelIndex:  v.EdgeLabelIndex,
+		EdgeLabel:       v.EdgeLabel,
 	}
 }
 
@@ -116,7 +122,24 @@ func decode(rec []byte) (View, error) {
 	h.FeatDim = le.Uint32(rec[offFeatDim:])
 	h.XType = DType(le.Uint32(rec[offXType:]))
 	h.LabelDim = le.Uint32(rec[offLabelDim:])
-	for i := range v.Sections {
+	h.Pairs = uint64(le.Uint32(rec[offPairs:]))
+	sections := NumSections
+	if v.Minor == 0 {
+		// Minor 0 has no link sections: their table entries and the pair
+		// count were reserved bytes, zero.
+		sections = SecEdgeLabelIndex
+		for _, c := range rec[offPairs : offPairs+4] {
+			if c != 0 {
+				return v, corrupt("minor version 0 with reserved bytes set")
+			}
+		}
+		for _, c := range rec[offTable+16*sections : offTable+16*NumSections] {
+			if c != 0 {
+				return v, corrupt("minor version 0 with reserved bytes set")
+			}
+		}
+	}
+	for i := range sections {
 		v.Sections[i] = Span{Off: le.Uint64(rec[offTable+16*i:]), Len: le.Uint64(rec[offTable+16*i+8:])}
 	}
 	h.MsgLen = v.Sections[SecMessage].Len
@@ -131,7 +154,7 @@ func decode(rec []byte) (View, error) {
 			return v, corrupt("batch with %d hops, %d seeds, %d nodes, %d message bytes", h.Hops, h.BatchSize, h.NumNodes, h.MsgLen)
 		}
 	case KindEndOfEpoch, KindError, KindEndOfStream:
-		if h.Hops|h.FeatDim|h.LabelDim|uint32(h.XType) != 0 || h.BatchSize|h.NumNodes|h.NumEdges != 0 {
+		if h.Hops|h.FeatDim|h.LabelDim|uint32(h.XType) != 0 || h.BatchSize|h.NumNodes|h.NumEdges|h.Pairs != 0 {
 			return v, corrupt("%v record with batch counts", h.Kind)
 		}
 		if h.Kind != KindError && h.MsgLen != 0 || h.MsgLen > MaxMessage {
@@ -146,7 +169,7 @@ func decode(rec []byte) (View, error) {
 			h.NumNodes, h.NumEdges, h.BatchSize, h.FeatDim, h.XType, h.LabelDim, h.Hops, size)
 	}
 	prev := uint64(HeaderSize)
-	for i, s := range v.Sections {
+	for i, s := range v.Sections[:sections] {
 		if s.Len != want[i] {
 			return v, corrupt("section %d is %d bytes, counts say %d", i, s.Len, want[i])
 		}
@@ -167,6 +190,8 @@ func decode(rec []byte) (View, error) {
 	v.X = sec(SecX)
 	v.Y = i64s(sec(SecY))
 	v.Message = sec(SecMessage)
+	v.EdgeLabelIndex = i64s(sec(SecEdgeLabelIndex))
+	v.EdgeLabel = f32s(sec(SecEdgeLabel))
 	if h.Kind == KindBatch {
 		if uint64(v.NumSampledNodes[0]) != h.BatchSize {
 			return v, corrupt("num_sampled_nodes[0] = %d, batch size %d", v.NumSampledNodes[0], h.BatchSize)
@@ -174,11 +199,19 @@ func decode(rec []byte) (View, error) {
 		if err := checkCounts(v.NumSampledNodes, v.NumSampledEdges, h.NumNodes, h.NumEdges); err != nil {
 			return v, corrupt("%v", err)
 		}
+		// Pairs are few (a batch's seed edges and their negatives):
+		// checked here, unlike the edges (CheckEdges).
+		for i, p := range v.EdgeLabelIndex {
+			if p < 0 || uint64(p) >= h.NumNodes {
+				return v, corrupt("edge_label_index entry %d = %d, outside [0, %d)", i, p, h.NumNodes)
+			}
+		}
 	}
 	return v, nil
 }
 
-// CheckEdges verifies that every edge position lies in [0, NumNodes).
+// CheckEdges verifies that every edge position lies in [0, NumNodes)
+// (Decode checks edge_label_index's).
 func (v *View) CheckEdges() error {
 	n := int64(v.Header.NumNodes)
 	for i, p := range v.EdgeIndex {
@@ -198,6 +231,13 @@ func u64s(b []byte) []uint64 {
 		return nil
 	}
 	return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/8)
+}
+
+func f32s(b []byte) []float32 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
 }
 
 func i64s(b []byte) []int64 {

@@ -2,10 +2,9 @@ package sample
 
 import (
 	"bytes"
-	"encoding/binary"
+	"context"
 	"encoding/json"
 	"flag"
-	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,6 +18,12 @@ var update = flag.Bool("update", false, "rewrite testdata/batch_v1.{bin,json}")
 // neighbours), 2 hops of fanout 2 over a fixed 10-node graph, f32 features
 // x[v] = (v, v + 0.5), labels v mod 3 with node 3's missing.
 func goldenBatch(t testing.TB) []byte {
+	t.Helper()
+	return record(t, goldenSampler(t), BatchKey{Seed: 42, Epoch: 1, Rank: 0, Batch: 7}, []uint64{2, 0, 3})
+}
+
+// goldenSampler samples a fixed 10-node graph with fanouts 2, 2.
+func goldenSampler(t testing.TB) *Sampler {
 	t.Helper()
 	lists := [][]uint64{{1, 2, 3}, {0, 4}, {5, 6, 7, 8}, {}, {9}, {0, 2}, {1}, {2, 3, 9}, {}, {4, 8}}
 	indptr := []uint64{0}
@@ -38,8 +43,32 @@ func goldenBatch(t testing.TB) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newSampler(t, m, m, []int{2, 2}, false)
-	return record(t, s, BatchKey{Seed: 42, Epoch: 1, Rank: 0, Batch: 7}, []uint64{2, 0, 3})
+	return newSampler(t, m, m, []int{2, 2}, false)
+}
+
+// goldenLinkBatch is the link batch of testdata/batch_link_v1.bin: over
+// goldenBatch's graph, the seed edges 2→0 and 7→9, two negatives each,
+// the seed edges' own edges excluded, 2 hops of fanout 2.
+func goldenLinkBatch(t testing.TB) []byte {
+	t.Helper()
+	s := goldenSampler(t)
+	b, err := s.SampleLink(context.Background(), BatchKey{Seed: 42, Epoch: 1, Rank: 0, Batch: 3}, []uint64{2, 7}, []uint64{0, 9},
+		LinkOptions{NegRatio: 2, NumNodes: 10, Exclude: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Gather(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	size, err := EncodedSize(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := aligned(size)
+	if _, err := Encode(rec, b); err != nil {
+		t.Fatal(err)
+	}
+	return rec
 }
 
 // goldenJSON is the decoded form a Python reader compares against.
@@ -65,9 +94,13 @@ type goldenJSON struct {
 	NumSampledEdges []int64           `json:"num_sampled_edges"`
 	X               [][]float32       `json:"x"`
 	Y               [][]int64         `json:"y"`
+	// Link batches (minor 1).
+	Pairs          uint64     `json:"pairs,omitempty"`
+	EdgeLabelIndex [2][]int64 `json:"edge_label_index,omitzero"`
+	EdgeLabel      []float32  `json:"edge_label,omitempty"`
 }
 
-var sectionNames = [NumSections]string{"n_id", "edge_index", "num_sampled_nodes", "num_sampled_edges", "x", "y", "message"}
+var sectionNames = [NumSections]string{"n_id", "edge_index", "num_sampled_nodes", "num_sampled_edges", "x", "y", "message", "edge_label_index", "edge_label"}
 
 func describe(v *View) goldenJSON {
 	h := v.Header
@@ -79,7 +112,15 @@ func describe(v *View) goldenJSON {
 		NumSampledNodes: v.NumSampledNodes, NumSampledEdges: v.NumSampledEdges,
 	}
 	for i, s := range v.Sections {
+		if v.Minor == 0 && i >= SecEdgeLabelIndex {
+			break // not in a minor 0 record
+		}
 		g.Sections[sectionNames[i]] = [2]int{int(s.Off), int(s.Len)}
+	}
+	if p := int(h.Pairs); p > 0 {
+		g.Pairs = h.Pairs
+		g.EdgeLabelIndex = [2][]int64{v.EdgeLabelIndex[:p], v.EdgeLabelIndex[p:]}
+		g.EdgeLabel = v.EdgeLabel
 	}
 	x := v.XF32()
 	for i := range int(h.NumNodes) {
@@ -95,7 +136,20 @@ func describe(v *View) goldenJSON {
 // by testdata/batch_v1.bin; its decoded contents by batch_v1.json, which
 // the Python client's tests read too.
 func TestGolden(t *testing.T) {
-	rec := goldenBatch(t)
+	checkGolden(t, "batch_v1", goldenBatch(t))
+	checkGolden(t, "batch_link_v1", goldenLinkBatch(t))
+	// A record of minor version 0 (no link sections) still decodes.
+	old, err := os.ReadFile(filepath.Join("testdata", "batch_v1_0.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGoldenJSON(t, "batch_v1_0", alignedCopy(old))
+}
+
+// checkGolden compares rec with testdata/name.bin and its decoded form
+// with name.json (-update rewrites both).
+func checkGolden(t *testing.T, name string, rec []byte) {
+	t.Helper()
 	v, err := Decode(rec)
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +159,7 @@ func TestGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	js = append(js, '\n')
-	binPath, jsonPath := filepath.Join("testdata", "batch_v1.bin"), filepath.Join("testdata", "batch_v1.json")
+	binPath, jsonPath := filepath.Join("testdata", name+".bin"), filepath.Join("testdata", name+".json")
 	if *update {
 		if err := os.MkdirAll("testdata", 0o755); err != nil {
 			t.Fatal(err)
@@ -124,12 +178,20 @@ func TestGolden(t *testing.T) {
 	if !bytes.Equal(rec, wantBin) {
 		t.Errorf("encoded golden batch differs from %s: the record format or the sampler changed (regenerate with -update only if that is intended)", binPath)
 	}
+	checkGoldenJSON(t, name, alignedCopy(wantBin))
+}
+
+// checkGoldenJSON decodes rec, the bytes of testdata/name.bin, and
+// compares its contents with name.json.
+func checkGoldenJSON(t *testing.T, name string, rec []byte) {
+	t.Helper()
+	binPath, jsonPath := filepath.Join("testdata", name+".bin"), filepath.Join("testdata", name+".json")
 	wantJSON, err := os.ReadFile(jsonPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The committed bytes decode to the committed description.
-	gv, err := Decode(alignedCopy(wantBin))
+	gv, err := Decode(rec)
 	if err != nil {
 		t.Fatalf("%s: %v", binPath, err)
 	}
@@ -163,6 +225,10 @@ func FuzzDecode(f *testing.F) {
 		f.Add(rec)
 	}
 	f.Add(goldenBatch(f))
+	f.Add(goldenLinkBatch(f))
+	if old, err := os.ReadFile(filepath.Join("testdata", "batch_v1_0.bin")); err == nil {
+		f.Add(old)
+	}
 	for _, k := range []Kind{KindEndOfEpoch, KindError, KindEndOfStream} {
 		rec := aligned(ControlSize("boom"))
 		EncodeControl(rec, k, 1, 2, "boom")
@@ -203,11 +269,4 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("round trip changed the record:\n%+v\n%+v", v.Header, v2.Header)
 		}
 	})
-}
-
-// putF32s writes little-endian float32s.
-func putF32s(dst []byte, v []float32) {
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(x))
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math"
 )
 
 // Layout constants of a batch record (the diagram is in doc.go).
@@ -14,7 +15,7 @@ const (
 	// Major and minor version written by this package. Readers accept any
 	// minor version of MajorVersion and refuse every other major version.
 	MajorVersion = 1
-	MinorVersion = 0
+	MinorVersion = 1
 	// HeaderSize is the fixed header; the first section starts at it.
 	HeaderSize = 256
 	// Align is the alignment of every section offset and of the record
@@ -40,6 +41,7 @@ const (
 	offFeatDim   = 64
 	offXType     = 68
 	offLabelDim  = 72
+	offPairs     = 76 // minor 1; reserved (0) in minor 0
 	offTable     = 80 // NumSections × (offset u64, length u64)
 	offCRC       = HeaderSize - 4
 )
@@ -53,6 +55,8 @@ const (
 	SecX
 	SecY
 	SecMessage
+	SecEdgeLabelIndex // minor 1: link batches
+	SecEdgeLabel
 	NumSections
 )
 
@@ -74,6 +78,7 @@ type Header struct {
 	FeatDim      uint32
 	XType        DType
 	LabelDim     uint32
+	Pairs        uint64 // node pairs of a link batch (a uint32 on the wire)
 	MsgLen       uint64
 }
 
@@ -82,7 +87,7 @@ type Header struct {
 // dims by their maxima first, so no product below can wrap.
 func (h *Header) lengths(limit uint64) (l [NumSections]uint64, ok bool) {
 	const big = 1 << 56
-	if limit > 1<<40 || h.NumNodes > limit || h.NumEdges > limit || h.BatchSize > limit || h.MsgLen > limit ||
+	if limit > 1<<40 || h.NumNodes > limit || h.NumEdges > limit || h.BatchSize > limit || h.MsgLen > limit || h.Pairs > limit || h.Pairs > 1<<32-1 ||
 		h.FeatDim > MaxFeatDim || h.LabelDim > MaxLabelDim || h.Hops > MaxHops || h.XType.Size() == 0 {
 		return l, false
 	}
@@ -95,6 +100,8 @@ func (h *Header) lengths(limit uint64) (l [NumSections]uint64, ok bool) {
 	l[SecX] = h.NumNodes * uint64(h.FeatDim) * uint64(h.XType.Size())
 	l[SecY] = 8 * h.BatchSize * uint64(h.LabelDim)
 	l[SecMessage] = h.MsgLen
+	l[SecEdgeLabelIndex] = 16 * h.Pairs
+	l[SecEdgeLabel] = 4 * h.Pairs
 	for _, n := range l {
 		if n > big {
 			return l, false
@@ -181,6 +188,8 @@ func encodeTopology(dst []byte, b *Batch) ([NumSections]Span, int, error) {
 	putI64s(rec[spans[SecNumSampledNodes].Off:], b.NumSampledNodes)
 	putI64s(rec[spans[SecNumSampledEdges].Off:], b.NumSampledEdges)
 	putI64s(rec[spans[SecY].Off:], b.Y)
+	putI64s(rec[spans[SecEdgeLabelIndex].Off:], b.EdgeLabelIndex)
+	putF32s(rec[spans[SecEdgeLabel].Off:], b.EdgeLabel)
 	// Padding after each section is zeroed: the ring hands out used memory
 	// and the bytes of a record should depend on the batch alone.
 	for i, s := range spans {
@@ -207,6 +216,13 @@ func (b *Batch) check() error {
 		return fmt.Errorf("batch size %d, %d nodes, %d seeds counted: %w", b.BatchSize, n, b.NumSampledNodes[0], ErrInvalid)
 	case len(b.Y) != b.BatchSize*b.Schema.LabelDim:
 		return fmt.Errorf("%d labels for %d seeds of dim %d: %w", len(b.Y), b.BatchSize, b.Schema.LabelDim, ErrInvalid)
+	case len(b.EdgeLabelIndex) != 2*len(b.EdgeLabel):
+		return fmt.Errorf("%d edge_label_index entries for %d edge labels: %w", len(b.EdgeLabelIndex), len(b.EdgeLabel), ErrInvalid)
+	}
+	for i, p := range b.EdgeLabelIndex {
+		if p < 0 || p >= int64(n) {
+			return fmt.Errorf("edge_label_index entry %d = %d, outside [0, %d): %w", i, p, n, ErrInvalid)
+		}
 	}
 	if err := b.Schema.validate(); err != nil {
 		return fmt.Errorf("schema: %w: %w", err, ErrInvalid)
@@ -292,6 +308,7 @@ func putHeader(rec []byte, h *Header, spans [NumSections]Span, size int) {
 	le.PutUint32(hd[offFeatDim:], h.FeatDim)
 	le.PutUint32(hd[offXType:], uint32(h.XType))
 	le.PutUint32(hd[offLabelDim:], h.LabelDim)
+	le.PutUint32(hd[offPairs:], uint32(h.Pairs))
 	for i, s := range spans {
 		le.PutUint64(hd[offTable+16*i:], s.Off)
 		le.PutUint64(hd[offTable+16*i+8:], s.Len)
@@ -307,6 +324,13 @@ func putU64s(dst []byte, v []uint64) {
 	d := dst[:8*len(v)]
 	for i, x := range v {
 		binary.LittleEndian.PutUint64(d[8*i:], x)
+	}
+}
+
+func putF32s(dst []byte, v []float32) {
+	d := dst[:4*len(v)]
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(d[4*i:], math.Float32bits(x))
 	}
 }
 

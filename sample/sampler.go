@@ -88,6 +88,9 @@ type Sampler struct {
 	hopNbrs []uint64
 	wg      sync.WaitGroup
 	sink    uint64 // keeps touch's loads alive
+
+	link    linkScratch            // SampleLink's
+	exclude map[[2]uint64]struct{} // pairs whose edges merge drops (SampleLink)
 }
 
 // peer holds one hop's request to one partition and its answer.
@@ -287,6 +290,17 @@ func (s *Sampler) merge(lo, hi int) error {
 			col[e+k] = int64(i)
 		}
 		e += c
+	}
+	if len(s.exclude) > 0 {
+		k := 0
+		for j, v := range nbrs {
+			if _, drop := s.exclude[pairKey(b.NID[col[j]], v)]; !drop {
+				col[k], nbrs[k] = col[j], v
+				k++
+			}
+		}
+		nbrs, total = nbrs[:k], k
+		b.Col = b.Col[:e0+k]
 	}
 	if s.cfg.Remote != nil {
 		s.hopNbrs = nbrs
