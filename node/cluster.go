@@ -210,6 +210,9 @@ func (n *Node) globalSplit(ctx context.Context, split string) ([]uint64, error) 
 // clusterSeeds are a loader's seeds in a partition set of several parts:
 // the split over every part, or explicit seed_ids of any node.
 func (n *Node) clusterSeeds(ctx context.Context, o control.LoaderOptions) ([]uint64, error) {
+	if o.SeedEdges != nil {
+		return edgeSeeds(o, n.book.NumNodes())
+	}
 	if o.Split == "" {
 		total := n.book.NumNodes()
 		for i, id := range o.SeedIDs {

@@ -281,12 +281,20 @@ func unionReference(t *testing.T, parts string, o client.Options) [][][]byte {
 			t.Fatal(err)
 		}
 		ps = append(ps, cp)
+		if o.SeedEdges != nil {
+			continue
+		}
 		mask, err := g.Mask(o.Split)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for it := mask.Iterator(); it.HasNext(); {
 			seeds = append(seeds, g.Meta().Start+uint64(it.Next()))
+		}
+	}
+	if o.SeedEdges != nil { // a link loader orders its edges' indices
+		for i := range o.SeedEdges.Src {
+			seeds = append(seeds, uint64(i))
 		}
 	}
 	u, err := sample.NewUnion(book, ps)
@@ -308,7 +316,16 @@ func unionReference(t *testing.T, parts string, o client.Options) [][][]byte {
 	for e := range o.Epochs {
 		ep := plan.Epoch(uint64(e), nil)
 		for b := range ep.NumBatches() {
-			batch, err := s.Sample(ctx, ep.Key(b), ep.Batch(b))
+			var batch *sample.Batch
+			if e := o.SeedEdges; e != nil {
+				var src, dst []uint64
+				for _, i := range ep.Batch(b) {
+					src, dst = append(src, e.Src[i]), append(dst, e.Dst[i])
+				}
+				batch, err = s.SampleLink(ctx, ep.Key(b), src, dst, sample.LinkOptions{NegRatio: o.NegRatio, NumNodes: book.NumNodes(), Exclude: o.ExcludeSeedEdges})
+			} else {
+				batch, err = s.Sample(ctx, ep.Key(b), ep.Batch(b))
+			}
 			if err == nil {
 				err = s.Gather(ctx, batch)
 			}

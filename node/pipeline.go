@@ -60,6 +60,7 @@ func (r *samplerRun) epochBatches(ctx context.Context, stop <-chan struct{}, ep 
 	}
 	for g := range C {
 		s := samplers[g]
+		var src, dst []uint64 // a link batch's seed edges
 		// one makes batch k of this goroutine and writes it in its turn;
 		// false: the goroutine stops.
 		one := func(k int) bool {
@@ -68,7 +69,15 @@ func (r *samplerRun) epochBatches(ctx context.Context, stop <-chan struct{}, ep 
 			var x sample.FeatureSource // where write finds x; nil: in the batch, or none
 			var err error
 			if !stopped() {
-				batch, err = s.Sample(ctx, ep.Key(b), ep.Batch(b))
+				if e := r.spec.Options.SeedEdges; e != nil {
+					src, dst = src[:0], dst[:0]
+					for _, i := range ep.Batch(b) {
+						src, dst = append(src, e.Src[i]), append(dst, e.Dst[i])
+					}
+					batch, err = s.SampleLink(ctx, ep.Key(b), src, dst, r.link)
+				} else {
+					batch, err = s.Sample(ctx, ep.Key(b), ep.Batch(b))
+				}
 				switch {
 				case err != nil || r.cfg.Features == nil:
 				case r.src == nil:

@@ -59,7 +59,7 @@ func (n *Node) describeSeeds(o control.LoaderOptions, seeds []uint64) (control.L
 	if schema.LabelDim > 0 {
 		info.NumClasses = int(m.NumClasses)
 	}
-	info.MaxRecord, err = maxRecord(o.Fanouts, o.BatchSize, m.TotalNodes, n.maxDeg, schema)
+	info.MaxRecord, err = maxRecord(o, m.TotalNodes, n.maxDeg, schema)
 	if err != nil {
 		return control.LoaderInfo{}, &control.Error{Key: "fanouts", Msg: err.Error()}
 	}
@@ -78,6 +78,9 @@ func planOptions(o control.LoaderOptions) sample.PlanOptions {
 // (sampling seeds of other partitions needs the mesh).
 func loaderSeeds(g *csr.Graph, o control.LoaderOptions) ([]uint64, error) {
 	m := g.Meta()
+	if o.SeedEdges != nil {
+		return edgeSeeds(o, m.TotalNodes)
+	}
 	if o.Split == "" {
 		for i, id := range o.SeedIDs {
 			if id < m.Start || id >= m.End {
@@ -99,6 +102,36 @@ func loaderSeeds(g *csr.Graph, o control.LoaderOptions) ([]uint64, error) {
 		seeds = append(seeds, m.Start+uint64(it.Next()))
 	}
 	return seeds, nil
+}
+
+// edgeSeeds checks a link loader's seed edges against the graph's total
+// nodes and returns what its plan orders: the edges' indices.
+func edgeSeeds(o control.LoaderOptions, total uint64) ([]uint64, error) {
+	e := o.SeedEdges
+	for _, side := range []struct {
+		name string
+		ids  []uint64
+	}{{"src", e.Src}, {"dst", e.Dst}} {
+		for i, id := range side.ids {
+			if id >= total {
+				return nil, &control.Error{Key: "seed_edges", Msg: fmt.Sprintf("seed_edges.%s[%d] = %d is not a node of the graph (ids 0..%d)", side.name, i, id, total-1)}
+			}
+		}
+	}
+	idx := make([]uint64, len(e.Src))
+	for i := range idx {
+		idx[i] = uint64(i)
+	}
+	return idx, nil
+}
+
+// linkPairs is the number of node pairs a link batch of o scores (0 for
+// a node loader), and the most seed nodes it has.
+func linkPairs(o control.LoaderOptions) (pairs, seedNodes int) {
+	if o.SeedEdges == nil {
+		return 0, o.BatchSize
+	}
+	return o.BatchSize * (1 + o.NegRatio), o.BatchSize * (2 + o.NegRatio)
 }
 
 // loaderSchema is the shape of x and y with the loader's features and
@@ -127,7 +160,12 @@ func loaderSchema(g *csr.Graph, o control.LoaderOptions) (sample.Schema, error) 
 // maxRecord bounds the size of one batch record: at most batch·f₁ edges
 // at hop 1, each new node expanded at the next hop, no hop reaching more
 // nodes than the graph has; fanout -1 counts as the largest degree.
-func maxRecord(fanouts []int, batch int, total uint64, maxDeg int, s sample.Schema) (int64, error) {
+func maxRecord(o control.LoaderOptions, total uint64, maxDeg int, s sample.Schema) (int64, error) {
+	fanouts := o.Fanouts
+	pairs, batch := linkPairs(o)
+	if pairs > 0 { // seed nodes are distinct: no more than the graph has
+		batch = min(batch, int(min(total, math.MaxInt32)))
+	}
 	sat := func(a, b uint64) uint64 {
 		if a != 0 && b > math.MaxUint64/a {
 			return math.MaxUint64
@@ -148,10 +186,11 @@ func maxRecord(fanouts []int, batch int, total uint64, maxDeg int, s sample.Sche
 	h := sample.Header{
 		Kind: sample.KindBatch, BatchSize: uint64(batch), NumNodes: nodes, NumEdges: edges,
 		Hops: uint32(len(fanouts)), FeatDim: uint32(s.FeatDim), XType: s.XType, LabelDim: uint32(s.LabelDim),
+		Pairs: uint64(pairs),
 	}
 	_, size, err := h.Layout()
 	if err != nil {
-		return 0, fmt.Errorf("fanouts %v with batch_size %d: a batch may reach %d nodes and %d edges, more than a record can hold", fanouts, batch, nodes, edges)
+		return 0, fmt.Errorf("fanouts %v with batch_size %d: a batch may reach %d nodes and %d edges, more than a record can hold", fanouts, o.BatchSize, nodes, edges)
 	}
 	return int64(size), nil
 }

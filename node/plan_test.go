@@ -21,26 +21,36 @@ func TestMaxRecord(t *testing.T) {
 		maxDeg       int
 		schema       sample.Schema
 		nodes, edges uint64
+		neg          int // > 0: a link loader of batch seed edges, neg negatives each
 	}{
 		// 1024 + 15360 + 153600 nodes, 15360 + 153600 edges
-		{"products-like", []int{15, 10}, 1024, 1 << 30, 50, f32, 1024 + 15360 + 153600, 15360 + 153600},
+		{"products-like", []int{15, 10}, 1024, 1 << 30, 50, f32, 1024 + 15360 + 153600, 15360 + 153600, 0},
 		// hop 2 would reach 1000·10 but the graph has 500 nodes
-		{"capped by graph", []int{10, 10}, 100, 500, 9, f32, 500, 1000 + 5000},
+		{"capped by graph", []int{10, 10}, 100, 500, 9, f32, 500, 1000 + 5000, 0},
 		// -1 counts as the largest degree
-		{"fanout -1", []int{-1}, 10, 1 << 20, 7, sample.Schema{}, 80, 70},
+		{"fanout -1", []int{-1}, 10, 1 << 20, 7, sample.Schema{}, 80, 70, 0},
+		// 64 seed edges, 3 negatives each: up to 320 seed nodes, 256 pairs
+		{"link", []int{5}, 64, 1 << 20, 9, f32, 320 + 1600, 1600, 3},
 	} {
-		got, err := maxRecord(tc.fanouts, tc.batch, tc.total, tc.maxDeg, tc.schema)
+		o := control.LoaderOptions{Fanouts: tc.fanouts, BatchSize: tc.batch}
+		seeds, pairs := tc.batch, 0
+		if tc.neg > 0 {
+			o.SeedEdges, o.NegRatio = &control.SeedEdges{Src: []uint64{0}, Dst: []uint64{1}}, tc.neg
+			seeds, pairs = tc.batch*(2+tc.neg), tc.batch*(1+tc.neg)
+		}
+		got, err := maxRecord(o, tc.total, tc.maxDeg, tc.schema)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		h := sample.Header{Kind: sample.KindBatch, BatchSize: uint64(tc.batch), NumNodes: tc.nodes, NumEdges: tc.edges,
-			Hops: uint32(len(tc.fanouts)), FeatDim: uint32(tc.schema.FeatDim), XType: tc.schema.XType, LabelDim: uint32(tc.schema.LabelDim)}
+		h := sample.Header{Kind: sample.KindBatch, BatchSize: uint64(seeds), NumNodes: tc.nodes, NumEdges: tc.edges,
+			Hops: uint32(len(tc.fanouts)), FeatDim: uint32(tc.schema.FeatDim), XType: tc.schema.XType, LabelDim: uint32(tc.schema.LabelDim),
+			Pairs: uint64(pairs)}
 		_, want, _ := h.Layout()
 		if got != int64(want) {
 			t.Errorf("%s: maxRecord = %d, want %d (%d nodes, %d edges)", tc.name, got, want, tc.nodes, tc.edges)
 		}
 	}
-	if _, err := maxRecord([]int{-1, -1, -1, -1}, 1<<20, 1<<40, 1<<30, f32); err == nil || !strings.Contains(err.Error(), "more than a record can hold") {
+	if _, err := maxRecord(control.LoaderOptions{Fanouts: []int{-1, -1, -1, -1}, BatchSize: 1 << 20}, 1<<40, 1<<30, f32); err == nil || !strings.Contains(err.Error(), "more than a record can hold") {
 		t.Errorf("huge fanouts: err = %v", err)
 	}
 }

@@ -88,6 +88,7 @@ type samplerRun struct {
 	cfg   sample.Config
 	cli   *mesh.Client   // nil with a single part
 	src   *clusterSource // nil with a single part
+	link  sample.LinkOptions
 
 	batches atomic.Uint64
 	epoch   atomic.Int64
@@ -130,6 +131,7 @@ func (r *samplerRun) plans() error {
 	if err != nil {
 		return err
 	}
+	r.link = sample.LinkOptions{NegRatio: o.NegRatio, NumNodes: r.graph.Meta().TotalNodes, Exclude: o.ExcludeSeedEdges}
 	var feats sample.FeatureSource
 	var labels sample.LabelSource
 	r.cfg = sample.Config{Fanouts: o.Fanouts, Local: r.part, Schema: schema}

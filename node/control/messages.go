@@ -56,7 +56,25 @@ type LoaderOptions struct {
 	RingSize    string   `json:"ring_size,omitempty"`   // "": the node's rings.size
 	Features    bool     `json:"features"`
 	Labels      bool     `json:"labels"`
+	// Link prediction (instead of split or seed_ids): batches of
+	// batch_size seed edges, each with neg_ratio negatives (the same
+	// source, a uniform destination), sampled from their endpoints; with
+	// exclude_seed_edges the sampled edges between a seed edge's ends are
+	// left out.
+	SeedEdges        *SeedEdges `json:"seed_edges,omitempty"`
+	NegRatio         int        `json:"neg_ratio,omitempty"`
+	ExcludeSeedEdges bool       `json:"exclude_seed_edges,omitempty"`
 }
+
+// SeedEdges are a link loader's seed edges: Src[i] → Dst[i], relabelled
+// global ids.
+type SeedEdges struct {
+	Src []uint64 `json:"src"`
+	Dst []uint64 `json:"dst"`
+}
+
+// MaxNegRatio bounds neg_ratio (sample.MaxNegRatio).
+const MaxNegRatio = 1024
 
 // DefaultLoaderOptions are what an open_loader request gets for each
 // field it leaves out.
@@ -136,11 +154,25 @@ func (r *Request) Validate() error {
 
 // Validate checks open_loader options; see Request.Validate.
 func (o *LoaderOptions) Validate() error {
+	given := 0
+	for _, g := range []bool{o.Split != "", o.SeedIDs != nil, o.SeedEdges != nil} {
+		if g {
+			given++
+		}
+	}
 	switch {
-	case o.Split == "" && o.SeedIDs == nil:
-		return &Error{Key: "split", Msg: `missing: give split ("train", "val", "test") or seed_ids`}
+	case given == 0:
+		return &Error{Key: "split", Msg: `missing: give split ("train", "val", "test"), seed_ids or seed_edges`}
+	case given > 1 && o.SeedEdges != nil:
+		return &Error{Key: "seed_edges", Msg: "give split, seed_ids or seed_edges, one of them"}
 	case o.Split != "" && o.SeedIDs != nil:
 		return &Error{Key: "seed_ids", Msg: "give split or seed_ids, not both"}
+	case o.SeedEdges != nil && (len(o.SeedEdges.Src) == 0 || len(o.SeedEdges.Src) != len(o.SeedEdges.Dst)):
+		return &Error{Key: "seed_edges", Msg: fmt.Sprintf("%d sources and %d destinations: want as many, at least one", len(o.SeedEdges.Src), len(o.SeedEdges.Dst))}
+	case o.NegRatio < 0 || o.NegRatio > MaxNegRatio:
+		return &Error{Key: "neg_ratio", Msg: fmt.Sprintf("%d is out of range 0..%d", o.NegRatio, MaxNegRatio)}
+	case o.SeedEdges == nil && (o.NegRatio != 0 || o.ExcludeSeedEdges):
+		return &Error{Key: "neg_ratio", Msg: "neg_ratio and exclude_seed_edges need seed_edges (a link loader)"}
 	case o.Split != "" && !contains(splits, o.Split):
 		return &Error{Key: "split", Msg: fmt.Sprintf("%q is not one of train, val, test", o.Split)}
 	case o.SeedIDs != nil && len(o.SeedIDs) == 0:
