@@ -6,6 +6,10 @@ with the sampler's extras): ``x`` (N, D) float32/float16, ``edge_index``
 sampled for), ``y`` int64 (B,) or (B, L), ``n_id`` (N,) int64 relabelled
 global ids with the B seeds first, ``batch_size`` B, and
 ``num_sampled_nodes`` / ``num_sampled_edges`` as lists of ints per hop.
+A link batch (a loader of seed_edges) also has ``edge_label_index`` (2, P)
+int64, the pairs to score as positions in n_id (its seed edges, then
+their negatives), and ``edge_label`` (P,) float32 (1, then 0), as PyG's
+LinkNeighborLoader; both are None in a node batch.
 
 Tensors made by from_record() are created with torch.frombuffer over the
 buffer that holds the record: no copy. Each keeps the buffer (the ring's
@@ -16,23 +20,26 @@ releases the record; copy() gives a Batch that owns its memory.
 import torch
 
 from .errors import LoaderError
-from .record import (SEC_EDGE_INDEX, SEC_NID, SEC_X, SEC_Y, X_F16, X_F32, decode_record)
+from .record import (SEC_EDGE_INDEX, SEC_EDGE_LABEL, SEC_EDGE_LABEL_INDEX, SEC_NID, SEC_X, SEC_Y, X_F16, X_F32,
+                     decode_record)
 
 _X_DTYPE = {X_F32: torch.float32, X_F16: torch.float16}
 
-_TENSORS = ("x", "edge_index", "y", "n_id")
+_TENSORS = ("x", "edge_index", "y", "n_id", "edge_label_index", "edge_label")
 
 
 class Batch:
     """One mini-batch. Attributes: x, edge_index, y, n_id (tensors; x is
     None without features, y None without labels), batch_size (int),
     num_sampled_nodes, num_sampled_edges (lists of int), epoch, index
-    (the batch's place in its epoch)."""
+    (the batch's place in its epoch); edge_label_index, edge_label (link
+    batches; None otherwise)."""
 
     __slots__ = ("x", "edge_index", "y", "n_id", "batch_size", "num_sampled_nodes", "num_sampled_edges",
-                 "epoch", "index")
+                 "epoch", "index", "edge_label_index", "edge_label")
 
-    def __init__(self, x, edge_index, y, n_id, batch_size, num_sampled_nodes, num_sampled_edges, epoch=0, index=0):
+    def __init__(self, x, edge_index, y, n_id, batch_size, num_sampled_nodes, num_sampled_edges, epoch=0, index=0,
+                 edge_label_index=None, edge_label=None):
         self.x = x
         self.edge_index = edge_index
         self.y = y
@@ -42,6 +49,8 @@ class Batch:
         self.num_sampled_edges = num_sampled_edges
         self.epoch = epoch
         self.index = index
+        self.edge_label_index = edge_label_index
+        self.edge_label = edge_label
 
     @property
     def num_nodes(self):
@@ -54,7 +63,7 @@ class Batch:
     def _map(self, fn):
         t = {k: (None if getattr(self, k) is None else fn(getattr(self, k))) for k in _TENSORS}
         return Batch(t["x"], t["edge_index"], t["y"], t["n_id"], self.batch_size, list(self.num_sampled_nodes),
-                     list(self.num_sampled_edges), self.epoch, self.index)
+                     list(self.num_sampled_edges), self.epoch, self.index, t["edge_label_index"], t["edge_label"])
 
     def to(self, device, non_blocking=False):
         """A Batch with every tensor moved to device ("cuda:0", "cpu", a
@@ -109,7 +118,12 @@ def from_record(buf, offset, rec, copy=False):
     if rec.label_dim:
         y = _view(buf, offset + s[SEC_Y][0], torch.int64, b * rec.label_dim)
         y = y.view(b) if rec.label_dim == 1 else y.view(b, rec.label_dim)
-    bt = Batch(x, edge_index, y, n_id, b, rec.num_sampled_nodes, rec.num_sampled_edges, rec.epoch, rec.index)
+    eli = el = None
+    if rec.pairs:
+        p = rec.pairs
+        eli = _view(buf, offset + s[SEC_EDGE_LABEL_INDEX][0], torch.int64, 2 * p).view(2, p)
+        el = _view(buf, offset + s[SEC_EDGE_LABEL][0], torch.float32, p)
+    bt = Batch(x, edge_index, y, n_id, b, rec.num_sampled_nodes, rec.num_sampled_edges, rec.epoch, rec.index, eli, el)
     return bt.copy() if copy else bt
 
 

@@ -56,17 +56,34 @@ class Loader:
     (2, 4 and "1GB" unless node.toml changes them). features / labels
     turn x / y off. copy=True yields batches that own their memory.
     timeout bounds each control request in seconds (opening a loader
-    spawns its samplers)."""
+    spawns its samplers).
+
+    Link prediction (PyG's LinkNeighborLoader, DGL's
+    as_edge_prediction_sampler): seed_edges, a (2, M) tensor or a pair of
+    id sequences (sources, destinations), instead of split / seed_ids;
+    batch_size seed edges per batch, neg_ratio negatives each (the same
+    source, a destination uniform over the graph), and with
+    exclude_seed_edges=True the sampled edges between a seed edge's ends
+    are left out. Batches then carry edge_label_index and edge_label."""
 
     def __init__(self, socket="/run/graphnode/node.sock", split=None, seed_ids=None, fanouts=(15, 10, 5),
                  batch_size=1024, shuffle=True, drop_last=False, epochs=1, seed=0, rank=0, world_size=1,
                  workers=None, concurrency=None, ring_size=None, features=True, labels=True, copy=False,
-                 timeout=60.0):
+                 timeout=60.0, seed_edges=None, neg_ratio=0, exclude_seed_edges=False):
         req = {"op": OP_OPEN_LOADER, "fanouts": [int(f) for f in fanouts], "batch_size": int(batch_size),
                "shuffle": bool(shuffle), "drop_last": bool(drop_last), "epochs": int(epochs), "seed": int(seed),
                "rank": int(rank), "world_size": int(world_size), "features": bool(features),
                "labels": bool(labels)}
-        if seed_ids is not None:
+        if seed_edges is not None:
+            if split is not None or seed_ids is not None:
+                raise ValueError("loader: give split, seed_ids or seed_edges, one of them")
+            src, dst = seed_edges[0], seed_edges[1]
+            src = src.tolist() if hasattr(src, "tolist") else list(src)
+            dst = dst.tolist() if hasattr(dst, "tolist") else list(dst)
+            req["seed_edges"] = {"src": [int(i) for i in src], "dst": [int(i) for i in dst]}
+            req["neg_ratio"] = int(neg_ratio)
+            req["exclude_seed_edges"] = bool(exclude_seed_edges)
+        elif seed_ids is not None:
             if split is not None:
                 raise ValueError("loader: give split or seed_ids, not both")
             ids = seed_ids.tolist() if hasattr(seed_ids, "tolist") else list(seed_ids)

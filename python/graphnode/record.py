@@ -10,8 +10,10 @@ each section lies. batch.py turns a Record into torch tensors.
         12      4  hops H
         16      8  record length (multiple of 64)
         24..63     epoch, batch index, batch_size B, num nodes N, num edges E
-        64..79     feat dim D, x dtype (0 f32, 1 f16), label dim L, reserved
-        80    112  section table: 7 x (offset u64, length u64)
+        64..79     feat dim D, x dtype (0 f32, 1 f16), label dim L, pairs P
+                   (minor 1: a link batch's scored pairs; reserved 0 in minor 0)
+        80    144  section table: 9 x (offset u64, length u64) (minor 0: 7,
+                   the last two entries reserved 0)
        252      4  CRC-32C of bytes [0, 252)
        256         sections, 64-byte aligned
 """
@@ -35,9 +37,12 @@ OFF_CRC = HEADER_SIZE - 4
 KIND_BATCH, KIND_END_OF_EPOCH, KIND_ERROR, KIND_END_OF_STREAM = 1, 2, 3, 4
 KIND_NAMES = {1: "batch", 2: "end of epoch", 3: "error", 4: "end of stream"}
 
-SEC_NID, SEC_EDGE_INDEX, SEC_NUM_SAMPLED_NODES, SEC_NUM_SAMPLED_EDGES, SEC_X, SEC_Y, SEC_MESSAGE = range(7)
-NUM_SECTIONS = 7
-SECTION_NAMES = ("n_id", "edge_index", "num_sampled_nodes", "num_sampled_edges", "x", "y", "message")
+(SEC_NID, SEC_EDGE_INDEX, SEC_NUM_SAMPLED_NODES, SEC_NUM_SAMPLED_EDGES, SEC_X, SEC_Y, SEC_MESSAGE,
+ SEC_EDGE_LABEL_INDEX, SEC_EDGE_LABEL) = range(9)
+NUM_SECTIONS = 9
+SECTIONS_MINOR_0 = 7
+SECTION_NAMES = ("n_id", "edge_index", "num_sampled_nodes", "num_sampled_edges", "x", "y", "message",
+                 "edge_label_index", "edge_label")
 
 X_F32, X_F16 = 0, 1
 _X_SIZE = {X_F32: 4, X_F16: 2}
@@ -105,7 +110,7 @@ class Record:
     ``message`` are read out; the bulk sections are left in place."""
 
     __slots__ = ("kind", "minor", "hops", "size", "epoch", "index", "batch_size", "num_nodes", "num_edges",
-                 "feat_dim", "x_dtype", "label_dim", "sections", "num_sampled_nodes", "num_sampled_edges",
+                 "feat_dim", "x_dtype", "label_dim", "pairs", "sections", "num_sampled_nodes", "num_sampled_edges",
                  "message")
 
     @property
@@ -124,11 +129,12 @@ def _lengths(r, limit):
     xs = _X_SIZE.get(r.x_dtype, 0)
     msg_len = r.sections[SEC_MESSAGE][1]
     if (limit > 1 << 40 or r.num_nodes > limit or r.num_edges > limit or r.batch_size > limit or msg_len > limit
-            or r.feat_dim > MAX_FEAT_DIM or r.label_dim > MAX_LABEL_DIM or r.hops > MAX_HOPS or xs == 0):
+            or r.pairs > limit or r.feat_dim > MAX_FEAT_DIM or r.label_dim > MAX_LABEL_DIM or r.hops > MAX_HOPS
+            or xs == 0):
         return None
     batch = r.kind == KIND_BATCH
     ls = [8 * r.num_nodes, 16 * r.num_edges, 8 * (r.hops + 1) if batch else 0, 8 * r.hops if batch else 0,
-          r.num_nodes * r.feat_dim * xs, 8 * r.batch_size * r.label_dim, msg_len]
+          r.num_nodes * r.feat_dim * xs, 8 * r.batch_size * r.label_dim, msg_len, 16 * r.pairs, 4 * r.pairs]
     if any(n > big for n in ls):
         return None
     return ls
@@ -174,9 +180,16 @@ def decode_record(buf, offset=0, length=None, check_crc=True, address=None):
     r = Record()
     r.minor = minor
     (r.kind, r.hops, size, r.epoch, r.index, r.batch_size, r.num_nodes, r.num_edges,
-     r.feat_dim, r.x_dtype, r.label_dim) = f[3:14]
+     r.feat_dim, r.x_dtype, r.label_dim, r.pairs) = f[3:15]
     t = f[15:]
     r.sections = [(t[2 * i], t[2 * i + 1]) for i in range(NUM_SECTIONS)]
+    sections = NUM_SECTIONS
+    if minor == 0:
+        # No link sections: the pair count and their table entries were
+        # reserved bytes, zero.
+        if r.pairs or any(t[2 * SECTIONS_MINOR_0:]):
+            raise _corrupt("minor version 0 with reserved bytes set")
+        sections = SECTIONS_MINOR_0
     r.num_sampled_nodes = r.num_sampled_edges = None
     r.message = ""
     msg_len = r.sections[SEC_MESSAGE][1]
@@ -188,7 +201,7 @@ def decode_record(buf, offset=0, length=None, check_crc=True, address=None):
             raise _corrupt("batch with %d hops, %d seeds, %d nodes, %d message bytes",
                            r.hops, r.batch_size, r.num_nodes, msg_len)
     elif r.kind in (KIND_END_OF_EPOCH, KIND_ERROR, KIND_END_OF_STREAM):
-        if r.hops | r.feat_dim | r.label_dim | r.x_dtype or r.batch_size | r.num_nodes | r.num_edges:
+        if r.hops | r.feat_dim | r.label_dim | r.x_dtype or r.batch_size | r.num_nodes | r.num_edges | r.pairs:
             raise _corrupt("%s record with batch counts", r.kind_name)
         if (r.kind != KIND_ERROR and msg_len != 0) or msg_len > MAX_MESSAGE:
             raise _corrupt("%s record with a %d-byte message", r.kind_name, msg_len)
@@ -199,7 +212,7 @@ def decode_record(buf, offset=0, length=None, check_crc=True, address=None):
         raise _corrupt("counts (%d nodes, %d edges, %d seeds, feat dim %d x dtype %d, label dim %d, %d hops) do not fit %d bytes",
                        r.num_nodes, r.num_edges, r.batch_size, r.feat_dim, r.x_dtype, r.label_dim, r.hops, size)
     prev = HEADER_SIZE
-    for i, (off, ln) in enumerate(r.sections):
+    for i, (off, ln) in enumerate(r.sections[:sections]):
         if ln != want[i]:
             raise _corrupt("section %d (%s) is %d bytes, counts say %d", i, SECTION_NAMES[i], ln, want[i])
         if off % ALIGN or off < prev or off > size or ln > size - off:
@@ -214,6 +227,11 @@ def decode_record(buf, offset=0, length=None, check_crc=True, address=None):
         if r.num_sampled_nodes[0] != r.batch_size:
             raise _corrupt("num_sampled_nodes[0] = %d, batch size %d", r.num_sampled_nodes[0], r.batch_size)
         _check_counts(r)
+        if r.pairs:
+            off = offset + r.sections[SEC_EDGE_LABEL_INDEX][0]
+            pos = np.frombuffer(mv, dtype="<i8", count=2 * r.pairs, offset=off)
+            if pos.min() < 0 or pos.max() >= r.num_nodes:
+                raise _corrupt("edge_label_index entry outside [0, %d)", r.num_nodes)
     elif r.kind == KIND_ERROR:
         off = offset + r.sections[SEC_MESSAGE][0]
         r.message = bytes(mv[off:off + msg_len]).decode("utf-8", "replace")

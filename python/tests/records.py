@@ -14,14 +14,14 @@ def _align(n):
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-def _header(kind, hops, epoch, index, b, n, e, d, xt, ld, lengths):
+def _header(kind, hops, epoch, index, b, n, e, d, xt, ld, lengths, pairs=0):
     spans, off = [], HEADER_SIZE
     for ln in lengths:
         spans.append((off, ln))
         off = _align(off + ln)
     size = off
     hd = bytearray(HEADER_SIZE)
-    struct.pack_into("<4sHHIIQQQQQQIIII", hd, 0, b"GNBR", 1, 0, kind, hops, size, epoch, index, b, n, e, d, xt, ld, 0)
+    struct.pack_into("<4sHHIIQQQQQQIIII", hd, 0, b"GNBR", 1, 1, kind, hops, size, epoch, index, b, n, e, d, xt, ld, pairs)
     for i, (o, ln) in enumerate(spans):
         struct.pack_into("<QQ", hd, 80 + 16 * i, o, ln)
     struct.pack_into("<I", hd, OFF_CRC, crc32c(hd[:OFF_CRC]))
@@ -31,18 +31,23 @@ def _header(kind, hops, epoch, index, b, n, e, d, xt, ld, lengths):
 
 
 def encode_batch(epoch, index, n_id, row, col, num_sampled_nodes, num_sampled_edges, x=None, y=None,
-                 x_dtype=X_F32, label_dim=1):
-    """One batch record. x: (N, D) array-like or None; y: B*label_dim ints."""
+                 x_dtype=X_F32, label_dim=1, edge_label_index=None, edge_label=None):
+    """One batch record. x: (N, D) array-like or None; y: B*label_dim ints;
+    a link batch's edge_label_index ((src positions, dst positions)) and
+    edge_label (floats)."""
     n, e, hops = len(n_id), len(row), len(num_sampled_edges)
     b = num_sampled_nodes[0]
     xa = np.zeros((n, 0), dtype=np.float32) if x is None else np.asarray(x, dtype=np.float32 if x_dtype == X_F32 else np.float16)
     d = xa.shape[1]
     ya = np.asarray([] if y is None else y, dtype="<i8").reshape(-1)
     ld = 0 if y is None else label_dim
-    lengths = [8 * n, 16 * e, 8 * (hops + 1), 8 * hops, xa.nbytes, 8 * ya.size, 0]
-    rec, spans = _header(KIND_BATCH, hops, epoch, index, b, n, e, d, x_dtype if d else X_F32, ld, lengths)
+    eli = np.asarray([] if edge_label_index is None else edge_label_index, dtype="<i8").reshape(-1)
+    el = np.asarray([] if edge_label is None else edge_label, dtype="<f4")
+    lengths = [8 * n, 16 * e, 8 * (hops + 1), 8 * hops, xa.nbytes, 8 * ya.size, 0, eli.nbytes, el.nbytes]
+    rec, spans = _header(KIND_BATCH, hops, epoch, index, b, n, e, d, x_dtype if d else X_F32, ld, lengths, el.size)
     parts = [np.asarray(n_id, dtype="<i8"), np.concatenate([np.asarray(row, dtype="<i8"), np.asarray(col, dtype="<i8")]),
-             np.asarray(num_sampled_nodes, dtype="<i8"), np.asarray(num_sampled_edges, dtype="<i8"), xa, ya]
+             np.asarray(num_sampled_nodes, dtype="<i8"), np.asarray(num_sampled_edges, dtype="<i8"), xa, ya,
+             np.zeros(0, dtype="u1"), eli, el]
     for (o, ln), arr in zip(spans, parts):
         rec[o:o + ln] = arr.tobytes()
     return bytes(rec)
@@ -51,8 +56,8 @@ def encode_batch(epoch, index, n_id, row, col, num_sampled_nodes, num_sampled_ed
 def encode_control(kind, epoch, index, msg=""):
     """An end-of-epoch (2), error (3) or end-of-stream (4) record."""
     m = msg.encode()[:MAX_MESSAGE] if kind == 3 else b""
-    rec, spans = _header(kind, 0, epoch, index, 0, 0, 0, 0, 0, 0, [0] * (NUM_SECTIONS - 1) + [len(m)])
-    o = spans[-1][0]
+    rec, spans = _header(kind, 0, epoch, index, 0, 0, 0, 0, 0, 0, [0] * 6 + [len(m), 0, 0])
+    o = spans[6][0]
     rec[o:o + len(m)] = m
     return bytes(rec)
 

@@ -289,6 +289,36 @@ class NodeTest(unittest.TestCase):
             control.stats(self.sock, timeout=1)
 
 
+    def test_link_loader(self):
+        """A link loader over edges of the graph (taken from a node
+        batch): each batch scores its seed edges, then 2 negatives each
+        with the same source, labels 1 then 0, and with
+        exclude_seed_edges no sampled edge joins a seed edge's ends."""
+        b = next(iter(self.loader(epochs=1, copy=True, shuffle=False)))
+        src = b.n_id[b.edge_index[0]][:100]
+        dst = b.n_id[b.edge_index[1]][:100]
+        lo = self.loader(seed_edges=torch.stack([src, dst]), neg_ratio=2, exclude_seed_edges=True, batch_size=32,
+                         shuffle=False, epochs=1)
+        self.assertEqual(len(lo), 4)
+        at = 0
+        for lb in lo:
+            p = min(32, 100 - at)
+            self.assertEqual(tuple(lb.edge_label_index.shape), (2, 3 * p))
+            self.assertEqual(lb.edge_label.tolist(), [1.0] * p + [0.0] * (2 * p))
+            ends = lb.n_id[lb.edge_label_index]
+            self.assertTrue(torch.equal(ends[0, :p], src[at:at + p]) and torch.equal(ends[1, :p], dst[at:at + p]))
+            self.assertTrue(torch.equal(ends[0, p:], src[at:at + p].repeat_interleave(2)))
+            self.assertTrue(bool((ends[1, p:] < 2000).all()))
+            self.assertLess(int(lb.edge_label_index.max()), lb.batch_size)
+            seed_pairs = {tuple(sorted(e)) for e in zip(src[at:at + p].tolist(), dst[at:at + p].tolist())}
+            sampled = zip(lb.n_id[lb.edge_index[0]].tolist(), lb.n_id[lb.edge_index[1]].tolist())
+            self.assertFalse(seed_pairs & {tuple(sorted(e)) for e in sampled}, "a seed edge was sampled")
+            at += p
+        self.assertEqual(at, 100)
+        with self.assertRaises(graphnode.ControlError) as cm:
+            self.loader(seed_edges=([1, 2], [3]))
+        self.assertEqual(cm.exception.key, "seed_edges")
+
     def test_node_data(self):
         """graphnode.NodeData: the features of a batch's nodes and the
         labels of its seeds, asked by global id, equal the batch's; ids out

@@ -15,24 +15,30 @@ from graphnode.record import KIND_END_OF_EPOCH, KIND_END_OF_STREAM, KIND_ERROR, 
 from .records import X_F16, encode_batch, encode_control, fix_crc, toy_batch
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-GOLDEN_BIN = os.path.join(REPO, "sample", "testdata", "batch_v1.bin")
-GOLDEN_JSON = os.path.join(REPO, "sample", "testdata", "batch_v1.json")
+TESTDATA = os.path.join(REPO, "sample", "testdata")
 
 
-def golden():
-    with open(GOLDEN_BIN, "rb") as f:
+def golden(name="batch_v1"):
+    """The Go encoder's record testdata/<name>.bin and its content."""
+    with open(os.path.join(TESTDATA, name + ".bin"), "rb") as f:
         raw = f.read()
-    with open(GOLDEN_JSON) as f:
+    with open(os.path.join(TESTDATA, name + ".json")) as f:
         want = json.load(f)
     return raw, want
 
 
 class GoldenTest(unittest.TestCase):
     """sample/testdata/batch_v1.bin is written by the Go encoder
-    (go test ./sample -run Golden -update); batch_v1.json is its content."""
+    (go test ./sample -run Golden -update); batch_v1.json is its content.
+    batch_link_v1 is a link batch; batch_v1_0 a record of minor version 0
+    (before the link sections), which still decodes."""
 
     def test_every_field(self):
-        raw, want = golden()
+        for name in ("batch_v1", "batch_link_v1", "batch_v1_0"):
+            with self.subTest(name):
+                self.check_golden(*golden(name))
+
+    def check_golden(self, raw, want):
         rec = graphnode.decode_record(raw)
         self.assertEqual(raw[:4].decode(), want["magic"])
         self.assertEqual((1, rec.minor), (want["major"], want["minor"]))
@@ -49,7 +55,9 @@ class GoldenTest(unittest.TestCase):
         self.assertEqual(rec.x_dtype, want["x_dtype"])
         self.assertEqual(rec.label_dim, want["label_dim"])
         names = graphnode.record.SECTION_NAMES
-        self.assertEqual({names[i]: list(s) for i, s in enumerate(rec.sections)}, want["sections"])
+        self.assertEqual({names[i]: list(s) for i, s in enumerate(rec.sections) if names[i] in want["sections"]},
+                         want["sections"])
+        self.assertEqual(len(want["sections"]), 7 if rec.minor == 0 else 9)
         self.assertEqual(rec.num_sampled_nodes, want["num_sampled_nodes"])
         self.assertEqual(rec.num_sampled_edges, want["num_sampled_edges"])
 
@@ -67,6 +75,18 @@ class GoldenTest(unittest.TestCase):
         self.assertEqual(b.y.tolist(), [r[0] for r in want["y"]])
         self.assertEqual(b.num_sampled_nodes, want["num_sampled_nodes"])
         self.assertEqual(b.num_sampled_edges, want["num_sampled_edges"])
+        if "pairs" in want:
+            self.assertEqual(rec.pairs, want["pairs"])
+            self.assertEqual(b.edge_label_index.dtype, torch.int64)
+            self.assertEqual(b.edge_label_index.tolist(), want["edge_label_index"])
+            self.assertEqual(b.edge_label.dtype, torch.float32)
+            self.assertEqual(b.edge_label.tolist(), want["edge_label"])
+            c = b.copy()
+            self.assertEqual(c.edge_label_index.tolist(), want["edge_label_index"])
+        else:
+            self.assertEqual(rec.pairs, 0)
+            self.assertIsNone(b.edge_label_index)
+            self.assertIsNone(b.edge_label)
 
     def test_crc(self):
         raw, _ = golden()
@@ -82,6 +102,12 @@ class GoldenTest(unittest.TestCase):
         y = [v for row in want["y"] for v in row]
         got = encode_batch(want["epoch"], want["batch"], want["n_id"], want["edge_index"][0], want["edge_index"][1],
                            want["num_sampled_nodes"], want["num_sampled_edges"], want["x"], y, label_dim=1)
+        self.assertEqual(got, raw)
+        raw, want = golden("batch_link_v1")
+        y = [v for row in want["y"] for v in row]
+        got = encode_batch(want["epoch"], want["batch"], want["n_id"], want["edge_index"][0], want["edge_index"][1],
+                           want["num_sampled_nodes"], want["num_sampled_edges"], want["x"], y, label_dim=1,
+                           edge_label_index=want["edge_label_index"], edge_label=want["edge_label"])
         self.assertEqual(got, raw)
 
 
@@ -159,6 +185,8 @@ class RejectTest(unittest.TestCase):
              "end of epoch record with batch counts"),
             ("message in end of stream", mutate(mutate(err, 8, "<I", KIND_END_OF_STREAM), 0, "<4s", b"GNBR"),
              graphnode.CorruptError, "end of stream record with a 1-byte message"),
+            ("pairs without sections", mutate(raw, 76, "<I", 1), graphnode.CorruptError, "section 7 \\(edge_label_index\\)"),
+            ("minor 0 with pairs", mutate(mutate(raw, 6, "<H", 0), 76, "<I", 1), graphnode.CorruptError, "minor version 0 with reserved"),
         ]
         for name, rec, exc, text in cases:
             with self.subTest(name):
