@@ -37,12 +37,22 @@ func clusterParts(t *testing.T, n int) string { return clusterPartsCached(t, n, 
 // --cache-ratio`; 0 = no cache).
 func clusterPartsCached(t *testing.T, n int, cacheRatio float64) string {
 	t.Helper()
+	return clusterPartsOf(t, n, cacheRatio, csr.TypeF32)
+}
+
+// clusterPartsOf is clusterPartsCached with features stored as featType
+// (csr.TypeF32 or csr.TypeF16).
+func clusterPartsOf(t *testing.T, n int, cacheRatio float64, featType csr.ElemType) string {
+	t.Helper()
 	bin, _ := setup(t)
 	clusterFixture.mu.Lock()
 	defer clusterFixture.mu.Unlock()
 	name := fmt.Sprintf("parts-%d", n)
 	if cacheRatio > 0 {
 		name += fmt.Sprintf("-cache%g", cacheRatio)
+	}
+	if featType != csr.TypeF32 {
+		name += "-" + featType.String()
 	}
 	if dir, ok := clusterFixture.parts[name]; ok {
 		return dir
@@ -64,7 +74,7 @@ func clusterPartsCached(t *testing.T, n int, cacheRatio float64) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wo := partition.WriteOptions{Parts: n, Method: partition.MethodRandom, Workers: 1}
+	wo := partition.WriteOptions{Parts: n, Method: partition.MethodRandom, Workers: 1, FeatType: featType}
 	if cacheRatio > 0 {
 		wo.Fanouts, wo.Cache = []int{5, 5}, partition.CacheOptions{Ratio: cacheRatio}
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,32 +139,16 @@ func TestNodeData(t *testing.T) {
 // TestNodeDataF16: a partition set of float16 features is read as it is
 // stored, through a node (owned and peer rows) and through a client node.
 func TestNodeDataF16(t *testing.T) {
-	setup(t)
-	parts := filepath.Join(t.TempDir(), "parts")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	g, err := partition.SBM(ctx, partition.SBMConfig{Nodes: 1500, Blocks: 3, AvgDegree: 6, FeatDim: 6, Seed: 2, TrainFrac: 0.5, Workers: 1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	adj, err := partition.BuildAdj(ctx, g, csr.In, partition.CleanOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	assign := make([]uint32, g.NumNodes)
-	for i := range assign {
-		assign[i] = uint32(i % 2)
-	}
-	if _, err := partition.Write(ctx, parts, g, adj, assign, partition.WriteOptions{Parts: 2, Method: "random", FeatType: csr.TypeF16, Workers: 1}); err != nil {
-		t.Fatal(err)
-	}
+	parts := clusterPartsOf(t, 2, 0, csr.TypeF16)
 	rows, labels := partRows(t, parts)
-	if len(rows[0]) != 12 {
-		t.Fatalf("rows of %d bytes, want 6 float16 values", len(rows[0]))
+	if len(rows[0]) != 32 {
+		t.Fatalf("rows of %d bytes, want 16 float16 values", len(rows[0]))
 	}
 	c := startCluster(t, parts, 2, "10s")
 	_, clientSocket := c.startClient("10s")
-	ids := []uint64{0, 1499, 750, 3, 3}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ids := []uint64{0, uint64(len(rows) - 1), uint64(len(rows) / 2), 3, 3}
 	for _, s := range []string{c.sockets[0], clientSocket} {
 		checkDataOf(t, ctx, s, control.DTypeF16, ids, rows, labels)
 	}
