@@ -152,6 +152,57 @@ func benchSample(b *testing.B, m *Mem, fanouts []int, batch int) {
 	b.ReportMetric(float64(nodes)/float64(i), "nodes/batch")
 }
 
+// BenchmarkSampleLink: go test ./sample -run '^$' -bench 'SampleLink' -benchtime 200x
+// Link batches of 512 edges of the graph itself (so that exclusion has
+// edges to drop), 1 negative each (1024 + up to 512 seed nodes), fanouts
+// 10,10 on the R-MAT of BenchmarkSample: the cost of the seed bookkeeping,
+// the negatives and the exclusion against a node batch of as many seeds.
+func BenchmarkSampleLink(b *testing.B) {
+	m := rmatMem(b)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(3, 3))
+	type edges struct{ src, dst []uint64 }
+	var batches []edges
+	for range 16 {
+		var e edges
+		for len(e.src) < 512 {
+			v := r.Uint64N(m.End())
+			if nb := m.Neighbors(uint32(v)); len(nb) > 0 {
+				e.src, e.dst = append(e.src, nb[r.IntN(len(nb))]), append(e.dst, v)
+			}
+		}
+		batches = append(batches, e)
+	}
+	for _, exclude := range []bool{false, true} {
+		b.Run(fmt.Sprintf("exclude=%v", exclude), func(b *testing.B) {
+			s, err := New(Config{Fanouts: []int{10, 10}, Local: m})
+			if err != nil {
+				b.Fatal(err)
+			}
+			o := LinkOptions{NegRatio: 1, NumNodes: m.End(), Exclude: exclude}
+			for i, e := range batches { // grow every buffer to its steady size
+				if _, err := s.SampleLink(ctx, BatchKey{Seed: 1, Batch: uint64(i)}, e.src, e.dst, o); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			var sampled, seeds, i int
+			for b.Loop() {
+				e := batches[i%len(batches)]
+				bt, err := s.SampleLink(ctx, BatchKey{Seed: 1, Batch: uint64(i)}, e.src, e.dst, o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sampled += bt.NumEdges()
+				seeds += bt.BatchSize
+				i++
+			}
+			b.ReportMetric(float64(sampled)/b.Elapsed().Seconds(), "edges/s")
+			b.ReportMetric(float64(seeds)/float64(i), "seeds/batch")
+		})
+	}
+}
+
 func joinInts(v []int) string {
 	s := ""
 	for i, x := range v {

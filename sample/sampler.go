@@ -291,10 +291,16 @@ func (s *Sampler) merge(lo, hi int) error {
 		}
 		e += c
 	}
-	if len(s.exclude) > 0 {
+	if len(s.exclude) > 0 && lo < b.BatchSize {
+		// Both ends of an excluded pair are seeds: only edges sampled
+		// for a seed (hop 0) can be one.
 		k := 0
 		for j, v := range nbrs {
-			if _, drop := s.exclude[pairKey(b.NID[col[j]], v)]; !drop {
+			drop := false
+			if c := col[j]; c < int64(b.BatchSize) {
+				_, drop = s.exclude[pairKey(b.NID[c], v)]
+			}
+			if !drop {
 				col[k], nbrs[k] = col[j], v
 				k++
 			}
