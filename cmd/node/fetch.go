@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
-
-	"golang.org/x/term"
 
 	"graphnode/node"
 )
@@ -35,10 +32,7 @@ func runFetch(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	tty := false
-	if f, ok := a.stderr.(*os.File); ok {
-		tty = term.IsTerminal(int(f.Fd()))
-	}
+	tty := isTerminal(a.stderr)
 	opts := node.FetchOptions{All: *all, Wait: *wait}
 	if tty {
 		opts.Progress = func(line string) { fmt.Fprintf(a.stderr, "\r\033[K%s", line) }

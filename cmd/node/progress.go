@@ -21,12 +21,12 @@ type progress struct {
 	last  time.Time
 }
 
-func newProgress(w io.Writer) *progress {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		tty = term.IsTerminal(int(f.Fd()))
-	}
-	return &progress{w: w, tty: tty}
+func newProgress(w io.Writer) *progress { return &progress{w: w, tty: isTerminal(w)} }
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // report matches partition.Progress: done out of total (0 = unknown).

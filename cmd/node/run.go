@@ -11,8 +11,6 @@ import (
 	"runtime/debug"
 	"sync"
 
-	"golang.org/x/term"
-
 	"graphnode/node"
 )
 
@@ -82,7 +80,7 @@ func resolveLogFormat(format string, w io.Writer) string {
 	if format != "auto" {
 		return format
 	}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) && os.Getenv("JOURNAL_STREAM") == "" {
+	if isTerminal(w) && os.Getenv("JOURNAL_STREAM") == "" {
 		return "text"
 	}
 	return "json"
