@@ -88,8 +88,8 @@ func (n *Node) answerData(ctx context.Context, body []byte) ([]byte, error) {
 		if s.labelDim == 0 {
 			return nil, errors.New("node: node data: the partition set has no labels")
 		}
-		if max := (control.MaxFrame - 10) / (4 * s.labelDim); k > max {
-			return nil, fmt.Errorf("node: node data: %d ids: the labels of at most %d fit one answer", k, max)
+		if most := (control.MaxFrame - 10) / (4 * s.labelDim); k > most {
+			return nil, fmt.Errorf("node: node data: %d ids: the labels of at most %d fit one answer", k, most)
 		}
 		wide := make([]int64, k*s.labelDim)
 		if err := src.GatherLabels(ctx, req.IDs, wide); err != nil {
@@ -105,8 +105,8 @@ func (n *Node) answerData(ctx context.Context, body []byte) ([]byte, error) {
 		return nil, errors.New("node: node data: the partition set has no features")
 	}
 	rb := s.rowBytes()
-	if max := (control.MaxFrame - control.FeatResponseHead) / rb; k > max {
-		return nil, fmt.Errorf("node: node data: %d ids: the features of at most %d (%d bytes each) fit one answer", k, max, rb)
+	if most := (control.MaxFrame - control.FeatResponseHead) / rb; k > most {
+		return nil, fmt.Errorf("node: node data: %d ids: the features of at most %d (%d bytes each) fit one answer", k, most, rb)
 	}
 	out := control.AppendFeatResponseHead(make([]byte, 0, control.FeatResponseHead+k*rb), s.dtype, uint32(s.dim), uint32(k))
 	out = out[:control.FeatResponseHead+k*rb]

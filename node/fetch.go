@@ -100,7 +100,9 @@ func Fetch(ctx context.Context, cfg Config, log *slog.Logger, opts FetchOptions)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: fetch: node.parts: %w", err)
 	}
-	f := &fetcher{cfg: &cfg, log: log, opts: opts, dir: dir, id: id, began: time.Now()}
+	peers := cfg.meshPeers()
+	f := &fetcher{cfg: &cfg, log: log, opts: opts, dir: dir, id: id, began: time.Now(),
+		peers: peers, order: slices.Sorted(maps.Keys(peers))}
 	var done []FetchedFile
 	m, err := partition.OpenManifest(dir)
 	switch {
@@ -150,6 +152,8 @@ type fetcher struct {
 	dir   string
 	id    *mesh.Identity
 	began time.Time
+	peers map[int]mesh.Peer // [mesh.peers] but this node
+	order []int             // their parts, the order they are asked in
 }
 
 // clientConfig is a mesh client of every peer; checksum "" makes it
@@ -157,13 +161,10 @@ type fetcher struct {
 func (f *fetcher) clientConfig(checksum string) mesh.ClientConfig {
 	return mesh.ClientConfig{
 		Identity: f.id, Cluster: f.cfg.Mesh.Cluster, Checksum: checksum,
-		Part: f.cfg.ownPart(), Peers: f.cfg.meshPeers(),
+		Part: f.cfg.ownPart(), Peers: f.peers,
 		Timeout: f.cfg.MeshTimeoutDuration(), Retries: f.cfg.meshRetries(),
 	}
 }
-
-// peers are the parts of the peers in the order they are asked.
-func (f *fetcher) peers() []int { return slices.Sorted(maps.Keys(f.cfg.meshPeers())) }
 
 // ask calls try with each peer in turn, in rounds, until one succeeds.
 // A peer whose error matches mesh.ErrNotFound or ErrFetch is not asked
@@ -175,7 +176,7 @@ func (f *fetcher) ask(ctx context.Context, what string, try func(part int) error
 	skip := map[int]bool{}
 	for {
 		waiting := false
-		for _, part := range f.peers() {
+		for _, part := range f.order {
 			if skip[part] {
 				continue
 			}
@@ -258,7 +259,7 @@ func (f *fetcher) manifest(ctx context.Context) (*partition.Manifest, FetchedFil
 				break
 			}
 		}
-		from = f.cfg.meshPeers()[part].Name
+		from = f.peers[part].Name
 		var err error
 		m, err = partition.ParseManifest(data, fmt.Sprintf("%s of node %s", partition.ManifestFile, from))
 		if err != nil {
@@ -315,7 +316,7 @@ func (f *fetcher) file(ctx context.Context, cli *mesh.Client, e partition.FileEn
 	}
 	start, lastLine := time.Now(), time.Time{}
 	err = f.ask(ctx, e.Path, func(part int) error {
-		name := f.cfg.meshPeers()[part].Name
+		name := f.peers[part].Name
 		var resp mesh.FileResponse
 		for w.have < e.Size {
 			req := mesh.FileRequest{Path: e.Path, Offset: uint64(w.have), Length: uint32(f.opts.chunk)}

@@ -13,8 +13,9 @@ import (
 // describe checks o against the partition and computes what the trainer
 // is told: seeds, batches per epoch, shapes and the worst-case record.
 // In a partition set of several parts the seeds span the cluster and are
-// returned, for the samplers' spec; with one part they are nil (each
-// sampler reads them from its own mapping).
+// returned, for the samplers' spec; with one part, or for a link loader
+// (whose seed edges are in the options), they are nil: each sampler finds
+// them itself.
 func (n *Node) describe(ctx context.Context, o control.LoaderOptions) (control.LoaderInfo, []uint64, error) {
 	var seeds []uint64
 	var err error
@@ -27,7 +28,7 @@ func (n *Node) describe(ctx context.Context, o control.LoaderOptions) (control.L
 		return control.LoaderInfo{}, nil, err
 	}
 	info, err := n.describeSeeds(o, seeds)
-	if !n.multi() {
+	if !n.multi() || o.SeedEdges != nil {
 		seeds = nil
 	}
 	return info, seeds, err
