@@ -41,13 +41,14 @@ package partition
 // takes less time and memory, from 2 to 128 parts and under one, two or
 // three constraints (see rbScheme). The two halves of a bisection are
 // independent and, below 2^22 adjacency entries, run on two goroutines
-// when a worker is free. Inputs under 2^16 entries get 2^16/entries such
-// tries (at most 8; Cora: 6), each refined, run concurrently one per
-// worker, and the least cut is kept: a try costs milliseconds there and
-// one unlucky bisection is a large share of a small cut. Larger inputs
-// get one try: on BlogCatalog (668 k entries) four concurrent tries took
-// twice the wall time, four times the CPU time and 1.6 times the memory
-// of one, for cuts within 1% of one try's.
+// when a worker is free. Each bisection of an input under 2^15 entries
+// keeps the best of several tries (Cora: 2), run concurrently while
+// workers are free (see bisectBest): a try costs a fraction of a
+// millisecond there and one unlucky bisection is a large share of a
+// small cut. Larger inputs get one try: on BlogCatalog (668 k entries)
+// four concurrent tries of the whole recursion took twice the wall time,
+// four times the CPU time and 1.6 times the memory of one, for cuts
+// within 1% of one try's.
 //
 // Time is O(E) per level and pass. On power-law graphs edges barely
 // collapse (coarse vertices gather distinct neighbours), so every level
@@ -85,7 +86,7 @@ package partition
 // Determinism: the assignment is a function of the graph, Parts,
 // Imbalance and Seed. Random choices come from generators seeded by Seed
 // and used by one goroutine each; the parallel steps (contraction,
-// projection, degree computation, the concurrent tries, the halves of a
+// projection, degree computation, the tries of a bisection, the halves of a
 // bisection, each with a generator drawn before it starts) write
 // per-vertex or per-try results that do not depend on how work is split
 // among Workers, so any Workers value gives the same assignment.
@@ -94,22 +95,26 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"runtime"
+	"sync"
 )
 
 // mlStream is the second PCG word of the multilevel generator.
 const mlStream = 0x6d6c6b776179 // "mlkway"
 
-// Inputs of the recursive bisection path with fewer than mlRBTriesAdj/t
-// adjacency entries get t tries (at most mlRBMaxTries); the least cut
-// after refinement is kept. Over 60 seeds, one try cut Cora into 2 / 4 /
-// 8 parts with 200 / 331 / 528 edges on average, the best of 6 with 185
-// / 312 / 510 (gpmetis: 188 / 304 / 546); the best of 12 gains 1–2%
-// more for twice the time.
+// Bisections of an input with fewer than mlBisectTriesAdj/t adjacency
+// entries keep the best of t tries (see bisectBest), t a power of two so
+// that the tries fill two workers evenly, at most mlBisectMaxTries: the
+// bisections of a small graph cost fractions of a millisecond each, and
+// one unlucky bisection is a large share of a small cut. Cora (10556
+// entries) gets 2: over seeds 1–100 it cuts 192 / 319 / 514 edges into 2
+// / 4 / 8 parts on average, where one try cut 199 / 331 / 530 and
+// gpmetis, over its seeds 1–60, 192 / 329 / 524. Larger inputs get one.
 const (
-	mlRBMaxTries = 8
-	mlRBTriesAdj = 1 << 16
+	mlBisectMaxTries = 8
+	mlBisectTriesAdj = 1 << 15
 )
 
 // MultilevelOptions configure Multilevel.
@@ -130,11 +135,44 @@ type mlRun struct {
 	workers  int
 	progress Progress
 	ws       *mlScratch // nil until first use; see scratch
-	// spare holds a token per worker that is busy with a half of the
-	// recursion (see recurse); nil when halves run one after the other.
-	spare chan struct{}
+	tries    int        // per bisection; see bisectBest
+	// shared is the call's pool of idle workers and scratches; nil when
+	// r's work runs on its goroutine alone.
+	shared *mlShared
 	// noScratch: r's graph has more than mlScratchMaxVertices vertices.
 	noScratch bool
+}
+
+// mlShared is what the runs of one Multilevel call share: a token per
+// worker busy with a half of the recursion or a try of a bisection
+// besides the goroutine that started it, and the scratches such
+// goroutines leave, for the next to start.
+type mlShared struct {
+	spare chan struct{}
+	mu    sync.Mutex
+	free  []*mlScratch
+}
+
+// takeScratch returns an idle scratch, or nil (the taker makes one).
+func (sh *mlShared) takeScratch() *mlScratch {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if len(sh.free) == 0 {
+		return nil
+	}
+	ws := sh.free[len(sh.free)-1]
+	sh.free = sh.free[:len(sh.free)-1]
+	return ws
+}
+
+// putScratch keeps ws for the next goroutine that starts.
+func (sh *mlShared) putScratch(ws *mlScratch) {
+	if ws == nil {
+		return
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.free = append(sh.free, ws)
 }
 
 // Multilevel partitions g into opts.Parts parts with few cut edges and
@@ -158,9 +196,13 @@ func Multilevel(ctx context.Context, g *WGraph, opts MultilevelOptions) ([]uint3
 	if ub < 1 || math.IsNaN(ub) {
 		return nil, fmt.Errorf("partition: multilevel: imbalance %g: want >= 1", opts.Imbalance)
 	}
-	r := &mlRun{ctx: ctx, rng: rand.New(rand.NewPCG(opts.Seed, mlStream)), workers: opts.Workers, progress: opts.Progress}
+	r := &mlRun{ctx: ctx, rng: rand.New(rand.NewPCG(opts.Seed, mlStream)), workers: opts.Workers, progress: opts.Progress,
+		tries: mlBisectTries(len(g.Adjncy))}
 	if r.workers <= 0 {
 		r.workers = runtime.GOMAXPROCS(0)
+	}
+	if r.workers > 1 {
+		r.shared = &mlShared{spare: make(chan struct{}, r.workers-1)}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -191,8 +233,8 @@ func mlBounds(g *WGraph, k int, ub float64) (maxw, minw []int64) {
 }
 
 // rbScheme bisects g recursively into k parts and refines the result once
-// with greedy k-way moves within ub; small graphs keep the best of
-// several tries.
+// with greedy k-way moves within ub; the bisections of small graphs keep
+// the best of several tries.
 //
 // It serves every k and any number of constraints. It replaced the
 // k-way scheme (coarsen once, bisect the coarsest graph, greedy k-way
@@ -219,24 +261,26 @@ func mlBounds(g *WGraph, k int, ub float64) (maxw, minw []int64) {
 // ub^(1/⌈log2 k⌉), which compounds to ub (see recursive).
 func (r *mlRun) rbScheme(g *WGraph, k int, ub float64) ([]uint32, error) {
 	maxw, minw := mlBounds(g, k, ub)
-	where, err := r.tries(g, mlRBTries(len(g.Adjncy)), func(tr *mlRun) ([]uint32, error) {
-		where, err := tr.recursive(g, k, ub)
-		if err != nil {
-			return nil, err
-		}
-		return where, newKway(tr, g, where, k, maxw, minw).refineStrict()
-	})
+	tr := r.derive(r.rng.Uint64(), r.workers, r.ws)
+	where, err := tr.recursive(g, k, ub)
 	if err != nil {
+		return nil, err
+	}
+	if err := newKway(tr, g, where, k, maxw, minw).refineStrict(); err != nil {
 		return nil, err
 	}
 	r.progress.report("multilevel refine", 1, 1)
 	return where, nil
 }
 
-// mlRBTries is how many recursive bisections of an input with adj
-// adjacency entries are refined (see mlRBTriesAdj).
-func mlRBTries(adj int) int {
-	return max(1, min(mlRBMaxTries, mlRBTriesAdj/max(adj, 1)))
+// mlBisectTries is how many tries each bisection of an input with adj
+// adjacency entries keeps the best of (see mlBisectTriesAdj).
+func mlBisectTries(adj int) int {
+	t := mlBisectTriesAdj / max(adj, 1)
+	if t < 1 {
+		return 1
+	}
+	return min(mlBisectMaxTries, 1<<(bits.Len(uint(t))-1))
 }
 
 // mlFillEmpty gives every empty part one vertex of the part with the most

@@ -21,6 +21,7 @@ type mlScratch struct {
 	lead                []uint32 // contraction: smaller member of each coarse vertex
 	local               []uint32 // mlSubgraph: ids in the subgraph
 	where               [2][]uint32
+	best                []uint32 // bisectBest: the best try so far
 
 	// FM state of the level being refined, or k-way refinement state
 	// (id, ed, pos, locked, dense): one of them is in use at a time.

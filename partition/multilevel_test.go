@@ -323,15 +323,18 @@ func TestMeasurePartition(t *testing.T) {
 
 func TestMultilevelTriesBySize(t *testing.T) {
 	for _, tc := range []struct{ adj, want int }{
-		{0, mlRBMaxTries},
-		{1000, mlRBMaxTries},
-		{10556, 6}, // Cora
-		{mlRBTriesAdj / 2, 2},
-		{mlRBTriesAdj, 1},
+		{0, mlBisectMaxTries},
+		{1000, mlBisectMaxTries},
+		{mlBisectTriesAdj / 8, 8},
+		{mlBisectTriesAdj/8 + 1, 4},
+		{10556, 2}, // Cora
+		{mlBisectTriesAdj / 2, 2},
+		{mlBisectTriesAdj/2 + 1, 1},
+		{mlBisectTriesAdj, 1},
 		{667966, 1}, // BlogCatalog
 	} {
-		if got := mlRBTries(tc.adj); got != tc.want {
-			t.Errorf("mlRBTries(%d) = %d, want %d", tc.adj, got, tc.want)
+		if got := mlBisectTries(tc.adj); got != tc.want {
+			t.Errorf("mlBisectTries(%d) = %d, want %d", tc.adj, got, tc.want)
 		}
 	}
 }
