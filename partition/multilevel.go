@@ -132,6 +132,7 @@ type MultilevelOptions struct {
 type mlRun struct {
 	ctx      context.Context
 	rng      *rand.Rand
+	src      *rand.PCG // rng's source, for shuffle
 	workers  int
 	progress Progress
 	ws       *mlScratch // nil until first use; see scratch
@@ -141,6 +142,32 @@ type mlRun struct {
 	shared *mlShared
 	// noScratch: r's graph has more than mlScratchMaxVertices vertices.
 	noScratch bool
+}
+
+// newMLRun is a run with its own generator seeded by seed.
+func newMLRun(ctx context.Context, seed uint64, workers int) *mlRun {
+	src := rand.NewPCG(seed, mlStream)
+	return &mlRun{ctx: ctx, rng: rand.New(src), src: src, workers: workers}
+}
+
+// shuffle permutes p uniformly at random (Fisher–Yates) from r's source,
+// two positions from each 64-bit draw, each bounded by a multiply and a
+// shift (a bias below (i+1)/2^32, nothing at these sizes). rand.Shuffle
+// calls a swap function and draws once per position with a rejection
+// test: on Cora it took 86 of the 1430 µs of a bisection.
+func (r *mlRun) shuffle(p []uint32) {
+	i := len(p) - 1
+	for ; i > 1; i -= 2 {
+		x := r.src.Uint64()
+		j := int((x >> 32) * uint64(i+1) >> 32)
+		p[i], p[j] = p[j], p[i]
+		j = int((x & 0xffffffff) * uint64(i) >> 32)
+		p[i-1], p[j] = p[j], p[i-1]
+	}
+	if i == 1 {
+		j := int((r.src.Uint64() >> 32) * 2 >> 32)
+		p[1], p[j] = p[j], p[1]
+	}
 }
 
 // mlShared is what the runs of one Multilevel call share: a token per
@@ -196,8 +223,8 @@ func Multilevel(ctx context.Context, g *WGraph, opts MultilevelOptions) ([]uint3
 	if ub < 1 || math.IsNaN(ub) {
 		return nil, fmt.Errorf("partition: multilevel: imbalance %g: want >= 1", opts.Imbalance)
 	}
-	r := &mlRun{ctx: ctx, rng: rand.New(rand.NewPCG(opts.Seed, mlStream)), workers: opts.Workers, progress: opts.Progress,
-		tries: mlBisectTries(len(g.Adjncy))}
+	r := newMLRun(ctx, opts.Seed, opts.Workers)
+	r.progress, r.tries = opts.Progress, mlBisectTries(len(g.Adjncy))
 	if r.workers <= 0 {
 		r.workers = runtime.GOMAXPROCS(0)
 	}

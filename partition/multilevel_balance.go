@@ -95,7 +95,7 @@ func (s *mlKway) drain() {
 				cands = append(cands, uint32(v))
 			}
 		}
-		s.r.rng.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+		s.r.shuffle(cands)
 		slices.SortStableFunc(cands, func(a, b uint32) int {
 			ga, gb := s.ed[a]-s.id[a], s.ed[b]-s.id[b]
 			switch {

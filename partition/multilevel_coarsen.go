@@ -200,7 +200,7 @@ func (r *mlRun) degreePerm(g *WGraph, random bool) []uint32 {
 	for i := range perm {
 		perm[i] = uint32(i)
 	}
-	r.rng.Shuffle(n, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+	r.shuffle(perm)
 	limit := int(0.7 * float64(g.Xadj[n]) / float64(max(n, 1)))
 	if random || limit < 1 {
 		return perm

@@ -2,7 +2,6 @@ package partition
 
 import (
 	"math"
-	"math/rand/v2"
 	"runtime"
 	"sync"
 )
@@ -17,6 +16,10 @@ const (
 	mlGrowTries = 8
 	// mlFMPasses is the most FM passes per level of a bisection.
 	mlFMPasses = 10
+	// mlGrowFMPasses is the most FM passes of each grown bisection of
+	// the coarsest graph; the one kept gets mlFMPasses more (METIS's
+	// GrowBisection refines each with 4).
+	mlGrowFMPasses = 4
 )
 
 // bisectBest is bisect with r.tries tries, each from its own generator
@@ -131,7 +134,9 @@ func mlBisectionScore(g *WGraph, side []uint32, frac, ub float64) (exc float64, 
 // generator, r's context, tries and shared workers, and the scratch ws
 // (nil for a fresh one) of the goroutine it runs on.
 func (r *mlRun) derive(seed uint64, workers int, ws *mlScratch) *mlRun {
-	return &mlRun{ctx: r.ctx, rng: rand.New(rand.NewPCG(seed, mlStream)), workers: workers, ws: ws, tries: r.tries, shared: r.shared}
+	d := newMLRun(r.ctx, seed, workers)
+	d.ws, d.tries, d.shared = ws, r.tries, r.shared
+	return d
 }
 
 // recursive splits g into k parts by recursive multilevel bisection (as
@@ -299,13 +304,14 @@ func (r *mlRun) bisect(g *WGraph, frac, ub float64) ([]uint32, error) {
 	for try := 0; try < mlGrowTries; try++ {
 		where := r.grow(top, frac)
 		fm := newFM(r, top, where, frac, ub)
-		fm.refine(mlFMPasses)
+		fm.refine(mlGrowFMPasses)
 		exc := fm.excess()
 		if best == nil || exc < bestExc || (exc == bestExc && fm.cut < bestCut) {
 			best, bestExc, bestCut = where, exc, fm.cut
 		}
 	}
 	where := best
+	newFM(r, top, where, frac, ub).refine(mlFMPasses)
 	ws := r.scratch()
 	for l := len(levels) - 2; l >= 0; l-- {
 		if err := r.ctx.Err(); err != nil {

@@ -148,7 +148,7 @@ func (s *mlKway) optimize(passes int, balance bool, minGain float64) error {
 				cands = append(cands, uint32(v))
 			}
 		}
-		s.r.rng.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+		s.r.shuffle(cands)
 		for _, v := range cands {
 			s.heap.push(v, s.key(v))
 		}

@@ -375,7 +375,8 @@ func TestMultilevelDeterministicPaths(t *testing.T) {
 func TestMultilevelScratchReuse(t *testing.T) {
 	small, big := mlGrid(t, 24, 24), mlTestRMAT(t, 12, 1<<15, 9)
 	run := func(ws *mlScratch) []uint32 {
-		r := &mlRun{ctx: context.Background(), rng: rand.New(rand.NewPCG(4, mlStream)), workers: 1, ws: ws}
+		r := newMLRun(context.Background(), 4, 1)
+		r.ws = ws
 		where, err := r.recursive(small, 4, 1.03)
 		if err != nil {
 			t.Fatal(err)
@@ -384,7 +385,8 @@ func TestMultilevelScratchReuse(t *testing.T) {
 	}
 	fresh := run(nil)
 	used := &mlScratch{}
-	r := &mlRun{ctx: context.Background(), rng: rand.New(rand.NewPCG(8, mlStream)), workers: 1, ws: used}
+	r := newMLRun(context.Background(), 8, 1)
+	r.ws = used
 	if _, err := r.recursive(big, 8, 1.03); err != nil {
 		t.Fatal(err)
 	}
@@ -411,7 +413,7 @@ func TestMultilevelScratchOnlyForSmallGraphs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := mlGrid(t, tc.rows, 64)
-			r := &mlRun{ctx: context.Background(), rng: rand.New(rand.NewPCG(3, mlStream)), workers: 1}
+			r := newMLRun(context.Background(), 3, 1)
 			if _, err := r.recursive(g, 2, 1.03); err != nil {
 				t.Fatal(err)
 			}
@@ -433,7 +435,7 @@ func TestMultilevelFinalRefinementStrict(t *testing.T) {
 	g := mlBlogCatalog(t)
 	for _, k := range []int{4, 8} {
 		for seed := uint64(1); seed <= 2; seed++ {
-			r := &mlRun{ctx: context.Background(), rng: rand.New(rand.NewPCG(seed, mlStream)), workers: 1}
+			r := newMLRun(context.Background(), seed, 1)
 			const ub = 1.03
 			where, err := r.recursive(g, k, ub)
 			if err != nil {
