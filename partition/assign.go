@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+
+	"graphnode/partition/multilevel"
 )
 
 // Partitioning methods accepted by Assign.
@@ -157,7 +159,7 @@ func Assign(ctx context.Context, g *Graph, adj *Adj, opts AssignOptions) ([]uint
 // weights are legal there and need no +1: nodes are always a constraint,
 // so weightless vertices cannot pile up in one part.
 func assignMetis(ctx context.Context, g *Graph, adj *Adj, opts AssignOptions) ([]uint32, error) {
-	wg, err := SymmetrizeCSR(g.NumNodes, adj.Indptr, adj.Indices)
+	wg, err := multilevel.Symmetrize(g.NumNodes, adj.Indptr, adj.Indices)
 	if err != nil {
 		return nil, err
 	}
@@ -166,13 +168,13 @@ func assignMetis(ctx context.Context, g *Graph, adj *Adj, opts AssignOptions) ([
 		kinds = []string{BalanceNodes}
 	}
 	if len(kinds) > 1 {
-		wg.Vwgt, wg.Ncon, err = MultilevelWeights(kinds, adj.Indptr, g.Train)
+		wg.Vwgt, wg.Ncon, err = multilevel.Weights(kinds, adj.Indptr, g.Train)
 		if err != nil {
 			return nil, err
 		}
 	}
-	return Multilevel(ctx, wg, MultilevelOptions{
-		Parts: opts.Parts, Imbalance: opts.Imbalance, Seed: opts.Seed, Workers: opts.Workers, Progress: opts.Progress,
+	return multilevel.Partition(ctx, wg, multilevel.Options{
+		Parts: opts.Parts, Imbalance: opts.Imbalance, Seed: opts.Seed, Workers: opts.Workers, Progress: multilevel.Progress(opts.Progress),
 	})
 }
 

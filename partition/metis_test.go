@@ -9,9 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
+
+	"graphnode/partition/multilevel"
 )
 
 func TestReadMETIS(t *testing.T) {
@@ -108,114 +109,6 @@ func TestReadMETISErrors(t *testing.T) {
 	}
 }
 
-func TestMETISRoundTrip(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	for _, c := range []struct {
-		name         string
-		vwgt, ewgt   bool
-		ncon, n, deg int
-	}{
-		{"plain", false, false, 1, 200, 6},
-		{"edge weights", false, true, 1, 150, 4},
-		{"vertex weights", true, false, 3, 100, 5},
-		{"both", true, true, 2, 120, 3},
-		{"isolated", false, false, 1, 10, 0},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			src := randomWGraph(rng, c.n, c.deg, c.vwgt, c.ewgt, c.ncon)
-			var b bytes.Buffer
-			if err := WriteMETIS(&b, src); err != nil {
-				t.Fatal(err)
-			}
-			got, err := ReadMETIS(context.Background(), &b, "rt")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.ncon == 1 && !c.vwgt {
-				got.Ncon = src.Ncon
-			}
-			rdEq(t, "graph", got, src)
-		})
-	}
-}
-
-// randomWGraph is a symmetric graph without self loops or duplicates.
-func randomWGraph(rng *rand.Rand, n, deg int, vwgt, ewgt bool, ncon int) *WGraph {
-	adj := make([]map[uint32]int32, n)
-	for v := range adj {
-		adj[v] = map[uint32]int32{}
-	}
-	for range n * deg / 2 {
-		u, v := uint32(rng.IntN(n)), uint32(rng.IntN(n))
-		if u == v {
-			continue
-		}
-		w := int32(1 + rng.IntN(9))
-		adj[u][v], adj[v][u] = w, w
-	}
-	g := &WGraph{Xadj: make([]int64, n+1), Ncon: 1}
-	for v := range n {
-		for u := range uint32(n) { // ascending, deterministic
-			if w, ok := adj[v][u]; ok {
-				g.Adjncy = append(g.Adjncy, u)
-				if ewgt {
-					g.Adjwgt = append(g.Adjwgt, w)
-				}
-			}
-		}
-		g.Xadj[v+1] = int64(len(g.Adjncy))
-	}
-	if g.Adjncy == nil {
-		g.Adjncy = []uint32{}
-	}
-	if vwgt {
-		g.Ncon = ncon
-		for range n * ncon {
-			g.Vwgt = append(g.Vwgt, int64(rng.IntN(100)))
-		}
-	}
-	return g
-}
-
-func TestWriteMETISRejects(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		g    *WGraph
-		want string
-	}{
-		{"asymmetric", &WGraph{Xadj: []int64{0, 1, 1}, Adjncy: []uint32{1}}, "not symmetric"},
-		{"weights differ", &WGraph{Xadj: []int64{0, 1, 2}, Adjncy: []uint32{1, 0}, Adjwgt: []int32{1, 2}}, "not symmetric"},
-		{"duplicate", &WGraph{Xadj: []int64{0, 2, 4}, Adjncy: []uint32{1, 1, 0, 0}}, "lists neighbour 1 twice"},
-		{"self loop", &WGraph{Xadj: []int64{0, 1}, Adjncy: []uint32{0}}, "self loop"},
-	} {
-		err := WriteMETIS(&bytes.Buffer{}, c.g)
-		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrBadGraph) {
-			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
-		}
-	}
-	var b bytes.Buffer
-	g := &WGraph{Xadj: []int64{0, 1, 2, 2}, Adjncy: []uint32{1, 0}, Adjwgt: []int32{3, 3}, Vwgt: []int64{1, 2, 3}}
-	if err := WriteMETIS(&b, g); err != nil {
-		t.Fatal(err)
-	}
-	rdEq(t, "text", b.String(), "3 1 011 1\n1 2 3\n2 1 3\n3\n")
-}
-
-func TestReadMETISPartition(t *testing.T) {
-	parts, err := ReadMETISPartition(strings.NewReader("0\n3\n1\n"), 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdEq(t, "parts", parts, []uint32{0, 3, 1})
-	_, err = ReadMETISPartition(strings.NewReader("0\n-1\n"), 2)
-	rdWantLineError(t, err, "partition: metis partition:2: part \"-1\" is not a partition number")
-	_, err = ReadMETISPartition(strings.NewReader("0\n1\n2\n"), 2)
-	rdWantLineError(t, err, "partition: metis partition:3: more than the 2 vertices")
-	if _, err = ReadMETISPartition(strings.NewReader("0\n"), 2); err == nil {
-		t.Error("short file: no error")
-	}
-}
-
 func mustRead(t testing.TB, path string) []byte {
 	t.Helper()
 	b, err := readAll(filepath.Clean(path))
@@ -230,9 +123,21 @@ func mustRead(t testing.TB, path string) []byte {
 // the first read or lines cross the end of the buffer.
 func TestReadMETISFileSized(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	src := randomWGraph(rng, 300, 8, false, true, 1)
+	const n = 300
+	indptr := make([]uint64, n+1)
+	var indices []uint32
+	for u := range n {
+		for range 4 {
+			indices = append(indices, uint32(rng.IntN(n)))
+		}
+		indptr[u+1] = uint64(len(indices))
+	}
+	src, err := multilevel.Symmetrize(n, indptr, indices)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var b bytes.Buffer
-	if err := WriteMETIS(&b, src); err != nil {
+	if err := multilevel.WriteMETIS(&b, src); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "g.metis")
@@ -266,134 +171,4 @@ func TestReadMETISFileSized(t *testing.T) {
 			t.Errorf("inBufSize(%d, %d) = %d, want %d", c.size, c.max, got, c.want)
 		}
 	}
-}
-
-// metisAppendRow, ReadMETIS's path for lines of neighbours only, must
-// take a line only when the general path reads the same neighbours from
-// it without an error.
-func FuzzMETISAppendRow(f *testing.F) {
-	for _, s := range []string{"", "1 3", "2\t4  5", "03 1", "+2", "2 x", "7", "0", "99999999999", "3 3", "1 2 3 4"} {
-		f.Add([]byte(s), uint32(3), uint32(6), int64(4))
-	}
-	f.Fuzz(func(t *testing.T, line []byte, self, n uint32, max int64) {
-		prefix := []uint32{7}
-		if max < int64(len(prefix)) {
-			return // ReadMETIS never holds more than max entries
-		}
-		fast, ok := metisAppendRow(prefix, line, self, n, max)
-		if !ok {
-			return
-		}
-		toks, msg := metisInts(line, nil)
-		if msg != "" {
-			t.Fatalf("%q: fast path took it, general path: %s", line, msg)
-		}
-		if int64(len(prefix)+len(toks)) > max {
-			t.Fatalf("%q: %d entries past the most %d", line, len(prefix)+len(toks), max)
-		}
-		want := []uint32{7}
-		for _, u := range toks {
-			if u < 1 || u > int64(n) || u == int64(self) {
-				t.Fatalf("%q: fast path took neighbour %d (vertex %d of %d)", line, u, self, n)
-			}
-			want = append(want, uint32(u-1))
-		}
-		if !slices.Equal(fast, want) {
-			t.Fatalf("%q: fast path read %v, general path %v", line, fast, want)
-		}
-	})
-}
-
-// FuzzReadMETIS feeds ReadMETIS arbitrary files. What it accepts must be
-// a valid WGraph, must survive WriteMETIS and ReadMETIS unchanged, and
-// must partition: Multilevel into 1..4 parts returns a part below k for
-// every vertex and leaves no part empty. ReadMETIS does not check
-// symmetry, so the partitioner sees one-sided edges here too.
-func FuzzReadMETIS(f *testing.F) {
-	for _, s := range []string{
-		"3 3\n2 3\n1 3\n1 2\n",
-		"% c\n4 3 011 2\n1 2 2 3 3 1\n0 5 1 3 4 2\n2 2 1 1\n1 1 2 2\n",
-		"5 3 100\n3 2\n1 1\n0 4 5\n4 3\n0 3\n",
-		"2 1\n2\n\n",    // one entry for one edge: rejected
-		"3 1\n2\n3\n\n", // one-sided edges, counted right: accepted
-		"4 2 001\n2 7 3 1\n1 7\n1 1\n\n",
-		"1 0\n\n",
-		"3 1 010 2\n1 0 2\n0 1 1\n5 5\n",
-		"0 0\n",
-	} {
-		f.Add([]byte(s), uint8(2), uint8(1))
-	}
-	f.Fuzz(func(t *testing.T, data []byte, parts, seed uint8) {
-		g, err := ReadMETIS(context.Background(), bytes.NewReader(data), "fuzz")
-		if err != nil {
-			if !errors.Is(err, ErrFormat) {
-				t.Fatalf("error %v does not wrap ErrFormat", err)
-			}
-			return
-		}
-		if err := g.Validate(); err != nil {
-			t.Fatalf("ReadMETIS accepted a graph that Validate rejects: %v", err)
-		}
-		// WriteMETIS takes exactly the graphs METIS does: symmetric, with
-		// equal weights both ways, no neighbour twice in a row.
-		var b bytes.Buffer
-		werr := WriteMETIS(&b, g)
-		if clean := metisClean(g); !clean {
-			if !errors.Is(werr, ErrBadGraph) {
-				t.Fatalf("WriteMETIS of a one-sided or duplicated graph: %v, want ErrBadGraph", werr)
-			}
-		} else if werr != nil {
-			t.Fatalf("WriteMETIS: %v", werr)
-		} else {
-			back, err := ReadMETIS(context.Background(), &b, "rewritten")
-			if err != nil {
-				t.Fatalf("ReadMETIS of WriteMETIS's output: %v\n%s", err, b.Bytes())
-			}
-			if !slices.Equal(back.Xadj, g.Xadj) || !slices.Equal(back.Adjncy, g.Adjncy) || !slices.Equal(back.Adjwgt, g.Adjwgt) || !slices.Equal(back.Vwgt, g.Vwgt) || back.ncon() != g.ncon() {
-				t.Fatalf("round trip changed the graph:\n%s", b.Bytes())
-			}
-		}
-		n := g.NumVertices()
-		if n == 0 || n > 1<<12 {
-			return
-		}
-		k := min(n, 1+int(parts)%4)
-		where, err := Multilevel(context.Background(), g, MultilevelOptions{Parts: k, Seed: uint64(seed)})
-		if err != nil {
-			t.Fatalf("Multilevel into %d parts: %v", k, err)
-		}
-		if len(where) != n {
-			t.Fatalf("%d parts entries for %d vertices", len(where), n)
-		}
-		q, err := MeasurePartition(g, where, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if q.Empty > 0 {
-			t.Fatalf("%d of %d parts empty", q.Empty, k)
-		}
-	})
-}
-
-// metisClean reports, by brute force, whether g is what METIS accepts:
-// every entry (v, u, w) has its twin (u, v, w), and no row lists a
-// neighbour twice.
-func metisClean(g *WGraph) bool {
-	type entry struct{ v, u uint32 }
-	w := map[entry]int64{}
-	for v := range g.NumVertices() {
-		for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
-			k := entry{uint32(v), g.Adjncy[e]}
-			if _, dup := w[k]; dup {
-				return false
-			}
-			w[k] = g.ewgt(e)
-		}
-	}
-	for k, x := range w {
-		if y, ok := w[entry{k.u, k.v}]; !ok || y != x {
-			return false
-		}
-	}
-	return true
 }

@@ -10,10 +10,11 @@ import (
 	"strings"
 
 	"graphnode/partition"
+	"graphnode/partition/multilevel"
 )
 
-// loadGraph builds the named comparison graph as an undirected WGraph.
-func loadGraph(ctx context.Context, name, data string) (*partition.WGraph, error) {
+// loadGraph builds the named comparison graph as an undirected Graph.
+func loadGraph(ctx context.Context, name, data string) (*multilevel.Graph, error) {
 	switch name {
 	case "cora":
 		return loadCora(filepath.Join(data, "cora"))
@@ -29,7 +30,7 @@ func loadGraph(ctx context.Context, name, data string) (*partition.WGraph, error
 
 // rmat generates an R-MAT graph with the package generator (a, b, c =
 // 0.57, 0.19, 0.19, noise 0.1, seed 1) and symmetrizes it.
-func rmat(ctx context.Context, nodes int, edges int64) (*partition.WGraph, error) {
+func rmat(ctx context.Context, nodes int, edges int64) (*multilevel.Graph, error) {
 	cfg := partition.RMATConfig{Nodes: nodes, Edges: edges, Noise: 0.1, Seed: 1}
 	g, err := partition.RMAT(ctx, cfg, nil)
 	if err != nil {
@@ -39,7 +40,7 @@ func rmat(ctx context.Context, nodes int, edges int64) (*partition.WGraph, error
 }
 
 // fromPairs builds the CSR of directed pairs and symmetrizes it.
-func fromPairs(n int, src, dst []uint32) (*partition.WGraph, error) {
+func fromPairs(n int, src, dst []uint32) (*multilevel.Graph, error) {
 	indptr := make([]uint64, n+1)
 	for _, u := range src {
 		indptr[u+1]++
@@ -54,11 +55,11 @@ func fromPairs(n int, src, dst []uint32) (*partition.WGraph, error) {
 		indices[fill[u]] = dst[i]
 		fill[u]++
 	}
-	return partition.SymmetrizeCSR(n, indptr, indices)
+	return multilevel.Symmetrize(n, indptr, indices)
 }
 
 // loadCora reads cora.content (node ids) and cora.cites (cited \t citing).
-func loadCora(dir string) (*partition.WGraph, error) {
+func loadCora(dir string) (*multilevel.Graph, error) {
 	ids := map[string]uint32{}
 	if err := eachLine(filepath.Join(dir, "cora.content"), func(f []string) error {
 		ids[f[0]] = uint32(len(ids))
@@ -83,7 +84,7 @@ func loadCora(dir string) (*partition.WGraph, error) {
 }
 
 // loadBlogCatalog reads edges.csv: "u,v" with ids 1..n.
-func loadBlogCatalog(path string) (*partition.WGraph, error) {
+func loadBlogCatalog(path string) (*multilevel.Graph, error) {
 	var src, dst []uint32
 	n := 0
 	err := eachLine(path, func(f []string) error {
@@ -128,56 +129,26 @@ func eachLine(path string, fn func([]string) error) error {
 	return sc.Err()
 }
 
-// writeMETIS writes g for gpmetis with partition.WriteMETIS.
-func writeMETIS(path string, g *partition.WGraph) error {
+// writeMETIS writes g for gpmetis with multilevel.WriteMETIS.
+func writeMETIS(path string, g *multilevel.Graph) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("metis: %w", err)
 	}
-	if err := partition.WriteMETIS(f, g); err != nil {
+	if err := multilevel.WriteMETIS(f, g); err != nil {
 		f.Close()
 		return fmt.Errorf("metis: %s: %w", path, err)
 	}
 	return f.Close()
 }
 
-// readMETIS reads a METIS graph file with partition.ReadMETIS.
-func readMETIS(path string) (*partition.WGraph, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("metis: %w", err)
-	}
-	defer f.Close()
-	return partition.ReadMETIS(context.Background(), f, path)
-}
-
 // readParts reads a partition file (one part per line) with
-// partition.ReadMETISPartition.
+// multilevel.ReadPartition.
 func readParts(path string, n int) ([]uint32, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("metis: %w", err)
 	}
 	defer f.Close()
-	return partition.ReadMETISPartition(f, n)
-}
-
-// writeParts writes one part per line, as gpmetis does.
-func writeParts(path string, parts []uint32) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	var buf []byte
-	for _, p := range parts {
-		buf = strconv.AppendUint(buf[:0], uint64(p), 10)
-		buf = append(buf, '\n')
-		w.Write(buf)
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return multilevel.ReadPartition(f, n, path)
 }

@@ -1,8 +1,9 @@
-// Command metis compares partition.Multilevel with METIS's gpmetis on the
+// Command metis compares multilevel.Partition with METIS's gpmetis on the
 // same graphs: edge cut, communication volume, balance, wall time and
 // peak memory. Both partitioners run as child processes under
 // /usr/bin/time -v and read the same METIS graph file, so time and RSS
-// are measured the same way. See README.md.
+// are measured the same way; ours is perf/metis/child, built at start
+// (see its doc). See README.md.
 package main
 
 import (
@@ -14,13 +15,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"graphnode/partition"
+	"graphnode/partition/multilevel"
 )
 
 func main() {
@@ -30,69 +30,31 @@ func main() {
 	partsFlag := flag.String("parts", "2,4,8", "part counts")
 	gpmetis := flag.String("gpmetis", "gpmetis", "gpmetis binary")
 	seed := flag.Uint64("seed", 1, "seed of our partitioner")
-	// Child mode: partition a METIS file with partition.Multilevel.
-	child := flag.String("child", "", "internal: METIS graph file to partition")
-	childParts := flag.Int("k", 2, "internal: parts")
-	childOut := flag.String("out", "", "internal: partition output file")
-	gogc := flag.Int("gogc", 100, "GC percent of the measured child (100 is Go's default)")
+	childBin := flag.String("child", "", "our partitioner's program (perf/metis/child); empty: built into -work with go build")
+	gogc := flag.Int("gogc", 100, "GC percent of the measured child (GOGC; 100 is Go's default)")
 	runs := flag.Int("runs", 1, "runs of each program per row, alternating; the table gives the median time and memory")
 	balance := flag.String("balance", "nodes", "balance constraints of both partitioners: nodes, edges (degree), train (every 10th vertex), comma-separated")
 	flag.Parse()
-	if *child != "" {
-		if err := runChild(*child, *childParts, *seed, *childOut, *gogc); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		return
-	}
 	if *runs < 1 {
 		fmt.Fprintf(os.Stderr, "metis: -runs %d: want at least 1\n", *runs)
 		os.Exit(2)
 	}
-	if err := run(*work, *data, strings.Split(*graphs, ","), *partsFlag, *gpmetis, *seed, *gogc, *runs, strings.Split(*balance, ",")); err != nil {
+	if err := run(*work, *data, strings.Split(*graphs, ","), *partsFlag, *gpmetis, *childBin, *seed, *gogc, *runs, strings.Split(*balance, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-// runChild is what the measured child process does.
-//
-// The child runs with Go's default GC percent unless -gogc says
-// otherwise: the partitioner recycles its level arrays (see
-// partition.mlPool), so little garbage is left for the collector, and
-// collecting more often costs time without lowering the peak much (on
-// rmat1m into 4 parts GOGC=25 took 9.4 s and 991 MiB, GOGC=100 7.7 s and
-// 1046 MiB; BlogCatalog peaks at 25 MiB either way).
-func runChild(path string, k int, seed uint64, out string, gogc int) error {
-	debug.SetGCPercent(gogc)
-	t0 := time.Now()
-	g, err := readMETIS(path)
-	if err != nil {
-		return err
-	}
-	t1 := time.Now()
-	parts, err := partition.Multilevel(context.Background(), g, partition.MultilevelOptions{Parts: k, Seed: seed})
-	if err != nil {
-		return err
-	}
-	t2 := time.Now()
-	fmt.Printf("read %.3f sec\nPartitioning: %.3f sec\n", t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds())
-	if q, err := partition.MeasurePartition(g, parts, k); err == nil {
-		fmt.Printf("edge cut %d (%.2f%% of %d edges), balance %s\n", q.EdgeCut, 100*float64(q.EdgeCut)/float64(max(g.NumEdges(), 1)), g.NumEdges(), balanceText(q.Balance))
-	}
-	return writeParts(out, parts)
-}
-
 // measured is one partitioner's result on one graph and part count.
 type measured struct {
-	q      partition.PartitionQuality
+	q      multilevel.Quality
 	wall   float64 // seconds, whole process, timed by this process around the child
 	part   float64 // seconds, partitioning only (as the program reports it)
 	cpu    float64 // seconds, user + system
 	rssMiB float64
 }
 
-func run(work, data string, graphs []string, partsFlag, gpmetis string, seed uint64, gogc, runs int, balance []string) error {
+func run(work, data string, graphs []string, partsFlag, gpmetis, child string, seed uint64, gogc, runs int, balance []string) error {
 	var ks []int
 	for _, s := range strings.Split(partsFlag, ",") {
 		k, err := strconv.Atoi(s)
@@ -104,9 +66,11 @@ func run(work, data string, graphs []string, partsFlag, gpmetis string, seed uin
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return err
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
+	if child == "" {
+		child = filepath.Join(work, "metis-child")
+		if err := buildChild(child); err != nil {
+			return err
+		}
 	}
 	tr := newTimeReport()
 	var table []string
@@ -134,11 +98,11 @@ func run(work, data string, graphs []string, partsFlag, gpmetis string, seed uin
 			oursOut := file + ".ours." + strconv.Itoa(k)
 			var theirsRuns, oursRuns []measured
 			for range runs {
-				theirs, err := tr.measure(g, k, file+".part."+strconv.Itoa(k), gpmetis, file, strconv.Itoa(k))
+				theirs, err := tr.measure(g, k, file+".part."+strconv.Itoa(k), "", gpmetis, file, strconv.Itoa(k))
 				if err != nil {
 					return err
 				}
-				ours, err := tr.measure(g, k, oursOut, self, "-child", file, "-k", strconv.Itoa(k), "-seed", strconv.FormatUint(seed, 10), "-gogc", strconv.Itoa(gogc), "-out", oursOut)
+				ours, err := tr.measure(g, k, oursOut, "GOGC="+strconv.Itoa(gogc), child, file, strconv.Itoa(k), oursOut, strconv.FormatUint(seed, 10))
 				if err != nil {
 					return err
 				}
@@ -168,9 +132,9 @@ func run(work, data string, graphs []string, partsFlag, gpmetis string, seed uin
 }
 
 // setBalance gives g the vertex weights of the balance constraints kinds
-// (partition.MultilevelWeights over g's own rows, so "edges" weighs a
+// (multilevel.Weights over g's own rows, so "edges" weighs a
 // vertex by its degree), with every 10th vertex a training seed.
-func setBalance(g *partition.WGraph, kinds []string) error {
+func setBalance(g *multilevel.Graph, kinds []string) error {
 	n := g.NumVertices()
 	indptr := make([]uint64, n+1)
 	for v := range n {
@@ -180,7 +144,7 @@ func setBalance(g *partition.WGraph, kinds []string) error {
 	for v := 0; v < n; v += 10 {
 		train = append(train, uint32(v))
 	}
-	vwgt, nc, err := partition.MultilevelWeights(kinds, indptr, train)
+	vwgt, nc, err := multilevel.Weights(kinds, indptr, train)
 	if err != nil {
 		return fmt.Errorf("metis: -balance: %w", err)
 	}
@@ -252,10 +216,24 @@ func newTimeReport() *timeReport {
 	}
 }
 
-// measure runs argv under /usr/bin/time -v, then reads and measures the
-// partition file it wrote.
-func (tr *timeReport) measure(g *partition.WGraph, k int, partFile string, argv ...string) (measured, error) {
+// buildChild builds perf/metis/child, our partitioner's program, into
+// path (stripped, as a release build would be; its symbol table is not
+// mapped, so this changes its size on disk, not what it holds in memory).
+func buildChild(path string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s", "-o", path, "graphnode/perf/metis/child")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("metis: go build perf/metis/child: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// measure runs argv under /usr/bin/time -v, with env added to the
+// environment, then reads and measures the partition file it wrote.
+func (tr *timeReport) measure(g *multilevel.Graph, k int, partFile, env string, argv ...string) (measured, error) {
 	cmd := exec.Command("/usr/bin/time", append([]string{"-v"}, argv...)...)
+	if env != "" {
+		cmd.Env = append(os.Environ(), env)
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// /usr/bin/time prints wall time in hundredths of a second, too
@@ -285,6 +263,6 @@ func (tr *timeReport) measure(g *partition.WGraph, k int, partFile string, argv 
 	if err != nil {
 		return measured{}, err
 	}
-	res.q, err = partition.MeasurePartition(g, parts, k)
+	res.q, err = multilevel.Measure(g, parts, k)
 	return res, err
 }

@@ -4,12 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"graphnode/partition"
+	"graphnode/partition/multilevel"
 )
 
 func TestMedianRun(t *testing.T) {
 	run := func(cut int64, wall, rss float64) measured {
-		return measured{q: partition.PartitionQuality{EdgeCut: cut}, wall: wall, part: wall / 2, cpu: 2 * wall, rssMiB: rss}
+		return measured{q: multilevel.Quality{EdgeCut: cut}, wall: wall, part: wall / 2, cpu: 2 * wall, rssMiB: rss}
 	}
 	got, err := medianRun([]measured{run(7, 0.30, 10), run(7, 0.10, 30), run(7, 0.20, 20)})
 	if err != nil {
@@ -33,7 +33,7 @@ func TestMedianRun(t *testing.T) {
 func TestSetBalance(t *testing.T) {
 	// A star: vertex 0 joined to 1..11.
 	n := 12
-	g := &partition.WGraph{Xadj: make([]int64, n+1), Ncon: 1}
+	g := &multilevel.Graph{Xadj: make([]int64, n+1), Ncon: 1}
 	for u := 1; u < n; u++ {
 		g.Adjncy = append(g.Adjncy, uint32(u))
 	}

@@ -1,4 +1,4 @@
-package partition
+package multilevel
 
 import (
 	"cmp"
@@ -30,7 +30,7 @@ const mlUnmatched = math.MaxUint32
 // mlLevel is one graph of the hierarchy and the map from its vertices to
 // those of the next coarser graph.
 type mlLevel struct {
-	g    *WGraph
+	g    *Graph
 	cmap []uint32 // nil on the coarsest level
 	// packed holds g's adjacency while coarser levels are built (g then
 	// has Xadj and Vwgt only); unpack before use.
@@ -52,7 +52,7 @@ func (r *mlRun) drop(l *mlLevel) {
 
 // coarsen contracts g by repeated matching until it has at most
 // coarsenTo vertices or matching stalls. levels[0] is g itself.
-func (r *mlRun) coarsen(g *WGraph, coarsenTo int) ([]mlLevel, error) {
+func (r *mlRun) coarsen(g *Graph, coarsenTo int) ([]mlLevel, error) {
 	tot := g.totals()
 	maxv := make([]int64, len(tot))
 	for c, t := range tot {
@@ -130,7 +130,7 @@ func (r *mlRun) coarsen(g *WGraph, coarsenTo int) ([]mlLevel, error) {
 // the average), so that low-degree vertices pick first, as METIS's SHEM
 // does; each takes the unmatched neighbour joined by the heaviest edge
 // whose combined weight stays within maxv.
-func (r *mlRun) match(g *WGraph, maxv []int64, random bool) []uint32 {
+func (r *mlRun) match(g *Graph, maxv []int64, random bool) []uint32 {
 	n := g.NumVertices()
 	ws := r.scratch()
 	perm := r.degreePerm(g, random)
@@ -193,7 +193,7 @@ func (r *mlRun) match(g *WGraph, maxv []int64, random bool) []uint32 {
 // degreePerm is a random permutation of g's vertices, unless random is
 // set stably bucket sorted by degree capped at 0.7 × the average degree.
 // It lives in r's scratch until the next call.
-func (r *mlRun) degreePerm(g *WGraph, random bool) []uint32 {
+func (r *mlRun) degreePerm(g *Graph, random bool) []uint32 {
 	n := g.NumVertices()
 	ws := r.scratch()
 	perm := mlBuf(&ws.perm, n)
@@ -223,7 +223,7 @@ func (r *mlRun) degreePerm(g *WGraph, random bool) []uint32 {
 }
 
 // mlEqualWeights reports whether all of g's edges weigh the same.
-func mlEqualWeights(g *WGraph) bool {
+func mlEqualWeights(g *Graph) bool {
 	for _, w := range g.Adjwgt {
 		if w != g.Adjwgt[0] {
 			return false
@@ -233,7 +233,7 @@ func mlEqualWeights(g *WGraph) bool {
 }
 
 // mlFits reports whether u and v may share a coarse vertex.
-func mlFits(g *WGraph, maxv []int64, u, v int) bool {
+func mlFits(g *Graph, maxv []int64, u, v int) bool {
 	if g.Vwgt == nil {
 		return 2 <= maxv[0]
 	}
@@ -249,7 +249,7 @@ func mlFits(g *WGraph, maxv []int64, u, v int) bool {
 // mlMatch2HopAny pairs unmatched vertices of degree below maxdeg that
 // share a neighbour: the leaves around a hub, which heavy-edge matching
 // leaves alone once the hub is taken. It returns the unmatched count.
-func mlMatch2HopAny(ws *mlScratch, g *WGraph, perm, match []uint32, maxv []int64, maxdeg, nunmatched int) int {
+func mlMatch2HopAny(ws *mlScratch, g *Graph, perm, match []uint32, maxv []int64, maxdeg, nunmatched int) int {
 	n := g.NumVertices()
 	// cols[start[k]:start[k+1]] lists the candidates adjacent to k.
 	start := mlBuf(&ws.start, n+1)
@@ -300,7 +300,7 @@ func mlMatch2HopAny(ws *mlScratch, g *WGraph, perm, match []uint32, maxv []int64
 // mlMatch2HopTwins pairs unmatched vertices with identical neighbour
 // sets (degree 2..mlTwinMaxDegree): they are found by sorting on a hash of
 // the set and compared exactly. It returns the unmatched count.
-func mlMatch2HopTwins(ws *mlScratch, g *WGraph, match []uint32, maxv []int64, nunmatched int) int {
+func mlMatch2HopTwins(ws *mlScratch, g *Graph, match []uint32, maxv []int64, nunmatched int) int {
 	cands := ws.twins[:0]
 	defer func() { ws.twins = cands[:0] }()
 	for u := range match {

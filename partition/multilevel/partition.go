@@ -1,4 +1,4 @@
-package partition
+package multilevel
 
 // Multilevel partitioning, after Karypis and Kumar, "A Fast and High
 // Quality Multilevel Scheme for Partitioning Irregular Graphs" (SISC
@@ -93,11 +93,11 @@ package partition
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"math/bits"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
 	"sync"
 )
 
@@ -117,8 +117,8 @@ const (
 	mlBisectTriesAdj = 1 << 15
 )
 
-// MultilevelOptions configure Multilevel.
-type MultilevelOptions struct {
+// Options configure Partition.
+type Options struct {
 	Parts int // number of parts, 1..NumVertices
 	// Imbalance bounds every part's weight in every constraint at
 	// Imbalance × total/Parts; 0 means 1.03 (METIS's default ufactor 30).
@@ -128,7 +128,7 @@ type MultilevelOptions struct {
 	Progress  Progress // stages "multilevel initial" (bisections), "multilevel refine"
 }
 
-// mlRun is one call of Multilevel: its context, generator and workers.
+// mlRun is one call of Partition: its context, generator and workers.
 type mlRun struct {
 	ctx      context.Context
 	rng      *rand.Rand
@@ -170,7 +170,7 @@ func (r *mlRun) shuffle(p []uint32) {
 	}
 }
 
-// mlShared is what the runs of one Multilevel call share: a token per
+// mlShared is what the runs of one Partition call share: a token per
 // worker busy with a half of the recursion or a try of a bisection
 // besides the goroutine that started it, and the scratches such
 // goroutines leave, for the next to start.
@@ -202,26 +202,26 @@ func (sh *mlShared) putScratch(ws *mlScratch) {
 	sh.free = append(sh.free, ws)
 }
 
-// Multilevel partitions g into opts.Parts parts with few cut edges and
+// Partition partitions g into opts.Parts parts with few cut edges and
 // every constraint balanced within opts.Imbalance (see the algorithm at
 // the top of this file). It returns the part of every vertex; every part
 // is non-empty. Balance may be unattainable when single vertices are
 // heavier than the slack; the result is then as balanced as the greedy
-// moves could make it, and MeasurePartition reports it.
-func Multilevel(ctx context.Context, g *WGraph, opts MultilevelOptions) ([]uint32, error) {
+// moves could make it, and Measure reports it.
+func Partition(ctx context.Context, g *Graph, opts Options) ([]uint32, error) {
 	if err := g.Validate(); err != nil {
 		return nil, err
 	}
 	n, k := g.NumVertices(), opts.Parts
 	if k < 1 || k > n {
-		return nil, fmt.Errorf("partition: multilevel: %d parts for %d vertices: want 1..%d", k, n, n)
+		return nil, errorOf(nil, itoa(k), " parts for ", itoa(n), " vertices: want 1..", itoa(n))
 	}
 	ub := opts.Imbalance
 	if ub == 0 {
 		ub = 1.03
 	}
 	if ub < 1 || math.IsNaN(ub) {
-		return nil, fmt.Errorf("partition: multilevel: imbalance %g: want >= 1", opts.Imbalance)
+		return nil, errorOf(nil, "imbalance ", strconv.FormatFloat(opts.Imbalance, 'g', -1, 64), ": want >= 1")
 	}
 	r := newMLRun(ctx, opts.Seed, opts.Workers)
 	r.progress, r.tries = opts.Progress, mlBisectTries(len(g.Adjncy))
@@ -247,7 +247,7 @@ func Multilevel(ctx context.Context, g *WGraph, opts MultilevelOptions) ([]uint3
 
 // mlBounds are the heaviest and lightest weights a part may have in
 // every constraint of g for k parts within ub.
-func mlBounds(g *WGraph, k int, ub float64) (maxw, minw []int64) {
+func mlBounds(g *Graph, k int, ub float64) (maxw, minw []int64) {
 	tot := g.totals()
 	maxw = make([]int64, len(tot))
 	minw = make([]int64, len(tot))
@@ -286,7 +286,7 @@ func mlBounds(g *WGraph, k int, ub float64) (maxw, minw []int64) {
 // that repair can fail (three constraints left 4 parts 17% off balance
 // before 2-way FM kept a queue per constraint), so each bisection gets
 // ub^(1/⌈log2 k⌉), which compounds to ub (see recursive).
-func (r *mlRun) rbScheme(g *WGraph, k int, ub float64) ([]uint32, error) {
+func (r *mlRun) rbScheme(g *Graph, k int, ub float64) ([]uint32, error) {
 	maxw, minw := mlBounds(g, k, ub)
 	tr := r.derive(r.rng.Uint64(), r.workers, r.ws)
 	where, err := tr.recursive(g, k, ub)
@@ -313,7 +313,7 @@ func mlBisectTries(adj int) int {
 // mlFillEmpty gives every empty part one vertex of the part with the most
 // vertices (its first), so that no partition owns nothing. Only tiny or
 // extreme inputs need it.
-func mlFillEmpty(g *WGraph, where []uint32, k int) {
+func mlFillEmpty(g *Graph, where []uint32, k int) {
 	count := make([]int, k)
 	for _, p := range where {
 		count[p]++
@@ -339,8 +339,8 @@ func mlFillEmpty(g *WGraph, where []uint32, k int) {
 	}
 }
 
-// PartitionQuality measures an assignment.
-type PartitionQuality struct {
+// Quality measures an assignment.
+type Quality struct {
 	EdgeCut int64 // total weight of edges whose ends are in different parts
 	// CommVolume sums, over vertices, the number of parts other than its
 	// own among its neighbours: the copies of its data other parts need.
@@ -351,22 +351,22 @@ type PartitionQuality struct {
 	Empty   int // parts that own no vertex
 }
 
-// MeasurePartition computes edge cut, communication volume and balance
+// Measure computes edge cut, communication volume and balance
 // of parts (one part below k per vertex) on g.
-func MeasurePartition(g *WGraph, parts []uint32, k int) (PartitionQuality, error) {
+func Measure(g *Graph, parts []uint32, k int) (Quality, error) {
 	n := g.NumVertices()
 	if len(parts) != n || k < 1 {
-		return PartitionQuality{}, fmt.Errorf("partition: measure: %d parts entries for %d vertices, k = %d", len(parts), n, k)
+		return Quality{}, errorOf(nil, "measure: ", itoa(len(parts)), " parts entries for ", itoa(n), " vertices, k = ", itoa(k))
 	}
 	nc := g.ncon()
 	pw := make([]int64, k*nc)
 	count := make([]int64, k)
 	seen := make([]int, k) // seen[p] == v+1: p already counted for v
-	var q PartitionQuality
+	var q Quality
 	for v := 0; v < n; v++ {
 		p := parts[v]
 		if int(p) >= k {
-			return PartitionQuality{}, fmt.Errorf("partition: measure: vertex %d in part %d of %d", v, p, k)
+			return Quality{}, errorOf(nil, "measure: vertex ", itoa(v), " in part ", itoa(p), " of ", itoa(k))
 		}
 		count[p]++
 		for c := 0; c < nc; c++ {

@@ -1,4 +1,4 @@
-package partition
+package multilevel
 
 import "math"
 
@@ -17,7 +17,7 @@ import "math"
 // (-1 when in no heap).
 type mlFM struct {
 	r      *mlRun
-	g      *WGraph
+	g      *Graph
 	nc     int
 	where  []uint32
 	id, ed []int64
@@ -35,7 +35,7 @@ type mlFM struct {
 
 // newFM computes the state of bisection where. Its per-vertex arrays
 // are r's scratch: one mlFM or mlKway of r is in use at a time.
-func newFM(r *mlRun, g *WGraph, where []uint32, frac, ub float64) *mlFM {
+func newFM(r *mlRun, g *Graph, where []uint32, frac, ub float64) *mlFM {
 	n := g.NumVertices()
 	ws := r.scratch()
 	f := &mlFM{r: r, g: g, nc: g.ncon(), where: where, id: mlBuf(&ws.id, n), ed: mlBuf(&ws.ed, n),

@@ -1,4 +1,4 @@
-package partition
+package multilevel
 
 import (
 	"math"
@@ -36,7 +36,7 @@ const (
 // parts the best of 2 per bisection cut 319 edges on average, the best
 // of 2 whole recursions 322; into 8 parts 514 against 519, and with 4
 // tries 311 against 316 (4 parts) and 504 against 513 (8 parts).
-func (r *mlRun) bisectBest(g *WGraph, frac, ub float64) ([]uint32, error) {
+func (r *mlRun) bisectBest(g *Graph, frac, ub float64) ([]uint32, error) {
 	if r.tries <= 1 {
 		return r.bisect(g, frac, ub)
 	}
@@ -111,7 +111,7 @@ func (r *mlRun) bisectBest(g *WGraph, frac, ub float64) ([]uint32, error) {
 
 // mlBisectionScore is how far the worse side of bisection side passes its
 // bound (as mlFM.excess measures it; 0 when balanced) and the cut.
-func mlBisectionScore(g *WGraph, side []uint32, frac, ub float64) (exc float64, cut int64) {
+func mlBisectionScore(g *Graph, side []uint32, frac, ub float64) (exc float64, cut int64) {
 	nc := g.ncon()
 	tot := g.totals()
 	pw := make([]int64, 2*nc)
@@ -148,7 +148,7 @@ func (r *mlRun) derive(seed uint64, workers int, ws *mlScratch) *mlRun {
 // On the R-MAT graph of 2^14 vertices under nodes and edges, into 4
 // parts, the looser allowance left a part 3.1% over the average; the
 // tighter one cuts 0.7% fewer edges.
-func (r *mlRun) recursive(g *WGraph, k int, ub float64) ([]uint32, error) {
+func (r *mlRun) recursive(g *Graph, k int, ub float64) ([]uint32, error) {
 	ubBis := math.Pow(ub, 1/math.Log(float64(k)))
 	if g.ncon() > 1 {
 		ubBis = math.Pow(ub, 1/math.Ceil(math.Log2(float64(k))))
@@ -177,7 +177,7 @@ const mlParallelHalvesMaxAdj = 1 << 22
 // independent: each gets its own generator, drawn from r's before either
 // starts, and the second runs on another goroutine when r has a spare
 // worker, so the result is the same either way.
-func (r *mlRun) recurse(g *WGraph, ids []uint32, k int, base uint32, ub float64, where []uint32) error {
+func (r *mlRun) recurse(g *Graph, ids []uint32, k int, base uint32, ub float64, where []uint32) error {
 	if k == 1 || g.NumVertices() == 0 {
 		for _, v := range ids {
 			where[v] = base
@@ -216,7 +216,7 @@ func (r *mlRun) recurse(g *WGraph, ids []uint32, k int, base uint32, ub float64,
 			}
 		}
 	}
-	var subs [2]*WGraph
+	var subs [2]*Graph
 	var subIDs [2][]uint32
 	cut := func(s int) {
 		if ks[s] == 1 {
@@ -292,7 +292,7 @@ func (r *mlRun) recurse(g *WGraph, ids []uint32, k int, base uint32, ub float64,
 // coarsest graph and keeps the best after FM, then projects it back with
 // FM at every level. The result lives in r's scratch until the next
 // bisect of r.
-func (r *mlRun) bisect(g *WGraph, frac, ub float64) ([]uint32, error) {
+func (r *mlRun) bisect(g *Graph, frac, ub float64) ([]uint32, error) {
 	levels, err := r.coarsen(g, mlBisectCoarsenTo)
 	if err != nil {
 		return nil, err
@@ -331,7 +331,7 @@ func (r *mlRun) bisect(g *WGraph, frac, ub float64) ([]uint32, error) {
 // grow grows side 0 breadth-first from a random vertex until it holds
 // frac of the graph's weight (averaged over constraints); a new random
 // vertex seeds the search when a component is exhausted.
-func (r *mlRun) grow(g *WGraph, frac float64) []uint32 {
+func (r *mlRun) grow(g *Graph, frac float64) []uint32 {
 	n := g.NumVertices()
 	nc := g.ncon()
 	tot := g.totals()
@@ -374,7 +374,7 @@ func (r *mlRun) grow(g *WGraph, frac float64) []uint32 {
 
 // mlShare is v's weight as a share of side 0's target, averaged over
 // constraints.
-func mlShare(g *WGraph, v int, tot []int64, frac float64, nc int) float64 {
+func mlShare(g *Graph, v int, tot []int64, frac float64, nc int) float64 {
 	var s float64
 	for c := 0; c < nc; c++ {
 		if tot[c] > 0 {
@@ -389,7 +389,7 @@ func mlShare(g *WGraph, v int, tot []int64, frac float64, nc int) float64 {
 // copied by up to workers goroutines, each over a range of the
 // subgraph's vertices. Its arrays come from ws's pool; mlPutSubgraph
 // gives them back.
-func mlSubgraph(ws *mlScratch, workers int, g *WGraph, where []uint32, side uint32) (*WGraph, []uint32) {
+func mlSubgraph(ws *mlScratch, workers int, g *Graph, where []uint32, side uint32) (*Graph, []uint32) {
 	n := g.NumVertices()
 	nc := g.ncon()
 	local := mlBuf(&ws.local, n) // written for every vertex of side before it is read
@@ -408,7 +408,7 @@ func mlSubgraph(ws *mlScratch, workers int, g *WGraph, where []uint32, side uint
 	}
 	// Unit weights stay implicit (nil), as in g: the subgraphs of an
 	// unweighted input cost 4 bytes per adjacency entry, not 8.
-	sub := &WGraph{Xadj: ws.pool.getI64(int64(sn) + 1), Ncon: g.Ncon}
+	sub := &Graph{Xadj: ws.pool.getI64(int64(sn) + 1), Ncon: g.Ncon}
 	sub.Xadj[0] = 0 // the count below sets the others
 	// g's adjacency before each vertex, to split the count
 	work := mlBuf(&ws.fill, sn+1)
@@ -461,13 +461,13 @@ func mlSubgraph(ws *mlScratch, workers int, g *WGraph, where []uint32, side uint
 
 // mlPutSubgraph gives the arrays of a subgraph from mlSubgraph, and its
 // ids, back to pool once its recursion is done.
-func mlPutSubgraph(pool *mlPool, sub *WGraph, ids []uint32) {
+func mlPutSubgraph(pool *mlPool, sub *Graph, ids []uint32) {
 	pool.put(sub.Adjncy, sub.Adjwgt)
 	pool.putLevel(ids, sub.Xadj, sub.Vwgt)
 }
 
 // mlCut is the total weight of g's edges between parts.
-func mlCut(g *WGraph, where []uint32) int64 {
+func mlCut(g *Graph, where []uint32) int64 {
 	var cut int64
 	for v := 0; v < g.NumVertices(); v++ {
 		for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {

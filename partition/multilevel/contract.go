@@ -1,4 +1,4 @@
-package partition
+package multilevel
 
 // mlCmap numbers the coarse vertices in order of their smaller member,
 // which makes the coarse ids of any range of fine vertices contiguous.
@@ -34,12 +34,12 @@ func mlCmap(pool *mlPool, match []uint32) (cmap []uint32, cn int) {
 // them back. Before the pool, a first pass counted every row so that the
 // arrays could be allocated at their exact size, which cost as much as
 // the pass that writes them.
-func (r *mlRun) contract(g *WGraph, match, cmap []uint32, cn int) *WGraph {
+func (r *mlRun) contract(g *Graph, match, cmap []uint32, cn int) *Graph {
 	n := g.NumVertices()
 	nc := g.ncon()
 	pool := r.pool()
 	ws := r.scratch()
-	cg := &WGraph{Xadj: pool.getI64(int64(cn) + 1), Vwgt: pool.getI64(int64(cn * nc)), Ncon: g.Ncon}
+	cg := &Graph{Xadj: pool.getI64(int64(cn) + 1), Vwgt: pool.getI64(int64(cn * nc)), Ncon: g.Ncon}
 	cg.Xadj[0] = 0 // the loop below sets every other offset
 	clear(cg.Vwgt)
 	lead := mlBuf(&ws.lead, cn)

@@ -1,11 +1,9 @@
-package partition
+package multilevel
 
 import (
 	"context"
 	"fmt"
 	"testing"
-
-	"graphnode/csr"
 )
 
 // BenchmarkMultilevel partitions an R-MAT graph of 2^17 vertices and 2^21
@@ -24,18 +22,7 @@ func BenchmarkMultilevel(b *testing.B) {
 // run and allocation, not the edges, is much of the cost. It reports the
 // cut; -benchmem the bytes allocated per partitioning.
 func BenchmarkMultilevelCora(b *testing.B) {
-	g, err := Read(context.Background(), rdDataDir(b, "cora"), ReadOptions{Format: FormatLINQS})
-	if err != nil {
-		b.Fatal(err)
-	}
-	adj, err := BuildAdj(context.Background(), g, csr.Out, CleanOptions{}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	wg, err := SymmetrizeCSR(g.NumNodes, adj.Indptr, adj.Indices)
-	if err != nil {
-		b.Fatal(err)
-	}
+	wg := mlCora(b)
 	for _, k := range []int{2, 8} {
 		b.Run(fmt.Sprintf("parts=%d", k), func(b *testing.B) {
 			b.ReportAllocs()
@@ -56,10 +43,10 @@ func BenchmarkMultilevelBlogCatalog(b *testing.B) {
 
 // mlBenchCut partitions g into k parts (seed 1) in b's loop and returns
 // the cut of the last partition.
-func mlBenchCut(b *testing.B, g *WGraph, k int) int64 {
+func mlBenchCut(b *testing.B, g *Graph, k int) int64 {
 	var cut int64
 	for b.Loop() {
-		parts, err := Multilevel(context.Background(), g, MultilevelOptions{Parts: k, Seed: 1})
+		parts, err := Partition(context.Background(), g, Options{Parts: k, Seed: 1})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package partition
+package multilevel
 
 // mlKwayPasses is the most greedy refinement passes of refineStrict; a
 // pass that moves nothing ends it early.
@@ -12,7 +12,7 @@ const mlKwayPasses = 10
 // vertices with where != where[v]; pw[p*nc+c] sums constraint c over p.
 type mlKway struct {
 	r       *mlRun
-	g       *WGraph
+	g       *Graph
 	k, nc   int
 	where   []uint32
 	id, ed  []int64
@@ -33,7 +33,7 @@ type mlKway struct {
 
 // newKway computes the state of assignment where on g. Its per-vertex
 // arrays are r's scratch: one mlFM or mlKway of r is in use at a time.
-func newKway(r *mlRun, g *WGraph, where []uint32, k int, maxw, minw []int64) *mlKway {
+func newKway(r *mlRun, g *Graph, where []uint32, k int, maxw, minw []int64) *mlKway {
 	n := g.NumVertices()
 	ws := r.scratch()
 	s := &mlKway{

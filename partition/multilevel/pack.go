@@ -1,4 +1,4 @@
-package partition
+package multilevel
 
 import "math/bits"
 
@@ -38,7 +38,7 @@ func (l *mlLevel) pack() (adj []uint32, wgt []int32) {
 	p.adj, p.adjW = mlPackBytes(g.Adjncy)
 	p.wgt, p.wgtW = mlPackBytes(g.Adjwgt)
 	l.packed = p
-	l.g = &WGraph{Xadj: g.Xadj, Vwgt: g.Vwgt, Ncon: g.Ncon}
+	l.g = &Graph{Xadj: g.Xadj, Vwgt: g.Vwgt, Ncon: g.Ncon}
 	return g.Adjncy, g.Adjwgt
 }
 

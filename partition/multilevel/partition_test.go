@@ -1,27 +1,15 @@
-package partition
+package multilevel
 
 import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"testing"
 )
 
-// mlFromEdges builds a WGraph from undirected pairs through SymmetrizeCSR.
-// mlBlogCatalog is BlogCatalog from the shared datasets as a WGraph.
-func mlBlogCatalog(t testing.TB) *WGraph {
-	t.Helper()
-	dir := rdDataDir(t, "blogcatalog")
-	bc, err := Read(context.Background(), filepath.Join(dir, "edges.csv"), ReadOptions{NodeFile: filepath.Join(dir, "nodes.csv")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mlFromEdges(t, bc.NumNodes, bc.Src, bc.Dst)
-}
-
-func mlFromEdges(t testing.TB, n int, src, dst []uint32) *WGraph {
+// mlFromEdges builds a Graph from undirected pairs through Symmetrize.
+func mlFromEdges(t testing.TB, n int, src, dst []uint32) *Graph {
 	t.Helper()
 	indptr := make([]uint64, n+1)
 	for _, u := range src {
@@ -36,7 +24,7 @@ func mlFromEdges(t testing.TB, n int, src, dst []uint32) *WGraph {
 		indices[fill[u]] = dst[i]
 		fill[u]++
 	}
-	g, err := SymmetrizeCSR(n, indptr, indices)
+	g, err := Symmetrize(n, indptr, indices)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +33,7 @@ func mlFromEdges(t testing.TB, n int, src, dst []uint32) *WGraph {
 
 // mlTestRMAT is a seeded R-MAT graph (a, b, c = 0.57, 0.19, 0.19) on 2^scale
 // vertices with scrambled ids, as undirected pairs.
-func mlTestRMAT(t testing.TB, scale int, edges int, seed uint64) *WGraph {
+func mlTestRMAT(t testing.TB, scale int, edges int, seed uint64) *Graph {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	n := 1 << scale
 	mask := uint64(n - 1)
@@ -77,7 +65,7 @@ func mlTestRMAT(t testing.TB, scale int, edges int, seed uint64) *WGraph {
 }
 
 // mlGrid is a w×h 4-neighbour grid.
-func mlGrid(t testing.TB, w, h int) *WGraph {
+func mlGrid(t testing.TB, w, h int) *Graph {
 	var src, dst []uint32
 	for y := 0; y < h; y++ {
 		for x := 0; x < w; x++ {
@@ -95,7 +83,7 @@ func mlGrid(t testing.TB, w, h int) *WGraph {
 
 // mlCliques is c cliques of size s, clique i joined to clique i+1 by one
 // edge.
-func mlCliques(t testing.TB, c, s int) *WGraph {
+func mlCliques(t testing.TB, c, s int) *Graph {
 	var src, dst []uint32
 	for q := 0; q < c; q++ {
 		base := uint32(q * s)
@@ -111,13 +99,13 @@ func mlCliques(t testing.TB, c, s int) *WGraph {
 	return mlFromEdges(t, c*s, src, dst)
 }
 
-func mlRun1(t *testing.T, g *WGraph, opts MultilevelOptions) ([]uint32, PartitionQuality) {
+func mlRun1(t *testing.T, g *Graph, opts Options) ([]uint32, Quality) {
 	t.Helper()
-	parts, err := Multilevel(context.Background(), g, opts)
+	parts, err := Partition(context.Background(), g, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := MeasurePartition(g, parts, opts.Parts)
+	q, err := Measure(g, parts, opts.Parts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +118,7 @@ func mlRun1(t *testing.T, g *WGraph, opts MultilevelOptions) ([]uint32, Partitio
 func TestMultilevelQuality(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		g          *WGraph
+		g          *Graph
 		parts      int
 		imbalance  float64
 		maxCut     int64
@@ -146,7 +134,7 @@ func TestMultilevelQuality(t *testing.T) {
 		{"grid 32x32 into 8", mlGrid(t, 32, 32), 8, 1.03, 160 * 13 / 10, 1.03},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, q := mlRun1(t, tc.g, MultilevelOptions{Parts: tc.parts, Imbalance: tc.imbalance, Seed: 1})
+			_, q := mlRun1(t, tc.g, Options{Parts: tc.parts, Imbalance: tc.imbalance, Seed: 1})
 			if q.EdgeCut > tc.maxCut {
 				t.Errorf("cut %d, want <= %d", q.EdgeCut, tc.maxCut)
 			}
@@ -158,7 +146,7 @@ func TestMultilevelQuality(t *testing.T) {
 }
 
 // mlRing is a cycle of n vertices.
-func mlRing(t testing.TB, n int) *WGraph {
+func mlRing(t testing.TB, n int) *Graph {
 	src := make([]uint32, n)
 	dst := make([]uint32, n)
 	for i := range src {
@@ -167,9 +155,9 @@ func mlRing(t testing.TB, n int) *WGraph {
 	return mlFromEdges(t, n, src, dst)
 }
 
-// mlSetWeights gives g the constraints kinds (see MultilevelWeights),
+// mlSetWeights gives g the constraints kinds (see Weights),
 // with every every-th vertex a training seed.
-func mlSetWeights(t testing.TB, g *WGraph, kinds []string, every int) {
+func mlSetWeights(t testing.TB, g *Graph, kinds []string, every int) {
 	n := g.NumVertices()
 	indptr := make([]uint64, n+1)
 	for v := 0; v < n; v++ {
@@ -179,7 +167,7 @@ func mlSetWeights(t testing.TB, g *WGraph, kinds []string, every int) {
 	for v := 0; v < n; v += every {
 		train = append(train, uint32(v))
 	}
-	vwgt, nc, err := MultilevelWeights(kinds, indptr, train)
+	vwgt, nc, err := Weights(kinds, indptr, train)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +193,7 @@ func TestMultilevelMultiConstraint(t *testing.T) {
 	} {
 		mlSetWeights(t, g, tc.kinds, 10)
 		for i, k := range []int{2, 4, 8} {
-			_, q := mlRun1(t, g, MultilevelOptions{Parts: k, Seed: 3})
+			_, q := mlRun1(t, g, Options{Parts: k, Seed: 3})
 			for c, b := range q.Balance {
 				if b > 1.03+1e-9 {
 					t.Errorf("%v, k=%d: constraint %d balance %.4f, want <= 1.03", tc.kinds, k, c, b)
@@ -222,14 +210,14 @@ func TestMultilevelDeterministic(t *testing.T) {
 	g := mlTestRMAT(t, 12, 1<<15, 5)
 	var first []uint32
 	for _, workers := range []int{1, 2, 2} {
-		parts, _ := mlRun1(t, g, MultilevelOptions{Parts: 4, Seed: 11, Workers: workers})
+		parts, _ := mlRun1(t, g, Options{Parts: 4, Seed: 11, Workers: workers})
 		if first == nil {
 			first = parts
 		} else if !slices.Equal(first, parts) {
 			t.Fatalf("workers=%d: assignment differs from the first run", workers)
 		}
 	}
-	other, _ := mlRun1(t, g, MultilevelOptions{Parts: 4, Seed: 12})
+	other, _ := mlRun1(t, g, Options{Parts: 4, Seed: 12})
 	if slices.Equal(first, other) {
 		t.Error("seeds 11 and 12 gave the same assignment")
 	}
@@ -239,26 +227,26 @@ func TestMultilevelEdgeCases(t *testing.T) {
 	g := mlCliques(t, 2, 10)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Multilevel(ctx, g, MultilevelOptions{Parts: 2}); !errors.Is(err, context.Canceled) {
+	if _, err := Partition(ctx, g, Options{Parts: 2}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: err = %v, want context.Canceled", err)
 	}
-	for _, opts := range []MultilevelOptions{{Parts: 0}, {Parts: 21}, {Parts: 2, Imbalance: 0.9}} {
-		if _, err := Multilevel(context.Background(), g, opts); err == nil {
+	for _, opts := range []Options{{Parts: 0}, {Parts: 21}, {Parts: 2, Imbalance: 0.9}} {
+		if _, err := Partition(context.Background(), g, opts); err == nil {
 			t.Errorf("%+v: no error", opts)
 		}
 	}
-	parts, err := Multilevel(context.Background(), g, MultilevelOptions{Parts: 1})
+	parts, err := Partition(context.Background(), g, Options{Parts: 1})
 	if err != nil || slices.Max(parts) != 0 {
 		t.Errorf("one part: %v, %v", parts, err)
 	}
 	// 20 parts of 20 vertices: every part gets exactly one.
-	_, q := mlRun1(t, g, MultilevelOptions{Parts: 20, Imbalance: 1.0})
+	_, q := mlRun1(t, g, Options{Parts: 20, Imbalance: 1.0})
 	if q.Balance[0] != 1 {
 		t.Errorf("20 parts: balance %g", q.Balance[0])
 	}
 	// Edgeless graph.
-	empty := &WGraph{Xadj: make([]int64, 101), Ncon: 1}
-	_, q = mlRun1(t, empty, MultilevelOptions{Parts: 4, Imbalance: 1.0})
+	empty := &Graph{Xadj: make([]int64, 101), Ncon: 1}
+	_, q = mlRun1(t, empty, Options{Parts: 4, Imbalance: 1.0})
 	if q.Balance[0] != 1 || q.EdgeCut != 0 {
 		t.Errorf("edgeless: %+v", q)
 	}
@@ -268,7 +256,7 @@ func TestSymmetrizeCSR(t *testing.T) {
 	// 0->1, 1->0 (both ways), 0->0 (loop), 1->2 twice, 3 isolated.
 	indptr := []uint64{0, 2, 5, 5, 5}
 	indices := []uint32{1, 0, 0, 2, 2}
-	g, err := SymmetrizeCSR(4, indptr, indices)
+	g, err := Symmetrize(4, indptr, indices)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +288,7 @@ func TestSymmetrizeCSR(t *testing.T) {
 		{2, []uint64{0, 1, 1}, []uint32{5}},
 		{2, []uint64{0, 2, 1}, []uint32{1, 0}},
 	} {
-		if _, err := SymmetrizeCSR(bad.n, bad.indptr, bad.indices); !errors.Is(err, ErrBadGraph) {
+		if _, err := Symmetrize(bad.n, bad.indptr, bad.indices); !errors.Is(err, ErrBadGraph) {
 			t.Errorf("%+v: err = %v, want ErrBadGraph", bad, err)
 		}
 	}
@@ -308,14 +296,14 @@ func TestSymmetrizeCSR(t *testing.T) {
 
 func TestMeasurePartition(t *testing.T) {
 	g := mlRing(t, 6) // 0-1-2-3-4-5-0
-	q, err := MeasurePartition(g, []uint32{0, 0, 1, 1, 2, 2}, 3)
+	q, err := Measure(g, []uint32{0, 0, 1, 1, 2, 2}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if q.EdgeCut != 3 || q.CommVolume != 6 || q.Balance[0] != 1 || q.Empty != 0 {
 		t.Errorf("quality %+v", q)
 	}
-	q, _ = MeasurePartition(g, []uint32{0, 0, 0, 0, 1, 1}, 3)
+	q, _ = Measure(g, []uint32{0, 0, 0, 0, 1, 1}, 3)
 	if q.EdgeCut != 2 || q.Balance[0] != 2 || q.Empty != 1 {
 		t.Errorf("quality %+v", q)
 	}
@@ -345,7 +333,7 @@ func TestMultilevelTriesBySize(t *testing.T) {
 func TestMultilevelDeterministicPaths(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		g     *WGraph
+		g     *Graph
 		parts int
 	}{
 		{"several tries", mlGrid(t, 32, 32), 4},
@@ -355,7 +343,7 @@ func TestMultilevelDeterministicPaths(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var first []uint32
 			for _, workers := range []int{1, 2, 3} {
-				parts, q := mlRun1(t, tc.g, MultilevelOptions{Parts: tc.parts, Seed: 5, Workers: workers})
+				parts, q := mlRun1(t, tc.g, Options{Parts: tc.parts, Seed: 5, Workers: workers})
 				if q.Balance[0] > 1.03+1e-9 {
 					t.Errorf("workers=%d: balance %.4f", workers, q.Balance[0])
 				}
@@ -451,7 +439,7 @@ func TestMultilevelFinalRefinementStrict(t *testing.T) {
 			if got := mlCut(g, where); got != s.cut || (balanced && got > before) {
 				t.Errorf("k=%d seed %d: cut %d after refinement (state says %d), %d before", k, seed, got, s.cut, before)
 			}
-			q, err := MeasurePartition(g, where, k)
+			q, err := Measure(g, where, k)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -468,14 +456,14 @@ func TestMultilevelFinalRefinementStrict(t *testing.T) {
 func TestMultilevelManyParts(t *testing.T) {
 	g := mlTestRMAT(t, 13, 1<<16, 3)
 	const k = 16
-	_, q := mlRun1(t, g, MultilevelOptions{Parts: k, Seed: 2})
+	_, q := mlRun1(t, g, Options{Parts: k, Seed: 2})
 	if q.Balance[0] > 1.03+1e-9 || q.Empty != 0 {
 		t.Errorf("one constraint: balance %.4f, %d empty parts", q.Balance[0], q.Empty)
 	}
 	mlSetWeights(t, g, []string{"nodes", "edges", "train"}, 7)
 	var first []uint32
 	for _, workers := range []int{1, 2, 3} {
-		where, q := mlRun1(t, g, MultilevelOptions{Parts: k, Seed: 2, Workers: workers})
+		where, q := mlRun1(t, g, Options{Parts: k, Seed: 2, Workers: workers})
 		if first == nil {
 			first = where
 			for c, b := range q.Balance {

@@ -1,4 +1,4 @@
-package partition
+package multilevel
 
 import (
 	"math/rand/v2"

@@ -1,6 +1,6 @@
-package partition
+package multilevel
 
-// mlScratch is the working memory of one goroutine of Multilevel, kept
+// mlScratch is the working memory of one goroutine of Partition, kept
 // from level to level and from bisection to bisection: matching,
 // contraction marks, FM state and the projected assignments are needed
 // for one level at a time, so each is allocated once at the size of the

@@ -1,4 +1,4 @@
-package partition
+package multilevel
 
 import (
 	"context"
@@ -75,7 +75,7 @@ func mlPoolCaps[T uint32 | int32](list [][]T) []int {
 
 // The pool recycles the arrays of coarse levels and never those of the
 // caller's graph (levels[0] of the top bisection, under one constraint
-// or two): Multilevel must leave its input as it was.
+// or two): Partition must leave its input as it was.
 func TestMultilevelLeavesInput(t *testing.T) {
 	g := mlTestRMAT(t, 13, 1<<16, 21)
 	weighted := mlTestRMAT(t, 13, 1<<17, 22) // over mlPackMinAdj entries
@@ -87,7 +87,7 @@ func TestMultilevelLeavesInput(t *testing.T) {
 		}
 	}
 	// nodes and degree, as --balance nodes,edges gives them
-	twoCon := func(g *WGraph) *WGraph {
+	twoCon := func(g *Graph) *Graph {
 		c := *g
 		c.Ncon = 2
 		c.Vwgt = make([]int64, 2*g.NumVertices())
@@ -98,7 +98,7 @@ func TestMultilevelLeavesInput(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name  string
-		g     *WGraph
+		g     *Graph
 		parts int
 	}{
 		{"bisection", g, 2},
@@ -110,11 +110,11 @@ func TestMultilevelLeavesInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			xadj, adj, wgt, vwgt := slices.Clone(tc.g.Xadj), slices.Clone(tc.g.Adjncy), slices.Clone(tc.g.Adjwgt), slices.Clone(tc.g.Vwgt)
-			if _, err := Multilevel(context.Background(), tc.g, MultilevelOptions{Parts: tc.parts, Seed: 3}); err != nil {
+			if _, err := Partition(context.Background(), tc.g, Options{Parts: tc.parts, Seed: 3}); err != nil {
 				t.Fatal(err)
 			}
 			if !slices.Equal(xadj, tc.g.Xadj) || !slices.Equal(adj, tc.g.Adjncy) || !slices.Equal(wgt, tc.g.Adjwgt) || !slices.Equal(vwgt, tc.g.Vwgt) {
-				t.Fatal("Multilevel changed its input graph")
+				t.Fatal("Partition changed its input graph")
 			}
 		})
 	}

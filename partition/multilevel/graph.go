@@ -1,24 +1,19 @@
-package partition
+package multilevel
 
 import (
-	"errors"
-	"fmt"
 	"math"
 	"runtime"
+	"strconv"
 	"sync"
 )
 
-// ErrBadGraph: a WGraph or a CSR handed to the multilevel partitioner is
-// malformed (sizes disagree, an index is out of range, a self loop).
-var ErrBadGraph = errors.New("malformed graph")
-
-// WGraph is the weighted undirected graph the multilevel partitioner
+// Graph is the weighted undirected graph the multilevel partitioner
 // works on, in the layout METIS uses: row v of Adjncy lists v's
 // neighbours, and every edge {u, v} is stored twice, in row u and in row
 // v, with the same weight. Indices are 32-bit so that the 2.4 M node /
 // 62 M edge graph takes 4 bytes per adjacency entry; Xadj is 64-bit
 // because 2 × edges may pass 2^32 on the graphs this project targets.
-type WGraph struct {
+type Graph struct {
 	Xadj   []int64  // NumVertices+1 offsets into Adjncy
 	Adjncy []uint32 // neighbours; no self loops, no duplicates
 	// Adjwgt holds one positive weight per Adjncy entry, or is nil when
@@ -33,17 +28,17 @@ type WGraph struct {
 }
 
 // NumVertices is the number of vertices.
-func (g *WGraph) NumVertices() int { return len(g.Xadj) - 1 }
+func (g *Graph) NumVertices() int { return len(g.Xadj) - 1 }
 
 // NumEdges is the number of undirected edges (half the adjacency
 // entries).
-func (g *WGraph) NumEdges() int64 { return g.Xadj[len(g.Xadj)-1] / 2 }
+func (g *Graph) NumEdges() int64 { return g.Xadj[len(g.Xadj)-1] / 2 }
 
 // ncon is the number of constraints, at least 1.
-func (g *WGraph) ncon() int { return max(g.Ncon, 1) }
+func (g *Graph) ncon() int { return max(g.Ncon, 1) }
 
 // ewgt is the weight of adjacency entry e.
-func (g *WGraph) ewgt(e int64) int64 {
+func (g *Graph) ewgt(e int64) int64 {
 	if g.Adjwgt == nil {
 		return 1
 	}
@@ -53,7 +48,7 @@ func (g *WGraph) ewgt(e int64) int64 {
 // inside is the weight of v's edges to vertices of its own part
 // (where) and of all its edges. Unit weights are counted, not looked up:
 // this loop runs over every edge of every level for each bisection.
-func (g *WGraph) inside(v int, where []uint32) (in, all int64) {
+func (g *Graph) inside(v int, where []uint32) (in, all int64) {
 	wv := where[v]
 	lo, hi := g.Xadj[v], g.Xadj[v+1]
 	if g.Adjwgt == nil {
@@ -75,7 +70,7 @@ func (g *WGraph) inside(v int, where []uint32) (in, all int64) {
 }
 
 // vwgt is the weight of vertex v in constraint c.
-func (g *WGraph) vwgt(v, c int) int64 {
+func (g *Graph) vwgt(v, c int) int64 {
 	if g.Vwgt == nil {
 		return 1
 	}
@@ -83,7 +78,7 @@ func (g *WGraph) vwgt(v, c int) int64 {
 }
 
 // totals is the total vertex weight of every constraint.
-func (g *WGraph) totals() []int64 {
+func (g *Graph) totals() []int64 {
 	nc := g.ncon()
 	t := make([]int64, nc)
 	if g.Vwgt == nil {
@@ -100,58 +95,58 @@ func (g *WGraph) totals() []int64 {
 // absence of self loops. It does not check symmetry (an O(E log E) pass);
 // a non-symmetric graph partitions, but cuts are then counted per stored
 // entry.
-func (g *WGraph) Validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("partition: multilevel graph: "+format+": %w", append(args, ErrBadGraph)...)
+func (g *Graph) Validate() error {
+	bad := func(parts ...string) error {
+		return errorOf(ErrBadGraph, append([]string{"graph: "}, parts...)...)
 	}
 	if len(g.Xadj) < 1 || g.Xadj[0] != 0 {
 		return bad("xadj must start with 0")
 	}
 	n := g.NumVertices()
 	if uint64(n) > math.MaxUint32 {
-		return bad("%d vertices: at most %d", n, uint64(math.MaxUint32))
+		return bad(itoa(n), " vertices: at most ", itoa(int64(math.MaxUint32)))
 	}
 	if g.Xadj[n] != int64(len(g.Adjncy)) {
-		return bad("xadj ends at %d, adjncy has %d entries", g.Xadj[n], len(g.Adjncy))
+		return bad("xadj ends at ", itoa(g.Xadj[n]), ", adjncy has ", itoa(len(g.Adjncy)), " entries")
 	}
 	if g.Adjwgt != nil && len(g.Adjwgt) != len(g.Adjncy) {
-		return bad("adjwgt has %d entries, adjncy %d", len(g.Adjwgt), len(g.Adjncy))
+		return bad("adjwgt has ", itoa(len(g.Adjwgt)), " entries, adjncy ", itoa(len(g.Adjncy)))
 	}
 	if g.Ncon < 0 {
-		return bad("ncon = %d", g.Ncon)
+		return bad("ncon = ", itoa(g.Ncon))
 	}
 	if g.Vwgt != nil && len(g.Vwgt) != n*g.ncon() {
-		return bad("vwgt has %d entries, want %d vertices × %d constraints", len(g.Vwgt), n, g.ncon())
+		return bad("vwgt has ", itoa(len(g.Vwgt)), " entries, want ", itoa(n), " vertices × ", itoa(g.ncon()), " constraints")
 	}
 	if g.Vwgt == nil && g.ncon() != 1 {
-		return bad("ncon = %d without vwgt", g.Ncon)
+		return bad("ncon = ", itoa(g.Ncon), " without vwgt")
 	}
 	for v := 0; v < n; v++ {
 		if g.Xadj[v+1] < g.Xadj[v] {
-			return bad("xadj decreases at vertex %d", v)
+			return bad("xadj decreases at vertex ", itoa(v))
 		}
 		for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
 			u := g.Adjncy[e]
 			if int(u) >= n {
-				return bad("vertex %d: neighbour %d out of range", v, u)
+				return bad("vertex ", itoa(v), ": neighbour ", itoa(u), " out of range")
 			}
 			if int(u) == v {
-				return bad("vertex %d: self loop", v)
+				return bad("vertex ", itoa(v), ": self loop")
 			}
 			if g.Adjwgt != nil && g.Adjwgt[e] <= 0 {
-				return bad("vertex %d: edge weight %d, want > 0", v, g.Adjwgt[e])
+				return bad("vertex ", itoa(v), ": edge weight ", itoa(g.Adjwgt[e]), ", want > 0")
 			}
 		}
 	}
 	for i, w := range g.Vwgt {
 		if w < 0 {
-			return bad("vertex %d: weight %d in constraint %d, want >= 0", i/g.ncon(), w, i%g.ncon())
+			return bad("vertex ", itoa(i/g.ncon()), ": weight ", itoa(w), " in constraint ", itoa(i%g.ncon()), ", want >= 0")
 		}
 	}
 	return nil
 }
 
-// SymmetrizeCSR builds the undirected graph of a directed CSR (row u of
+// Symmetrize builds the undirected graph of a directed CSR (row u of
 // indices lists the targets of u's edges; an In-direction Adj works the
 // same, the edges are merely reversed). u→v and v→u become one edge of
 // weight 1, duplicates merge, self loops are dropped.
@@ -164,21 +159,21 @@ func (g *WGraph) Validate() error {
 //
 // Memory: one uint32 per directed edge twice over (each edge is written
 // into both rows before duplicates are removed in place), plus Xadj.
-func SymmetrizeCSR(n int, indptr []uint64, indices []uint32) (*WGraph, error) {
+func Symmetrize(n int, indptr []uint64, indices []uint32) (*Graph, error) {
 	if n < 0 || uint64(n) > math.MaxUint32 || len(indptr) != n+1 {
-		return nil, fmt.Errorf("partition: symmetrize: %d nodes with %d offsets: %w", n, len(indptr), ErrBadGraph)
+		return nil, errorOf(ErrBadGraph, "symmetrize: ", itoa(n), " nodes with ", itoa(len(indptr)), " offsets")
 	}
 	if indptr[0] != 0 || indptr[n] != uint64(len(indices)) {
-		return nil, fmt.Errorf("partition: symmetrize: offsets span [%d, %d), indices has %d: %w", indptr[0], indptr[n], len(indices), ErrBadGraph)
+		return nil, errorOf(ErrBadGraph, "symmetrize: offsets span [", itoa(int64(indptr[0])), ", ", itoa(int64(indptr[n])), "), indices has ", itoa(len(indices)))
 	}
 	xadj := make([]int64, n+1)
 	for u := 0; u < n; u++ {
 		if indptr[u+1] < indptr[u] {
-			return nil, fmt.Errorf("partition: symmetrize: offsets decrease at node %d: %w", u, ErrBadGraph)
+			return nil, errorOf(ErrBadGraph, "symmetrize: offsets decrease at node ", itoa(u))
 		}
 		for _, v := range indices[indptr[u]:indptr[u+1]] {
 			if int(v) >= n {
-				return nil, fmt.Errorf("partition: symmetrize: node %d: neighbour %d out of range: %w", u, v, ErrBadGraph)
+				return nil, errorOf(ErrBadGraph, "symmetrize: node ", itoa(u), ": neighbour ", itoa(v), " out of range")
 			}
 			if int(v) != u {
 				xadj[u+1]++
@@ -227,7 +222,7 @@ func SymmetrizeCSR(n int, indptr []uint64, indices []uint32) (*WGraph, error) {
 		w += deg[u]
 	}
 	xadj[n] = w
-	return &WGraph{Xadj: xadj, Adjncy: adj[:w:w], Ncon: 1}, nil
+	return &Graph{Xadj: xadj, Adjncy: adj[:w:w], Ncon: 1}, nil
 }
 
 // mlParallel splits vertices [0, n) into at most workers ranges of about
@@ -285,15 +280,15 @@ func mlWork(xadj []int64, v int) int64 {
 	return xadj[v] + int64(v)
 }
 
-// MultilevelWeights builds the vertex weights of the balance constraints
+// Weights builds the vertex weights of the balance constraints
 // named in kinds, in that order, for a graph whose pipeline CSR has the
 // row offsets indptr: "nodes" weighs every vertex 1, "edges" weighs it by
 // its row length (the edges its partition will store), "train" weighs the
 // vertices listed in train 1 and the others 0. Set the result as a
-// WGraph's Vwgt and Ncon.
-func MultilevelWeights(kinds []string, indptr []uint64, train []uint32) (vwgt []int64, ncon int, err error) {
+// Graph's Vwgt and Ncon.
+func Weights(kinds []string, indptr []uint64, train []uint32) (vwgt []int64, ncon int, err error) {
 	if len(kinds) == 0 || len(indptr) == 0 {
-		return nil, 0, fmt.Errorf("partition: balance: %d constraints over %d offsets: want at least one of each", len(kinds), len(indptr))
+		return nil, 0, errorOf(nil, "balance: ", itoa(len(kinds)), " constraints over ", itoa(len(indptr)), " offsets: want at least one of each")
 	}
 	n := len(indptr) - 1
 	nc := len(kinds)
@@ -311,12 +306,12 @@ func MultilevelWeights(kinds []string, indptr []uint64, train []uint32) (vwgt []
 		case "train":
 			for _, v := range train {
 				if int(v) >= n {
-					return nil, 0, fmt.Errorf("partition: balance: train node %d of %d nodes", v, n)
+					return nil, 0, errorOf(nil, "balance: train node ", itoa(v), " of ", itoa(n), " nodes")
 				}
 				vwgt[int(v)*nc+c] = 1
 			}
 		default:
-			return nil, 0, fmt.Errorf("partition: balance %q: want nodes, edges or train", kind)
+			return nil, 0, errorOf(nil, "balance ", strconv.Quote(kind), ": want nodes, edges or train")
 		}
 	}
 	return vwgt, nc, nil

@@ -1,4 +1,4 @@
-package partition
+package multilevel
 
 import (
 	"math"
@@ -10,9 +10,9 @@ import (
 func TestMultilevelPackRoundTrip(t *testing.T) {
 	// mlPackGraph is one row per vertex of deg entries drawn below maxID,
 	// with weights below maxW.
-	mlPackGraph := func(n, deg int, maxID uint32, maxW int32, weighted bool) *WGraph {
+	mlPackGraph := func(n, deg int, maxID uint32, maxW int32, weighted bool) *Graph {
 		rng := rand.New(rand.NewPCG(uint64(n), uint64(deg)))
-		g := &WGraph{Xadj: make([]int64, n+1)}
+		g := &Graph{Xadj: make([]int64, n+1)}
 		for v := 0; v < n; v++ {
 			for j := 0; j < deg; j++ {
 				g.Adjncy = append(g.Adjncy, rng.Uint32N(maxID))
@@ -26,7 +26,7 @@ func TestMultilevelPackRoundTrip(t *testing.T) {
 	}
 	cases := []struct {
 		name    string
-		g       *WGraph
+		g       *Graph
 		packed  bool
 		perEdge float64 // packed bytes per entry, adjacency and weight (exactly)
 	}{

@@ -1,4 +1,4 @@
-package partition
+package multilevel
 
 // mlPool recycles the adjacency and edge-weight arrays of one
 // goroutine's hierarchies. Coarsening builds level i+1 while level i is
