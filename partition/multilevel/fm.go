@@ -33,20 +33,25 @@ type mlFM struct {
 	locked []bool
 }
 
-// newFM computes the state of bisection where. Its per-vertex arrays
-// are r's scratch: one mlFM or mlKway of r is in use at a time.
+// newFM computes the state of bisection where. The state and its arrays
+// are r's scratch: one mlFM or mlKway of r is in use at a time, and
+// newFM's result is valid until the next.
 func newFM(r *mlRun, g *Graph, where []uint32, frac, ub float64) *mlFM {
 	n := g.NumVertices()
 	ws := r.scratch()
-	f := &mlFM{r: r, g: g, nc: g.ncon(), where: where, id: mlBuf(&ws.id, n), ed: mlBuf(&ws.ed, n),
+	nc := g.ncon()
+	f := &ws.fm
+	*f = mlFM{r: r, g: g, nc: nc, where: where, id: mlBuf(&ws.id, n), ed: mlBuf(&ws.ed, n),
 		tot: g.totals(), pos: mlBuf(&ws.pos, n), locked: mlBuf(&ws.locked, n)}
 	clear(f.id)
 	clear(f.ed)
 	clear(f.locked)
+	pw, w := mlBuf(&ws.fmPW, 2*nc), mlBuf(&ws.fmW, 4*nc)
+	clear(pw)
 	for s, fs := range [2]float64{frac, 1 - frac} {
-		f.pw[s] = make([]int64, f.nc)
-		f.tgt[s] = make([]float64, f.nc)
-		f.maxw[s] = make([]float64, f.nc)
+		f.pw[s] = pw[s*nc : s*nc+nc]
+		f.tgt[s] = w[s*nc : s*nc+nc]
+		f.maxw[s] = w[(2+s)*nc : (2+s)*nc+nc]
 		for c, t := range f.tot {
 			f.tgt[s][c] = fs * float64(t)
 			f.maxw[s][c] = ub * fs * float64(t)

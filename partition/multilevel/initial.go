@@ -298,21 +298,25 @@ func (r *mlRun) bisect(g *Graph, frac, ub float64) ([]uint32, error) {
 		return nil, err
 	}
 	top := levels[len(levels)-1].g
-	var best []uint32
+	ws := r.scratch()
+	tn := top.NumVertices()
+	// Each grown bisection is made in cur; the best so far is kept in
+	// best, and the two swap when cur wins.
+	cur, best := mlBuf(&ws.grown[0], tn), mlBuf(&ws.grown[1], tn)
 	var bestExc float64
 	var bestCut int64
 	for try := 0; try < mlGrowTries; try++ {
-		where := r.grow(top, frac)
-		fm := newFM(r, top, where, frac, ub)
+		r.grow(top, frac, cur)
+		fm := newFM(r, top, cur, frac, ub)
 		fm.refine(mlGrowFMPasses)
 		exc := fm.excess()
-		if best == nil || exc < bestExc || (exc == bestExc && fm.cut < bestCut) {
-			best, bestExc, bestCut = where, exc, fm.cut
+		if try == 0 || exc < bestExc || (exc == bestExc && fm.cut < bestCut) {
+			cur, best = best, cur
+			bestExc, bestCut = exc, fm.cut
 		}
 	}
 	where := best
 	newFM(r, top, where, frac, ub).refine(mlFMPasses)
-	ws := r.scratch()
 	for l := len(levels) - 2; l >= 0; l-- {
 		if err := r.ctx.Err(); err != nil {
 			return nil, err
@@ -331,17 +335,21 @@ func (r *mlRun) bisect(g *Graph, frac, ub float64) ([]uint32, error) {
 // grow grows side 0 breadth-first from a random vertex until it holds
 // frac of the graph's weight (averaged over constraints); a new random
 // vertex seeds the search when a component is exhausted.
-func (r *mlRun) grow(g *Graph, frac float64) []uint32 {
+func (r *mlRun) grow(g *Graph, frac float64, where []uint32) {
 	n := g.NumVertices()
 	nc := g.ncon()
 	tot := g.totals()
-	where := make([]uint32, n)
 	for i := range where {
 		where[i] = 1
 	}
 	var fill float64 // mean over constraints of side 0's share of the target
-	queue := make([]uint32, 0, n)
-	perm := r.rng.Perm(n)
+	ws := r.scratch()
+	queue := mlBuf(&ws.queue, n)[:0]
+	perm := mlBuf(&ws.perm, n) // free: grow runs after coarsening
+	for i := range perm {
+		perm[i] = uint32(i)
+	}
+	r.shuffle(perm)
 	next := 0
 	for fill < 1 {
 		if len(queue) == 0 {
@@ -351,7 +359,7 @@ func (r *mlRun) grow(g *Graph, frac float64) []uint32 {
 			if next == n {
 				break
 			}
-			v := uint32(perm[next])
+			v := perm[next]
 			where[v] = 0
 			fill += mlShare(g, int(v), tot, frac, nc)
 			queue = append(queue, v)
@@ -369,7 +377,6 @@ func (r *mlRun) grow(g *Graph, frac float64) []uint32 {
 			queue = append(queue, u)
 		}
 	}
-	return where
 }
 
 // mlShare is v's weight as a share of side 0's target, averaged over

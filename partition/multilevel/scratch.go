@@ -21,7 +21,12 @@ type mlScratch struct {
 	lead                []uint32 // contraction: smaller member of each coarse vertex
 	local               []uint32 // mlSubgraph: ids in the subgraph
 	where               [2][]uint32
-	best                []uint32 // bisectBest: the best try so far
+	best                []uint32    // bisectBest: the best try so far
+	grown               [2][]uint32 // bisect: grown bisections of the coarsest graph
+	queue               []uint32    // grow: the breadth-first queue
+	fm                  mlFM        // the one FM state in use (see newFM)
+	fmPW                []int64     // fm's part weights, 2 × ncon
+	fmW                 []float64   // fm's targets and bounds, 4 × ncon
 
 	// FM state of the level being refined, or k-way refinement state
 	// (id, ed, pos, locked, dense): one of them is in use at a time.
