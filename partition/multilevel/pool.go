@@ -29,8 +29,9 @@ type mlPool struct {
 // hold more than mlPoolKeepBytes: the two levels whose arrays alternate
 // during coarsening. Below that it keeps every array it is given, so
 // that on small graphs the arrays of a whole hierarchy serve the next
-// bisection and the next try: Cora into 2 parts (6 tries, each about 7
-// levels) allocated 1.5 MB of level arrays with at most two kept.
+// bisection and the next try: Cora into 2 parts (then 6 tries of the
+// whole recursion, each about 7 levels) allocated 1.5 MB of level arrays
+// with at most two kept.
 const (
 	mlPoolMax       = 2
 	mlPoolKeepBytes = 1 << 20

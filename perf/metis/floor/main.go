@@ -1,29 +1,28 @@
 // Command floor is the least a Go program does in perf/metis's child
 // without partitioning: it reads a METIS graph file with the standard
-// library only (no graphnode package linked), keeps its adjacency as
-// int32 arrays and writes a partition file (vertex i in part i mod k).
-// Its peak RSS and wall time are the floor under a Go partitioner on
-// small graphs, to set against gpmetis's whole run (perf/metis/README.md,
-// "Cora"):
+// library only (os and strconv: no graphnode package, no fmt), keeps its
+// adjacency as int32 arrays and writes a partition file (vertex i in part
+// i mod k). Its peak RSS and wall time are the floor under a Go
+// partitioner on small graphs, to set against gpmetis's whole run
+// (perf/metis/README.md, "Cora"):
 //
-//	go build -o /tmp/floor ./perf/metis/floor
+//	go build -trimpath -ldflags=-s -o /tmp/floor ./perf/metis/floor
 //	/usr/bin/time -f '%M KiB %e s' /tmp/floor /tmp/metis-compare/cora.metis 2 /tmp/floor.part
 package main
 
 import (
-	"bytes"
-	"fmt"
+	"errors"
 	"os"
 	"strconv"
 )
 
 func main() {
 	if len(os.Args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: floor GRAPH.metis K OUT")
+		os.Stderr.WriteString("usage: floor GRAPH.metis K OUT\n")
 		os.Exit(2)
 	}
 	if err := run(os.Args[1], os.Args[2], os.Args[3]); err != nil {
-		fmt.Fprintln(os.Stderr, "floor:", err)
+		os.Stderr.WriteString("floor: " + err.Error() + "\n")
 		os.Exit(1)
 	}
 }
@@ -31,7 +30,7 @@ func main() {
 func run(path, kArg, out string) error {
 	k, err := strconv.Atoi(kArg)
 	if err != nil || k < 1 {
-		return fmt.Errorf("k %q: want a positive integer", kArg)
+		return errors.New("k " + strconv.Quote(kArg) + ": want a positive integer")
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -39,7 +38,7 @@ func run(path, kArg, out string) error {
 	}
 	xadj, adj, err := parse(b)
 	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return errors.New(path + ": " + err.Error())
 	}
 	n := len(xadj) - 1
 	parts := make([]byte, 0, 3*n)
@@ -47,22 +46,24 @@ func run(path, kArg, out string) error {
 		parts = strconv.AppendInt(parts, int64(v%k), 10)
 		parts = append(parts, '\n')
 	}
-	fmt.Printf("%d vertices, %d adjacency entries\n", n, len(adj))
+	os.Stdout.WriteString(strconv.Itoa(n) + " vertices, " + strconv.Itoa(len(adj)) + " adjacency entries\n")
 	return os.WriteFile(out, parts, 0o644)
 }
 
 // parse reads every number of every vertex line (weights included, as a
-// reader must) after the header and comment lines.
+// reader must) after the header and comment lines, into arrays sized by
+// the file (every number takes at least two bytes).
 func parse(b []byte) (xadj, adj []int32, err error) {
 	header := true
-	xadj = []int32{0}
+	xadj = append(make([]int32, 0, 1+len(b)/2), 0)
+	adj = make([]int32, 0, len(b)/2)
 	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
+		end := 0
+		for end < len(b) && b[end] != '\n' {
+			end++
 		}
+		line := b[:end]
+		b = b[min(end+1, len(b)):]
 		if len(line) > 0 && line[0] == '%' {
 			continue
 		}
@@ -70,17 +71,28 @@ func parse(b []byte) (xadj, adj []int32, err error) {
 			header = false
 			continue
 		}
-		for _, f := range bytes.Fields(line) {
-			x, err := strconv.ParseInt(string(f), 10, 32)
+		for i := 0; i < len(line); {
+			for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
+				i++
+			}
+			j := i
+			for j < len(line) && line[j] != ' ' && line[j] != '\t' {
+				j++
+			}
+			if j == i {
+				break
+			}
+			x, err := strconv.ParseInt(string(line[i:j]), 10, 32)
 			if err != nil {
-				return nil, nil, fmt.Errorf("vertex %d: %w", len(xadj), err)
+				return nil, nil, errors.New("vertex " + strconv.Itoa(len(xadj)) + ": " + err.Error())
 			}
 			adj = append(adj, int32(x))
+			i = j
 		}
 		xadj = append(xadj, int32(len(adj)))
 	}
 	if header {
-		return nil, nil, fmt.Errorf("no header line")
+		return nil, nil, errors.New("no header line")
 	}
 	return xadj, adj, nil
 }
