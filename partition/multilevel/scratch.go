@@ -56,18 +56,43 @@ func mlBuf[T any](buf *[]T, n int) []T {
 // reserve sizes the per-vertex buffers for graphs of up to n vertices,
 // so that they are allocated once instead of growing with the levels of
 // the first bisection (which start from the coarsest).
+//
+// Buffers of the same type whose users never overlap in time on a
+// goroutine share their memory: coarsening (matching, 2-hop matching,
+// contraction) ends before the coarsest graph is partitioned, and the
+// arrays of refinement (FM and k-way state, the projected assignments)
+// are dead, but for the bisection's result, when the subgraphs of
+// recursive bisection are cut out, and that result is in where[0] or
+// best, which alias nothing used there. Sharing takes 130 KB off each
+// goroutine's scratch for Cora (2708 vertices), a third of it.
 func (ws *mlScratch) reserve(n int) {
 	ws.heaps(2)
-	for _, b := range []*[]uint32{&ws.match, &ws.perm, &ws.sorted, &ws.stamp, &ws.local, &ws.lead, &ws.where[0], &ws.where[1], &ws.heapIDs[0], &ws.heapIDs[1]} {
-		mlBuf(b, n)
+	for _, p := range [...][2]*[]uint32{
+		{&ws.match, &ws.where[0]},
+		{&ws.perm, &ws.where[1]},
+		{&ws.sorted, &ws.heapIDs[0]},
+		{&ws.stamp, &ws.heapIDs[1]},
+		{&ws.lead, &ws.local},
+	} {
+		mlAlias(p[0], p[1], n)
 	}
-	for _, b := range []*[]int64{&ws.id, &ws.ed, &ws.fill, &ws.rowLen, &ws.heapKeys[0], &ws.heapKeys[1]} {
-		mlBuf(b, n)
+	for _, p := range [...][2]*[]int64{
+		{&ws.start, &ws.id},
+		{&ws.fill, &ws.ed},
+		{&ws.rowLen, &ws.heapKeys[0]},
+	} {
+		mlAlias(p[0], p[1], n+1) // start has n+1 entries
 	}
-	mlBuf(&ws.start, n+1)
-	mlBuf(&ws.pos, n)
-	mlBuf(&ws.slot, n)
+	mlBuf(&ws.heapKeys[1], n)
+	mlAlias(&ws.slot, &ws.pos, n)
 	mlBuf(&ws.locked, n)
+}
+
+// mlAlias makes *a and *b views of one array of at least n entries (a
+// new one when *a is shorter).
+func mlAlias[T any](a, b *[]T, n int) {
+	mlBuf(a, n)
+	*b = (*a)[:0]
 }
 
 // heaps makes room for the arrays of q FM queues.
