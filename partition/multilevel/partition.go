@@ -110,7 +110,7 @@ const mlStream = 0x6d6c6b776179 // "mlkway"
 // that the tries fill two workers evenly, at most mlBisectMaxTries: the
 // bisections of a small graph cost fractions of a millisecond each, and
 // one unlucky bisection is a large share of a small cut. Cora (10556
-// entries) gets 2: over seeds 1–100 it cuts 192 / 319 / 514 edges into 2
+// entries) gets 2: over seeds 1–100 it cuts 192 / 319 / 517 edges into 2
 // / 4 / 8 parts on average, where one try cut 199 / 331 / 530 and
 // gpmetis, over its seeds 1–60, 192 / 329 / 524. Larger inputs get one.
 const (
