@@ -38,7 +38,6 @@ func runKGEJob(t *testing.T, bin string, sockets []string, parts string, args ..
 	t.Helper()
 	type result struct {
 		out, errb bytes.Buffer
-		err       error
 	}
 	res := make([]*result, len(sockets))
 	cmds := make([]*exec.Cmd, len(sockets))
