@@ -38,7 +38,8 @@ const (
 // tries 311 against 316 (4 parts) and 504 against 513 (8 parts).
 func (r *mlRun) bisectBest(g *Graph, frac, ub float64) ([]uint32, error) {
 	if r.tries <= 1 {
-		return r.bisect(g, frac, ub)
+		side, _, _, err := r.bisect(g, frac, ub)
+		return side, err
 	}
 	seeds := make([]uint64, r.tries)
 	for i := range seeds {
@@ -53,14 +54,9 @@ func (r *mlRun) bisectBest(g *Graph, frac, ub float64) ([]uint32, error) {
 		bestCut  int64
 		firstErr error
 	)
-	// keep weighs a try's bisection while it is still in the try's
-	// scratch and copies it into best when it wins so far.
-	keep := func(try int, side []uint32, err error) {
-		var exc float64
-		var cut int64
-		if err == nil {
-			exc, cut = mlBisectionScore(g, side, frac, ub)
-		}
+	// keep copies a try's bisection, still in the try's scratch, into
+	// best when it wins so far.
+	keep := func(try int, side []uint32, exc float64, cut int64, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -77,8 +73,8 @@ func (r *mlRun) bisectBest(g *Graph, frac, ub float64) ([]uint32, error) {
 		tr := r.derive(seeds[try], 1, ws)
 		tr.shared = nil // a try's own work is serial
 		tr.keepScratchFor(n)
-		side, err := tr.bisect(g, frac, ub)
-		keep(try, side, err)
+		side, exc, cut, err := tr.bisect(g, frac, ub)
+		keep(try, side, exc, cut, err)
 		return tr.ws
 	}
 	// Tries 1.. go to spare workers first; try 0 and those no worker
@@ -107,27 +103,6 @@ func (r *mlRun) bisectBest(g *Graph, frac, ub float64) ([]uint32, error) {
 		return nil, firstErr
 	}
 	return best, nil
-}
-
-// mlBisectionScore is how far the worse side of bisection side passes its
-// bound (as mlFM.excess measures it; 0 when balanced) and the cut.
-func mlBisectionScore(g *Graph, side []uint32, frac, ub float64) (exc float64, cut int64) {
-	nc := g.ncon()
-	tot := g.totals()
-	pw := make([]int64, 2*nc)
-	for v := range side {
-		for c := 0; c < nc; c++ {
-			pw[int(side[v])*nc+c] += g.vwgt(v, c)
-		}
-	}
-	for s, fs := range [2]float64{frac, 1 - frac} {
-		for c, t := range tot {
-			if t > 0 {
-				exc = max(exc, (float64(pw[s*nc+c])-ub*fs*float64(t))/float64(t))
-			}
-		}
-	}
-	return exc, mlCut(g, side)
 }
 
 // derive is a run for one try or one half of a recursion: its own
@@ -292,11 +267,12 @@ func (r *mlRun) recurse(g *Graph, ids []uint32, k int, base uint32, ub float64, 
 // 1 holding the rest: it coarsens g, grows mlGrowTries bisections of the
 // coarsest graph and keeps the best after FM, then projects it back with
 // FM at every level. The result lives in r's scratch until the next
-// bisect of r.
-func (r *mlRun) bisect(g *Graph, frac, ub float64) ([]uint32, error) {
+// bisect of r; exc and cut are the last FM's: how far the worse side
+// passes its bound (0 when balanced) and the cut.
+func (r *mlRun) bisect(g *Graph, frac, ub float64) (where []uint32, exc float64, cut int64, err error) {
 	levels, err := r.coarsen(g, mlBisectCoarsenTo)
 	if err != nil {
-		return nil, err
+		return nil, 0, 0, err
 	}
 	top := levels[len(levels)-1].g
 	ws := r.scratch()
@@ -316,21 +292,23 @@ func (r *mlRun) bisect(g *Graph, frac, ub float64) ([]uint32, error) {
 			bestExc, bestCut = exc, fm.cut
 		}
 	}
-	where := best
-	newFM(r, top, where, frac, ub).refine(mlFMPasses)
+	where = best
+	fm := newFM(r, top, where, frac, ub)
+	fm.refine(mlFMPasses)
 	for l := len(levels) - 2; l >= 0; l-- {
 		if err := r.ctx.Err(); err != nil {
-			return nil, err
+			return nil, 0, 0, err
 		}
 		r.drop(&levels[l+1]) // the coarser graph is no longer needed
 		levels[l].unpack(r.pool())
 		// Levels alternate between two buffers: the coarser assignment
 		// is read while the finer one is written.
 		where = r.project(levels[l], where, mlBuf(&ws.where[l&1], levels[l].g.NumVertices()))
-		newFM(r, levels[l].g, where, frac, ub).refine(mlFMPasses)
+		fm = newFM(r, levels[l].g, where, frac, ub)
+		fm.refine(mlFMPasses)
 	}
 	r.pool().putLevel(levels[0].cmap, nil, nil)
-	return where, nil
+	return where, fm.excess(), fm.cut, nil
 }
 
 // grow grows side 0 breadth-first from a random vertex until it holds
