@@ -22,22 +22,16 @@ func ReadMETIS(ctx context.Context, r io.Reader, name string) (*multilevel.Graph
 	return readMETIS(ctx, in, name)
 }
 
-// metisUnsizedPrealloc is the most entries the header's counts may
-// preallocate per array when the input's size is unknown (a stream) or
-// is not the text's (gzip); beyond it the arrays grow as lines arrive.
-const metisUnsizedPrealloc = 1 << 20
-
 // readMETIS is ReadMETIS of an opened input: the lines of in, through
 // this package's scanner (gzip, cancellation, positions), go to
-// multilevel's parser. A file of size bytes holds at most size+1 vertex
-// lines and size/2+1 neighbours (each at least a digit and a separator),
-// so the header's counts preallocate no more than that.
+// multilevel's parser, which bounds what the header's counts preallocate
+// by the size of the text (unknown for gzip).
 func readMETIS(ctx context.Context, in *inFile, name string) (*multilevel.Graph, error) {
-	limit := int64(metisUnsizedPrealloc)
-	if in.size > 0 && in.gz == nil {
-		limit = in.size + 2
+	textSize := in.size
+	if in.gz != nil {
+		textSize = 0
 	}
-	p := multilevel.NewMETISParser(limit)
+	p := multilevel.NewMETISParser(textSize)
 	s := newLineScanner(ctx, in, nil, name)
 	for {
 		line, ok := s.next()

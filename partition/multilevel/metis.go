@@ -56,9 +56,9 @@ func (e *LineError) Unwrap() error { return ErrFormat }
 
 // METISParser is the state of reading one METIS graph file. The header's
 // counts are not trusted for memory: the arrays are allocated for them,
-// but for no more than the limit given to NewMETISParser (what the file
-// can hold), so that a short file that claims billions of vertices is
-// refused for its missing lines without first allocating for them.
+// but for no more than the file can hold (see NewMETISParser), so that a
+// short file that claims billions of vertices is refused for its missing
+// lines without first allocating for them.
 type METISParser struct {
 	limit       int64
 	g           *Graph
@@ -70,11 +70,18 @@ type METISParser struct {
 	toks        []int64
 }
 
-// NewMETISParser starts reading a METIS file whose arrays may take up to
-// limit entries each before lines arrive to fill them: a file of b bytes
-// holds at most b+1 vertex lines and b/2+1 neighbours, so b+2 suits a
-// file of known size; a stream of unknown size should pass a fixed bound.
-func NewMETISParser(limit int64) *METISParser {
+// NewMETISParser starts reading a METIS file of textSize bytes of text,
+// 0 when unknown (a stream, or gzip, whose size on disk is not its
+// text's). A file of b bytes holds at most b+1 vertex lines and b/2+1
+// neighbours (each at least a digit and a separator), so the header's
+// counts preallocate no more than b+2 entries per array, or
+// metisUnsizedLimit when b is unknown; beyond that the arrays grow as
+// lines arrive.
+func NewMETISParser(textSize int64) *METISParser {
+	limit := int64(metisUnsizedLimit)
+	if textSize > 0 {
+		limit = textSize + 2
+	}
 	return &METISParser{limit: limit}
 }
 
@@ -223,8 +230,7 @@ func (p *METISParser) Graph() (*Graph, error) {
 }
 
 // metisUnsizedLimit is the most entries the header's counts may
-// preallocate per array when the input's size is unknown (a stream);
-// beyond it the arrays grow as lines arrive.
+// preallocate per array when the input's size is unknown.
 const metisUnsizedLimit = 1 << 20
 
 // metisCancelLines is how many lines ReadMETIS reads between checks of
@@ -236,12 +242,8 @@ const metisCancelLines = 1 << 16
 // ErrFormat. It checks ranges, self loops (which METIS refuses), and that
 // the lines hold 2m neighbours; it does not check symmetry.
 func ReadMETIS(ctx context.Context, r io.Reader, name string) (*Graph, error) {
-	limit := int64(metisUnsizedLimit)
-	if size := statSize(r); size > 0 {
-		limit = size + 2
-	}
-	p := NewMETISParser(limit)
-	br := bufio.NewReaderSize(r, int(min(limit, 1<<20)))
+	p := NewMETISParser(statSize(r))
+	br := bufio.NewReaderSize(r, int(min(p.limit, 1<<20)))
 	var line int64
 	var long []byte // a line longer than br's buffer, gathered
 	for {
