@@ -127,6 +127,14 @@ func TestReadMETISFileSized(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Edge weights, the same both ways, so that the lines take the
+	// general path of the parser, not the one for neighbours only.
+	src.Adjwgt = make([]int32, len(src.Adjncy))
+	for v := range n {
+		for e := src.Xadj[v]; e < src.Xadj[v+1]; e++ {
+			src.Adjwgt[e] = int32(1 + (v+int(src.Adjncy[e]))%9)
+		}
+	}
 	var b bytes.Buffer
 	if err := multilevel.WriteMETIS(&b, src); err != nil {
 		t.Fatal(err)
