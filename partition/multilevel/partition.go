@@ -132,8 +132,7 @@ type Options struct {
 // mlRun is one call of Partition: its context, generator and workers.
 type mlRun struct {
 	ctx      context.Context
-	rng      *rand.Rand
-	src      *rand.PCG // rng's source, for shuffle
+	rng      *rand.PCG // the run's generator (a concrete source: shuffle draws from it in a loop)
 	workers  int
 	progress Progress
 	ws       *mlScratch // nil until first use; see scratch
@@ -147,11 +146,10 @@ type mlRun struct {
 
 // newMLRun is a run with its own generator seeded by seed.
 func newMLRun(ctx context.Context, seed uint64, workers int) *mlRun {
-	src := rand.NewPCG(seed, mlStream)
-	return &mlRun{ctx: ctx, rng: rand.New(src), src: src, workers: workers}
+	return &mlRun{ctx: ctx, rng: rand.NewPCG(seed, mlStream), workers: workers}
 }
 
-// shuffle permutes p uniformly at random (Fisher–Yates) from r's source,
+// shuffle permutes p uniformly at random (Fisher–Yates) from r's generator,
 // two positions from each 64-bit draw, each bounded by a multiply and a
 // shift (a bias below (i+1)/2^32, nothing at these sizes). rand.Shuffle
 // calls a swap function and draws once per position with a rejection
@@ -159,14 +157,14 @@ func newMLRun(ctx context.Context, seed uint64, workers int) *mlRun {
 func (r *mlRun) shuffle(p []uint32) {
 	i := len(p) - 1
 	for ; i > 1; i -= 2 {
-		x := r.src.Uint64()
+		x := r.rng.Uint64()
 		j := int((x >> 32) * uint64(i+1) >> 32)
 		p[i], p[j] = p[j], p[i]
 		j = int((x & 0xffffffff) * uint64(i) >> 32)
 		p[i-1], p[j] = p[j], p[i-1]
 	}
 	if i == 1 {
-		j := int((r.src.Uint64() >> 32) * 2 >> 32)
+		j := int((r.rng.Uint64() >> 32) * 2 >> 32)
 		p[1], p[j] = p[j], p[1]
 	}
 }
