@@ -252,7 +252,7 @@ func ReadMETIS(ctx context.Context, r io.Reader, name string) (*Graph, error) {
 			long = append(long, b...)
 			continue
 		}
-		if long != nil {
+		if len(long) > 0 {
 			b = append(long, b...)
 			long = long[:0]
 		}
@@ -461,7 +461,7 @@ func WriteMETIS(w io.Writer, g *Graph) error {
 // metisEntryHash mixes one adjacency entry (splitmix64's finalizer over
 // the packed pair, then the weight).
 func metisEntryHash(v, u, w uint64) uint64 {
-	return mlMix(v<<32 | u ^ mlMix(w+0x9e3779b97f4a7c15))
+	return mlMix((v<<32 | u) ^ mlMix(w+0x9e3779b97f4a7c15))
 }
 
 // ReadPartition reads a gpmetis partition file (graph.part.K) of a graph
@@ -473,7 +473,7 @@ func ReadPartition(r io.Reader, n int, name string) ([]uint32, error) {
 	var line int64
 	for s.Scan() {
 		line++
-		b := trimEOL(s.Bytes())
+		b := s.Bytes() // ScanLines drops "\n" and "\r\n"
 		if len(b) == 0 {
 			continue
 		}

@@ -216,7 +216,7 @@ func TestWriteMETISRejects(t *testing.T) {
 }
 
 func TestReadPartition(t *testing.T) {
-	parts, err := ReadPartition(strings.NewReader("0\n3\n\n1\n"), 3, "p")
+	parts, err := ReadPartition(strings.NewReader("0\r\n3\n\n1\n"), 3, "p")
 	if err != nil {
 		t.Fatal(err)
 	}
