@@ -55,3 +55,40 @@ func TestMLHeapPopMax(t *testing.T) {
 		}
 	}
 }
+
+// A queue filled with add and ordered once (as an FM pass fills it with
+// its boundary) pops the same vertices, greatest key first, as one
+// filled by push, and every entry sits where pos says.
+func TestMLHeapOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{0, 1, 2, 3, 17, 500} {
+		pos := make([]int32, n)
+		h := mlHeap{pos: pos}
+		keys := make([]int64, n)
+		for v := range n {
+			keys[v] = rng.Int64N(61) - 30
+			h.add(uint32(v), keys[v])
+		}
+		h.order()
+		for i, u := range h.ids {
+			if pos[u] != int32(i) {
+				t.Fatalf("n=%d: vertex %d at %d, pos says %d", n, u, i, pos[u])
+			}
+			if c := 2*i + 1; c < len(h.ids) && h.keys[c] > h.keys[i] || c+1 < len(h.ids) && h.keys[c+1] > h.keys[i] {
+				t.Fatalf("n=%d: entry %d (key %d) is below a child", n, i, h.keys[i])
+			}
+		}
+		get := func(v uint32) int64 { return keys[v] }
+		last := int64(1 << 62)
+		for range n {
+			v := h.popMax(get)
+			if keys[v] > last {
+				t.Fatalf("n=%d: popped key %d after %d", n, keys[v], last)
+			}
+			last = keys[v]
+		}
+		if h.len() != 0 {
+			t.Fatalf("n=%d: %d left", n, h.len())
+		}
+	}
+}
