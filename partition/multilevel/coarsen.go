@@ -116,7 +116,6 @@ func (r *mlRun) coarsen(g *Graph, coarsenTo int) ([]mlLevel, error) {
 				}
 			}
 		}
-		r.progress.report("multilevel initial", int64(len(levels)-1), 0)
 		if float64(cn) > mlCoarsenFraction*float64(n) {
 			break
 		}

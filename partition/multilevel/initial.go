@@ -72,6 +72,7 @@ func (r *mlRun) bisectBest(g *Graph, frac, ub float64) ([]uint32, error) {
 	run := func(try int, ws *mlScratch) *mlScratch {
 		tr := r.derive(seeds[try], 1, ws)
 		tr.shared = nil // a try's own work is serial
+		tr.share = r.share / float64(len(seeds))
 		tr.keepScratchFor(n)
 		side, exc, cut, err := tr.bisect(g, frac, ub)
 		keep(try, side, exc, cut, err)
@@ -111,6 +112,7 @@ func (r *mlRun) bisectBest(g *Graph, frac, ub float64) ([]uint32, error) {
 func (r *mlRun) derive(seed uint64, workers int, ws *mlScratch) *mlRun {
 	d := newMLRun(r.ctx, seed, workers)
 	d.ws, d.tries, d.shared = ws, r.tries, r.shared
+	d.progress, d.share = r.progress, r.share
 	return d
 }
 
@@ -274,6 +276,14 @@ func (r *mlRun) bisect(g *Graph, frac, ub float64) (where []uint32, exc float64,
 	if err != nil {
 		return nil, 0, 0, err
 	}
+	// Progress: half of g's units once coarsened, the other half level
+	// by level in proportion to the vertices projected.
+	half := r.share * float64(g.NumVertices()) / 2
+	r.progress.add(half)
+	var projected int
+	for _, l := range levels[:len(levels)-1] {
+		projected += l.g.NumVertices()
+	}
 	top := levels[len(levels)-1].g
 	ws := r.scratch()
 	tn := top.NumVertices()
@@ -295,6 +305,9 @@ func (r *mlRun) bisect(g *Graph, frac, ub float64) (where []uint32, exc float64,
 	where = best
 	fm := newFM(r, top, where, frac, ub)
 	fm.refine(mlFMPasses)
+	if projected == 0 { // g was not coarsened
+		r.progress.add(half)
+	}
 	for l := len(levels) - 2; l >= 0; l-- {
 		if err := r.ctx.Err(); err != nil {
 			return nil, 0, 0, err
@@ -306,6 +319,7 @@ func (r *mlRun) bisect(g *Graph, frac, ub float64) (where []uint32, exc float64,
 		where = r.project(levels[l], where, mlBuf(&ws.where[l&1], levels[l].g.NumVertices()))
 		fm = newFM(r, levels[l].g, where, frac, ub)
 		fm.refine(mlFMPasses)
+		r.progress.add(half * float64(levels[l].g.NumVertices()) / float64(projected))
 	}
 	r.pool().putLevel(levels[0].cmap, nil, nil)
 	return where, fm.excess(), fm.cut, nil

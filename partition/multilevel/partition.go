@@ -126,7 +126,7 @@ type Options struct {
 	Imbalance float64
 	Seed      uint64
 	Workers   int      // goroutines for the parallel steps; 0 = GOMAXPROCS
-	Progress  Progress // stages "multilevel initial" (bisections), "multilevel refine"
+	Progress  Progress // stages StageBisect, StageRefine
 }
 
 // mlRun is one call of Partition: its context, generator and workers.
@@ -134,9 +134,12 @@ type mlRun struct {
 	ctx      context.Context
 	rng      *rand.PCG // the run's generator (a concrete source: shuffle draws from it in a loop)
 	workers  int
-	progress Progress
-	ws       *mlScratch // nil until first use; see scratch
-	tries    int        // per bisection; see bisectBest
+	progress *mlProgress // the call's, shared by every run derived from it
+	// share is the part of its bisections' units r credits to progress:
+	// a try of a bisection among t credits 1/t.
+	share float64
+	ws    *mlScratch // nil until first use; see scratch
+	tries int        // per bisection; see bisectBest
 	// shared is the call's pool of idle workers and scratches; nil when
 	// r's work runs on its goroutine alone.
 	shared *mlShared
@@ -146,7 +149,7 @@ type mlRun struct {
 
 // newMLRun is a run with its own generator seeded by seed.
 func newMLRun(ctx context.Context, seed uint64, workers int) *mlRun {
-	return &mlRun{ctx: ctx, rng: rand.NewPCG(seed, mlStream), workers: workers}
+	return &mlRun{ctx: ctx, rng: rand.NewPCG(seed, mlStream), workers: workers, share: 1}
 }
 
 // shuffle permutes p uniformly at random (Fisher–Yates) from r's generator,
@@ -222,14 +225,7 @@ func Partition(ctx context.Context, g *Graph, opts Options) ([]uint32, error) {
 	if ub < 1 || math.IsNaN(ub) {
 		return nil, errorOf(nil, "imbalance ", strconv.FormatFloat(opts.Imbalance, 'g', -1, 64), ": want >= 1")
 	}
-	r := newMLRun(ctx, opts.Seed, opts.Workers)
-	r.progress, r.tries = opts.Progress, mlBisectTries(len(g.Adjncy))
-	if r.workers <= 0 {
-		r.workers = runtime.GOMAXPROCS(0)
-	}
-	if r.workers > 1 {
-		r.shared = &mlShared{spare: make(chan struct{}, r.workers-1)}
-	}
+	r := newPartitionRun(ctx, g, opts)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -242,6 +238,21 @@ func Partition(ctx context.Context, g *Graph, opts Options) ([]uint32, error) {
 	}
 	mlFillEmpty(g, where, k)
 	return where, nil
+}
+
+// newPartitionRun is the run of a Partition call of g with opts (whose
+// Parts is checked): its generator, workers, tries and progress.
+func newPartitionRun(ctx context.Context, g *Graph, opts Options) *mlRun {
+	r := newMLRun(ctx, opts.Seed, opts.Workers)
+	r.progress = newMLProgress(opts.Progress, g.NumVertices(), opts.Parts)
+	r.tries = mlBisectTries(len(g.Adjncy))
+	if r.workers <= 0 {
+		r.workers = runtime.GOMAXPROCS(0)
+	}
+	if r.workers > 1 {
+		r.shared = &mlShared{spare: make(chan struct{}, r.workers-1)}
+	}
+	return r
 }
 
 // mlBounds are the heaviest and lightest weights a part may have in
@@ -292,10 +303,11 @@ func (r *mlRun) rbScheme(g *Graph, k int, ub float64) ([]uint32, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.progress.finish()
 	if err := newKway(tr, g, where, k, maxw, minw).refineStrict(); err != nil {
 		return nil, err
 	}
-	r.progress.report("multilevel refine", 1, 1)
+	r.progress.report(StageRefine, 1, 1)
 	return where, nil
 }
 
