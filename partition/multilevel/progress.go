@@ -8,12 +8,6 @@ import "sync"
 // assume the caller's; it must return quickly.
 type Progress func(stage string, done, total int64)
 
-func (p Progress) report(stage string, done, total int64) {
-	if p != nil {
-		p(stage, done, total)
-	}
-}
-
 // Stages Partition reports.
 const (
 	// StageBisect counts vertex-bisections: a bisection of a graph of m
