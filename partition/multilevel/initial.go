@@ -83,18 +83,9 @@ func (r *mlRun) bisectBest(g *Graph, frac, ub float64) ([]uint32, error) {
 	var wg sync.WaitGroup
 	here := []int{0}
 	for try := 1; try < len(seeds); try++ {
-		if r.shared != nil {
-			select {
-			case r.shared.spare <- struct{}{}:
-				wg.Go(func() {
-					r.shared.putScratch(run(try, r.shared.takeScratch()))
-					<-r.shared.spare
-				})
-				continue
-			default:
-			}
+		if !r.shared.spawn(&wg, func(ws *mlScratch) *mlScratch { return run(try, ws) }) {
+			here = append(here, try)
 		}
-		here = append(here, try)
 	}
 	for _, try := range here {
 		r.ws = run(try, r.ws)
@@ -235,24 +226,21 @@ func (r *mlRun) recurse(g *Graph, ids []uint32, k int, base uint32, ub float64, 
 		}
 		subs[s], subIDs[s] = nil, nil
 	}
-	if ks[0] > 1 && ks[1] > 1 && r.shared != nil && len(g.Adjncy) <= mlParallelHalvesMaxAdj {
-		select {
-		case r.shared.spare <- struct{}{}:
-			res := make(chan error, 1)
-			go func() {
-				ws, err := half(1, r.shared.takeScratch())
-				r.shared.putScratch(ws)
-				<-r.shared.spare
-				res <- err
-			}()
+	if ks[0] > 1 && ks[1] > 1 && len(g.Adjncy) <= mlParallelHalvesMaxAdj {
+		var wg sync.WaitGroup
+		var err1 error
+		if r.shared.spawn(&wg, func(ws *mlScratch) *mlScratch {
+			ws, err1 = half(1, ws)
+			return ws
+		}) {
 			_, err0 := half(0, r.ws)
 			done(0)
-			if err1 := <-res; err0 == nil {
+			wg.Wait()
+			if err0 == nil {
 				err0 = err1
 			}
 			done(1)
 			return err0
-		default:
 		}
 	}
 	for s := range subs {
@@ -277,13 +265,14 @@ func (r *mlRun) bisect(g *Graph, frac, ub float64) (where []uint32, exc float64,
 		return nil, 0, 0, err
 	}
 	// Progress: half of g's units once coarsened, the other half level
-	// by level in proportion to the vertices projected.
+	// by level as each is refined, in proportion to its vertices.
 	half := r.share * float64(g.NumVertices()) / 2
 	r.progress.add(half)
-	var projected int
-	for _, l := range levels[:len(levels)-1] {
-		projected += l.g.NumVertices()
+	var refined int
+	for _, l := range levels {
+		refined += l.g.NumVertices()
 	}
+	credit := func(l *Graph) { r.progress.add(half * float64(l.NumVertices()) / float64(refined)) }
 	top := levels[len(levels)-1].g
 	ws := r.scratch()
 	tn := top.NumVertices()
@@ -305,9 +294,7 @@ func (r *mlRun) bisect(g *Graph, frac, ub float64) (where []uint32, exc float64,
 	where = best
 	fm := newFM(r, top, where, frac, ub)
 	fm.refine(mlFMPasses)
-	if projected == 0 { // g was not coarsened
-		r.progress.add(half)
-	}
+	credit(top)
 	for l := len(levels) - 2; l >= 0; l-- {
 		if err := r.ctx.Err(); err != nil {
 			return nil, 0, 0, err
@@ -319,7 +306,7 @@ func (r *mlRun) bisect(g *Graph, frac, ub float64) (where []uint32, exc float64,
 		where = r.project(levels[l], where, mlBuf(&ws.where[l&1], levels[l].g.NumVertices()))
 		fm = newFM(r, levels[l].g, where, frac, ub)
 		fm.refine(mlFMPasses)
-		r.progress.add(half * float64(levels[l].g.NumVertices()) / float64(projected))
+		credit(levels[l].g)
 	}
 	r.pool().putLevel(levels[0].cmap, nil, nil)
 	return where, fm.excess(), fm.cut, nil

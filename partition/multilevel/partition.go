@@ -194,6 +194,27 @@ func (sh *mlShared) takeScratch() *mlScratch {
 	return ws
 }
 
+// spawn runs fn on another goroutine, counted in wg, when a worker is
+// spare, and reports whether it did. fn gets an idle scratch (nil: it
+// makes one) and returns the scratch it ended with, which is kept for
+// the next goroutine; the worker is spare again when fn returns. A nil
+// sh has no spare worker.
+func (sh *mlShared) spawn(wg *sync.WaitGroup, fn func(ws *mlScratch) *mlScratch) bool {
+	if sh == nil {
+		return false
+	}
+	select {
+	case sh.spare <- struct{}{}:
+		wg.Go(func() {
+			sh.putScratch(fn(sh.takeScratch()))
+			<-sh.spare
+		})
+		return true
+	default:
+		return false
+	}
+}
+
 // putScratch keeps ws for the next goroutine that starts.
 func (sh *mlShared) putScratch(ws *mlScratch) {
 	if ws == nil {

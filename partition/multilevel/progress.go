@@ -12,7 +12,7 @@ type Progress func(stage string, done, total int64)
 const (
 	// StageBisect counts vertex-bisections: a bisection of a graph of m
 	// vertices is m units, credited half when its coarsening ends and
-	// the rest level by level as it is projected back. The total is the
+	// the rest level by level as each is refined. The total is the
 	// expected sum over recursive bisection, n × mlBisectWork(k).
 	StageBisect = "multilevel bisect"
 	// StageRefine is the k-way refinement at the end: 1 unit.
