@@ -28,7 +28,9 @@ const (
 // lowest number: the winner does not depend on which try ran where or
 // when. A try runs on another goroutine, with a scratch from r's list,
 // while a worker is spare, and otherwise in turn on r's own scratch. The
-// result lives in r's scratch (best) until r's next bisectBest.
+// result lives in r's scratch (best) until r's next bisectBest. The
+// winner then meets one more candidate, core against periphery (see
+// degreeSplit).
 //
 // Tries per bisection find smaller cuts than as many tries of the whole
 // recursion for the same work, because each bisection keeps its best
@@ -38,8 +40,12 @@ const (
 // tries 311 against 316 (4 parts) and 504 against 513 (8 parts).
 func (r *mlRun) bisectBest(g *Graph, frac, ub float64) ([]uint32, error) {
 	if r.tries <= 1 {
-		side, _, _, err := r.bisect(g, frac, ub)
-		return side, err
+		side, exc, cut, err := r.bisect(g, frac, ub)
+		if err != nil {
+			return nil, err
+		}
+		r.degreeSplit(g, frac, ub, side, exc, cut)
+		return side, nil
 	}
 	seeds := make([]uint64, r.tries)
 	for i := range seeds {
@@ -94,6 +100,7 @@ func (r *mlRun) bisectBest(g *Graph, frac, ub float64) ([]uint32, error) {
 	if firstErr != nil {
 		return nil, firstErr
 	}
+	r.degreeSplit(g, frac, ub, best, bestExc, bestCut)
 	return best, nil
 }
 

@@ -27,7 +27,11 @@ package multilevel
 //     hill-climbing moves with rollback) on every level. Under several
 //     constraints each side keeps a queue per constraint and a side past
 //     its bound gives away vertices of the constraint it passes (see
-//     mlFM).
+//     mlFM). The bisection kept then meets a second candidate, the
+//     vertices of highest degree against the rest, refined with FM on
+//     the bisected graph itself: on power-law graphs core against
+//     periphery cuts less than anything the hierarchy can draw (see
+//     degreeSplit).
 //  4. The k parts are refined once on the input with greedy k-way
 //     boundary moves (METIS's Greedy_KWayOptimize) that keep every part
 //     within its bound (see refineStrict): up to 10 passes, each taking
