@@ -60,10 +60,10 @@ func (r *mlRun) degreeSplit(g *Graph, frac, ub float64, side []uint32, exc float
 		cand[v] = 0
 		fill += mlShare(g, int(v), tot, frac, nc)
 	}
-	if exc == 0 && float64(mlCut(g, cand)) > mlDegreeSplitGate*float64(cut) {
+	fm := newFM(r, g, cand, frac, ub) // its cut is the split's, as filled
+	if exc == 0 && float64(fm.cut) > mlDegreeSplitGate*float64(cut) {
 		return
 	}
-	fm := newFM(r, g, cand, frac, ub)
 	fm.refine(mlFMPasses)
 	if e := fm.excess(); e < exc || (e == exc && fm.cut < cut) {
 		copy(side, cand)
