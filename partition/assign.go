@@ -86,6 +86,20 @@ func ParseBalance(s string) ([]string, error) {
 	return out, nil
 }
 
+// Balances lists the quantities method can balance (see ParseBalance),
+// nil for an unknown method.
+func Balances(method string) []string {
+	switch method {
+	case MethodRandom:
+		return []string{BalanceNodes}
+	case MethodMetis:
+		return []string{BalanceNodes, BalanceEdges, BalanceTrain}
+	case MethodFreq:
+		return []string{BalanceNodes, BalanceTrain}
+	}
+	return nil
+}
+
 // Validate checks what of o does not depend on the graph: the part
 // count, the method, the quantities it can balance and the imbalance.
 // It lets a caller refuse bad options before reading an input, which
@@ -98,15 +112,8 @@ func (o AssignOptions) Validate() error {
 	if o.Imbalance != 0 && (o.Imbalance < 1 || math.IsNaN(o.Imbalance) || math.IsInf(o.Imbalance, 0)) {
 		return fmt.Errorf("partition: imbalance %g: want a number ≥ 1", o.Imbalance)
 	}
-	var balanced []string
-	switch o.Method {
-	case MethodRandom:
-		balanced = []string{BalanceNodes}
-	case MethodMetis:
-		balanced = []string{BalanceNodes, BalanceEdges, BalanceTrain}
-	case MethodFreq:
-		balanced = []string{BalanceNodes, BalanceTrain}
-	default:
+	balanced := Balances(o.Method)
+	if balanced == nil {
 		return fmt.Errorf("partition: method %q: want %s, %s or %s", o.Method, MethodRandom, MethodMetis, MethodFreq)
 	}
 	for _, k := range o.Balance {

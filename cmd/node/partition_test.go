@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -310,5 +311,82 @@ func TestPartitionMemoryFloor(t *testing.T) {
 	in := writeEdgeList(t, 12)
 	if code, stdout, stderr := small("partition", "--input", in, "--format", "edgelist", "--parts", "2", "-o", out); code != 0 {
 		t.Fatalf("a 12-node graph on a 16 GiB machine: code %d\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+// TestSkewNotes: a quantity not asked for whose heaviest part passes
+// 1.5 × the mean is pointed out with its part and the flags that balance
+// it; asked-for quantities and mild skew are not.
+func TestSkewNotes(t *testing.T) {
+	m := &partition.Manifest{
+		Achieved: partition.BalanceAchieved{Nodes: 1.01, Edges: 2.5, Train: 1.6},
+		Part: []partition.PartEntry{
+			{Index: 0, Edges: 10, Train: 5}, {Index: 1, Edges: 50, Train: 3}, {Index: 2, Edges: 20, Train: 8}, {Index: 3, Edges: 0, Train: 4},
+		},
+	}
+	for _, tt := range []struct {
+		method string
+		asked  []string
+		want   []string
+	}{
+		{partition.MethodMetis, []string{"nodes"}, []string{
+			"note: part 1 stores 2.50 × the mean edges (not balanced): its host holds and samples that much more of the graph; --balance nodes,edges evens them",
+			"note: part 2 owns 1.60 × the mean training nodes (not balanced): its trainer has that many more seeds per epoch; --balance nodes,train evens them",
+		}},
+		{partition.MethodMetis, []string{"nodes", "train"}, []string{
+			"note: part 1 stores 2.50 × the mean edges (not balanced): its host holds and samples that much more of the graph; --balance nodes,train,edges evens them",
+		}},
+		{partition.MethodRandom, []string{"nodes"}, []string{
+			"note: part 1 stores 2.50 × the mean edges (not balanced): its host holds and samples that much more of the graph; --method metis --balance nodes,edges evens them",
+			"note: part 2 owns 1.60 × the mean training nodes (not balanced): its trainer has that many more seeds per epoch; --method metis --balance nodes,train evens them",
+		}},
+		{partition.MethodFreq, []string{"nodes", "train"}, []string{
+			"note: part 1 stores 2.50 × the mean edges (not balanced): its host holds and samples that much more of the graph; --method metis --balance nodes,train,edges evens them",
+		}},
+		{partition.MethodMetis, []string{"nodes", "edges", "train"}, nil},
+	} {
+		got := skewNotes(m, tt.method, tt.asked)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s %v:\n got %q\nwant %q", tt.method, tt.asked, got, tt.want)
+		}
+	}
+	m.Achieved = partition.BalanceAchieved{Nodes: 1, Edges: 1.5, Train: 1.2}
+	if got := skewNotes(m, partition.MethodRandom, []string{"nodes"}); got != nil {
+		t.Errorf("skew at 1.5 and below: %q, want no note", got)
+	}
+}
+
+// TestPartitionSkewNoteCLI: a star of 40 leaves split at random into 4
+// parts leaves the hub's part with its 40 in-edges besides its share of
+// the leaves' (at least 2 × the mean of 20); partition says so and how to
+// balance edges.
+func TestPartitionSkewNoteCLI(t *testing.T) {
+	var b strings.Builder
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&b, "0 %d\n", i)
+	}
+	in := filepath.Join(t.TempDir(), "star.txt")
+	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "parts")
+	code, stdout, stderr := runNode(t, "partition", "--input", in, "--format", "edgelist", "--parts", "4",
+		"--undirected", "--fanouts", "none", "-o", out)
+	if code != 0 {
+		t.Fatalf("partition: code %d\n%s\n%s", code, stdout, stderr)
+	}
+	m, err := partition.OpenDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := m.Part[0]
+	for _, p := range m.Part {
+		if p.Edges > hub.Edges {
+			hub = p
+		}
+	}
+	want := fmt.Sprintf("note: part %d stores %.2f × the mean edges (not balanced)", hub.Index, m.Achieved.Edges)
+	if m.Achieved.Edges < 2 || !strings.Contains(stdout, want) || !strings.Contains(stdout, "--method metis --balance nodes,edges evens them") {
+		t.Errorf("edges balance %.3f; output lacks %q:\n%s", m.Achieved.Edges, want, stdout)
 	}
 }
