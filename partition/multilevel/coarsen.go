@@ -97,16 +97,22 @@ func (r *mlRun) coarsen(g *Graph, coarsenTo int) ([]mlLevel, error) {
 		levels = append(levels, mlLevel{g: cg})
 		if i := len(levels) - 2; i > 0 {
 			// levels[0] is the caller's graph; the levels between it
-			// and the newest wait for uncoarsening.
+			// and the newest wait for uncoarsening. Weights widen
+			// slowly from level to level: the finer level's width is
+			// the first to try.
+			wgtW := 1
+			if p := levels[i-1].packed; p != nil {
+				wgtW = p.wgtW
+			}
 			if r.workers == 1 {
-				r.pool().put(levels[i].pack())
+				r.pool().put(levels[i].pack(wgtW))
 			} else {
 				l := levels[i]
 				var adj []uint32
 				var wgt []int32
 				done := make(chan struct{})
 				go func() {
-					adj, wgt = l.pack()
+					adj, wgt = l.pack(wgtW)
 					close(done)
 				}()
 				settle = func() {

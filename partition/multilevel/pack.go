@@ -28,15 +28,17 @@ type mlPacked struct {
 // pack replaces l's adjacency and weights by their packed form and
 // returns the arrays it no longer holds (nil when it did not pack), for
 // a pool. Xadj, Vwgt and cmap stay as they are; unpack restores the same
-// contents.
-func (l *mlLevel) pack() (adj []uint32, wgt []int32) {
+// contents. wgtW is the width to try first for the weights (the finer
+// level's, see mlPackBytes); ids are tried at the width of the level's
+// largest vertex id.
+func (l *mlLevel) pack(wgtW int) (adj []uint32, wgt []int32) {
 	g := l.g
 	if l.packed != nil || len(g.Adjncy) < mlPackMinAdj || g.Adjwgt == nil {
 		return nil, nil
 	}
 	p := &mlPacked{m: int64(len(g.Adjncy))}
-	p.adj, p.adjW = mlPackBytes(g.Adjncy)
-	p.wgt, p.wgtW = mlPackBytes(g.Adjwgt)
+	p.adj, p.adjW = mlPackBytes(g.Adjncy, mlWidth(uint32(max(g.NumVertices()-1, 0))))
+	p.wgt, p.wgtW = mlPackBytes(g.Adjwgt, wgtW)
 	l.packed = p
 	l.g = &Graph{Xadj: g.Xadj, Vwgt: g.Vwgt, Ncon: g.Ncon}
 	return g.Adjncy, g.Adjwgt
@@ -58,36 +60,54 @@ func (l *mlLevel) unpack(pool *mlPool) {
 }
 
 // mlPackBytes stores xs (none negative) in w bytes each, w the fewest
-// that hold the largest.
-func mlPackBytes[T uint32 | int32](xs []T) ([]byte, int) {
-	var or uint32
-	for _, x := range xs {
-		or |= uint32(x)
+// that hold the largest. One pass writes xs at width hint while it finds
+// their largest value; a second, at the width that value needs, runs
+// only when the hint was wrong. The hints of coarsening are right on the
+// graphs of perf/metis (ids fill their level's range; weights keep the
+// finer level's width), where finding the width first and then writing
+// read every level twice: 11% of the CPU time of BenchmarkMultilevel.
+func mlPackBytes[T uint32 | int32](xs []T, hint int) ([]byte, int) {
+	out, or := mlPackWidth(xs, hint)
+	if w := mlWidth(or); w != hint {
+		out, _ = mlPackWidth(xs, w)
+		return out, w
 	}
-	w := max(1, (bits.Len32(or)+7)/8)
-	out := make([]byte, len(xs)*w)
+	return out, hint
+}
+
+// mlWidth is the fewest whole bytes, at least 1, that hold x.
+func mlWidth(x uint32) int { return max(1, (bits.Len32(x)+7)/8) }
+
+// mlPackWidth stores the low w bytes (1 to 4) of each of xs,
+// little-endian, and returns them with the OR of xs.
+func mlPackWidth[T uint32 | int32](xs []T, w int) (out []byte, or uint32) {
+	out = make([]byte, len(xs)*w)
 	switch w {
 	case 1:
 		for i, x := range xs {
+			or |= uint32(x)
 			out[i] = byte(x)
 		}
 	case 2:
 		for i, x := range xs {
+			or |= uint32(x)
 			b := out[2*i : 2*i+2 : 2*i+2]
 			b[0], b[1] = byte(x), byte(x>>8)
 		}
 	case 3:
 		for i, x := range xs {
+			or |= uint32(x)
 			b := out[3*i : 3*i+3 : 3*i+3]
 			b[0], b[1], b[2] = byte(x), byte(x>>8), byte(x>>16)
 		}
 	default:
 		for i, x := range xs {
+			or |= uint32(x)
 			b := out[4*i : 4*i+4 : 4*i+4]
 			b[0], b[1], b[2], b[3] = byte(x), byte(x>>8), byte(x>>16), byte(x>>24)
 		}
 	}
-	return out, w
+	return out, or
 }
 
 // mlUnpackBytes fills dst from b, w bytes per value.

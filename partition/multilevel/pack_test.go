@@ -42,7 +42,7 @@ func TestMultilevelPackRoundTrip(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			adj, wgt := slices.Clone(tc.g.Adjncy), slices.Clone(tc.g.Adjwgt)
 			l := mlLevel{g: tc.g}
-			l.pack()
+			l.pack(1)
 			if got := l.packed != nil; got != tc.packed {
 				t.Fatalf("packed = %v, want %v", got, tc.packed)
 			}
@@ -60,5 +60,34 @@ func TestMultilevelPackRoundTrip(t *testing.T) {
 				t.Fatal("unpack does not restore the adjacency and weights")
 			}
 		})
+	}
+}
+
+// TestMLPackBytesHint: whatever width mlPackBytes tries first, it packs
+// in the fewest bytes that hold the largest value, the same bytes.
+func TestMLPackBytesHint(t *testing.T) {
+	for _, tc := range []struct {
+		xs []uint32
+		w  int
+	}{
+		{[]uint32{0, 0, 0}, 1},
+		{[]uint32{7, 255, 1}, 1},
+		{[]uint32{7, 256, 1}, 2},
+		{[]uint32{1 << 16, 3}, 3},
+		{[]uint32{math.MaxUint32, 0}, 4},
+		{nil, 1},
+	} {
+		want, _ := mlPackWidth(tc.xs, tc.w)
+		for hint := 1; hint <= 4; hint++ {
+			got, w := mlPackBytes(tc.xs, hint)
+			if w != tc.w || !slices.Equal(got, want) {
+				t.Errorf("%v, hint %d: width %d, bytes %v; want %d, %v", tc.xs, hint, w, got, tc.w, want)
+			}
+			back := make([]uint32, len(tc.xs))
+			mlUnpackBytes(back, got, w)
+			if !slices.Equal(back, tc.xs) {
+				t.Errorf("%v, hint %d: unpacked %v", tc.xs, hint, back)
+			}
+		}
 	}
 }
