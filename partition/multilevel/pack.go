@@ -64,8 +64,9 @@ func (l *mlLevel) unpack(pool *mlPool) {
 // their largest value; a second, at the width that value needs, runs
 // only when the hint was wrong. The hints of coarsening are right on the
 // graphs of perf/metis (ids fill their level's range; weights keep the
-// finer level's width), where finding the width first and then writing
-// read every level twice: 11% of the CPU time of BenchmarkMultilevel.
+// finer level's width). Finding the width first and then writing read
+// every level twice: packing took 11.5% of the CPU time of
+// BenchmarkMultilevel that way, 7.2% in one pass.
 func mlPackBytes[T uint32 | int32](xs []T, hint int) ([]byte, int) {
 	out, or := mlPackWidth(xs, hint)
 	if w := mlWidth(or); w != hint {
