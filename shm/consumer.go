@@ -56,20 +56,29 @@ func (r *Ring) Consumer() (*Consumer, error) {
 			state: r.u32(w, ctlProdState), pid: r.u32(w, ctlProdPID), consumerSt: r.u32(w, ctlConsState),
 		}
 		if !atomic.CompareAndSwapUint32(s.consumerSt, StateNone, StateOpen) {
-			for i := range w {
-				atomic.StoreUint32(c.subs[i].consumerSt, StateNone)
-			}
+			c.unclaim(w)
 			return nil, fmt.Errorf("shm: ring %s sub-ring %d: consumer pid %d attached before (state %d): %w",
 				r.path, w, atomic.LoadUint32(r.u32(w, ctlConsPID)), atomic.LoadUint32(s.consumerSt), ErrBusy)
 		}
 		atomic.StoreUint32(r.u32(w, ctlConsPID), uint32(os.Getpid()))
 		s.rc, s.wc = atomic.LoadUint64(s.read), atomic.LoadUint64(s.write)
 		if err := r.checkCounters(w, s.wc, s.rc); err != nil {
+			c.unclaim(w + 1)
 			return nil, err
 		}
 	}
 	r.mu.consumers = append(r.mu.consumers, c)
 	return c, nil
+}
+
+// unclaim gives back the claims of the first n sub-rings of an attach
+// that failed, so that producers do not wait on a consumer that never
+// reads and a later attach is not refused as busy.
+func (c *Consumer) unclaim(n int) {
+	for i := range n {
+		atomic.StoreUint32(c.r.u32(i, ctlConsPID), 0)
+		atomic.StoreUint32(c.subs[i].consumerSt, StateNone)
+	}
 }
 
 // Next returns the next record of sub-ring w, waiting for it. The view

@@ -65,6 +65,10 @@ func (r *Ring) Producer(w int) (*Producer, error) {
 	p.wc, p.rc = atomic.LoadUint64(p.write), atomic.LoadUint64(p.read)
 	p.published = p.wc
 	if err := r.checkCounters(w, p.wc, p.rc); err != nil {
+		// Give the claim back: left open, with no heartbeat, it would
+		// read as a dead producer instead of a corrupt sub-ring.
+		atomic.StoreUint32(r.u32(w, ctlProdPID), 0)
+		atomic.StoreUint32(p.state, StateNone)
 		return nil, err
 	}
 	go p.beat()
@@ -139,6 +143,10 @@ func (p *Producer) Reserve(ctx context.Context, n int) ([]byte, error) {
 // (n may be less than reserved). The consumer sees the whole record or
 // nothing.
 func (p *Producer) Commit(n int) error {
+	if p.closed.Load() {
+		p.reserved = -1
+		return fmt.Errorf("shm: ring %s sub-ring %d: Commit after Close: %w", p.r.path, p.w, ErrOrder)
+	}
 	if p.reserved < 0 {
 		return fmt.Errorf("shm: ring %s sub-ring %d: Commit without Reserve: %w", p.r.path, p.w, ErrOrder)
 	}
