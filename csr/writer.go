@@ -32,6 +32,7 @@ const writeBufSize = 2 << 20
 // each 64-byte aligned, then the header and section table at offset 0.
 // The file is written under a temporary name and renamed into place by
 // Close after fsync, so a reader never sees a partial file.
+// cache_ids must come before cache_feat, whose length it fixes.
 // A Writer is not safe for concurrent use.
 //
 // Any error is final: the Writer removes its temporary file, and every
@@ -155,6 +156,14 @@ func (w *Writer) begin(name string, t ElemType) error {
 			return invalid("meta has no feature columns")
 		}
 		return invalid("element type %s, want %s", t, want)
+	}
+	if name == SecLabel && w.meta.LabelDim == 0 {
+		return invalid("meta has no label columns")
+	}
+	// cache_feat's length is fixed by the number of cache_ids, which
+	// must therefore come first.
+	if name == SecCacheFeat && !w.has(SecCacheIDs) {
+		return invalid("written before %q, which fixes its length", SecCacheIDs)
 	}
 	return nil
 }
@@ -360,6 +369,7 @@ func (w *Writer) Close() error {
 	}
 	w.f = nil
 	if err := os.Rename(w.tmp, w.path); err != nil {
+		os.Remove(w.tmp) // fail removes it only while it is open
 		return w.fail(fmt.Errorf("csr: write %s: %w", w.path, err))
 	}
 	// The file is in place; a failure to sync its directory leaves it

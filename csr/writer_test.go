@@ -320,3 +320,70 @@ func TestWriterWritesAlignedChunks(t *testing.T) {
 		t.Fatalf("blob section: %d bytes, want the %d written", len(got), len(blob))
 	}
 }
+
+// TestWriterRenameFailureRemovesTemp: Close fails at the rename (a
+// non-empty directory stands at the path) and must leave no temporary
+// file behind, as after any failed Close.
+func TestWriterRenameFailureRemovesTemp(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "part.csr")
+	if err := os.MkdirAll(filepath.Join(path, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fx := newFixture(TypeF32)
+	w, err := Create(path, fx.meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	if err := w.Uint64s(SecIndptr, fx.indptr); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Uint64s(SecIndices, fx.indices); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Close onto a non-empty directory: %v, want an error naming %s", err, path)
+	}
+	if names := dirNames(t, dir); len(names) != 1 || names[0] != "part.csr" {
+		t.Fatalf("after the failed Close the directory holds %v, want only part.csr", names)
+	}
+}
+
+// TestWriterRefusesWhatOpenRefuses: sections Open would reject are
+// refused as they begin, naming the section and the reason, instead of
+// producing a file that cannot be read.
+func TestWriterRefusesWhatOpenRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		meta  func(*Meta)
+		write func(w *Writer, fx fixture) error
+		want  string
+	}{
+		{"label without label columns", func(m *Meta) { m.LabelDim, m.NumClasses = 0, 0 },
+			func(w *Writer, _ fixture) error { return w.Int32s(SecLabel, nil) }, `section "label": meta has no label columns`},
+		{"cache_feat before cache_ids", func(*Meta) {},
+			func(w *Writer, fx fixture) error { return w.Bytes(SecCacheFeat, fx.meta.FeatType, nil) }, `section "cache_feat": written before "cache_ids"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			fx := newFixture(TypeF32)
+			tc.meta(&fx.meta)
+			w, err := Create(filepath.Join(dir, "part.csr"), fx.meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Abort()
+			if err := w.Uint64s(SecIndptr, fx.indptr); err != nil {
+				t.Fatal(err)
+			}
+			err = tc.write(w, fx)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want ErrInvalid containing %q", err, tc.want)
+			}
+			if names := dirNames(t, dir); len(names) != 0 {
+				t.Fatalf("after the refusal the directory holds %v", names)
+			}
+		})
+	}
+}
