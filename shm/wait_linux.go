@@ -94,12 +94,18 @@ func spin(ready func() bool) bool {
 	}
 }
 
+// pidMaxLimit is the largest pid Linux can hand out (PID_MAX_LIMIT in
+// include/linux/threads.h).
+const pidMaxLimit = 1 << 22
+
 // pidGone reports whether no live process with this pid exists: none at
 // all, or only a zombie (exited, not yet reaped), whose /proc stat state
 // is Z or X. A pid that exists but is not ours to signal (EPERM) is
-// alive; pid <= 0 is unknown and never reported gone.
+// alive; pid <= 0 is unknown and never reported gone, and so is a pid
+// word above pidMaxLimit, which names no process (kill(2) would read it
+// as a negative pid_t: a process group, or every process).
 func pidGone(pid int) bool {
-	if pid <= 0 {
+	if pid <= 0 || pid > pidMaxLimit {
 		return false
 	}
 	if errors.Is(unix.Kill(pid, 0), unix.ESRCH) {

@@ -104,12 +104,17 @@ def full_fence():
             unlock(addr)
 
 
+# PID_MAX_LIMIT is the largest pid Linux can hand out (include/linux/threads.h).
+PID_MAX_LIMIT = 1 << 22
+
+
 def pid_gone(pid):
     """Whether no process with this pid exists. A pid that exists but is
-    not ours to signal (EPERM) is alive; pid <= 0 is unknown, never gone.
+    not ours to signal (EPERM) is alive; pid <= 0 is unknown, never gone,
+    and so is a pid word above PID_MAX_LIMIT, which names no process.
     A zombie (exited, not yet reaped: state Z or X in /proc/<pid>/stat)
     counts as gone, as in shm/wait_linux.go."""
-    if pid <= 0:
+    if pid <= 0 or pid > PID_MAX_LIMIT:
         return False
     try:
         os.kill(pid, 0)

@@ -73,17 +73,29 @@ class Consumer:
             # microseconds could both succeed. The node hands a ring to one
             # trainer, so only a misuse can race.
             if u32[s.cons_state] != STATE_NONE:
-                for t in self._subs:
-                    u32[t.cons_state] = STATE_NONE
+                self._unclaim(self._subs)
                 raise LoaderError("ring: %s sub-ring %d: consumer pid %d attached before (state %d)"
                                   % (ring.path, w, u32[s.cons_pid], u32[s.cons_state]))
             u32[s.cons_state] = STATE_OPEN
             u32[s.cons_pid] = pid
             s.rc, s.wc = u64[s.read], u64[s.write]
-            self._check_counters(w, s.wc, s.rc)
+            try:
+                self._check_counters(w, s.wc, s.rc)
+            except CorruptError:
+                self._unclaim(self._subs + [s])
+                raise
             s.held, s.next = False, 0
             s.hb_seen, s.hb_changed = 0, None
             self._subs.append(s)
+
+    def _unclaim(self, subs):
+        """Gives back the claims of an attach that failed, as Go's
+        Consumer does, so that producers do not wait on a consumer that
+        never reads and a later attach is not refused as busy."""
+        u32 = self.ring.u32
+        for t in subs:
+            u32[t.cons_pid] = 0
+            u32[t.cons_state] = STATE_NONE
 
     def _check_counters(self, w, wc, rc):
         if wc % LINE_SIZE or rc % LINE_SIZE or (wc - rc) & _MASK64 > self.capacity:

@@ -27,7 +27,7 @@ if __name__ == "__main__":
     sys.modules["graphnode"] = _pkg
 
 from graphnode import _sys  # noqa: E402
-from graphnode.ring import (CTL_CONS_STATE, CTL_DATA_SEQ, CTL_DATA_WAITER, CTL_HEARTBEAT, CTL_PROD_PID,  # noqa: E402
+from graphnode.ring import (CTL_CONS_PID, CTL_CONS_STATE, CTL_DATA_SEQ, CTL_DATA_WAITER, CTL_HEARTBEAT, CTL_PROD_PID,  # noqa: E402
                             CTL_PROD_STATE, CTL_READ, CTL_SPACE_SEQ, CTL_SPACE_WAITER, CTL_WRITE, CTL_SIZE,
                             HEADER_SIZE, MAGIC, RECORD_HEADER_SIZE, STATE_CLOSED, STATE_OPEN, WRAP_MARKER,
                             layout_for)
@@ -74,7 +74,7 @@ class Producer:
         self.o = {k: c + v for k, v in dict(write=CTL_WRITE, data_seq=CTL_DATA_SEQ, space_waiter=CTL_SPACE_WAITER,
                                               state=CTL_PROD_STATE, pid=CTL_PROD_PID, hb=CTL_HEARTBEAT, read=CTL_READ,
                                               space_seq=CTL_SPACE_SEQ, data_waiter=CTL_DATA_WAITER,
-                                              cons_state=CTL_CONS_STATE).items()}
+                                              cons_state=CTL_CONS_STATE, cons_pid=CTL_CONS_PID).items()}
         self.wc = self.u64[self.o["write"] // 8]
         self._stop = threading.Event()
         if attach:

@@ -278,6 +278,29 @@ class CrossProcessTest(RingTestCase):
         with self.assertRaisesRegex(ProducerDeadError, "no producer attached and creator pid %d is gone" % gone.pid):
             cons.next(0, timeout=5)
 
+    def test_pid_word_past_pid_max(self):
+        # A pid word no process can have (above PID_MAX_LIMIT) is unknown,
+        # as in Go's pidGone: next() waits and times out, it does not
+        # raise OverflowError from os.kill.
+        create(self.path, 1, 4096, creator_pid=0xFFFFFFFF)
+        ring, cons = self.open()
+        with self.assertRaises(TimeoutError):
+            cons.next(0, timeout=0.2)
+
+    def test_failed_attach_gives_claims_back(self):
+        # Sub-ring 1's counters are corrupt: the attach fails and gives
+        # back the claim it made on sub-ring 0, so a repaired ring attaches.
+        create(self.path, 2, 4096)
+        ring = Ring(self.path)
+        self.cleanup.append(ring.close)
+        p1 = self.producer(1, heartbeat=False)
+        p1.u64[p1.o["write"] // 8] = 65
+        with self.assertRaisesRegex(CorruptError, "sub-ring 1: write counter 65"):
+            ring.consumer()
+        p0 = self.producer(0, heartbeat=False)
+        self.assertEqual((p0.u32[p0.o["cons_state"] // 4], p0.u32[p0.o["cons_pid"] // 4]), (0, 0))
+        p1.u64[p1.o["write"] // 8] = 0
+        ring.consumer()
 
 
 if __name__ == "__main__":
