@@ -2,11 +2,13 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"iter"
 	"net"
+	"os"
 	"time"
 
 	"graphnode/node/control"
@@ -55,6 +57,7 @@ type Loader struct {
 	epoch, index int
 	held         int   // sub-ring whose record is handed out, or -1
 	err          error // sticky: after an error every Next returns it
+	statsErr     error // sticky: a Stats call broke the connection's stream
 	closed       bool
 }
 
@@ -67,7 +70,7 @@ func OpenLoader(ctx context.Context, socket string, opts Options) (*Loader, erro
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	resp, err := roundTrip(ctx, conn, &control.Request{Op: control.OpOpenLoader, LoaderOptions: opts})
+	resp, _, err := roundTrip(ctx, conn, &control.Request{Op: control.OpOpenLoader, LoaderOptions: opts})
 	if err != nil {
 		conn.Close()
 		return nil, err
@@ -93,25 +96,66 @@ func OpenLoader(ctx context.Context, socket string, opts Options) (*Loader, erro
 	return l, nil
 }
 
-// roundTrip sends one request and reads its response, within ctx.
-func roundTrip(ctx context.Context, conn net.Conn, req *control.Request) (*control.Response, error) {
+// roundTrip sends one request and reads its response, within ctx (see
+// exchange). broken reports an error that left the connection at an
+// unknown point of the stream; a response the node answered with an error
+// (*control.Error) or that does not decode leaves it in step.
+func roundTrip(ctx context.Context, conn net.Conn, req *control.Request) (resp *control.Response, broken bool, err error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, false, fmt.Errorf("client: %s: encode: %w", req.Op, err)
+	}
+	if body, broken, err = exchange(ctx, conn, body); err != nil {
+		return nil, broken, fmt.Errorf("client: %s: %w", req.Op, err)
+	}
+	if resp, err = control.DecodeResponse(body); err != nil {
+		return resp, false, fmt.Errorf("client: %s: %w", req.Op, err)
+	}
+	return resp, false, nil
+}
+
+// exchange writes body as one frame on conn and reads the answer's frame,
+// within ctx: its deadline bounds the wait, and its cancellation ends it.
+// broken reports an error after which the stream is at an unknown point:
+// the request may be half written, or its answer may still come and
+// would be read as the answer of the next request. A connection that
+// broke must not carry another request.
+func exchange(ctx context.Context, conn net.Conn, body []byte) (resp []byte, broken bool, err error) {
+	if len(body) > control.MaxFrame {
+		return nil, false, fmt.Errorf("control: message of %d bytes exceeds %d: %w", len(body), control.MaxFrame, control.ErrProtocol)
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
-		defer conn.SetDeadline(time.Time{})
 	}
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if err := control.WriteFrame(conn, req); err != nil {
-		return nil, fmt.Errorf("client: %s: %w", req.Op, err)
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		conn.SetDeadline(time.Unix(1, 0))
+		close(fired)
+	})
+	if err = control.WriteRaw(conn, body); err == nil {
+		resp, err = control.ReadFrame(conn)
 	}
-	resp, err := control.ReadResponse(conn)
+	if !stop() {
+		<-fired // the past deadline it set must not outlive this call
+	}
+	conn.SetDeadline(time.Time{})
 	if err != nil {
-		if ctx.Err() != nil {
-			err = ctx.Err()
-		}
-		return resp, fmt.Errorf("client: %s: %w", req.Op, err)
+		return nil, true, ctxErr(ctx, err)
 	}
-	return resp, nil
+	return resp, false, nil
+}
+
+// ctxErr is ctx's error when ctx ended the exchange that failed with
+// err: its cancellation, or its deadline, which the connection's own
+// deadline may report (os.ErrDeadlineExceeded) before ctx does.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if dl, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return err
 }
 
 // Info is what the node said about the loader.
@@ -123,10 +167,20 @@ func (l *Loader) BatchesPerEpoch() int { return int(l.info.BatchesPerEpoch) }
 // Epoch is the epoch the next batch belongs to.
 func (l *Loader) Epoch() int { return l.epoch }
 
-// Stats asks the node for its stats over the loader's connection.
+// Stats asks the node for its stats over the loader's connection. After
+// a call that was interrupted in transit (its ctx ended before the
+// answer), the answer may still come: every later Stats returns that
+// call's error instead of reading it. The loader's batches are not
+// affected: they come through the ring.
 func (l *Loader) Stats(ctx context.Context) (*control.Stats, error) {
-	resp, err := roundTrip(ctx, l.conn, &control.Request{Op: control.OpStats})
+	if l.statsErr != nil {
+		return nil, fmt.Errorf("client: stats: the loader's connection broke in an earlier call: %w", l.statsErr)
+	}
+	resp, broken, err := roundTrip(ctx, l.conn, &control.Request{Op: control.OpStats})
 	if err != nil {
+		if broken {
+			l.statsErr = err
+		}
 		return nil, err
 	}
 	return resp.Stats, nil
@@ -140,7 +194,7 @@ func Stats(ctx context.Context, socket string) (*control.Stats, error) {
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	defer conn.Close()
-	resp, err := roundTrip(ctx, conn, &control.Request{Op: control.OpStats})
+	resp, _, err := roundTrip(ctx, conn, &control.Request{Op: control.OpStats})
 	if err != nil {
 		return nil, err
 	}

@@ -33,12 +33,13 @@ func DialData(ctx context.Context, socket string) (*Data, error) {
 func (d *Data) call(ctx context.Context, kind byte, ids []uint64) ([]byte, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.conn == nil {
-		return nil, errors.New("client: node data: connection closed")
+	if err := d.usable(); err != nil {
+		return nil, fmt.Errorf("client: node data: %w", err)
 	}
 	d.buf = control.AppendDataRequest(d.buf[:0], &control.DataRequest{Kind: kind, IDs: ids})
-	resp, err := exchangeRaw(ctx, d.conn, d.buf)
+	resp, broken, err := exchange(ctx, d.conn, d.buf)
 	if err != nil {
+		d.failed(err, broken)
 		return nil, fmt.Errorf("client: node data: %w", err)
 	}
 	if len(resp) > 0 && resp[0] == control.KindDataError {

@@ -2,10 +2,10 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
-	"time"
 
 	"graphnode/kv"
 	"graphnode/node/control"
@@ -35,6 +35,9 @@ type session struct {
 	mu   *sync.Mutex
 	conn net.Conn
 	buf  []byte
+	// broke is the error of the call that left the stream at an unknown
+	// point (see exchange), after which the session closed conn.
+	broke error
 }
 
 func dial(ctx context.Context, socket string) (session, error) {
@@ -58,13 +61,39 @@ func (s *session) Close() error {
 	return err
 }
 
+// usable returns nil while the session's connection can carry a request,
+// and otherwise why not. The caller holds mu.
+func (s *session) usable() error {
+	switch {
+	case s.broke != nil:
+		return fmt.Errorf("connection closed after an interrupted call (%v)", s.broke)
+	case s.conn == nil:
+		return errors.New("connection closed")
+	}
+	return nil
+}
+
+// failed records the error of an exchange; when it broke the stream, the
+// session closes its connection, so that no later call reads a stale
+// answer as its own. The caller holds mu.
+func (s *session) failed(err error, broken bool) {
+	if broken && s.conn != nil {
+		s.conn.Close()
+		s.conn, s.broke = nil, err
+	}
+}
+
 func (k *KV) request(ctx context.Context, req *control.Request) (*control.Response, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.conn == nil {
-		return nil, fmt.Errorf("client: %s: connection closed", req.Op)
+	if err := k.usable(); err != nil {
+		return nil, fmt.Errorf("client: %s: %w", req.Op, err)
 	}
-	return roundTrip(ctx, k.conn, req)
+	resp, broken, err := roundTrip(ctx, k.conn, req)
+	if err != nil {
+		k.failed(err, broken)
+	}
+	return resp, err
 }
 
 // Create declares a table on every node (kv_create): a no-op when it
@@ -118,12 +147,13 @@ func (k *KV) Done(ctx context.Context) error {
 func (k *KV) call(ctx context.Context, op string, enc func([]byte) []byte) ([]byte, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.conn == nil {
-		return nil, fmt.Errorf("client: kv %s: connection closed", op)
+	if err := k.usable(); err != nil {
+		return nil, fmt.Errorf("client: kv %s: %w", op, err)
 	}
 	k.buf = enc(k.buf[:0])
-	resp, err := exchangeRaw(ctx, k.conn, k.buf)
+	resp, broken, err := exchange(ctx, k.conn, k.buf)
 	if err != nil {
+		k.failed(err, broken)
 		return nil, fmt.Errorf("client: kv %s: %w", op, err)
 	}
 	kind, err := kv.PeekKind(resp)
@@ -139,25 +169,6 @@ func (k *KV) call(ctx context.Context, op string, enc func([]byte) []byte) ([]by
 		return nil, &kvError{text: m.Text, sentinel: re.Unwrap()}
 	}
 	return resp, nil
-}
-
-// exchangeRaw writes body as one frame on conn and reads the answer's
-// frame, within ctx (its deadline, or its cancellation, ends the wait).
-func exchangeRaw(ctx context.Context, conn net.Conn, body []byte) ([]byte, error) {
-	if dl, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(dl)
-		defer conn.SetDeadline(time.Time{})
-	}
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if err := control.WriteRaw(conn, body); err != nil {
-		return nil, err
-	}
-	resp, err := control.ReadFrame(conn)
-	if err != nil && ctx.Err() != nil {
-		err = ctx.Err()
-	}
-	return resp, err
 }
 
 // kvError is an error the node answered: its text, and the kv sentinel

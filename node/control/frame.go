@@ -69,6 +69,12 @@ func ReadResponse(r io.Reader) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	return DecodeResponse(body)
+}
+
+// DecodeResponse decodes the body of one response message. A response
+// that carries an error is returned as a *Error.
+func DecodeResponse(body []byte) (*Response, error) {
 	var resp Response
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return nil, fmt.Errorf("control: decode response: %v: %w", err, ErrProtocol)

@@ -17,10 +17,19 @@ OP_STATS = "stats"
 
 
 class Connection:
-    """One control connection to a node. Not safe for concurrent use."""
+    """One control connection to a node. Not safe for concurrent use.
 
-    def __init__(self, path, timeout=60.0):
+    A request that fails in transit (a timeout, a reset, a short or
+    oversized frame) leaves the stream at an unknown point: its answer may
+    still come and would be read as the next request's. The connection
+    then refuses every later request, saying why, and, unless
+    close_on_break is false (a loader's connection, which keeps the
+    loader alive), closes its socket."""
+
+    def __init__(self, path, timeout=60.0, close_on_break=True):
         self.path = path
+        self._broken = None
+        self._close_on_break = close_on_break
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(timeout)
         try:
@@ -49,6 +58,9 @@ class Connection:
         """Send one frame holding body and return the body of the answer
         frame (bytes-like): a JSON request's response, or a kv wire
         message's answer (graphnode.kv). op names the request in errors."""
+        if self._broken is not None:
+            raise LoaderError("control: %s: connection to %s closed after an interrupted call (%s)"
+                              % (op, self.path, self._broken))
         if self._sock is None:
             raise LoaderError("control: %s: connection is closed" % self.path)
         if len(body) > MAX_FRAME:
@@ -64,12 +76,23 @@ class Connection:
                 raise LoaderError("control: %s: response of %d bytes exceeds %d" % (op, n, MAX_FRAME))
             return self._read(n, op)
         except socket.timeout:
+            self._break("timed out")
             raise LoaderError("control: %s: node at %s did not answer in time" % (op, self.path)) from None
         except OSError as e:
+            self._break(str(e))
             raise LoaderError("control: %s: %s: %s" % (op, self.path, e)) from e
+        except LoaderError as e:
+            self._break(str(e))
+            raise
         finally:
             if timeout is not None and self._sock is not None:
                 self._sock.settimeout(old)
+
+    def _break(self, why):
+        self._broken = why
+        if self._close_on_break and self._sock is not None:
+            self._sock.close()
+            self._sock = None
 
     def _read(self, n, op):
         buf = bytearray(n)

@@ -98,7 +98,7 @@ class Loader:
         self._conn = None
         self._ring = None
         self._err = None
-        self._conn = Connection(socket, timeout)
+        self._conn = Connection(socket, timeout, close_on_break=False)
         try:
             info = self._conn.request(req).get("loader")
             if not info:
