@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -44,6 +45,37 @@ func TestReadFrameErrors(t *testing.T) {
 	}
 	if _, err := ReadFrame(bytes.NewReader([]byte{1, 0})); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("truncated length: %v, want io.ErrUnexpectedEOF", err)
+	}
+}
+
+// TestReadFrameAllocatesAsBytesArrive: a length prefix alone must not
+// make ReadFrame allocate the body it announces (a peer's 4 bytes pinned
+// 64 MiB); a large body that does arrive is read whole.
+func TestReadFrameAllocatesAsBytesArrive(t *testing.T) {
+	prefix := binary.LittleEndian.AppendUint32(nil, MaxFrame)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := ReadFrame(bytes.NewReader(prefix))
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("prefix only: %v, want io.ErrUnexpectedEOF", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 2*frameChunk {
+		t.Errorf("prefix only: allocated %d bytes, want at most %d", got, 2*frameChunk)
+	}
+	for _, n := range []int{0, 1, frameChunk - 1, frameChunk, 3*frameChunk + 5} {
+		body := make([]byte, n)
+		for i := range body {
+			body[i] = byte(i * 7)
+		}
+		got, err := ReadFrame(io.MultiReader(bytes.NewReader(binary.LittleEndian.AppendUint32(nil, uint32(n))), bytes.NewReader(body)))
+		if err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("%d-byte body: %d bytes back, %v", n, len(got), err)
+		}
+		short := io.MultiReader(bytes.NewReader(binary.LittleEndian.AppendUint32(nil, uint32(n+1))), bytes.NewReader(body))
+		if _, err := ReadFrame(short); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("%d of %d bytes: %v, want io.ErrUnexpectedEOF", n, n+1, err)
+		}
 	}
 }
 
@@ -97,6 +129,15 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{`{"op":"reboot"}`, "op", `"reboot"`},
 		{`{}`, "op", "missing"},
 		{`{"op":"stats"} {}`, "", "trailing"},
+		{`{"op":"stats"}}`, "", "trailing"},
+		{`{"op":"stats"}]]]garbage`, "", "trailing"},
+		{`{"op":"close_loader","loader_id":3,"split":"train"}`, "split", "not allowed in close_loader"},
+		{`{"op":"close_loader","loader_id":3,"fanouts":[2]}`, "fanouts", "not allowed in close_loader"},
+		{`{"op":"stats","table":{"name":"t"}}`, "table", "not allowed in stats"},
+		{`{"op":"stats","batch_size":64}`, "batch_size", "not allowed in stats"},
+		{`{"op":"kv_save","name":"emb"}`, "name", "not allowed in kv_save"},
+		{`{"op":"kv_drop","name":"emb","loader_id":2}`, "loader_id", "not allowed in kv_drop"},
+		{`{"op":"open_loader","split":"train","fanouts":[2],"name":"x"}`, "name", "not allowed in open_loader"},
 		{`not json`, "", "bad JSON"},
 	} {
 		_, err := DecodeRequest([]byte(tc.body))
@@ -112,6 +153,10 @@ func TestDecodeRequestOK(t *testing.T) {
 		`{"op":"stats"}`,
 		`{"op":"close_loader","loader_id":7}`,
 		`{"op":"kv_drop","name":"emb"}`,
+		// What a client marshalling a whole Request sends: every field
+		// without omitempty, at its zero value.
+		`{"op":"stats","shuffle":false,"drop_last":false,"seed":0,"rank":0,"features":false,"labels":false}`,
+		`{"op":"stats","batch_size":512,"epochs":1,"world_size":1,"features":true,"labels":true}`,
 		`{"op":"open_loader","seed_ids":[3,1,2],"fanouts":[-1,4],"batch_size":2,"shuffle":true,"drop_last":true,` +
 			`"epochs":3,"seed":9,"rank":1,"world_size":2,"workers":4,"concurrency":8,"ring_size":"256MiB","features":false,"labels":false}`,
 	} {

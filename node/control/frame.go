@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // MaxFrame bounds one message body. An open_loader request with explicit
@@ -55,11 +56,37 @@ func ReadFrame(r io.Reader) ([]byte, error) {
 	if n > MaxFrame {
 		return nil, fmt.Errorf("control: message of %d bytes exceeds %d: %w", n, MaxFrame, ErrProtocol)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
+	body, err := readBody(r, int(n))
+	if err != nil {
 		return nil, fmt.Errorf("control: read %d-byte message: %w", n, err)
 	}
 	return body, nil
+}
+
+// frameChunk is the most ReadFrame allocates ahead of the bytes that
+// arrived: a length prefix alone must not pin MaxFrame bytes (a node
+// reads one frame per connection at a time, from any number of them).
+const frameChunk = 1 << 20
+
+// readBody reads exactly n bytes, its buffer growing (doubling, at most
+// to n) as they arrive.
+func readBody(r io.Reader, n int) ([]byte, error) {
+	body := make([]byte, min(n, frameChunk))
+	got := 0
+	for {
+		k, err := io.ReadFull(r, body[got:])
+		got += k
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // the length came: the frame had begun
+		}
+		if err != nil {
+			return nil, err
+		}
+		if got == n {
+			return body, nil
+		}
+		body = slices.Grow(body, min(n-got, got))[:got+min(n-got, got)]
+	}
 }
 
 // ReadResponse reads one response message. A response that carries an

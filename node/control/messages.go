@@ -98,7 +98,8 @@ func DecodeRequest(body []byte) (Request, error) {
 	if err := dec.Decode(&req); err != nil {
 		return Request{}, decodeError(err)
 	}
-	if dec.More() {
+	// More misses a stray '}' or ']'; the rest of the body must be blank.
+	if len(bytes.TrimSpace(body[dec.InputOffset():])) != 0 {
 		return Request{}, &Error{Msg: "trailing data after the JSON object"}
 	}
 	if err := req.Validate(); err != nil {
@@ -125,10 +126,13 @@ func decodeError(err error) *Error {
 // those). It returns the first problem as a *Error naming its field.
 func (r *Request) Validate() error {
 	switch r.Op {
-	case OpOpenLoader:
-		if r.LoaderID != 0 {
-			return &Error{Key: "loader_id", Msg: "not allowed in open_loader"}
+	case OpOpenLoader, OpCloseLoader, OpStats, OpKVCreate, OpKVSave, OpKVDone, OpKVDrop:
+		if name := r.otherOpField(); name != "" {
+			return &Error{Key: name, Msg: "not allowed in " + r.Op}
 		}
+	}
+	switch r.Op {
+	case OpOpenLoader:
 		return r.LoaderOptions.Validate()
 	case OpCloseLoader:
 		if r.LoaderID == 0 {
@@ -150,6 +154,50 @@ func (r *Request) Validate() error {
 		return &Error{Key: "op", Msg: fmt.Sprintf("%q is not one of open_loader, close_loader, stats, kv_create, kv_save, kv_done, kv_drop", r.Op)}
 	}
 	return nil
+}
+
+// otherOpField names the first field r sets that its op does not use, ""
+// when none. An open_loader field at its zero or at its default value
+// counts as absent: a client that marshals a whole Request sends every
+// field without omitempty (shuffle, seed, features, ...).
+func (r *Request) otherOpField() string {
+	switch {
+	case r.Op != OpCloseLoader && r.LoaderID != 0:
+		return "loader_id"
+	case r.Op != OpKVCreate && r.Table != nil:
+		return "table"
+	case r.Op != OpKVDrop && r.Name != "":
+		return "name"
+	case r.Op == OpOpenLoader:
+		return ""
+	}
+	o, d := r.LoaderOptions, DefaultLoaderOptions()
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"split", o.Split != ""},
+		{"seed_ids", o.SeedIDs != nil},
+		{"fanouts", o.Fanouts != nil},
+		{"batch_size", o.BatchSize != 0 && o.BatchSize != d.BatchSize},
+		{"shuffle", o.Shuffle},
+		{"drop_last", o.DropLast},
+		{"epochs", o.Epochs != 0 && o.Epochs != d.Epochs},
+		{"seed", o.Seed != 0},
+		{"rank", o.Rank != 0},
+		{"world_size", o.WorldSize != 0 && o.WorldSize != d.WorldSize},
+		{"workers", o.Workers != 0},
+		{"concurrency", o.Concurrency != 0},
+		{"ring_size", o.RingSize != ""},
+		{"seed_edges", o.SeedEdges != nil},
+		{"neg_ratio", o.NegRatio != 0},
+		{"exclude_seed_edges", o.ExcludeSeedEdges},
+	} {
+		if f.set {
+			return f.name
+		}
+	}
+	return ""
 }
 
 // Validate checks open_loader options; see Request.Validate.
