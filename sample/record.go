@@ -133,6 +133,13 @@ func alignUp(n uint64) uint64 { return (n + Align - 1) &^ (Align - 1) }
 func EncodedSize(b *Batch) (int, error) {
 	h := b.Header()
 	_, size, err := h.Layout()
+	if err != nil {
+		// The sizes may be too large because b is inconsistent (an
+		// unknown dtype, too many hops): say that instead.
+		if cerr := b.check(); cerr != nil {
+			return 0, fmt.Errorf("sample: batch %d: %w", b.Index, cerr)
+		}
+	}
 	return size, err
 }
 
@@ -168,13 +175,14 @@ func EncodeGather(ctx context.Context, dst []byte, b *Batch, fs FeatureSource) (
 
 // encodeTopology checks b and writes everything but the x section's bytes.
 func encodeTopology(dst []byte, b *Batch) ([NumSections]Span, int, error) {
+	var spans [NumSections]Span
+	if err := b.check(); err != nil {
+		return spans, 0, fmt.Errorf("sample: encode batch %d: %w", b.Index, err)
+	}
 	h := b.Header()
 	spans, size, err := h.Layout()
 	if err != nil {
 		return spans, 0, err
-	}
-	if err := b.check(); err != nil {
-		return spans, 0, fmt.Errorf("sample: encode batch %d: %w", b.Index, err)
 	}
 	if len(dst) < size {
 		return spans, 0, fmt.Errorf("sample: encode batch %d: record of %d bytes into %d: %w", b.Index, size, len(dst), ErrInvalid)
@@ -233,18 +241,26 @@ func (b *Batch) check() error {
 	return nil
 }
 
-// checkCounts verifies that the per-hop counts are non-negative and add up.
+// checkCounts verifies that the per-hop counts are non-negative and add
+// up. A count past what is left of the total fails at once, so that no
+// sum can wrap around 2^64 back to the total.
 func checkCounts(nodes, edges []int64, n, e uint64) error {
 	var sn, se uint64
-	for _, c := range nodes {
+	for i, c := range nodes {
 		if c < 0 {
 			return fmt.Errorf("negative node count %d", c)
 		}
+		if uint64(c) > n-sn {
+			return fmt.Errorf("node counts up to hop %d add up to more than the batch's %d nodes", i, n)
+		}
 		sn += uint64(c)
 	}
-	for _, c := range edges {
+	for i, c := range edges {
 		if c < 0 {
 			return fmt.Errorf("negative edge count %d", c)
+		}
+		if uint64(c) > e-se {
+			return fmt.Errorf("edge counts up to hop %d add up to more than the batch's %d edges", i, e)
 		}
 		se += uint64(c)
 	}
