@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"graphnode/kv"
 	"graphnode/node/control"
@@ -33,11 +34,16 @@ func DialKV(ctx context.Context, socket string) (*KV, error) {
 // with a buffer for encoding them.
 type session struct {
 	mu   *sync.Mutex
-	conn net.Conn
+	conn net.Conn // nil once closed
 	buf  []byte
 	// broke is the error of the call that left the stream at an unknown
 	// point (see exchange), after which the session closed conn.
 	broke error
+	// raw is the connection as dialled, which Close closes without
+	// waiting for mu: a call in progress (a synchronous push waiting
+	// for the other trainers) holds mu until its answer comes.
+	raw    net.Conn
+	closed *atomic.Bool
 }
 
 func dial(ctx context.Context, socket string) (session, error) {
@@ -46,18 +52,22 @@ func dial(ctx context.Context, socket string) (session, error) {
 	if err != nil {
 		return session{}, fmt.Errorf("client: %w", err)
 	}
-	return session{mu: new(sync.Mutex), conn: conn}, nil
+	return session{mu: new(sync.Mutex), conn: conn, raw: conn, closed: new(atomic.Bool)}, nil
 }
 
-// Close closes the connection. Idempotent.
+// Close closes the connection, ending a call in progress with an error.
+// Idempotent.
 func (s *session) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.conn == nil {
+	if s.closed.Swap(true) {
 		return nil
 	}
-	err := s.conn.Close()
+	err := s.raw.Close()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil // the session closed it after an interrupted call
+	}
+	s.mu.Lock()
 	s.conn = nil
+	s.mu.Unlock()
 	return err
 }
 
@@ -65,6 +75,8 @@ func (s *session) Close() error {
 // and otherwise why not. The caller holds mu.
 func (s *session) usable() error {
 	switch {
+	case s.closed.Load():
+		return errors.New("connection closed")
 	case s.broke != nil:
 		return fmt.Errorf("connection closed after an interrupted call (%v)", s.broke)
 	case s.conn == nil:

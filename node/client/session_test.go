@@ -167,3 +167,44 @@ func TestKVInterruptedRequestClosesSession(t *testing.T) {
 		t.Fatalf("kv_save after an interrupted one: %v", err)
 	}
 }
+
+// TestCloseEndsCallInProgress: Close from another goroutine must end a
+// call that waits for an answer (a synchronous push waiting on the other
+// trainers) instead of waiting for the call's lock.
+func TestCloseEndsCallInProgress(t *testing.T) {
+	socket, _ := slowNode(t, time.Hour, featAnswer)
+	d, err := DialData(context.Background(), socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.Features(context.Background(), []uint64{1})
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	closed := make(chan error, 1)
+	go func() { closed <- d.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for the call in progress")
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the call in progress returned no error after Close")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call in progress did not end after Close")
+	}
+	if _, err := d.Features(context.Background(), []uint64{1}); err == nil || !strings.Contains(err.Error(), "node data: connection closed") {
+		t.Fatalf("call after Close: %v, want connection closed", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
