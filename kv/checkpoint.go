@@ -72,11 +72,12 @@ func (t *table) header(part int) []byte {
 // a save journal naming them is committed (see journal.go), and only then
 // are they renamed into place, followed by a directory fsync and the
 // journal's removal. A failure while writing (a full disk) removes the
-// temporaries and leaves the previous checkpoint whole; a crash after the
-// commit is finished by the next Save, Load or Recover; so a checkpoint is
-// never some tables new and some old. Each table is written under its
-// exclusive lock, so each file is one consistent snapshot; pushes to that
-// table wait meanwhile.
+// temporaries and leaves the previous checkpoint whole; a crash, or an
+// error, after the journal is renamed into place (its directory fsync
+// failing) keeps them, and the next Save, Load or Recover finishes the
+// save; so a checkpoint is never some tables new and some old. Each table
+// is written under its exclusive lock, so each file is one consistent
+// snapshot; pushes to that table wait meanwhile.
 func (s *Store) Save(dir string) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
@@ -87,8 +88,10 @@ func (s *Store) Save(dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := commitJournal(dir, s.part, ents); err != nil {
-		removeTemps(dir, ents)
+	if committed, err := commitJournal(dir, s.part, ents, s.syncDir); err != nil {
+		if !committed {
+			removeTemps(dir, ents)
+		}
 		return err
 	}
 	if err := applyJournal(dir, s.part, ents); err != nil {

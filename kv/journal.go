@@ -132,23 +132,27 @@ func isTempName(name, final string) bool {
 }
 
 // commitJournal writes part's journal durably: a temporary file, fsync,
-// rename, directory fsync. From its rename on, the save is done whatever
-// happens to this process.
-func commitJournal(dir string, part int, ents []journalEntry) error {
+// rename, directory fsync (fsyncDir: syncDir, but in tests). From its
+// rename on, the save is done whatever happens to this process, and
+// committed reports it: the temporary files the journal names must then
+// stay, even when the directory fsync fails, for the next Save, Load or
+// Recover to rename them into place (removing them would leave a journal
+// naming files that do not exist, refused as corrupt).
+func commitJournal(dir string, part int, ents []journalEntry, fsyncDir func(dir string) error) (committed bool, err error) {
 	path := filepath.Join(dir, JournalName(part))
 	tmp := path + ".tmp"
 	if err := writeSynced(tmp, encodeJournal(part, ents)); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("kv: save %s: %w", path, err)
+		return false, fmt.Errorf("kv: save %s: %w", path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("kv: save %s: %w", path, err)
+		return false, fmt.Errorf("kv: save %s: %w", path, err)
 	}
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("kv: save %s: %w", path, err)
+	if err := fsyncDir(dir); err != nil {
+		return true, fmt.Errorf("kv: save %s: committed, but %w; the next Save, Load or Recover finishes it", path, err)
 	}
-	return nil
+	return true, nil
 }
 
 // writeSynced creates path with b and fsyncs it.

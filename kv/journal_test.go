@@ -57,7 +57,7 @@ func interruptedSave(t *testing.T, commit bool, renamed int) (dir string, first,
 	if !commit {
 		return dir, first, second
 	}
-	if err := commitJournal(dir, 1, ents); err != nil {
+	if _, err := commitJournal(dir, 1, ents, syncDir); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range ents[:renamed] {
@@ -114,6 +114,57 @@ func TestSaveCrashBeforeCommit(t *testing.T) {
 	}
 	if names := dirNames(t, dir); !slices.Equal(names, checkpointNames()) {
 		t.Errorf("after Load %s holds %v, want %v", dir, names, checkpointNames())
+	}
+}
+
+// TestSaveDirSyncFailsAfterCommit: when the directory fsync after the
+// journal's rename fails, Save reports it and keeps the temporaries the
+// journal names, so the next Recover finishes the save: every table the
+// second save's. (Removing them left a journal naming missing files, and
+// every later Save, Load and Recover refused it as corrupt.)
+func TestSaveDirSyncFailsAfterCommit(t *testing.T) {
+	dir := t.TempDir()
+	s := newStore(t, 1, ckTables()...)
+	train(t, s, 0, 3)
+	if err := s.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	train(t, s, 3, 7)
+	second := snapshot(t, s)
+	injected := errors.New("injected fsync failure")
+	s.syncDir = func(string) error { return injected }
+	err := s.Save(dir)
+	jpath := filepath.Join(dir, JournalName(1))
+	want := "kv: save " + jpath + ": committed, but injected fsync failure; the next Save, Load or Recover finishes it"
+	if !errors.Is(err, injected) || err.Error() != want {
+		t.Fatalf("Save with a failing directory fsync: %v\nwant %s", err, want)
+	}
+	names := dirNames(t, dir)
+	var temps []string
+	for _, name := range names {
+		if isStaleTemp(name, 1) {
+			temps = append(temps, name)
+		}
+	}
+	if len(temps) != len(ckTables()) || !slices.Contains(names, JournalName(1)) {
+		t.Fatalf("after the failed save %s holds %v, want the journal and %d temporaries", dir, names, len(ckTables()))
+	}
+	s.syncDir = syncDir
+	rec, err := s.Recover(dir)
+	if err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	if !slices.Equal(rec.Finished, checkpointNames()) || rec.Removed != nil {
+		t.Errorf("Recover: %+v, want finished %v and nothing removed", rec, checkpointNames())
+	}
+	if names := dirNames(t, dir); !slices.Equal(names, checkpointNames()) {
+		t.Errorf("after Recover %s holds %v, want %v", dir, names, checkpointNames())
+	}
+	if got := loadSnapshot(t, dir); !maps.EqualFunc(got, second, slices.Equal) {
+		t.Error("Load after Recover did not give the committed save")
+	}
+	if err := s.Save(dir); err != nil {
+		t.Errorf("Save after Recover: %v", err)
 	}
 }
 

@@ -61,6 +61,9 @@ type Store struct {
 	maxBytes    uint64    // Config.MaxBytes
 	bytes       uint64    // ShardBytes of the tables held; under createMu after New
 	scratch     sync.Pool // *scratch
+	// syncDir fsyncs the checkpoint directory when Save commits its
+	// journal: the package's syncDir; tests make it fail.
+	syncDir func(dir string) error
 }
 
 // tableSet is an immutable snapshot of a store's tables.
@@ -74,7 +77,7 @@ func New(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{part: cfg.Part, syncTimeout: cfg.SyncTimeout, maxBytes: cfg.MaxBytes}
+	s := &Store{part: cfg.Part, syncTimeout: cfg.SyncTimeout, maxBytes: cfg.MaxBytes, syncDir: syncDir}
 	if s.syncTimeout == 0 {
 		s.syncTimeout = DefaultSyncTimeout
 	}
