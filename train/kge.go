@@ -83,7 +83,20 @@ func (c *KGEConfig) Validate() error {
 	if c.BatchSize < 1 || c.NegSize < 1 {
 		bad("batch size %d and negatives %d must be positive", c.BatchSize, c.NegSize)
 	}
-	if c.AdvTemp < 0 || c.RegCoef < 0 || c.RegNorm < 1 && c.RegCoef > 0 {
+	// The models hold gamma as a float32: 1e300 is +Inf there.
+	if g := float64(float32(c.Gamma)); math.IsNaN(g) || math.IsInf(g, 0) {
+		bad("gamma %g: must be finite (as a float32)", c.Gamma)
+	}
+	finite := func(field string, v float64) bool {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			bad("%s %g: must be finite", field, v)
+			return false
+		}
+		return true
+	}
+	advOK := finite("adversarial temperature", c.AdvTemp)
+	regOK := finite("regularisation coefficient", c.RegCoef)
+	if advOK && regOK && (c.AdvTemp < 0 || c.RegCoef < 0 || c.RegNorm < 1 && c.RegCoef > 0) {
 		bad("adversarial temperature %g, regularisation %g (norm %d): want >= 0 (norm >= 1)", c.AdvTemp, c.RegCoef, c.RegNorm)
 	}
 	if c.Epochs < 1 || c.StepsPerEpoch < 1 {
@@ -194,12 +207,35 @@ func (k *KGE) allReduce(ctx context.Context, v []float32) error {
 	return nil
 }
 
+// checkTriples reports the first triple of ts that names an entity or a
+// relation outside the tables.
+func (k *KGE) checkTriples(ts []Triple) error {
+	for i, t := range ts {
+		switch {
+		case t.Head >= k.cfg.Entities:
+			return fmt.Errorf("triple %d: head %d outside the %d entities: %w", i, t.Head, k.cfg.Entities, ErrInvalid)
+		case t.Tail >= k.cfg.Entities:
+			return fmt.Errorf("triple %d: tail %d outside the %d entities: %w", i, t.Tail, k.cfg.Entities, ErrInvalid)
+		case int64(t.Rel) >= int64(k.cfg.Relations):
+			return fmt.Errorf("triple %d: relation %d outside the %d relations: %w", i, t.Rel, k.cfg.Relations, ErrInvalid)
+		}
+	}
+	return nil
+}
+
 // Run trains cfg.Epochs epochs on data.Train, evaluating as cfg says when
 // data.Eval is not empty, and calls report after every epoch. All
-// trainers must call Run with the same Eval list and Filter presence.
+// trainers must call Run with the same Eval list and Filter presence. An
+// evaluation triple naming an entity or relation outside the tables is an
+// error (ErrInvalid, naming it) before the first step.
 func (k *KGE) Run(ctx context.Context, data KGEData, report func(KGEEpochStats)) ([]KGEEpochStats, error) {
 	if len(data.Train) == 0 {
 		return nil, fmt.Errorf("train: kge: rank %d has no training triples: %w", k.cfg.Rank, ErrInvalid)
+	}
+	// Checked before training, not when the first evaluation would index
+	// the tables with them (a panic, after the epochs it ends).
+	if err := k.checkTriples(data.Eval); err != nil {
+		return nil, fmt.Errorf("train: kge: evaluation %w", err)
 	}
 	order := make([]int32, len(data.Train))
 	pos := len(order) // next position in order; a pass reshuffles

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -53,7 +54,8 @@ func (f *KGEFilter) known(e uint64, r uint32, head bool) []uint64 {
 
 // KGEMetrics are link-prediction metrics over every ranked head and tail:
 // rank = 1 + the candidates scoring at least the true entity's score
-// (ties count against the model, as DGL-KE counts them).
+// (ties count against the model, as DGL-KE counts them; a NaN true score
+// ranks last).
 type KGEMetrics struct {
 	Ranks                int // head and tail predictions ranked
 	MRR, MR              float64
@@ -154,17 +156,23 @@ func (k *KGE) evaluate(ctx context.Context, eval []Triple, f *KGEFilter) (KGEMet
 }
 
 // kgeRank is the rank of row[target] among row, leaving out the known
-// entities other than target.
+// entities other than target. A NaN score of the target ranks last, after
+// every candidate: a diverged model must not count as a hit (compared
+// with NaN, no candidate scores at least as high, which made its rank 0,
+// an MRR of +Inf). A known id outside row is not a candidate, so there is
+// nothing to leave out: it is ignored (the evaluation triples themselves
+// are checked by Run).
 func kgeRank(row []float32, target uint64, known []uint64) int {
 	ts := row[target]
+	nan := math.IsNaN(float64(ts))
 	n := 0
 	for _, x := range row {
-		if x >= ts {
+		if nan || x >= ts {
 			n++ // target itself included: rank = 1 + the others
 		}
 	}
 	for _, e := range known {
-		if e != target && row[e] >= ts {
+		if e != target && e < uint64(len(row)) && (nan || row[e] >= ts) {
 			n--
 		}
 	}

@@ -102,6 +102,17 @@ func (k *KGE) trainStep(ctx context.Context, batch []Triple, corruptHead bool) (
 		loss += kgeRegularize(st.E, st.gE, cfg.RegCoef, cfg.RegNorm)
 		loss += kgeRegularize(st.R, st.gR, cfg.RegCoef, cfg.RegNorm)
 	}
+	// Checked before anything is pushed: the tables are every trainer's,
+	// and one non-finite gradient poisons its rows for all of them.
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return 0, 0, fmt.Errorf("loss is %g: lower the learning rate or gamma: %w", loss, ErrInvalid)
+	}
+	if err := kgeFinite(cfg.EntityTable, st.ents, st.gE, ed); err != nil {
+		return 0, 0, err
+	}
+	if err := kgeFinite(cfg.RelationTable, st.rels, st.gR, rd); err != nil {
+		return 0, 0, err
+	}
 	t1 := time.Now()
 	if err := k.params.Push(ctx, cfg.EntityTable, st.ents, st.gE); err != nil {
 		return 0, 0, fmt.Errorf("push %s: %w", cfg.EntityTable, err)
@@ -109,10 +120,19 @@ func (k *KGE) trainStep(ctx context.Context, batch []Triple, corruptHead bool) (
 	if err := k.params.Push(ctx, cfg.RelationTable, st.rels, st.gR); err != nil {
 		return 0, 0, fmt.Errorf("push %s: %w", cfg.RelationTable, err)
 	}
-	if math.IsNaN(loss) || math.IsInf(loss, 0) {
-		return 0, 0, fmt.Errorf("loss is %g: lower the learning rate or gamma: %w", loss, ErrInvalid)
-	}
 	return loss, pulled + time.Since(t1), nil
+}
+
+// kgeFinite reports the first non-finite gradient of g, the rows of ids
+// in table (a float32 gradient overflows where the float64 loss does
+// not).
+func kgeFinite(table string, ids []uint64, g []float32, dim int) error {
+	for i, x := range g {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return fmt.Errorf("gradient of %s row %d is %g: lower the learning rate or gamma: %w", table, ids[i/dim], x, ErrInvalid)
+		}
+	}
+	return nil
 }
 
 // kgeLossGrad adds to the loss of a batch of B positives the share of one

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -179,19 +180,25 @@ func TestKGETwoTrainers(t *testing.T) {
 
 func TestKGERank(t *testing.T) {
 	row := []float32{0.5, 2, 1, 3, 1, -1}
+	nan := []float32{0.5, float32(math.NaN()), 1, float32(math.NaN())}
 	for _, c := range []struct {
+		row    []float32
 		target uint64
 		known  []uint64
 		want   int
 	}{
-		{2, nil, 4},            // 2, 3 and the tie at 4 score at least 1
-		{2, []uint64{1, 2}, 3}, // 1 is known: left out; 2 is the target
-		{3, []uint64{1}, 1},    // the best
-		{5, []uint64{0, 1, 2, 3, 4}, 1},
-		{5, nil, 6},
+		{row, 2, nil, 4},            // 2, 3 and the tie at 4 score at least 1
+		{row, 2, []uint64{1, 2}, 3}, // 1 is known: left out; 2 is the target
+		{row, 3, []uint64{1}, 1},    // the best
+		{row, 5, []uint64{0, 1, 2, 3, 4}, 1},
+		{row, 5, nil, 6},
+		{row, 2, []uint64{1, 2, 6, 1 << 40}, 3}, // ids outside the row are no candidates: ignored
+		{nan, 1, nil, 4},                        // a NaN true score ranks last
+		{nan, 1, []uint64{0, 1, 9}, 3},          // last of the candidates left
+		{nan, 2, nil, 1},                        // a NaN candidate does not beat a number
 	} {
-		if got := kgeRank(row, c.target, c.known); got != c.want {
-			t.Errorf("rank of %d (known %v) = %d, want %d", c.target, c.known, got, c.want)
+		if got := kgeRank(c.row, c.target, c.known); got != c.want {
+			t.Errorf("rank of %d in %v (known %v) = %d, want %d", c.target, c.row, c.known, got, c.want)
 		}
 	}
 	var m KGEMetrics
@@ -360,6 +367,218 @@ func TestKGERegularize(t *testing.T) {
 				t.Errorf("p=%d: grad %v, want %v", c.p, g, c.wantGrad)
 				break
 			}
+		}
+	}
+}
+
+// kgeRecParams is a parameter server over fixed tables that records the
+// sum of the gradients pushed to each row.
+type kgeRecParams struct {
+	tabs   map[string][]float32
+	dims   map[string]int
+	pushed map[string]map[uint64][]float32
+}
+
+func newKGERecParams(cfg KGEConfig, ent, rel []float32) *kgeRecParams {
+	ed, rd, _ := KGETableDims(cfg)
+	return &kgeRecParams{
+		tabs:   map[string][]float32{cfg.EntityTable: ent, cfg.RelationTable: rel},
+		dims:   map[string]int{cfg.EntityTable: ed, cfg.RelationTable: rd},
+		pushed: map[string]map[uint64][]float32{},
+	}
+}
+
+func (p *kgeRecParams) Pull(_ context.Context, table string, ids []uint64, dst []float32) ([]float32, error) {
+	d := p.dims[table]
+	dst = dst[:0]
+	for _, id := range ids {
+		dst = append(dst, p.tabs[table][int(id)*d:(int(id)+1)*d]...)
+	}
+	return dst, nil
+}
+
+func (p *kgeRecParams) Push(_ context.Context, table string, ids []uint64, grads []float32) error {
+	d := p.dims[table]
+	if p.pushed[table] == nil {
+		p.pushed[table] = map[uint64][]float32{}
+	}
+	for i, id := range ids {
+		g := p.pushed[table][id]
+		if g == nil {
+			g = make([]float32, d)
+		}
+		for j := range d {
+			g[j] += grads[i*d+j]
+		}
+		p.pushed[table][id] = g
+	}
+	return nil
+}
+
+// TestKGEStepGradient checks the gradient a step pushes (gathered by
+// slot, scattered back, regulariser included) against central
+// differences of the loss it returns; the same seed draws the same
+// negatives. Self-adversarial weights are detached (DGL-KE), so adv = 0.
+func TestKGEStepGradient(t *testing.T) {
+	for _, name := range kgeModelNames() {
+		for _, head := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/head=%v", name, head), func(t *testing.T) {
+				cfg := DefaultKGEConfig()
+				cfg.Model, cfg.Hidden, cfg.Gamma = name, 3, 2
+				cfg.BatchSize, cfg.NegSize = 5, 2
+				cfg.Entities, cfg.Relations = 6, 2
+				cfg.StepsPerEpoch = 1
+				cfg.RegCoef, cfg.RegNorm = 0.01, 3
+				ed, rd, _ := KGETableDims(cfg)
+				rng := rand.New(rand.NewPCG(9, 9))
+				E := make([]float64, int(cfg.Entities)*ed)
+				R := make([]float64, cfg.Relations*rd)
+				for i := range E {
+					E[i] = rng.Float64()*2 - 1
+				}
+				for i := range R {
+					R[i] = rng.Float64()*2 - 1
+				}
+				batch := []Triple{{0, 1, 0}, {2, 3, 1}, {4, 5, 0}, {1, 0, 1}, {3, 2, 0}}
+				f32 := func(x []float64) []float32 {
+					y := make([]float32, len(x))
+					for i, v := range x {
+						y[i] = float32(v)
+					}
+					return y
+				}
+				run := func() (float64, *kgeRecParams) {
+					p := newKGERecParams(cfg, f32(E), f32(R))
+					k, err := NewKGE(cfg, p, NoSync{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					loss, _, err := k.trainStep(context.Background(), batch, head)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return loss, p
+				}
+				_, p := run()
+				check := func(tab string, x []float64, d int) {
+					const h = 1e-3
+					for i := range x {
+						v := x[i]
+						x[i] = v + h
+						up, _ := run()
+						x[i] = v - h
+						down, _ := run()
+						x[i] = v
+						fd := (up - down) / (2 * h)
+						var an float64
+						if g := p.pushed[tab][uint64(i/d)]; g != nil {
+							an = float64(g[i%d])
+						}
+						if math.Abs(an-fd) > 2e-3*max(1, math.Abs(fd)) {
+							t.Errorf("%s[%d] (row %d col %d): pushed %.6g, central difference %.6g", tab, i, i/d, i%d, an, fd)
+						}
+					}
+				}
+				check(cfg.EntityTable, E, ed)
+				check(cfg.RelationTable, R, rd)
+			})
+		}
+	}
+}
+
+// TestKGENonFiniteNotPushed: a step whose loss or gradient is not finite
+// fails, naming the step and the value, before it pushes anything: the
+// tables are shared, and one Inf poisons a row for every trainer.
+func TestKGENonFiniteNotPushed(t *testing.T) {
+	cfg := DefaultKGEConfig()
+	cfg.Model, cfg.Hidden = "distmult", 2
+	cfg.BatchSize, cfg.NegSize, cfg.Entities, cfg.Relations, cfg.StepsPerEpoch = 2, 2, 4, 1, 1
+	huge := func(n int, x float32) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = x
+		}
+		return v
+	}
+	for _, c := range []struct {
+		name     string
+		ent, rel float32
+		regCoef  float64
+		want     string
+	}{
+		// Scores of 2e60 overflow float32: the loss is +Inf.
+		{"loss", 1e20, 1e20, 0, "train: kge: epoch 1 step 0: loss is +Inf: lower the learning rate or gamma: invalid argument"},
+		// Scores 0 and a regulariser of 1e60 keep the float64 loss
+		// finite; its gradient 3e40 is +Inf as a float32.
+		{"gradient", 1e20, 0, 1, "train: kge: epoch 1 step 0: gradient of kge.entity row 0 is +Inf: lower the learning rate or gamma: invalid argument"},
+	} {
+		cfg := cfg
+		cfg.RegCoef = c.regCoef
+		p := newKGERecParams(cfg, huge(8, c.ent), huge(2, c.rel))
+		k, err := NewKGE(cfg, p, NoSync{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = k.Run(context.Background(), KGEData{Train: []Triple{{0, 1, 0}, {2, 3, 0}}}, nil)
+		if !errors.Is(err, ErrInvalid) || err == nil || err.Error() != c.want {
+			t.Errorf("%s: %v, want %s", c.name, err, c.want)
+		}
+		if len(p.pushed) != 0 {
+			t.Errorf("%s: the failed step pushed to %d tables", c.name, len(p.pushed))
+		}
+	}
+}
+
+// TestKGEEvalOutOfRange: an evaluation triple outside the tables is an
+// error naming it and its field, before any training, not a panic of the
+// evaluation after it.
+func TestKGEEvalOutOfRange(t *testing.T) {
+	for _, c := range []struct {
+		bad  Triple
+		want string
+	}{
+		{Triple{Head: 16, Tail: 1, Rel: 0}, "train: kge: evaluation triple 1: head 16 outside the 16 entities: invalid argument"},
+		{Triple{Head: 1, Tail: 40, Rel: 0}, "train: kge: evaluation triple 1: tail 40 outside the 16 entities: invalid argument"},
+		{Triple{Head: 1, Tail: 1, Rel: 3}, "train: kge: evaluation triple 1: relation 3 outside the 3 relations: invalid argument"},
+	} {
+		cfg := kgeTestConfig("distmult", 16)
+		cfg.Epochs, cfg.StepsPerEpoch, cfg.EvalEvery = 1, 1, 1
+		steps := 0
+		cfg.Progress = func(stage string, _, _ int64) { steps++ }
+		k, err := NewKGE(cfg, kgeStore(t, cfg, 0.1), NoSync{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = k.Run(context.Background(), KGEData{Train: kgeTestGraph(16), Eval: []Triple{{0, 4, 0}, c.bad}}, nil)
+		if !errors.Is(err, ErrInvalid) || err.Error() != c.want {
+			t.Errorf("eval triple %+v: %v, want %s", c.bad, err, c.want)
+		}
+		if steps != 0 {
+			t.Errorf("eval triple %+v: %d steps ran before the error", c.bad, steps)
+		}
+	}
+}
+
+// TestKGEConfigNonFinite: Validate refuses NaN and infinite
+// hyperparameters, naming the field (gamma as the float32 the models
+// hold).
+func TestKGEConfigNonFinite(t *testing.T) {
+	for _, c := range []struct {
+		set  func(*KGEConfig)
+		want string
+	}{
+		{func(c *KGEConfig) { c.Gamma = math.NaN() }, "train: kge: gamma NaN: must be finite (as a float32): invalid argument"},
+		{func(c *KGEConfig) { c.Gamma = math.Inf(-1) }, "train: kge: gamma -Inf: must be finite (as a float32): invalid argument"},
+		{func(c *KGEConfig) { c.Gamma = 1e300 }, "train: kge: gamma 1e+300: must be finite (as a float32): invalid argument"},
+		{func(c *KGEConfig) { c.AdvTemp = math.Inf(1) }, "train: kge: adversarial temperature +Inf: must be finite: invalid argument"},
+		{func(c *KGEConfig) { c.AdvTemp = math.NaN() }, "train: kge: adversarial temperature NaN: must be finite: invalid argument"},
+		{func(c *KGEConfig) { c.RegCoef = math.NaN() }, "train: kge: regularisation coefficient NaN: must be finite: invalid argument"},
+		{func(c *KGEConfig) { c.RegCoef = math.Inf(1) }, "train: kge: regularisation coefficient +Inf: must be finite: invalid argument"},
+	} {
+		cfg := kgeTestConfig("transe_l2", 16)
+		c.set(&cfg)
+		if err := cfg.Validate(); !errors.Is(err, ErrInvalid) || err.Error() != c.want {
+			t.Errorf("%v, want %s", err, c.want)
 		}
 	}
 }
