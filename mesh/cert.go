@@ -295,8 +295,15 @@ func LoadIdentity(dir, node string) (*Identity, error) {
 	if len(leaf.Subject.Organization) != 1 || leaf.Subject.Organization[0] != cluster {
 		return nil, fmt.Errorf("mesh: %s: certificate names cluster %v, CA names %q: %w", certPath, leaf.Subject.Organization, cluster, ErrCert)
 	}
+	// The reset key comes from the parsed private key, not from the file's
+	// first PEM block: `openssl ecparam -genkey` writes the public "EC
+	// PARAMETERS" block first, the same for every P-256 key. PKCS #8 is
+	// what WriteCluster writes, so its keys keep the secret they had.
+	keyDER, err := x509.MarshalPKCS8PrivateKey(pair.PrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: %s: %w: %w", keyPath, ErrCert, err)
+	}
 	id := &Identity{Cluster: cluster, Node: node, Cert: pair, Roots: roots, CA: ca}
-	keyDER, _ := pem.Decode(keyPEM)
-	id.resetKey = sha256.Sum256(append([]byte("graphnode stateless reset v1\x00"), keyDER.Bytes...))
+	id.resetKey = sha256.Sum256(append([]byte("graphnode stateless reset v1\x00"), keyDER...))
 	return id, nil
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"io/fs"
 	"net"
@@ -137,5 +138,35 @@ func TestLoadIdentityErrors(t *testing.T) {
 				t.Fatalf("err = %v\nwant ErrCert containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// The stateless-reset key is derived from the private key, however the
+// key file encodes it: `openssl ecparam -genkey` writes a public "EC
+// PARAMETERS" block (the same for every P-256 key) before an SEC 1 "EC
+// PRIVATE KEY" block. Such a file gives the key WriteCluster's PKCS #8
+// file gives, and two nodes never share one.
+func TestResetKeyFromPrivateKey(t *testing.T) {
+	const params = "-----BEGIN EC PARAMETERS-----\nBggqhkjOPQMBBw==\n-----END EC PARAMETERS-----\n"
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	var written, openssl [][32]byte
+	for _, node := range []string{"host0", "host1"} {
+		id := loadID(t, dir, node)
+		written = append(written, id.resetKey)
+		sec1, err := x509.MarshalECPrivateKey(id.Cert.PrivateKey.(*ecdsa.PrivateKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := append([]byte(params), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: sec1})...)
+		if err := os.WriteFile(KeyFile(dir, node), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		openssl = append(openssl, loadID(t, dir, node).resetKey)
+	}
+	if openssl[0] == openssl[1] {
+		t.Fatalf("two nodes' keys in openssl's layout give the same reset key %x", openssl[0][:8])
+	}
+	if !slices.Equal(openssl, written) {
+		t.Fatal("the same key gives another reset key in openssl's layout than in WriteCluster's")
 	}
 }

@@ -262,8 +262,12 @@ func (c *Client) waitPeer(ctx context.Context, p *peerConn) error {
 			return p.err("hello", err)
 		}
 		if !c.sleep(ctx, &backoff) {
-			if ctx.Err() == nil {
+			// sleep also gives up when the next wait would pass ctx's
+			// deadline: only Close makes it ErrClosed.
+			select {
+			case <-c.done:
 				return p.err("hello", ErrClosed)
+			default:
 			}
 			return p.err("hello", &unavailableError{attempts: attempt, elapsed: time.Since(start), last: last})
 		}
@@ -353,7 +357,7 @@ func (c *Client) attempt(ctx context.Context, stall *stall, p *peerConn, msg []b
 func (c *Client) exchange(ctx context.Context, stall *stall, conn *quic.Conn, msg []byte, want Type, buf []byte) ([]byte, error) {
 	st, err := conn.OpenStreamSync(ctx)
 	if err != nil {
-		return nil, err
+		return nil, ctxErr(ctx, err)
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		st.SetDeadline(dl)
@@ -364,6 +368,9 @@ func (c *Client) exchange(ctx context.Context, stall *stall, conn *quic.Conn, ms
 	})
 	defer stop()
 	if _, err := st.Write(msg); err != nil {
+		if e := refusal(st, stall, err); e != nil {
+			return nil, e
+		}
 		st.CancelRead(streamCancel)
 		return nil, ctxErr(ctx, err)
 	}
@@ -388,6 +395,27 @@ func (c *Client) exchange(ctx context.Context, stall *stall, conn *quic.Conn, ms
 		return nil, &RemoteError{Code: e.Code, Message: e.Message}
 	}
 	return nil, fmt.Errorf("mesh: answer is %s, want %s: %w", h.Type, want, ErrMalformed)
+}
+
+// refusal returns the Error a peer answered before it stopped reading
+// the request whose write failed with werr (a request over the peer's
+// MaxMessage: the server answers CodeTooLarge without reading the rest),
+// or nil when the write failed otherwise or no Error arrives. The read
+// is bounded like the call: by the stream's deadline and ctx's end.
+func refusal(st *quic.Stream, stall *stall, werr error) error {
+	var se *quic.StreamError
+	if !errors.As(werr, &se) || !se.Remote {
+		return nil
+	}
+	h, payload, err := readMessage(progressReader{st, stall}, maxErrorPayload)
+	if err != nil || h.Type != TypeError {
+		return nil
+	}
+	var e ErrorMessage
+	if err := DecodeError(payload, &e); err != nil {
+		return nil
+	}
+	return &RemoteError{Code: e.Code, Message: e.Message}
 }
 
 // ctxErr reports a stream error caused by ctx (its deadline, which the

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/quic-go/quic-go"
 )
 
 func TestRefused(t *testing.T) {
@@ -403,4 +405,140 @@ func (r *slowReader) Read(p []byte) (int, error) {
 	n := copy(p[:min(len(p), r.chunk)], r.b)
 	r.b = r.b[n:]
 	return n, nil
+}
+
+// A dial is shared by the calls that need the connection meanwhile: the
+// one that started it giving up must not fail the others, which keep
+// waiting (and retrying) within their own bounds.
+func TestSharedDialOutlivesItsCaller(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	addr := freeUDPAddr(t) // down for now
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: {Name: "host1", Addr: addr}},
+		func(c *ClientConfig) { c.Timeout = 4 * time.Second })
+	pull := func(ctx context.Context, done chan<- error) {
+		var resp PullResponse
+		done <- c.Pull(ctx, 1, &PullRequest{IDs: []uint64{1}}, &resp)
+	}
+	ctxA, cancelA := context.WithCancel(context.Background())
+	doneA, doneB := make(chan error, 1), make(chan error, 1)
+	go pull(ctxA, doneA)
+	time.Sleep(100 * time.Millisecond) // A dials
+	go pull(context.Background(), doneB)
+	time.Sleep(100 * time.Millisecond) // B waits for A's dial
+	cancelA()
+	if err := <-doneA; !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "peer host1") {
+		t.Fatalf("A: err = %v, want context.Canceled naming host1", err)
+	}
+	startServer(t, dir, "host1", 1, addr, nil)
+	if err := <-doneB; err != nil {
+		t.Fatalf("B (not cancelled; the peer came up within its timeout): %v", err)
+	}
+}
+
+// A call whose timeout passes while it waits for a dial begun by another
+// caller fails like any call to a peer that is down: ErrUnavailable, and
+// the deadline, not the context.Canceled its stall context reports.
+func TestDialWaitTimesOut(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	addr := freeUDPAddr(t)
+	const timeout = time.Second // < DialTimeout: the dial outlasts the call
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: {Name: "host1", Addr: addr}},
+		func(c *ClientConfig) { c.Timeout = timeout })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.WaitReady(ctx) // begins the dial
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	var resp PullResponse
+	err := c.Pull(context.Background(), 1, &PullRequest{IDs: []uint64{1}}, &resp)
+	t.Log(err)
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		!strings.Contains(err.Error(), "peer host1 ("+addr+", part 1): pull") {
+		t.Fatalf("err = %v, want ErrUnavailable and DeadlineExceeded naming host1, not Canceled", err)
+	}
+	if d := time.Since(start); d > timeout+time.Second {
+		t.Fatalf("failed after %v, want within the %v timeout", d, timeout)
+	}
+}
+
+// WaitReady stops before a backoff that would pass its deadline; the
+// client is still open, so the peer is unavailable, not ErrClosed.
+func TestWaitReadyDeadlineUnavailable(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	// A peer that fails every connection at once, like a node restarting.
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &quic.Transport{Conn: udp}
+	defer func() { tr.Close(); udp.Close() }()
+	ln, err := tr.Listen(serverTLS(loadID(t, dir, "host1"), ALPN), quicConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			conn, err := ln.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			conn.CloseWithError(appClosing, "server closing")
+		}
+	}()
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: {Name: "host1", Addr: udp.LocalAddr().String()}}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err = c.WaitReady(ctx)
+	t.Log(err)
+	if errors.Is(err, ErrClosed) || !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "peer host1") ||
+		!strings.Contains(err.Error(), "server closing") {
+		t.Fatalf("err = %v\nwant ErrUnavailable naming host1 and the last failure, not ErrClosed", err)
+	}
+	c.Close()
+	if err := c.WaitReady(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: WaitReady = %v, want ErrClosed", err)
+	}
+}
+
+// A call that cannot open a stream (the peer's MaxIncomingStreams are
+// all in flight) until its timeout passes fails with ErrUnavailable and
+// the deadline, like a peer that does not answer, not context.Canceled.
+func TestOpenStreamTimesOut(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", nil)
+	release := make(chan struct{})
+	var blocked sync.WaitGroup
+	blocked.Add(MaxIncomingStreams)
+	srv.handler.setHook(func(ctx context.Context) error {
+		blocked.Done()
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	const timeout = time.Second
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer()},
+		func(c *ClientConfig) { c.Timeout = 30 * time.Second }) // the blocked calls'
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(release)
+	for range MaxIncomingStreams {
+		wg.Go(func() {
+			var resp PullResponse
+			c.Pull(context.Background(), 1, &PullRequest{IDs: []uint64{1}}, &resp)
+		})
+	}
+	blocked.Wait()
+	b, begin := beginMessage(nil, TypePullRequest)
+	b = AppendPullRequest(b, &PullRequest{IDs: []uint64{1}})
+	start := time.Now()
+	_, err := c.callWith(context.Background(), 1, "pull", b, begin, TypePullResponse, timeout, c.cfg.Retries, nil)
+	t.Log(err)
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want ErrUnavailable and DeadlineExceeded, not Canceled", err)
+	}
+	if d := time.Since(start); d > timeout+time.Second {
+		t.Fatalf("failed after %v, want within the %v timeout", d, timeout)
+	}
 }

@@ -26,8 +26,10 @@
 //
 // TLS 1.3 only. The server requires a client certificate that verifies
 // against the cluster CA, and the client verifies the server's
-// certificate against the CA and the configured node name (its DNS SAN);
-// both check that the certificate's Organization names the cluster. A
+// certificate against the CA and the configured node name (its DNS SAN,
+// and its CommonName, which must equal the name: the 127.0.0.1 and ::1
+// SANs of every node certificate name no node in particular); both check
+// that the certificate's Organization names the cluster. A
 // peer without such a certificate fails the handshake, so no request of
 // it is ever read. ALPN is "graphnode/1": a node of another protocol
 // version fails the handshake with an error saying "protocol version".
@@ -151,10 +153,12 @@
 // ClientConfig.Backoff and doubles up to MaxBackoff, at most Retries
 // times and never past the deadline. A peer that stays down fails the
 // call with ErrUnavailable, naming the peer and the attempts, when the
-// timeout ends without progress: never a hang. Refusals, Error answers (ErrRemote; too
-// large also matches ErrTooLarge), malformed answers and cancellation are
-// not retried. Sample and Pull are idempotent, so a retry after a lost
-// answer is safe; kv pushes are not, and are never retried.
+// timeout ends without progress: never a hang. Refusals, Error answers
+// (ErrRemote; too large also matches ErrTooLarge, also when the server
+// refuses a request before the client has written all of it), malformed
+// answers and cancellation are not retried. Sample and Pull are
+// idempotent, so a retry after a lost answer is safe; kv pushes are not,
+// and are never retried.
 //
 // Servers send stateless resets keyed by a secret derived from the node's
 // private key, so after a crash and restart the peers' old connections
@@ -176,9 +180,9 @@
 //
 // Client and Server methods are safe for concurrent use. A Client keeps
 // one QUIC connection per peer (dialled once even under concurrent
-// callers) and opens one stream per call; up to MaxIncomingStreams calls
-// per peer are in flight at once. Handler methods are called
-// concurrently.
+// callers, within DialTimeout, whichever of them give up meanwhile) and
+// opens one stream per call; up to MaxIncomingStreams calls per peer are
+// in flight at once. Handler methods are called concurrently.
 //
 // # Metrics
 //

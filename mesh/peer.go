@@ -41,7 +41,11 @@ func (p *peerConn) close() {
 
 // connect returns a live connection to p, dialling (with hello) when
 // there is none; the connection's context ends when it breaks, so a
-// broken one is replaced at the next call.
+// broken one is replaced at the next call. The dial is shared by every
+// caller that needs the connection meanwhile, so it runs on its own
+// (dialShared), bounded by DialTimeout and Close, not by the context of
+// the caller that started it: a caller that gives up stops waiting, and
+// the others still get the dial's result.
 func (c *Client) connect(ctx context.Context, p *peerConn) (*quic.Conn, error) {
 	for {
 		select {
@@ -54,33 +58,62 @@ func (c *Client) connect(ctx context.Context, p *peerConn) (*quic.Conn, error) {
 			p.mu.Unlock()
 			return conn, nil
 		}
-		if ch := p.mu.dialing; ch != nil {
-			p.mu.Unlock()
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-			p.mu.Lock()
-			conn, err := p.mu.conn, p.mu.err
-			p.mu.Unlock()
-			if err != nil {
-				return nil, err
-			}
-			if conn != nil && conn.Context().Err() == nil {
-				return conn, nil
-			}
-			continue
+		ch := p.mu.dialing
+		if ch == nil {
+			ch = make(chan struct{})
+			p.mu.dialing = ch
+			go c.dialShared(p, ch)
 		}
-		ch := make(chan struct{})
-		p.mu.dialing = ch
 		p.mu.Unlock()
-		conn, err := c.dial(ctx, p)
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			// The cause, not ctx.Err(): a call's stall ends its context
+			// with DeadlineExceeded, which is retried and reported as
+			// ErrUnavailable, where Canceled would be final.
+			return nil, fmt.Errorf("dial: %w", context.Cause(ctx))
+		case <-c.done:
+			return nil, ErrClosed
+		}
 		p.mu.Lock()
-		p.mu.dialing, p.mu.conn, p.mu.err = nil, conn, err
+		conn, err := p.mu.conn, p.mu.err
 		p.mu.Unlock()
-		close(ch)
-		return conn, err
+		if err != nil {
+			return nil, err
+		}
+		if conn != nil && conn.Context().Err() == nil {
+			return conn, nil
+		}
+	}
+}
+
+// dialShared dials p for connect and publishes the result in p.mu, then
+// closes ch. Its context is the client's: DialTimeout (in dial), or Close.
+func (c *Client) dialShared(p *peerConn, ch chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-c.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	conn, err := c.dial(ctx, p)
+	var orphan *quic.Conn
+	p.mu.Lock()
+	select {
+	case <-c.done:
+		// Close may have closed p's connection already: one made
+		// meanwhile must not outlive the client.
+		orphan, conn, err = conn, nil, ErrClosed
+	default:
+	}
+	p.mu.dialing, p.mu.conn, p.mu.err = nil, conn, err
+	p.mu.Unlock()
+	close(ch)
+	if orphan != nil {
+		orphan.CloseWithError(appClosing, "client closing")
 	}
 }
 

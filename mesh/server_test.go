@@ -201,21 +201,44 @@ func TestOversize(t *testing.T) {
 		name      string
 		clientMax int
 		ids       int
-		remote    bool // refused by the server rather than the client
+		remote    bool   // refused by the server rather than the client
+		requests  uint64 // seen by the server: 0 or 1, never a retry
 	}{
-		{"request over server limit", 0, 1000, true},
-		{"request over client limit", 100, 1000, false},
-		{"response over client limit", 900, 60, false}, // 60 rows × 16 B
-		{"response over server limit", 0, 100, true},   // 100 rows × 16 B > 1024
+		{"request over server limit", 0, 1000, true, 1},
+		// More than the stream's flow-control window: the server answers
+		// and stops reading while the client still writes.
+		{"request over server limit and window", 0, 256 << 10, true, 1}, // 2 MiB
+		{"request over client limit", 100, 1000, false, 0},
+		{"response over client limit", 900, 60, false, 1}, // 60 rows × 16 B
+		{"response over server limit", 0, 100, true, 1},   // 100 rows × 16 B > 1024
+	}
+	requests := func() (n uint64) {
+		for _, m := range srv.srv.Metrics() {
+			n += m.Requests
+		}
+		return n
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer()}, func(c *ClientConfig) { c.MaxMessage = tt.clientMax })
+			if err := c.WaitReady(ctx); err != nil {
+				t.Fatal(err)
+			}
+			before := requests()
 			var resp PullResponse
 			err := c.Pull(ctx, 1, &PullRequest{IDs: ids(tt.ids, 0)}, &resp)
 			var re *RemoteError
-			if !errors.Is(err, ErrTooLarge) || errors.As(err, &re) != tt.remote {
+			if !errors.Is(err, ErrTooLarge) || errors.As(err, &re) != tt.remote || errors.Is(err, ErrUnavailable) {
 				t.Fatalf("err = %v, want ErrTooLarge (remote %v)", err, tt.remote)
+			}
+			// The server counts a request after writing its answer: wait
+			// for the count (retries, if any, were counted earlier).
+			n := requests() - before
+			for end := time.Now().Add(5 * time.Second); n < tt.requests && time.Now().Before(end); n = requests() - before {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if n != tt.requests {
+				t.Fatalf("server saw %d requests, want %d: refusals are not retried", n, tt.requests)
 			}
 			// Not retried, and the connection survives.
 			if err := checkSample(c, 1, &SampleRequest{Fanout: 1, IDs: ids(3, 0)}); err != nil {

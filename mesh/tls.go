@@ -32,7 +32,25 @@ func clientTLS(id *Identity, serverName, alpn string) *tls.Config {
 		RootCAs:          id.Roots,
 		ServerName:       serverName,
 		NextProtos:       []string{alpn},
-		VerifyConnection: verifyCluster(id.Cluster),
+		VerifyConnection: verifyNode(id.Cluster, serverName),
+	}
+}
+
+// verifyNode is verifyCluster that also wants the certificate of node
+// itself, by its CommonName (the name LoadIdentity and the server go by).
+// TLS matched node against the certificate's SANs only, and every node
+// certificate carries 127.0.0.1 and ::1: for a node named "127.0.0.1",
+// that match alone passes the certificate of any node of the cluster.
+func verifyNode(cluster, node string) func(tls.ConnectionState) error {
+	inCluster := verifyCluster(cluster)
+	return func(cs tls.ConnectionState) error {
+		if err := inCluster(cs); err != nil {
+			return err
+		}
+		if cn := cs.PeerCertificates[0].Subject.CommonName; cn != node {
+			return fmt.Errorf("mesh: certificate of node %q, want %q", cn, node)
+		}
+		return nil
 	}
 }
 
@@ -66,15 +84,17 @@ const (
 func explainHandshake(err error, alpn string) (_ error, ok bool) {
 	var te *quic.TransportError
 	if errors.As(err, &te) && te.ErrorCode.IsCryptoError() {
-		side := "peer"
+		// A rejection by this node carries its reason in err; of the
+		// peer's, the alert is all there is, so the likely cause is named.
+		side := "peer rejected the certificate (not signed by this cluster's CA?)"
 		if !te.Remote {
-			side = "this node"
+			side = "this node rejected the certificate"
 		}
 		switch uint8(te.ErrorCode - 0x100) {
 		case alertNoApplicationProto:
 			return fmt.Errorf("protocol version: no common ALPN protocol (this node speaks %q): %w", alpn, ErrRefused), true
 		case alertBadCertificate, alertUnknownCA, alertCertificateRequired:
-			return fmt.Errorf("TLS handshake: %s rejected the certificate (not signed by this cluster's CA?): %v: %w", side, err, ErrRefused), true
+			return fmt.Errorf("TLS handshake: %s: %v: %w", side, err, ErrRefused), true
 		}
 		return fmt.Errorf("TLS handshake: %v: %w", err, ErrRefused), true
 	}

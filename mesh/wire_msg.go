@@ -55,6 +55,10 @@ type ErrorMessage struct {
 // maxErrorText caps the text of an ErrorMessage; longer text is cut.
 const maxErrorText = 64 << 10
 
+// maxErrorPayload bounds an Error payload: code, reserved, text length
+// and text.
+const maxErrorPayload = 2 + 2 + 4 + maxErrorText
+
 // AppendError appends e's payload to b.
 func AppendError(b []byte, e *ErrorMessage) []byte {
 	msg := e.Message
