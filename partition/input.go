@@ -105,7 +105,9 @@ func (in *inFile) maxRows(minLine int64) int64 {
 }
 
 // wrapInput reads r, named path (size bytes, 0 when unknown), and
-// decompresses it when it starts with the gzip magic.
+// decompresses it when it starts with the gzip magic. A UTF-8 byte order
+// mark at the start of the text is dropped: left in, it would be part of
+// the first id (an edge list's node 1 read as "\ufeff1", another node).
 func wrapInput(r io.Reader, path string, size int64) (*inFile, error) {
 	in := &inFile{path: path, size: size, disk: &countReader{r: r}}
 	in.br = bufio.NewReaderSize(in.disk, inBufSize(size, 256<<10))
@@ -115,9 +117,42 @@ func wrapInput(r io.Reader, path string, size int64) (*inFile, error) {
 		if err != nil {
 			return nil, fmt.Errorf("partition: %s: gzip: %v: %w", path, err, ErrFormat)
 		}
-		in.gz, in.r = gz, gz
+		in.gz, in.r = gz, &bomSkipper{r: gz}
+	} else if head, _ := in.br.Peek(len(utf8BOM)); string(head) == utf8BOM {
+		in.br.Discard(len(utf8BOM))
 	}
 	return in, nil
+}
+
+// utf8BOM is the UTF-8 encoding of U+FEFF, the byte order mark.
+const utf8BOM = "\xef\xbb\xbf"
+
+// bomSkipper reads r without the byte order mark its stream may start
+// with (a decompressed stream, which cannot be peeked at).
+type bomSkipper struct {
+	r       io.Reader
+	started bool
+	head    []byte // bytes read to look for the mark that were not one
+	buf     [len(utf8BOM)]byte
+}
+
+func (b *bomSkipper) Read(p []byte) (int, error) {
+	if !b.started {
+		b.started = true
+		n, err := io.ReadFull(b.r, b.buf[:])
+		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+			return 0, err
+		}
+		if string(b.buf[:n]) != utf8BOM {
+			b.head = b.buf[:n]
+		}
+	}
+	if len(b.head) > 0 {
+		n := copy(p, b.head)
+		b.head = b.head[n:]
+		return n, nil
+	}
+	return b.r.Read(p)
 }
 
 // Close closes the file. It is safe to call twice.
