@@ -130,7 +130,7 @@ func Split(g *Graph, opts SplitOptions) (removed int, err error) {
 			}
 			removed += r
 		}
-		return removed, nil
+		return removed, disjointSplits(g)
 	case SplitRandom:
 		labelled := labelledNodes(g)
 		rng.Shuffle(len(labelled), func(i, j int) { labelled[i], labelled[j] = labelled[j], labelled[i] })
@@ -172,6 +172,39 @@ func keepSplit(g *Graph, s *[]uint32) (int, error) {
 	}
 	*s = out[:k]
 	return removed, nil
+}
+
+// disjointSplits refuses input splits (sorted) that share a node: a test
+// node also in training leaks what the model is scored on.
+func disjointSplits(g *Graph) error {
+	named := []struct {
+		name  string
+		nodes []uint32
+	}{{"train", g.Train}, {"val", g.Val}, {"test", g.Test}}
+	for i, a := range named {
+		for _, b := range named[i+1:] {
+			if v, ok := firstCommon(a.nodes, b.nodes); ok {
+				return fmt.Errorf("partition: graph %q: node %s is in both the %s and the %s split of the input: %w",
+					g.Name, g.IDs.text(v), a.name, b.name, ErrFormat)
+			}
+		}
+	}
+	return nil
+}
+
+// firstCommon is the smallest value of both sorted lists.
+func firstCommon(a, b []uint32) (uint32, bool) {
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		switch {
+		case a[i] < b[j]:
+			i++
+		case a[i] > b[j]:
+			j++
+		default:
+			return a[i], true
+		}
+	}
+	return 0, false
 }
 
 // perClassSplit draws the Planetoid split: PerClass training nodes of

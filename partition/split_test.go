@@ -1,6 +1,8 @@
 package partition
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -134,6 +136,40 @@ func TestSplitKeep(t *testing.T) {
 	g.Val = []uint32{20}
 	if _, err := Split(g, SplitOptions{}); err == nil || !strings.Contains(err.Error(), "node index 20 beyond 20 nodes") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestSplitKeepOverlap: input splits that share a node (an OGB split/
+// folder whose train.csv and test.csv both list it) are refused, naming
+// the node by its input id and both splits; they were kept as they were,
+// the node trained on and tested.
+func TestSplitKeepOverlap(t *testing.T) {
+	g := labelledGraph(20)
+	g.IDs.Ints = make([]uint64, 20)
+	for i := range g.IDs.Ints {
+		g.IDs.Ints[i] = 100 + uint64(i)
+	}
+	g.Train, g.Val, g.Test = []uint32{1, 5, 7}, []uint32{2}, []uint32{6, 7}
+	_, err := Split(g, SplitOptions{})
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "node 107 is in both the train and the test split of the input") {
+		t.Fatalf("overlapping train and test: %v", err)
+	}
+	g.Train, g.Val, g.Test = []uint32{1}, []uint32{2, 3}, []uint32{3}
+	if _, err := Split(g, SplitOptions{}); err == nil || !strings.Contains(err.Error(), "node 103 is in both the val and the test split") {
+		t.Fatalf("overlapping val and test: %v", err)
+	}
+
+	d := t.TempDir()
+	rdWrite(t, d, "raw/edge.csv", "0,1\n1,2\n2,3\n3,0\n", false)
+	rdWrite(t, d, "raw/node-label.csv", "0\n1\n0\n1\n", false)
+	rdWrite(t, d, "split/s/train.csv", "0\n1\n", false)
+	rdWrite(t, d, "split/s/test.csv", "1\n", false)
+	og, err := Read(context.Background(), d, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Split(og, SplitOptions{}); err == nil || !strings.Contains(err.Error(), "node 1 is in both the train and the test split") {
+		t.Fatalf("OGB split files that overlap: %v", err)
 	}
 }
 
