@@ -147,6 +147,14 @@ func Inspect(ctx context.Context, dir string, opts InspectOptions) (*Report, err
 			if same && opts.Verify && pr.Err == nil && (math.Abs(s.Local-e.ReadsLocal) > shareCheck || math.Abs(s.Cached-e.ReadsCached) > shareCheck) {
 				pr.Err = fmt.Errorf("partition: %s: expected reads local %.4f cached %.4f from the files, graph.toml records %.4f and %.4f: %w",
 					pr.Path, s.Local, s.Cached, e.ReadsLocal, e.ReadsCached, ErrManifest)
+				// The files were checked above: the part's entry
+				// there must carry the failure, which Format and
+				// the command's count of failed files go by.
+				for i := range r.Files {
+					if r.Files[i].Path == pr.Path && r.Files[i].Err == nil {
+						r.Files[i].Err = pr.Err
+					}
+				}
 			}
 		}
 		r.Reads = TotalShares(shares)

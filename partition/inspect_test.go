@@ -87,6 +87,78 @@ func TestInspectVerifyCorruption(t *testing.T) {
 	}
 }
 
+// TestInspectVerifyReadShares: graph.toml's expected read shares of a
+// part disagree with those recomputed from the files (the manifest edited
+// and re-checksummed). Verification must fail on that part's file, and
+// the report must say why (the failure was recorded on the part after
+// the file list was built, which then showed every file OK).
+func TestInspectVerifyReadShares(t *testing.T) {
+	dir, m := freqDir(t)
+	m.Part[0].ReadsLocal -= 0.1
+	m.Part[0].ReadsRemote += 0.1
+	if err := m.SetChecksum(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writeFile(dir, ManifestFile, m.Encode); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Inspect(context.Background(), dir, InspectOptions{Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.OK() {
+		t.Fatal("shares that differ from the files verified OK")
+	}
+	failed := 0
+	for _, f := range r.Files {
+		if f.Err != nil {
+			failed++
+			if f.Path != PartFile(0) {
+				t.Errorf("%s failed: %v", f.Path, f.Err)
+			}
+		}
+	}
+	if failed != 1 {
+		t.Errorf("%d files failed, want 1 (part 0)", failed)
+	}
+	var out strings.Builder
+	r.Format(&out)
+	if want := PartFile(0) + "  FAILED  partition: " + PartFile(0) + ": expected reads local"; !strings.Contains(out.String(), want) {
+		t.Errorf("report lacks %q:\n%s", want, out.String())
+	}
+}
+
+// freqDir writes a frequency partitioning of a small graph into 3
+// parts with a 20% cache and read shares in graph.toml.
+func freqDir(t *testing.T) (string, *Manifest) {
+	t.Helper()
+	ctx := context.Background()
+	g := testGraph(600, 3000, false, false)
+	adj, err := BuildAdj(ctx, g, csr.In, CleanOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	so, err := ParseSplit("keep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Split(g, so); err != nil {
+		t.Fatal(err)
+	}
+	fan := []int{15, 10, 5}
+	assign, err := Assign(ctx, g, adj, AssignOptions{Method: MethodFreq, Parts: 3, Seed: 3, Fanouts: fan, BatchSize: 64, Imbalance: 1.05})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "parts")
+	m, err := Write(ctx, out, g, adj, assign, WriteOptions{Parts: 3, Method: MethodFreq, Seed: 3, Fanouts: fan, BatchSize: 64,
+		Cache: CacheOptions{Ratio: 0.2}, FeatType: csr.TypeF32, Split: so.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, m
+}
+
 // TestInspectPart: one host's copy (graph.toml and part 1) inspects and
 // verifies with Part = 1 (that part alone, its file alone, no balance
 // line); the whole-directory inspection of the copy, or another part of

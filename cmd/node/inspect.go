@@ -33,20 +33,24 @@ func runInspect(ctx context.Context, a *app, args []string) error {
 	if *part >= 0 {
 		opts.Part = part
 	}
-	if *fanouts != "" {
-		if opts.Fanouts, err = parseFanouts(*fanouts); err != nil {
+	if *fanouts != "" || *batch >= 0 {
+		// The flag not given is graph.toml's; a batch size where
+		// graph.toml records no estimate is the partitioner's default.
+		m, err := partition.OpenManifest(pos[0])
+		if err != nil {
 			return err
 		}
-		opts.BatchSize = partition.DefaultBatchSize
-	}
-	if *batch >= 0 {
-		opts.BatchSize = *batch
-		if opts.Fanouts == nil {
-			m, err := partition.OpenManifest(pos[0])
-			if err != nil {
+		opts.Fanouts, opts.BatchSize = m.Fanouts, m.BatchSize
+		if m.Fanouts == nil {
+			opts.BatchSize = partition.DefaultBatchSize
+		}
+		if *fanouts != "" {
+			if opts.Fanouts, err = parseFanouts(*fanouts); err != nil {
 				return err
 			}
-			opts.Fanouts = m.Fanouts
+		}
+		if *batch >= 0 {
+			opts.BatchSize = *batch
 		}
 	}
 	r, err := partition.Inspect(ctx, pos[0], opts)

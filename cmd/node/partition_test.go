@@ -196,6 +196,21 @@ func TestPartitionMethodsCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "(fanouts 5, batch 0, each part's training nodes)") {
 		t.Errorf("inspect --fanouts 5: code %d\n%s", code, stdout)
 	}
+	// Either flag alone takes the other from graph.toml (batch 64 here):
+	// graph.toml's own fanouts given again are graph.toml's estimate, which
+	// --verify then checks.
+	out = filepath.Join(t.TempDir(), "parts")
+	if code, _, stderr := runNode(t, "partition", "--input", in, "--parts", "2", "--cache-ratio", "0.1", "--fanouts", "10,5", "--batch-size", "64", "-o", out); code != 0 {
+		t.Fatal(stderr)
+	}
+	code, stdout, _ = runNode(t, "inspect", "--verify", out, "--fanouts", "10,5")
+	if code != 0 || !strings.Contains(stdout, "(fanouts 10,5, batch 64, each part's training nodes)") {
+		t.Errorf("inspect --fanouts 10,5 of a partitioning for batch 64: code %d\n%s", code, stdout)
+	}
+	code, stdout, _ = runNode(t, "inspect", out, "--batch-size", "32")
+	if code != 0 || !strings.Contains(stdout, "(fanouts 10,5, batch 32, each part's training nodes)") {
+		t.Errorf("inspect --batch-size 32: code %d\n%s", code, stdout)
+	}
 }
 
 func TestPartitionFlagErrors(t *testing.T) {
