@@ -115,6 +115,8 @@ class KV(Session):
         if len(ans) < 2 or ans[1] != WIRE_VERSION:
             raise LoaderError("kv: %s: answer of %d bytes without kv version %d" % (op, len(ans), WIRE_VERSION))
         if ans[0] == KIND_ERROR:
+            if len(ans) < 6:
+                raise LoaderError("kv: %s: error answer of %d bytes, want at least 6" % (op, len(ans)))
             code, n = struct.unpack_from("<HH", ans, 2)
             text = bytes(ans[6:6 + n]).decode("utf-8", "replace")
             raise KVError("kv: %s: %s" % (op, text), code)
@@ -188,8 +190,11 @@ class Embedding:
         self._calls = []
 
     def __call__(self, ids):
-        rows = self.kv.pull(self.name, ids).requires_grad_(True)
-        self._calls.append((ids, rows))
+        # A copy of ids, kept for step(): a batch's n_id views ring memory
+        # that the next batch reuses, and step() may come batches later.
+        own = _ids(ids).copy()
+        rows = self.kv.pull(self.name, own).requires_grad_(True)
+        self._calls.append((own, rows))
         return rows
 
     def step(self):

@@ -48,6 +48,8 @@ class NodeData(Session):
         if len(ans) < 2 or ans[1] != VERSION:
             raise LoaderError("node data: %s: answer of %d bytes is not a version %d message" % (op, len(ans), VERSION))
         if ans[0] == KIND_ERROR:
+            if len(ans) < 4:
+                raise LoaderError("node data: %s: error answer of %d bytes, want at least 4" % (op, len(ans)))
             n, = struct.unpack_from("<H", ans, 2)
             raise NodeDataError(bytes(ans[4:4 + n]).decode("utf-8", "replace"))
         return a.size, ans
@@ -59,9 +61,12 @@ class NodeData(Session):
         if ans[0] != KIND_FEAT_RESPONSE or len(ans) < 14:
             raise LoaderError("node data: features: unexpected answer kind %#x" % ans[0])
         dtype, dim, count = ans[2], *struct.unpack_from("<II", ans, 6)
-        if dtype not in DTYPES or count != n:
+        if dtype not in DTYPES or count != n or any(ans[3:6]):
             raise LoaderError("node data: features: answer of dtype %d and %d rows for %d ids" % (dtype, count, n))
         np_type, _ = DTYPES[dtype]
+        if len(ans) != 14 + count * dim * np.dtype(np_type).itemsize:
+            raise LoaderError("node data: features: answer of %d bytes for %d rows of %d values of dtype %d"
+                              % (len(ans), count, dim, dtype))
         rows = np.frombuffer(ans, np_type, count * dim, 14).reshape(count, dim)
         return torch.from_numpy(rows.copy())
 
@@ -72,7 +77,7 @@ class NodeData(Session):
         if ans[0] != KIND_LABEL_RESPONSE or len(ans) < 12:
             raise LoaderError("node data: labels: unexpected answer kind %#x" % ans[0])
         dim, count = struct.unpack_from("<II", ans, 4)
-        if count != n or len(ans) != 12 + 4 * count * dim:
+        if count != n or dim == 0 or any(ans[2:4]) or len(ans) != 12 + 4 * count * dim:
             raise LoaderError("node data: labels: answer of %d ids of dim %d for %d ids" % (count, dim, n))
         y = torch.from_numpy(np.frombuffer(ans, "<i4", count * dim, 12).astype(np.int64))
         return y if dim == 1 else y.reshape(count, dim)

@@ -1,0 +1,120 @@
+"""The kv and node-data clients against malformed answers (every error a
+LoaderError, the same answers refused as by the Go client's decoders), and
+Embedding's ids outliving the ring record they came from."""
+
+import shutil
+import struct
+import tempfile
+import time
+import unittest
+
+import numpy as np
+import torch
+
+import graphnode
+from graphnode.errors import LoaderError
+from graphnode.kv import KV, Embedding
+from graphnode.nodedata import NodeData
+
+from .fakenode import FakeNode
+
+
+class FakeConn:
+    """A control connection that answers every exchange with answer."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def exchange(self, body, op, timeout=None):
+        return bytearray(self.answer)
+
+    def close(self):
+        pass
+
+
+def kv_with(answer):
+    k = KV.__new__(KV)
+    k._conn = FakeConn(answer)
+    return k
+
+
+def nd_with(answer):
+    d = NodeData.__new__(NodeData)
+    d._conn = FakeConn(answer)
+    return d
+
+
+class MalformedAnswers(unittest.TestCase):
+    """errors.py: every exception raised on purpose is a LoaderError. The
+    Go client (node/control's DecodeFeatResponse and DecodeLabelResponse)
+    refuses these answers as protocol errors."""
+
+    def test_features_short_answer_is_loader_error(self):
+        # A FeatResponse head saying 2 rows of dim 3 (f32) with only 4 value bytes.
+        ans = bytes([0x22, 1, 1, 0, 0, 0]) + struct.pack("<II", 3, 2) + bytes(4)
+        d = nd_with(ans)
+        with self.assertRaises(LoaderError):
+            d.features([5, 6])
+
+    def test_features_trailing_bytes_refused(self):
+        # Go's DecodeFeatResponse refuses any byte past n*dim values.
+        ans = bytes([0x22, 1, 1, 0, 0, 0]) + struct.pack("<II", 1, 2) + struct.pack("<2f", 1, 2) + bytes(8)
+        d = nd_with(ans)
+        with self.assertRaises(LoaderError):
+            d.features([5, 6])
+
+    def test_kv_short_error_answer_is_loader_error(self):
+        k = kv_with(bytes([7, 1, 6]))
+        with self.assertRaises(LoaderError):
+            k.pull("emb", [1])
+
+    def test_nodedata_short_error_answer_is_loader_error(self):
+        d = nd_with(bytes([0x24, 1]))
+        with self.assertRaises(LoaderError):
+            d.labels([1])
+
+
+class EmbeddingKeepsRingViews(unittest.TestCase):
+    """With the Loader's default copy=False, batch.n_id views the ring,
+    which the sampler overwrites once the next batch is requested; step()
+    after several batches (gradient accumulation) must push the ids each
+    call was given, not what that ring memory holds by then."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="graphnode-zz-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def test_embedding_step_after_next_batch_pushes_right_ids(self):
+        node = FakeNode(self.dir, workers=1, per_epoch=12, capacity=4096)
+        self.addCleanup(node.close)
+
+        class RecKV:
+            def __init__(self):
+                self.pushed = []
+
+            def pull(self, name, ids):
+                return torch.zeros(len(ids), 2)
+
+            def push(self, name, ids, grads):
+                self.pushed.append(list(np.asarray(ids.tolist() if hasattr(ids, "tolist") else ids)))
+
+        kv = RecKV()
+        emb = Embedding(kv, "emb")
+        want = []
+        with graphnode.Loader(node.sock_path, fanouts=[2, 2], epochs=1) as lo:
+            for b in lo:
+                want.append(b.n_id.tolist())
+                h = emb(b.n_id)
+                h.sum().backward()
+                time.sleep(0.01)  # let the sampler refill the room released by the next request
+            emb.step()  # accumulate over the epoch, step once
+        self.assertEqual(kv.pushed, want)
+
+
+class LabelDimZero(unittest.TestCase):
+    def test_labels_dim_zero_refused_like_go(self):
+        # Go's DecodeLabelResponse refuses dim 0 ("dim: 0").
+        ans = bytes([0x23, 1, 0, 0]) + struct.pack("<II", 0, 2)
+        d = nd_with(ans)
+        with self.assertRaises(LoaderError):
+            d.labels([1, 2])
