@@ -123,7 +123,10 @@ class Ring:
         if sys.byteorder != "little" or struct.calcsize("P") != 8:
             raise LoaderError("ring: %s: needs a little-endian 64-bit host" % path)
         self.path = path
-        fd = os.open(path, os.O_RDWR)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError as e:
+            raise LoaderError("ring: open %s: %s" % (path, e.strerror or e)) from e
         try:
             size = os.fstat(fd).st_size
             if size < HEADER_SIZE:

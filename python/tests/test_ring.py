@@ -96,6 +96,10 @@ class HeaderTest(RingTestCase):
             f.write(b"\0" * HEADER_SIZE)
         with self.assertRaisesRegex(CorruptError, "ring: %s: header: bad magic" % self.path):
             Ring(self.path)
+        # A ring that is not there is a LoaderError too, naming the file.
+        missing = os.path.join(self.dir, "gone.ring")
+        with self.assertRaisesRegex(LoaderError, "ring: open %s: No such file or directory" % missing):
+            Ring(missing)
 
 
 class ConsumeTest(RingTestCase):
