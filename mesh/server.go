@@ -17,8 +17,11 @@ import (
 // one goroutine per request, with a context that ends at the request's
 // deadline or when the peer's connection or the Server closes; they must
 // return soon after it ends. A returned error is sent to the caller as
-// an Error message (CodeHandler, or CodeTimeout for a context deadline);
-// a panic is recovered and sent as CodeInternal. The request and its
+// an Error message (CodeHandler, CodeTimeout for a context deadline,
+// CodeTooLarge for ErrTooLarge); a panic is recovered and sent as
+// CodeInternal. A handler should refuse, with ErrTooLarge, a request whose
+// answer would exceed AnswerLimit(ctx) before it builds that answer: the
+// server refuses it anyway, after the fact. The request and its
 // slices are valid only during the call; the response may alias memory
 // that stays valid (an mmap'd partition) and is not retained.
 type Handler interface {
@@ -381,6 +384,7 @@ func errorMessage(code ErrorCode, text string) []byte {
 // response: a message, and for pulls the rows to write after it.
 func (s *Server) dispatch(ctx context.Context, t Type, p []byte) (msg, tail []byte) {
 	defer s.catch(t, &msg, &tail)
+	ctx = context.WithValue(ctx, answerLimitKey{}, s.cfg.MaxMessage)
 	switch t {
 	case TypeSampleRequest:
 		var req SampleRequest
@@ -394,7 +398,9 @@ func (s *Server) dispatch(ctx context.Context, t Type, p []byte) (msg, tail []by
 		if resp == nil || len(resp.Counts) != len(req.IDs) || !sumMatches(resp) {
 			return errorMessage(CodeInternal, fmt.Sprintf("mesh: %s handler: response does not match %d ids", t, len(req.IDs))), nil
 		}
-		if r, ok := s.cfg.Handler.(SampleReleaser); ok {
+		if r, ok := s.cfg.Handler.(SampleReleaser); ok && sampleFits(resp, s.cfg.MaxMessage) {
+			// An answer too large to send goes, not back to the
+			// handler to be kept for reuse.
 			defer r.ReleaseSample(resp)
 		}
 		rt, encode := TypeSampleResponse, AppendSampleResponse
@@ -463,15 +469,33 @@ func (s *Server) finish(b []byte, start, tail int) []byte {
 	return b
 }
 
+// answerLimitKey keys the server's MaxMessage in a handler's context.
+type answerLimitKey struct{}
+
+// AnswerLimit is the largest answer payload, in bytes, the server that
+// called a Handler method with ctx sends (its MaxMessage); 0 outside one.
+func AnswerLimit(ctx context.Context) int {
+	n, _ := ctx.Value(answerLimitKey{}).(int)
+	return n
+}
+
 func handlerError(t Type, err error) []byte {
 	code := CodeHandler
 	switch {
+	case errors.Is(err, ErrTooLarge):
+		code = CodeTooLarge
 	case errors.Is(err, context.DeadlineExceeded):
 		code = CodeTimeout
 	case errors.Is(err, ErrNotFound):
 		code = CodeNotFound
 	}
 	return errorMessage(code, fmt.Sprintf("%s handler: %v", t, err))
+}
+
+// sampleFits reports whether r's answer (at most 4 bytes of count and 8
+// of neighbour each) can fit a payload of limit bytes.
+func sampleFits(r *SampleResponse, limit int) bool {
+	return 4*int64(len(r.Counts))+8*int64(len(r.Neighbors)) <= int64(limit)
 }
 
 func sumMatches(r *SampleResponse) bool {

@@ -62,9 +62,12 @@ func streamKey(b [mesh.KeySize]byte) (uint64, error) {
 	return binary.LittleEndian.Uint64(b[:]), nil
 }
 
-func (h *handler) SampleNeighbors(_ context.Context, req *mesh.SampleRequest) (*mesh.SampleResponse, error) {
+func (h *handler) SampleNeighbors(ctx context.Context, req *mesh.SampleRequest) (*mesh.SampleResponse, error) {
 	key, err := streamKey(req.Key)
 	if err != nil {
+		return nil, err
+	}
+	if err := h.sampleFits(ctx, req); err != nil {
 		return nil, err
 	}
 	nreq := sample.NeighborRequest{Key: key, Hop: int(req.Hop), Fanout: int(req.Fanout), Weighted: req.Weighted, Nodes: req.IDs}
@@ -75,6 +78,38 @@ func (h *handler) SampleNeighbors(_ context.Context, req *mesh.SampleRequest) (*
 		return nil, err
 	}
 	return &mesh.SampleResponse{Counts: resp.Counts, Neighbors: resp.Neighbors}, nil
+}
+
+// sampleFits refuses (mesh.ErrTooLarge) a sample request whose answer
+// could exceed the server's answer limit, from the degrees alone, before
+// any neighbour is copied: a peer's request of a few megabytes (one
+// node of high degree repeated, fanout -1) could otherwise make this node
+// build gigabytes only for the server to refuse them.
+func (h *handler) sampleFits(ctx context.Context, req *mesh.SampleRequest) error {
+	limit := int64(mesh.AnswerLimit(ctx))
+	if limit == 0 {
+		return nil
+	}
+	width := int64(8)
+	if req.Narrow {
+		width = 4
+	}
+	size := 4 * int64(len(req.IDs)) // the counts
+	start, end := h.part.Start(), h.part.End()
+	for _, v := range req.IDs {
+		if v < start || v >= end {
+			continue // not owned: SampleNeighbors refuses it
+		}
+		d := int64(len(h.part.Neighbors(uint32(v - start))))
+		if req.Fanout >= 0 {
+			d = min(d, int64(req.Fanout))
+		}
+		if size += width * d; size > limit {
+			return fmt.Errorf("node: sample request of %d ids at fanout %d: the answer could reach %d bytes, over the limit of %d: %w",
+				len(req.IDs), req.Fanout, size, limit, mesh.ErrTooLarge)
+		}
+	}
+	return nil
 }
 
 // ReleaseSample takes back the slices of an answer the server has
@@ -90,6 +125,9 @@ func (h *handler) PullFeatures(ctx context.Context, req *mesh.PullRequest) (*mes
 	rb := h.part.Schema().RowBytes()
 	if rb == 0 {
 		return nil, fmt.Errorf("node: partition %d has no features", h.graph.Meta().Part)
+	}
+	if limit := mesh.AnswerLimit(ctx); limit > 0 && int64(len(req.IDs))*int64(rb) > int64(limit) {
+		return nil, fmt.Errorf("node: pull of %d rows of %d bytes: over the answer limit of %d bytes: %w", len(req.IDs), rb, limit, mesh.ErrTooLarge)
 	}
 	n := len(req.IDs) * rb
 	var rows []byte
@@ -149,6 +187,9 @@ func (h *handler) Labels(ctx context.Context, req *mesh.LabelRequest) (*mesh.Lab
 	k := h.part.Schema().LabelDim
 	if k == 0 {
 		return nil, fmt.Errorf("node: partition %d has no labels", h.graph.Meta().Part)
+	}
+	if limit := mesh.AnswerLimit(ctx); limit > 0 && 4*int64(len(req.IDs))*int64(k) > int64(limit) {
+		return nil, fmt.Errorf("node: labels of %d ids of %d labels each: over the answer limit of %d bytes: %w", len(req.IDs), k, limit, mesh.ErrTooLarge)
 	}
 	wide := make([]int64, len(req.IDs)*k)
 	if err := h.src.GatherLabels(ctx, req.IDs, wide); err != nil {
