@@ -214,6 +214,40 @@ func TestEncodeTOMLRoundTrips(t *testing.T) {
 	}
 }
 
+// TestEncodeTOMLRoundTripsKVRows: `node config check` prints a
+// [[kv.tables]] row count as a bare integer and "nodes" as a string, the
+// forms LoadConfig reads, so the printed effective config loads again.
+func TestEncodeTOMLRoundTripsKVRows(t *testing.T) {
+	dir, pre := configDir(t)
+	table := func(name, rows string) string {
+		return "[[kv.tables]]\nname = " + quote(name) + "\nrows = " + rows + "\ndim = 4\noptimizer = \"sgd\"\nlr = 0.1\nmode = \"async\"\n"
+	}
+	cfg, err := LoadConfig(writeConfig(t, dir, pre+table("dense", "10")+table("entity", `"nodes"`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cfg.EncodeTOML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if k, _, _ := strings.Cut(strings.TrimSpace(l), " ="); k == "rows" {
+			rows = append(rows, strings.TrimSpace(l))
+		}
+	}
+	if want := []string{"rows = 10", `rows = "nodes"`}; !slices.Equal(rows, want) {
+		t.Errorf("printed rows lines %q, want %q", rows, want)
+	}
+	back, err := LoadConfig(writeConfig(t, dir, string(out)))
+	if err != nil {
+		t.Fatalf("the printed effective config does not load: %v\n%s", err, out)
+	}
+	if !reflect.DeepEqual(back, cfg) {
+		t.Fatalf("round trip\n%+v\nwant\n%+v", back.KV, cfg.KV)
+	}
+}
+
 // TestExampleDocumentsEveryKey: node.toml.example decodes with no unknown
 // key, sets every key of Config, and comments each one.
 func TestExampleDocumentsEveryKey(t *testing.T) {

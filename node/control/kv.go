@@ -68,7 +68,17 @@ func (r *Rows) UnmarshalTOML(v any) error {
 	return fmt.Errorf(`%v is neither a row count nor "nodes"`, v)
 }
 
-// MarshalText is what `node config check` prints.
+// MarshalTOML writes a bare integer or "nodes", what UnmarshalTOML
+// reads back: `node config check` prints the effective config with it.
+// The TOML encoder prefers it to MarshalText, which would quote the count.
+func (r Rows) MarshalTOML() ([]byte, error) {
+	if r.Nodes {
+		return []byte(`"nodes"`), nil
+	}
+	return strconv.AppendUint(nil, r.N, 10), nil
+}
+
+// MarshalText writes the count or nodes, unquoted (text logs).
 func (r Rows) MarshalText() ([]byte, error) {
 	if r.Nodes {
 		return []byte("nodes"), nil
