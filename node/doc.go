@@ -43,7 +43,9 @@
 //  7. On cancellation Run drains: every loader is closed as in 5 — the
 //     samplers write the batches in hand and end-of-stream — then the
 //     socket file is removed and the mesh port released (also by Close,
-//     whatever happened). The caller then calls Close.
+//     whatever happened). The caller then calls Close. A loader still
+//     opening when the drain begins is waited for: it removes its ring,
+//     stops its samplers and answers "node is stopping".
 //
 // # Cluster
 //
@@ -62,7 +64,10 @@
 // them in part order, which is ascending; rank r of W takes its
 // contiguous share (sample.NewPlan). Explicit seed_ids may name any node.
 // The node hands the seeds, the book and the mesh peers to its samplers
-// in their spec. Each sampler dials the peers itself (same identity, its
+// in their spec (seed_ids once, as the seeds); a spec larger than a
+// sampler reads (MaxSamplerSpec, 64 MiB: some 6.7 million seeds of a
+// 100-million-node graph) is refused at open_loader, with the key split
+// or seed_ids. Each sampler dials the peers itself (same identity, its
 // own connections) and plugs in meshRemote (one SampleRequest per peer
 // per hop; sample sends them before it samples the local nodes) and
 // clusterSource (remote.go): owned rows from the mapping, rows of the

@@ -56,10 +56,9 @@ func (n *Node) openLoader(ctx context.Context, o control.LoaderOptions) (*loader
 	if err != nil {
 		return nil, err
 	}
-	if err := n.startLoader(ctx, l, o, info, seeds, ringBytes); err != nil {
-		n.mu.Lock()
-		delete(n.mu.loaders, l.id)
-		n.mu.Unlock()
+	err = n.startLoader(ctx, l, o, info, seeds, ringBytes)
+	n.doneStarting(l, err)
+	if err != nil {
 		return nil, err
 	}
 	n.opened.Add(1)
@@ -70,13 +69,13 @@ func (n *Node) openLoader(ctx context.Context, o control.LoaderOptions) (*loader
 
 // reserveLoader takes a loader slot and id, unless the node is stopping
 // or serves samplers.max_loaders already. The caller fills the loader in
-// or deletes it from n.mu.loaders.
+// (startLoader, startRelay), then calls doneStarting.
 func (n *Node) reserveLoader() (*loader, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	switch {
 	case n.mu.draining:
-		return nil, &control.Error{Msg: "node is stopping"}
+		return nil, errStopping()
 	case len(n.mu.loaders) >= n.cfg.Samplers.MaxLoaders:
 		return nil, &control.Error{Msg: fmt.Sprintf("node serves %d loaders already (samplers.max_loaders = %d)",
 			len(n.mu.loaders), n.cfg.Samplers.MaxLoaders)}
@@ -84,13 +83,43 @@ func (n *Node) reserveLoader() (*loader, error) {
 	n.mu.nextID++
 	l := &loader{id: n.mu.nextID}
 	n.mu.loaders[l.id] = l // holds the slot; stats skip a loader without a ring
+	n.starting.Add(1)
 	return l, nil
 }
 
+// doneStarting ends the reservation of l, whose start returned err: a loader
+// that did not start gives its slot back. drain waits for every loader
+// reserved to get here before it closes the loaders.
+func (n *Node) doneStarting(l *loader, err error) {
+	if err != nil {
+		n.mu.Lock()
+		delete(n.mu.loaders, l.id)
+		n.mu.Unlock()
+	}
+	n.starting.Done()
+}
+
+// errStopping refuses a loader once drain has begun.
+func errStopping() error { return &control.Error{Msg: "node is stopping"} }
+
 // startLoader creates l's ring and spawns its samplers; on failure it
-// leaves nothing behind.
+// leaves nothing behind. If drain began meanwhile it stops them again and
+// refuses: drain does not close a loader still starting (it waits for
+// doneStarting), so nothing else would.
 func (n *Node) startLoader(ctx context.Context, l *loader, o control.LoaderOptions, info control.LoaderInfo, seeds []uint64, ringBytes int64) error {
 	path := filepath.Join(n.cfg.Rings.Dir, shm.Name(RingPrefix, os.Getpid(), l.id))
+	spec := SamplerSpec{
+		Part: n.part, Ring: path, LoaderID: l.id, Workers: o.Workers,
+		Options: o, LogLevel: n.cfg.Log.Level, LogFormat: n.cfg.Log.Format,
+		Seeds: seeds, Mesh: n.samplerMesh(),
+	}
+	if seeds != nil {
+		spec.Options.SeedIDs = nil // seed_ids, if given, are the seeds: one copy
+	}
+	specs, err := encodeSpecs(spec)
+	if err != nil {
+		return err
+	}
 	ring, err := shm.Create(path, shm.Options{
 		SubRings: o.Workers, Capacity: ringBytes,
 		Mode: n.cfg.RingMode(), GID: max(n.gid, 0), Prealloc: true,
@@ -105,30 +134,65 @@ func (n *Node) startLoader(ctx context.Context, l *loader, o control.LoaderOptio
 	l.info, l.ring = info, ring
 	n.mu.Unlock()
 	procs := make([]*proc, 0, o.Workers)
-	for w := range o.Workers {
-		spec := &SamplerSpec{
-			Part: n.part, Ring: path, LoaderID: l.id, Worker: w, Workers: o.Workers,
-			Options: o, LogLevel: n.cfg.Log.Level, LogFormat: n.cfg.Log.Format,
-			Seeds: seeds, Mesh: n.samplerMesh(),
+	abandon := func() {
+		for _, p := range procs {
+			p.stop(0)
 		}
-		p, err := n.startProc(l, spec)
+		n.mu.Lock()
+		l.ring = nil
+		n.mu.Unlock()
+		ring.Remove()
+	}
+	for w, body := range specs {
+		p, err := n.startProc(l, w, body)
 		if err != nil {
-			for _, p := range procs {
-				p.stop(0)
-			}
-			n.mu.Lock()
-			l.ring = nil
-			n.mu.Unlock()
-			ring.Remove()
+			abandon()
 			n.log.Error("start sampler", "loader", l.id, "worker", w, "err", err)
 			return &control.Error{Key: "workers", Msg: err.Error()}
 		}
 		procs = append(procs, p)
 	}
 	n.mu.Lock()
-	l.procs = procs
+	stopping := n.mu.draining
+	if !stopping {
+		l.procs = procs
+	}
 	n.mu.Unlock()
+	if stopping {
+		abandon()
+		return errStopping()
+	}
 	return nil
+}
+
+// encodeSpecs encodes the spec of each of spec.Workers samplers. One
+// larger than a sampler reads (a split or seed_ids of millions of ids
+// over several parts) is refused with the key of the seeds, instead of
+// every sampler failing at start.
+func encodeSpecs(spec SamplerSpec) ([][]byte, error) {
+	specs := make([][]byte, spec.Workers)
+	for w := range specs {
+		spec.Worker = w
+		body, err := spec.Encode()
+		if err != nil {
+			return nil, &control.Error{Msg: err.Error()}
+		}
+		if len(body) > MaxSamplerSpec {
+			o := spec.Options
+			key, what := "split", fmt.Sprintf("split %q has %d seeds over the partition set", o.Split, len(spec.Seeds))
+			switch {
+			case o.SeedEdges != nil:
+				key, what = "seed_edges", fmt.Sprintf("%d seed_edges", len(o.SeedEdges.Src))
+			case o.Split == "":
+				key, what = "seed_ids", fmt.Sprintf("%d seed_ids", len(spec.Seeds)+len(o.SeedIDs))
+			}
+			return nil, &control.Error{Key: key, Msg: fmt.Sprintf(
+				"%s: too many for one loader (its sampler spec would be %d bytes, a sampler reads at most %d)",
+				what, len(body), MaxSamplerSpec)}
+		}
+		specs[w] = body
+	}
+	return specs, nil
 }
 
 // closeLoader stops l's samplers (SIGTERM, then SIGKILL after the drain

@@ -77,6 +77,12 @@ type Node struct {
 	batches  atomic.Uint64
 	failures atomic.Uint64
 
+	// starting counts the loaders reserved but not yet started or
+	// refused (reserveLoader to doneStarting).
+	// INVARIANT: Add is called only under mu while !mu.draining, so
+	// drain's Wait sees every loader that can still start.
+	starting sync.WaitGroup
+
 	mu struct {
 		sync.Mutex
 		loaders  map[uint64]*loader
@@ -337,10 +343,15 @@ func (n *Node) listen() (*net.UnixListener, error) {
 	return ln, nil
 }
 
-// drain stops every loader; called once the listener is closed.
+// drain stops every loader; called once the listener is closed. A loader
+// still starting is not closed here: drain waits until it has started
+// (and closes it with the others) or refused with "node is stopping".
 func (n *Node) drain() {
 	n.mu.Lock()
 	n.mu.draining = true
+	n.mu.Unlock()
+	n.starting.Wait()
+	n.mu.Lock()
 	ls := make([]*loader, 0, len(n.mu.loaders))
 	for _, l := range n.mu.loaders {
 		ls = append(ls, l)

@@ -43,27 +43,24 @@ type proc struct {
 	}
 }
 
-// startProc re-executes this binary as `node sampler` with spec on stdin.
-// Its stdout carries progress lines ("progress <batches> <epoch>"); its
-// stderr is the node's. Pdeathsig makes the kernel kill it if the node
-// dies, so a sampler never outlives its node.
-func (n *Node) startProc(l *loader, spec *SamplerSpec) (*proc, error) {
-	body, err := spec.Encode()
-	if err != nil {
-		return nil, err
-	}
+// startProc re-executes this binary as `node sampler` for worker w, with
+// spec (its encoded SamplerSpec) on stdin. Its stdout carries progress
+// lines ("progress <batches> <epoch>"); its stderr is the node's.
+// Pdeathsig makes the kernel kill it if the node dies, so a sampler never
+// outlives its node.
+func (n *Node) startProc(l *loader, w int, spec []byte) (*proc, error) {
 	cmd := exec.Command(n.Executable, "sampler")
-	cmd.Stdin = bytes.NewReader(body)
+	cmd.Stdin = bytes.NewReader(spec)
 	cmd.Stderr = n.SamplerStderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, fmt.Errorf("node: loader %d worker %d: %w", l.id, spec.Worker, err)
+		return nil, fmt.Errorf("node: loader %d worker %d: %w", l.id, w, err)
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("node: loader %d worker %d: start %s sampler: %w", l.id, spec.Worker, n.Executable, err)
+		return nil, fmt.Errorf("node: loader %d worker %d: start %s sampler: %w", l.id, w, n.Executable, err)
 	}
-	p := &proc{worker: spec.Worker, pid: cmd.Process.Pid, cmd: cmd, done: make(chan struct{})}
+	p := &proc{worker: w, pid: cmd.Process.Pid, cmd: cmd, done: make(chan struct{})}
 	p.mu.state = stateRunning
 	go func() {
 		defer close(p.done)

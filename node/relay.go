@@ -58,10 +58,9 @@ func (n *Node) openRelayed(ctx context.Context, o control.LoaderOptions, body []
 	if err != nil {
 		return nil, err
 	}
-	if err := n.startRelay(ctx, l, o, body); err != nil {
-		n.mu.Lock()
-		delete(n.mu.loaders, l.id)
-		n.mu.Unlock()
+	err = n.startRelay(ctx, l, o, body)
+	n.doneStarting(l, err)
+	if err != nil {
 		return nil, err
 	}
 	n.opened.Add(1)
@@ -119,8 +118,20 @@ func (n *Node) startRelay(ctx context.Context, l *loader, o control.LoaderOption
 		}
 	}
 	n.mu.Lock()
-	l.info, l.ring, l.relay = info, ring, r
+	stopping := n.mu.draining // drain waits for this loader: see startLoader
+	if !stopping {
+		l.info, l.ring, l.relay = info, ring, r
+	}
 	n.mu.Unlock()
+	if stopping {
+		for _, p := range prods {
+			p.Close()
+		}
+		cancel()
+		ring.Remove()
+		abandon()
+		return errStopping()
+	}
 	for w, prod := range prods {
 		r.wg.Go(func() { n.relaySub(rctx, l, r, w, prod, who) })
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"time"
 
 	"graphnode/node/control"
 )
@@ -23,7 +24,13 @@ func (n *Node) serveConn(ctx context.Context, c *net.UnixConn) {
 	var mu sync.Mutex // guards owned against the ctx watcher below
 	connCtx, cancel := context.WithCancel(ctx)
 	kc := &kvConn{ranks: map[int]struct{}{}}
-	stop := context.AfterFunc(ctx, func() { c.Close() })
+	// When ctx ends, reads stop at once, but the request in hand is still
+	// answered (an open_loader that drain refused gets "node is
+	// stopping"), within the drain timeout; the deferred Close follows.
+	stop := context.AfterFunc(ctx, func() {
+		c.SetReadDeadline(time.Now())
+		c.SetWriteDeadline(time.Now().Add(n.cfg.DrainTimeoutDuration()))
+	})
 	frames := make(chan []byte)
 	go func() {
 		defer close(frames)

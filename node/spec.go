@@ -23,8 +23,9 @@ type SamplerSpec struct {
 	LogLevel  string                `json:"log_level"`
 	LogFormat string                `json:"log_format"`
 	// Seeds are the loader's seeds when they span several parts (the
-	// node gathered the split from its peers); nil: the sampler reads
-	// them from its own partition.
+	// node gathered the split from its peers, or they are the trainer's
+	// seed_ids, then left out of Options); nil: the sampler reads them
+	// from its own partition.
 	Seeds []uint64 `json:"seeds,omitempty"`
 	// Mesh is how to reach the other parts; nil with a single part.
 	Mesh *SamplerMesh `json:"mesh,omitempty"`
@@ -50,6 +51,9 @@ type SpecPeer struct {
 	Addr string `json:"addr"`
 }
 
+// MaxSamplerSpec bounds an encoded SamplerSpec: a sampler reads no more.
+const MaxSamplerSpec = control.MaxFrame
+
 // Encode is the spec as the JSON the sampler reads.
 func (s *SamplerSpec) Encode() ([]byte, error) {
 	b, err := json.Marshal(s)
@@ -61,9 +65,12 @@ func (s *SamplerSpec) Encode() ([]byte, error) {
 
 // ReadSamplerSpec reads and checks a spec from r (a sampler's stdin).
 func ReadSamplerSpec(r io.Reader) (*SamplerSpec, error) {
-	body, err := io.ReadAll(io.LimitReader(r, control.MaxFrame+1))
+	body, err := io.ReadAll(io.LimitReader(r, MaxSamplerSpec+1))
 	if err != nil {
 		return nil, fmt.Errorf("node: read sampler spec: %w", err)
+	}
+	if len(body) > MaxSamplerSpec {
+		return nil, fmt.Errorf("node: sampler spec larger than %d bytes: %w", MaxSamplerSpec, ErrConfig)
 	}
 	var s SamplerSpec
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -97,7 +104,11 @@ func (s *SamplerSpec) validate() error {
 	if s.Options.Concurrency < 1 {
 		p.add("options.concurrency", "%d is not positive", s.Options.Concurrency)
 	}
-	if err := s.Options.Validate(); err != nil {
+	o := s.Options
+	if o.Split == "" && o.SeedIDs == nil && o.SeedEdges == nil {
+		o.SeedIDs = s.Seeds // the node sends seed_ids once, as the seeds
+	}
+	if err := o.Validate(); err != nil {
 		p = append(p, err)
 	}
 	if m := s.Mesh; m != nil {

@@ -1,0 +1,199 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"graphnode/csr"
+	"graphnode/node/control"
+	"graphnode/partition"
+	"graphnode/shm"
+)
+
+// loaderNode opens a Node over a one-part partitioning whose samplers are
+// a script that appends its pid to the returned file and sleeps.
+func loaderNode(t *testing.T) (n *Node, rings, pids string) {
+	t.Helper()
+	dir := t.TempDir()
+	parts := filepath.Join(dir, "parts")
+	ctx := context.Background()
+	g, err := partition.SBM(ctx, partition.SBMConfig{Nodes: 500, Blocks: 2, AvgDegree: 6, FeatDim: 4, Seed: 1, TrainFrac: 0.5, Workers: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adj, err := partition.BuildAdj(ctx, g, csr.In, partition.CleanOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := partition.Write(ctx, parts, g, adj, make([]uint32, g.NumNodes), partition.WriteOptions{Parts: 1, Method: "random"}); err != nil {
+		t.Fatal(err)
+	}
+	rings = filepath.Join(dir, "rings")
+	if err := os.Mkdir(rings, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(writeConfig(t, dir, "version = 1\n[node]\nparts = "+quote(parts)+
+		"\n[control]\nsocket = "+quote(filepath.Join(dir, "node.sock"))+
+		"\n[rings]\ndir = "+quote(rings)+"\nsize = \"4MiB\"\n[samplers]\ndrain_timeout = \"1s\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err = New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	pids = filepath.Join(dir, "pids")
+	script := filepath.Join(dir, "sampler")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho $$ >> "+pids+"\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n.Executable = script
+	return n, rings, pids
+}
+
+// TestDrainDuringStartLoader: SIGTERM (drain) while a loader is between
+// reserveLoader and the end of startLoader. drain waits for it; the
+// loader stops the samplers it spawned, removes its ring and refuses with
+// "node is stopping", and drain then returns with nothing left behind.
+func TestDrainDuringStartLoader(t *testing.T) {
+	n, rings, pids := loaderNode(t)
+	ctx := context.Background()
+	o := control.DefaultLoaderOptions()
+	o.Split, o.Fanouts = "train", []int{5}
+	o.Workers, o.Concurrency, o.RingSize = 2, 1, "4MiB"
+	info, seeds, err := n.describe(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ringBytes, _ := shm.ParseSize(o.RingSize)
+
+	// openLoader's steps, with drain beginning after the reservation.
+	l, err := n.reserveLoader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	drained := make(chan struct{})
+	go func() {
+		n.drain()
+		close(drained)
+	}()
+	for {
+		n.mu.Lock()
+		draining := n.mu.draining
+		n.mu.Unlock()
+		if draining {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-drained:
+		t.Fatal("drain returned while a loader was starting")
+	case <-time.After(50 * time.Millisecond):
+	}
+	err = n.startLoader(ctx, l, o, info, seeds, ringBytes)
+	n.doneStarting(l, err)
+	select {
+	case <-drained:
+	case <-time.After(10 * time.Second):
+		t.Fatal("drain did not return once the loader was refused")
+	}
+
+	var ce *control.Error
+	if !errors.As(err, &ce) || ce.Msg != "node is stopping" || ce.Key != "" {
+		t.Errorf("startLoader during drain: err = %#v, want control.Error \"node is stopping\"", err)
+	}
+	if left, _ := os.ReadDir(rings); len(left) != 0 {
+		t.Errorf("ring files left in rings.dir: %v", left)
+	}
+	n.mu.Lock()
+	loaders := len(n.mu.loaders)
+	n.mu.Unlock()
+	if loaders != 0 {
+		t.Errorf("%d loaders left after drain, want 0", loaders)
+	}
+	b, _ := os.ReadFile(pids) // a sampler killed before it wrote is gone too
+	for _, f := range strings.Fields(string(b)) {
+		pid, _ := strconv.Atoi(f)
+		if pid > 0 && syscall.Kill(pid, 0) == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("sampler %d still running after drain", pid)
+		}
+	}
+	if _, err := n.reserveLoader(); !errors.As(err, &ce) || ce.Msg != "node is stopping" {
+		t.Errorf("reserveLoader after drain: err = %v, want node is stopping", err)
+	}
+}
+
+// TestEncodeSpecsRefusesTooManySeeds: a loader whose seeds (the split
+// over every part, or seed_ids) make a sampler spec larger than a sampler
+// reads is refused with the key of the seeds, the count and the limit.
+func TestEncodeSpecsRefusesTooManySeeds(t *testing.T) {
+	seeds := make([]uint64, MaxSamplerSpec/20) // 20 digits and a comma each
+	for i := range seeds {
+		seeds[i] = 10_000_000_000_000_000_000 + uint64(i)
+	}
+	split := control.DefaultLoaderOptions()
+	split.Split, split.Fanouts, split.Workers, split.Concurrency = "train", []int{5}, 2, 1
+	ids := split
+	ids.Split = "" // seed_ids: startLoader leaves them out of the options, in Seeds
+	for _, tc := range []struct {
+		name, key, msg string
+		o              control.LoaderOptions
+	}{
+		{"split", "split", `split "train" has 3355443 seeds over the partition set: too many for one loader ` +
+			`(its sampler spec would be 70464807 bytes, a sampler reads at most 67108864)`, split},
+		{"seed_ids", "seed_ids", `3355443 seed_ids: too many for one loader ` +
+			`(its sampler spec would be 70464791 bytes, a sampler reads at most 67108864)`, ids},
+	} {
+		spec := SamplerSpec{Part: "/p/part-0/part.csr", Ring: "/dev/shm/r.ring", LoaderID: 1, Workers: 2,
+			Options: tc.o, LogLevel: "info", LogFormat: "json", Seeds: seeds,
+			Mesh: &SamplerMesh{Part: 0, Bounds: []uint64{0, 1 << 63, 1<<64 - 1}, Timeout: time.Second}}
+		_, err := encodeSpecs(spec)
+		var ce *control.Error
+		if !errors.As(err, &ce) || ce.Key != tc.key || ce.Msg != tc.msg {
+			t.Errorf("%s: err = %#v\nwant key %q, msg %q", tc.name, err, tc.key, tc.msg)
+		}
+	}
+}
+
+// TestSamplerSpecLimits: a sampler refuses a spec larger than it reads
+// by saying so, and takes seed_ids from Seeds, where the node sends them.
+func TestSamplerSpecLimits(t *testing.T) {
+	_, err := ReadSamplerSpec(strings.NewReader(strings.Repeat(" ", MaxSamplerSpec+1)))
+	if want := "node: sampler spec larger than 67108864 bytes: invalid configuration"; err == nil || err.Error() != want || !errors.Is(err, ErrConfig) {
+		t.Errorf("oversized spec: err = %v, want %q", err, want)
+	}
+	o := control.DefaultLoaderOptions()
+	o.Fanouts, o.Workers, o.Concurrency = []int{5}, 1, 1
+	spec := &SamplerSpec{Part: "p.csr", Ring: "r.ring", Workers: 1, Options: o, LogLevel: "info", LogFormat: "json",
+		Seeds: []uint64{3, 1, 2}, Mesh: &SamplerMesh{Part: 0, Bounds: []uint64{0, 2, 4}, Timeout: time.Second}}
+	body, err := spec.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(body), "seed_ids") {
+		t.Fatalf("spec carries seed_ids: %s", body)
+	}
+	got, err := ReadSamplerSpec(strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatalf("seed_ids as seeds: %v", err)
+	}
+	if len(got.Seeds) != 3 || got.Seeds[0] != 3 || got.Options.SeedIDs != nil {
+		t.Fatalf("seeds %v, options.seed_ids %v", got.Seeds, got.Options.SeedIDs)
+	}
+	spec.Seeds = nil
+	body, _ = spec.Encode()
+	if _, err := ReadSamplerSpec(strings.NewReader(string(body))); err == nil || !strings.Contains(err.Error(), "split: missing") {
+		t.Errorf("no split, seed_ids or seeds: err = %v, want split: missing", err)
+	}
+}
