@@ -169,8 +169,15 @@ func newConfigGroup(t *testing.T, parts, samplers, group string) (cfg, socket, r
 // startDaemon starts `node run -c cfg` and waits until it answers.
 func startDaemon(t *testing.T, bin, cfg, socket, rings string) *daemon {
 	t.Helper()
+	return startDaemonCmd(t, exec.Command(bin, "run", "-c", cfg), cfg, socket, rings)
+}
+
+// startDaemonCmd is startDaemon of cmd, a `node run -c cfg` (run through
+// a shell that sets a limit, say).
+func startDaemonCmd(t *testing.T, cmd *exec.Cmd, cfg, socket, rings string) *daemon {
+	t.Helper()
 	d := &daemon{t: t, socket: socket, rings: rings, config: cfg, log: &lockedBuffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command(bin, "run", "-c", cfg)
+	d.cmd = cmd
 	d.cmd.Stderr = d.log
 	d.cmd.Stdout = d.log
 	if err := d.cmd.Start(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,6 +56,50 @@ func TestKilledSamplerIsAnError(t *testing.T) {
 	eventually(t, 3*time.Second, "node logs the failure", func() bool {
 		return d.logHas(`"msg":"sampler failed"`, `"worker":1`, `"status":"signal: killed"`, `"loader":1`)
 	})
+}
+
+// TestAcceptOutOfDescriptors: trainers that open more connections than
+// the node has file descriptors make accept fail (EMFILE) for a while;
+// the node logs it, keeps serving the connections it holds, and accepts
+// again once descriptors are free. It used to stop serving and exit 0,
+// which a restart policy on failure does not bring back.
+func TestAcceptOutOfDescriptors(t *testing.T) {
+	bin, parts := setup(t)
+	cfg, socket, rings := newConfig(t, parts, "")
+	// The limit leaves the node its start-up descriptors and a few more.
+	cmd := exec.Command("/bin/sh", "-c", `ulimit -n 64 && exec "$0" run -c "$1"`, bin, cfg)
+	d := startDaemonCmd(t, cmd, cfg, socket, rings)
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range 100 {
+		c, err := net.Dial("unix", socket)
+		if err != nil {
+			break // the backlog is full: accept is failing
+		}
+		conns = append(conns, c)
+	}
+	eventually(t, 5*time.Second, "node logs the failed accept", func() bool {
+		return d.logHas(`"msg":"accept failed, retrying"`, "too many open files")
+	})
+	for _, c := range conns {
+		c.Close()
+	}
+	conns = nil
+	eventually(t, 10*time.Second, "node answers again", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := client.Stats(ctx, socket)
+		return err == nil
+	})
+	select {
+	case <-d.done:
+		t.Fatalf("node run exited: %v\n%s", d.err, d.log)
+	default:
+	}
 }
 
 // TestTrainerDisconnectReclaimsLoader: a trainer that drops its control

@@ -256,14 +256,30 @@ func (n *Node) Run(ctx context.Context) error {
 		<-ctx.Done()
 		ln.Close()
 	}()
-	for {
+	var acceptErr error
+	for backoff := time.Duration(0); ; {
 		c, err := ln.Accept()
 		if err != nil {
-			if ctx.Err() == nil {
-				n.log.Error("accept failed", "socket", n.cfg.Control.Socket, "err", err)
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				break
 			}
-			break
+			if !acceptRetries(err) {
+				n.log.Error("accept failed", "socket", n.cfg.Control.Socket, "err", err)
+				acceptErr = fmt.Errorf("node: control.socket %s: accept: %w", n.cfg.Control.Socket, err)
+				break
+			}
+			// Out of descriptors or memory for a moment: the node stays
+			// up (it used to stop and exit 0, which no restart policy
+			// on failure brings back), and tries again.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			n.log.Warn("accept failed, retrying", "socket", n.cfg.Control.Socket, "err", err, "in", backoff)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			continue
 		}
+		backoff = 0
 		conns.Add(1)
 		go func() {
 			defer conns.Done()
@@ -293,7 +309,19 @@ func (n *Node) Run(ctx context.Context) error {
 		n.log.Warn("remove socket", "socket", n.cfg.Control.Socket, "err", err)
 	}
 	n.log.Info("node stopped", "socket", n.cfg.Control.Socket)
-	return saveErr
+	return errors.Join(acceptErr, saveErr)
+}
+
+// acceptRetries reports whether an accept error passes by itself: the
+// process or the system out of descriptors or memory, or a connection
+// that went away before it was accepted.
+func acceptRetries(err error) bool {
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // removeStale deletes ring files whose creating node is dead.
