@@ -248,6 +248,13 @@ func (l *loader) stats() control.LoaderStats {
 	if l.relay != nil {
 		s.Batches = l.relay.batches.Load()
 	}
+	if l.ring != nil {
+		s.SubRingSize = l.ring.Capacity()
+		s.RingUsed = make([]int64, l.ring.SubRings())
+		for w := range s.RingUsed {
+			s.RingUsed[w] = l.ring.Used(w)
+		}
+	}
 	return s
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -68,10 +69,21 @@ func writeMetrics(w io.Writer, st *control.Stats) {
 	m.one("graphnode_loaders_open", "gauge", "Loaders open now.", nil, float64(len(st.Loaders)))
 	m.one("graphnode_loaders_opened_total", "counter", "Loaders opened since start.", nil, float64(st.Opened))
 	m.one("graphnode_batches_total", "counter", "Batch records written by samplers, all loaders, since start.", nil, float64(st.Batches))
+	m.one("graphnode_sampled_edges_total", "counter", "Edges of the batches this node's samplers wrote, all loaders, since start.", nil, float64(st.SampledEdges))
 	m.one("graphnode_sampler_failures_total", "counter", "Sampler processes that failed, since start.", nil, float64(st.Failures))
 	m.family("graphnode_loader_batches_total", "counter", "Batch records written into an open loader's ring.")
 	for _, l := range st.Loaders {
 		m.sample("graphnode_loader_batches_total", []string{"loader", strconv.FormatUint(l.LoaderID, 10)}, float64(l.Batches))
+	}
+	m.family("graphnode_ring_sub_ring_bytes", "gauge", "Capacity of each sub-ring of an open loader's ring.")
+	for _, l := range st.Loaders {
+		m.sample("graphnode_ring_sub_ring_bytes", []string{"loader", strconv.FormatUint(l.LoaderID, 10)}, float64(l.SubRingSize))
+	}
+	m.family("graphnode_ring_used_bytes", "gauge", "Bytes of a sub-ring written and not yet released by the trainer: full, the samplers wait on the trainer; empty, the trainer waits on them.")
+	for _, l := range st.Loaders {
+		for w, u := range l.RingUsed {
+			m.sample("graphnode_ring_used_bytes", []string{"loader", strconv.FormatUint(l.LoaderID, 10), "worker", strconv.Itoa(w)}, float64(u))
+		}
 	}
 	m.one("graphnode_cache_rows", "gauge", "Feature rows in the partition's cache section.", nil, float64(st.CacheRows))
 	m.one("graphnode_cache_hits_total", "counter", "Rows of nodes owned elsewhere served from the cache section.", nil, float64(st.CacheHits))
@@ -150,7 +162,13 @@ func (m metricWriter) sample(name string, labels []string, v float64) {
 		b.WriteByte('}')
 	}
 	b.WriteByte(' ')
-	b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
+	if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
+		// Counters of bytes and edges pass 10^6 quickly, where 'g'
+		// turns to exponents: whole numbers are written whole.
+		b.WriteString(strconv.FormatInt(int64(v), 10))
+	} else {
+		b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
+	}
 	b.WriteByte('\n')
 	io.WriteString(m.w, b.String())
 }

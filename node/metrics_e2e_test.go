@@ -2,6 +2,8 @@ package node_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -42,6 +44,31 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// Every batch of a one-epoch loader read to the end: the edges the
+	// samplers count are the edges the trainer got.
+	o := baseOptions()
+	o.Epochs = 1
+	one, err := client.OpenLoader(ctx, socket, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var edges int
+	for {
+		b, err := one.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if errors.Is(err, client.ErrEndOfEpoch) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		edges += len(b.Row())
+	}
+	want := fmt.Sprintf("graphnode_sampled_edges_total %d\n", edges)
+	eventually(t, 5*time.Second, "sampled edges counted: "+want, func() bool { return strings.Contains(scrape(), want) })
+	one.Close()
 	l, err := client.OpenLoader(ctx, socket, baseOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +78,8 @@ func TestMetricsEndpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if m := scrape(); !strings.Contains(m, "graphnode_loaders_open 1\n") || !strings.Contains(m, "graphnode_loader_batches_total{loader=") {
+	if m := scrape(); !strings.Contains(m, "graphnode_loaders_open 1\n") || !strings.Contains(m, "graphnode_loader_batches_total{loader=") ||
+		!strings.Contains(m, `graphnode_ring_used_bytes{loader="2",worker="0"} `) || !strings.Contains(m, `graphnode_ring_sub_ring_bytes{loader="2"} `) {
 		t.Fatalf("metrics with a loader open:\n%s", m)
 	}
 	l.Close()

@@ -11,12 +11,12 @@ import (
 // labels escaped as the text format wants.
 func TestWriteMetrics(t *testing.T) {
 	st := &control.Stats{
-		Part: 1, Nodes: 100, Edges: 900, Uptime: 2.5, Ready: true, Opened: 3, Batches: 42, Failures: 1,
-		Loaders:   []control.LoaderStats{{LoaderID: 7, Batches: 40}},
+		Part: 1, Nodes: 100, Edges: 900, Uptime: 2.5, Ready: true, Opened: 3, Batches: 42, SampledEdges: 777, Failures: 1,
+		Loaders:   []control.LoaderStats{{LoaderID: 7, Batches: 40, SubRingSize: 1 << 20, RingUsed: []int64{4096, 0}}},
 		CacheRows: 20, CacheHits: 11, CacheMisses: 5,
 		Mesh: &control.MeshStats{Peers: []control.PeerStats{{
 			Part: 0, Name: `host"0\`, Ready: true,
-			In:  control.TrafficStats{Requests: 9, BytesSent: 4096, BytesReceived: 128, P50Ms: 2, P99Ms: 50},
+			In:  control.TrafficStats{Requests: 9, BytesSent: 4096, BytesReceived: 12345678901, P50Ms: 2, P99Ms: 50},
 			Out: control.TrafficStats{Requests: 8, Errors: 2, BytesSent: 256, BytesReceived: 8192, P50Ms: 1, P99Ms: 20},
 		}}},
 	}
@@ -34,6 +34,11 @@ func TestWriteMetrics(t *testing.T) {
 		"graphnode_batches_total 42\n",
 		"graphnode_sampler_failures_total 1\n",
 		`graphnode_loader_batches_total{loader="7"} 40` + "\n",
+		"# TYPE graphnode_sampled_edges_total counter\ngraphnode_sampled_edges_total 777\n",
+		`graphnode_ring_sub_ring_bytes{loader="7"} 1048576` + "\n",
+		`graphnode_ring_used_bytes{loader="7",worker="0"} 4096` + "\n",
+		`graphnode_ring_used_bytes{loader="7",worker="1"} 0` + "\n",
+		`graphnode_mesh_received_bytes_total{peer="host\"0\\",part="0",dir="in"} 12345678901` + "\n",
 		"graphnode_cache_rows 20\n", "graphnode_cache_hits_total 11\n", "graphnode_cache_misses_total 5\n",
 		`graphnode_mesh_peer_ready{peer="host\"0\\",part="0"} 1` + "\n",
 		`graphnode_mesh_requests_total{peer="host\"0\\",part="0",dir="in"} 9` + "\n",

@@ -71,11 +71,12 @@ type Node struct {
 		err    error
 	}
 
-	started  time.Time
-	maxDeg   int // largest degree in the partition, bounds fanout -1
-	opened   atomic.Uint64
-	batches  atomic.Uint64
-	failures atomic.Uint64
+	started      time.Time
+	maxDeg       int // largest degree in the partition, bounds fanout -1
+	opened       atomic.Uint64
+	batches      atomic.Uint64
+	sampledEdges atomic.Uint64 // of the batches written, from samplers' progress lines
+	failures     atomic.Uint64
 
 	// starting counts the loaders reserved but not yet started or
 	// refused (reserveLoader to doneStarting).
@@ -403,7 +404,7 @@ func (n *Node) stats() *control.Stats {
 	s := &control.Stats{
 		Node: n.cfg.Node.Name, PID: os.Getpid(), Part: n.cfg.ownPart(),
 		Uptime: time.Since(n.started).Seconds(), Opened: n.opened.Load(),
-		Batches: n.batches.Load(), Failures: n.failures.Load(),
+		Batches: n.batches.Load(), SampledEdges: n.sampledEdges.Load(), Failures: n.failures.Load(),
 		Loaders: []control.LoaderStats{},
 		Ready:   n.mesh.ready.Load(), Mesh: n.meshStats(),
 	}

@@ -156,6 +156,7 @@ func (r *samplerRun) write(ctx context.Context, batch *sample.Batch, x sample.Fe
 		return err
 	}
 	r.batches.Add(1)
+	r.edges.Add(uint64(len(batch.Row)))
 	r.index++
 	return nil
 }

@@ -34,6 +34,7 @@ type proc struct {
 	done   chan struct{} // closed once the process is reaped
 
 	batches  atomic.Uint64 // batch records written, from its progress lines
+	edges    atomic.Uint64 // edges of those batches
 	epoch    atomic.Int64
 	stopping atomic.Bool // the node asked it to stop
 
@@ -84,16 +85,20 @@ func (n *Node) progress(l *loader, p *proc, line string) {
 		return
 	}
 	f := strings.Fields(line)
-	if len(f) != 3 || f[0] != "progress" {
+	if len(f) != 4 || f[0] != "progress" {
 		return
 	}
 	b, err1 := strconv.ParseUint(f[1], 10, 64)
 	e, err2 := strconv.ParseInt(f[2], 10, 64)
-	if err1 != nil || err2 != nil {
+	edges, err3 := strconv.ParseUint(f[3], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
 		return
 	}
 	if old := p.batches.Swap(b); b > old {
 		n.batches.Add(b - old)
+	}
+	if old := p.edges.Swap(edges); edges > old {
+		n.sampledEdges.Add(edges - old)
 	}
 	p.epoch.Store(e)
 }

@@ -91,6 +91,7 @@ type samplerRun struct {
 	link  sample.LinkOptions
 
 	batches atomic.Uint64
+	edges   atomic.Uint64 // of the batches written
 	epoch   atomic.Int64
 	index   uint64 // batches written this epoch (for the record of a failure)
 }
@@ -242,17 +243,17 @@ func (r *samplerRun) control(ctx context.Context, k sample.Kind, epoch, index ui
 	return r.prod.Commit(n)
 }
 
-// reportProgress prints "progress <batches> <epoch>" lines to w while the
-// sampler runs, and once more when the returned func is called.
+// reportProgress prints "progress <batches> <epoch> <edges>" lines to w
+// while the sampler runs, and once more when the returned func is called.
 func (r *samplerRun) reportProgress(w io.Writer) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	last := [2]int64{-1, -1}
+	last := [3]int64{-1, -1, -1}
 	lastMesh := int64(-1)
 	print := func() {
-		cur := [2]int64{int64(r.batches.Load()), r.epoch.Load()}
+		cur := [3]int64{int64(r.batches.Load()), r.epoch.Load(), int64(r.edges.Load())}
 		if cur != last {
-			fmt.Fprintf(w, "progress %d %d\n", cur[0], cur[1])
+			fmt.Fprintf(w, "progress %d %d %d\n", cur[0], cur[1], cur[2])
 			last = cur
 		}
 		if r.src != nil {

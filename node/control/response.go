@@ -47,16 +47,20 @@ type LoaderInfo struct {
 
 // Stats is the node's state: its loaders and their samplers.
 type Stats struct {
-	Node     string        `json:"node"`
-	PID      int           `json:"pid"`
-	Part     int           `json:"part"`
-	Nodes    int64         `json:"nodes"` // owned nodes
-	Edges    int64         `json:"edges"` // stored edges
-	Uptime   float64       `json:"uptime_s"`
-	Loaders  []LoaderStats `json:"loaders"`
-	Opened   uint64        `json:"loaders_opened"` // since start
-	Batches  uint64        `json:"batches"`        // written, all loaders since start
-	Failures uint64        `json:"sampler_failures"`
+	Node    string        `json:"node"`
+	PID     int           `json:"pid"`
+	Part    int           `json:"part"`
+	Nodes   int64         `json:"nodes"` // owned nodes
+	Edges   int64         `json:"edges"` // stored edges
+	Uptime  float64       `json:"uptime_s"`
+	Loaders []LoaderStats `json:"loaders"`
+	Opened  uint64        `json:"loaders_opened"` // since start
+	Batches uint64        `json:"batches"`        // written, all loaders since start
+	// SampledEdges: edges of the batches this node's samplers wrote,
+	// all loaders since start (relayed loaders' are their sampling
+	// node's).
+	SampledEdges uint64 `json:"sampled_edges"`
+	Failures     uint64 `json:"sampler_failures"`
 	// Ready: the node serves and every configured peer has answered the
 	// mesh handshake (always true without a mesh).
 	Ready bool       `json:"ready"`
@@ -107,6 +111,12 @@ type LoaderStats struct {
 	Ring     string         `json:"ring"`
 	Batches  uint64         `json:"batches"` // batch records written, all workers
 	Samplers []SamplerStats `json:"samplers"`
+	// SubRingSize is each sub-ring's capacity and RingUsed its bytes
+	// written and not yet released by the trainer, per sub-ring: a ring
+	// that stays full waits on the trainer, one that stays empty on the
+	// samplers.
+	SubRingSize int64   `json:"sub_ring_size"`
+	RingUsed    []int64 `json:"ring_used"`
 }
 
 // SamplerStats is one sampler subprocess.
