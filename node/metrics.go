@@ -92,9 +92,11 @@ func writeMetrics(w io.Writer, st *control.Stats) {
 		return
 	}
 	peers := st.Mesh.Peers
-	m.family("graphnode_mesh_peer_ready", "gauge", "1 once the peer has answered the handshake.")
+	m.family("graphnode_mesh_peer_ready", "gauge", "1 once every configured peer has answered the handshake at start-up (graphnode_ready's latch, per configured peer); it does not drop when a peer goes away later: watch graphnode_mesh_errors_total for that.")
 	for _, p := range peers {
-		m.sample("graphnode_mesh_peer_ready", peerLabels(p, ""), boolValue(p.Ready))
+		if p.Part >= 0 { // a caller that serves no part has no handshake to wait for
+			m.sample("graphnode_mesh_peer_ready", peerLabels(p, ""), boolValue(p.Ready))
+		}
 	}
 	traffic := []struct {
 		name, kind, help string

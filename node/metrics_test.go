@@ -67,6 +67,14 @@ func TestWriteMetrics(t *testing.T) {
 			t.Errorf("sample %q outside its family %s", line, family)
 		}
 	}
+	// A caller that serves no part (a client node, a tool) has traffic
+	// but no handshake to wait for: no peer_ready series.
+	st.Mesh.Peers = append(st.Mesh.Peers, control.PeerStats{Part: -1, Name: "trainer0"})
+	b.Reset()
+	writeMetrics(&b, st)
+	if strings.Contains(b.String(), `graphnode_mesh_peer_ready{peer="trainer0"`) || !strings.Contains(b.String(), `graphnode_mesh_requests_total{peer="trainer0",part="-1",dir="in"} 0`) {
+		t.Errorf("metrics of a caller without a part:\n%s", b.String())
+	}
 	b.Reset()
 	st.Mesh = nil
 	writeMetrics(&b, st)
