@@ -5,11 +5,13 @@ Against a running node:
 
     /usr/bin/python3 python/bench_loader.py --socket /run/graphnode/node.sock
 
-or on a partition directory, with a temporary `node run` started and
-stopped here (socket and rings in a temporary directory):
+or on a partition directory of one part (`node partition --parts 1`),
+with a temporary `node run` started and stopped here (socket and rings in
+a temporary directory; a cluster's parts need their peers: run the nodes
+and use --socket):
 
     go build -o /tmp/node ./cmd/node
-    /usr/bin/python3 python/bench_loader.py --node /tmp/node --parts parts/ --part 0
+    /usr/bin/python3 python/bench_loader.py --node /tmp/node --parts parts/
 
 Each epoch prints batches/s, seeds/s and sampled edges/s; the summary
 line averages the epochs after --warmup. With --touch every batch's x is
@@ -31,7 +33,22 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import graphnode  # noqa: E402
 
 
-def start_node(binary, parts, part, ring_size, workers, concurrency):
+def num_parts(parts):
+    """graph.toml's top-level parts (None when it cannot be read)."""
+    try:
+        with open(os.path.join(parts, "graph.toml")) as f:
+            for line in f:
+                if line.lstrip().startswith("["):
+                    break
+                k, _, v = line.partition("=")
+                if k.strip() == "parts":
+                    return int(v.split("#")[0].strip())
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def start_node(binary, parts, ring_size, workers, concurrency):
     d = tempfile.mkdtemp(prefix="graphnode-bench-")
     sock, rings = os.path.join(d, "node.sock"), os.path.join(d, "rings")
     os.mkdir(rings)
@@ -40,7 +57,7 @@ def start_node(binary, parts, part, ring_size, workers, concurrency):
         f.write('version = 1\n[node]\nparts = "%s"\npart = %d\nname = "bench"\n[control]\nsocket = "%s"\n'
                 '[rings]\ndir = "%s"\nsize = "%s"\n[samplers]\nworkers = %d\nconcurrency = %d\n'
                 '[log]\nlevel = "warn"\nformat = "text"\n'
-                % (os.path.abspath(parts), part, sock, rings, ring_size, workers, concurrency))
+                % (os.path.abspath(parts), 0, sock, rings, ring_size, workers, concurrency))
     proc = subprocess.Popen([binary, "run", "-c", cfg])
     deadline = time.monotonic() + 60
     while not os.path.exists(sock):
@@ -57,7 +74,6 @@ def main():
     ap.add_argument("--socket", help="control socket of a running node")
     ap.add_argument("--node", help="node binary to start on --parts (instead of --socket)")
     ap.add_argument("--parts", help="partition directory for --node")
-    ap.add_argument("--part", type=int, default=0)
     ap.add_argument("--split", default="train")
     ap.add_argument("--fanouts", default="15,10,5")
     ap.add_argument("--batch-size", type=int, default=1024)
@@ -79,7 +95,10 @@ def main():
     if a.node:
         if not a.parts:
             ap.error("--node needs --parts")
-        proc, sock, tmp = start_node(a.node, a.parts, a.part, a.ring_size, a.workers, a.concurrency)
+        if (n := num_parts(a.parts)) is not None and n != 1:
+            ap.error("--parts %s holds %d parts: --node runs a single node, which needs a one-part directory; "
+                     "start the cluster's nodes and use --socket" % (a.parts, n))
+        proc, sock, tmp = start_node(a.node, a.parts, a.ring_size, a.workers, a.concurrency)
     try:
         run(a, sock)
     finally:
