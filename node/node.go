@@ -72,7 +72,7 @@ type Node struct {
 	}
 
 	started      time.Time
-	maxDeg       int // largest degree in the partition, bounds fanout -1
+	maxDeg       int // largest degree of the partition set (of this part with an older graph.toml), bounds fanout -1
 	opened       atomic.Uint64
 	batches      atomic.Uint64
 	sampledEdges atomic.Uint64 // of the batches written, from samplers' progress lines
@@ -130,6 +130,14 @@ func New(cfg Config, log *slog.Logger) (*Node, error) {
 	if err := n.openSet(); err != nil {
 		g.Close()
 		return nil, err
+	}
+	// Samplers of a cluster expand nodes of every part: fanout -1 is
+	// bounded by the largest degree of the set.
+	if d, ok := n.manifest.MaxDegree(); ok {
+		n.maxDeg = max(n.maxDeg, int(d))
+	} else if n.multi() {
+		log.Warn("graph.toml records no part's largest degree (written by an older node partition): the worst-case record of a fanout -1 loader is bounded by this part's, and a batch through a larger degree of another part can outgrow its sub-ring; partition again to record it",
+			"parts", cfg.Node.Parts)
 	}
 	exe, err := os.Executable()
 	if err != nil {

@@ -264,6 +264,9 @@ func inspectPart(dir string, m *Manifest, p int, verify bool) PartReport {
 	if len(deg) > 0 {
 		slices.Sort(deg)
 		pr.DegMin, pr.DegMax = deg[0], deg[len(deg)-1]
+		if pr.Err == nil && e.MaxDegree != 0 && e.MaxDegree != pr.DegMax {
+			pr.Err = fmt.Errorf("partition: %s: largest degree %d, graph.toml key \"part[%d].max_degree\" says %d: %w", rel, pr.DegMax, p, e.MaxDegree, ErrManifest)
+		}
 		pr.DegP50, pr.DegP99 = deg[(len(deg)-1)*50/100], deg[(len(deg)-1)*99/100]
 		pr.DegMean = float64(pr.Edges) / float64(len(deg))
 	}

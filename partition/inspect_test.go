@@ -128,6 +128,43 @@ func TestInspectVerifyReadShares(t *testing.T) {
 	}
 }
 
+// TestInspectVerifyMaxDegree: a part's max_degree in graph.toml that is
+// not its file's largest degree fails that part; one left out (a
+// graph.toml written before it was recorded) is no failure, and the set
+// then has no MaxDegree.
+func TestInspectVerifyMaxDegree(t *testing.T) {
+	dir, m := writtenDir(t)
+	m.Part[1].MaxDegree--
+	if err := m.SetChecksum(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writeFile(dir, ManifestFile, m.Encode); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Inspect(context.Background(), dir, InspectOptions{Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	r.Format(&out)
+	if want := `graph.toml key "part[1].max_degree" says`; r.OK() || !strings.Contains(out.String(), want) {
+		t.Errorf("OK %v, report lacks %q:\n%s", r.OK(), want, out.String())
+	}
+	m.Part[1].MaxDegree = 0
+	if err := m.SetChecksum(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writeFile(dir, ManifestFile, m.Encode); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Inspect(context.Background(), dir, InspectOptions{Verify: true}); err != nil || !r.OK() {
+		t.Errorf("graph.toml without part 1's max_degree: OK %v, %v", r != nil && r.OK(), err)
+	}
+	if d, ok := m.MaxDegree(); ok {
+		t.Errorf("MaxDegree() = %d, true with a part's left out", d)
+	}
+}
+
 // freqDir writes a frequency partitioning of a small graph into 3
 // parts with a 20% cache and read shares in graph.toml.
 func freqDir(t *testing.T) (string, *Manifest) {

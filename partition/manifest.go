@@ -105,6 +105,10 @@ type PartEntry struct {
 	Test    uint64 `toml:"test"`
 	EdgeCut uint64 `toml:"edge_cut"`       // stored edges whose neighbour is owned elsewhere
 	Cache   uint64 `toml:"cache,omitzero"` // cached nodes owned elsewhere (cache_ids)
+	// MaxDegree is the most stored neighbours of an owned node: every
+	// node of a cluster bounds a fanout -1 batch by the largest of the
+	// set. 0 with edges: a graph.toml written before it was recorded.
+	MaxDegree uint64 `toml:"max_degree,omitzero"`
 
 	// Expected feature reads of one epoch of this part's training nodes
 	// with the manifest's fanouts (see EstimateHeat), and the shares of
@@ -166,6 +170,19 @@ func (m *Manifest) Book() (Book, error) {
 		bounds[i+1] = p.End
 	}
 	return NewBook(bounds)
+}
+
+// MaxDegree is the most stored neighbours of any node of the set, and
+// false when a part with edges has none recorded (an older graph.toml).
+func (m *Manifest) MaxDegree() (uint64, bool) {
+	var d uint64
+	for _, p := range m.Part {
+		if p.Edges > 0 && p.MaxDegree == 0 {
+			return 0, false
+		}
+		d = max(d, p.MaxDegree)
+	}
+	return d, true
 }
 
 // EdgeCut is the number of stored edges whose neighbour is owned by
@@ -369,6 +386,9 @@ func (m *Manifest) problems(file string) []error {
 		}
 		if n := p.End - p.Start; p.End >= p.Start && p.Train > n {
 			bad(key+".train", "is %d, more than the %d owned nodes", p.Train, n)
+		}
+		if p.MaxDegree > p.Edges {
+			bad(key+".max_degree", "is %d, more than the part's %d edges", p.MaxDegree, p.Edges)
 		}
 		end = p.End
 		edges += p.Edges

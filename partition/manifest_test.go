@@ -54,6 +54,7 @@ func TestManifestProblems(t *testing.T) {
 		{"part[2].end", func(m *Manifest) { m.Part[2].End-- }, false},
 		{"edges", func(m *Manifest) { m.Part[0].Edges++ }, false},
 		{"train", func(m *Manifest) { m.Part[0].Train-- }, false},
+		{"part[1].max_degree", func(m *Manifest) { m.Part[1].MaxDegree = m.Part[1].Edges + 1 }, false},
 		{"checksum", func(m *Manifest) { m.Name = "renamed" }, true},
 	}
 	for _, tt := range tests {

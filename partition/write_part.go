@@ -92,7 +92,7 @@ func (pw *partWriter) write(ctx context.Context, tmp string, e *PartEntry) (File
 			}
 		}},
 		{csr.SecIndices, csr.TypeU64, true, func(c *chunkWriter) {
-			var cut uint64
+			var cut, maxDeg uint64
 			var n int64
 			for i, u := range olds {
 				for _, id := range pw.row(u) {
@@ -101,6 +101,7 @@ func (pw *partWriter) write(ctx context.Context, tmp string, e *PartEntry) (File
 					}
 					c.u64(uint64(id))
 				}
+				maxDeg = max(maxDeg, uint64(adj.Degree(u)))
 				n += int64(adj.Degree(u))
 				if n >= cancelEvery || i == len(olds)-1 {
 					if c.err == nil {
@@ -110,7 +111,7 @@ func (pw *partWriter) write(ctx context.Context, tmp string, e *PartEntry) (File
 					n = 0
 				}
 			}
-			e.EdgeCut = cut
+			e.EdgeCut, e.MaxDegree = cut, maxDeg
 		}},
 		{csr.SecWeights, csr.TypeF32, adj.Weights != nil, func(c *chunkWriter) {
 			for _, u := range olds {

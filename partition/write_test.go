@@ -238,6 +238,28 @@ func TestWriteRoundTrip(t *testing.T) {
 					if m.Stats["duplicates"] != 1500-int64(len(want.edges)) || m.Stats["self_loops"] == 0 {
 						t.Errorf("stats %v: want %d duplicates and some self loops", m.Stats, 1500-len(want.edges))
 					}
+					// Each part records its largest degree, and the set's
+					// is the largest of the graph.
+					var setMax uint64
+					for p, e := range m.Part {
+						g, err := csr.Open(filepath.Join(dir, PartFile(p)), csr.OpenOptions{})
+						if err != nil {
+							t.Fatal(err)
+						}
+						ip := g.Indptr()
+						var d uint64
+						for v := 0; v+1 < len(ip); v++ {
+							d = max(d, ip[v+1]-ip[v])
+						}
+						g.Close()
+						if e.MaxDegree != d {
+							t.Errorf("part %d: max_degree %d, the file's largest degree %d", p, e.MaxDegree, d)
+						}
+						setMax = max(setMax, d)
+					}
+					if got, ok := m.MaxDegree(); !ok || got != setMax {
+						t.Errorf("MaxDegree() = %d, %v; want %d", got, ok, setMax)
+					}
 				})
 			}
 		}
