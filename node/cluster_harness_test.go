@@ -58,29 +58,7 @@ func clusterPartsOf(t *testing.T, n int, cacheRatio float64, featType csr.ElemTy
 		return dir
 	}
 	dir := filepath.Join(filepath.Dir(bin), name)
-	ctx := context.Background()
-	g, err := partition.SBM(ctx, partition.SBMConfig{
-		Nodes: 3000, Blocks: 4, AvgDegree: 12, FeatDim: 16, Seed: 7,
-		TrainFrac: 0.5, ValFrac: 0.1, TestFrac: 0.1, Workers: 1,
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	adj, err := partition.BuildAdj(ctx, g, csr.In, partition.CleanOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	assign, err := partition.Assign(ctx, g, adj, partition.AssignOptions{Method: partition.MethodRandom, Parts: n, Seed: 3, Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wo := partition.WriteOptions{Parts: n, Method: partition.MethodRandom, Workers: 1, FeatType: featType}
-	if cacheRatio > 0 {
-		wo.Fanouts, wo.Cache = []int{5, 5}, partition.CacheOptions{Ratio: cacheRatio}
-	}
-	if _, err := partition.Write(ctx, dir, g, adj, assign, wo); err != nil {
-		t.Fatal(err)
-	}
+	node.SBMPartsForTest(t, dir, 3000, 12, 16, n, cacheRatio, featType)
 	if clusterFixture.parts == nil {
 		clusterFixture.parts = map[string]string{}
 	}

@@ -36,8 +36,19 @@ type meshCluster struct {
 func meshClusterParts(t *testing.T, n int, cache float64, ft csr.ElemType, dim int) (string, *partition.Manifest) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "parts")
+	return dir, SBMPartsForTest(t, dir, 1500, 10, dim, n, cache, ft)
+}
+
+// SBMPartsForTest writes into dir a random partitioning into parts of a
+// stochastic block model graph (4 blocks, seed 7, half the nodes in
+// training, a tenth each in val and test) of nodes nodes, average degree
+// avgDegree and dim features of type ft, with a cache of that ratio
+// (fanouts 5,5) when it is not 0. The node_test package's clusters use
+// it too.
+func SBMPartsForTest(t testing.TB, dir string, nodes int, avgDegree float64, dim, parts int, cache float64, ft csr.ElemType) *partition.Manifest {
+	t.Helper()
 	ctx := context.Background()
-	g, err := partition.SBM(ctx, partition.SBMConfig{Nodes: 1500, Blocks: 4, AvgDegree: 10, FeatDim: dim, Seed: 7,
+	g, err := partition.SBM(ctx, partition.SBMConfig{Nodes: nodes, Blocks: 4, AvgDegree: avgDegree, FeatDim: dim, Seed: 7,
 		TrainFrac: 0.5, ValFrac: 0.1, TestFrac: 0.1, Workers: 1}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -46,11 +57,11 @@ func meshClusterParts(t *testing.T, n int, cache float64, ft csr.ElemType, dim i
 	if err != nil {
 		t.Fatal(err)
 	}
-	assign, err := partition.Assign(ctx, g, adj, partition.AssignOptions{Method: partition.MethodRandom, Parts: n, Seed: 3, Workers: 1})
+	assign, err := partition.Assign(ctx, g, adj, partition.AssignOptions{Method: partition.MethodRandom, Parts: parts, Seed: 3, Workers: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wo := partition.WriteOptions{Parts: n, Method: partition.MethodRandom, Workers: 1, FeatType: ft}
+	wo := partition.WriteOptions{Parts: parts, Method: partition.MethodRandom, Workers: 1, FeatType: ft}
 	if cache > 0 {
 		wo.Fanouts, wo.Cache = []int{5, 5}, partition.CacheOptions{Ratio: cache}
 	}
@@ -58,7 +69,7 @@ func meshClusterParts(t *testing.T, n int, cache float64, ft csr.ElemType, dim i
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dir, m
+	return m
 }
 
 func startMeshCluster(t *testing.T, n int, cache float64, ft csr.ElemType, maxMsg int) *meshCluster {

@@ -96,12 +96,7 @@ func TestInspectVerifyReadShares(t *testing.T) {
 	dir, m := freqDir(t)
 	m.Part[0].ReadsLocal -= 0.1
 	m.Part[0].ReadsRemote += 0.1
-	if err := m.SetChecksum(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := writeFile(dir, ManifestFile, m.Encode); err != nil {
-		t.Fatal(err)
-	}
+	rewriteManifest(t, dir, m)
 	r, err := Inspect(context.Background(), dir, InspectOptions{Verify: true})
 	if err != nil {
 		t.Fatal(err)
@@ -135,12 +130,7 @@ func TestInspectVerifyReadShares(t *testing.T) {
 func TestInspectVerifyMaxDegree(t *testing.T) {
 	dir, m := writtenDir(t)
 	m.Part[1].MaxDegree--
-	if err := m.SetChecksum(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := writeFile(dir, ManifestFile, m.Encode); err != nil {
-		t.Fatal(err)
-	}
+	rewriteManifest(t, dir, m)
 	r, err := Inspect(context.Background(), dir, InspectOptions{Verify: true})
 	if err != nil {
 		t.Fatal(err)
@@ -151,17 +141,24 @@ func TestInspectVerifyMaxDegree(t *testing.T) {
 		t.Errorf("OK %v, report lacks %q:\n%s", r.OK(), want, out.String())
 	}
 	m.Part[1].MaxDegree = 0
-	if err := m.SetChecksum(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := writeFile(dir, ManifestFile, m.Encode); err != nil {
-		t.Fatal(err)
-	}
+	rewriteManifest(t, dir, m)
 	if r, err := Inspect(context.Background(), dir, InspectOptions{Verify: true}); err != nil || !r.OK() {
 		t.Errorf("graph.toml without part 1's max_degree: OK %v, %v", r != nil && r.OK(), err)
 	}
 	if d, ok := m.MaxDegree(); ok {
 		t.Errorf("MaxDegree() = %d, true with a part's left out", d)
+	}
+}
+
+// rewriteManifest writes m, its checksum recomputed, as dir's graph.toml:
+// an edit a checksum does not catch.
+func rewriteManifest(t *testing.T, dir string, m *Manifest) {
+	t.Helper()
+	if err := m.SetChecksum(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writeFile(dir, ManifestFile, m.Encode); err != nil {
+		t.Fatal(err)
 	}
 }
 
