@@ -93,7 +93,7 @@ func TestInspectVerifyCorruption(t *testing.T) {
 // the report must say why (the failure was recorded on the part after
 // the file list was built, which then showed every file OK).
 func TestInspectVerifyReadShares(t *testing.T) {
-	dir, m := freqDir(t)
+	dir, m, _, _, _ := cacheDir(t, MethodFreq, CacheOptions{Ratio: 0.2})
 	m.Part[0].ReadsLocal -= 0.1
 	m.Part[0].ReadsRemote += 0.1
 	rewriteManifest(t, dir, m)
@@ -160,37 +160,6 @@ func rewriteManifest(t *testing.T, dir string, m *Manifest) {
 	if _, err := writeFile(dir, ManifestFile, m.Encode); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// freqDir writes a frequency partitioning of a small graph into 3
-// parts with a 20% cache and read shares in graph.toml.
-func freqDir(t *testing.T) (string, *Manifest) {
-	t.Helper()
-	ctx := context.Background()
-	g := testGraph(600, 3000, false, false)
-	adj, err := BuildAdj(ctx, g, csr.In, CleanOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	so, err := ParseSplit("keep")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Split(g, so); err != nil {
-		t.Fatal(err)
-	}
-	fan := []int{15, 10, 5}
-	assign, err := Assign(ctx, g, adj, AssignOptions{Method: MethodFreq, Parts: 3, Seed: 3, Fanouts: fan, BatchSize: 64, Imbalance: 1.05})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "parts")
-	m, err := Write(ctx, out, g, adj, assign, WriteOptions{Parts: 3, Method: MethodFreq, Seed: 3, Fanouts: fan, BatchSize: 64,
-		Cache: CacheOptions{Ratio: 0.2}, FeatType: csr.TypeF32, Split: so.String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out, m
 }
 
 // TestInspectPart: one host's copy (graph.toml and part 1) inspects and
