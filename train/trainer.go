@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"graphnode/sample"
 )
@@ -190,6 +191,17 @@ func (t *Trainer) batchGrad(e int, v *sample.View) error {
 	}
 	loss, correct, count := n.lossGrad(logits, n.b.labels)
 	n.backward()
+	// Checked before the gradient reaches the other trainers (the
+	// all-reduce, then every rank's optimiser): one NaN or Inf there
+	// makes every parameter NaN on every rank.
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return fmt.Errorf("train: batch %d of epoch %d: loss is %g (a NaN or Inf feature, or a learning rate too large): %w", v.Header.Index, e, loss, ErrInvalid)
+	}
+	for i, g := range t.vec[:len(n.params)] {
+		if math.IsNaN(float64(g)) || math.IsInf(float64(g), 0) {
+			return fmt.Errorf("train: batch %d of epoch %d: gradient %d of %d is %g (a NaN or Inf feature, or a learning rate too large): %w", v.Header.Index, e, i, len(n.params), g, ErrInvalid)
+		}
+	}
 	s := t.vec[len(n.params):]
 	s[statActive] = 1
 	s[statLoss] = float32(loss)

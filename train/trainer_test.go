@@ -251,6 +251,39 @@ func TestRunFailures(t *testing.T) {
 	}
 }
 
+// TestNonFiniteStopsEveryRank: a NaN feature of a training seed makes
+// the loss of the batches that reach it NaN. A rank that computes one
+// must fail before the gradient reaches the all-reduce, naming the
+// batch, and the others stop with it (ErrSync), every parameter still
+// finite: they went NaN on every rank, and Run returned no error.
+func TestNonFiniteStopsEveryRank(t *testing.T) {
+	g := blockGraph(1, 600, 6, 12, 4, 0.8, 1.0)
+	g.feat[5*g.d+2] = float32(math.NaN()) // node 5, a training seed
+	p := g.mem(t, sample.F32)
+	cfg := DefaultConfig()
+	cfg.FeatDim, cfg.Classes = g.d, g.classes
+	cfg.Hidden, cfg.Epochs, cfg.Seed, cfg.Dropout = 16, 2, 5, 0
+	trs, _, errs := runRanks(t, cfg, 2, func(r int) Data { return data(t, p, r, 2, 32, []int{5, 5}) })
+	named := 0
+	for r, err := range errs {
+		switch {
+		case errors.Is(err, ErrInvalid) && strings.Contains(err.Error(), "is NaN (a NaN or Inf feature, or a learning rate too large)"):
+			named++
+		case errors.Is(err, ErrSync):
+		default:
+			t.Errorf("rank %d: %v, want ErrInvalid naming the NaN, or ErrSync", r, err)
+		}
+		for i, x := range trs[r].Params() {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				t.Fatalf("rank %d: parameter %d is %g", r, i, x)
+			}
+		}
+	}
+	if named == 0 {
+		t.Errorf("no rank names the NaN: %v", errs)
+	}
+}
+
 func TestRunCancelled(t *testing.T) {
 	p, cfg := smallSetup(t)
 	tr, err := New(cfg, NoSync{})
