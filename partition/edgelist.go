@@ -344,6 +344,9 @@ func (r *edgeList) edge(s *lineScanner, f *[edgeSplit][]byte) error {
 		if w, ok = parseFloat32(f[2]); !ok {
 			return s.errorf("weight %q is not a number", f[2])
 		}
+		if !finite32(w) {
+			return s.errorf("weight %q is not a finite number", f[2])
+		}
 	}
 	if !r.strs {
 		x, okx := parseUint(f[0])

@@ -89,6 +89,7 @@ func TestReadEdgeListErrors(t *testing.T) {
 		{"empty field", "0,,1\n", ReadOptions{}, "F:1: empty field before ','"},
 		{"trailing comma", "0,1,\n", ReadOptions{}, "F:1: empty field after ','"},
 		{"bad weight", "0 1 1\n1 2 x\n", ReadOptions{Weighted: true}, "F:2: weight \"x\" is not a number"},
+		{"infinite weight", "0 1 1\n1 2 -inf\n", ReadOptions{Weighted: true}, "F:2: weight \"-inf\" is not a finite number"},
 		{"int ids", "0 1\n1 b\n", ReadOptions{IDs: IDsInt}, "F:2: node id \"b\" is not an integer"},
 		{"held line bad", "a b c\nd e\n", ReadOptions{}, "F:1: want 2 fields, got 3 (a third column needs the weighted option)"},
 	} {

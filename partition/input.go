@@ -470,6 +470,11 @@ func parseFloat32(b []byte) (float32, bool) {
 	return float32(f), true
 }
 
+// finite32 reports whether v is neither NaN nor infinite: what a feature
+// or an edge weight must be (parseFloat32 reads "nan" and "inf", which a
+// label may spell for missing).
+func finite32(v float32) bool { return v == v && !math.IsInf(float64(v), 0) }
+
 func parseFloat32Slow(b []byte) (float32, bool) {
 	v, err := strconv.ParseFloat(string(b), 32)
 	if err != nil {

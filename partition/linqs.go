@@ -67,6 +67,9 @@ func readLINQS(ctx context.Context, path string, opts ReadOptions) (*Graph, erro
 			if !ok {
 				return s.errorf("feature %d: %q is not a number", k+1, f)
 			}
+			if !finite32(v) {
+				return s.errorf("feature %d: %q is not a finite number", k+1, f)
+			}
 			g.Feat = append(g.Feat, v)
 		}
 		tok = append(tok, labels.intern(fields[len(fields)-1]))

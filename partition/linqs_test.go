@@ -57,6 +57,7 @@ func TestReadLINQSErrors(t *testing.T) {
 	for _, c := range []struct{ content, cites, want string }{
 		{"a\t1\t0\tX\nb\t1\tX\n", "", "D/g.content:2: want 4 fields (id, 2 features, label), got 3"},
 		{"a\t1\t0\tX\nb\t1\t0.5e\tX\n", "", "D/g.content:2: feature 2: \"0.5e\" is not a number"},
+		{"a\t1\t0\tX\nb\tnan\t0\tX\n", "", "D/g.content:2: feature 1: \"nan\" is not a finite number"},
 		{"a\t1\t0\tX\na\t1\t0\tX\n", "", "D/g.content:2: paper \"a\" listed twice"},
 		{"a\t1\t0\tX\n", "a\ta\na a\n", "D/g.cites:2: want 2 fields (cited, citing), got 1"},
 	} {

@@ -335,6 +335,9 @@ func parseFeatRow(l []byte, out []float32) string {
 			if !ok {
 				return fmt.Sprintf("column %d: %q is not a number", c+1, l[:j])
 			}
+			if !finite32(v) {
+				return fmt.Sprintf("column %d: %q is not a finite number", c+1, l[:j])
+			}
 			out[c] = v
 		}
 		c++

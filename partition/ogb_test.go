@@ -89,6 +89,8 @@ func TestReadOGBErrors(t *testing.T) {
 			want: "D/raw/node-feat.csv:3: want 3 columns, got 2", isLine: true},
 		{name: "feature number", edit: map[string]string{"raw/node-feat.csv": "1,2,3\n4,x,6\n7,8,9\n1,1,1\n1,1,1\n"},
 			want: "D/raw/node-feat.csv:2: column 2: \"x\" is not a number", isLine: true},
+		{name: "feature NaN", edit: map[string]string{"raw/node-feat.csv": "1,2,3\n4,5,6\n7,8,NaN\n1,1,1\n1,1,1\n"},
+			want: "D/raw/node-feat.csv:3: column 3: \"NaN\" is not a finite number", isLine: true},
 		{name: "feature rows", edit: map[string]string{"raw/node-feat.csv": "1,2,3\n4,5,6\n7,8,9\n1,1,1\n1,1,1\n1,1,1\n"},
 			want: "D/raw/node-feat.csv:6: more rows than the 5 nodes", isLine: true},
 		{name: "edge range", edit: map[string]string{"raw/edge.csv": "0,1\n1,7\n2,2\n3,0\n"},
