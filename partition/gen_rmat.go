@@ -85,15 +85,15 @@ func (c RMATConfig) Validate() error {
 	if c.Edges < 0 || c.Edges > maxEdges {
 		bad("edges = %d: want 0..%d", c.Edges, maxEdges)
 	}
+	// Checks are written so that NaN fails them.
 	d := 1 - c.A - c.B - c.C
-	if c.A < 0 || c.B < 0 || c.C < 0 || d < -1e-9 {
+	if !(c.A >= 0 && c.B >= 0 && c.C >= 0 && d >= -1e-9) {
 		bad("a, b, c = %g, %g, %g: want non-negative with a+b+c <= 1", c.A, c.B, c.C)
-	}
-	if lim := math.Min(math.Min(c.B, c.C), (c.A+d)/2); c.Noise < 0 || c.Noise > lim {
+	} else if lim := math.Min(math.Min(c.B, c.C), (c.A+d)/2); !(c.Noise >= 0 && c.Noise <= lim) {
 		bad("noise = %g: want 0..%g (min of b, c, (a+d)/2)", c.Noise, lim)
 	}
-	if c.FeatDim < 0 {
-		bad("feat dim = %d: want >= 0", c.FeatDim)
+	if c.FeatDim < 0 || c.FeatDim > MaxGenFeatDim {
+		bad("feat dim = %d: want 0..%d", c.FeatDim, MaxGenFeatDim)
 	}
 	if c.Classes < 0 {
 		bad("classes = %d: want >= 0", c.Classes)
@@ -159,7 +159,11 @@ func RMAT(ctx context.Context, cfg RMATConfig, progress Progress) (*Graph, error
 		pcg := genPCG(cfg.Seed, streamEdges, uint64(c))
 		var selfLoops int64
 		for i := lo; i < hi; i++ {
-			u, v := rmatPair(pcg, thr)
+			u, v, ok := rmatPair(pcg, thr)
+			if !ok {
+				return fmt.Errorf("partition: rmat: a, b, c = %g, %g, %g (noise %g): after %d walks not one pair of ids fell below the %d nodes; raise a, or take a power of two nodes",
+					cfg.A, cfg.B, cfg.C, cfg.Noise, rmatMaxWalks, n)
+			}
 			u, v = scramble.apply(u), scramble.apply(v)
 			if u == v {
 				selfLoops += stride
@@ -228,13 +232,24 @@ func rmatThresholds(cfg RMATConfig) []rmatLevel {
 	return thr
 }
 
+// rmatMaxWalks bounds the walks of one pair: parameters under which
+// almost every walk leaves the n nodes (quadrant A, the only one always
+// inside, near 0, and n not a power of two) would otherwise loop for ever,
+// deaf to cancellation. Parameters anyone generates with need a handful.
+const rmatMaxWalks = 1 << 24
+
 // rmatPair walks the quadrant recursion until both ends fall below n,
-// starting over as soon as a prefix is too large. The quadrant choice is
-// branch-free: a branch per level would be mispredicted half the time and
-// cost more than the random numbers.
-func rmatPair(pcg *rand.PCG, thr []rmatLevel) (u, v uint32) {
+// starting over as soon as a prefix is too large, at most rmatMaxWalks
+// times (ok false). The quadrant choice is branch-free: a branch per
+// level would be mispredicted half the time and cost more than the random
+// numbers.
+func rmatPair(pcg *rand.PCG, thr []rmatLevel) (u, v uint32, ok bool) {
+	walks := 0
 walk:
 	for {
+		if walks++; walks > rmatMaxWalks {
+			return 0, 0, false
+		}
 		u, v = 0, 0
 		var r uint64
 		left := 0
@@ -258,7 +273,7 @@ walk:
 				continue walk
 			}
 		}
-		return u, v
+		return u, v, true
 	}
 }
 

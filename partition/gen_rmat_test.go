@@ -100,7 +100,7 @@ func TestRMATDegrees(t *testing.T) {
 	thr := rmatThresholds(cfg.withDefaults())
 	pcg := genPCG(1, 99, 0)
 	for range 1 << 19 {
-		u, v := rmatPair(pcg, thr)
+		u, v, _ := rmatPair(pcg, thr)
 		unscrambled[u]++
 		unscrambled[v]++
 	}
@@ -208,6 +208,11 @@ func TestRMATConfigErrors(t *testing.T) {
 		{RMATConfig{Nodes: 8, A: 0.6, B: 0.3, C: 0.3}, []string{"a, b, c"}},
 		{RMATConfig{Nodes: 8, Noise: 0.5}, []string{"noise = 0.5"}},
 		{RMATConfig{Nodes: 8, FeatDim: -2, Classes: -1, TestFrac: 2}, []string{"feat dim = -2", "classes = -1", "fractions"}},
+		// NaN fails every check (it passed them, then panicked).
+		{RMATConfig{Nodes: 8, TrainFrac: math.NaN()}, []string{"fractions = NaN"}},
+		{RMATConfig{Nodes: 8, A: math.NaN(), B: 0.2, C: 0.2}, []string{"a, b, c = NaN"}},
+		{RMATConfig{Nodes: 8, Noise: math.NaN()}, []string{"noise = NaN"}},
+		{RMATConfig{Nodes: 8, FeatDim: MaxGenFeatDim + 1}, []string{"feat dim = 1048577: want 0..1048576"}},
 	} {
 		err := tc.cfg.Validate()
 		if err == nil {
@@ -219,6 +224,17 @@ func TestRMATConfigErrors(t *testing.T) {
 				t.Errorf("error %q lacks %q", err, w)
 			}
 		}
+	}
+}
+
+// TestRMATWalksEnd: parameters under which no walk ends below the node
+// count (quadrant A never drawn, 3 nodes) fail after a bounded number of
+// walks, naming them; they looped for ever, deaf to cancellation.
+func TestRMATWalksEnd(t *testing.T) {
+	cfg := RMATConfig{Nodes: 3, Edges: 10, A: 0, B: 0, C: 1e-9, Noise: 0, Seed: 1, Workers: 1}
+	_, err := RMAT(context.Background(), cfg, nil)
+	if want := "after 16777216 walks not one pair of ids fell below the 3 nodes"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("RMAT of a = 0 on 3 nodes: %v, want %q", err, want)
 	}
 }
 

@@ -48,6 +48,12 @@ type SBMConfig struct {
 
 	Seed    uint64
 	Workers int // goroutines; 0 = GOMAXPROCS. The graph does not depend on it.
+
+	// Exact takes every field as given, zero included (the CLI, whose
+	// flags start at DefaultSBMConfig's values): otherwise a zero field
+	// stands for its default, and homophily, signal or noise 0 cannot be
+	// asked for.
+	Exact bool
 }
 
 // DefaultSBMConfig is the demo graph: 200k nodes, 16 blocks, degree 20,
@@ -62,6 +68,12 @@ func DefaultSBMConfig() SBMConfig {
 }
 
 func (c SBMConfig) withDefaults() SBMConfig {
+	if c.Workers <= 0 {
+		c.Workers = RMATConfig{}.withDefaults().Workers
+	}
+	if c.Exact {
+		return c
+	}
 	d := DefaultSBMConfig()
 	for _, f := range []struct{ v, d *float64 }{
 		{&c.AvgDegree, &d.AvgDegree}, {&c.Homophily, &d.Homophily},
@@ -80,9 +92,6 @@ func (c SBMConfig) withDefaults() SBMConfig {
 	if c.TrainFrac == 0 && c.ValFrac == 0 && c.TestFrac == 0 {
 		c.TrainFrac, c.ValFrac, c.TestFrac = d.TrainFrac, d.ValFrac, d.TestFrac
 	}
-	if c.Workers <= 0 {
-		c.Workers = RMATConfig{}.withDefaults().Workers
-	}
 	return c
 }
 
@@ -99,17 +108,18 @@ func (c SBMConfig) Validate() error {
 	if c.Blocks < 1 || c.Blocks > c.Nodes/2 {
 		bad("blocks = %d: want 1..nodes/2 (%d) so that every block has two nodes", c.Blocks, c.Nodes/2)
 	}
-	if c.AvgDegree < 0 || c.AvgDegree > 1e6 {
+	// Checks are written so that NaN fails them.
+	if !(c.AvgDegree >= 0 && c.AvgDegree <= 1e6) {
 		bad("avg degree = %g: want 0..1e6", c.AvgDegree)
 	}
-	if c.Homophily < 0 || c.Homophily > 1 {
+	if !(c.Homophily >= 0 && c.Homophily <= 1) {
 		bad("homophily = %g: want 0..1", c.Homophily)
 	}
-	if c.FeatDim < 0 {
-		bad("feat dim = %d: want >= 0", c.FeatDim)
+	if c.FeatDim < 0 || c.FeatDim > MaxGenFeatDim {
+		bad("feat dim = %d: want 0..%d", c.FeatDim, MaxGenFeatDim)
 	}
-	if c.Signal < 0 || c.Noise < 0 {
-		bad("signal, noise = %g, %g: want >= 0", c.Signal, c.Noise)
+	if !(c.Signal >= 0 && c.Noise >= 0 && !math.IsInf(c.Signal, 0) && !math.IsInf(c.Noise, 0)) {
+		bad("signal, noise = %g, %g: want finite and >= 0", c.Signal, c.Noise)
 	}
 	errs = append(errs, genCheckFracs("sbm", c.TrainFrac, c.ValFrac, c.TestFrac)...)
 	return errors.Join(errs...)
@@ -274,8 +284,12 @@ func genSplits(g *Graph, cand []uint32, train, val, test float64, seed uint64) {
 	g.Train, g.Val, g.Test = take(train), take(val), take(test)
 }
 
+// MaxGenFeatDim bounds the generators' features per node: far beyond any
+// model's input, and small enough that nodes × features cannot overflow.
+const MaxGenFeatDim = 1 << 20
+
 func genCheckFracs(kind string, train, val, test float64) []error {
-	if train < 0 || val < 0 || test < 0 || train+val+test > 1+1e-9 {
+	if !(train >= 0 && val >= 0 && test >= 0 && train+val+test <= 1+1e-9) { // NaN fails
 		return []error{fmt.Errorf("partition: %s: train, val, test fractions = %g, %g, %g: want non-negative with sum <= 1", kind, train, val, test)}
 	}
 	return nil

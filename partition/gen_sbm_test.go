@@ -209,6 +209,43 @@ func TestSBMConfigErrors(t *testing.T) {
 	if _, err := SBM(context.Background(), cfg, nil); err == nil {
 		t.Error("SBM accepted a bad config")
 	}
+	nan := SBMConfig{Nodes: 100, Blocks: 2, AvgDegree: math.NaN(), Homophily: math.NaN(), TrainFrac: math.NaN()}
+	err = nan.Validate()
+	for _, want := range []string{"avg degree = NaN", "homophily = NaN", "fractions = NaN"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("NaN fields: %v, lacks %q", err, want)
+		}
+	}
+}
+
+// TestSBMExactZero: with Exact, a zero field is zero: homophily 0 puts
+// every edge between blocks (without it, 0 stood for the default 0.5).
+func TestSBMExactZero(t *testing.T) {
+	cfg := DefaultSBMConfig()
+	cfg.Nodes, cfg.Blocks, cfg.FeatDim, cfg.Homophily, cfg.Exact = 2000, 4, 0, 0, true
+	g, err := SBM(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range g.Src {
+		if g.Labels[g.Src[i]] == g.Labels[g.Dst[i]] {
+			t.Fatalf("edge %d -> %d inside block %d at homophily 0", g.Src[i], g.Dst[i], g.Labels[g.Src[i]])
+		}
+	}
+	cfg.Exact = false
+	g, err = SBM(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside := 0
+	for i := range g.Src {
+		if g.Labels[g.Src[i]] == g.Labels[g.Dst[i]] {
+			inside++
+		}
+	}
+	if f := float64(inside) / float64(len(g.Src)); f < 0.45 || f > 0.55 {
+		t.Errorf("without Exact, homophily 0 is the default 0.5: %.3f of edges inside blocks", f)
+	}
 }
 
 func TestSBMCancel(t *testing.T) {

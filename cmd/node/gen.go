@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"time"
 
@@ -33,6 +34,7 @@ func runGen(ctx context.Context, a *app, args []string) error {
 	kind, args := args[0], args[1:]
 	var w genWrite
 	var generate func() (*partition.Graph, error)
+	var nodes, edges, featDim float64 // the graph's size, for the memory check
 	prog := newProgress(a.stderr)
 
 	switch kind {
@@ -53,9 +55,14 @@ func runGen(ctx context.Context, a *app, args []string) error {
 			return err
 		}
 		c.Workers = w.workers
+		nodes, edges, featDim = float64(c.Nodes), float64(c.Edges), float64(c.FeatDim)
+		if c.Undirected {
+			edges *= 2
+		}
 		generate = func() (*partition.Graph, error) { return partition.RMAT(ctx, c, prog.report) }
 	case "sbm":
 		c := partition.DefaultSBMConfig()
+		c.Exact = true // a flag given as 0 means 0
 		fl := newFlagSet(a, "gen sbm", "[flags] -o DIR")
 		fl.IntVar(&c.Nodes, "nodes", c.Nodes, "number of nodes")
 		fl.IntVar(&c.Blocks, "blocks", c.Blocks, "number of blocks (communities), which are also the label classes")
@@ -69,6 +76,7 @@ func runGen(ctx context.Context, a *app, args []string) error {
 			return err
 		}
 		c.Workers = w.workers
+		nodes, edges, featDim = float64(c.Nodes), float64(c.Nodes)*c.AvgDegree, float64(c.FeatDim)
 		generate = func() (*partition.Graph, error) { return partition.SBM(ctx, c, prog.report) }
 	default:
 		fmt.Fprintf(a.stderr, "node gen: unknown generator %q (want rmat or sbm)\n", kind)
@@ -78,6 +86,13 @@ func runGen(ctx context.Context, a *app, args []string) error {
 	// Before generating, which takes minutes at ogbn-products' size.
 	if err := partition.CheckOGBOutput(w.out, w.force); err != nil {
 		return err
+	}
+	// The graph is held whole: 8 bytes an edge, 4 a feature, 8 a node.
+	// A size off by digits would end in the runtime's out-of-memory crash
+	// once every edge is drawn.
+	if need, have := 8*edges+4*nodes*featDim+8*nodes, a.memory(); have > 0 && need > float64(have) {
+		return fmt.Errorf("%s: %.0f nodes, %.0f edges and %.0f features a node hold %s, more than the %s of memory and swap of this machine",
+			kind, nodes, edges, featDim, partitionBytes(int64(min(need, math.MaxInt64))), partitionBytes(int64(have)))
 	}
 	start := time.Now()
 	g, err := generate()
