@@ -111,9 +111,12 @@ func WriteCluster(dir string, spec ClusterSpec) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	caKeyPath := filepath.Join(dir, CAKeyFile)
-	if _, err := os.Stat(caKeyPath); err == nil && !spec.Force {
-		return fmt.Errorf("mesh: %s exists: a new CA would lock out every node holding the old one (force to overwrite): %w", caKeyPath, fs.ErrExist)
+	// ca.crt too: the CA's key is best kept off the nodes, and a cluster
+	// whose ca.key was moved away is as live as one whose was not.
+	for _, name := range []string{CAKeyFile, CAcertFile} {
+		if p := filepath.Join(dir, name); fileExists(p) && !spec.Force {
+			return fmt.Errorf("mesh: %s exists: a new CA would lock out every node holding the old one (force to overwrite): %w", p, fs.ErrExist)
+		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("mesh: %w", err)
@@ -159,12 +162,13 @@ func WriteCluster(dir string, spec ClusterSpec) error {
 			return err
 		}
 	}
-	// The CA goes last, so an interrupted run leaves no ca.key and can be
-	// repeated without force.
+	// The CA goes last, so an interrupted run leaves no CA file and can be
+	// repeated without force (but for one interrupted between ca.crt and
+	// ca.key: force then).
 	if err := writePEM(filepath.Join(dir, CAcertFile), "CERTIFICATE", caDER); err != nil {
 		return err
 	}
-	return writeKey(caKeyPath, caKey)
+	return writeKey(filepath.Join(dir, CAKeyFile), caKey)
 }
 
 func writeNode(dir, cluster, node string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, notBefore, notAfter time.Time) error {
@@ -306,4 +310,11 @@ func LoadIdentity(dir, node string) (*Identity, error) {
 	id := &Identity{Cluster: cluster, Node: node, Cert: pair, Roots: roots, CA: ca}
 	id.resetKey = sha256.Sum256(append([]byte("graphnode stateless reset v1\x00"), keyDER...))
 	return id, nil
+}
+
+// fileExists reports whether path names something (a stat that fails
+// otherwise counts as there: the write that follows will say why).
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
 }

@@ -14,6 +14,10 @@ const certSynopsis = "init --cluster NAME --nodes host0,host1,... -o DIR [--forc
 
 // runCert is `node cert init`: write a cluster CA and one certificate per
 // node for the mesh's mutual TLS.
+// maxCertDays caps --days at a hundred years (X.509 itself allows to
+// 9999; a Duration, about 292 years).
+const maxCertDays = 36500
+
 func runCert(_ context.Context, a *app, args []string) error {
 	if len(args) == 0 || args[0] != "init" {
 		fmt.Fprintf(a.stderr, "usage: node cert %s\n\n"+
@@ -59,8 +63,9 @@ func runCert(_ context.Context, a *app, args []string) error {
 		fmt.Fprintf(a.stderr, "node cert init: missing %s\n", strings.Join(missing, ", "))
 		fs.Usage()
 		return errUsage
-	case days <= 0:
-		return fmt.Errorf("--days %d: want a positive number of days", days)
+	case days <= 0 || days > maxCertDays:
+		// Beyond 292 years a Duration overflows, and the validity with it.
+		return fmt.Errorf("--days %d: want 1 to %d days", days, maxCertDays)
 	}
 	var names []string
 	for n := range strings.SplitSeq(nodes, ",") {

@@ -56,8 +56,25 @@ func TestCertInit(t *testing.T) {
 		!strings.Contains(e.String(), "ca.key exists") {
 		t.Fatalf("second run: exit %d, %s", code, e.String())
 	}
+	// With ca.key kept off the directory (as the help advises), ca.crt
+	// still stands for a live cluster.
+	if err := os.Rename(filepath.Join(dir, "ca.key"), filepath.Join(t.TempDir(), "ca.key")); err != nil {
+		t.Fatal(err)
+	}
+	e.Reset()
+	if code := run(context.Background(), []string{"cert", "init", "--cluster", "products", "--nodes", "host0", "-o", dir}, &o, &e); code != 1 ||
+		!strings.Contains(e.String(), "ca.crt exists") {
+		t.Fatalf("run with ca.key moved away: exit %d, %s", code, e.String())
+	}
 	if code := run(context.Background(), []string{"cert", "init", "--cluster", "products", "--nodes", "host0", "-o", dir, "--force"}, &o, &e); code != 0 {
 		t.Fatalf("--force: exit %d, %s", code, e.String())
+	}
+	// --days past a hundred years is refused (it overflowed a Duration
+	// and silently became ten years).
+	e.Reset()
+	if code := run(context.Background(), []string{"cert", "init", "--cluster", "products", "--nodes", "host0", "-o", t.TempDir(), "--days", "106752"}, &o, &e); code != 1 ||
+		!strings.Contains(e.String(), "--days 106752: want 1 to 36500 days") {
+		t.Fatalf("--days 106752: exit %d, %s", code, e.String())
 	}
 }
 
