@@ -151,8 +151,10 @@
 // needs and lacks from its peers before New opens them (mesh ReadFile, in
 // chunks at an offset; graph.toml over a fetch-only connection when there
 // is none), writes each to <name>.fetch, and renames it once its size and
-// CRC-32C are graph.toml's. Every server node serves the files of its
-// directory that graph.toml lists (Node.ReadFile).
+// CRC-32C are graph.toml's; a download with another CRC-32C is fetched
+// again from its start without the peers that gave its bytes. Every
+// server node serves the files of its directory that graph.toml lists
+// (Node.ReadFile, which checks sizes, not CRCs).
 //
 // Each control connection has a reader goroutine, so a trainer's hang-up
 // is seen while a synchronous push is blocked: the push's context ends,

@@ -79,7 +79,11 @@ type FetchedFile struct {
 // opts.Wait has passed. A file is written to <name>.fetch and renamed
 // once its size and CRC-32C equal graph.toml's; a fetch cut off (a peer
 // gone, the node stopped, the disk full) leaves that file, and the next
-// Fetch goes on from its bytes, from any peer. A file already there is
+// Fetch goes on from its bytes, from any peer. A download whose CRC-32C
+// is wrong is dropped and fetched again from its start without the
+// peers that gave its bytes (logged, named in the error when no peer is
+// left), so one peer's corrupt copy does not stop the fetch while
+// another holds a good one. A file already there is
 // kept as it is when its size is graph.toml's, and is an error otherwise:
 // Fetch never replaces a file it did not write.
 func Fetch(ctx context.Context, cfg Config, log *slog.Logger, opts FetchOptions) ([]FetchedFile, error) {
@@ -167,13 +171,16 @@ func (f *fetcher) clientConfig(checksum string) mesh.ClientConfig {
 }
 
 // ask calls try with each peer in turn, in rounds, until one succeeds.
-// A peer whose error matches mesh.ErrNotFound or ErrFetch is not asked
-// again; the others are asked again a second after a round, until
-// opts.Wait has passed since the fetch began. The error lists each
-// peer's last failure.
-func (f *fetcher) ask(ctx context.Context, what string, try func(part int) error) error {
+// Peers in left (nil: none) are not asked; a peer whose error matches
+// mesh.ErrNotFound or ErrFetch is not asked again; the others are asked
+// again a second after a round, until opts.Wait has passed since the
+// fetch began. The error lists each peer's last failure.
+func (f *fetcher) ask(ctx context.Context, what string, left map[int]bool, try func(part int) error) error {
 	last := map[int]error{}
-	skip := map[int]bool{}
+	skip := maps.Clone(left)
+	if skip == nil {
+		skip = map[int]bool{}
+	}
 	for {
 		waiting := false
 		for _, part := range f.order {
@@ -243,7 +250,7 @@ func (f *fetcher) manifest(ctx context.Context) (*partition.Manifest, FetchedFil
 	var m *partition.Manifest
 	var data []byte
 	var from string
-	err = f.ask(ctx, partition.ManifestFile, func(part int) error {
+	err = f.ask(ctx, partition.ManifestFile, nil, func(part int) error {
 		var resp mesh.FileResponse
 		data = data[:0]
 		for {
@@ -288,7 +295,9 @@ func (f *fetcher) manifest(ctx context.Context) (*partition.Manifest, FetchedFil
 
 // file makes the file of e present: kept when it is there with its
 // size, else fetched into <name>.fetch (going on from an earlier fetch's
-// bytes) and renamed once its size and CRC-32C are e's.
+// bytes) and renamed once its size and CRC-32C are e's. A download with
+// another CRC-32C is dropped and fetched again from offset 0 without the
+// peers that gave its bytes, until none is left.
 func (f *fetcher) file(ctx context.Context, cli *mesh.Client, e partition.FileEntry) (FetchedFile, error) {
 	final := filepath.Join(f.dir, filepath.FromSlash(e.Path))
 	out := FetchedFile{Path: e.Path, Size: e.Size}
@@ -315,39 +324,92 @@ func (f *fetcher) file(ctx context.Context, cli *mesh.Client, e partition.FileEn
 		return out, fmt.Errorf("node: fetch %s: %w: %w", e.Path, err, ErrFetch)
 	}
 	start, lastLine := time.Now(), time.Time{}
-	err = f.ask(ctx, e.Path, func(part int) error {
-		name := f.peers[part].Name
-		var resp mesh.FileResponse
-		for w.have < e.Size {
-			req := mesh.FileRequest{Path: e.Path, Offset: uint64(w.have), Length: uint32(f.opts.chunk)}
-			if err := cli.ReadFile(ctx, part, &req, &resp); err != nil {
-				return err
+	var moved int64           // bytes transferred by this fetch, dropped ones too: its rate
+	var src []int             // the parts of the peers that gave this download's bytes
+	corrupt := map[int]bool{} // peers left out: their bytes were in a download with a wrong CRC-32C
+	var bad []error           // what each dropped download was
+	for {
+		err = f.ask(ctx, e.Path, corrupt, func(part int) error {
+			name := f.peers[part].Name
+			var resp mesh.FileResponse
+			for w.have < e.Size {
+				req := mesh.FileRequest{Path: e.Path, Offset: uint64(w.have), Length: uint32(f.opts.chunk)}
+				if err := cli.ReadFile(ctx, part, &req, &resp); err != nil {
+					return err
+				}
+				if resp.Size != uint64(e.Size) {
+					return fmt.Errorf("node: node %s holds %s with %d bytes, %s records %d: %w", name, e.Path, resp.Size, partition.ManifestFile, e.Size, ErrFetch)
+				}
+				before := w.have
+				err := w.write(resp.Data)
+				moved += w.have - before
+				if err != nil {
+					return localError{fmt.Errorf("node: fetch %s: %w (%d of %d bytes are in %s; fetch again to go on from them)", e.Path, err, w.have, e.Size, w.f.Name())}
+				}
+				if !slices.Contains(src, part) {
+					src = append(src, part)
+					out.From = append(out.From, name)
+				}
+				if f.opts.Progress != nil && time.Since(lastLine) >= time.Second {
+					lastLine = time.Now()
+					f.opts.Progress(progressLine(e.Path, name, w.have, e.Size, moved, time.Since(start)))
+				}
 			}
-			if resp.Size != uint64(e.Size) {
-				return fmt.Errorf("node: node %s holds %s with %d bytes, %s records %d: %w", name, e.Path, resp.Size, partition.ManifestFile, e.Size, ErrFetch)
+			return nil
+		})
+		if err != nil {
+			// The bytes of this try stay for the next Fetch to go on from.
+			if len(bad) > 0 && errors.Is(err, ErrFetch) {
+				err = errors.Join(append([]error{err}, bad...)...)
 			}
-			if err := w.write(resp.Data); err != nil {
-				return localError{fmt.Errorf("node: fetch %s: %w (%d of %d bytes are in %s; fetch again to go on from them)", e.Path, err, w.have, e.Size, w.f.Name())}
-			}
-			if !slices.Contains(out.From, name) {
-				out.From = append(out.From, name)
-			}
-			if f.opts.Progress != nil && time.Since(lastLine) >= time.Second {
-				lastLine = time.Now()
-				f.opts.Progress(progressLine(e.Path, name, w.have, e.Size, w.have-out.Resumed, time.Since(start)))
-			}
+			return out, err
 		}
-		return nil
-	})
-	if err != nil {
-		return out, err
+		got := fmt.Sprintf("%08x", w.crc)
+		if got == strings.ToLower(e.CRC32C) {
+			break
+		}
+		// A download is blamed on its peers only when they gave every byte
+		// of it: bytes an earlier Fetch left may be the wrong ones, so such
+		// a download is fetched again once from offset 0, from any peer.
+		from := out.From
+		if out.Resumed > 0 {
+			from = append(slices.Clip(from), "an earlier fetch")
+		}
+		bad = append(bad, fmt.Errorf("node: fetch %s: the bytes from %s have CRC-32C %s, %s records %s",
+			e.Path, strings.Join(from, " and "), got, partition.ManifestFile, e.CRC32C))
+		switch {
+		case out.Resumed > 0:
+			f.log.Warn("fetch: the download, which went on from an earlier fetch's bytes, has a wrong CRC-32C; fetching it again from its start",
+				"file", e.Path, "peer", strings.Join(out.From, ","), "resumed_from", out.Resumed, "crc32c", got, "want", e.CRC32C)
+		case len(src) == 0: // no bytes at all: graph.toml's CRC-32C is not its size's
+			w.remove()
+			return out, fmt.Errorf("node: fetch %s: %d bytes have CRC-32C %s, %s records %s: %w", e.Path, e.Size, got, partition.ManifestFile, e.CRC32C, ErrFetch)
+		default:
+			for _, part := range src {
+				corrupt[part] = true
+			}
+			f.log.Warn("fetch: peer served a corrupt copy; leaving it out",
+				"file", e.Path, "peer", strings.Join(out.From, ","), "crc32c", got, "want", e.CRC32C)
+		}
+		if err := w.reset(); err != nil {
+			w.remove()
+			return out, fmt.Errorf("node: fetch %s: %w", e.Path, err)
+		}
+		out.Resumed, out.From, src = 0, nil, nil
+		if len(corrupt) == len(f.order) {
+			w.remove()
+			var names []string
+			for _, part := range f.order {
+				if corrupt[part] {
+					names = append(names, f.peers[part].Name)
+				}
+			}
+			head := fmt.Errorf("node: fetch %s: no peer is left: the copies of %s do not have the CRC-32C %s that %s records; the download is removed: %w",
+				e.Path, strings.Join(names, ", "), e.CRC32C, partition.ManifestFile, ErrFetch)
+			return out, errors.Join(append([]error{head}, bad...)...)
+		}
 	}
 	out.Fetched, out.Elapsed = w.have-out.Resumed, time.Since(start)
-	if got := fmt.Sprintf("%08x", w.crc); got != strings.ToLower(e.CRC32C) {
-		w.remove()
-		return out, fmt.Errorf("node: fetch %s: the bytes from %s have CRC-32C %s, %s records %s; the download is removed: %w",
-			e.Path, strings.Join(out.From, ", "), got, partition.ManifestFile, e.CRC32C, ErrFetch)
-	}
 	if err := w.commit(final); err != nil {
 		return out, fmt.Errorf("node: fetch %s: %w", e.Path, err)
 	}
@@ -463,6 +525,18 @@ func (w *partial) commit(final string) error {
 		return err
 	}
 	return partition.SyncDir(filepath.Dir(final))
+}
+
+// reset drops the file's bytes (they are wrong), keeping its lock.
+func (w *partial) reset() error {
+	if err := w.f.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := w.f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	w.have, w.crc = 0, 0
+	return nil
 }
 
 // remove deletes the file (its bytes are wrong).

@@ -28,6 +28,7 @@ type dirFiles struct {
 	srv         atomic.Pointer[mesh.Server]
 	reads       atomic.Int64
 	short       bool // holds every part file less its last byte
+	corrupt     bool // holds every part file with its size and each byte flipped (bit rot)
 }
 
 func (d *dirFiles) SampleNeighbors(context.Context, *mesh.SampleRequest) (*mesh.SampleResponse, error) {
@@ -51,6 +52,12 @@ func (d *dirFiles) ReadFile(ctx context.Context, path string, off int64, dst []b
 		}
 		if d.short {
 			data = data[:len(data)-1]
+		}
+		if d.corrupt {
+			data = bytes.Clone(data)
+			for i := range data {
+				data[i] ^= 0xff
+			}
 		}
 	}
 	return int64(len(data)), copy(dst, data[off:]), nil
@@ -196,4 +203,105 @@ func TestFetchLocked(t *testing.T) {
 		t.Fatalf("reopened: %+v %v, want 3 bytes and their CRC", again, err)
 	}
 	again.close()
+}
+
+// TestFetchCorruptCopy: a peer whose copy has graph.toml's size and
+// other bytes is left out after one download and the file is fetched
+// again from the others, the bad peer named in the log; with every copy
+// corrupt the fetch fails naming each peer and graph.toml's CRC-32C.
+func TestFetchCorruptCopy(t *testing.T) {
+	parts, m, certs := fetchFixture(t)
+	want, err := os.ReadFile(filepath.Join(parts, partition.PartFile(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := m.Lookup(partition.PartFile(1))
+	if e == nil {
+		t.Fatalf("%s lacks %s", partition.ManifestFile, partition.PartFile(1))
+	}
+	chunk := len(want)/5 + 1
+	for _, tc := range []struct {
+		name       string
+		host2      *dirFiles
+		earlier    int      // bytes of the good copy an earlier fetch left in <name>.fetch
+		from       []string // nil: the fetch fails
+		logs, errs []string
+		partial    bool // a failed fetch leaves <name>.fetch for the next to go on from
+	}{
+		{name: "first peer's copy is corrupt", host2: &dirFiles{dir: parts},
+			from: []string{"host2"}, logs: []string{"peer served a corrupt copy", "peer=host0", "want=" + e.CRC32C}},
+		{name: "going on from an earlier fetch", host2: &dirFiles{dir: parts}, earlier: chunk,
+			from: []string{"host2"}, logs: []string{"went on from an earlier fetch", "peer served a corrupt copy", "peer=host0"}},
+		{name: "every copy is corrupt", host2: &dirFiles{dir: parts, corrupt: true},
+			logs: []string{"peer=host0", "peer=host2"},
+			errs: []string{"no peer is left", "host0, host2", "CRC-32C " + e.CRC32C, "the bytes from host0 have", "the bytes from host2 have"}},
+		{name: "no other peer holds it", host2: &dirFiles{dir: t.TempDir()}, partial: true,
+			logs: []string{"peer=host0"},
+			errs: []string{"no peer holds it", "the bytes from host0 have"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Node.Parts, cfg.Node.Part, cfg.Node.Name = filepath.Join(t.TempDir(), "parts"), 1, "host1"
+			cfg.Mesh.Certs, cfg.Mesh.Cluster, cfg.Mesh.Timeout, cfg.Mesh.Retries = certs, "fetch", "1s", 1
+			cfg.Mesh.Peers = []MeshPeer{
+				{Part: 0, Name: "host0", Addr: serve(t, certs, m.Checksum, 0, &dirFiles{dir: parts, corrupt: true})},
+				{Part: 2, Name: "host2", Addr: serve(t, certs, m.Checksum, 2, tc.host2)},
+			}
+			final := filepath.Join(cfg.Node.Parts, partition.PartFile(1))
+			if tc.earlier > 0 {
+				if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				toml, err := os.ReadFile(filepath.Join(parts, partition.ManifestFile))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(cfg.Node.Parts, partition.ManifestFile), toml, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(final+fetchSuffix, want[:tc.earlier], 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var logs bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&logs, nil))
+			got, err := Fetch(context.Background(), cfg, log, FetchOptions{chunk: chunk})
+			for _, s := range tc.logs {
+				if !strings.Contains(logs.String(), s) {
+					t.Errorf("log lacks %q:\n%s", s, &logs)
+				}
+			}
+			if tc.from == nil {
+				if !errors.Is(err, ErrFetch) {
+					t.Fatalf("fetched %+v, %v; want %v", got, err, ErrFetch)
+				}
+				for _, s := range tc.errs {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error lacks %q: %v", s, err)
+					}
+				}
+				if _, err := os.Stat(final); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s: %v, want none", final, err)
+				}
+				if _, err := os.Stat(final + fetchSuffix); !tc.partial && !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s: %v, want it removed", final+fetchSuffix, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%v\n%s", err, &logs)
+			}
+			if len(got) != 2 || got[1].Path != partition.PartFile(1) || !slices.Equal(got[1].From, tc.from) || got[1].Resumed != 0 || got[1].Fetched != int64(len(want)) {
+				t.Fatalf("fetched %+v, want part 1 from %v, not resumed", got, tc.from)
+			}
+			b, err := os.ReadFile(final)
+			if err != nil {
+				t.Fatal(err)
+			}
+			crc, err := crcOf(bytes.NewReader(b))
+			if err != nil || fmt.Sprintf("%08x", crc) != e.CRC32C || !bytes.Equal(b, want) {
+				t.Fatalf("part file: %d bytes with CRC-32C %08x, want the %d of the source with %s", len(b), crc, len(want), e.CRC32C)
+			}
+		})
+	}
 }
