@@ -74,8 +74,11 @@
 // once, bumps the version to s+1 and releases every caller with nil. The
 // step fails for every waiter with ErrStepFailed and a message naming the
 // missing trainers when a trainer Leaves, a waiter's context ends (its
-// connection dropped), or Config.SyncTimeout passes after the first push;
-// the rows and version stay as they were. A departed trainer is remembered
+// connection dropped), Config.SyncTimeout passes after the first push, or
+// Load or LoadTable restores the table (the rows and version are then the
+// checkpoint's, or the initial ones if the load fails); otherwise the rows
+// and version stay as they were. A push whose step is not the step being
+// gathered is refused (ErrStep). A departed trainer is remembered
 // until it pushes again, so a later step that needs it fails at once. Each
 // shard decides on its own: when a step fails on one shard after it
 // succeeded on another, the shards' versions differ and the job should

@@ -19,8 +19,9 @@ import (
 // rows, dim, shard range, optimiser, mode). Hyperparameters (lr, eps,
 // betas) and the initialiser may differ: the configured ones apply from
 // here on. A table whose body fails its CRC is reset to its initial
-// values before Load returns the error. A save that a crash interrupted
-// is finished or undone first (Recover).
+// values before Load returns the error. A synchronous step being gathered
+// on a table that Load restores (or resets) fails with ErrStepFailed. A
+// save that a crash interrupted is finished or undone first (Recover).
 func (s *Store) Load(dir string) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
@@ -92,14 +93,21 @@ func (t *table) load(dir string, part int) error {
 		return fail(ErrCorrupt, "file is %d bytes, header says %d, table needs %d", st.Size(), hs, size)
 	}
 
+	if ss := t.sync; ss != nil {
+		// The version changes under the round being gathered: end it, or
+		// a push for the loaded version would join a round of the old one
+		// and be averaged with its gradients. ss.mu before t.mu, as the
+		// step apply takes them.
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		if rd := ss.mu.round; rd != nil {
+			ss.failLocked(rd, fmt.Errorf("kv: table %q step %d: the table was loaded from %s while the step was gathered; missing trainers %v: %w",
+				t.spec.Name, rd.step, path, rd.missing(), ErrStepFailed))
+		}
+		defer ss.bumpWaitersLocked()
+	}
 	if err := t.restore(r, le.Uint64(h[96:])); err != nil {
 		return fmt.Errorf("kv: load %s: %w", path, err)
-	}
-	if ss := t.sync; ss != nil {
-		// After t.mu is released: the step apply takes ss.mu, then t.mu.
-		ss.mu.Lock()
-		ss.bumpWaitersLocked()
-		ss.mu.Unlock()
 	}
 	return nil
 }

@@ -86,8 +86,14 @@ func (t *table) pushSync(ctx context.Context, step uint64, trainer, world int, g
 		ss.mu.Unlock()
 		return fmt.Errorf("kv: table %q: trainer %d pushed step %d, shard is at version %d and expects step %d: %w", name, trainer, step, v, v, ErrStep)
 	}
-	delete(ss.mu.left, trainer)
 	r := ss.mu.round
+	if r != nil && r.step != step {
+		// Load ends the round when it changes the version, so the round
+		// is always the version's step; never average two steps.
+		ss.mu.Unlock()
+		return fmt.Errorf("kv: table %q: trainer %d pushed step %d, the step being gathered is %d: %w", name, trainer, step, r.step, ErrStep)
+	}
+	delete(ss.mu.left, trainer)
 	if r == nil {
 		r = &round{step: step, world: world, grads: make([][]float32, world), done: make(chan struct{})}
 		ss.mu.round = r

@@ -242,3 +242,57 @@ func TestPullVersionWaitsForStep(t *testing.T) {
 		t.Fatalf("pull after step: %+v", r)
 	}
 }
+
+// TestSyncStressSaveLeaveDrop: rounds, min-version pulls, saves, leaves
+// and a final drop run together for about 2 s; nothing races, deadlocks
+// or hangs, and a pull for version v+1 never returns an older version.
+func TestSyncStressSaveLeaveDrop(t *testing.T) {
+	const rows, dim, world = 16, 4, 3
+	sp := spec("w", rows, dim, Adam(0.01, 0.9, 0.999, 1e-8), Sync, 1)
+	s := newStore(t, 0, sp)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	var fails [world]int
+	for k := range world {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for ctx.Err() == nil {
+				v, err := s.Version("w")
+				if err != nil {
+					return
+				}
+				if err := s.PushSync(ctx, "w", v, k, world, grad(rows*dim, k, v)); err != nil {
+					fails[k]++
+					continue
+				}
+				if _, got, err := s.PullVersion(ctx, "w", v+1, []uint64{1}, nil); err == nil && got < v+1 {
+					t.Errorf("pull min %d got %d", v+1, got)
+				}
+			}
+		}()
+	}
+	go func() {
+		defer func() { done <- struct{}{} }()
+		for i := 0; ctx.Err() == nil; i++ {
+			if err := s.Save(dir); err != nil {
+				t.Error(err)
+			}
+			if i%5 == 0 {
+				s.Leave(i % world)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	time.Sleep(2 * time.Second)
+	s.Drop("w")
+	for range world + 1 {
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("hung")
+		}
+	}
+	t.Logf("fails %v", fails)
+}
