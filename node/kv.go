@@ -37,6 +37,14 @@ type kvServer struct {
 
 	mu      sync.Mutex
 	clients map[string]*kv.Client
+
+	// createMu serialises the local part of kv_create (Store.Create, the
+	// checkpoint load and its undo) and of kv_drop, so that a kv_create
+	// of a table that another one is still loading waits until the table
+	// is loaded or gone, instead of answering with its initial rows. Never
+	// held across a broadcast: two nodes creating at once would each wait
+	// for the other's peer request. Taken before mu.
+	createMu sync.Mutex
 }
 
 // newKVServer builds the store with the tables of [kv] and, with
@@ -197,21 +205,9 @@ func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward boo
 	if s.store == nil { // a client node: the sampling nodes hold every shard
 		return s.createRemote(ctx, t, sp)
 	}
-	created, err := s.store.Create(sp)
+	created, err := s.createLocal(sp)
 	if err != nil {
 		return nil, &control.Error{Key: "table", Msg: err.Error()}
-	}
-	if created {
-		s.log.Info("kv table created", "table", sp.Name, "rows", sp.Rows, "dim", sp.Dim, "mode", sp.Mode.String(), "optimizer", sp.Opt.Kind.String())
-		if s.cfg.KV.Load {
-			path := filepath.Join(s.cfg.KV.CheckpointDir, kv.FileName(sp.Name, s.part))
-			if _, err := os.Stat(path); err == nil {
-				if err := s.store.LoadTable(s.cfg.KV.CheckpointDir, sp.Name); err != nil {
-					return nil, &control.Error{Key: "table", Msg: err.Error()}
-				}
-				s.log.Info("kv table loaded", "table", sp.Name, "path", path)
-			}
-		}
 	}
 	if _, err := s.client(sp); err != nil {
 		return nil, &control.Error{Key: "table", Msg: err.Error()}
@@ -222,7 +218,9 @@ func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward boo
 			if created {
 				// Not kept half made: a retry with the spec the peers
 				// have, or another, starts clean here.
+				s.createMu.Lock()
 				s.forget(sp.Name)
+				s.createMu.Unlock()
 				undo = " (the table this request created on this node is dropped again; nodes that accepted it keep it until kv_drop)"
 			}
 			return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the other nodes: %v%s", err, undo)}
@@ -230,6 +228,33 @@ func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward boo
 	}
 	v, _ := s.store.Version(sp.Name)
 	return &control.TableInfo{Name: sp.Name, Rows: sp.Rows, Dim: sp.Dim, Bounds: sp.Bounds, Created: created, Version: v}, nil
+}
+
+// createLocal creates sp in this node's store and, with kv.load, restores
+// it from its checkpoint file when there is one. A table it created whose
+// load fails is dropped again: kept, it would hold its initial rows at
+// version 0, and a retried kv_create would answer that it exists.
+func (s *kvServer) createLocal(sp kv.Spec) (bool, error) {
+	s.createMu.Lock()
+	defer s.createMu.Unlock()
+	created, err := s.store.Create(sp)
+	if err != nil || !created {
+		return false, err
+	}
+	s.log.Info("kv table created", "table", sp.Name, "rows", sp.Rows, "dim", sp.Dim, "mode", sp.Mode.String(), "optimizer", sp.Opt.Kind.String())
+	if !s.cfg.KV.Load {
+		return true, nil
+	}
+	path := filepath.Join(s.cfg.KV.CheckpointDir, kv.FileName(sp.Name, s.part))
+	if _, err := os.Stat(path); err != nil {
+		return true, nil
+	}
+	if err := s.store.LoadTable(s.cfg.KV.CheckpointDir, sp.Name); err != nil {
+		s.forget(sp.Name)
+		return false, fmt.Errorf("%w (the table this request created on this node is dropped again)", err)
+	}
+	s.log.Info("kv table loaded", "table", sp.Name, "path", path)
+	return true, nil
 }
 
 // createRemote is create on a client node: every sampling node creates
@@ -249,7 +274,9 @@ func (s *kvServer) createRemote(ctx context.Context, t *control.TableSpec, sp kv
 // forward is set, from every peer. A node that does not hold it is not an
 // error: a drop repeated after a partial failure finishes the job.
 func (s *kvServer) drop(ctx context.Context, name string, forward bool) (*control.DropInfo, error) {
+	s.createMu.Lock()
 	dropped := s.forget(name)
+	s.createMu.Unlock()
 	if dropped {
 		s.log.Info("kv table dropped", "table", name)
 	}

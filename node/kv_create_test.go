@@ -1,0 +1,182 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"graphnode/kv"
+	"graphnode/node/control"
+	"graphnode/partition"
+)
+
+// loadingKVServer is the kv server of a one-part cluster with kv.load
+// from dir, and the spec of its sync table "w" (4 rows × 2, SGD).
+func loadingKVServer(t *testing.T, dir string) (*kvServer, control.TableSpec) {
+	t.Helper()
+	cfg := &Config{KV: KVConfig{CheckpointDir: dir, Load: true, SyncTimeout: "5s"}}
+	s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := control.TableSpec{Name: "w", Rows: control.Rows{N: 4}, Dim: 2, Optimizer: "sgd", LR: 1, Mode: "sync"}
+	if err := ts.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return s, ts
+}
+
+// savedTable writes a checkpoint of sp at version 3 into a new directory
+// and returns its file and the rows it holds.
+func savedTable(t *testing.T, sp kv.Spec) (string, []float32) {
+	t.Helper()
+	ref, err := kv.New(kv.Config{Part: 0, Tables: []kv.Spec{sp}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := range uint64(3) {
+		g := make([]float32, 8)
+		for i := range g {
+			g[i] = float32(step+1) * float32(i+1) / 8
+		}
+		if err := ref.PushSync(context.Background(), "w", step, 0, 1, g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	if err := ref.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ref.Pull("w", []uint64{0, 1, 2, 3}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, kv.FileName("w", 0)), rows
+}
+
+// checkLoaded checks that info and the store hold sp loaded at version 3
+// with rows want.
+func checkLoaded(t *testing.T, s *kvServer, info *control.TableInfo, err error, want []float32) {
+	t.Helper()
+	if err != nil || info == nil || !info.Created || info.Version != 3 {
+		t.Fatalf("kv_create with a good checkpoint: %+v, %v; want created, version 3", info, err)
+	}
+	if rows, err := s.store.Pull("w", []uint64{0, 1, 2, 3}, nil); err != nil || !slices.Equal(rows, want) {
+		t.Fatalf("rows after the load: %v, %v; want %v", rows, err, want)
+	}
+}
+
+// TestKVCreateFailedLoadKeepsNoTable: a kv_create whose checkpoint file
+// fails to load keeps no table (its initial rows at version 0), so a
+// retry loads the file again instead of answering "created": false.
+func TestKVCreateFailedLoadKeepsNoTable(t *testing.T) {
+	dir := t.TempDir()
+	s, ts := loadingKVServer(t, dir)
+	good, rows := savedTable(t, s.resolve(&ts))
+	b, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[200] ^= 0x10 // a row byte: the body fails its CRC
+	path := filepath.Join(dir, kv.FileName("w", 0))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The load error as kv reports it, for the exact message.
+	probe, _ := kv.New(kv.Config{Part: 0, Tables: []kv.Spec{s.resolve(&ts)}})
+	loadErr := probe.LoadTable(dir, "w")
+	if !errors.Is(loadErr, kv.ErrCorrupt) {
+		t.Fatalf("probe load: %v", loadErr)
+	}
+	want := loadErr.Error() + " (the table this request created on this node is dropped again)"
+	ctx := context.Background()
+	for try := range 2 {
+		info, err := s.create(ctx, &ts, false)
+		var ce *control.Error
+		if !errors.As(err, &ce) || ce.Key != "table" || ce.Msg != want {
+			t.Fatalf("try %d: kv_create with a corrupt checkpoint: %+v, %v\nwant %s", try, info, err, want)
+		}
+		if names := s.store.Tables(); len(names) != 0 {
+			t.Fatalf("try %d: tables after the failed load: %v, want none", try, names)
+		}
+		if _, err := s.tableClient("w"); !errors.Is(err, kv.ErrUnknownTable) {
+			t.Fatalf("try %d: client after the failed load: %v", try, err)
+		}
+	}
+	if err := os.Rename(good, path); err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.create(ctx, &ts, false)
+	checkLoaded(t, s, info, err, rows)
+}
+
+// TestKVCreateWaitsForLoad: a kv_create of a table that another kv_create
+// is still loading waits until that one ends; when its load fails, the
+// second one creates the table and loads it itself. The checkpoint is a
+// FIFO, so the first load blocks until the test closes its write end.
+func TestKVCreateWaitsForLoad(t *testing.T) {
+	dir := t.TempDir()
+	s, ts := loadingKVServer(t, dir)
+	good, rows := savedTable(t, s.resolve(&ts))
+	path := filepath.Join(dir, kv.FileName("w", 0))
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		info *control.TableInfo
+		err  error
+	}
+	create := func() <-chan result {
+		ch := make(chan result, 1)
+		go func() {
+			info, err := s.create(context.Background(), &ts, false)
+			ch <- result{info, err}
+		}()
+		return ch
+	}
+	first := create()
+	// The write end opens once the first load has the FIFO open to read.
+	var w *os.File
+	for deadline := time.Now().Add(10 * time.Second); w == nil; time.Sleep(time.Millisecond) {
+		f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		switch {
+		case err == nil:
+			w = f
+		case !errors.Is(err, syscall.ENXIO):
+			t.Fatal(err)
+		case time.Now().After(deadline):
+			t.Fatal("the first kv_create never opened its checkpoint")
+		}
+		select {
+		case r := <-first:
+			t.Fatalf("first kv_create ended before its load: %+v, %v", r.info, r.err)
+		default:
+		}
+	}
+	second := create()
+	select {
+	case r := <-second:
+		t.Fatalf("second kv_create answered while the table was being loaded: %+v, %v", r.info, r.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	// The second kv_create finds a good checkpoint; the first reads an
+	// empty FIFO and fails.
+	if err := os.Rename(good, path); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	r := <-first
+	want := "kv: load " + path + ": header: 0 of 192 bytes: corrupt checkpoint (the table this request created on this node is dropped again)"
+	var ce *control.Error
+	if !errors.As(r.err, &ce) || ce.Key != "table" || ce.Msg != want {
+		t.Fatalf("first kv_create: %+v, %v\nwant %s", r.info, r.err, want)
+	}
+	r = <-second
+	checkLoaded(t, s, r.info, r.err, rows)
+}
