@@ -165,7 +165,7 @@ func (c *Client) OpenLoader(ctx context.Context, part int, options []byte) (*Rem
 	defer cancel()
 	m := c.out.peer(p.name)
 	began := time.Now()
-	conn, err := c.dial(ctx, p)
+	conn, err := c.dialWith(ctx, p, loaderQuicConfig())
 	var payload []byte
 	if err == nil {
 		payload, err = c.exchange(ctx, st, conn, b, TypeLoaderOpenResponse, nil)

@@ -120,13 +120,18 @@ func (c *Client) dialShared(p *peerConn, ch chan struct{}) {
 // dial opens a connection to p and exchanges the hello, within
 // DialTimeout.
 func (c *Client) dial(ctx context.Context, p *peerConn) (*quic.Conn, error) {
+	return c.dialWith(ctx, p, quicConfig())
+}
+
+// dialWith is dial with the QUIC configuration qc.
+func (c *Client) dialWith(ctx context.Context, p *peerConn, qc *quic.Config) (*quic.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, DialTimeout)
 	defer cancel()
 	ua, err := resolveUDP(ctx, p.addr)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := c.tr.Dial(ctx, ua, clientTLS(c.cfg.Identity, p.name, c.cfg.alpn), quicConfig())
+	conn, err := c.tr.Dial(ctx, ua, clientTLS(c.cfg.Identity, p.name, c.cfg.alpn), qc)
 	if err != nil {
 		if e, ok := explainHandshake(err, c.cfg.alpn); ok {
 			return nil, e

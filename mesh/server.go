@@ -193,6 +193,21 @@ func quicConfig() *quic.Config {
 	}
 }
 
+// loaderQuicConfig is quicConfig for the connection of a loader streamed
+// over the mesh (OpenLoader). Its sub-rings' streams share it and the
+// trainer reads them in turn: streams whose sub-rings are full on this
+// side go unread while the trainer waits on another, and with a shared
+// window smaller than theirs together their unread bytes used it up and
+// the awaited stream got no credit — the trainer waited for ever. Here
+// the connection's window is every stream's window together, so only a
+// stream's own window ever stops it; memory stays bounded by those.
+func loaderQuicConfig() *quic.Config {
+	c := quicConfig()
+	c.InitialConnectionReceiveWindow = MaxLoaderStreams * MaxStreamReceiveWindow
+	c.MaxConnectionReceiveWindow = MaxLoaderStreams * MaxStreamReceiveWindow
+	return c
+}
+
 // Addr is the bound UDP address.
 func (s *Server) Addr() net.Addr { return s.udp.LocalAddr() }
 

@@ -55,6 +55,11 @@ const (
 	// feature block is not window-bound on a LAN.
 	MaxStreamReceiveWindow     = 16 << 20
 	MaxConnectionReceiveWindow = 64 << 20
+	// MaxLoaderStreams is the most sub-rings a loader streamed over the
+	// mesh may have (the node's largest workers setting is at most this):
+	// a loader's connection gets this many streams' windows (see
+	// loaderQuicConfig).
+	MaxLoaderStreams = 64
 	// refuseLinger is how long a server keeps a refused connection open
 	// after its HelloAck, so the client reads the server's values and
 	// names the mismatch itself, before the server closes it.

@@ -302,3 +302,49 @@ func TestServerClientStalledLoader(t *testing.T) {
 	defer rcancel()
 	readAll(t, rctx, l2, want, "beside a stalled loader")
 }
+
+// TestRelaySamplerPause: a relayed loader of 8 workers (2 MiB sub-rings)
+// whose sampler 1 pauses for 3 s (SIGSTOP, below shm.DeadAfter: a slow
+// remote fetch, a descheduled process) while the trainer reads. The other
+// sub-rings fill on both nodes, their streams' records wait unread on the
+// client node, and they used up the loader connection's shared QUIC
+// window: once the sampler resumed, its stream got no credit and the
+// trainer waited for ever. Every batch must come.
+func TestRelaySamplerPause(t *testing.T) {
+	_, c, socket, ctx := serverClient(t, "10s")
+	o := baseOptions()
+	o.WorldSize, o.Rank, o.Workers, o.Epochs, o.BatchSize = 2, 0, 8, 1000, 64
+	l := openReading(t, ctx, socket, o, 8)
+	st, err := client.Stats(ctx, c.sockets[0])
+	if err != nil || len(st.Loaders) != 1 {
+		t.Fatalf("stats %+v %v", st, err)
+	}
+	c.note(st)
+	pid := st.Loaders[0].Samplers[1].PID
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(3 * time.Second)
+		syscall.Kill(pid, syscall.SIGCONT)
+	}()
+	rctx, cancel := context.WithTimeout(ctx, 25*time.Second)
+	defer cancel()
+	for n := 0; n < 3000; n++ {
+		if _, err := l.Next(rctx); err != nil && !errors.Is(err, client.ErrEndOfEpoch) {
+			st0, _ := client.Stats(context.Background(), c.sockets[0])
+			stc, _ := client.Stats(context.Background(), socket)
+			t.Fatalf("trainer stuck after %d batches (the sampler resumed 3 s after the start): %v\nsampling node loaders: %+v\nclient loaders: %+v",
+				n, err, st0.Loaders, stc.Loaders)
+		}
+	}
+}
+
+// TestLoaderStreamsFitTheWindow: a relayed loader has as many streams as
+// workers, and the loader connection's window covers mesh.MaxLoaderStreams
+// of them: the node's largest workers setting must not pass it.
+func TestLoaderStreamsFitTheWindow(t *testing.T) {
+	if control.MaxWorkers > mesh.MaxLoaderStreams {
+		t.Fatalf("control.MaxWorkers %d > mesh.MaxLoaderStreams %d", control.MaxWorkers, mesh.MaxLoaderStreams)
+	}
+}
