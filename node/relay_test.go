@@ -328,9 +328,13 @@ func TestRelaySamplerPause(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		syscall.Kill(pid, syscall.SIGCONT)
 	}()
-	rctx, cancel := context.WithTimeout(ctx, 25*time.Second)
+	// Without the fix the trainer hung for good within 50 batches; with it
+	// 3000 batches took 45 s under -race on two busy cores, and the longest
+	// wait was the pause itself (2-3 s). 600 batches and a minute and a
+	// half leave room for a slow machine.
+	rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	for n := 0; n < 3000; n++ {
+	for n := 0; n < 600; n++ {
 		if _, err := l.Next(rctx); err != nil && !errors.Is(err, client.ErrEndOfEpoch) {
 			st0, _ := client.Stats(context.Background(), c.sockets[0])
 			stc, _ := client.Stats(context.Background(), socket)
