@@ -1,6 +1,8 @@
 package train
 
 import (
+	"math"
+
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 )
@@ -158,4 +160,19 @@ func colSums[T float](dst []T, m mat[T]) {
 			dst[j] += r[j]
 		}
 	}
+}
+
+// finite reports whether x is neither NaN nor infinite.
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// firstNonFinite is the index of g's first NaN or infinite value, or -1:
+// a gradient must be finite before it leaves the trainer (every
+// trainer's parameters, or the shared tables, would turn NaN).
+func firstNonFinite(g []float32) int {
+	for i, x := range g {
+		if !finite(float64(x)) {
+			return i
+		}
+	}
+	return -1
 }

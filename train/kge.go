@@ -84,18 +84,18 @@ func (c *KGEConfig) Validate() error {
 		bad("batch size %d and negatives %d must be positive", c.BatchSize, c.NegSize)
 	}
 	// The models hold gamma as a float32: 1e300 is +Inf there.
-	if g := float64(float32(c.Gamma)); math.IsNaN(g) || math.IsInf(g, 0) {
+	if !finite(float64(float32(c.Gamma))) {
 		bad("gamma %g: must be finite (as a float32)", c.Gamma)
 	}
-	finite := func(field string, v float64) bool {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+	mustBeFinite := func(field string, v float64) bool {
+		if !finite(v) {
 			bad("%s %g: must be finite", field, v)
 			return false
 		}
 		return true
 	}
-	advOK := finite("adversarial temperature", c.AdvTemp)
-	regOK := finite("regularisation coefficient", c.RegCoef)
+	advOK := mustBeFinite("adversarial temperature", c.AdvTemp)
+	regOK := mustBeFinite("regularisation coefficient", c.RegCoef)
 	if advOK && regOK && (c.AdvTemp < 0 || c.RegCoef < 0 || c.RegNorm < 1 && c.RegCoef > 0) {
 		bad("adversarial temperature %g, regularisation %g (norm %d): want >= 0 (norm >= 1)", c.AdvTemp, c.RegCoef, c.RegNorm)
 	}

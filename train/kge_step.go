@@ -104,7 +104,7 @@ func (k *KGE) trainStep(ctx context.Context, batch []Triple, corruptHead bool) (
 	}
 	// Checked before anything is pushed: the tables are every trainer's,
 	// and one non-finite gradient poisons its rows for all of them.
-	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+	if !finite(loss) {
 		return 0, 0, fmt.Errorf("loss is %g: lower the learning rate or gamma: %w", loss, ErrInvalid)
 	}
 	if err := kgeFinite(cfg.EntityTable, st.ents, st.gE, ed); err != nil {
@@ -127,10 +127,8 @@ func (k *KGE) trainStep(ctx context.Context, batch []Triple, corruptHead bool) (
 // in table (a float32 gradient overflows where the float64 loss does
 // not).
 func kgeFinite(table string, ids []uint64, g []float32, dim int) error {
-	for i, x := range g {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return fmt.Errorf("gradient of %s row %d is %g: lower the learning rate or gamma: %w", table, ids[i/dim], x, ErrInvalid)
-		}
+	if i := firstNonFinite(g); i >= 0 {
+		return fmt.Errorf("gradient of %s row %d is %g: lower the learning rate or gamma: %w", table, ids[i/dim], g[i], ErrInvalid)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 
 	"graphnode/sample"
 )
@@ -194,13 +193,11 @@ func (t *Trainer) batchGrad(e int, v *sample.View) error {
 	// Checked before the gradient reaches the other trainers (the
 	// all-reduce, then every rank's optimiser): one NaN or Inf there
 	// makes every parameter NaN on every rank.
-	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+	if !finite(loss) {
 		return fmt.Errorf("train: batch %d of epoch %d: loss is %g (a NaN or Inf feature, or a learning rate too large): %w", v.Header.Index, e, loss, ErrInvalid)
 	}
-	for i, g := range t.vec[:len(n.params)] {
-		if math.IsNaN(float64(g)) || math.IsInf(float64(g), 0) {
-			return fmt.Errorf("train: batch %d of epoch %d: gradient %d of %d is %g (a NaN or Inf feature, or a learning rate too large): %w", v.Header.Index, e, i, len(n.params), g, ErrInvalid)
-		}
+	if i := firstNonFinite(t.vec[:len(n.params)]); i >= 0 {
+		return fmt.Errorf("train: batch %d of epoch %d: gradient %d of %d is %g (a NaN or Inf feature, or a learning rate too large): %w", v.Header.Index, e, i, len(n.params), t.vec[i], ErrInvalid)
 	}
 	s := t.vec[len(n.params):]
 	s[statActive] = 1
