@@ -121,8 +121,8 @@ func roundTrip(ctx context.Context, conn net.Conn, req *control.Request) (resp *
 // would be read as the answer of the next request. A connection that
 // broke must not carry another request.
 func exchange(ctx context.Context, conn net.Conn, body []byte) (resp []byte, broken bool, err error) {
-	if len(body) > control.MaxFrame {
-		return nil, false, fmt.Errorf("control: message of %d bytes exceeds %d: %w", len(body), control.MaxFrame, control.ErrProtocol)
+	if err := control.CheckSize(len(body)); err != nil {
+		return nil, false, err // nothing written: the stream is in step
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)

@@ -29,9 +29,18 @@ func WriteFrame(w io.Writer, v any) error {
 // WriteRaw writes body (a kv wire message) as one frame.
 func WriteRaw(w io.Writer, body []byte) error { return writeBody(w, body) }
 
+// CheckSize refuses a message body of n bytes that no frame can carry;
+// the writers check it before writing anything.
+func CheckSize(n int) error {
+	if n > MaxFrame {
+		return fmt.Errorf("control: message of %d bytes exceeds %d: %w", n, MaxFrame, ErrProtocol)
+	}
+	return nil
+}
+
 func writeBody(w io.Writer, body []byte) error {
-	if len(body) > MaxFrame {
-		return fmt.Errorf("control: message of %d bytes exceeds %d: %w", len(body), MaxFrame, ErrProtocol)
+	if err := CheckSize(len(body)); err != nil {
+		return err
 	}
 	buf := make([]byte, 4+len(body))
 	binary.LittleEndian.PutUint32(buf, uint32(len(body)))
