@@ -1,7 +1,5 @@
 package partition
 
-import "strconv"
-
 // Graph is an input graph held in memory between a reader (or generator)
 // and the partitioner. Nodes are dense indices 0..NumNodes-1 in input
 // order; IDs maps them back to the input's ids. Edges are directed
@@ -60,15 +58,6 @@ func (m IDMap) Orig(i uint32) uint64 {
 		return m.Ints[i]
 	}
 	return uint64(i)
-}
-
-// text is node i's input id as a user wrote it, for messages: the
-// integer, or the quoted string.
-func (m IDMap) text(i uint32) string {
-	if m.Names != nil {
-		return strconv.Quote(m.Names[i])
-	}
-	return strconv.FormatUint(m.Orig(i), 10)
 }
 
 // KG is the knowledge-graph side of a Graph: the triples of Src/Dst/Etypes

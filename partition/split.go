@@ -185,7 +185,7 @@ func disjointSplits(g *Graph) error {
 		for _, b := range named[i+1:] {
 			if v, ok := firstCommon(a.nodes, b.nodes); ok {
 				return fmt.Errorf("partition: graph %q: node %s is in both the %s and the %s split of the input: %w",
-					g.Name, g.IDs.text(v), a.name, b.name, ErrFormat)
+					g.Name, nodeName(g, v), a.name, b.name, ErrFormat)
 			}
 		}
 	}
