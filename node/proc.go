@@ -46,7 +46,7 @@ type proc struct {
 
 // startProc re-executes this binary as `node sampler` for worker w, with
 // spec (its encoded SamplerSpec) on stdin. Its stdout carries progress
-// lines ("progress <batches> <epoch>"); its stderr is the node's.
+// lines ("progress <batches> <epoch> <edges>"); its stderr is the node's.
 // Pdeathsig makes the kernel kill it if the node dies, so a sampler never
 // outlives its node.
 func (n *Node) startProc(l *loader, w int, spec []byte) (*proc, error) {
