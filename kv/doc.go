@@ -83,7 +83,9 @@
 // shard decides on its own: when a step fails on one shard after it
 // succeeded on another, the shards' versions differ and the job should
 // resume from the last checkpoint (as a failed collective ends a PyTorch
-// DDP job). PullVersion(v) waits until version >= v.
+// DDP job). PullVersion(v) waits until version >= v and returns rows of
+// such a version: when Load sets the version back below v (during the
+// wait or between the wait and the read), it waits again.
 //
 // # Wire messages
 //

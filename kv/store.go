@@ -64,6 +64,10 @@ type Store struct {
 	// syncDir fsyncs the checkpoint directory when Save commits its
 	// journal: the package's syncDir; tests make it fail.
 	syncDir func(dir string) error
+	// pullWaited, when set (tests only), runs in PullVersion after each
+	// wait for the version and before the rows are read: where a Load
+	// may change the version under the pull.
+	pullWaited func(table string)
 }
 
 // tableSet is an immutable snapshot of a store's tables.
@@ -261,26 +265,40 @@ func (s *Store) Pull(table string, ids []uint64, dst []float32) ([]float32, erro
 }
 
 // PullVersion is Pull that first waits until a Sync table's version is at
-// least minVersion; it returns the version the rows belong to. On an Async
-// table minVersion must be 0.
+// least minVersion; it returns the version the rows belong to, never one
+// below minVersion. On an Async table minVersion must be 0.
 func (s *Store) PullVersion(ctx context.Context, table string, minVersion uint64, ids []uint64, dst []float32) ([]float32, uint64, error) {
 	t, err := s.table(table)
 	if err != nil {
 		return dst, 0, err
 	}
-	if minVersion > 0 {
-		if t.sync == nil {
-			return dst, 0, fmt.Errorf("kv: table %q: waiting for version %d on an async table: %w", table, minVersion, ErrMode)
-		}
-		if err := t.waitVersion(ctx, minVersion); err != nil {
-			return dst, 0, err
-		}
+	if minVersion > 0 && t.sync == nil {
+		return dst, 0, fmt.Errorf("kv: table %q: waiting for version %d on an async table: %w", table, minVersion, ErrMode)
 	}
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	v := t.version.Load()
-	dst, err = t.pull(ids, dst)
-	return dst, v, err
+	for {
+		if minVersion > 0 {
+			if err := t.waitVersion(ctx, minVersion); err != nil {
+				return dst, 0, err
+			}
+			if s.pullWaited != nil {
+				s.pullWaited(table)
+			}
+		}
+		// A Sync table's version changes only under t.mu held exclusively
+		// (a step, Load), so the version read here is the rows' version.
+		// The wait cannot hold t.mu: the step it waits for needs it. A
+		// Load between the wait and this lock may have set the version
+		// back below minVersion; the pull then waits again, as one that
+		// started after the Load does.
+		t.mu.RLock()
+		v := t.version.Load()
+		if v >= minVersion {
+			dst, err = t.pull(ids, dst)
+			t.mu.RUnlock()
+			return dst, v, err
+		}
+		t.mu.RUnlock()
+	}
 }
 
 // Push applies the gradients grads (len(ids)·dim, row after row) of an

@@ -125,3 +125,86 @@ func TestSyncPushForAnotherRoundRefused(t *testing.T) {
 		t.Fatalf("rows after step 0: %v, want the average of trainers 0 and 1 only", got)
 	}
 }
+
+// TestPullVersionLoadBelowMin: a PullVersion(2) whose wait has ended,
+// but whose rows are not read yet, when LoadTable sets the table back to
+// version 1 waits again, as a pull that started after the load does: it
+// never answers version 1 with the checkpoint's rows. Once step 1 is
+// pushed anew it answers version 2 with that step's rows; when its
+// context ends first, it fails naming the table and both versions.
+func TestPullVersionLoadBelowMin(t *testing.T) {
+	const rows, dim = 4, 2
+	sp := spec("w", rows, dim, SGD(1), Sync, 1)
+	s := newStore(t, 0, sp)
+	step := func(st uint64) {
+		t.Helper()
+		if err := s.PushSync(context.Background(), "w", st, 0, 1, grad(rows*dim, 0, st)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(0)
+	dir := t.TempDir()
+	if err := s.Save(dir); err != nil { // version 1
+		t.Fatal(err)
+	}
+	atV1, _ := s.Pull("w", allIDs(rows), nil)
+	step(1)
+	atV2, _ := s.Pull("w", allIDs(rows), nil)
+	if slices.Equal(atV1, atV2) {
+		t.Fatalf("step 1 left the rows as they were: %v", atV1)
+	}
+
+	type result struct {
+		rows []float32
+		v    uint64
+		err  error
+	}
+	// pull starts PullVersion(2) at version 2; its first wait ends at
+	// once and the hook loads the version 1 checkpoint before the read.
+	// The load's error is sent on loaded.
+	pull := func(ctx context.Context) (loaded <-chan error, done <-chan result) {
+		l, d := make(chan error, 1), make(chan result, 1)
+		waits := 0
+		s.pullWaited = func(string) { // runs on the pull's goroutine only
+			if waits++; waits == 1 {
+				l <- s.LoadTable(dir, "w")
+			}
+		}
+		go func() {
+			got, v, err := s.PullVersion(ctx, "w", 2, allIDs(rows), nil)
+			d <- result{got, v, err}
+		}()
+		return l, d
+	}
+
+	// The pull's context ends during the load: it must not answer.
+	ctx, cancel := context.WithCancel(context.Background())
+	loaded, done := pull(ctx)
+	if err := <-loaded; err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	r := <-done
+	const want = `kv: table "w": waiting for version 2 (at 1): context canceled`
+	if r.err == nil || r.err.Error() != want || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("PullVersion(2) across a load back to version 1, context ended: version %d, rows %v, %v\nwant %s",
+			r.v, r.rows, r.err, want)
+	}
+
+	// Back at version 2, then loaded to 1 again: step 1 pushed anew
+	// releases the pull with its rows.
+	step(1)
+	loaded, done = pull(context.Background())
+	if err := <-loaded; err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s.Version("w"); v != 1 {
+		t.Fatalf("version after the load: %d, want 1", v)
+	}
+	step(1)
+	r = <-done
+	if r.err != nil || r.v != 2 || !slices.Equal(r.rows, atV2) {
+		t.Fatalf("PullVersion(2) across a load back to version 1: version %d, %v, rows %v; want version 2, rows %v (version 1 rows: %v)",
+			r.v, r.err, r.rows, atV2, atV1)
+	}
+}
