@@ -176,13 +176,31 @@ func LoadFetchConfig(path string) (Config, error) { return loadConfig(path, true
 func loadConfig(path string, fetch bool) (Config, error) {
 	var c Config
 	md, err := toml.DecodeFile(path, &c)
+	var refused *valueDecoder // set when a value had the wrong type
 	if err != nil {
-		return c, fmt.Errorf("node: %s: %w", path, err)
+		// Decode stops at the first value of the wrong type; decode the
+		// file again value by value, so that every problem is reported.
+		c = Config{}
+		d, derr := decodeValues(path, &c)
+		if derr != nil {
+			return c, derr // not TOML at all
+		}
+		if len(d.problems) == 0 {
+			return c, fmt.Errorf("node: %s: %w", path, err)
+		}
+		md, refused = d.md, d
 	}
 	c.Node.Fetch = c.Node.Fetch || fetch
 	var problems []error
-	for _, k := range md.Undecoded() {
+	unknown := md.Undecoded()
+	if refused != nil {
+		unknown = refused.unknown
+	}
+	for _, k := range unknown {
 		problems = append(problems, configError(fmt.Sprintf("%s: unknown key %q%s", path, k.String(), unknownKeyHint(k))))
+	}
+	if refused != nil {
+		problems = append(problems, refused.problems...)
 	}
 	if !md.IsDefined("version") {
 		problems = append(problems, configError(fmt.Sprintf("%s: version: missing (want version = %d)", path, ConfigVersion)))
@@ -191,6 +209,9 @@ func loadConfig(path string, fetch bool) (Config, error) {
 	c.fillDefaults(func(key string) bool { return md.IsDefined(strings.Split(key, ".")...) })
 	if err := c.Validate(); err != nil {
 		for _, p := range unjoin(err) {
+			if key, msg, _ := strings.Cut(p.Error(), ":"); refused != nil && refused.covers(key, msg) {
+				continue // judged the zero left by a refused value
+			}
 			problems = append(problems, configError(path+": "+p.Error()))
 		}
 	}

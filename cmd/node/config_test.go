@@ -69,6 +69,26 @@ func TestConfigCheckListsEveryProblem(t *testing.T) {
 	}
 }
 
+// TestConfigCheckListsEveryWrongType: values of the wrong type are each
+// a problem with key and line, not only the first, beside the others.
+func TestConfigCheckListsEveryWrongType(t *testing.T) {
+	_, path := writeNodeTOML(t, "version = 1\n[node]\nparts = \"$DIR/parts\"\n[control]\nsocket = \"$DIR/s.sock\"\n"+
+		"[samplers]\nworkers = \"3\"\nconcurrency = 0\n[log]\nlevel = true\nformat = \"yaml\"\n")
+	code, out, errs := cliRun("config", "check", "-c", path)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	if !strings.Contains(out, "[samplers]") {
+		t.Errorf("effective config not printed:\n%s", out)
+	}
+	for _, want := range []string{"4 problem(s)", `samplers.workers: line 7: want an integer, not the string "3"`,
+		"log.level: line 10: want a string, not the boolean true", "samplers.concurrency: 0 is out of range", `log.format: "yaml"`} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errs)
+		}
+	}
+}
+
 func TestConfigUsage(t *testing.T) {
 	if code, _, errs := cliRun("config"); code != 2 || !strings.Contains(errs, "node config check -c node.toml") {
 		t.Errorf("node config: exit %d, %q", code, errs)

@@ -1,0 +1,163 @@
+package node
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+)
+
+// TestLoadConfigReportsEveryWrongType: toml.Decode stops at the first
+// value of the wrong type; LoadConfig reports each of them, with its key
+// and line, beside the unknown keys and the problems of the values of the
+// right type, and leaves out the problems that only judge a refused
+// value's zero.
+func TestLoadConfigReportsEveryWrongType(t *testing.T) {
+	dir := t.TempDir()
+	path := writeConfig(t, dir, `version = "1"
+[node]
+parts = "`+dir+`"
+part = "0"
+[control]
+socket = "`+dir+`/node.sock"
+[samplers]
+workers = "2"
+concurrency = 3
+wrkers = 1
+[log]
+level = 4
+format = "xml"
+[mesh]
+certs = "`+dir+`"
+cluster = "c"
+timeout = "5s"
+[[mesh.peers]]
+part = 0
+name = "a"
+addr = "127.0.0.1:7000"
+[[mesh.peers]]
+part = "1"
+name = "b"
+addr = "127.0.0.1:7001"
+[[kv.tables]]
+name = "ent"
+rows = 10
+dim = "8"
+optimizer = "sgd"
+mode = "sync"
+[metrics]
+listen = ["127.0.0.1:9464"]
+`)
+	cfg, err := LoadConfig(path)
+	if !errors.Is(err, ErrConfig) {
+		t.Fatalf("err = %v, want ErrConfig", err)
+	}
+	want := []string{
+		`unknown key "samplers.wrkers"`,
+		`version: line 1: want an integer, not the string "1"`,
+		`node.part: line 4: want an integer, not the string "0"`,
+		`samplers.workers: line 8: want an integer, not the string "2"`,
+		`log.level: line 12: want a string, not the integer 4`,
+		`mesh.peers[1].part: want an integer, not the string "1"`,
+		`kv.tables[0].dim: want an integer, not the string "8"`,
+		`metrics.listen: line 33: want a string, not an array`,
+		`log.format: "xml" is not one of text, json, auto`,
+	}
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(l, path+": ")
+	}
+	for _, w := range want {
+		found := false
+		for _, l := range lines {
+			found = found || l == w
+		}
+		if !found {
+			t.Errorf("no problem %q in:\n%s", w, strings.Join(lines, "\n"))
+		}
+	}
+	// Nothing else: no "version 0 is not supported", no "samplers.workers:
+	// 0 is out of range", no complaint about the peers checked against
+	// the refused node.part or about the kv table holding a refused
+	// value. The directory has neither graph.toml nor certificates, and
+	// those problems stay.
+	for _, l := range lines {
+		if !slices.Contains(want, l) && !strings.HasPrefix(l, "mesh.certs: ") && !strings.HasPrefix(l, "node.parts: ") {
+			t.Errorf("unexpected problem %q", l)
+		}
+	}
+	// The values of the right type are kept.
+	if cfg.Samplers.Concurrency != 3 || cfg.Log.Format != "xml" || cfg.Mesh.Timeout != "5s" || len(cfg.Mesh.Peers) != 2 || cfg.Mesh.Peers[1].Addr != "127.0.0.1:7001" || len(cfg.KV.Tables) != 1 || cfg.KV.Tables[0].Rows.N != 10 {
+		t.Errorf("kept values: %+v", cfg)
+	}
+}
+
+// TestLoadConfigWrongTypeOfTable: a key that should be a table and is a
+// value is one problem, and the keys of that table are not reported
+// missing.
+func TestLoadConfigWrongTypeOfTable(t *testing.T) {
+	dir := t.TempDir()
+	path := writeConfig(t, dir, `version = 1
+node = 5
+samplers = "many"
+[control]
+socket = "`+dir+`/node.sock"
+`)
+	_, err := LoadConfig(path)
+	if !errors.Is(err, ErrConfig) {
+		t.Fatalf("err = %v, want ErrConfig", err)
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], ": node: line 2: ") || !strings.Contains(lines[1], ": samplers: line 3: ") {
+		t.Errorf("problems:\n%s\nwant node and samplers, each with its line, and nothing about their keys", err)
+	}
+}
+
+// TestValueDecoderMatchesDecode: on files toml.Decode takes, decoding
+// value by value gives the same Config and the same unknown keys, so the
+// two paths of LoadConfig read one language.
+func TestValueDecoderMatchesDecode(t *testing.T) {
+	example, err := os.ReadFile("../node.toml.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{
+		"example": string(example),
+		"unknown": "version = 1\nextra = 2\n[samplers]\nworkers = 3\nx = 1\n[cache]\ndevice = \"cuda:0\"\n[cache.tier]\nsize = 1\n[[mesh.peers]]\npart = 1\nport = 9\n",
+		"rows":    "[[kv.tables]]\nname = \"e\"\nrows = \"nodes\"\ndim = 4\n[kv]\nsave_on_exit = false\n",
+	} {
+		path := writeConfig(t, t.TempDir(), text)
+		var want Config
+		md, err := toml.DecodeFile(path, &want)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var got Config
+		d, err := decodeValues(path, &got)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(d.problems) > 0 {
+			t.Errorf("%s: problems %v", name, d.problems)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: value by value\n%+v\nDecode\n%+v", name, got, want)
+		}
+		if g, w := keyStrings(d.unknown), keyStrings(md.Undecoded()); !reflect.DeepEqual(g, w) {
+			t.Errorf("%s: unknown keys %v, Decode's %v", name, g, w)
+		}
+	}
+}
+
+func keyStrings(keys []toml.Key) []string {
+	s := make([]string, len(keys))
+	for i, k := range keys {
+		s[i] = k.String()
+	}
+	slices.Sort(s)
+	return s
+}
