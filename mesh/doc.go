@@ -187,10 +187,15 @@
 // # Metrics
 //
 // Per peer and direction: requests, errors, bytes sent and received, and
-// latency p50/p99 from a fixed-bucket histogram (1-2-5 steps from 10 µs
-// to 50 s). Client.Metrics is the outbound view, Server.Metrics the
-// inbound; a StatsRequest returns the server's inbound stats plus, when
-// ServerConfig.Outbound is set, the node's outbound ones.
+// a fixed-bucket latency histogram (1-2-5 steps from 10 µs to 50 s; its
+// counts and the sum of the durations, PeerStats.Latency) with p50/p99
+// read from it. A client call is timed from its start to its answer,
+// retries included; a served request from its stream's acceptance to the
+// answer written. Loader streams and their records are counted but not
+// timed: a stream lasts as long as its loader. Client.Metrics is the
+// outbound view, Server.Metrics the inbound; a StatsRequest returns the
+// server's inbound stats plus, when ServerConfig.Outbound is set, the
+// node's outbound ones, without the histograms.
 //
 // Tunables are named constants in tunables.go.
 package mesh

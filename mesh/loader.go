@@ -63,7 +63,7 @@ func (s *Server) openLoader(ctx, conn context.Context, peer string, p []byte) (m
 // record the handler sends, without a deadline (a trainer may take its
 // time; a dead peer ends the connection by the idle timeout), then the
 // end of the stream, or an Error message when the handler fails.
-func (s *Server) streamLoader(connCtx context.Context, peer string, st *quic.Stream, p []byte, received int, start time.Time) {
+func (s *Server) streamLoader(connCtx context.Context, peer string, st *quic.Stream, p []byte, received int) {
 	st.SetDeadline(time.Time{})
 	ctx, cancel := context.WithCancel(connCtx)
 	defer cancel()
@@ -115,7 +115,7 @@ func (s *Server) streamLoader(connCtx context.Context, peer string, st *quic.Str
 	} else {
 		st.Close()
 	}
-	s.in.peer(peer).record(sent, received, time.Since(start), failed)
+	s.in.peer(peer).count(sent, received, failed)
 }
 
 // callStream calls h.StreamLoader and returns the Error message that ends
@@ -243,7 +243,7 @@ func (r *RecordStream) Next() ([]byte, error) {
 		}
 		return nil, r.l.p.err(op, explainStream(err))
 	}
-	r.l.c.out.peer(r.l.p.name).record(0, HeaderSize+len(payload), 0, false)
+	r.l.c.out.peer(r.l.p.name).count(0, HeaderSize+len(payload), false)
 	switch h.Type {
 	case TypeLoaderRecord:
 		if len(payload) == 0 {

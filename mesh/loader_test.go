@@ -105,7 +105,7 @@ func loaderPair(t *testing.T) (*Client, *loaderHandler, *testNode) {
 // records in order, small and large, then ends; sub-rings stream at once
 // on one connection.
 func TestRemoteLoader(t *testing.T) {
-	c, h, _ := loaderPair(t)
+	c, h, srv := loaderPair(t)
 	ctx := context.Background()
 	l, err := c.OpenLoader(ctx, 1, []byte("7 ok"))
 	if err != nil {
@@ -141,6 +141,15 @@ func TestRemoteLoader(t *testing.T) {
 		if err := <-h.ended; err != nil {
 			t.Errorf("StreamLoader returned %v", err)
 		}
+	}
+	// The open is a request with a latency; a stream lasts as long as its
+	// loader, and its records come as the trainer reads: both are
+	// counted, outside the latency histogram.
+	if m := c.Metrics(); len(m) != 1 || m[0].Requests != 1+3*7 || m[0].Latency.Count() != 1 {
+		t.Errorf("client metrics %+v: want 22 requests (the open, 21 records), 1 latency", m)
+	}
+	if m := waitRequests(srv.srv, 1+3); len(m) != 1 || m[0].Requests != 4 || m[0].Latency.Count() != 1 {
+		t.Errorf("server metrics %+v: want 4 requests (the open, 3 streams), 1 latency", m)
 	}
 	l.Close()
 	select {

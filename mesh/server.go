@@ -324,7 +324,7 @@ func (s *Server) serveStream(connCtx context.Context, peer string, st *quic.Stre
 		resp = errorMessage(CodeRefused, fmt.Sprintf("mesh: %s: peer %s connected without a partition-set checksum, to fetch files only", h.Type, peer))
 	case h.Type == TypeLoaderStreamRequest:
 		stopWatch()
-		s.streamLoader(connCtx, peer, st, p, received, start)
+		s.streamLoader(connCtx, peer, st, p, received)
 		return
 	case h.Type == TypeLoaderOpenRequest:
 		resp = s.openLoader(ctx, connCtx, peer, p)

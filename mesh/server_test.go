@@ -65,6 +65,13 @@ func TestRoundTrip(t *testing.T) {
 	if out[0].BytesReceived < uint64(len(pr.Rows)) || out[0].P50 == 0 || out[0].P50 > out[0].P99 {
 		t.Fatalf("client metrics: %+v", out[0])
 	}
+	// Every request is in the histogram, which the wire does not carry.
+	if l := out[0].Latency; l.Count() != 3 || l.Sum <= 0 || l.Sum > 3*time.Duration(out[0].P99) {
+		t.Fatalf("client latency %+v: want 3 requests, 0 < sum <= 3 x p99", l)
+	}
+	if in := waitRequests(srv.srv, 3); len(in) != 1 || in[0].Latency.Count() != 3 || in[0].Latency.Sum <= 0 || st.Peers[0].Latency != (Latency{}) {
+		t.Fatalf("server latency %+v (stats response: %+v)", in, st.Peers[0].Latency)
+	}
 	if got := srv.handler.calls.Load(); got != 2 {
 		t.Fatalf("handler calls %d, want 2", got)
 	}

@@ -25,8 +25,11 @@ func (d Direction) String() string {
 	return "?"
 }
 
-// PeerStats is one peer's counters in one direction. Latencies are the
-// upper bounds of the histogram buckets holding the quantile.
+// PeerStats is one peer's counters in one direction, since the Client or
+// Server began. P50 and P99 are the upper bounds of the Latency buckets
+// holding the quantile. Latency counts every request but loader streams
+// and their records, whose durations are no request latency; a
+// StatsResponse does not carry it (it decodes as zero).
 type PeerStats struct {
 	Peer          string
 	Dir           Direction
@@ -36,6 +39,7 @@ type PeerStats struct {
 	BytesReceived uint64
 	P50           time.Duration
 	P99           time.Duration
+	Latency       Latency
 }
 
 // peerStatsSize is the encoded size of a PeerStats with an empty name.

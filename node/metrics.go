@@ -13,11 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"graphnode/mesh"
 	"graphnode/node/control"
 )
 
 // The Prometheus endpoint ([metrics] listen) renders the same snapshot as
-// the control socket's stats request, in the text exposition format
+// the control socket's stats request, and the mesh's latency histograms
+// (metrics_mesh.go), in the text exposition format
 // (version 0.0.4). The format is a few lines per metric, so it is written
 // here rather than through a client library and its dependencies.
 
@@ -36,7 +38,7 @@ func (n *Node) serveMetrics(listen string) (stop func(), err error) {
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		bw := bufio.NewWriter(w)
-		writeMetrics(bw, n.stats())
+		writeMetrics(bw, n.stats(), n.meshMetrics())
 		bw.Flush()
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -58,8 +60,8 @@ func (n *Node) serveMetrics(listen string) (stop func(), err error) {
 	}, nil
 }
 
-// writeMetrics writes st in the Prometheus text format.
-func writeMetrics(w io.Writer, st *control.Stats) {
+// writeMetrics writes st and mm in the Prometheus text format.
+func writeMetrics(w io.Writer, st *control.Stats, mm *meshMetrics) {
 	m := metricWriter{w: w}
 	m.one("graphnode_up", "gauge", "1 while node run serves.", nil, 1)
 	m.one("graphnode_uptime_seconds", "gauge", "Seconds since node run started.", nil, st.Uptime)
@@ -106,8 +108,8 @@ func writeMetrics(w io.Writer, st *control.Stats) {
 		{"graphnode_mesh_errors_total", "counter", "Mesh requests that failed.", func(t control.TrafficStats) float64 { return float64(t.Errors) }},
 		{"graphnode_mesh_sent_bytes_total", "counter", "Mesh bytes sent.", func(t control.TrafficStats) float64 { return float64(t.BytesSent) }},
 		{"graphnode_mesh_received_bytes_total", "counter", "Mesh bytes received.", func(t control.TrafficStats) float64 { return float64(t.BytesReceived) }},
-		{"graphnode_mesh_latency_p50_seconds", "gauge", "Median request latency (upper bound of its 1-2-5 histogram bucket).", func(t control.TrafficStats) float64 { return t.P50Ms / 1e3 }},
-		{"graphnode_mesh_latency_p99_seconds", "gauge", "99th percentile request latency (upper bound of its 1-2-5 histogram bucket).", func(t control.TrafficStats) float64 { return t.P99Ms / 1e3 }},
+		{"graphnode_mesh_latency_p50_seconds", "gauge", "Median request latency over the whole run of the process that measured it (upper bound of its 1-2-5 histogram bucket; dir=out: the largest of the node's and its live samplers'), never a recent window: graphnode_mesh_request_duration_seconds gives that.", func(t control.TrafficStats) float64 { return t.P50Ms / 1e3 }},
+		{"graphnode_mesh_latency_p99_seconds", "gauge", "99th percentile request latency over the whole run of the process that measured it (upper bound of its 1-2-5 histogram bucket; dir=out: the largest of the node's and its live samplers'), never a recent window: graphnode_mesh_request_duration_seconds gives that.", func(t control.TrafficStats) float64 { return t.P99Ms / 1e3 }},
 	}
 	for _, f := range traffic {
 		m.family(f.name, f.kind, f.help)
@@ -116,6 +118,7 @@ func writeMetrics(w io.Writer, st *control.Stats) {
 			m.sample(f.name, peerLabels(p, "out"), f.value(p.Out))
 		}
 	}
+	writeLatency(m, peers, mm)
 }
 
 func peerLabels(p control.PeerStats, dir string) []string {
@@ -144,6 +147,19 @@ func (m metricWriter) one(name, kind, help string, labels []string, v float64) {
 
 func (m metricWriter) family(name, kind, help string) {
 	fmt.Fprintf(m.w, "# HELP %s %s\n# TYPE %s %s\n", name, strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(help), name, kind)
+}
+
+// histogram writes one series of a histogram family: a bucket per bound
+// of l counting every request up to it (le), +Inf counting all, then
+// _sum in seconds and _count.
+func (m metricWriter) histogram(name string, labels []string, l *mesh.Latency) {
+	var total uint64
+	for i, c := range l.Counts {
+		total += c
+		m.sample(name+"_bucket", append(labels[:len(labels):len(labels)], "le", le(i)), float64(total))
+	}
+	m.sample(name+"_sum", labels, l.Sum.Seconds())
+	m.sample(name+"_count", labels, float64(total))
 }
 
 // sample writes one line; labels are name, value pairs.

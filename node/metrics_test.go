@@ -1,9 +1,12 @@
 package node
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"graphnode/mesh"
 	"graphnode/node/control"
 )
 
@@ -21,7 +24,7 @@ func TestWriteMetrics(t *testing.T) {
 		}}},
 	}
 	var b strings.Builder
-	writeMetrics(&b, st)
+	writeMetrics(&b, st, nil)
 	text := b.String()
 	for _, want := range []string{
 		"# TYPE graphnode_up gauge\ngraphnode_up 1\n",
@@ -71,14 +74,92 @@ func TestWriteMetrics(t *testing.T) {
 	// but no handshake to wait for: no peer_ready series.
 	st.Mesh.Peers = append(st.Mesh.Peers, control.PeerStats{Part: -1, Name: "trainer0"})
 	b.Reset()
-	writeMetrics(&b, st)
+	writeMetrics(&b, st, nil)
 	if strings.Contains(b.String(), `graphnode_mesh_peer_ready{peer="trainer0"`) || !strings.Contains(b.String(), `graphnode_mesh_requests_total{peer="trainer0",part="-1",dir="in"} 0`) {
 		t.Errorf("metrics of a caller without a part:\n%s", b.String())
 	}
 	b.Reset()
 	st.Mesh = nil
-	writeMetrics(&b, st)
+	writeMetrics(&b, st, nil)
 	if strings.Contains(b.String(), "graphnode_mesh") {
 		t.Errorf("mesh metrics without a mesh:\n%s", b.String())
+	}
+}
+
+// The latency histogram is a Prometheus histogram per peer and
+// direction: declared once, a cumulative bucket per bound with le written
+// as Prometheus writes it, +Inf, _sum in seconds and _count; a direction
+// without requests has its series, all zero.
+func TestWriteMetricsLatencyHistogram(t *testing.T) {
+	var in mesh.Latency
+	for _, d := range []time.Duration{10 * time.Microsecond, 150 * time.Microsecond, 150 * time.Microsecond, 3 * time.Millisecond, time.Second, time.Minute} {
+		in.Counts[bucketFor(d)]++
+		in.Sum += d
+	}
+	st := &control.Stats{Mesh: &control.MeshStats{Peers: []control.PeerStats{{Part: 1, Name: "host1"}}}}
+	var b strings.Builder
+	writeMetrics(&b, st, &meshMetrics{in: map[string]*mesh.Latency{"host1": &in}, out: map[string]*mesh.Latency{}})
+	text := b.String()
+	const name = "graphnode_mesh_request_duration_seconds"
+	if n := strings.Count(text, "# TYPE "+name+" histogram\n"); n != 1 || strings.Count(text, "# HELP "+name+" ") != 1 {
+		t.Errorf("%d TYPE lines of the histogram, want 1", n)
+	}
+	series := func(dir string, cum []int, sum string) string {
+		var w strings.Builder
+		les := []string{"1e-05", "2e-05", "5e-05", "0.0001", "0.0002", "0.0005", "0.001", "0.002", "0.005", "0.01", "0.02", "0.05",
+			"0.1", "0.2", "0.5", "1", "2", "5", "10", "20", "50", "+Inf"}
+		for i, le := range les {
+			fmt.Fprintf(&w, "%s_bucket{peer=\"host1\",part=\"1\",dir=\"%s\",le=\"%s\"} %d\n", name, dir, le, cum[i])
+		}
+		fmt.Fprintf(&w, "%s_sum{peer=\"host1\",part=\"1\",dir=\"%s\"} %s\n", name, dir, sum)
+		fmt.Fprintf(&w, "%s_count{peer=\"host1\",part=\"1\",dir=\"%s\"} %d\n", name, dir, cum[len(cum)-1])
+		return w.String()
+	}
+	want := series("in", []int{1, 1, 1, 1, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 6}, "61.00331") +
+		series("out", make([]int, 22), "0")
+	if !strings.Contains(text, "histogram\n"+want) {
+		t.Errorf("histogram series: want\n%s\nin\n%s", want, text)
+	}
+	// Without the histograms (a node without a mesh) the family is absent.
+	b.Reset()
+	writeMetrics(&b, st, nil)
+	if strings.Contains(b.String(), "# TYPE "+name) || strings.Contains(b.String(), name+"_") {
+		t.Errorf("histogram without mesh metrics:\n%s", b.String())
+	}
+}
+
+// bucketFor is the bucket of d in a mesh.Latency: the first bound at or
+// above it.
+func bucketFor(d time.Duration) int {
+	i := 0
+	for i < mesh.NumLatencyBounds && mesh.LatencyBound(i) < d {
+		i++
+	}
+	return i
+}
+
+// The samplers' histograms add up across reports and exits, as their
+// counters do: a report adds what grew since the same sampler's last.
+func TestTrafficLatency(t *testing.T) {
+	report := func(counts map[int]uint64, sum time.Duration) *samplerReport {
+		s := mesh.PeerStats{Peer: "host1", Dir: mesh.Outbound, Latency: mesh.Latency{Sum: sum}}
+		for i, c := range counts {
+			s.Latency.Counts[i] = c
+			s.Requests += c
+		}
+		return &samplerReport{Peers: []mesh.PeerStats{s}}
+	}
+	var tr traffic
+	a, b := new(proc), new(proc)
+	tr.report(a, report(map[int]uint64{3: 2}, 2*time.Millisecond))
+	tr.report(a, report(map[int]uint64{3: 5, 8: 1}, 9*time.Millisecond))
+	tr.report(b, report(map[int]uint64{3: 1}, time.Millisecond))
+	tr.done(a)
+	tr.report(b, report(map[int]uint64{3: 4, 21: 1}, time.Minute))
+	s := tr.snapshot()
+	var want mesh.Latency
+	want.Counts[3], want.Counts[8], want.Counts[21], want.Sum = 9, 1, 1, 9*time.Millisecond+time.Minute
+	if len(s) != 1 || s[0].Latency != want || s[0].Requests != 11 {
+		t.Fatalf("traffic %+v, want latency %+v and 11 requests", s, want)
 	}
 }

@@ -21,9 +21,9 @@ func (r *samplerReport) line() []byte {
 	return append(append([]byte("mesh "), b...), '\n')
 }
 
-// traffic sums the reports of every sampler the node ran: counters are
-// kept across samplers' exits (added as deltas between reports), latency
-// quantiles only from samplers still running.
+// traffic sums the reports of every sampler the node ran: counters and
+// latency histograms are kept across samplers' exits (added as deltas
+// between reports), latency quantiles only from samplers still running.
 type traffic struct {
 	mu     sync.Mutex
 	total  map[string]*mesh.PeerStats
@@ -60,6 +60,10 @@ func (t *traffic) report(p *proc, r *samplerReport) {
 		tot.Errors += s.Errors - min(s.Errors, o.Errors)
 		tot.BytesSent += s.BytesSent - min(s.BytesSent, o.BytesSent)
 		tot.BytesReceived += s.BytesReceived - min(s.BytesReceived, o.BytesReceived)
+		for i, c := range s.Latency.Counts {
+			tot.Latency.Counts[i] += c - min(c, o.Latency.Counts[i])
+		}
+		tot.Latency.Sum += s.Latency.Sum - min(s.Latency.Sum, o.Latency.Sum)
 	}
 	t.live[p] = r
 }
