@@ -249,6 +249,34 @@ func (c *Client) WaitReady(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Probe reports, for every configured part, whether its peer is up: the
+// client holds a connection to it that completed the TLS handshake and
+// the hello and has not ended since. A connection ends when the peer
+// closes it (its Server.Close or its node stopping), at its next packet
+// after the peer restarted (the stateless reset), or after MaxIdleTimeout
+// without a packet from the peer: keep-alives flow on a live one, so only
+// a peer that vanished (crashed, unreachable) reaches it. A peer without
+// such a connection is dialled, as the next call to it would (the same
+// shared dial), and is up when that dial and hello succeed before ctx
+// ends; a refused hello is down. A dial that outlasts ctx goes on, and
+// its connection serves the next call or Probe. A live connection is
+// reported without waiting, whatever ctx. After Close every peer is down.
+func (c *Client) Probe(ctx context.Context) map[int]bool {
+	up := make(map[int]bool, len(c.peers))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for part, p := range c.peers {
+		wg.Go(func() {
+			_, err := c.connect(ctx, p)
+			mu.Lock()
+			up[part] = err == nil
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return up
+}
+
 func (c *Client) waitPeer(ctx context.Context, p *peerConn) error {
 	start, backoff := time.Now(), c.cfg.Backoff
 	var last error

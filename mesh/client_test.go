@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"strings"
 	"sync"
@@ -152,6 +153,59 @@ func TestReconnectAfterRestart(t *testing.T) {
 				t.Fatalf("reconnect took %v", d)
 			}
 		})
+	}
+}
+
+// Probe: a peer whose connection is live is up at once, whatever the
+// context; one that closes is down, and up again once it is back; one that
+// never answered, or refuses the hello, is down within the context.
+func TestProbe(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1", "host2", "host3")
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", nil)
+	addr := srv.srv.Addr().String()
+	other := startServer(t, dir, "host3", 3, "127.0.0.1:0", func(c *ServerConfig) { c.Checksum = "sum-2" })
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{
+		1: srv.peer(), 2: {Name: "host2", Addr: freeUDPAddr(t)}, 3: other.peer(),
+	}, nil)
+	probe := func(d time.Duration) map[int]bool {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		return c.Probe(ctx)
+	}
+	start := time.Now()
+	if up := probe(500 * time.Millisecond); !maps.Equal(up, map[int]bool{1: true, 2: false, 3: false}) {
+		t.Fatalf("up %v, want host1 only", up)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("probe took %v with a context of 500ms", d)
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if up := c.Probe(ended); !up[1] {
+		t.Fatalf("a live connection needs no wait: up %v", up)
+	}
+	// Server.Close sends every connection its close: down well before
+	// the idle timeout, not by it.
+	srv.srv.Close()
+	start = time.Now()
+	for probe(200 * time.Millisecond)[1] {
+		if time.Since(start) > MaxIdleTimeout/3 {
+			t.Fatal("host1 still up after its server closed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if up := probe(200 * time.Millisecond); up[1] {
+		t.Fatalf("host1 up again with no server: %v", up)
+	}
+	// The probe may join a dial begun while the port was closed: it ends
+	// within DialTimeout, or on a retransmission the new server answers.
+	startServer(t, dir, "host1", 1, addr, nil)
+	if up := probe(DialTimeout + time.Second); !up[1] {
+		t.Fatalf("host1 back, up %v", up)
+	}
+	c.Close()
+	if up := probe(time.Second); !maps.Equal(up, map[int]bool{1: false, 2: false, 3: false}) {
+		t.Fatalf("after Close: up %v", up)
 	}
 }
 

@@ -164,7 +164,9 @@
 // private key, so after a crash and restart the peers' old connections
 // end at their next packet instead of at the idle timeout. Keep-alives
 // (KeepAlivePeriod) keep quiet connections open; MaxIdleTimeout ends
-// connections to a peer that vanished.
+// connections to a peer that vanished. Client.Probe reports which peers
+// have a live connection now, redialling those that have none (the
+// daemon's graphnode_mesh_peer_up).
 //
 // # Server
 //

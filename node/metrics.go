@@ -35,10 +35,11 @@ func (n *Node) serveMetrics(listen string) (stop func(), err error) {
 		return nil, fmt.Errorf("node: metrics.listen %q: %w", listen, err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		mm := n.meshMetrics(r.Context())
 		bw := bufio.NewWriter(w)
-		writeMetrics(bw, n.stats(), n.meshMetrics())
+		writeMetrics(bw, n.stats(), mm)
 		bw.Flush()
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -94,12 +95,13 @@ func writeMetrics(w io.Writer, st *control.Stats, mm *meshMetrics) {
 		return
 	}
 	peers := st.Mesh.Peers
-	m.family("graphnode_mesh_peer_ready", "gauge", "1 once every configured peer has answered the handshake at start-up (graphnode_ready's latch, per configured peer); it does not drop when a peer goes away later: watch graphnode_mesh_errors_total for that.")
+	m.family("graphnode_mesh_peer_ready", "gauge", "1 once every configured peer has answered the handshake at start-up (graphnode_ready's latch, per configured peer); it does not drop when a peer goes away later: graphnode_mesh_peer_up does.")
 	for _, p := range peers {
 		if p.Part >= 0 { // a caller that serves no part has no handshake to wait for
 			m.sample("graphnode_mesh_peer_ready", peerLabels(p, ""), boolValue(p.Ready))
 		}
 	}
+	writePeerUp(m, peers, mm)
 	traffic := []struct {
 		name, kind, help string
 		value            func(control.TrafficStats) float64

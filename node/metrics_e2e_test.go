@@ -90,3 +90,72 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	ln.Close()
 }
+
+// In a cluster, graphnode_mesh_peer_up is live: 1 while the peer runs, 0
+// once it has stopped, 1 again once it is back, while
+// graphnode_mesh_peer_ready stays the start-up latch. The samplers' calls
+// reach the latency histogram, whose _count is their request count.
+func TestMetricsClusterPeerUp(t *testing.T) {
+	parts := clusterParts(t, 2)
+	var listen [2]string
+	for p := range listen {
+		probe, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		listen[p] = probe.Addr().String()
+		probe.Close()
+	}
+	c := startClusterWith(t, parts, 2, "3s", func(p int) string { return fmt.Sprintf("[metrics]\nlisten = %q\n", listen[p]) })
+	scrape := func() string {
+		t.Helper()
+		resp, err := http.Get("http://" + listen[0] + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(body)
+	}
+	const up, down, ready = `graphnode_mesh_peer_up{peer="host1",part="1"} 1` + "\n", `graphnode_mesh_peer_up{peer="host1",part="1"} 0` + "\n",
+		`graphnode_mesh_peer_ready{peer="host1",part="1"} 1` + "\n"
+	if m := scrape(); !strings.Contains(m, up) || !strings.Contains(m, ready) {
+		t.Fatalf("a ready node's metrics:\n%s", m)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	openReading(t, ctx, c.sockets[0], baseOptions(), 5).Close()
+	// The samplers report their calls with their cache misses (rows pulled
+	// from host1), every 100 ms; once they have stopped, every call to
+	// host1 is in both counts.
+	var calls, misses string
+	eventually(t, 10*time.Second, "the samplers' calls to host1 in the histogram", func() bool {
+		m := scrape()
+		calls = sampleValue(m, `graphnode_mesh_requests_total{peer="host1",part="1",dir="out"}`)
+		misses = sampleValue(m, "graphnode_cache_misses_total")
+		return misses != "" && misses != "0" && calls != "" && sampleValue(m, `graphnode_mesh_request_duration_seconds_count{peer="host1",part="1",dir="out"}`) == calls &&
+			sampleValue(m, `graphnode_mesh_request_duration_seconds_bucket{peer="host1",part="1",dir="out",le="+Inf"}`) == calls
+	})
+	t.Logf("%s calls to host1, %s rows pulled", calls, misses)
+	c.nodes[1].stop()
+	eventually(t, 5*time.Second, "host1 down once stopped", func() bool { return strings.Contains(scrape(), down) })
+	if m := scrape(); !strings.Contains(m, ready) {
+		t.Errorf("peer_ready dropped:\n%s", m)
+	}
+	c.restart(1)
+	eventually(t, 5*time.Second, "host1 up once restarted", func() bool { return strings.Contains(scrape(), up) })
+}
+
+// sampleValue is the value of the sample series (name and labels) in a
+// text exposition, "" when it has none.
+func sampleValue(text, series string) string {
+	for line := range strings.Lines(text) {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

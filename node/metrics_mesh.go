@@ -1,28 +1,44 @@
 package node
 
 import (
+	"context"
+	"fmt"
 	"strconv"
+	"time"
 
 	"graphnode/mesh"
 	"graphnode/node/control"
 )
 
+// peerProbeTimeout bounds how long a scrape waits for the dial of a peer
+// that has no live connection (mesh.Client.Probe): a peer on the LAN
+// answers in milliseconds, one that is down would hold the scrape for the
+// whole mesh.DialTimeout. The dial goes on after it.
+const peerProbeTimeout = time.Second
+
 // meshMetrics is what /metrics shows of the mesh beyond the stats
 // snapshot (control.Stats): each peer's latency histograms, which the
-// control socket leaves out (its p50/p99 are their summary).
+// control socket leaves out (its p50/p99 are their summary), and whether
+// each configured peer is up now.
 type meshMetrics struct {
 	in, out map[string]*mesh.Latency // by peer name
+	up      map[int]bool             // by configured part
 }
 
-// meshMetrics collects the mesh's histograms; nil without a mesh. Out
-// sums the node's own client and every sampler it ran (traffic), as
-// meshStats sums their counters.
-func (n *Node) meshMetrics() *meshMetrics {
+// meshMetrics collects the mesh's histograms and probes its peers (at
+// most peerProbeTimeout, or until ctx ends); nil without a mesh. Out sums
+// the node's own client and every sampler it ran (traffic), as meshStats
+// sums their counters. Up is the node's own client's view: samplers
+// come and go with loaders, while the node keeps its connections (it
+// dialled every peer to become ready) and Probe redials one that ended.
+func (n *Node) meshMetrics(ctx context.Context) *meshMetrics {
 	c := &n.mesh
 	if c.cli == nil {
 		return nil
 	}
-	m := &meshMetrics{in: map[string]*mesh.Latency{}, out: map[string]*mesh.Latency{}}
+	ctx, cancel := context.WithTimeout(ctx, peerProbeTimeout)
+	defer cancel()
+	m := &meshMetrics{in: map[string]*mesh.Latency{}, out: map[string]*mesh.Latency{}, up: c.cli.Probe(ctx)}
 	if c.srv != nil {
 		addLatency(m.in, c.srv.Metrics())
 	}
@@ -79,4 +95,23 @@ func le(i int) string {
 		return "+Inf"
 	}
 	return strconv.FormatFloat(mesh.LatencyBound(i).Seconds(), 'g', -1, 64)
+}
+
+// writePeerUp writes graphnode_mesh_peer_up for every configured peer,
+// or nothing when mm is nil.
+func writePeerUp(m metricWriter, peers []control.PeerStats, mm *meshMetrics) {
+	if mm == nil {
+		return
+	}
+	m.family("graphnode_mesh_peer_up", "gauge", fmt.Sprintf("1 while this node holds a working mesh connection to the configured peer: "+
+		"one that completed the TLS handshake and the hello (same cluster, partition set and part) and has not ended since. "+
+		"It ends when the peer closes it (stops), at the next keep-alive (every %v) after the peer restarted (stateless reset), "+
+		"or after %v without a packet (the peer crashed or is unreachable). A scrape that finds none redials the peer and waits up to %v: "+
+		"0 while the peer cannot be reached or refuses the hello; a peer that restarted between two scrapes reads 1 at both.",
+		mesh.KeepAlivePeriod, mesh.MaxIdleTimeout, peerProbeTimeout))
+	for _, p := range peers {
+		if p.Part >= 0 {
+			m.sample("graphnode_mesh_peer_up", peerLabels(p, ""), boolValue(mm.up[p.Part]))
+		}
+	}
 }

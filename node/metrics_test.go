@@ -1,11 +1,13 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"graphnode/csr"
 	"graphnode/mesh"
 	"graphnode/node/control"
 )
@@ -161,5 +163,57 @@ func TestTrafficLatency(t *testing.T) {
 	want.Counts[3], want.Counts[8], want.Counts[21], want.Sum = 9, 1, 1, 9*time.Millisecond+time.Minute
 	if len(s) != 1 || s[0].Latency != want || s[0].Requests != 11 {
 		t.Fatalf("traffic %+v, want latency %+v and 11 requests", s, want)
+	}
+}
+
+// graphnode_mesh_peer_up follows the node's connection to a configured
+// peer: 1 once it is connected, 0 once the peer's server has closed,
+// while graphnode_mesh_peer_ready stays latched; a caller without a part
+// has no series.
+func TestMetricsPeerUp(t *testing.T) {
+	c := startMeshCluster(t, 2, 0, csr.TypeF32, 0)
+	n := &Node{}
+	n.mesh.cli = c.client(t, 0)
+	st := &control.Stats{Mesh: &control.MeshStats{Peers: []control.PeerStats{
+		{Part: 1, Name: "host1", Ready: true}, {Part: -1, Name: "trainer0"},
+	}}}
+	scrape := func() string {
+		var b strings.Builder
+		writeMetrics(&b, st, n.meshMetrics(context.Background()))
+		return b.String()
+	}
+	const up, down = `graphnode_mesh_peer_up{peer="host1",part="1"} 1` + "\n", `graphnode_mesh_peer_up{peer="host1",part="1"} 0` + "\n"
+	if _, err := n.mesh.cli.Stats(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	m := scrape()
+	for _, want := range []string{up, "# TYPE graphnode_mesh_peer_up gauge\n",
+		`graphnode_mesh_request_duration_seconds_count{peer="host1",part="1",dir="out"} 1` + "\n"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if strings.Contains(m, `graphnode_mesh_peer_up{peer="trainer0"`) {
+		t.Error("a caller without a part has a peer_up series")
+	}
+	c.srvs[1].Close()
+	start := time.Now()
+	for m = scrape(); !strings.Contains(m, down); m = scrape() {
+		if time.Since(start) > mesh.MaxIdleTimeout/3 {
+			t.Fatalf("host1 still up %v after its server closed:\n%s", time.Since(start), m)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(m, `graphnode_mesh_peer_ready{peer="host1",part="1"} 1`+"\n") {
+		t.Errorf("peer_ready is the start-up latch, yet dropped:\n%s", m)
+	}
+	// A scrape waits peerProbeTimeout for the peer's dial, not the whole
+	// mesh.DialTimeout.
+	start = time.Now()
+	if m := scrape(); !strings.Contains(m, down) {
+		t.Errorf("host1 up again with its server closed:\n%s", m)
+	}
+	if d := time.Since(start); d >= mesh.DialTimeout {
+		t.Errorf("a scrape with host1 down took %v, want at most about %v", d, peerProbeTimeout)
 	}
 }
