@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,7 +23,7 @@ type valueDecoder struct {
 	path     string
 	problems []error
 	bad      map[string]bool // keys of the values refused, as the problems name them
-	unknown  []toml.Key      // keys no field takes, as MetaData.Undecoded gives them
+	unknown  []toml.Key      // keys no field takes, and the keys under them, as MetaData.Undecoded gives them
 }
 
 // decodeValues decodes the file at path into c value by value. It fails
@@ -35,6 +36,18 @@ func decodeValues(path string, c *Config) (*valueDecoder, error) {
 	}
 	d := &valueDecoder{md: md, path: path, bad: map[string]bool{}}
 	d.table(top, reflect.ValueOf(c).Elem(), "", nil)
+	// The keys no field takes, and the keys the file gives under them,
+	// in the file's order.
+	var unknown []toml.Key
+	for _, k := range md.Keys() {
+		for _, u := range d.unknown {
+			if len(k) >= len(u) && slices.Equal(k[:len(u)], u) {
+				unknown = append(unknown, k)
+				break
+			}
+		}
+	}
+	d.unknown = unknown
 	return d, nil
 }
 
@@ -43,26 +56,34 @@ func decodeValues(path string, c *Config) (*valueDecoder, error) {
 // (without indices), for unknown keys.
 func (d *valueDecoder) table(prims map[string]toml.Primitive, v reflect.Value, name string, tkey toml.Key) {
 	t := v.Type()
-	known := map[string]bool{}
-	for i := 0; i < t.NumField(); i++ {
-		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("toml"), ",")
-		if tag == "" || tag == "-" || !t.Field(i).IsExported() {
-			continue
-		}
-		known[tag] = true
-		if p, ok := prims[tag]; ok {
-			d.value(p, v.Field(i), join(name, tag), append(tkey[:len(tkey):len(tkey)], tag))
-		}
-	}
 	keys := make([]string, 0, len(prims))
 	for k := range prims {
-		if !known[k] {
-			keys = append(keys, k)
-		}
+		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		d.unknownKeys(prims[k], append(tkey[:len(tkey):len(tkey)], k))
+		// As toml.Decode does: the field tagged k, or else one whose tag
+		// equals k but for case.
+		field := -1
+		for i := 0; i < t.NumField(); i++ {
+			tag, _, _ := strings.Cut(t.Field(i).Tag.Get("toml"), ",")
+			if tag == "" || tag == "-" || !t.Field(i).IsExported() {
+				continue
+			}
+			if tag == k {
+				field = i
+				break
+			}
+			if field < 0 && strings.EqualFold(tag, k) {
+				field = i
+			}
+		}
+		key := append(tkey[:len(tkey):len(tkey)], k)
+		if field < 0 {
+			d.unknown = append(d.unknown, key)
+			continue
+		}
+		d.value(prims[k], v.Field(field), join(name, k), key)
 	}
 }
 
@@ -170,24 +191,6 @@ func describe(raw any) string {
 		return "an array of tables"
 	}
 	return "a date or time"
-}
-
-// unknownKeys lists key and, for a table, every key under it, as
-// MetaData.Undecoded does.
-func (d *valueDecoder) unknownKeys(p toml.Primitive, key toml.Key) {
-	d.unknown = append(d.unknown, key)
-	var sub map[string]toml.Primitive
-	if d.md.PrimitiveDecode(p, &sub) != nil {
-		return
-	}
-	keys := make([]string, 0, len(sub))
-	for k := range sub {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		d.unknownKeys(sub[k], append(key[:len(key):len(key)], k))
-	}
 }
 
 // refuse records a value that cannot be decoded: the problem names its

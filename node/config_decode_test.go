@@ -2,11 +2,13 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/BurntSushi/toml"
 )
@@ -160,4 +162,81 @@ func keyStrings(keys []toml.Key) []string {
 	}
 	slices.Sort(s)
 	return s
+}
+
+// FuzzValueDecoder: no file makes LoadConfig panic, and on every file
+// toml.Decode takes, decoding value by value agrees with it.
+func FuzzValueDecoder(f *testing.F) {
+	example, err := os.ReadFile("../node.toml.example")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(string(example))
+	f.Add("version = \"1\"\n[node]\npart = \"0\"\n[[mesh.peers]]\npart = \"x\"\n[[kv.tables]]\nrows = [1]\n")
+	f.Add("node = 5\nsamplers = []\n[log]\nlevel = 1979-05-27\n")
+	path := f.TempDir() + "/node.toml"
+	f.Fuzz(func(t *testing.T, text string) {
+		tm := time.AfterFunc(5*time.Second, func() { panic(fmt.Sprintf("hang on %q", text)) })
+		defer tm.Stop()
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		LoadConfig(path)
+		var want Config
+		md, err := toml.DecodeFile(path, &want)
+		if err != nil {
+			return
+		}
+		var all map[string]any
+		if _, err := toml.DecodeFile(path, &all); err != nil || foldTwins(all) {
+			return // toml.Decode takes twins in map order, at random
+		}
+		var got Config
+		d, err := decodeValues(path, &got)
+		if err != nil {
+			t.Fatalf("Decode took the file, decodeValues did not: %v", err)
+		}
+		if len(d.problems) > 0 {
+			t.Fatalf("Decode took the file, decodeValues refused %v", d.problems)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("value by value\n%+v\nDecode\n%+v", got, want)
+		}
+		if g, w := keyStrings(d.unknown), keyStrings(md.Undecoded()); !reflect.DeepEqual(g, w) {
+			t.Fatalf("unknown keys %v, Decode's %v", g, w)
+		}
+	})
+}
+
+// foldTwins reports whether a table of v holds two keys equal but for
+// case ("addr" and "Addr").
+func foldTwins(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		var keys []string
+		for k, sub := range v {
+			for _, o := range keys {
+				if strings.EqualFold(k, o) {
+					return true
+				}
+			}
+			if foldTwins(sub) {
+				return true
+			}
+			keys = append(keys, k)
+		}
+	case []map[string]any:
+		for _, m := range v {
+			if foldTwins(m) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if foldTwins(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
