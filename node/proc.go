@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -65,14 +66,55 @@ func (n *Node) startProc(l *loader, w int, spec []byte) (*proc, error) {
 	p.mu.state = stateRunning
 	go func() {
 		defer close(p.done)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			n.progress(l, p, sc.Text())
+		skipped, rerr := readLines(out, maxProgressLine, func(line string) { n.progress(l, p, line) })
+		if skipped > 0 || rerr != nil {
+			n.log.Warn("sampler progress lines lost", "loader", l.id, "worker", w, "pid", p.pid, "over_limit", skipped, "limit_bytes", maxProgressLine, "err", rerr)
 		}
 		err := cmd.Wait() // reads finished: the pipe is at EOF
 		n.exited(l, p, err)
 	}()
 	return p, nil
+}
+
+// maxProgressLine bounds one line of a sampler's stdout. Its longest lines
+// are the mesh reports, a few hundred bytes per peer (histograms
+// included), so this holds thousands of peers.
+const maxProgressLine = 4 << 20
+
+// readLines calls apply with each line of r, without its newline, up to
+// EOF. A line longer than max is skipped and counted, and reading goes
+// on: the sampler writing r must never block on a full pipe, and its
+// later lines still count. (bufio.Scanner stops at such a line for good,
+// which left the sampler blocked on its next write.)
+func readLines(r io.Reader, max int, apply func(string)) (skipped int, err error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	long := false
+	for {
+		frag, err := br.ReadSlice('\n')
+		if !long {
+			if len(line)+len(frag) > max+1 { // +1: the newline
+				long, line = true, line[:0]
+			} else {
+				line = append(line, frag...)
+			}
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err != nil && err != io.EOF:
+			return skipped, err
+		}
+		if long {
+			skipped++
+		} else if l := bytes.TrimSuffix(line, []byte{'\n'}); len(l) > 0 || err == nil {
+			apply(string(l))
+		}
+		if err == io.EOF {
+			return skipped, nil
+		}
+		line, long = line[:0], false
+	}
 }
 
 // progress applies one progress line of p.
