@@ -23,8 +23,11 @@ type rowReader struct {
 	in       *inFile
 	progress Progress
 
-	// limit is the number of rows the file must not exceed (-1: none).
-	limit int
+	// limit is the number of rows the file must not exceed (-1: none);
+	// limitWhat says what it counts and where it comes from, for the
+	// error ("nodes", "edges (num-edge-list.csv)").
+	limit     int
+	limitWhat string
 	// grow is called, with no block in flight, to make room for rows
 	// rows, never more than limit; nil when the slots are always
 	// preallocated to limit.
@@ -139,7 +142,7 @@ func (r *rowReader) run() (rows int, workers []any, err error) {
 			inflight.Wait()
 			// Parse what fits, then report the first line beyond the limit.
 			fail(line+int64(r.limit-rows), &LineError{File: r.in.path, Line: line + int64(r.limit-rows),
-				Msg: "more rows than the " + strconv.Itoa(r.limit) + " nodes"})
+				Msg: "more rows than the " + strconv.Itoa(r.limit) + " " + r.limitWhat})
 			free <- buf
 			break
 		}

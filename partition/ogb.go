@@ -126,14 +126,14 @@ func readCount(ctx context.Context, name string) (int, error) {
 }
 
 // rows runs a rowReader over path.
-func (o *ogbReader) rows(path string, limit int, grow func(int), prefix func(in *inFile) ([]byte, error),
+func (o *ogbReader) rows(path string, limit int, limitWhat string, grow func(int), prefix func(in *inFile) ([]byte, error),
 	newWorker func() any, parse func(w any, block []byte, row0 int, line0 int64) error) (int, []any, error) {
 	in, err := openInput(path)
 	if err != nil {
 		return 0, nil, err
 	}
 	defer in.Close()
-	r := &rowReader{ctx: o.ctx, in: in, progress: o.opts.Progress, limit: limit, grow: grow, parse: parse, newWorker: newWorker}
+	r := &rowReader{ctx: o.ctx, in: in, progress: o.opts.Progress, limit: limit, limitWhat: limitWhat, grow: grow, parse: parse, newWorker: newWorker}
 	if prefix != nil {
 		if r.prefix, err = prefix(in); err != nil {
 			return 0, nil, err
@@ -169,7 +169,7 @@ func (o *ogbReader) edges(path string, nEdges int) error {
 	if o.n >= 0 {
 		limitID = uint64(o.n) - 1
 	}
-	rows, ws, err := o.rows(path, nEdges, grow, prefix, func() any { return &ogbEdgeWorker{} },
+	rows, ws, err := o.rows(path, nEdges, "edges (num-edge-list.csv)", grow, prefix, func() any { return &ogbEdgeWorker{} },
 		func(w any, block []byte, row0 int, line0 int64) error {
 			ew := w.(*ogbEdgeWorker)
 			row := row0
@@ -304,7 +304,7 @@ func (o *ogbReader) features(path string) error {
 			g.Feat = append(g.Feat, make([]float32, need-len(g.Feat))...)
 		}
 	}
-	rows, _, err := o.rows(path, o.n, grow, prefix, func() any { return nil }, func(_ any, block []byte, row0 int, line0 int64) error {
+	rows, _, err := o.rows(path, o.n, "nodes", grow, prefix, func() any { return nil }, func(_ any, block []byte, row0 int, line0 int64) error {
 		row := row0
 		return eachLine(block, line0, func(l []byte, no int64) error {
 			if err := parseFeatRow(l, g.Feat[row*dim:(row+1)*dim]); err != "" {
@@ -370,7 +370,7 @@ func (o *ogbReader) labels(path string) error {
 		return p, err
 	}
 	type labelWorker struct{ max int32 }
-	rows, ws, err := o.rows(path, o.n, func(rows int) {
+	rows, ws, err := o.rows(path, o.n, "nodes", func(rows int) {
 		if need := rows * dim; need > len(g.Labels) {
 			g.Labels = append(g.Labels, make([]int32, need-len(g.Labels))...)
 		}

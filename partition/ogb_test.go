@@ -99,6 +99,8 @@ func TestReadOGBErrors(t *testing.T) {
 			want: "D/raw/edge.csv:2: want 2 columns, got 3", isLine: true},
 		{name: "edge count", edit: map[string]string{"raw/num-edge-list.csv": "5\n"},
 			want: "D/raw/edge.csv: 4 edges, num-edge-list.csv says 5: bad input"},
+		{name: "edge rows beyond the count", edit: map[string]string{"raw/edge.csv": "0,1\n1,2\n2,2\n3,0\n4,0\n"},
+			want: "D/raw/edge.csv:5: more rows than the 4 edges (num-edge-list.csv)", isLine: true},
 		{name: "edge count beyond the file", edit: map[string]string{"raw/num-edge-list.csv": "3000000000\n"},
 			want: "D/raw/edge.csv: 4 edges, num-edge-list.csv says 3000000000: bad input"},
 		{name: "node count beyond the labels", edit: map[string]string{"raw/num-node-list.csv": "4000000000\n"},
@@ -287,7 +289,7 @@ func TestRowsGrowWithinLimit(t *testing.T) {
 	for _, limit := range []int{n, -1} {
 		var asked []int
 		o := &ogbReader{ctx: context.Background()}
-		rows, _, err := o.rows(path, limit, func(r int) { asked = append(asked, r) }, nil,
+		rows, _, err := o.rows(path, limit, "edges", func(r int) { asked = append(asked, r) }, nil,
 			func() any { return nil }, func(any, []byte, int, int64) error { return nil })
 		if err != nil || rows != n || len(asked) == 0 {
 			t.Fatalf("limit %d: %d rows, grow asked %v, %v", limit, rows, asked, err)
