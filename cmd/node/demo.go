@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,7 +60,7 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	fs.IntVar(&f.workers, "workers", 1, "sampler processes per loader")
 	fs.StringVar(&f.ringSize, "ring-size", "256MB", "ring size per loader")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the graph, the partitioning and the training")
-	fs.StringVar(&f.workdir, "workdir", "", "directory for the graph, certificates, configs and logs (default: a new temporary one)")
+	fs.StringVar(&f.workdir, "workdir", "", "directory for the graph, certificates, configs and logs, new or empty (default: a new temporary one)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the work directory (it is removed otherwise)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -76,18 +77,14 @@ func (f *demoFlags) run(ctx context.Context, a *app) (err error) {
 	if err != nil {
 		return err
 	}
-	work := f.workdir
-	if work == "" {
-		if work, err = os.MkdirTemp("", "graphnode-demo-"); err != nil {
-			return err
-		}
-	} else if err := os.MkdirAll(work, 0o755); err != nil {
+	work, created, err := demoWorkdir(f.workdir)
+	if err != nil {
 		return err
 	}
 	defer func() {
 		if f.keep {
 			fmt.Fprintf(a.stdout, "kept %s\n", work)
-		} else if rerr := os.RemoveAll(work); rerr != nil {
+		} else if rerr := removeWorkdir(work, created); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 	}()
@@ -110,6 +107,47 @@ func (f *demoFlags) run(ctx context.Context, a *app) (err error) {
 	}
 	prog.done()
 	return f.train(ctx, a, cl, exe)
+}
+
+// demoWorkdir makes the demo's work directory: dir, or a new temporary
+// one when dir is "". A dir that exists must be empty, since the demo
+// removes what is in it when done; created says whether the demo made
+// dir itself (and removes it too).
+func demoWorkdir(dir string) (work string, created bool, err error) {
+	if dir == "" {
+		work, err = os.MkdirTemp("", "graphnode-demo-")
+		return work, true, err
+	}
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", false, fmt.Errorf("--workdir: %w", err)
+		}
+		return dir, true, nil
+	case err != nil:
+		return "", false, fmt.Errorf("--workdir: %w", err)
+	case len(entries) > 0:
+		return "", false, fmt.Errorf("--workdir %s is not empty (it holds %s): the demo removes its work directory's contents when done, so it takes a new or empty one", dir, entries[0].Name())
+	}
+	return dir, false, nil
+}
+
+// removeWorkdir removes what the demo wrote into work, and work itself
+// when the demo created it.
+func removeWorkdir(work string, created bool) error {
+	if created {
+		return os.RemoveAll(work)
+	}
+	entries, err := os.ReadDir(work)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		errs = append(errs, os.RemoveAll(filepath.Join(work, e.Name())))
+	}
+	return errors.Join(errs...)
 }
 
 // partition makes the graph (generated or read) and writes it in parts.

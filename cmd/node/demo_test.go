@@ -1,0 +1,48 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestDemoWorkdir: `node demo --workdir DIR` removes only what it wrote.
+// A DIR that holds files is refused before anything is written (the demo
+// used to remove it whole when done, the user's files with it); an empty
+// DIR of the user's is emptied again and kept; a DIR the demo made goes.
+func TestDemoWorkdir(t *testing.T) {
+	// --method bogus fails after the graph's partitioning started, with
+	// the work directory in use.
+	fail := []string{"--method", "bogus", "--nodes", "200", "--classes", "4"}
+
+	full := t.TempDir()
+	precious := filepath.Join(full, "precious.txt")
+	if err := os.WriteFile(precious, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runNode(t, append([]string{"demo", "--workdir", full}, fail...)...)
+	if code != 1 || !strings.Contains(stderr, "--workdir "+full+" is not empty (it holds precious.txt)") {
+		t.Errorf("non-empty --workdir: code %d, stderr:\n%s", code, stderr)
+	}
+	if b, err := os.ReadFile(precious); err != nil || string(b) != "mine" {
+		t.Errorf("the demo touched a file it did not write: %q, %v", b, err)
+	}
+
+	empty := t.TempDir()
+	code, _, stderr = runNode(t, append([]string{"demo", "--workdir", empty}, fail...)...)
+	if code != 1 || !strings.Contains(stderr, `method "bogus"`) {
+		t.Errorf("empty --workdir: code %d, stderr:\n%s", code, stderr)
+	}
+	if entries, err := os.ReadDir(empty); err != nil || len(entries) != 0 {
+		t.Errorf("empty --workdir after the demo: %v, %v; want it kept, empty", entries, err)
+	}
+
+	made := filepath.Join(t.TempDir(), "work")
+	if code, _, stderr = runNode(t, append([]string{"demo", "--workdir", made}, fail...)...); code != 1 {
+		t.Errorf("new --workdir: code %d, stderr:\n%s", code, stderr)
+	}
+	if _, err := os.Stat(made); !os.IsNotExist(err) {
+		t.Errorf("the --workdir the demo made is left: %v", err)
+	}
+}
