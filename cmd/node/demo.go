@@ -161,6 +161,7 @@ func (f *demoFlags) partition(ctx context.Context, a *app, out string) error {
 	if f.input == "" {
 		c := partition.DefaultSBMConfig()
 		c.Nodes, c.FeatDim, c.Blocks, c.Seed = f.nodes, f.featDim, f.classes, f.seed
+		c.Exact = true // --nodes 0 is 0 nodes, not the default 200 k
 		g, err = partition.SBM(ctx, c, prog.report)
 		if err != nil {
 			return err

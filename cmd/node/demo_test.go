@@ -46,3 +46,17 @@ func TestDemoWorkdir(t *testing.T) {
 		t.Errorf("the --workdir the demo made is left: %v", err)
 	}
 }
+
+// TestDemoZeroFlags: the generated graph's flags given as 0 mean 0, and
+// are refused; --nodes 0 used to generate the default 200 k nodes.
+func TestDemoZeroFlags(t *testing.T) {
+	for _, c := range []struct{ flag, want string }{
+		{"--nodes", "nodes = 0"},
+		{"--classes", "blocks = 0"},
+	} {
+		code, stdout, stderr := runNode(t, "demo", c.flag, "0", "--method", "bogus", "--workdir", filepath.Join(t.TempDir(), "w"))
+		if code != 1 || !strings.Contains(stderr, c.want) || strings.Contains(stdout, "generated") {
+			t.Errorf("%s 0: code %d, want 1 and %q\nstdout:\n%s\nstderr:\n%s", c.flag, code, c.want, stdout, stderr)
+		}
+	}
+}
