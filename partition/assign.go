@@ -130,7 +130,13 @@ func Assign(ctx context.Context, g *Graph, adj *Adj, opts AssignOptions) ([]uint
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if g.NumNodes > 0 && opts.Parts > g.NumNodes {
+	if g.NumNodes == 0 {
+		// An empty input file, or one whose every edge the dangling
+		// policy dropped: a partitioning of it would serve nothing.
+		return nil, fmt.Errorf("partition: graph %q has no nodes (%d edges read, %d dropped as dangling): nothing to partition: %w",
+			g.Name, g.Stats.EdgesRead, g.Stats.DanglingDrop, ErrFormat)
+	}
+	if opts.Parts > g.NumNodes {
 		return nil, fmt.Errorf("partition: %d parts for %d nodes: a partition would own no node", opts.Parts, g.NumNodes)
 	}
 	if adj != nil && adj.NumNodes() != g.NumNodes {

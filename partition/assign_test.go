@@ -64,6 +64,16 @@ func TestAssignErrors(t *testing.T) {
 			t.Errorf("%+v: err = %v, want %q", tt.opts, err, tt.want)
 		}
 	}
+	// An empty input (or one whose every edge was dropped) has no
+	// partitioning: parts that own no node, whatever their count.
+	empty := &Graph{Name: "e", Stats: Stats{EdgesRead: 2, DanglingDrop: 2}}
+	for _, m := range []string{MethodRandom, MethodMetis} {
+		_, err := Assign(context.Background(), empty, &Adj{Indptr: make([]uint64, 1)}, AssignOptions{Method: m, Parts: 1})
+		want := `partition: graph "e" has no nodes (2 edges read, 2 dropped as dangling): nothing to partition: bad input`
+		if err == nil || err.Error() != want {
+			t.Errorf("%s, 0 nodes: err = %v, want %q", m, err, want)
+		}
+	}
 }
 
 func TestParseBalance(t *testing.T) {
