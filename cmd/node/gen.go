@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"graphnode/partition"
@@ -148,6 +149,13 @@ func genParse(fl *flag.FlagSet, args []string, w *genWrite) error {
 	if w.out == "" {
 		fmt.Fprintf(fl.Output(), "node %s: -o DIR is required\n", fl.Name())
 		fl.Usage()
+		return errUsage
+	}
+	// The scheme is one folder under split/, as partition --split-scheme
+	// reads it: "a/b" nests it, and ".." reaches out of the output (or
+	// out of the temporary directory the files are written to first).
+	if w.scheme == "." || w.scheme == ".." || strings.ContainsAny(w.scheme, `/\`) {
+		fmt.Fprintf(fl.Output(), "node %s: --split %q: want a folder name, without / or \\, not . or ..\n", fl.Name(), w.scheme)
 		return errUsage
 	}
 	return nil

@@ -109,3 +109,34 @@ func TestGenChecksOutputFirst(t *testing.T) {
 		t.Errorf("exit %d, stderr:\n%s\nwant 1, the output refused, and nothing generated", code, stderr)
 	}
 }
+
+// TestGenRefusesBadWriteFlags: --split names one folder under split/;
+// anything else is refused before anything is written.
+// --split ../x used to write the split files beside the output's
+// temporary directory, move raw/ into place and then fail, leaving a
+// graph without splits (with --force, over the old graph's raw/); a/b
+// nested the split where partition --split-scheme finds no files.
+func TestGenRefusesBadWriteFlags(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--split", "../x"}, `--split "../x": want a folder name`},
+		{[]string{"--split", "../../../x"}, `--split "../../../x": want a folder name`},
+		{[]string{"--split", "a/b"}, `--split "a/b": want a folder name`},
+		{[]string{"--split", ".."}, `--split "..": want a folder name`},
+	} {
+		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
+			root := t.TempDir()
+			out := filepath.Join(root, "a", "b", "g")
+			args := append([]string{"gen", "sbm", "--nodes", "100", "-o", out}, tc.flags...)
+			code, _, stderr := runNode(t, args...)
+			if code != 2 || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, want 2 and %q; stderr:\n%s", code, tc.want, stderr)
+			}
+			if entries, err := os.ReadDir(root); err != nil || len(entries) != 0 {
+				t.Errorf("written: %v (%v)", entries, err)
+			}
+		})
+	}
+}
