@@ -158,6 +158,10 @@ func genParse(fl *flag.FlagSet, args []string, w *genWrite) error {
 		fmt.Fprintf(fl.Output(), "node %s: --split %q: want a folder name, without / or \\, not . or ..\n", fl.Name(), w.scheme)
 		return errUsage
 	}
+	if w.workers < 0 {
+		fmt.Fprintf(fl.Output(), "node %s: --workers %d: want 0 (all CPUs) or more\n", fl.Name(), w.workers)
+		return errUsage
+	}
 	return nil
 }
 

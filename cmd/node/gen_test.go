@@ -110,8 +110,9 @@ func TestGenChecksOutputFirst(t *testing.T) {
 	}
 }
 
-// TestGenRefusesBadWriteFlags: --split names one folder under split/;
-// anything else is refused before anything is written.
+// TestGenRefusesBadWriteFlags: --split names one folder under split/ and
+// --workers is not negative (it was taken as 0, all CPUs); both are
+// refused before anything is written.
 // --split ../x used to write the split files beside the output's
 // temporary directory, move raw/ into place and then fail, leaving a
 // graph without splits (with --force, over the old graph's raw/); a/b
@@ -125,6 +126,7 @@ func TestGenRefusesBadWriteFlags(t *testing.T) {
 		{[]string{"--split", "../../../x"}, `--split "../../../x": want a folder name`},
 		{[]string{"--split", "a/b"}, `--split "a/b": want a folder name`},
 		{[]string{"--split", ".."}, `--split "..": want a folder name`},
+		{[]string{"--workers", "-2"}, "--workers -2: want 0 (all CPUs) or more"},
 	} {
 		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
 			root := t.TempDir()
