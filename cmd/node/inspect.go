@@ -24,6 +24,10 @@ func runInspect(ctx context.Context, a *app, args []string) error {
 		fmt.Fprintf(a.stderr, "node inspect: --part %d: want a part index (or -1 for every part)\n", *part)
 		return errUsage
 	}
+	if *batch < -1 {
+		fmt.Fprintf(a.stderr, "node inspect: --batch-size %d: want 0 or more (or -1 for graph.toml's)\n", *batch)
+		return errUsage
+	}
 	if len(pos) != 1 {
 		fmt.Fprintln(a.stderr, "node inspect: want one directory")
 		fs.Usage()

@@ -137,6 +137,8 @@ func TestPartitionUsage(t *testing.T) {
 		{[]string{"inspect"}, 2, "want one directory"},
 		{[]string{"inspect", "/nonexistent/parts"}, 1, "graph.toml: no such file"},
 		{[]string{"inspect", "--part", "-2", "x"}, 2, "--part -2: want a part index"},
+		// Was taken as "not given": graph.toml's batch size, without a word.
+		{[]string{"inspect", "--batch-size", "-5", "x"}, 2, "--batch-size -5: want 0 or more"},
 	} {
 		code, _, stderr := runNode(t, tt.args...)
 		if code != tt.code || !strings.Contains(stderr, tt.want) {
