@@ -100,11 +100,13 @@ func (r *rowReader) run() (rows int, workers []any, err error) {
 			break
 		}
 		buf := <-free
-		n := copy(buf, carry)
-		if n == len(buf) { // one line longer than a block: grow this buffer
-			buf = append(buf[:n], make([]byte, len(buf))...)
-			buf = buf[:cap(buf)]
+		if len(carry) >= len(buf) {
+			// A line longer than this buffer: room for what was read of
+			// it and a block more (the carry may have outgrown a buffer
+			// grown before, and a copy into a short one cut the line).
+			buf = make([]byte, len(carry)+rowBlockSize)
 		}
+		n := copy(buf, carry)
 		m, atEOF, rerr := readSome(r.in.r, buf[n:], true)
 		n += m
 		eof = atEOF

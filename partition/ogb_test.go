@@ -207,6 +207,33 @@ func TestReadOGBBlocks(t *testing.T) {
 	}
 }
 
+// TestReadOGBLongRows reads feature rows longer than the row reader's
+// 4 MiB blocks (about 200K full-precision floats), plain and gzip: each
+// row is carried from block to block until its line end.
+func TestReadOGBLongRows(t *testing.T) {
+	const dim = rowBlockSize/4 + 3 // "0.5," is 4 bytes: rows just over a block
+	for _, gz := range []bool{false, true} {
+		var b strings.Builder
+		for i := range 5 {
+			b.WriteString(strings.Repeat("0.5,", dim-1))
+			fmt.Fprintf(&b, "%d\n", i)
+		}
+		files := ogbFiles()
+		files["raw/node-feat.csv"] = b.String()
+		g, err := Read(context.Background(), writeOGBDir(t, files, gz), ReadOptions{Format: FormatOGB})
+		if err != nil {
+			t.Fatalf("gzip %v: %v", gz, err)
+		}
+		rdEq(t, "FeatDim", g.FeatDim, dim)
+		for i := range 5 {
+			row := g.Feat[i*dim : (i+1)*dim]
+			if row[dim-1] != float32(i) || slices.ContainsFunc(row[:dim-1], func(v float32) bool { return v != 0.5 }) {
+				t.Fatalf("gzip %v: row %d: last %v, want %d after %d × 0.5", gz, i, row[dim-1], i, dim-1)
+			}
+		}
+	}
+}
+
 // TestReadOGBWriteOGB reads back what WriteOGB wrote.
 func TestReadOGBWriteOGB(t *testing.T) {
 	g := &Graph{NumNodes: 4, Src: []uint32{0, 1, 3}, Dst: []uint32{1, 2, 3},
