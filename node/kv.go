@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -45,12 +43,24 @@ type kvServer struct {
 	// held across a broadcast: two nodes creating at once would each wait
 	// for the other's peer request. Taken before mu.
 	createMu sync.Mutex
+	// creating is, per table, the trainer's kv_create that created the
+	// table on this node and is still broadcasting it: until its outcome
+	// is known the table may be dropped again. Guarded by createMu.
+	creating map[string]*pendingCreate
+
+	// send carries a node-level request to a peer (broadcast): s.call;
+	// tests replace it.
+	send func(ctx context.Context, part int, req []byte) ([]byte, error)
+	// createWaits, when set (tests only), runs when a kv_create starts
+	// waiting for another kv_create of the same table to end.
+	createWaits func(name string)
 }
 
 // newKVServer builds the store with the tables of [kv] and, with
 // kv.load, restores them from the checkpoint directory.
 func newKVServer(cfg *Config, log *slog.Logger, book partition.Book) (*kvServer, error) {
-	s := &kvServer{cfg: cfg, log: log, part: cfg.ownPart(), book: book, clients: map[string]*kv.Client{}}
+	s := &kvServer{cfg: cfg, log: log, part: cfg.ownPart(), book: book, clients: map[string]*kv.Client{}, creating: map[string]*pendingCreate{}}
+	s.send = s.call
 	specs := make([]kv.Spec, 0, len(cfg.KV.Tables))
 	for i := range cfg.KV.Tables {
 		specs = append(specs, s.resolve(&cfg.KV.Tables[i]))
@@ -166,7 +176,7 @@ func (s *kvServer) broadcast(ctx context.Context, req *control.Request) error {
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		wg.Go(func() {
-			resp, err := s.call(ctx, p, body)
+			resp, err := s.send(ctx, p, body)
 			if err == nil {
 				err = ackError(p, resp)
 			}
@@ -194,80 +204,6 @@ func ackError(part int, resp []byte) error {
 	}
 	var a kv.Ack
 	return kv.DecodeAck(resp, &a)
-}
-
-// create declares a table on this node and, when forward is set, on
-// every peer, so that it exists on every shard when the trainer's
-// kv_create returns. With kv.load, a new table resumes from its
-// checkpoint file when there is one.
-func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward bool) (*control.TableInfo, error) {
-	sp := s.resolve(t)
-	if s.store == nil { // a client node: the sampling nodes hold every shard
-		return s.createRemote(ctx, t, sp)
-	}
-	created, err := s.createLocal(sp)
-	if err != nil {
-		return nil, &control.Error{Key: "table", Msg: err.Error()}
-	}
-	if _, err := s.client(sp); err != nil {
-		return nil, &control.Error{Key: "table", Msg: err.Error()}
-	}
-	if forward {
-		if err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: t}); err != nil {
-			undo := ""
-			if created {
-				// Not kept half made: a retry with the spec the peers
-				// have, or another, starts clean here.
-				s.createMu.Lock()
-				s.forget(sp.Name)
-				s.createMu.Unlock()
-				undo = " (the table this request created on this node is dropped again; nodes that accepted it keep it until kv_drop)"
-			}
-			return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the other nodes: %v%s", err, undo)}
-		}
-	}
-	v, _ := s.store.Version(sp.Name)
-	return &control.TableInfo{Name: sp.Name, Rows: sp.Rows, Dim: sp.Dim, Bounds: sp.Bounds, Created: created, Version: v}, nil
-}
-
-// createLocal creates sp in this node's store and, with kv.load, restores
-// it from its checkpoint file when there is one. A table it created whose
-// load fails is dropped again: kept, it would hold its initial rows at
-// version 0, and a retried kv_create would answer that it exists.
-func (s *kvServer) createLocal(sp kv.Spec) (bool, error) {
-	s.createMu.Lock()
-	defer s.createMu.Unlock()
-	created, err := s.store.Create(sp)
-	if err != nil || !created {
-		return false, err
-	}
-	s.log.Info("kv table created", "table", sp.Name, "rows", sp.Rows, "dim", sp.Dim, "mode", sp.Mode.String(), "optimizer", sp.Opt.Kind.String())
-	if !s.cfg.KV.Load {
-		return true, nil
-	}
-	path := filepath.Join(s.cfg.KV.CheckpointDir, kv.FileName(sp.Name, s.part))
-	if _, err := os.Stat(path); err != nil {
-		return true, nil
-	}
-	if err := s.store.LoadTable(s.cfg.KV.CheckpointDir, sp.Name); err != nil {
-		s.forget(sp.Name)
-		return false, fmt.Errorf("%w (the table this request created on this node is dropped again)", err)
-	}
-	s.log.Info("kv table loaded", "table", sp.Name, "path", path)
-	return true, nil
-}
-
-// createRemote is create on a client node: every sampling node creates
-// its shard. The table's version is theirs, so it reports 0, and whether
-// this call created the table is not known here (false).
-func (s *kvServer) createRemote(ctx context.Context, t *control.TableSpec, sp kv.Spec) (*control.TableInfo, error) {
-	if err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: t}); err != nil {
-		return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the sampling nodes: %v", err)}
-	}
-	if _, err := s.client(sp); err != nil {
-		return nil, &control.Error{Key: "table", Msg: err.Error()}
-	}
-	return &control.TableInfo{Name: sp.Name, Rows: sp.Rows, Dim: sp.Dim, Bounds: sp.Bounds}, nil
 }
 
 // drop removes a table from this node's store and clients and, when

@@ -2,11 +2,14 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -179,4 +182,169 @@ func TestKVCreateWaitsForLoad(t *testing.T) {
 	}
 	r = <-second
 	checkLoaded(t, s, r.info, r.err, rows)
+}
+
+// peerStub stands in for part 1 of a two-part cluster in broadcast: the
+// first request blocks until release is closed and then fails with
+// errDown; later ones are acknowledged at once. Each request's op is
+// sent on sent as it arrives.
+type peerStub struct {
+	sent    chan string
+	release chan struct{}
+	calls   int // guarded by mu
+	mu      sync.Mutex
+}
+
+var errDown = errors.New("connection reset by peer")
+
+func (p *peerStub) send(ctx context.Context, part int, req []byte) ([]byte, error) {
+	var r control.Request
+	if err := json.Unmarshal(req, &r); err != nil || part != 1 {
+		return nil, fmt.Errorf("stub: part %d: %s: %v", part, req, err)
+	}
+	p.mu.Lock()
+	p.calls++
+	first := p.calls == 1
+	p.mu.Unlock()
+	p.sent <- r.Op
+	if first {
+		<-p.release
+		return nil, errDown
+	}
+	return kv.AppendAck(nil, &kv.Ack{}), nil
+}
+
+// twoPartKVServer is the kv server of part 0 of two, whose broadcasts go
+// to a peerStub, and the spec of its async table "w" (10 rows × 2).
+func twoPartKVServer(t *testing.T) (*kvServer, *peerStub, control.TableSpec) {
+	t.Helper()
+	s, err := newKVServer(&Config{}, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &peerStub{sent: make(chan string, 8), release: make(chan struct{})}
+	s.send = p.send
+	ts := control.TableSpec{Name: "w", Rows: control.Rows{N: 10}, Dim: 2, Optimizer: "sgd", LR: 1, Mode: "async"}
+	if err := ts.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return s, p, ts
+}
+
+type createResult struct {
+	info *control.TableInfo
+	err  error
+}
+
+// startCreate runs a trainer's kv_create of ts on s (forwarded to the
+// peers) on its own goroutine.
+func startCreate(ctx context.Context, s *kvServer, ts *control.TableSpec) <-chan createResult {
+	ch := make(chan createResult, 1)
+	go func() {
+		info, err := s.create(ctx, ts, true)
+		ch <- createResult{info, err}
+	}()
+	return ch
+}
+
+// wantBroadcastDown checks the first kv_create's answer after its
+// broadcast failed: an error naming the part, ending with tail.
+func wantBroadcastDown(t *testing.T, r createResult, tail string) {
+	t.Helper()
+	want := "create on the other nodes: part 1: " + errDown.Error() + tail
+	var ce *control.Error
+	if !errors.As(r.err, &ce) || ce.Key != "table" || ce.Msg != want {
+		t.Fatalf("first kv_create, its broadcast failed: %+v, %v\nwant %s", r.info, r.err, want)
+	}
+}
+
+// TestKVCreateWaitsForBroadcast: a trainer's kv_create of a table that
+// another one created on this node and is still broadcasting waits for
+// that one's outcome. When the broadcast fails and the table is dropped
+// again, the second creates it itself and answers "created": true with
+// the table there; it never answers "created": false for a table that the
+// first one's undo then drops. A third one whose context ends while it
+// waits fails saying so.
+func TestKVCreateWaitsForBroadcast(t *testing.T) {
+	s, peer, ts := twoPartKVServer(t)
+	waiting := make(chan string, 4)
+	s.createWaits = func(name string) { waiting <- name }
+
+	first := startCreate(context.Background(), s, &ts)
+	if op := <-peer.sent; op != control.OpKVCreate {
+		t.Fatalf("first broadcast: %q", op)
+	}
+	second := startCreate(context.Background(), s, &ts)
+	var early *createResult
+	select {
+	case name := <-waiting:
+		if name != "w" {
+			t.Fatalf("second kv_create waits for table %q", name)
+		}
+	case r := <-second: // the defect: it answered during the broadcast
+		early = &r
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	third := startCreate(ctx, s, &ts)
+	if early == nil {
+		<-waiting
+	}
+	cancel()
+	r3 := <-third
+	const want3 = `node: kv: table "w": waiting for another kv_create of it on this node to end: context canceled`
+	var ce *control.Error
+	if early == nil && (!errors.As(r3.err, &ce) || ce.Key != "table" || ce.Msg != want3) {
+		t.Fatalf("third kv_create, cancelled while waiting: %+v, %v\nwant %s", r3.info, r3.err, want3)
+	}
+
+	close(peer.release)
+	wantBroadcastDown(t, <-first, " (the table this request created on this node is dropped again; nodes that accepted it keep it until kv_drop)")
+	r2 := early
+	if r2 == nil {
+		r := <-second
+		r2 = &r
+	}
+	names := s.store.Tables()
+	if r2.err != nil || r2.info == nil || !r2.info.Created || r2.info.Version != 0 || !slices.Equal(names, []string{"w"}) {
+		t.Fatalf("second kv_create after the first one's broadcast failed: %+v, %v, tables on this node %v; want created, version 0, tables [w]",
+			r2.info, r2.err, names)
+	}
+	if _, err := s.tableClient("w"); err != nil {
+		t.Fatalf("client after the second kv_create answered: %v", err)
+	}
+	if op := <-peer.sent; op != control.OpKVCreate {
+		t.Fatalf("second broadcast: %q", op)
+	}
+	if len(peer.sent) != 0 {
+		t.Fatalf("%d broadcasts more than the two kv_creates that ran", len(peer.sent))
+	}
+}
+
+// TestKVCreateKeepsTableAPeerAccepted: a kv_create forwarded by a peer
+// while this node's trainer's kv_create of the table is still
+// broadcasting does not wait (the peer's broadcast may be what this one
+// waits for) and answers that the table exists; when this node's
+// broadcast then fails, the table stays here, since the peer's trainer
+// relies on it, and the error says so.
+func TestKVCreateKeepsTableAPeerAccepted(t *testing.T) {
+	s, peer, ts := twoPartKVServer(t)
+	first := startCreate(context.Background(), s, &ts)
+	<-peer.sent
+	body, err := control.MarshalKVRequest(&control.Request{Op: control.OpKVCreate, Table: &ts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.KV(context.Background(), body)
+	if err != nil || ackError(1, resp) != nil {
+		t.Fatalf("a peer's kv_create during the broadcast: %v, %v", err, ackError(1, resp))
+	}
+	close(peer.release)
+	r := <-first
+	if names := s.store.Tables(); !slices.Equal(names, []string{"w"}) {
+		t.Fatalf("tables after the failed broadcast: %v, want [w], which the peer's kv_create was told exists", names)
+	}
+	wantBroadcastDown(t, r, " (the table this request created on this node stays: another node's kv_create of it was accepted here meanwhile; kv_drop removes it everywhere)")
+	if _, err := s.tableClient("w"); err != nil {
+		t.Fatalf("client after the failed broadcast: %v", err)
+	}
 }

@@ -1,0 +1,184 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"graphnode/kv"
+	"graphnode/node/control"
+)
+
+// pendingCreate is a trainer's kv_create between its local create and
+// the end of its broadcast.
+//
+// A trainer's kv_create of a table that is pending waits for done and
+// then runs on its own: it answers "created": false after a success, and
+// after a failure creates the table (and loads and broadcasts it) itself,
+// as a retry would. It does not fail with the first one's error: that may
+// have been the first trainer's own (its connection dropped, which ends
+// the broadcast), and a cause that lasts (a peer holding another spec)
+// fails the retry with an error of its own.
+//
+// A kv_create forwarded by a peer never waits: the peer's broadcast may
+// be what this one's broadcast waits for, the other way round (two nodes
+// creating one table at once). It answers that the table exists and sets
+// accepted, so that the table is kept on this node when the pending
+// create fails: the peer's trainer relies on it.
+type pendingCreate struct {
+	done     chan struct{} // closed once the table is kept or dropped again
+	accepted bool          // guarded by kvServer.createMu
+}
+
+// create declares a table on this node and, when forward is set, on
+// every peer, so that it exists on every shard when the trainer's
+// kv_create returns. With kv.load, a new table resumes from its
+// checkpoint file when there is one. A trainer's kv_create of a table
+// that another trainer's is still creating waits for its outcome
+// (pendingCreate).
+func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward bool) (*control.TableInfo, error) {
+	sp := s.resolve(t)
+	if s.store == nil { // a client node: the sampling nodes hold every shard
+		return s.createRemote(ctx, t, sp)
+	}
+	created, pc, err := s.createLocal(ctx, sp, forward)
+	if err != nil {
+		return nil, &control.Error{Key: "table", Msg: err.Error()}
+	}
+	if forward {
+		err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: t})
+		undo := ""
+		if pc != nil {
+			switch s.endCreate(sp.Name, pc, err == nil) {
+			case createDropped:
+				// Not kept half made: a retry with the spec the peers
+				// have, or another, starts clean here.
+				undo = " (the table this request created on this node is dropped again; nodes that accepted it keep it until kv_drop)"
+			case createKeptForPeer:
+				undo = " (the table this request created on this node stays: another node's kv_create of it was accepted here meanwhile; kv_drop removes it everywhere)"
+			}
+		}
+		if err != nil {
+			return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the other nodes: %v%s", err, undo)}
+		}
+	}
+	v, _ := s.store.Version(sp.Name)
+	return &control.TableInfo{Name: sp.Name, Rows: sp.Rows, Dim: sp.Dim, Bounds: sp.Bounds, Created: created, Version: v}, nil
+}
+
+// createLocal creates sp in this node's store and its client and, with
+// kv.load, restores it from its checkpoint file when there is one. A
+// table it created whose load fails is dropped again: kept, it would hold
+// its initial rows at version 0, and a retried kv_create would answer that
+// it exists. A trainer's request (forward) first waits for a pending one
+// of the table to end, and returns the pendingCreate that its broadcast
+// must end (endCreate) when it created the table.
+func (s *kvServer) createLocal(ctx context.Context, sp kv.Spec, forward bool) (bool, *pendingCreate, error) {
+	for {
+		s.createMu.Lock()
+		pc := s.creating[sp.Name]
+		if pc == nil || !forward {
+			break
+		}
+		s.createMu.Unlock()
+		if s.createWaits != nil {
+			s.createWaits(sp.Name)
+		}
+		select {
+		case <-pc.done:
+		case <-ctx.Done():
+			return false, nil, fmt.Errorf("node: kv: table %q: waiting for another kv_create of it on this node to end: %w", sp.Name, ctx.Err())
+		}
+	}
+	defer s.createMu.Unlock()
+	created, err := s.store.Create(sp)
+	if err != nil {
+		return false, nil, err
+	}
+	if !created {
+		if pc := s.creating[sp.Name]; pc != nil { // a peer's request (forward is false)
+			pc.accepted = true
+		}
+		_, err := s.client(sp)
+		return false, nil, err
+	}
+	s.log.Info("kv table created", "table", sp.Name, "rows", sp.Rows, "dim", sp.Dim, "mode", sp.Mode.String(), "optimizer", sp.Opt.Kind.String())
+	if err := s.loadCreated(sp); err != nil {
+		s.forget(sp.Name)
+		return false, nil, fmt.Errorf("%w (the table this request created on this node is dropped again)", err)
+	}
+	if _, err := s.client(sp); err != nil {
+		s.forget(sp.Name)
+		return false, nil, err
+	}
+	if pc := s.creating[sp.Name]; pc != nil {
+		// A peer's request re-created a table that kv_drop removed under
+		// a pending create: the peer relies on it as on one it found.
+		pc.accepted = true
+	}
+	if !forward {
+		return true, nil, nil
+	}
+	pc := &pendingCreate{done: make(chan struct{})}
+	s.creating[sp.Name] = pc
+	return true, pc, nil
+}
+
+// loadCreated restores a table just created from its checkpoint file,
+// with kv.load and when there is one. s.createMu must be held.
+func (s *kvServer) loadCreated(sp kv.Spec) error {
+	if !s.cfg.KV.Load {
+		return nil
+	}
+	path := filepath.Join(s.cfg.KV.CheckpointDir, kv.FileName(sp.Name, s.part))
+	if _, err := os.Stat(path); err != nil {
+		return nil
+	}
+	if err := s.store.LoadTable(s.cfg.KV.CheckpointDir, sp.Name); err != nil {
+		return err
+	}
+	s.log.Info("kv table loaded", "table", sp.Name, "path", path)
+	return nil
+}
+
+// createOutcome is what endCreate did with the table.
+type createOutcome int
+
+const (
+	createKept        createOutcome = iota // the broadcast succeeded
+	createDropped                          // it failed: dropped again
+	createKeptForPeer                      // it failed, but a peer's kv_create accepted the table
+)
+
+// endCreate ends pending create pc of table name, whose broadcast
+// succeeded (ok) or not, and releases the kv_creates waiting for it.
+func (s *kvServer) endCreate(name string, pc *pendingCreate, ok bool) createOutcome {
+	s.createMu.Lock()
+	delete(s.creating, name)
+	out := createKept
+	switch {
+	case ok:
+	case pc.accepted:
+		out = createKeptForPeer
+	default:
+		s.forget(name)
+		out = createDropped
+	}
+	s.createMu.Unlock()
+	close(pc.done)
+	return out
+}
+
+// createRemote is create on a client node: every sampling node creates
+// its shard. The table's version is theirs, so it reports 0, and whether
+// this call created the table is not known here (false).
+func (s *kvServer) createRemote(ctx context.Context, t *control.TableSpec, sp kv.Spec) (*control.TableInfo, error) {
+	if err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: t}); err != nil {
+		return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the sampling nodes: %v", err)}
+	}
+	if _, err := s.client(sp); err != nil {
+		return nil, &control.Error{Key: "table", Msg: err.Error()}
+	}
+	return &control.TableInfo{Name: sp.Name, Rows: sp.Rows, Dim: sp.Dim, Bounds: sp.Bounds}, nil
+}
