@@ -147,6 +147,12 @@ func (c *Client) PullVersion(ctx context.Context, table string, minVersion uint6
 				return fmt.Errorf("kv: table %q: part %d answered %d values of dim %d for %d ids of dim %d: %w",
 					table, p, len(resp.Rows), resp.Dim, len(sp.ids[p]), dim, ErrShape)
 			}
+			if resp.Version < minVersion {
+				// Every shard of this build waits first (Store.PullVersion);
+				// one that does not must not pass old rows for new.
+				return fmt.Errorf("kv: table %q: part %d answered version %d, below the %d asked for (a shard of an older build?)",
+					table, p, resp.Version, minVersion)
+			}
 			rows, versions[p] = resp.Rows, resp.Version
 		}
 		for i, pos := range sp.pos[p] {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // transports builds, for a cluster, the two in-process transports: stores
@@ -196,5 +197,33 @@ func TestClientErrorsCrossTheWire(t *testing.T) {
 	}
 	if !errors.Is(err, ErrStepFailed) || strings.Count(err.Error(), "trainer 1 left") != 2 {
 		t.Fatalf("sync push after leave: %v", err)
+	}
+}
+
+// staleTransport answers pulls as a shard that does not wait for the
+// version asked for would: with the version it holds.
+type staleTransport struct{ *directTransport }
+
+func (d staleTransport) Pull(ctx context.Context, part int, req *PullRequest, resp *PullResponse) error {
+	asked := *req
+	asked.MinVersion = 0
+	return d.directTransport.Pull(ctx, part, &asked, resp)
+}
+
+// TestClientRefusesAnswerBelowMinVersion: a remote shard answering below
+// the version asked for is an error naming the part and both versions,
+// not old rows passed off as new.
+func TestClientRefusesAnswerBelowMinVersion(t *testing.T) {
+	dense := spec("w", 4, 2, SGD(1), Sync, 2)
+	stores := newCluster(t, 2, dense)
+	c, err := NewClient([]Spec{dense}, stores[0], staleTransport{newDirect(stores)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _, err = c.PullVersion(ctx, "w", 1, []uint64{3}, nil) // part 1's row, at version 0
+	if err == nil || !strings.Contains(err.Error(), `kv: table "w": part 1 answered version 0, below the 1 asked for`) {
+		t.Fatalf("err = %v, want part 1 refused for answering version 0", err)
 	}
 }
