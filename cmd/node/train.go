@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"graphnode/node/client"
@@ -84,7 +85,57 @@ func runTrain(ctx context.Context, a *app, args []string) error {
 		fs.Usage()
 		return errUsage
 	}
+	if err := f.check(); err != nil {
+		fmt.Fprintf(a.stderr, "node train: %v\n", err)
+		return errUsage
+	}
 	return f.run(ctx, a.stdout)
+}
+
+// check reports every bad flag before anything connects: a batch size or
+// world size of 0 went to the node as "not given" (its 512, and 1), and
+// the model's settings were checked only once the loaders had started
+// their samplers.
+func (f *trainFlags) check() error {
+	var errs []error
+	bad := func(format string, v ...any) { errs = append(errs, fmt.Errorf(format, v...)) }
+	fan, err := parseFanouts(f.fanouts)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if f.evalFanouts != "" {
+		if _, err := parseFanouts(f.evalFanouts); err != nil {
+			errs = append(errs, errors.New(strings.Replace(err.Error(), "--fanouts", "--eval-fanouts", 1)))
+		}
+	}
+	if f.batch < 1 {
+		bad("--batch-size %d: want ≥ 1", f.batch)
+	}
+	if f.evalBatch < 1 {
+		bad("--eval-batch-size %d: want ≥ 1", f.evalBatch)
+	}
+	if f.workers < 0 {
+		bad("--workers %d: want ≥ 0 (0: the node's default)", f.workers)
+	}
+	if f.worldSize < 1 {
+		bad("--world-size %d: want ≥ 1", f.worldSize)
+	} else if f.cfg.Rank < 0 || f.cfg.Rank >= f.worldSize {
+		bad("--rank %d: want 0 to %d (--world-size %d)", f.cfg.Rank, f.worldSize-1, f.worldSize)
+	}
+	// The features and classes are the partition's, known once a loader
+	// is open; the rank is checked above, bad fanouts too.
+	cfg := f.cfg
+	cfg.FeatDim, cfg.Classes, cfg.Rank = 1, 2, 0
+	if cfg.Layers == 0 {
+		cfg.Layers = 2
+		if fan != nil {
+			cfg.Layers = len(fan)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // timedBatches adapts a client loader to train.Batches and measures the

@@ -339,3 +339,30 @@ func sharedData(t testing.TB, rel, name string) string {
 	}
 	return dir
 }
+
+// TestTrainFlagErrors: node train refuses a bad flag with exit 2 before
+// it connects (the socket here does not exist). A batch size or world
+// size of 0 used to go to the node as "not given" (512, 1), and the
+// model's settings were checked once the loaders had started samplers.
+func TestTrainFlagErrors(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "none.sock")
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--batch-size", "0"}, "--batch-size 0: want ≥ 1"},
+		{[]string{"--eval-batch-size", "-1"}, "--eval-batch-size -1: want ≥ 1"},
+		{[]string{"--world-size", "0"}, "--world-size 0: want ≥ 1"},
+		{[]string{"--rank", "2", "--world-size", "2"}, "--rank 2: want 0 to 1 (--world-size 2)"},
+		{[]string{"--workers", "-1"}, "--workers -1: want ≥ 0"},
+		{[]string{"--eval-fanouts", "5,x"}, `--eval-fanouts "5,x": "x" is not an integer`},
+		{[]string{"--lr", "NaN"}, "lr NaN: want > 0"},
+		{[]string{"--epochs", "0"}, "epochs 0: want ≥ 1"},
+		{[]string{"--layers", "4"}, "layers 4: want 2 or 3"},
+	} {
+		code, _, stderr := runNode(t, append([]string{"train", "--socket", socket}, tc.flags...)...)
+		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "dial") {
+			t.Errorf("%v: exit %d, want 2 and %q before any dial; stderr:\n%s", tc.flags, code, tc.want, stderr)
+		}
+	}
+}
