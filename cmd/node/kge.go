@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -93,7 +95,47 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 		fs.Usage()
 		return errUsage
 	}
+	if err := f.check(); err != nil {
+		fmt.Fprintf(a.stderr, "node kge: %v\n", err)
+		return errUsage
+	}
 	return f.run(ctx, a.stdout, newProgress(a.stderr))
+}
+
+// check reports every bad flag before anything connects or is read: they
+// were found only after the wait for the node and the read of every
+// part's triples (--eval, the model's settings), or never (--eval-sample
+// -3 ranked every triple, --lr 0 trained nothing, a negative --lr away
+// from the facts).
+func (f *kgeFlags) check() error {
+	var errs []error
+	bad := func(format string, v ...any) { errs = append(errs, fmt.Errorf(format, v...)) }
+	switch f.eval {
+	case "test", "valid", "none":
+	default:
+		bad("--eval %q: want test, valid or none", f.eval)
+	}
+	if f.evalSample < 0 {
+		bad("--eval-sample %d: want ≥ 0 (0: all)", f.evalSample)
+	}
+	if f.part < -1 {
+		bad("--part %d: want a part index (-1: the node's)", f.part)
+	}
+	// The tables' owners hold the rate as a float32.
+	if lr := float64(float32(f.lr)); !(lr > 0) || math.IsInf(lr, 0) {
+		bad("--lr %g: want > 0 and finite", f.lr)
+	}
+	// The graph's sizes are the partition's, read later.
+	cfg := f.cfg
+	cfg.Entities, cfg.Relations = 2, 1
+	cfg.EntityTable, cfg.RelationTable = f.prefix+".entity", f.prefix+".relation"
+	if cfg.StepsPerEpoch == 0 {
+		cfg.StepsPerEpoch = 1
+	}
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // kgeReadyTimeout bounds how long `node kge` waits for its node to have

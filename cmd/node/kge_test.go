@@ -240,3 +240,32 @@ func readNPY(t *testing.T, path string, rows, cols int) []float32 {
 	}
 	return out
 }
+
+// TestKGEFlagErrors: node kge refuses a bad flag with exit 2 before it
+// waits for its node or reads a triple (neither socket nor directory
+// exists here). --eval and the model's settings used to be checked only
+// after both; --eval-sample -3 ranked every triple, --lr 0 trained
+// nothing.
+func TestKGEFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--eval", "val"}, `--eval "val": want test, valid or none`},
+		{[]string{"--eval-sample", "-3"}, "--eval-sample -3: want ≥ 0"},
+		{[]string{"--part", "-2"}, "--part -2: want a part index"},
+		{[]string{"--lr", "0"}, "--lr 0: want > 0 and finite"},
+		{[]string{"--lr", "-0.1"}, "--lr -0.1: want > 0 and finite"},
+		{[]string{"--lr", "1e300"}, "--lr 1e+300: want > 0 and finite"},
+		{[]string{"--model", "transx"}, `kge model "transx": unknown`},
+		{[]string{"--batch-size", "0"}, "batch size 0 and negatives 256 must be positive"},
+		{[]string{"--rank", "2", "--world-size", "2"}, "rank 2 of world 2"},
+	} {
+		args := append([]string{"kge", "--socket", filepath.Join(dir, "none.sock"), "--parts", filepath.Join(dir, "parts")}, tc.flags...)
+		code, _, stderr := runNode(t, args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "dial") {
+			t.Errorf("%v: exit %d, want 2 and %q before any dial; stderr:\n%s", tc.flags, code, tc.want, stderr)
+		}
+	}
+}
