@@ -189,9 +189,14 @@ func (r *edgeList) readEdges(in *inFile) error {
 	s := newLineScanner(r.ctx, in, r.opts.Progress, in.path)
 	r.presize(s)
 	header := r.opts.Header
-	var f [edgeSplit][]byte
+	var f, f2 [edgeSplit][]byte
 	var held []byte // auto header/ids: the first line, until the second says what it was
 	var heldLine int64
+	// skipped is a held first line taken for a header because the
+	// second line's ids were integers, while it could be an edge: if a
+	// later id is not an integer after all, the first line was an edge
+	// of string ids, and it is read then, as the first edge.
+	var skipped []byte
 	want := 2
 	if r.opts.Weighted {
 		want = 3
@@ -242,8 +247,18 @@ func (r *edgeList) readEdges(in *inFile) error {
 				if err := r.heldEdge(s, held, heldLine, want); err != nil {
 					return err
 				}
+			} else if hn, _ := splitFields(held, &f2); hn == want && !r.opts.Weighted {
+				skipped = held // a weighted edge has a numeric weight: never one
 			}
 			held = nil
+		}
+		if skipped != nil && !r.strs && (!isUint(f[0]) || !isUint(f[1])) {
+			r.toStrings()
+			if err := r.heldEdge(s, skipped, heldLine, want); err != nil {
+				return err
+			}
+			r.lastEdgeFirst()
+			skipped = nil
 		}
 		if err := r.edge(s, &f); err != nil {
 			return err
@@ -260,6 +275,24 @@ func (r *edgeList) readEdges(in *inFile) error {
 	}
 	s.done()
 	return nil
+}
+
+// lastEdgeFirst moves the edge added last to the front of the edges.
+func (r *edgeList) lastEdgeFirst() {
+	g := r.g
+	rotate(g.Src)
+	rotate(g.Dst)
+	rotate(g.Weights)
+}
+
+// rotate moves the last element of s to its front.
+func rotate[T any](s []T) {
+	if len(s) < 2 {
+		return
+	}
+	last := s[len(s)-1]
+	copy(s[1:], s)
+	s[0] = last
 }
 
 // heldEdge processes the first line of the file after the second showed

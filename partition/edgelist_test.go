@@ -42,6 +42,10 @@ func TestReadEdgeList(t *testing.T) {
 			src: []uint32{0}, dst: []uint32{1}, n: 2, names: []string{"a", "b"}, stats: Stats{Lines: 1, EdgesRead: 1}},
 		{name: "ints then strings", input: "1 2\n2 x\n",
 			src: []uint32{0, 1}, dst: []uint32{1, 2}, n: 3, names: []string{"1", "2", "x"}, stats: Stats{Lines: 2, EdgesRead: 2}},
+		{name: "strings, ints, strings", input: "a b\n1 2\nc d\n", // the first line was an edge, not a header
+			src: []uint32{2, 0, 4}, dst: []uint32{3, 1, 5}, n: 6, names: []string{"1", "2", "a", "b", "c", "d"}, stats: Stats{Lines: 3, EdgesRead: 3}},
+		{name: "header of 3 fields, ints, strings", input: "from to w\n1 2\nc d\n",
+			src: []uint32{0, 2}, dst: []uint32{1, 3}, n: 4, names: []string{"1", "2", "c", "d"}, stats: Stats{Lines: 2, EdgesRead: 2}},
 		{name: "forced strings keep zeros", input: "007 7\n", opts: ReadOptions{IDs: IDsString},
 			src: []uint32{0}, dst: []uint32{1}, n: 2, names: []string{"007", "7"}, stats: Stats{Lines: 1, EdgesRead: 1}},
 		{name: "weighted", input: "0 1 0.5\n1 0 2e1\n", opts: ReadOptions{Weighted: true},
