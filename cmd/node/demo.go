@@ -93,6 +93,7 @@ func (f *demoFlags) run(ctx context.Context, a *app) (err error) {
 		return err
 	}
 	prog := newProgress(a.stderr)
+	defer prog.stop()
 	prog.report(fmt.Sprintf("starting %d nodes", f.parts), 0, 0)
 	cl, err := startDemoCluster(ctx, exe, work, parts, f.parts, f.ringSize, f.workers)
 	defer func() {
@@ -153,7 +154,7 @@ func removeWorkdir(work string, created bool) error {
 // partition makes the graph (generated or read) and writes it in parts.
 func (f *demoFlags) partition(ctx context.Context, a *app, out string) error {
 	prog := newProgress(a.stderr)
-	defer prog.done()
+	defer prog.stop()
 	var g *partition.Graph
 	var err error
 	split := partition.SplitOptions{Mode: partition.SplitKeep}
@@ -183,6 +184,7 @@ func (f *demoFlags) partition(ctx context.Context, a *app, out string) error {
 	if err != nil {
 		return err
 	}
+	prog.done()
 	if _, err := partition.Split(g, split); err != nil {
 		return err
 	}

@@ -37,6 +37,7 @@ func runGen(ctx context.Context, a *app, args []string) error {
 	var generate func() (*partition.Graph, error)
 	var nodes, edges, featDim float64 // the graph's size, for the memory check
 	prog := newProgress(a.stderr)
+	defer prog.stop()
 
 	switch kind {
 	case "rmat":
@@ -100,14 +101,15 @@ func runGen(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
+	prog.done()
 	g.Name = kind
 	err = partition.WriteOGB(ctx, w.out, g, partition.OGBWriteOptions{
 		Gzip: w.gzip, Scheme: w.scheme, Force: w.force, Workers: w.workers, Progress: prog.report,
 	})
-	prog.done()
 	if err != nil {
 		return err
 	}
+	prog.done()
 	files, size, err := genDirSize(w.out)
 	if err != nil {
 		return err

@@ -327,6 +327,7 @@ func kgeTriples(t partition.Triples) []train.Triple {
 }
 
 func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error {
+	defer prog.stop() // a failed epoch's status line
 	in, err := f.load(ctx)
 	if err != nil {
 		return err

@@ -164,7 +164,7 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 		return err
 	}
 	prog := newProgress(a.stderr)
-	defer prog.done()
+	defer prog.stop()
 	f.read.Progress = prog.report
 
 	g, err := partition.Read(ctx, f.input, f.read)

@@ -11,7 +11,9 @@ import (
 )
 
 // progress draws one status line per stage on a terminal and stays silent
-// otherwise (pipes, CI logs), apart from the final line of each stage.
+// otherwise (pipes, CI logs), apart from the final line of each stage
+// that finished. Callers defer stop and call done once a stage's work
+// succeeded; a stage that another one follows is done.
 type progress struct {
 	w     io.Writer
 	tty   bool
@@ -54,6 +56,18 @@ func (p *progress) done() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.finishLocked(time.Now())
+	p.stage = ""
+}
+
+// stop ends the current stage without calling it done: the work failed
+// or was cut off, and its error follows. A terminal's status line is
+// cleared; nothing is printed otherwise.
+func (p *progress) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stage != "" && p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
 	p.stage = ""
 }
 
