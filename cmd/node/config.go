@@ -23,7 +23,7 @@ func runConfig(ctx context.Context, a *app, args []string) error {
 	}
 	fs := newFlagSet(a, "config check", "-c node.toml")
 	path := fs.String("c", "", "configuration `file` to check")
-	if _, err := parseFlags(fs, args[1:]); err != nil {
+	if err := parseNoArgs(fs, args[1:]); err != nil {
 		return err
 	}
 	if *path == "" {

@@ -62,7 +62,7 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the graph, the partitioning and the training")
 	fs.StringVar(&f.workdir, "workdir", "", "directory for the graph, certificates, configs and logs, new or empty (default: a new temporary one)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the work directory (it is removed otherwise)")
-	if _, err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if f.parts < 2 {

@@ -16,7 +16,7 @@ func runFetch(ctx context.Context, a *app, args []string) error {
 	path := fs.String("c", "", "configuration `file` of this host's node (node.parts, node.part, [mesh])")
 	all := fs.Bool("all", false, "fetch every file graph.toml lists, not only graph.toml and this node's part")
 	wait := fs.Duration("wait", node.DefaultFetchWait, "how long to keep asking peers that do not answer")
-	if _, err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *path == "" {

@@ -87,7 +87,7 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
 	fs.BoolVar(&f.save, "save", false, "checkpoint every kv table (kv_save) after training")
 	fs.StringVar(&f.export, "export", "", "rank 0 writes entity.npy (rows by the input's entity ids), relation.npy and config.json into this directory after training (needs orig_ids.bin under --parts)")
-	if _, err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if f.socket == "" || f.parts == "" {

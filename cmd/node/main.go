@@ -150,6 +150,25 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// parseNoArgs is parseFlags for a command that takes no positional
+// arguments, and refuses one: the flag package stops at the first
+// non-flag, so "--eval false" (a boolean flag takes its value as
+// --eval=false) set --eval and left "false", which was dropped without
+// a word.
+func parseNoArgs(fs *flag.FlagSet, args []string) error {
+	pos, err := parseFlags(fs, args)
+	if err != nil || len(pos) == 0 {
+		return err
+	}
+	hint := ""
+	if pos[0] == "true" || pos[0] == "false" {
+		hint = " (a boolean flag takes its value as --flag=" + pos[0] + ")"
+	}
+	fmt.Fprintf(fs.Output(), "node %s: unexpected argument %q%s\n", fs.Name(), pos[0], hint)
+	fs.Usage()
+	return errUsage
+}
+
 func newLogger(w io.Writer) *slog.Logger {
 	level := slog.LevelInfo
 	if v := strings.ToLower(os.Getenv("GRAPHNODE_LOG")); v == "debug" {

@@ -18,7 +18,7 @@ import (
 func runRun(ctx context.Context, a *app, args []string) error {
 	fs := newFlagSet(a, "run", "-c node.toml")
 	path := fs.String("c", "", "configuration `file` (node.toml.example documents every key)")
-	if _, err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *path == "" {

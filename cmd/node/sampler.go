@@ -17,7 +17,7 @@ func runSampler(ctx context.Context, a *app, args []string) error {
 		"writes its spec (partition, ring, worker, loader options) as JSON on\n"+
 		"stdin. It samples its share of the batches into its sub-ring and\n"+
 		"reports progress on stdout. Not meant to be run by hand.")
-	if _, err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	spec, err := node.ReadSamplerSpec(os.Stdin)

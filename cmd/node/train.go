@@ -77,7 +77,7 @@ func runTrain(ctx context.Context, a *app, args []string) error {
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
 	fs.BoolVar(&f.eval, "eval", true, "evaluate on the val and test splits (false: train only, for timing)")
 	fs.BoolVar(&f.save, "save", false, "checkpoint every kv table (kv_save) after training")
-	if _, err := parseFlags(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if f.socket == "" {
