@@ -75,7 +75,7 @@ func (c *KGEConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("train: kge: "+f+": %w", append(a, ErrInvalid)...))
 	}
 	if _, err := newKGEModel(c.Model, max(c.Hidden, 1), float32(c.Gamma)); err != nil {
-		errs = append(errs, fmt.Errorf("%w: %w", err, ErrInvalid))
+		errs = append(errs, err) // names the model and wraps ErrInvalid
 	}
 	if c.Hidden < 1 {
 		bad("hidden %d is not positive", c.Hidden)

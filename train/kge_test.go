@@ -307,6 +307,9 @@ func TestKGEConfigValidate(t *testing.T) {
 			t.Errorf("error does not say %q:\n%v", want, err)
 		}
 	}
+	if strings.Contains(err.Error(), "invalid argument: invalid argument") {
+		t.Errorf("ErrInvalid said twice:\n%v", err)
+	}
 	good := kgeTestConfig("rotate", 10)
 	if err := good.Validate(); err != nil {
 		t.Errorf("valid config: %v", err)
