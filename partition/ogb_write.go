@@ -52,6 +52,9 @@ func WriteOGB(ctx context.Context, dir string, g *Graph, opts OGBWriteOptions) (
 	if opts.Scheme == "" {
 		opts.Scheme = "random"
 	}
+	if opts.Scheme == "." || opts.Scheme == ".." || strings.ContainsAny(opts.Scheme, `/\`) {
+		return fmt.Errorf("partition: write ogb %s: split scheme %q is not a single folder name (it names split/<scheme>/)", dir, opts.Scheme)
+	}
 	if opts.Workers <= 0 {
 		opts.Workers = runtime.GOMAXPROCS(0)
 	}
@@ -177,19 +180,44 @@ const ogbTmpPrefix = ".ogb.tmp-"
 // ogbSwap moves tmp's raw/ and split/ into dir, the ones there before
 // into tmp (which the caller removes). Renames within one directory
 // need no space, so once the files are written this does not fail for a
-// full disk.
-func ogbSwap(dir, tmp string) error {
+// full disk; should a rename fail all the same, the renames already done
+// are undone, so that dir holds the old raw/ and split/, not the new raw/
+// beside the old split/.
+func ogbSwap(dir, tmp string) (err error) {
+	type move struct{ from, to string }
+	var done []move
+	mv := func(from, to string) error {
+		if err := ogbRename(from, to); err != nil {
+			return err
+		}
+		done = append(done, move{from, to})
+		return nil
+	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		for i := len(done) - 1; i >= 0; i-- {
+			if uerr := ogbRename(done[i].to, done[i].from); uerr != nil {
+				err = fmt.Errorf("%w; undoing it failed too, %s is left at %s: %v", err, done[i].from, done[i].to, uerr)
+				return
+			}
+		}
+	}()
 	for _, sub := range []string{"raw", "split"} {
 		cur, next := filepath.Join(dir, sub), filepath.Join(tmp, sub)
-		if err := os.Rename(cur, filepath.Join(tmp, "old-"+sub)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := mv(cur, filepath.Join(tmp, "old-"+sub)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("partition: write ogb: move the old %s aside: %w", sub, err)
 		}
-		if err := os.Rename(next, cur); err != nil {
+		if err := mv(next, cur); err != nil {
 			return fmt.Errorf("partition: write ogb: move %s into place: %w", sub, err)
 		}
 	}
 	return SyncDir(dir)
 }
+
+// ogbRename is os.Rename; tests make it fail.
+var ogbRename = os.Rename
 
 // ogbRows yields rows lo..hi-1 of a flat row-major slice.
 func ogbRows[T any](flat []T, dim, lo, hi int) func(func(int, []T) bool) {

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -372,5 +373,55 @@ func TestCheckOGBOutput(t *testing.T) {
 	}
 	if err := CheckOGBOutput(file, true); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("a file: %v", err)
+	}
+}
+
+// TestWriteOGBSwapFailureKeepsOld: when moving the new split/ into place
+// fails after the new raw/ went in, the old raw/ is moved back, so the
+// dataset is the old one whole, not new edges beside old splits.
+func TestWriteOGBSwapFailureKeepsOld(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteOGB(context.Background(), dir, ogbTestGraph(), OGBWriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := ogbTestLines(t, filepath.Join(dir, "raw/num-edge-list.csv"), false)
+	defer func(r func(string, string) error) { ogbRename = r }(ogbRename)
+	failed := false
+	ogbRename = func(from, to string) error {
+		if !failed && strings.HasPrefix(filepath.Base(from), "split") && filepath.Base(to) == "split" { // once: the new split/ into place
+			failed = true
+			return &os.LinkError{Op: "rename", Old: from, New: to, Err: syscall.EIO}
+		}
+		return os.Rename(from, to)
+	}
+	next := ogbTestGraph()
+	next.Src, next.Dst = next.Src[:1], next.Dst[:1]
+	err := WriteOGB(context.Background(), dir, next, OGBWriteOptions{Force: true})
+	if !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), "move split into place") {
+		t.Fatalf("err = %v, want EIO moving split into place", err)
+	}
+	if got := ogbTestLines(t, filepath.Join(dir, "raw/num-edge-list.csv"), false); !slices.Equal(got, before) {
+		t.Errorf("num-edge-list after the failed swap = %q, want the old %q", got, before)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "split/random/train.csv")); err != nil {
+		t.Errorf("old split gone: %v", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("%s holds %d entries, want raw and split", dir, len(ents))
+	}
+}
+
+// TestWriteOGBSchemeIsOneFolder: a scheme that is not one folder name is
+// refused before anything is written.
+func TestWriteOGBSchemeIsOneFolder(t *testing.T) {
+	for _, scheme := range []string{"../x", "a/b", "..", "."} {
+		dir := t.TempDir()
+		err := WriteOGB(context.Background(), dir, ogbTestGraph(), OGBWriteOptions{Scheme: scheme})
+		if err == nil || !strings.Contains(err.Error(), "not a single folder name") {
+			t.Errorf("scheme %q: err = %v", scheme, err)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("scheme %q: %d entries written", scheme, len(ents))
+		}
 	}
 }
