@@ -353,7 +353,8 @@ func parseFeatRow(l []byte, out []float32) string {
 }
 
 // labels reads node-label.csv: LabelDim (the first line's column count)
-// integers per row; "nan", an empty field or -1 is no label.
+// integers per row; "nan", an empty field or -1 is no label. One column
+// is a class index; several are multi-hot, each 0 or 1.
 func (o *ogbReader) labels(path string) error {
 	g := o.g
 	o.labelPath = path
@@ -385,6 +386,9 @@ func (o *ogbReader) labels(path string) error {
 					v, ok := parseLabel(f)
 					if !ok {
 						return &LineError{File: path, Line: no, Msg: fmt.Sprintf("column %d: %q is not a label", c+1, f)}
+					}
+					if dim > 1 && v > 1 {
+						return &LineError{File: path, Line: no, Msg: fmt.Sprintf("column %d: %d: rows of %d columns are multi-hot labels, each 0, 1 or missing", c+1, v, dim)}
 					}
 					out[c] = v
 					lw.max = max(lw.max, v)

@@ -111,6 +111,8 @@ func TestReadOGBErrors(t *testing.T) {
 			want: "D/raw/node-label.csv: 5 rows, want 6 nodes (num-node-list.csv): bad input"},
 		{name: "label value", edit: map[string]string{"raw/node-label.csv": "1\n2\nx\n0\n0\n"},
 			want: "D/raw/node-label.csv:3: column 1: \"x\" is not a label", isLine: true},
+		{name: "multi-hot label value", edit: map[string]string{"raw/node-label.csv": "1,0\n0,1\n0,3\n0,0\nnan,nan\n"},
+			want: "D/raw/node-label.csv:3: column 2: 3: rows of 2 columns are multi-hot labels, each 0, 1 or missing", isLine: true},
 		{name: "schemes", edit: map[string]string{"split/random/train.csv": "0\n"},
 			want: "D/split: several split schemes (random, time); choose one: bad input"},
 		{name: "scheme missing", edit: map[string]string{}, opts: ReadOptions{SplitScheme: "x"},
