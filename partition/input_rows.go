@@ -111,7 +111,10 @@ func (r *rowReader) run() (rows int, workers []any, err error) {
 		n += m
 		eof = atEOF
 		if rerr != nil {
-			fail(line, (&lineScanner{in: r.in, line: line - 1}).readError(rerr))
+			// Name the last whole line read: those of the blocks before
+			// and those of this one up to the damage.
+			whole := line - 1 + int64(bytes.Count(buf[:n], []byte{'\n'}))
+			fail(line, (&lineScanner{in: r.in, line: whole}).readError(rerr))
 			free <- buf
 			break
 		}

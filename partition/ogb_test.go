@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -326,5 +327,42 @@ func TestRowsGrowWithinLimit(t *testing.T) {
 		if limit >= 0 && slices.Max(asked) > limit {
 			t.Errorf("limit %d: grow asked for %v", limit, asked)
 		}
+	}
+}
+
+// TestReadOGBTruncatedGzip: a gzip file cut short is ErrFormat, and the
+// error names the last whole line read before the damage, not the first
+// line of the block being read.
+func TestReadOGBTruncatedGzip(t *testing.T) {
+	const n = 200000
+	var edges strings.Builder
+	for i := range n {
+		fmt.Fprintf(&edges, "%d,%d\n", i%5, (i+1)%5)
+	}
+	files := ogbFiles()
+	files["raw/edge.csv"] = edges.String()
+	files["raw/num-edge-list.csv"] = fmt.Sprintf("%d\n", n)
+	dir := writeOGBDir(t, files, true)
+	path := filepath.Join(dir, "raw/edge.csv.gz")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Read(context.Background(), dir, ReadOptions{Format: FormatOGB})
+	if !errors.Is(err, ErrFormat) {
+		t.Fatalf("err = %v, want ErrFormat", err)
+	}
+	var after int
+	if i := strings.Index(err.Error(), "after line "); i < 0 {
+		t.Fatalf("err = %v, want it to name the last line read", err)
+	} else if _, serr := fmt.Sscanf(err.Error()[i:], "after line %d", &after); serr != nil {
+		t.Fatalf("err = %v: %v", err, serr)
+	}
+	// Half the compressed bytes hold roughly half the lines.
+	if after < n/4 || after >= n {
+		t.Errorf("err = %v: after line %d, want the last whole line read, about %d", err, after, n/2)
 	}
 }
