@@ -18,6 +18,7 @@ import (
 
 	"graphnode/csr"
 	"graphnode/partition"
+	"graphnode/shm"
 )
 
 // demoFlags are `node demo`'s settings; the defaults finish in under two
@@ -67,6 +68,22 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	}
 	if f.parts < 2 {
 		return fmt.Errorf("--parts %d: a cluster needs at least 2", f.parts)
+	}
+	// What the partitioning takes is checked before a graph is generated
+	// or read (seconds to minutes), as node partition does.
+	if err := (partition.AssignOptions{Method: f.method, Parts: f.parts}).Validate(); err != nil {
+		return err
+	}
+	if _, err := parseFanouts(f.fanouts); err != nil {
+		return err
+	}
+	if n, err := shm.ParseSize(f.ringSize); err != nil || n == 0 {
+		return fmt.Errorf("--ring-size %q: want a size such as 256MB", f.ringSize)
+	}
+	if f.input != "" {
+		if _, err := partition.ParseSplit(f.split); err != nil {
+			return err
+		}
 	}
 	return f.run(ctx, a)
 }

@@ -12,9 +12,10 @@ import (
 // used to remove it whole when done, the user's files with it); an empty
 // DIR of the user's is emptied again and kept; a DIR the demo made goes.
 func TestDemoWorkdir(t *testing.T) {
-	// --method bogus fails after the graph's partitioning started, with
-	// the work directory in use.
-	fail := []string{"--method", "bogus", "--nodes", "200", "--classes", "4"}
+	// An input that is not there fails once the work directory is in
+	// use.
+	missing := filepath.Join(t.TempDir(), "no-such-graph")
+	fail := []string{"--input", missing}
 
 	full := t.TempDir()
 	precious := filepath.Join(full, "precious.txt")
@@ -31,7 +32,7 @@ func TestDemoWorkdir(t *testing.T) {
 
 	empty := t.TempDir()
 	code, _, stderr = runNode(t, append([]string{"demo", "--workdir", empty}, fail...)...)
-	if code != 1 || !strings.Contains(stderr, `method "bogus"`) {
+	if code != 1 || !strings.Contains(stderr, missing) {
 		t.Errorf("empty --workdir: code %d, stderr:\n%s", code, stderr)
 	}
 	if entries, err := os.ReadDir(empty); err != nil || len(entries) != 0 {
@@ -54,9 +55,29 @@ func TestDemoZeroFlags(t *testing.T) {
 		{"--nodes", "nodes = 0"},
 		{"--classes", "blocks = 0"},
 	} {
-		code, stdout, stderr := runNode(t, "demo", c.flag, "0", "--method", "bogus", "--workdir", filepath.Join(t.TempDir(), "w"))
+		code, stdout, stderr := runNode(t, "demo", c.flag, "0", "--workdir", filepath.Join(t.TempDir(), "w"))
 		if code != 1 || !strings.Contains(stderr, c.want) || strings.Contains(stdout, "generated") {
 			t.Errorf("%s 0: code %d, want 1 and %q\nstdout:\n%s\nstderr:\n%s", c.flag, code, c.want, stdout, stderr)
+		}
+	}
+}
+
+// TestDemoChecksPartitionFlagsFirst: a bad --method, --fanouts or --split
+// is refused before the graph is generated or read.
+func TestDemoChecksPartitionFlagsFirst(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--method", "bogus"}, `method "bogus": want random, metis or freq`},
+		{[]string{"--fanouts", "5,x"}, `"x"`},
+		{[]string{"--input", "/nonexistent", "--split", "nonsense"}, "nonsense"},
+		{[]string{"--ring-size", "lots"}, `--ring-size "lots"`},
+	} {
+		args := append([]string{"demo", "--workdir", filepath.Join(t.TempDir(), "w")}, c.args...)
+		code, stdout, stderr := runNode(t, args...)
+		if code != 1 || !strings.Contains(stderr, c.want) || strings.Contains(stdout, "generated") || strings.Contains(stderr, "generate") {
+			t.Errorf("%v: code %d, want 1 and %q before any work\nstdout:\n%s\nstderr:\n%s", c.args, code, c.want, stdout, stderr)
 		}
 	}
 }
