@@ -65,8 +65,8 @@
 // Open maps the whole file read-only and checks the header, every
 // section's bounds, type and length, the CSR structure (indptr starts at
 // 0, never decreases, ends at the edge count; each neighbour list sorted;
-// ids below TotalNodes), labels, masks and cache ids before any view is
-// handed out; OpenOptions.Verify adds every section's CRC. An error names
+// ids below TotalNodes), labels, masks and cache ids (owned elsewhere,
+// strictly ascending) before any view is handed out; OpenOptions.Verify adds every section's CRC. An error names
 // the file and the section and wraps ErrCorrupt (or ErrVersion):
 //
 //	csr: open parts/part-1/part.csr: section "indptr": not monotone at 1234 (5 after 9): corrupt file

@@ -276,7 +276,8 @@ func (g *Graph) Mask(name string) (*roaring.Bitmap, error) {
 	return roaring.New(), nil
 }
 
-// CacheIDs are the global ids of cached hot nodes owned elsewhere, or nil.
+// CacheIDs are the global ids of cached hot nodes owned elsewhere,
+// strictly ascending, or nil.
 func (g *Graph) CacheIDs() []uint64 { return g.cacheIDs }
 
 // CacheFeat are the feature rows of CacheIDs, same row layout as FeatBytes.

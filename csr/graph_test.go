@@ -293,6 +293,10 @@ func TestOpenCorrupt(t *testing.T) {
 		{"id range", func(b []byte) []byte { u64(b, SecIndices, 10, 12); return b }, false, `section "indices": id 12 of node 4 at edge 10 >= 12 total nodes`, ErrCorrupt},
 		{"label class", func(b []byte) []byte { b[sectionOffset(t, b, SecLabel).Offset+8] = 4; return b }, false, `section "label": node 2 has class 4, want -1 or [0, 4)`, ErrCorrupt},
 		{"cache id owned here", func(b []byte) []byte { u64(b, SecCacheIDs, 1, 8); return b }, false, `section "cache_ids": id 8 at 1 is outside [0, 12) or owned here [4, 9)`, ErrCorrupt},
+		// node/'s cache index finds a row by the id's rank among the cache
+		// ids: out of order or listed twice, rows would be ambiguous or wrong.
+		{"cache ids out of order", func(b []byte) []byte { u64(b, SecCacheIDs, 0, 10); u64(b, SecCacheIDs, 1, 3); return b }, false, `section "cache_ids": id 3 at 1 follows 10: not strictly ascending`, ErrCorrupt},
+		{"cache id twice", func(b []byte) []byte { u64(b, SecCacheIDs, 1, 0); return b }, false, `section "cache_ids": id 0 at 1 follows 0: not strictly ascending`, ErrCorrupt},
 		{"mask", func(b []byte) []byte { b[sectionOffset(t, b, SecVal).Offset+4] ^= 0xff; return b }, false, `section "val": malformed roaring bitmap`, ErrCorrupt},
 		{"type", func(b []byte) []byte { b[tableEntry(t, b, SecWeights)+16] = byte(TypeU32); fixHeaderCRC(b); return b }, false, `section "weights": element type u32, want f32`, ErrCorrupt},
 		{"length", func(b []byte) []byte { le.PutUint64(b[tableEntry(t, b, SecEtype)+32:], 40); fixHeaderCRC(b); return b }, false, `section "etype": 40 bytes, the header implies 44`, ErrCorrupt},

@@ -95,7 +95,7 @@ const (
 	SecTrain     = "train"      // roaring bitmap of local indices
 	SecVal       = "val"        // roaring bitmap of local indices
 	SecTest      = "test"       // roaring bitmap of local indices
-	SecCacheIDs  = "cache_ids"  // u64 global ids of hot nodes owned elsewhere
+	SecCacheIDs  = "cache_ids"  // u64 global ids of hot nodes owned elsewhere, strictly ascending
 	SecCacheFeat = "cache_feat" // their feature rows, same dtype as feat
 )
 

@@ -186,11 +186,17 @@ func checkLabels(m Meta, labels []int32) error {
 	return nil
 }
 
-// checkCacheIDs: every cached id is a node of the graph owned elsewhere.
+// checkCacheIDs: every cached id is a node of the graph owned elsewhere,
+// listed once, ascending: row i of cache_feat is the row of ids[i], and a
+// reader finds an id's row by its rank (node/'s cache index), which an
+// id listed twice or out of order would make ambiguous or wrong.
 func checkCacheIDs(m Meta, ids []uint64) error {
 	for i, x := range ids {
 		if x >= m.TotalNodes || (x >= m.Start && x < m.End) {
 			return corrupt(SecCacheIDs, "id %d at %d is outside [0, %d) or owned here [%d, %d)", x, i, m.TotalNodes, m.Start, m.End)
+		}
+		if i > 0 && x <= ids[i-1] {
+			return corrupt(SecCacheIDs, "id %d at %d follows %d: not strictly ascending", x, i, ids[i-1])
 		}
 	}
 	return nil
