@@ -320,6 +320,11 @@ func (w *Writer) Bytes(name string, t ElemType, b []byte) error {
 // optimised. b itself is not modified. Split masks (SecTrain ...) must
 // hold local indices below End-Start.
 func (w *Writer) Bitmap(name string, b *roaring.Bitmap) error {
+	// A done Writer answers as Section would; fail would otherwise make
+	// the range error below the result of a Close that succeeded.
+	if w.done || w.err != nil {
+		return w.stopped()
+	}
 	if isMask(name) && !b.IsEmpty() && uint64(b.Maximum()) >= w.meta.End-w.meta.Start {
 		return w.fail(fmt.Errorf("csr: write %s: section %q: local index %d >= %d owned nodes: %w",
 			w.path, name, b.Maximum(), w.meta.End-w.meta.Start, ErrInvalid))

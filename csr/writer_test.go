@@ -84,6 +84,14 @@ func TestWriterCloseIdempotent(t *testing.T) {
 	if err := w.Uint64s("more", nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "writer is closed") {
 		t.Fatalf("Section after Close: %v", err)
 	}
+	// A mask out of range after Close is a call on a closed writer too;
+	// it must not become the result of the Close that succeeded.
+	if err := w.Bitmap(SecTrain, roaring.BitmapOf(7)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "writer is closed") {
+		t.Fatalf("Bitmap after Close: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("Close after a successful Close and a refused Bitmap: %v", err)
+	}
 }
 
 // Every error removes the temporary file, names the path and the section,
