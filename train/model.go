@@ -1,6 +1,7 @@
 package train
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -337,6 +338,15 @@ func (n *net[T]) evaluate(v *sample.View, normalize bool) (correct, count int, e
 			continue
 		}
 		z := logits.row(i)
+		// A NaN logit compares false with everything, so the argmax
+		// below would take class 0 and count a hit for every label 0:
+		// training fails on such a batch, and evaluation does too.
+		for _, x := range z {
+			if !finite(float64(x)) {
+				h := &v.Header
+				return 0, 0, fmt.Errorf("train: evaluation batch %d of epoch %d: a logit of seed %d (node %d) is %g (a NaN or Inf feature in its neighbourhood): %w", h.Index, h.Epoch, i, v.NID[i], x, ErrInvalid)
+			}
+		}
 		best := 0
 		for j, v := range z {
 			if v > z[best] {

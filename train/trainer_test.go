@@ -284,6 +284,39 @@ func TestNonFiniteStopsEveryRank(t *testing.T) {
 	}
 }
 
+// TestEvaluateNonFinite: a val node with a NaN feature makes the logits
+// of the seeds it reaches NaN. The argmax took class 0 for them, so an
+// untrained model scored 56 of 150 (chance is about 38 of 150) with
+// every label-0 seed poisoned; evaluation now fails as training does,
+// naming the batch and the node.
+func TestEvaluateNonFinite(t *testing.T) {
+	g := blockGraph(1, 600, 6, 12, 4, 0.8, 1.0)
+	for v := 300; v < 450; v++ { // the val nodes of class 0
+		if g.labels[v] == 0 {
+			g.feat[v*g.d+2] = float32(math.NaN())
+		}
+	}
+	p := g.mem(t, sample.F32)
+	cfg := DefaultConfig()
+	cfg.FeatDim, cfg.Classes = g.d, g.classes
+	cfg.Hidden, cfg.Seed = 16, 5
+	tr, err := New(cfg, NoSync{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := data(t, p, 0, 1, 32, []int{-1, -1})
+	c, n, err := tr.Evaluate(context.Background(), d.Val)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "(node 300) is NaN") {
+		t.Errorf("evaluation with NaN logits: %d of %d right, err %v; want ErrInvalid naming node 300", c, n, err)
+	}
+	// Finite features evaluate as before.
+	g = blockGraph(1, 600, 6, 12, 4, 0.8, 1.0)
+	d = data(t, g.mem(t, sample.F32), 0, 1, 32, []int{-1, -1})
+	if c, n, err := tr.Evaluate(context.Background(), d.Val); err != nil || n != 150 || c == 0 {
+		t.Errorf("finite features: %d of %d right, err %v", c, n, err)
+	}
+}
+
 func TestRunCancelled(t *testing.T) {
 	p, cfg := smallSetup(t)
 	tr, err := New(cfg, NoSync{})
