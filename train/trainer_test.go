@@ -285,10 +285,10 @@ func TestNonFiniteStopsEveryRank(t *testing.T) {
 }
 
 // TestEvaluateNonFinite: a val node with a NaN feature makes the logits
-// of the seeds it reaches NaN. The argmax took class 0 for them, so an
-// untrained model scored 56 of 150 (chance is about 38 of 150) with
-// every label-0 seed poisoned; evaluation now fails as training does,
-// naming the batch and the node.
+// of the seeds it reaches NaN. The argmax took class 0 for them and
+// counted a hit for every label 0 (an untrained model scored 56 of 150,
+// no error); evaluation now fails as training does, naming the batch and
+// the node.
 func TestEvaluateNonFinite(t *testing.T) {
 	g := blockGraph(1, 600, 6, 12, 4, 0.8, 1.0)
 	for v := 300; v < 450; v++ { // the val nodes of class 0
