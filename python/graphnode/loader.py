@@ -25,6 +25,9 @@ tensor viewing it, even after close().
 import os
 import time
 
+import numpy as np
+import torch
+
 from .batch import from_record
 from .control import OP_CLOSE_LOADER, OP_OPEN_LOADER, Connection
 from .errors import EndOfStream, LoaderError, ProducerDeadError
@@ -39,6 +42,27 @@ STATUS_WAIT = 1.0
 _END = object()
 
 
+def _id_list(ids, what):
+    """ids (a tensor, numpy array or sequence of ints) as a list of ints.
+    Refuses what int() would silently misread: a boolean mask (PyG's
+    input_nodes=train_mask) would become ids 0 and 1, floats would be
+    truncated."""
+    if isinstance(ids, torch.Tensor):
+        ids = ids.detach().cpu().numpy()
+    elif not isinstance(ids, np.ndarray):
+        ids = list(ids)  # any iterable: a range, a set, a generator
+    a = np.asarray(ids)
+    if a.dtype == np.bool_:
+        raise ValueError("loader: %s is a boolean mask: give relabelled global ids (as in batch.n_id)" % what)
+    if a.ndim != 1:
+        raise ValueError("loader: %s of shape %s: want one dimension of ids" % (what, a.shape))
+    if a.size and a.dtype.kind not in "iu":
+        raise ValueError("loader: %s of dtype %s: want integer ids" % (what, a.dtype))
+    if a.size and a.min() < 0:
+        raise ValueError("loader: %s holds %d: ids are non-negative" % (what, a.min()))
+    return a.tolist()  # Python ints: the array is integer (or empty)
+
+
 def _size_text(v):
     if v is None or isinstance(v, str):
         return v
@@ -49,7 +73,8 @@ class Loader:
     """Batches of one loader of the node at ``socket``.
 
     split ("train", "val", "test"; default "train") or seed_ids (relabelled
-    global ids owned by the node's partition), fanouts, batch_size,
+    global ids owned by the node's partition: integers, not a boolean
+    mask; ValueError otherwise), fanouts, batch_size,
     shuffle, drop_last, epochs, seed, rank, world_size are the open_loader
     fields of docs/control.md. workers, concurrency and ring_size ("1GB",
     "512MiB" or bytes) default to None: the node's configured defaults
@@ -77,17 +102,21 @@ class Loader:
         if seed_edges is not None:
             if split is not None or seed_ids is not None:
                 raise ValueError("loader: give split, seed_ids or seed_edges, one of them")
-            src, dst = seed_edges[0], seed_edges[1]
-            src = src.tolist() if hasattr(src, "tolist") else list(src)
-            dst = dst.tolist() if hasattr(dst, "tolist") else list(dst)
-            req["seed_edges"] = {"src": [int(i) for i in src], "dst": [int(i) for i in dst]}
+            shape = tuple(getattr(seed_edges, "shape", ()))
+            if shape and (len(shape) != 2 or shape[0] != 2):
+                raise ValueError("loader: seed_edges of shape %s: want (2, M), sources then destinations "
+                                 "(edge_index layout; an (M, 2) edge list needs .t())" % (shape,))
+            if not shape and len(seed_edges) != 2:
+                raise ValueError("loader: seed_edges holds %d sequences: want two, (sources, destinations)"
+                                 % len(seed_edges))
+            req["seed_edges"] = {"src": _id_list(seed_edges[0], "seed_edges sources"),
+                                 "dst": _id_list(seed_edges[1], "seed_edges destinations")}
             req["neg_ratio"] = int(neg_ratio)
             req["exclude_seed_edges"] = bool(exclude_seed_edges)
         elif seed_ids is not None:
             if split is not None:
                 raise ValueError("loader: give split or seed_ids, not both")
-            ids = seed_ids.tolist() if hasattr(seed_ids, "tolist") else list(seed_ids)
-            req["seed_ids"] = [int(i) for i in ids]
+            req["seed_ids"] = _id_list(seed_ids, "seed_ids")
         else:
             req["split"] = split or "train"
         for key, v in (("workers", workers), ("concurrency", concurrency), ("ring_size", _size_text(ring_size))):

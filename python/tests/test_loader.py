@@ -112,6 +112,31 @@ class IterateTest(LoaderTestCase):
         with self.assertRaisesRegex(ValueError, "split or seed_ids"):
             graphnode.Loader(n.sock_path, split="val", seed_ids=[1])
 
+    def test_seed_arguments_misread(self):
+        # What int() would take silently: a PyG-style boolean mask (ids 0
+        # and 1), float ids (truncated), an (M, 2) edge list (its first two
+        # rows read as sources and destinations).
+        n = self.node(workers=1, per_epoch=1)
+        for kw, msg in ((dict(seed_ids=torch.tensor([False, True, True, False])), "seed_ids is a boolean mask"),
+                        (dict(seed_ids=[1.5, 2.0]), "seed_ids of dtype float64: want integer ids"),
+                        (dict(seed_ids=torch.tensor([[1, 2]])), "seed_ids of shape \\(1, 2\\)"),
+                        (dict(seed_ids=[3, -1]), "seed_ids holds -1"),
+                        (dict(seed_edges=torch.tensor([[0, 1], [2, 3], [4, 5]])), "shape \\(3, 2\\): want \\(2, M\\)"),
+                        (dict(seed_edges=([0, 1], [2, 3], [4, 5])), "holds 3 sequences"),
+                        (dict(seed_edges=(torch.tensor([0.5]), [1])), "seed_edges sources of dtype")):
+            with self.assertRaisesRegex(ValueError, msg):
+                graphnode.Loader(n.sock_path, fanouts=[2], **kw)
+        self.assertEqual(n.requests, [])
+        for i, edges in enumerate((torch.tensor([[0, 1, 2], [3, 4, 5]]), ([0, 1, 2], (3, 4, 5)))):
+            if i:
+                n.close()
+                shutil.rmtree(self.dir)
+                os.mkdir(self.dir)
+                n = self.node(workers=1, per_epoch=1)  # one loader per stand-in node
+            with graphnode.Loader(n.sock_path, fanouts=[2], seed_edges=edges, neg_ratio=1):
+                pass
+            self.assertEqual(n.requests[-1]["seed_edges"], {"src": [0, 1, 2], "dst": [3, 4, 5]})
+
 
 class FailureTest(LoaderTestCase):
     def test_error_response(self):
