@@ -82,8 +82,10 @@
 // corrupts tails on even steps and heads on odd ones, pulls every
 // distinct row once, computes DGL-KE's loss −(mean log σ(pos) + mean over
 // positives of the negatives' mean (or self-adversarially weighted sum)
-// of log σ(−neg))/2 plus RegCoef·Σ|x|^RegNorm over the pulled rows, and
-// pushes one gradient per distinct row. Trainers do not wait for each
+// of log σ(−neg))/2 plus RegCoef·Σ|x|^RegNorm over the rows as DGL-KE
+// gathers them (the positives' distinct entities, every negative drawn,
+// a relation once per positive triple), and pushes one gradient per
+// distinct row. Trainers do not wait for each
 // other between steps (Hogwild, as DGL-KE); each epoch ends with one
 // all-reduce of the loss, a barrier after which every trainer's pushes
 // are in, and, when it evaluates, one more of the metric sums: every

@@ -38,8 +38,10 @@ type KGEConfig struct {
 	// AdvTemp > 0 weighs each negative by softmax(AdvTemp × score) over its
 	// chunk (self-adversarial sampling, DGL-KE's -adv with -a); 0 averages.
 	AdvTemp float64
-	// RegCoef × Σ|x|^RegNorm over the rows a step touches is added to the
-	// loss (DGL-KE's --regularization_coef, _norm); 0 turns it off.
+	// RegCoef × Σ|x|^RegNorm over the rows a step gathers, counted as
+	// DGL-KE counts them (a relation once per positive triple, a negative
+	// once per draw), is added to the loss (DGL-KE's
+	// --regularization_coef, _norm); 0 turns it off.
 	RegCoef float64
 	RegNorm int
 	// Epochs of StepsPerEpoch steps each. Every trainer runs the same

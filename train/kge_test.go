@@ -362,7 +362,7 @@ func TestKGERegularize(t *testing.T) {
 		{1, 0.1 * 3.5, []float32{1 + 0.1, 1 - 0.1, 1 + 0.1, 1 + 0.1}},
 	} {
 		g := []float32{1, 1, 1, 1}
-		if loss := kgeRegularize(x, g, 0.1, c.p); math.Abs(loss-c.loss) > 1e-12 {
+		if loss := kgeRegularize(x, g, []float64{1}, len(x), 0.1, c.p); math.Abs(loss-c.loss) > 1e-12 {
 			t.Errorf("p=%d: loss %g, want %g", c.p, loss, c.loss)
 		}
 		for i := range g {
@@ -371,6 +371,81 @@ func TestKGERegularize(t *testing.T) {
 				break
 			}
 		}
+		// As two rows of 2, the first counted 3 times, the second not at all.
+		g = []float32{1, 1, 1, 1}
+		var first float64
+		for _, v := range x[:2] {
+			first += math.Pow(math.Abs(float64(v)), float64(c.p))
+		}
+		if loss := kgeRegularize(x, g, []float64{3, 0}, 2, 0.1, c.p); math.Abs(loss-0.3*first) > 1e-12 {
+			t.Errorf("p=%d, weights 3 and 0: loss %g, want %g", c.p, loss, 0.3*first)
+		}
+		for i := range g {
+			want := float32(1)
+			if i < 2 {
+				want = 1 + 3*(c.wantGrad[i]-1)
+			}
+			if math.Abs(float64(g[i]-want)) > 1e-6 {
+				t.Errorf("p=%d, weights 3 and 0: grad %v, want %g at %d", c.p, g, want, i)
+				break
+			}
+		}
+	}
+}
+
+// TestKGERegularizerCountsRows: the regulariser of a step is DGL-KE's
+// (KEModel.forward: the norm of curr_emb, every row the step gathered):
+// the positives' distinct entities once each, every negative once per
+// draw, and a relation row once per positive triple. Each distinct row
+// counted once made it 1.378 here instead of 2.448.
+func TestKGERegularizerCountsRows(t *testing.T) {
+	cfg := DefaultKGEConfig()
+	cfg.Model, cfg.Hidden, cfg.Gamma = "distmult", 3, 2
+	cfg.BatchSize, cfg.NegSize = 6, 2
+	cfg.Entities, cfg.Relations = 8, 2
+	cfg.StepsPerEpoch = 1
+	ed, rd, _ := KGETableDims(cfg)
+	rng := rand.New(rand.NewPCG(9, 9))
+	E, R := kgeRows(rng, int(cfg.Entities), ed), kgeRows(rng, cfg.Relations, rd)
+	// Relation 0 in five triples, entity 0 and 1 in three, (0, 1, 0) twice.
+	batch := []Triple{{0, 1, 0}, {2, 3, 0}, {4, 5, 0}, {1, 0, 0}, {3, 2, 1}, {0, 1, 0}}
+	step := func(coef float64) (float64, *KGE) {
+		c := cfg
+		c.RegCoef, c.RegNorm = coef, 2
+		k, err := NewKGE(c, newKGERecParams(c, E, R), NoSync{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _, err := k.trainStep(context.Background(), batch, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l, k
+	}
+	with, k := step(0.5)
+	without, _ := step(0) // the same seed draws the same negatives
+	sq := func(x []float32) (s float64) {
+		for _, v := range x {
+			s += float64(v) * float64(v)
+		}
+		return s
+	}
+	var want float64
+	pos := map[uint64]bool{}
+	for _, tr := range batch {
+		pos[tr.Head], pos[tr.Tail] = true, true
+		want += sq(R[int(tr.Rel)*rd : (int(tr.Rel)+1)*rd])
+	}
+	for e := range pos {
+		want += sq(E[int(e)*ed : (int(e)+1)*ed])
+	}
+	for _, s := range k.st.ni { // 3 chunks of 2 negatives
+		e := k.st.ents[s]
+		want += sq(E[int(e)*ed : (int(e)+1)*ed])
+	}
+	want *= 0.5
+	if got := with - without; math.Abs(got-want) > 1e-6 {
+		t.Errorf("regulariser %.6g, DGL-KE's %.6g", got, want)
 	}
 }
 
