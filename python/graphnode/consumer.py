@@ -57,7 +57,7 @@ class Consumer:
         self.capacity = ring.capacity
         self._closed = False
         u64, u32 = ring.u64, ring.u32
-        pid = os.getpid()
+        pid = self._pid = os.getpid()
         self._subs = []
         for w in range(ring.sub_rings):
             c = ring.ctl(w)
@@ -102,7 +102,18 @@ class Consumer:
             raise CorruptError("ring: %s: sub-ring %d: write counter %d, read counter %d (capacity %d)"
                                % (self.ring.path, w, wc, rc, self.capacity))
 
+    def _forked(self):
+        """Whether this is a child forked after the attach. Its copy of the
+        read counters is private, so reading would hand out records twice
+        and release bytes the attaching process still reads; closing would
+        mark the ring consumer-closed for that process too."""
+        return os.getpid() != self._pid
+
     def _sub(self, w):
+        if self._forked():
+            raise LoaderError("ring: %s sub-ring %d: consumer attached by pid %d, used in pid %d (a forked "
+                              "child, such as a DataLoader worker): read a ring in the process that opened it"
+                              % (self.ring.path, w, self._pid, os.getpid()))
         if self._closed or self.ring.closed:
             raise LoaderError("ring: %s sub-ring %d: consumer is closed" % (self.ring.path, w))
         if not 0 <= w < len(self._subs):
@@ -223,8 +234,10 @@ class Consumer:
 
     def close(self):
         """Mark every sub-ring consumer-closed and wake its producer, whose
-        waits then end with ErrConsumerGone. Idempotent."""
-        if self._closed or self.ring.closed:
+        waits then end with ErrConsumerGone. Idempotent. In a forked child
+        it only forgets the consumer: the ring stays open for the process
+        that attached."""
+        if self._closed or self.ring.closed or self._forked():
             self._closed = True
             return
         self._closed = True

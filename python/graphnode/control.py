@@ -5,6 +5,7 @@ in order. Loaders opened on a connection live as long as it does.
 """
 
 import json
+import os
 import socket
 import struct
 
@@ -28,6 +29,7 @@ class Connection:
 
     def __init__(self, path, timeout=60.0, close_on_break=True):
         self.path = path
+        self._pid = os.getpid()
         self._broken = None
         self._close_on_break = close_on_break
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -63,6 +65,12 @@ class Connection:
                               % (op, self.path, self._broken))
         if self._sock is None:
             raise LoaderError("control: %s: connection is closed" % self.path)
+        if os.getpid() != self._pid:
+            # A forked child shares the socket: its requests and the
+            # parent's would interleave and each read the other's answers.
+            raise LoaderError("control: %s: connection to %s was opened in pid %d, used in pid %d: a connection "
+                              "cannot be shared with a forked process; open one per process"
+                              % (op, self.path, self._pid, os.getpid()))
         if len(body) > MAX_FRAME:
             raise LoaderError("control: %s: request of %d bytes exceeds %d" % (op, len(body), MAX_FRAME))
         old = self._sock.gettimeout()

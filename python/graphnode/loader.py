@@ -11,7 +11,10 @@ Order of calls: Loader(...) connects to the node, sends open_loader and
 maps the ring the node names; each iter(loader) yields the batches of the
 next epoch in order (batch i from sub-ring i mod W); close() (or leaving
 the with block) closes the connection, upon which the node stops the
-samplers and removes the ring. A Loader is not safe for concurrent use.
+samplers and removes the ring. A Loader is not safe for concurrent use,
+and belongs to the process that opened it: in a forked child (a
+DataLoader worker) it raises LoaderError, and closing or freeing it there
+leaves the parent's loader open.
 
 Lifetime of batches: with copy=False (the default) a batch's tensors view
 the ring. The record is released back to its sampler when the next batch
@@ -123,6 +126,7 @@ class Loader:
             if v is not None:
                 req[key] = v
         self.copy = bool(copy)
+        self._pid = os.getpid()
         self._closed = False
         self._conn = None
         self._ring = None
@@ -192,6 +196,10 @@ class Loader:
     # --- reading ----------------------------------------------------------
 
     def _check(self):
+        if os.getpid() != self._pid:
+            raise LoaderError("loader: loader %d was opened in pid %d, used in pid %d: a Loader cannot be shared "
+                              "with a forked process (a DataLoader worker); iterate it in the process that opened "
+                              "it, or open one per process" % (self.loader_id, self._pid, os.getpid()))
         if self._err is not None:
             raise self._err
         if self._closed:

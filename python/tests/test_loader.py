@@ -1,6 +1,7 @@
 """graphnode.Loader against a stand-in node (fakenode.py): epochs, order,
 view lifetime, copies, and every way a stream can fail."""
 
+import gc
 import os
 import shutil
 import tempfile
@@ -223,6 +224,60 @@ class FailureTest(LoaderTestCase):
         self.assertEqual(int(b.n_id[0]), 0)
         with self.assertRaisesRegex(graphnode.LoaderError, "closed"):
             next(iter(lo))
+
+
+def in_child(fn):
+    """fn() run in a forked child; its answer (or exception) as text."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, never return into the test runner
+        try:
+            os.close(r)
+            try:
+                out = fn()
+            except BaseException as e:
+                out = "%s: %s" % (type(e).__name__, e)
+            os.write(w, out.encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        out = f.read().decode()
+    os.waitpid(pid, 0)
+    return out
+
+
+class ForkTest(LoaderTestCase):
+    def test_forked_child(self):
+        # A DataLoader worker (a forked child) holding the parent's Loader:
+        # reading there would hand out the parent's records a second time
+        # and release bytes the parent still reads; closing or freeing it
+        # there must leave the parent's stream alone. 40 records do not
+        # fit the sub-rings, so the samplers still wait on the consumer.
+        n = self.node(workers=2, per_epoch=40, capacity=4096)
+        held = [graphnode.Loader(n.sock_path, fanouts=[2])]
+        conn = graphnode.control.Connection(n.sock_path)
+        self.addCleanup(conn.close)
+        pid = os.getpid()
+        got = in_child(lambda: "read batch %d" % next(iter(held[0])).index)
+        self.assertRegex(got, "^LoaderError: loader: loader 1 was opened in pid %d, used in pid \\d+: a Loader "
+                              "cannot be shared with a forked process" % pid)
+        got = in_child(lambda: "stats %s" % conn.stats())
+        self.assertRegex(got, "^LoaderError: control: stats: connection to .* was opened in pid %d" % pid)
+
+        def drop():
+            lo = held.pop()
+            lo.close()
+            del lo
+            gc.collect()
+            return "dropped"
+        self.assertEqual(in_child(drop), "dropped")
+        with held[0] as lo:
+            ring = lo._ring
+            states = [ring.u32[(ring.ctl(w) + graphnode.ring.CTL_CONS_STATE) // 4] for w in range(2)]
+            self.assertEqual(states, [graphnode.ring.STATE_OPEN] * 2, "the child closed the parent's ring")
+            self.assertEqual([b.index for b in lo], list(range(40)))
+            self.assertEqual(conn.stats()["loaders"][0]["loader_id"], 1)
 
 
 if __name__ == "__main__":
