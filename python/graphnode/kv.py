@@ -173,7 +173,8 @@ class KV(Session):
 
 class Embedding:
     """A kv table as a sparse embedding layer: calling it pulls the rows
-    of ids as a leaf tensor that requires grad; step() pushes the
+    of ids as a leaf tensor that requires grad (plain rows under
+    torch.no_grad(), as DGL's does); step() pushes the
     gradients of every call since the last step to the table's owners,
     whose optimiser applies them (DGL's DistEmbedding with SparseAdagrad
     works the same way). Asynchronous tables only.
@@ -190,11 +191,17 @@ class Embedding:
         self._calls = []
 
     def __call__(self, ids):
+        """The rows of ids. With autograd recording, a leaf that requires
+        grad, traced for step(); under torch.no_grad() (evaluation) plain
+        rows, not traced: nothing to push, and a trace kept until the next
+        step() would hold every evaluated batch's rows."""
         # A copy of ids, kept for step(): a batch's n_id views ring memory
         # that the next batch reuses, and step() may come batches later.
         own = _ids(ids).copy()
-        rows = self.kv.pull(self.name, own).requires_grad_(True)
-        self._calls.append((own, rows))
+        rows = self.kv.pull(self.name, own)
+        if torch.is_grad_enabled():
+            rows.requires_grad_(True)
+            self._calls.append((own, rows))
         return rows
 
     def step(self):

@@ -111,6 +111,38 @@ class EmbeddingKeepsRingViews(unittest.TestCase):
         self.assertEqual(kv.pushed, want)
 
 
+class EmbeddingUnderNoGrad(unittest.TestCase):
+    """Evaluation calls an Embedding under torch.no_grad() for many
+    batches without a step(): those calls have nothing to push and must
+    not be traced, or every evaluated batch's rows stay in memory until
+    the next training step (DGL's DistEmbedding traces only while autograd
+    records)."""
+
+    def test_no_grad_calls_not_traced(self):
+        class RecKV:
+            def __init__(self):
+                self.pushed = []
+
+            def pull(self, name, ids):
+                return torch.ones(len(ids), 2)
+
+            def push(self, name, ids, grads):
+                self.pushed.append((ids.tolist(), grads.tolist()))
+
+        kv = RecKV()
+        emb = Embedding(kv, "emb")
+        with torch.no_grad():
+            for i in range(3):
+                h = emb(torch.arange(i, i + 4))
+        self.assertFalse(h.requires_grad)
+        self.assertEqual(emb._calls, [])
+        h = emb(torch.tensor([7, 9]))  # training again: traced and pushed
+        self.assertTrue(h.requires_grad)
+        (2 * h).sum().backward()
+        emb.step()
+        self.assertEqual(kv.pushed, [([7, 9], [[2.0, 2.0], [2.0, 2.0]])])
+
+
 class LabelDimZero(unittest.TestCase):
     def test_labels_dim_zero_refused_like_go(self):
         # Go's DecodeLabelResponse refuses dim 0 ("dim: 0").
