@@ -25,6 +25,7 @@ it at once). A stale view never faults: the mapping lives as long as any
 tensor viewing it, even after close().
 """
 
+import copy as _copy  # the name copy is an argument of Loader
 import os
 import time
 
@@ -201,12 +202,17 @@ class Loader:
                               "with a forked process (a DataLoader worker); iterate it in the process that opened "
                               "it, or open one per process" % (self.loader_id, self._pid, os.getpid()))
         if self._err is not None:
-            raise self._err
+            raise _copy.copy(self._err)  # a fresh one: raising the kept one would tie its traceback to it
         if self._closed:
             raise LoaderError("loader: loader is closed")
 
     def _fail(self, err):
-        self._err = err
+        """Keep err for every later call (errors are sticky), as a copy
+        without its traceback: the traceback's frames hold this loader and
+        the last batch, a cycle that only the cyclic collector frees, so a
+        failed loader that is dropped without close() would keep its
+        connection, samplers and ring mapping until it runs."""
+        self._err = _copy.copy(err)
         return err
 
     def _release(self):

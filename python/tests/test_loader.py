@@ -176,6 +176,39 @@ class FailureTest(LoaderTestCase):
             with self.assertRaisesRegex(graphnode.LoaderError, "ended the stream in epoch 0 at batch 2: stopped by the node"):
                 list(lo)
 
+    def test_failed_loader_freed_without_gc(self):
+        # A loader that failed and is dropped without close() is freed at
+        # once (its connection closed, the node stops its samplers), not
+        # when the cyclic collector runs: the kept sticky error must not
+        # hold the frames that hold the loader and the last batch.
+        def bad(w, workers, epochs, per_epoch):
+            recs = script(w, workers, epochs, per_epoch)
+            if w == 1:
+                recs[1] = encode_control(3, 0, 0, "boom")
+            return recs
+        n = self.node(workers=2, per_epoch=6, scripts=bad)
+
+        def run():
+            lo = graphnode.Loader(n.sock_path, fanouts=[2])
+            errs = []
+            for _ in range(2):  # the failure, then the sticky error
+                try:
+                    for b in lo:
+                        pass
+                except graphnode.LoaderError as e:
+                    errs.append(str(e))
+            return errs
+        gc.collect()
+        gc.disable()
+        try:
+            errs = run()
+            self.assertTrue(n.disconnected.wait(2), "the failed loader lives until a garbage collection")
+        finally:
+            gc.enable()
+        self.assertEqual(len(errs), 2)
+        for e in errs:
+            self.assertIn("sampler failed: boom", e)
+
     def test_unexpected_record(self):
         def swap(w, workers, epochs, per_epoch):
             recs = script(w, workers, epochs, per_epoch)
