@@ -16,7 +16,8 @@ const shmFullDiskEnv = "GRAPHNODE_SHM_FULL_DISK"
 
 // TestCreatePreallocFullDisk creates a 1 MiB ring on a 256 KiB tmpfs (a
 // /dev/shm that is full): with Prealloc, Create fails with ENOSPC naming
-// the ring and leaves no file, where without it the file would be
+// the ring, its size and the directory's size and free space, and leaves
+// no file, where without it the file would be
 // created sparse and the producer killed by SIGBUS at the first page
 // beyond the tmpfs. The tmpfs is mounted in a new user and mount
 // namespace, in which this test binary runs again; the test skips where
@@ -25,8 +26,11 @@ func TestCreatePreallocFullDisk(t *testing.T) {
 	if dir := os.Getenv(shmFullDiskEnv); dir != "" {
 		path := filepath.Join(dir, "full.ring")
 		_, err := Create(path, Options{SubRings: 2, Capacity: 1 << 20, Prealloc: true})
-		if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "reserve") {
-			t.Fatalf("Create on a full tmpfs: %v, want no space left naming %s", err, path)
+		// The directory's size and free space tell a /dev/shm that is
+		// too small (a container's 64 MiB) from one that is full.
+		if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), path) ||
+			!strings.Contains(err.Error(), "reserve 1.0MiB (1052672 bytes)") || !strings.Contains(err.Error(), "; "+dir+" has 256KiB free of 256KiB: ") {
+			t.Fatalf("Create on a full tmpfs: %v, want no space left naming %s, the size and %s's free space", err, path, dir)
 		}
 		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 			t.Errorf("failed Create left %d files", len(ents))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,22 @@ type Options struct {
 	// clearing every page (a third of a sampler's CPU time in its first
 	// gigabyte). Create then takes about a tenth of a second per GiB.
 	Prealloc bool
+}
+
+// space says, after a failed reservation of a ring at path for want of
+// room, how large its directory's filesystem is and how much of it is
+// free: a /dev/shm too small for the ring (a container's default 64 MiB
+// against rings.size 1GB) and one that other files filled call for
+// different fixes. It is empty for other errors, or when statfs fails.
+func space(path string, err error) string {
+	var st unix.Statfs_t
+	dir := filepath.Dir(path)
+	if !errors.Is(err, unix.ENOSPC) || unix.Statfs(dir, &st) != nil {
+		return ""
+	}
+	bs := int64(st.Bsize)
+	return fmt.Sprintf("; %s has %s free of %s", dir,
+		approxSize(int64(st.Bavail)*bs), approxSize(int64(st.Blocks)*bs))
 }
 
 // populate faults every page of a fresh, writable mapping in, so that
@@ -151,7 +168,7 @@ func Create(path string, o Options) (*Ring, error) {
 		}
 		if o.Prealloc {
 			if err := unix.Fallocate(int(f.Fd()), 0, 0, h.FileSize); err != nil {
-				return nil, fmt.Errorf("reserve %d bytes: %w", h.FileSize, err)
+				return nil, fmt.Errorf("reserve %s (%d bytes)%s: %w", approxSize(h.FileSize), h.FileSize, space(path, err), err)
 			}
 		}
 		mem, err := mapFile(f, h.FileSize)

@@ -60,6 +60,21 @@ func TestFormatSize(t *testing.T) {
 	}
 }
 
+// TestApproxSize: sizes for a reader (free space), in binary units.
+func TestApproxSize(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{
+		{0, "0"}, {1023, "1023"}, {1024, "1KiB"}, {1536, "1.5KiB"}, {256 << 10, "256KiB"},
+		{3 << 29, "1.5GiB"}, {1e9, "953.7MiB"}, {64<<20 - 4096, "64.0MiB"},
+	} {
+		if got := approxSize(tc.n); got != tc.want {
+			t.Errorf("approxSize(%d) = %q, want %q", tc.n, got, tc.want)
+		}
+	}
+}
+
 // FuzzParseSize: ParseSize never panics, and FormatSize of any size it
 // accepts parses back to the same size.
 func FuzzParseSize(f *testing.F) {
