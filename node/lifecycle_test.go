@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"graphnode/node/client"
+	"graphnode/node/control"
 )
 
 // Failure and lifecycle tests against real `node run` processes.
@@ -232,5 +233,48 @@ func TestStaleRingRemovedAtStart(t *testing.T) {
 	os.Remove(live)
 	if !d.logHas(`"msg":"removed stale ring"`, stale) {
 		t.Errorf("removal not logged:\n%s", d.log)
+	}
+}
+
+// TestRingDirTooSmall: a node whose rings.size (16MiB) is more than its
+// rings.dir holds in all (an 8 MiB tmpfs, as a container's /dev/shm is
+// 64 MiB against the default 1GB) says so at start; a loader of that
+// size is refused with the sizes, leaves no file and takes no slot, and
+// a loader that fits still runs.
+func TestRingDirTooSmall(t *testing.T) {
+	bin, parts := setup(t)
+	shmDir := mountTmpfs(t, "8m")
+	cfg, socket, _ := newConfig(t, parts, "")
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, _ := strings.Cut(string(text), "[rings]\ndir = ")
+	old, _, _ := strings.Cut(after, "\n")
+	if err := os.WriteFile(cfg, []byte(strings.Replace(string(text), "dir = "+old, "dir = \""+shmDir+"\"", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, bin, cfg, socket, shmDir)
+	eventually(t, 3*time.Second, "node warns of rings.size at start", func() bool {
+		return d.logHas(`"level":"WARN"`, `rings.size`, `"size":"16MiB"`, `"dir":"`+shmDir+`"`, `"dir_size":"8MiB"`)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o := baseOptions()
+	o.Workers, o.Epochs = 2, 1
+	_, err = client.OpenLoader(ctx, socket, o)
+	var ce *control.Error
+	if !errors.As(err, &ce) || ce.Key != "ring_size" || !strings.Contains(ce.Msg, "reserve 16.0MiB") ||
+		!strings.Contains(ce.Msg, shmDir+" has 8MiB free of 8MiB: no space left on device") {
+		t.Fatalf("open_loader of 16MiB on an 8 MiB rings.dir: %v, want ring_size refused naming the sizes", err)
+	}
+	if left := ringFiles(t, shmDir); len(left) > 0 {
+		t.Fatalf("refused loader left %v", left)
+	}
+	o.RingSize = "4MiB"
+	l := openReading(t, ctx, socket, o, 3)
+	st, err := l.Stats(ctx)
+	if err != nil || len(st.Loaders) != 1 || st.Opened != 1 {
+		t.Fatalf("stats: %+v, %v; want the one loader that fits", st, err)
 	}
 }

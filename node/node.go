@@ -228,6 +228,7 @@ func (n *Node) Close() error {
 func (n *Node) Run(ctx context.Context) error {
 	n.started = time.Now()
 	n.removeStale()
+	n.checkRingDir()
 	ln, err := n.listen()
 	if err != nil {
 		return err
@@ -341,6 +342,24 @@ func (n *Node) removeStale() {
 	}
 	if err != nil {
 		n.log.Warn("remove stale rings", "dir", n.cfg.Rings.Dir, "err", err)
+	}
+}
+
+// checkRingDir warns when rings.size is more than the filesystem of
+// rings.dir holds in all (a container's /dev/shm is 64 MiB, rings.size
+// defaults to 1GB): every loader that does not set a smaller ring_size
+// would be refused, which is better known at start than at the first
+// open_loader. The node still starts: trainers may ask for less.
+func (n *Node) checkRingDir() {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(n.cfg.Rings.Dir, &st); err != nil || st.Blocks == 0 {
+		return
+	}
+	total := int64(st.Blocks) * int64(st.Bsize)
+	if size := n.cfg.RingSizeBytes(); size > total {
+		n.log.Warn("rings.size is more than rings.dir holds: a loader that does not set a smaller ring_size will be refused; "+
+			"enlarge the filesystem (docker run --shm-size, the tmpfs's size=) or lower rings.size",
+			"dir", n.cfg.Rings.Dir, "size", n.cfg.Rings.Size, "dir_size", shm.FormatSize(total))
 	}
 }
 
