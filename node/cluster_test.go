@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -131,7 +132,8 @@ func compare(ctx context.Context, l *client.Loader, want [][][]byte, label strin
 }
 
 // TestClusterPeerKilled: SIGKILL to a peer mid-epoch gives the trainer an
-// error naming that peer within the mesh timeout; once the peer is
+// error naming that peer within the mesh timeout, and closing the loader
+// removes its ring; once the peer is
 // restarted, a new loader on the surviving node works again, without
 // restarting it.
 func TestClusterPeerKilled(t *testing.T) {
@@ -163,7 +165,12 @@ func TestClusterPeerKilled(t *testing.T) {
 	if d := time.Since(killed); d > timeout+2*time.Second {
 		t.Errorf("error came %v after the kill, want within the %v mesh timeout (+2s)", d, timeout)
 	}
+	ring := l.Info().Ring
 	l.Close()
+	eventually(t, 5*time.Second, "ring of the failed loader removed", func() bool {
+		_, err := os.Stat(ring)
+		return errors.Is(err, os.ErrNotExist)
+	})
 
 	c.restart(1)
 	o.Epochs, o.BatchSize, o.RingSize = 1, 64, ""

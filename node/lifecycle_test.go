@@ -20,8 +20,9 @@ import (
 // Failure and lifecycle tests against real `node run` processes.
 
 // TestKilledSamplerIsAnError: SIGKILL to one sampler mid-epoch gives the
-// trainer an error naming the worker within a couple of seconds, and the
-// node logs the exit status.
+// trainer an error naming the worker within a couple of seconds, the
+// node logs the exit status, and closing the loader stops the other
+// sampler and removes the ring.
 func TestKilledSamplerIsAnError(t *testing.T) {
 	bin, parts := setup(t)
 	cfg, socket, rings := newConfig(t, parts, "")
@@ -56,6 +57,15 @@ func TestKilledSamplerIsAnError(t *testing.T) {
 	}
 	eventually(t, 3*time.Second, "node logs the failure", func() bool {
 		return d.logHas(`"msg":"sampler failed"`, `"worker":1`, `"status":"signal: killed"`, `"loader":1`)
+	})
+	// The trainer closes the failed loader: the node stops the sampler
+	// that survived (blocked on its full sub-ring) and removes the ring.
+	ring := l.Info().Ring
+	l.Close()
+	eventually(t, 5*time.Second, "surviving sampler exits", func() bool { return pidGone(st.Loaders[0].Samplers[0].PID) })
+	eventually(t, 5*time.Second, "ring removed", func() bool {
+		_, err := os.Stat(ring)
+		return errors.Is(err, os.ErrNotExist)
 	})
 }
 
