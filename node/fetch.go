@@ -45,7 +45,9 @@ type FetchOptions struct {
 	// node inspect --verify, orig_ids.bin for mapping ids back).
 	All bool
 	// Wait bounds how long Fetch keeps asking peers that cannot be
-	// reached; 0 = DefaultFetchWait.
+	// reached; 0 = DefaultFetchWait. A try under way when it passes ends
+	// first: within mesh.DialTimeout for a peer that is down, while a
+	// transfer that is moving is never cut off.
 	Wait time.Duration
 	// Progress, when set, receives a line about the transfer about once
 	// a second (systemd's STATUS=, a terminal's progress line).
@@ -158,12 +160,16 @@ type fetcher struct {
 }
 
 // clientConfig is a mesh client of every peer; checksum "" makes it
-// fetch-only.
+// fetch-only. Each call makes one attempt: ask retries, every second,
+// across the peers, from the bytes already fetched, so a try against a
+// peer that is down ends after one dial (mesh.DialTimeout) and Wait
+// bounds the fetch within about that much; with mesh.retries attempts
+// per try it overshot by a whole call (8.8 s for --wait 1s on loopback).
 func (f *fetcher) clientConfig(checksum string) mesh.ClientConfig {
 	return mesh.ClientConfig{
 		Identity: f.id, Cluster: f.cfg.Mesh.Cluster, Checksum: checksum,
 		Part: f.cfg.ownPart(), Peers: f.peers,
-		Timeout: f.cfg.MeshTimeoutDuration(), Retries: f.cfg.meshRetries(),
+		Timeout: f.cfg.MeshTimeoutDuration(), Retries: -1,
 	}
 }
 

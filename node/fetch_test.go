@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"graphnode/csr"
 	"graphnode/mesh"
@@ -303,5 +305,34 @@ func TestFetchCorruptCopy(t *testing.T) {
 				t.Fatalf("part file: %d bytes with CRC-32C %08x, want the %d of the source with %s", len(b), crc, len(want), e.CRC32C)
 			}
 		})
+	}
+}
+
+// TestFetchWaitBound: with every peer down, Fetch gives up about Wait
+// after it began, one try late at most (a dial, mesh.DialTimeout), not a
+// whole call of mesh.retries attempts later.
+func TestFetchWaitBound(t *testing.T) {
+	_, _, certs := fetchFixture(t)
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := pc.LocalAddr().String()
+	pc.Close() // nothing answers there
+	cfg := DefaultConfig()
+	cfg.Node.Parts, cfg.Node.Part, cfg.Node.Name = filepath.Join(t.TempDir(), "parts"), 1, "host1"
+	cfg.Mesh.Certs, cfg.Mesh.Cluster, cfg.Mesh.Timeout, cfg.Mesh.Retries = certs, "fetch", "10s", 3
+	cfg.Mesh.Peers = []MeshPeer{{Part: 0, Name: "host0", Addr: dead}}
+	const wait = time.Second
+	start := time.Now()
+	_, err = Fetch(context.Background(), cfg, slog.New(slog.DiscardHandler), FetchOptions{Wait: wait})
+	took := time.Since(start)
+	if !errors.Is(err, ErrFetch) || !strings.Contains(err.Error(), "no peer could give it within 1s") {
+		t.Fatalf("err = %v, want ErrFetch after the wait", err)
+	}
+	// Generous for a loaded machine, and below the 4 attempts (about
+	// 4 × 2 s of handshake) a call with retries makes.
+	if limit := wait + mesh.DialTimeout + 2*time.Second; took > limit {
+		t.Errorf("Fetch gave up after %v, want within %v (--wait %v)", took, limit, wait)
 	}
 }
