@@ -46,10 +46,10 @@ func (o CleanOptions) withDefaults() (CleanOptions, error) {
 	}
 	var err error
 	if o.SelfLoops, err = ParsePolicy(string(o.SelfLoops), Keep, Drop, Error); err != nil {
-		return o, fmt.Errorf("partition: self loops: %w", err)
+		return o, fmt.Errorf("%w (self loops)", err)
 	}
 	if o.Duplicates, err = ParsePolicy(string(o.Duplicates), Keep, Drop, Error); err != nil {
-		return o, fmt.Errorf("partition: duplicates: %w", err)
+		return o, fmt.Errorf("%w (duplicates)", err)
 	}
 	return o, nil
 }

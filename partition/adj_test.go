@@ -84,7 +84,7 @@ func TestBuildAdjPolicies(t *testing.T) {
 			Stats{SelfLoops: 2, ReverseAdded: 4}, ""},
 		{"self loops error", CleanOptions{SelfLoops: Error}, nil, Stats{}, "2 self loops (policy error), at nodes 11, 13"},
 		{"duplicates error", CleanOptions{Duplicates: Error}, nil, Stats{}, "duplicate edge 10 -> 11"},
-		{"bad policy", CleanOptions{SelfLoops: Add}, nil, Stats{}, `self loops: partition: policy "add"`},
+		{"bad policy", CleanOptions{SelfLoops: Add}, nil, Stats{}, `partition: policy "add": want one of keep, drop, error (self loops)`},
 	}
 	for _, tt := range tests {
 		for _, dir := range []csr.Direction{csr.In, csr.Out} {

@@ -124,8 +124,13 @@ func newFlagSet(a *app, name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(a.stderr, "usage: node %s %s\n\nflags:\n", name, synopsis)
-		fs.PrintDefaults()
+		fmt.Fprintf(a.stderr, "usage: node %s\n", strings.TrimSpace(name+" "+synopsis))
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintf(a.stderr, "\nflags:\n")
+			fs.PrintDefaults()
+		}
 	}
 	return fs
 }

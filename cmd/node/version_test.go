@@ -97,3 +97,15 @@ func TestMakeBuildStampsCommit(t *testing.T) {
 		t.Errorf("first line %q", first)
 	}
 }
+
+// TestUsageWithoutFlags: a command with no flags prints its usage line
+// without an empty flags section.
+func TestUsageWithoutFlags(t *testing.T) {
+	_, _, errs := cliRun("version", "--help")
+	if strings.TrimSpace(errs) != "usage: node version" {
+		t.Errorf("node version --help printed %q, want the usage line alone", errs)
+	}
+	if _, _, errs := cliRun("fetch", "--help"); !strings.Contains(errs, "\nflags:\n  -all") {
+		t.Errorf("node fetch --help lost its flags:\n%s", errs)
+	}
+}
