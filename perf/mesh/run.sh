@@ -14,7 +14,7 @@
 # keeps the graph and parts, SIZE (small | products), METHODS (random,
 # metis, freq), CACHES (hot-node cache ratios of the parts, `node
 # partition --cache-ratio`; default 0 = none), PARTS (part counts, default
-# "2 4"), BATCHES (per node, after WARM warm-up batches, default 150 at small size, 30 at products),
+# "2 4"), BATCHES (per node, default 60, after WARM warm-up batches: default 150 at small size, 30 at products),
 # RING (each node's [rings] size, default 1GB), WORKERS and
 # CONCURRENCY (per loader), MESH_TIMEOUT (the nodes' [mesh] timeout; at
 # products size one batch pulls ~27 MB, which on 2 shared CPUs with 4

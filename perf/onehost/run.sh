@@ -19,7 +19,7 @@
 # (keep the generated input and the parts), SIZES, SECS (seconds per
 # in-process measurement, default 10), PYTHON (default /usr/bin/python3),
 # RING (1 to run the ring measurement, default 1).
-# Disk: ~1.7 GB for dgl, ~6 GB of OGB text + ~1.6 GB of parts for
+# Disk: ~1.7 GB for dgl, ~3.5 GB of OGB text + ~1.6 GB of parts for
 # products (the text is deleted once partitioned unless KEEP=1).
 # Memory: ~5 GB while partitioning products; the measurements map the
 # partition (shared page cache) and use 2 GiB for the copy baseline.
