@@ -293,7 +293,20 @@ func LoadIdentity(dir, node string) (*Identity, error) {
 		Roots:     roots,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}); err != nil {
-		return nil, fmt.Errorf("mesh: %s: not signed by %s (or expired): %w: %w", certPath, caPath, ErrCert, err)
+		// An expired certificate is no stranger's: say so, and which.
+		var ie x509.CertificateInvalidError
+		if errors.As(err, &ie) && ie.Reason == x509.Expired {
+			now := time.Now()
+			for _, c := range []struct {
+				path string
+				cert *x509.Certificate
+			}{{certPath, leaf}, {caPath, ca}} {
+				if d := outOfDate(c.cert, now); d != "" {
+					return nil, fmt.Errorf("mesh: %s: %s: write new certificates (node cert init --force) for every node: %w", c.path, d, ErrCert)
+				}
+			}
+		}
+		return nil, fmt.Errorf("mesh: %s: not signed by %s: %w: %w", certPath, caPath, ErrCert, err)
 	}
 	cluster := ca.Subject.Organization[0]
 	if len(leaf.Subject.Organization) != 1 || leaf.Subject.Organization[0] != cluster {
@@ -310,6 +323,18 @@ func LoadIdentity(dir, node string) (*Identity, error) {
 	id := &Identity{Cluster: cluster, Node: node, Cert: pair, Roots: roots, CA: ca}
 	id.resetKey = sha256.Sum256(append([]byte("graphnode stateless reset v1\x00"), keyDER...))
 	return id, nil
+}
+
+// outOfDate says how now falls outside cert's validity, "" when it is
+// inside.
+func outOfDate(cert *x509.Certificate, now time.Time) string {
+	switch {
+	case now.After(cert.NotAfter):
+		return "expired at " + cert.NotAfter.UTC().Format(time.RFC3339)
+	case now.Before(cert.NotBefore):
+		return "not valid before " + cert.NotBefore.UTC().Format(time.RFC3339) + " (is this host's clock behind?)"
+	}
+	return ""
 }
 
 // fileExists reports whether path names something (a stat that fails

@@ -73,6 +73,7 @@ func verifyCluster(cluster string) func(tls.ConnectionState) error {
 // TLS alerts (RFC 8446 §6) that quic-go reports as crypto errors 0x100+alert.
 const (
 	alertBadCertificate      = 42
+	alertCertificateExpired  = 45
 	alertUnknownCA           = 48
 	alertCertificateRequired = 116
 	alertNoApplicationProto  = 120
@@ -93,6 +94,11 @@ func explainHandshake(err error, alpn string) (_ error, ok bool) {
 		switch uint8(te.ErrorCode - 0x100) {
 		case alertNoApplicationProto:
 			return fmt.Errorf("protocol version: no common ALPN protocol (this node speaks %q): %w", alpn, ErrRefused), true
+		case alertCertificateExpired:
+			// This node's own rejections name the certificate in err.
+			if te.Remote {
+				return fmt.Errorf("TLS handshake: peer rejected this node's certificate as expired or not yet valid (write new certificates with node cert init --force, or check the clocks): %v: %w", err, ErrRefused), true
+			}
 		case alertBadCertificate, alertUnknownCA, alertCertificateRequired:
 			return fmt.Errorf("TLS handshake: %s: %v: %w", side, err, ErrRefused), true
 		}
