@@ -114,8 +114,10 @@ func TestCancel(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
-			time.AfterFunc(30*time.Millisecond, cancel)
+			// start before the timer: a test goroutine descheduled past
+			// the cancel would otherwise measure from after it.
 			start := time.Now()
+			time.AfterFunc(30*time.Millisecond, cancel)
 			err := tc.call(ctx)
 			if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), r.Path()) {
 				t.Fatalf("%v, want context.Canceled naming the ring", err)
