@@ -2,12 +2,16 @@ package kv
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"sync/atomic"
+	"time"
 )
 
 // Checkpoint format version written by this package. Load accepts any
@@ -79,25 +83,85 @@ func (t *table) header(part int) []byte {
 // is written under its exclusive lock, so each file is one consistent
 // snapshot; pushes to that table wait meanwhile.
 func (s *Store) Save(dir string) error {
-	s.saveMu.Lock()
-	defer s.saveMu.Unlock()
-	if _, err := recoverSave("save", dir, s.part); err != nil {
-		return err
-	}
-	ents, err := s.writeAll(dir)
+	p, err := s.PrepareSave(context.Background(), dir)
 	if err != nil {
 		return err
 	}
-	if committed, err := commitJournal(dir, s.part, ents, s.syncDir); err != nil {
+	return p.Commit()
+}
+
+// PreparedSave is Save cut in two, for a checkpoint of several nodes
+// that must change on all of them or on none: PrepareSave writes every
+// table to its temporary file and fsyncs it, which is where a save fails
+// (a full disk), and puts nothing in place; Commit then puts the save in
+// place as Save does, and Abort removes the temporaries, leaving the
+// previous checkpoint whole. Until one of them is called the Store's
+// other saves and loads wait, so the caller must end every PreparedSave.
+type PreparedSave struct {
+	s    *Store
+	dir  string
+	ents []journalEntry
+	done atomic.Bool
+}
+
+// ErrSaveEnded is returned by Commit of a PreparedSave already committed
+// or aborted.
+var ErrSaveEnded = errors.New("kv: save already committed or aborted")
+
+// PrepareSave is the first half of Save (see PreparedSave). It waits
+// for a save or load of the store under way until ctx ends: two nodes
+// preparing saves of each other at once then fail instead of waiting on
+// each other for ever.
+func (s *Store) PrepareSave(ctx context.Context, dir string) (*PreparedSave, error) {
+	for wait := time.Millisecond; !s.saveMu.TryLock(); wait = min(2*wait, 50*time.Millisecond) {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("kv: save %s: waiting for another save or load of part %d to end: %w", dir, s.part, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+	if _, err := recoverSave("save", dir, s.part); err != nil {
+		s.saveMu.Unlock()
+		return nil, err
+	}
+	ents, err := s.writeAll(dir)
+	if err != nil {
+		s.saveMu.Unlock()
+		return nil, err
+	}
+	return &PreparedSave{s: s, dir: dir, ents: ents}, nil
+}
+
+// Commit puts a prepared save in place: its journal is committed, then
+// the files renamed (see Save).
+func (p *PreparedSave) Commit() error {
+	if !p.done.CompareAndSwap(false, true) {
+		return ErrSaveEnded
+	}
+	s := p.s
+	defer s.saveMu.Unlock()
+	if committed, err := commitJournal(p.dir, s.part, p.ents, s.syncDir); err != nil {
 		if !committed {
-			removeTemps(dir, ents)
+			removeTemps(p.dir, p.ents)
 		}
 		return err
 	}
-	if err := applyJournal(dir, s.part, ents); err != nil {
+	if err := applyJournal(p.dir, s.part, p.ents); err != nil {
 		return fmt.Errorf("kv: save: %w", err)
 	}
 	return nil
+}
+
+// Abort removes a prepared save's temporary files; the checkpoint in
+// place is left as it was. It does nothing after Commit or Abort.
+func (p *PreparedSave) Abort() {
+	if !p.done.CompareAndSwap(false, true) {
+		return
+	}
+	removeTemps(p.dir, p.ents)
+	p.s.saveMu.Unlock()
 }
 
 // writeAll writes every table of s to its temporary file in dir and

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"graphnode/kv"
 	"graphnode/mesh"
@@ -54,12 +54,19 @@ type kvServer struct {
 	// createWaits, when set (tests only), runs when a kv_create starts
 	// waiting for another kv_create of the same table to end.
 	createWaits func(name string)
+
+	// prepared holds, by save id, the saves a peer prepared on this node
+	// and has not yet committed or aborted (kv_save.go). Guarded by mu.
+	prepared map[string]*preparedSave
+	// prepareHold is how long a prepared save waits for its commit:
+	// savePrepareHold; tests shorten it.
+	prepareHold time.Duration
 }
 
 // newKVServer builds the store with the tables of [kv] and, with
 // kv.load, restores them from the checkpoint directory.
 func newKVServer(cfg *Config, log *slog.Logger, book partition.Book) (*kvServer, error) {
-	s := &kvServer{cfg: cfg, log: log, part: cfg.ownPart(), book: book, clients: map[string]*kv.Client{}, creating: map[string]*pendingCreate{}}
+	s := &kvServer{cfg: cfg, log: log, part: cfg.ownPart(), book: book, clients: map[string]*kv.Client{}, creating: map[string]*pendingCreate{}, prepared: map[string]*preparedSave{}, prepareHold: savePrepareHold}
 	s.send = s.call
 	specs := make([]kv.Spec, 0, len(cfg.KV.Tables))
 	for i := range cfg.KV.Tables {
@@ -164,13 +171,19 @@ func (s *kvServer) peers() []int {
 	return ps
 }
 
-// broadcast sends a node-level JSON request (kv_create, kv_save) to
+// broadcast sends a node-level JSON request (kv_create, kv_drop) to
 // every peer and waits for their kv answers.
 func (s *kvServer) broadcast(ctx context.Context, req *control.Request) error {
 	body, err := control.MarshalKVRequest(req)
 	if err != nil {
 		return err
 	}
+	return s.broadcastBody(ctx, body)
+}
+
+// broadcastBody sends body to every peer and waits for their acks; the
+// error names each part that failed.
+func (s *kvServer) broadcastBody(ctx context.Context, body []byte) error {
 	ps := s.peers()
 	errs := make([]error, len(ps))
 	var wg sync.WaitGroup
@@ -235,34 +248,6 @@ func (s *kvServer) forget(name string) bool {
 	return dropped || s.store == nil && had
 }
 
-// save checkpoints this node's shards and, when forward is set, asks
-// every peer to checkpoint theirs. On a client node, which holds no
-// shard, it asks every sampling node (Dir is then "").
-func (s *kvServer) save(ctx context.Context, forward bool) (*control.SaveInfo, error) {
-	if s.store == nil {
-		if err := s.broadcast(ctx, &control.Request{Op: control.OpKVSave}); err != nil {
-			return nil, fmt.Errorf("save on the sampling nodes: %w", err)
-		}
-		s.mu.Lock()
-		tables := slices.Sorted(maps.Keys(s.clients))
-		s.mu.Unlock()
-		return &control.SaveInfo{Tables: tables}, nil
-	}
-	dir := s.cfg.KV.CheckpointDir
-	if dir == "" {
-		return nil, errors.New("kv.checkpoint_dir is not set on this node")
-	}
-	if err := s.store.Save(dir); err != nil {
-		return nil, err
-	}
-	if forward {
-		if err := s.broadcast(ctx, &control.Request{Op: control.OpKVSave}); err != nil {
-			return nil, fmt.Errorf("save on the other nodes: %w", err)
-		}
-	}
-	return &control.SaveInfo{Dir: dir, Tables: s.store.Tables()}, nil
-}
-
 // leave tells every shard that trainer rank is gone, so that a step it
 // belongs to fails for the others at once instead of timing out.
 func (s *kvServer) leave(ctx context.Context, rank int) {
@@ -302,7 +287,7 @@ func (s *kvServer) KV(ctx context.Context, req []byte) ([]byte, error) {
 			_, err = s.create(ctx, r.Table, false)
 		}
 	case r.Op == control.OpKVSave:
-		_, err = s.save(ctx, false)
+		err = s.peerSave(ctx, req)
 	case r.Op == control.OpKVDrop && r.Name != "":
 		_, err = s.drop(ctx, r.Name, false)
 	default:

@@ -1,0 +1,232 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"graphnode/kv"
+	"graphnode/node/control"
+)
+
+// A trainer's kv_save changes the checkpoint of every node or of none.
+// The node it asked (the coordinator) prepares its own save
+// (kv.Store.PrepareSave: every table written to a temporary file and
+// fsynced, which is where a full disk fails) and asks every peer to
+// prepare theirs; only when all have does it commit its own and ask them
+// to commit. When one fails it aborts its own and asks the others to
+// abort, and every node keeps its previous checkpoint: a cluster's
+// checkpoint is never some parts of one save and some of the previous
+// one, which a later load would mix. What can still split it is a commit
+// that fails after others succeeded (a rename or directory fsync
+// failing, the coordinator dying between commits); the error then names
+// the parts left behind.
+//
+// A peer that prepared and hears neither commit nor abort within
+// savePrepareHold aborts on its own (its coordinator died); one that is
+// stopping aborts what it holds before its own shutdown checkpoint.
+
+const (
+	// savePrepareHold bounds how long a peer keeps a save it prepared
+	// for a coordinator that does not come back (its other saves and
+	// loads wait meanwhile).
+	savePrepareHold = 2 * time.Minute
+	// savePrepareWait bounds how long a peer's prepare waits for a save
+	// or load of its own under way: two coordinators preparing at once
+	// would otherwise wait on each other.
+	savePrepareWait = 30 * time.Second
+	// saveAbortTimeout bounds the abort sent to the peers after a failed
+	// prepare, even when the trainer's request has ended.
+	saveAbortTimeout = 10 * time.Second
+)
+
+// Phases of a forwarded kv_save.
+const (
+	savePrepare = "prepare"
+	saveCommit  = "commit"
+	saveAbort   = "abort"
+)
+
+// peerSaveRequest is a kv_save forwarded to a peer. Phase "" (a node of
+// an earlier build) saves at once, in one step.
+type peerSaveRequest struct {
+	Op    string `json:"op"`
+	Phase string `json:"phase,omitempty"`
+	Save  string `json:"save,omitempty"` // id of the save the phase belongs to
+}
+
+// preparedSave is a save a peer prepared on this node.
+type preparedSave struct {
+	p     *kv.PreparedSave
+	timer *time.Timer
+}
+
+// save checkpoints the kv shards. Without forward (a node stopping) it
+// saves this node's at once, after aborting the saves peers prepared on
+// it. With forward (a trainer's kv_save) it saves every node's, all or
+// none (see above); on a client node, which holds no shard, every
+// sampling node's (Dir is then "").
+func (s *kvServer) save(ctx context.Context, forward bool) (*control.SaveInfo, error) {
+	if !forward {
+		s.abortPrepared("this node is stopping")
+		dir, err := s.checkpointDir()
+		if err != nil {
+			return nil, err
+		}
+		if err := s.store.Save(dir); err != nil {
+			return nil, err
+		}
+		return &control.SaveInfo{Dir: dir, Tables: s.store.Tables()}, nil
+	}
+	id := fmt.Sprintf("%016x", rand.Uint64())
+	var local *kv.PreparedSave
+	dir := ""
+	if s.store != nil {
+		var err error
+		if dir, err = s.checkpointDir(); err != nil {
+			return nil, err
+		}
+		if local, err = s.store.PrepareSave(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.sendSave(ctx, savePrepare, id); err != nil {
+		if local != nil {
+			local.Abort()
+		}
+		s.abortPeers(ctx, id)
+		return nil, fmt.Errorf("save on the other nodes: %w (no node's checkpoint changed: each keeps its previous one)", err)
+	}
+	if local != nil {
+		if err := local.Commit(); err != nil {
+			s.abortPeers(ctx, id)
+			return nil, fmt.Errorf("%w (the other nodes keep their previous checkpoint)", err)
+		}
+	}
+	if err := s.sendSave(ctx, saveCommit, id); err != nil {
+		return nil, fmt.Errorf("commit on the other nodes: %w (the parts not named hold the new checkpoint, those named their previous one: run kv_save again before loading it)", err)
+	}
+	info := &control.SaveInfo{Dir: dir}
+	if s.store != nil {
+		info.Tables = s.store.Tables()
+	} else {
+		s.mu.Lock()
+		info.Tables = slices.Sorted(maps.Keys(s.clients))
+		s.mu.Unlock()
+	}
+	return info, nil
+}
+
+// checkpointDir is [kv] checkpoint_dir, or an error without one.
+func (s *kvServer) checkpointDir() (string, error) {
+	if s.cfg.KV.CheckpointDir == "" {
+		return "", errors.New("kv.checkpoint_dir is not set on this node")
+	}
+	return s.cfg.KV.CheckpointDir, nil
+}
+
+// sendSave sends phase of save id to every peer.
+func (s *kvServer) sendSave(ctx context.Context, phase, id string) error {
+	body, err := json.Marshal(peerSaveRequest{Op: control.OpKVSave, Phase: phase, Save: id})
+	if err != nil {
+		return err
+	}
+	return s.broadcastBody(ctx, body)
+}
+
+// abortPeers asks every peer to abort save id, within saveAbortTimeout
+// even when ctx has ended; a peer that does not hear it aborts after
+// savePrepareHold.
+func (s *kvServer) abortPeers(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveAbortTimeout)
+	defer cancel()
+	if err := s.sendSave(ctx, saveAbort, id); err != nil {
+		s.log.Warn("kv save: abort not delivered; those peers drop their prepared save on their own", "save", id, "hold", savePrepareHold, "err", err)
+	}
+}
+
+// peerSave serves a kv_save forwarded by a peer.
+func (s *kvServer) peerSave(ctx context.Context, req []byte) error {
+	var r peerSaveRequest
+	if err := json.Unmarshal(req, &r); err != nil {
+		return fmt.Errorf("node: kv_save from a peer: %v: %w", err, kv.ErrMalformed)
+	}
+	if s.store == nil {
+		return errors.New("node: kv_save from a peer: this node holds no kv shard (a client node)")
+	}
+	switch r.Phase {
+	case "":
+		_, err := s.save(ctx, false)
+		return err
+	case savePrepare:
+		dir, err := s.checkpointDir()
+		if err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, savePrepareWait)
+		defer cancel()
+		p, err := s.store.PrepareSave(wctx, dir)
+		if err != nil {
+			return err
+		}
+		ps := &preparedSave{p: p}
+		s.mu.Lock()
+		if old := s.prepared[r.Save]; old != nil {
+			s.mu.Unlock()
+			p.Abort()
+			return fmt.Errorf("node: kv_save %s: prepared twice: %w", r.Save, kv.ErrMalformed)
+		}
+		s.prepared[r.Save] = ps
+		hold := s.prepareHold
+		ps.timer = time.AfterFunc(hold, func() {
+			if s.takePrepared(r.Save) == ps {
+				p.Abort()
+				s.log.Warn("kv save: no commit from the node that asked; the prepared save is dropped, the previous checkpoint kept", "save", r.Save, "after", hold)
+			}
+		})
+		s.mu.Unlock()
+		return nil
+	case saveCommit:
+		ps := s.takePrepared(r.Save)
+		if ps == nil {
+			return fmt.Errorf("node: kv_save %s: nothing prepared on this node to commit (dropped after %v without a commit, or the node stopped): its previous checkpoint is kept", r.Save, s.prepareHold)
+		}
+		ps.timer.Stop()
+		return ps.p.Commit()
+	case saveAbort:
+		if ps := s.takePrepared(r.Save); ps != nil {
+			ps.timer.Stop()
+			ps.p.Abort()
+		}
+		return nil
+	}
+	return fmt.Errorf("node: kv_save from a peer: phase %q: %w", r.Phase, kv.ErrMalformed)
+}
+
+// takePrepared removes and returns the save a peer prepared under id, or
+// nil.
+func (s *kvServer) takePrepared(id string) *preparedSave {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps := s.prepared[id]
+	delete(s.prepared, id)
+	return ps
+}
+
+// abortPrepared aborts every save peers prepared on this node.
+func (s *kvServer) abortPrepared(why string) {
+	s.mu.Lock()
+	held := s.prepared
+	s.prepared = map[string]*preparedSave{}
+	s.mu.Unlock()
+	for id, ps := range held {
+		ps.timer.Stop()
+		ps.p.Abort()
+		s.log.Warn("kv save: prepared save dropped, its commit will fail", "save", id, "why", why)
+	}
+}

@@ -1,0 +1,174 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"graphnode/kv"
+)
+
+// savePeer stands in for part 1 of two in a kv_save's broadcasts: it
+// records each phase and fails the one named by fail.
+type savePeer struct {
+	fail   string
+	mu     sync.Mutex
+	phases []string
+}
+
+func (p *savePeer) send(ctx context.Context, part int, req []byte) ([]byte, error) {
+	var r peerSaveRequest
+	if err := json.Unmarshal(req, &r); err != nil || part != 1 || r.Save == "" {
+		return nil, fmt.Errorf("stub: part %d: %s: %v", part, req, err)
+	}
+	p.mu.Lock()
+	p.phases = append(p.phases, r.Phase)
+	p.mu.Unlock()
+	if r.Phase == p.fail {
+		return nil, errors.New("no space left on device")
+	}
+	return kv.AppendAck(nil, &kv.Ack{}), nil
+}
+
+// savingKVServer is part 0 of two with table "w" and a checkpoint dir,
+// its broadcasts going to a savePeer, and the checkpoint files of a
+// first save.
+func savingKVServer(t *testing.T, fail string) (*kvServer, *savePeer, string, map[string]string) {
+	t.Helper()
+	s, _, ts := twoPartKVServer(t)
+	peer := &savePeer{fail: "none"}
+	s.send = peer.send
+	dir := t.TempDir()
+	s.cfg.KV.CheckpointDir = dir
+	if _, err := s.create(context.Background(), &ts, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.save(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.store.Push("w", []uint64{1}, []float32{1, 1}); err != nil {
+		t.Fatal(err)
+	}
+	peer.phases, peer.fail = nil, fail
+	return s, peer, dir, readDir(t, dir)
+}
+
+func readDir(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[e.Name()] = string(b)
+	}
+	return files
+}
+
+// TestKVSaveAllOrNone: when a peer cannot prepare its save (a full
+// disk), the node a trainer asked keeps its previous checkpoint byte for
+// byte and tells the peers to abort; when every peer prepares, it
+// commits its own and then theirs.
+func TestKVSaveAllOrNone(t *testing.T) {
+	s, peer, dir, before := savingKVServer(t, savePrepare)
+	_, err := s.save(context.Background(), true)
+	if err == nil || !strings.Contains(err.Error(), "no space left on device") || !strings.Contains(err.Error(), "no node's checkpoint changed") {
+		t.Fatalf("save with a peer that cannot prepare: %v", err)
+	}
+	if after := readDir(t, dir); !maps.Equal(after, before) {
+		t.Errorf("this node's checkpoint changed though a peer failed: %v, was %v", slices.Sorted(maps.Keys(after)), slices.Sorted(maps.Keys(before)))
+	}
+	if want := []string{savePrepare, saveAbort}; !slices.Equal(peer.phases, want) {
+		t.Errorf("phases sent %v, want %v", peer.phases, want)
+	}
+
+	peer.phases, peer.fail = nil, "none"
+	if _, err := s.save(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if after := readDir(t, dir); maps.Equal(after, before) {
+		t.Error("a save every node prepared left the checkpoint as it was")
+	}
+	if want := []string{savePrepare, saveCommit}; !slices.Equal(peer.phases, want) {
+		t.Errorf("phases sent %v, want %v", peer.phases, want)
+	}
+}
+
+// TestKVSavePeerPhases: on a peer, a prepared save is in place only once
+// committed; an aborted one, or one whose commit never comes within the
+// hold, leaves the previous checkpoint, and a commit then fails saying
+// nothing is prepared. A node stopping drops what it holds.
+func TestKVSavePeerPhases(t *testing.T) {
+	s, _, dir, before := savingKVServer(t, "none")
+	ctx := context.Background()
+	phase := func(p, id string) error {
+		b, _ := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: p, Save: id})
+		return s.peerSave(ctx, b)
+	}
+	if err := phase(savePrepare, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := phase(saveAbort, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if after := readDir(t, dir); !maps.Equal(after, before) {
+		t.Fatalf("aborted save changed the checkpoint: %v", slices.Sorted(maps.Keys(after)))
+	}
+	if err := phase(saveCommit, "a"); err == nil || !strings.Contains(err.Error(), "nothing prepared on this node to commit") {
+		t.Fatalf("commit after abort: %v", err)
+	}
+
+	if err := phase(savePrepare, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := phase(saveCommit, "b"); err != nil {
+		t.Fatal(err)
+	}
+	committed := readDir(t, dir)
+	if maps.Equal(committed, before) {
+		t.Fatal("committed save left the checkpoint as it was")
+	}
+
+	s.prepareHold = 20 * time.Millisecond
+	if err := s.store.Push("w", []uint64{1}, []float32{1, 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := phase(savePrepare, "c"); err != nil {
+		t.Fatal(err)
+	}
+	// The prepared save's temporary file goes when the hold drops it.
+	for deadline := time.Now().Add(10 * time.Second); len(readDir(t, dir)) != len(committed) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := phase(saveCommit, "c"); err == nil || !strings.Contains(err.Error(), "nothing prepared") {
+		t.Fatalf("commit after the hold: %v", err)
+	}
+	if after := readDir(t, dir); !maps.Equal(after, committed) {
+		t.Fatal("a save dropped after its hold changed the checkpoint")
+	}
+
+	s.prepareHold = time.Hour
+	if err := phase(savePrepare, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.save(ctx, false); err != nil { // the node stopping: it must not wait an hour
+		t.Fatal(err)
+	}
+	if err := phase(saveCommit, "d"); err == nil {
+		t.Fatal("commit of a save dropped by the node stopping succeeded")
+	}
+}
