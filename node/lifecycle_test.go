@@ -206,6 +206,60 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	}
 }
 
+// TestDrainLoaderWithoutBatches: SIGTERM while the trainer reads a
+// loader without batches (drop_last, fewer seeds than batch_size: each
+// epoch is its end-of-epoch records alone) ends the stream at once with
+// ErrStopped. Its samplers used to go on writing end-of-epoch records
+// until stopGrace (2 s) cut them off, one of them failing to write its
+// end of stream into a sub-ring nobody read any more.
+func TestDrainLoaderWithoutBatches(t *testing.T) {
+	bin, parts := setup(t)
+	cfg, socket, rings := newConfig(t, parts, "")
+	d := startDaemon(t, bin, cfg, socket, rings)
+	o := baseOptions()
+	o.Split, o.SeedIDs = "", []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	o.BatchSize, o.DropLast, o.Epochs, o.Workers, o.RingSize = 16, true, control.MaxEpochs, 2, "2MiB"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := client.OpenLoader(ctx, socket, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.BatchesPerEpoch() != 0 {
+		t.Fatalf("%d batches per epoch, want 0", l.BatchesPerEpoch())
+	}
+	for range 3 {
+		if _, err := l.Next(ctx); !errors.Is(err, client.ErrEndOfEpoch) {
+			t.Fatalf("err = %v, want ErrEndOfEpoch", err)
+		}
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	start := time.Now()
+	for {
+		_, err := l.Next(ctx)
+		if errors.Is(err, client.ErrEndOfEpoch) {
+			continue
+		}
+		if !errors.Is(err, client.ErrStopped) {
+			t.Fatalf("err = %v, want ErrStopped", err)
+		}
+		break
+	}
+	// Well under stopGrace: the samplers saw the stop themselves.
+	if took := time.Since(start); took > 1500*time.Millisecond {
+		t.Errorf("ErrStopped came %v after SIGTERM, want at once", took)
+	}
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("node run did not exit after SIGTERM\n%s", d.log)
+	}
+	if d.err != nil || d.logHas("node sampler:") {
+		t.Fatalf("node run exited with %v, or a sampler failed\n%s", d.err, d.log)
+	}
+}
+
 // TestSecondNodeRefused: a node whose socket is served already fails.
 func TestSecondNodeRefused(t *testing.T) {
 	bin, parts := setup(t)

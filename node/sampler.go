@@ -207,6 +207,15 @@ func (r *samplerRun) run(ctx context.Context) error {
 	var buf []uint64
 	for e := range r.spec.Options.Epochs {
 		r.epoch.Store(int64(e))
+		// A stop ends the stream at an epoch's start too: a worker with
+		// no batch in an epoch (batches_per_epoch below W, or 0 with
+		// drop_last) never asks epochBatches, and would otherwise write
+		// end-of-epoch records until stopGrace cuts it off.
+		select {
+		case <-ctx.Done():
+			return errStopped
+		default:
+		}
 		ep := r.plan.Epoch(uint64(e), buf)
 		buf = ep.Order()
 		if err := r.epochBatches(work, ctx.Done(), ep, samplers); err != nil {
