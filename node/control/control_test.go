@@ -138,6 +138,20 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{`{"op":"kv_save","name":"emb"}`, "name", "not allowed in kv_save"},
 		{`{"op":"kv_drop","name":"emb","loader_id":2}`, "loader_id", "not allowed in kv_drop"},
 		{`{"op":"open_loader","split":"train","fanouts":[2],"name":"x"}`, "name", "not allowed in open_loader"},
+		// Keys are case-sensitive and given once: encoding/json alone
+		// would match "OP" or "Fanouts" and let a later key override or
+		// merge into an earlier one.
+		{`{"OP":"stats"}`, "OP", "unknown field"},
+		{`{"op":"stats","Op":"open_loader"}`, "Op", "unknown field"},
+		{`{"op":"open_loader","split":"train","Fanouts":[2]}`, "Fanouts", "unknown field"},
+		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"optimizer":"sgd","lr":0.1,"mode":"sync","LR":0.5}}`, "table.LR", "unknown field"},
+		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"optimizer":"sgd","lr":0.1,"mode":"sync","foo":1}}`, "table.foo", "unknown field"},
+		{`{"op":"open_loader","seed_edges":{"src":[1],"dst":[2],"Dst":[3]},"fanouts":[2]}`, "seed_edges.Dst", "unknown field"},
+		{`{"op":"stats","op":"open_loader"}`, "op", "given twice"},
+		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"optimizer":"sgd","lr":0.1,"mode":"sync"},"table":{"dim":3}}`, "table", "given twice"},
+		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"dim":3,"optimizer":"sgd","lr":0.1,"mode":"sync"}}`, "table.dim", "given twice"},
+		{`{"op":"kv_create","table":{"name":"a","rows":1e3,"dim":2,"optimizer":"sgd","lr":0.1,"mode":"sync"}}`, "table.rows", "neither a row count"},
+		{`{"op":"kv_create","table":{"name":"a","rows":-1,"dim":2,"optimizer":"sgd","lr":0.1,"mode":"sync"}}`, "table.rows", "neither a row count"},
 		{`not json`, "", "bad JSON"},
 	} {
 		_, err := DecodeRequest([]byte(tc.body))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 )
 
@@ -37,7 +38,8 @@ func (r *Rows) UnmarshalJSON(b []byte) error {
 	}
 	n, err := strconv.ParseUint(string(b), 10, 64)
 	if err != nil {
-		return fmt.Errorf(`rows: %s is neither a row count nor "nodes"`, b)
+		// A type error, so that the decoder names the field (table.rows).
+		return &json.UnmarshalTypeError{Value: string(b), Type: reflect.TypeFor[Rows]()}
 	}
 	*r = Rows{N: n}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"graphnode/shm"
@@ -92,6 +93,9 @@ func DefaultLoaderOptions() LoaderOptions {
 // fields get DefaultLoaderOptions. The error, if any, is a *Error whose Key
 // names the offending field.
 func DecodeRequest(body []byte) (Request, error) {
+	if _, err := checkKeys(body); err != nil {
+		return Request{}, err
+	}
 	req := Request{LoaderOptions: DefaultLoaderOptions()}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -112,6 +116,9 @@ func DecodeRequest(body []byte) (Request, error) {
 func decodeError(err error) *Error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
+		if te.Type == reflect.TypeFor[Rows]() {
+			return &Error{Key: te.Field, Msg: fmt.Sprintf(`%s is neither a row count nor "nodes"`, te.Value)}
+		}
 		return &Error{Key: strings.TrimPrefix(te.Field, "LoaderOptions."), Msg: fmt.Sprintf("a JSON %s is not a valid %s", te.Value, te.Type)}
 	}
 	msg := err.Error()
