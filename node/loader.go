@@ -82,7 +82,7 @@ func (n *Node) reserveLoader() (*loader, error) {
 	}
 	n.mu.nextID++
 	l := &loader{id: n.mu.nextID}
-	n.mu.loaders[l.id] = l // holds the slot; stats skip a loader without a ring
+	n.mu.loaders[l.id] = l // holds the slot; stats skip it until it has started
 	n.starting.Add(1)
 	return l, nil
 }
@@ -236,6 +236,11 @@ func (n *Node) closeLoader(l *loader, why string) {
 		n.log.Info("loader closed", "loader", l.id, "reason", why, "batches", batches)
 	})
 }
+
+// started reports whether l has its samplers or its relay: a loader
+// reserved and still starting (its ring, a peer's answer or its samplers
+// yet to come) is not open yet. n.mu must be held.
+func (l *loader) started() bool { return l.procs != nil || l.relay != nil }
 
 // stats snapshots l; n.mu must be held.
 func (l *loader) stats() control.LoaderStats {

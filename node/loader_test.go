@@ -134,6 +134,41 @@ func TestDrainDuringStartLoader(t *testing.T) {
 	}
 }
 
+// TestStatsListOnlyStartedLoaders: a loader reserved and still starting
+// (a relayed open waits up to the mesh timeout for its sampling node) is
+// not in stats' loaders, which list open loaders: it used to be listed
+// with no ring, no samplers and sub-rings of 0 bytes (in the metrics too).
+// Once started it is listed with its ring and samplers.
+func TestStatsListOnlyStartedLoaders(t *testing.T) {
+	n, _, _ := loaderNode(t)
+	ctx := context.Background()
+	o := control.DefaultLoaderOptions()
+	o.Split, o.Fanouts = "train", []int{5}
+	o.Workers, o.Concurrency, o.RingSize = 2, 1, "4MiB"
+	info, seeds, err := n.describe(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ringBytes, _ := shm.ParseSize(o.RingSize)
+	l, err := n.reserveLoader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := n.stats(); len(st.Loaders) != 0 {
+		t.Errorf("stats while the loader starts: %+v, want no loader", st.Loaders)
+	}
+	err = n.startLoader(ctx, l, o, info, seeds, ringBytes)
+	n.doneStarting(l, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.closeLoader(l, "test over")
+	st := n.stats()
+	if len(st.Loaders) != 1 || st.Loaders[0].LoaderID != l.id || st.Loaders[0].Ring != l.info.Ring || len(st.Loaders[0].Samplers) != 2 {
+		t.Errorf("stats once started: %+v, want loader %d with its ring and 2 samplers", st.Loaders, l.id)
+	}
+}
+
 // TestEncodeSpecsRefusesTooManySeeds: a loader whose seeds (the split
 // over every part, or seed_ids) make a sampler spec larger than a sampler
 // reads is refused with the key of the seeds, the count and the limit.

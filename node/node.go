@@ -441,7 +441,9 @@ func (n *Node) stats() *control.Stats {
 	s.CacheHits, s.CacheMisses = n.mesh.traffic.cache()
 	n.mu.Lock()
 	for _, l := range n.mu.loaders {
-		s.Loaders = append(s.Loaders, l.stats())
+		if l.started() {
+			s.Loaders = append(s.Loaders, l.stats())
+		}
 	}
 	n.mu.Unlock()
 	sortLoaders(s.Loaders)
