@@ -152,6 +152,10 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"dim":3,"optimizer":"sgd","lr":0.1,"mode":"sync"}}`, "table.dim", "given twice"},
 		{`{"op":"kv_create","table":{"name":"a","rows":1e3,"dim":2,"optimizer":"sgd","lr":0.1,"mode":"sync"}}`, "table.rows", "neither a row count"},
 		{`{"op":"kv_create","table":{"name":"a","rows":-1,"dim":2,"optimizer":"sgd","lr":0.1,"mode":"sync"}}`, "table.rows", "neither a row count"},
+		// An explicit 0 reads as absent and would become the default.
+		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"optimizer":"adam","lr":0.1,"mode":"sync","beta1":0}}`, "table.beta1", "beta1 0 is not supported"},
+		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"optimizer":"adam","lr":0.1,"mode":"sync","beta2":0.0}}`, "table.beta2", "default is 0.999"},
+		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"optimizer":"adagrad","lr":0.1,"mode":"async","eps":0}}`, "table.eps", "default is 1e-10"},
 		{`not json`, "", "bad JSON"},
 	} {
 		_, err := DecodeRequest([]byte(tc.body))

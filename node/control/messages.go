@@ -93,8 +93,9 @@ func DefaultLoaderOptions() LoaderOptions {
 // fields get DefaultLoaderOptions. The error, if any, is a *Error whose Key
 // names the offending field.
 func DecodeRequest(body []byte) (Request, error) {
-	if _, err := checkKeys(body); err != nil {
-		return Request{}, err
+	seen, kerr := checkKeys(body)
+	if kerr != nil {
+		return Request{}, kerr
 	}
 	req := Request{LoaderOptions: DefaultLoaderOptions()}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -105,6 +106,11 @@ func DecodeRequest(body []byte) (Request, error) {
 	// More misses a stray '}' or ']'; the rest of the body must be blank.
 	if len(bytes.TrimSpace(body[dec.InputOffset():])) != 0 {
 		return Request{}, &Error{Msg: "trailing data after the JSON object"}
+	}
+	if t := req.Table; t != nil {
+		if err := t.explicitZero(seen); err != nil {
+			return Request{}, err
+		}
 	}
 	if err := req.Validate(); err != nil {
 		return Request{}, err
