@@ -233,6 +233,11 @@ func (k *KV) PullVersion(ctx context.Context, table string, minVersion uint64, i
 
 // Push sends gradients of an Async table (len(ids)·dim values).
 func (k *KV) Push(ctx context.Context, table string, ids []uint64, grads []float32) error {
+	// The message carries dim = len(grads)/len(ids): values that are not
+	// a whole row per id would reach the node as a malformed message.
+	if len(ids) == 0 && len(grads) > 0 || len(ids) > 0 && (len(grads) == 0 || len(grads)%len(ids) != 0) {
+		return fmt.Errorf("client: kv push: table %q: %d ids with %d gradient values, want a row of dim values per id: %w", table, len(ids), len(grads), kv.ErrShape)
+	}
 	_, err := k.ack(ctx, "push", func(b []byte) []byte {
 		return kv.AppendPushRequest(b, &kv.PushRequest{Table: table, Dim: uint32(len(grads) / max(len(ids), 1)), IDs: ids, Grads: grads})
 	})
