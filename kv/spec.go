@@ -238,6 +238,10 @@ func (s *Spec) Validate() error {
 	}
 	finite("opt.lr", o.LR)
 	finite("opt.eps", o.Eps)
+	if o.LR < 0 && o.Kind != OptAverage {
+		// As torch.optim refuses it: a negative step climbs the loss.
+		bad("opt.lr", "%v: must be >= 0", o.LR)
+	}
 	switch o.Kind {
 	case OptSGD:
 	case OptAdagrad:

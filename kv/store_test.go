@@ -22,6 +22,12 @@ func TestSpecValidateReportsEveryField(t *testing.T) {
 			t.Errorf("error does not name field %s:\n%v", field, err)
 		}
 	}
+	for _, o := range []Optimizer{SGD(-0.1), Adagrad(-0.1, 1e-10), Adam(-0.1, 0.9, 0.999, 1e-8)} {
+		neg := spec("neg", 4, 2, o, Async, 1)
+		if err := neg.Validate(); !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), "opt.lr: -0.1: must be >= 0") {
+			t.Errorf("%s with lr -0.1: %v, want refused", o.Kind, err)
+		}
+	}
 	good := spec("ent", 10, 4, Adagrad(0.1, 1e-10), Async, 3)
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
