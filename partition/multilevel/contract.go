@@ -1,5 +1,7 @@
 package multilevel
 
+import "math"
+
 // mlCmap numbers the coarse vertices in order of their smaller member,
 // which makes the coarse ids of any range of fine vertices contiguous.
 // cmap comes from pool.
@@ -129,8 +131,10 @@ func (r *mlRun) contract(g *Graph, match, cmap []uint32, cn int) *Graph {
 
 // mlWriteRow merges the fine adjacency adj (weights wgt, nil for all 1)
 // into coarse row c, whose first w entries radj/rwgt hold: a coarse
-// neighbour already in the row (slot[k] >= 0) gains the weight, a new
-// one is appended. It returns the row's new length.
+// neighbour already in the row (slot[k] >= 0) gains the weight, up to
+// MaxInt32, a new one is appended. It returns the row's new length.
+// Unit weights cannot pass MaxInt32: a pair's row gains at most 4 per
+// coarse neighbour (no duplicate edges).
 func mlWriteRow(adj []uint32, wgt []int32, cmap []uint32, slot []int32, c uint32, radj []uint32, rwgt []int32, w int32) int32 {
 	if wgt == nil {
 		for _, a := range adj {
@@ -156,7 +160,15 @@ func mlWriteRow(adj []uint32, wgt []int32, cmap []uint32, slot []int32, c uint32
 			continue
 		}
 		if s := slot[k]; s >= 0 {
-			rwgt[s] += wgt[i]
+			// Both weights are positive, so a sum past MaxInt32 wraps
+			// negative: it saturates instead. Without this, edge weights
+			// that ReadMETIS accepts (up to MaxInt32) wrapped on merging
+			// and heavy coarse edges looked light or were skipped.
+			if x := rwgt[s] + wgt[i]; x > 0 {
+				rwgt[s] = x
+			} else {
+				rwgt[s] = math.MaxInt32
+			}
 		} else {
 			slot[k] = w
 			radj[w] = k

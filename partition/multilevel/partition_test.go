@@ -3,6 +3,7 @@ package multilevel
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -520,3 +521,41 @@ func TestMLShuffle(t *testing.T) {
 		}
 	}
 }
+
+// mlHeavyGrid is a w×h grid whose edges weigh heavy, but for the w/2-1 –
+// w/2 column of horizontal edges, which weigh 1: the best bisection cuts
+// those h edges.
+func mlHeavyGrid(t testing.TB, w, h int, heavy int32) *Graph {
+	g := mlGrid(t, w, h)
+	g.Adjwgt = make([]int32, len(g.Adjncy))
+	for v := range w * h {
+		for e := g.Xadj[v]; e < g.Xadj[v+1]; e++ {
+			a, b := min(int(g.Adjncy[e]), v), max(int(g.Adjncy[e]), v)
+			if b == a+1 && a%w == w/2-1 {
+				g.Adjwgt[e] = 1
+			} else {
+				g.Adjwgt[e] = heavy
+			}
+		}
+	}
+	return g
+}
+
+// Edge weights up to MaxInt32 are valid (ReadMETIS takes them), and
+// contraction adds the weights of parallel edges: the sums wrapped
+// past MaxInt32, so that heavy coarse edges looked light, and the
+// bisection cut 86 to 316 heavy edges of a grid with a cut of 40 light
+// ones. Coarse weights now saturate at MaxInt32.
+func TestMultilevelHeavyEdgeWeights(t *testing.T) {
+	const w, h = 120, 40
+	for _, heavy := range []int32{1 << 10, 1 << 28, 1 << 30, math.MaxInt32} {
+		g := mlHeavyGrid(t, w, h, heavy)
+		for seed := uint64(0); seed < 3; seed++ {
+			_, q := mlRun1(t, g, Options{Parts: 2, Seed: seed})
+			if q.EdgeCut != h {
+				t.Errorf("edges of %d, seed %d: cut %d, want the %d light edges", heavy, seed, q.EdgeCut, h)
+			}
+		}
+	}
+}
+
