@@ -559,3 +559,38 @@ func TestMultilevelHeavyEdgeWeights(t *testing.T) {
 	}
 }
 
+// The k-way refinement's per-vertex rows of part connectivity are
+// int32: a hub whose edges to a part weigh 6 × 2^30 in all saw -2^31
+// there and stayed where 2 × 2^30 held it. Rows that could wrap are no
+// longer kept; such moves are weighed from the adjacency.
+func TestKwayHeavyEdgeWeights(t *testing.T) {
+	// Hub 0 and leaves 1..8, every edge 2^30; the hub is in part 0 with
+	// leaves 1 and 2, which weigh 26, leaves 3..8 (10 each) are in part
+	// 1. No leaf fits in the other part; the hub does, and moving it
+	// gains 4 × 2^30.
+	const n = 9
+	g := &Graph{Xadj: make([]int64, 1, n+1), Vwgt: []int64{1, 26, 26, 10, 10, 10, 10, 10, 10}, Ncon: 1}
+	for v := range n {
+		if v == 0 {
+			for u := 1; u < n; u++ {
+				g.Adjncy = append(g.Adjncy, uint32(u))
+			}
+		} else {
+			g.Adjncy = append(g.Adjncy, 0)
+		}
+		g.Xadj = append(g.Xadj, int64(len(g.Adjncy)))
+	}
+	g.Adjwgt = make([]int32, len(g.Adjncy))
+	for i := range g.Adjwgt {
+		g.Adjwgt[i] = 1 << 30
+	}
+	where := []uint32{0, 0, 0, 1, 1, 1, 1, 1, 1}
+	r := newMLRun(context.Background(), 1, 1)
+	s := newKway(r, g, where, 2, []int64{61, 61}, []int64{0, 0})
+	if err := s.refineStrict(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mlCut(g, where), int64(2)<<30; got != want || s.cut != want {
+		t.Errorf("cut %d after refinement (state says %d), want %d: %v", got, s.cut, want, where)
+	}
+}

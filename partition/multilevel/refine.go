@@ -1,5 +1,7 @@
 package multilevel
 
+import "math"
+
 // mlKwayPasses is the most greedy refinement passes of refineStrict; a
 // pass that moves nothing ends it early.
 const mlKwayPasses = 10
@@ -63,8 +65,13 @@ func newKway(r *mlRun, g *Graph, where []uint32, k int, maxw, minw []int64) *mlK
 			s.id[v], s.ed[v] = in, all-in
 		}
 	})
-	for _, x := range s.ed {
+	for v, x := range s.ed {
 		s.cut += x
+		if s.dense != nil && x+s.id[v] > math.MaxInt32 {
+			// A row entry could pass MaxInt32 and wrap (edge weights up
+			// to MaxInt32 are valid): weigh moves from the adjacency.
+			s.dense = nil
+		}
 	}
 	s.cut /= 2
 	return s
