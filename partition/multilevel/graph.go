@@ -91,8 +91,8 @@ func (g *Graph) totals() []int64 {
 	return t
 }
 
-// Validate checks sizes, offsets, neighbour ranges, weights and the
-// absence of self loops. It does not check symmetry (an O(E log E) pass);
+// Validate checks sizes, offsets, neighbour ranges, weights (each
+// constraint's total must fit in an int64) and the absence of self loops. It does not check symmetry (an O(E log E) pass);
 // a non-symmetric graph partitions, but cuts are then counted per stored
 // entry.
 func (g *Graph) Validate() error {
@@ -138,10 +138,19 @@ func (g *Graph) Validate() error {
 			}
 		}
 	}
+	// Part weights, coarse vertices and bounds are sums of vertex
+	// weights in int64: a constraint whose total does not fit would
+	// wrap, and Measure would call any assignment balanced.
+	tot := make([]int64, g.ncon())
 	for i, w := range g.Vwgt {
 		if w < 0 {
 			return bad("vertex ", itoa(i/g.ncon()), ": weight ", itoa(w), " in constraint ", itoa(i%g.ncon()), ", want >= 0")
 		}
+		c := i % g.ncon()
+		if w > math.MaxInt64-tot[c] {
+			return bad("vertex weights of constraint ", itoa(c), " sum past ", itoa(int64(math.MaxInt64)))
+		}
+		tot[c] += w
 	}
 	return nil
 }

@@ -65,8 +65,9 @@ type METISParser struct {
 	n, m        int64
 	vsize, vwgt bool
 	ewgt        bool
-	plain       bool  // no sizes or weights: lines list neighbours only
-	v           int64 // vertex lines read
+	plain       bool    // no sizes or weights: lines list neighbours only
+	v           int64   // vertex lines read
+	vtot        []int64 // per constraint: the weights read so far
 	toks        []int64
 }
 
@@ -136,10 +137,17 @@ func (p *METISParser) Line(line []byte) error {
 		if len(toks) < k+nc {
 			return bad(": want ", itoa(nc), " vertex weights, got ", itoa(len(toks)-k))
 		}
+		if len(p.vtot) != nc {
+			p.vtot = make([]int64, nc)
+		}
 		for c := range nc {
 			if toks[k+c] < 0 {
 				return bad(": negative weight ", itoa(toks[k+c]))
 			}
+			if toks[k+c] > math.MaxInt64-p.vtot[c] {
+				return bad(": weights of constraint ", itoa(c+1), " sum past ", itoa(int64(math.MaxInt64)))
+			}
+			p.vtot[c] += toks[k+c]
 		}
 		g.Vwgt = append(g.Vwgt, toks[k:k+nc]...)
 		k += nc

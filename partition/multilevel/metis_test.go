@@ -61,6 +61,7 @@ func TestReadMETISErrors(t *testing.T) {
 		{"% c\n3 2 001\n2 1\n1 1 3\n2 1\n", "g:4: vertex 2: a neighbour without its edge weight"},
 		{"3 1 011 2\n1 2 2 1\n1\n", "g:3: vertex 2: want 2 vertex weights, got 1"},
 		{"3 1 010 1\n-1 2\n1\n", "g:2: vertex 1: negative weight -1"},
+		{"3 1 010 2\n0 4611686018427387904 2\n0 4611686018427387904 1\n0 0\n", "g:3: vertex 2: weights of constraint 2 sum past 9223372036854775807"},
 		{"2 1 001\n2 0\n1 0\n", "g:2: vertex 1: edge weight 0, want 1..2147483647"},
 		{"2 1 100\n\n", "g:2: vertex 1: missing or negative size"},
 		{"3 2 2\n", "g:1: header: fmt 2: want binary digits abc (sizes, vertex weights, edge weights)"},

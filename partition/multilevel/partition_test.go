@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -592,5 +593,27 @@ func TestKwayHeavyEdgeWeights(t *testing.T) {
 	}
 	if got, want := mlCut(g, where), int64(2)<<30; got != want || s.cut != want {
 		t.Errorf("cut %d after refinement (state says %d), want %d: %v", got, s.cut, want, where)
+	}
+}
+
+// Part weights and bounds are sums of vertex weights in int64. Weights
+// whose total did not fit wrapped: Partition went ahead, and Measure
+// called the result balanced (balance 0). Validate now refuses them.
+func TestMultilevelWeightTotalOverflow(t *testing.T) {
+	g := mlGrid(t, 10, 10)
+	g.Vwgt = make([]int64, 2*100)
+	g.Ncon = 2
+	for v := range 100 {
+		g.Vwgt[2*v], g.Vwgt[2*v+1] = 1, math.MaxInt64/64
+	}
+	_, err := Partition(context.Background(), g, Options{Parts: 2})
+	if !errors.Is(err, ErrBadGraph) || !strings.Contains(err.Error(), "constraint 1 sum past") {
+		t.Errorf("weights summing past 2^63: err = %v, want ErrBadGraph", err)
+	}
+	for v := range 100 {
+		g.Vwgt[2*v+1] = math.MaxInt64 / 100
+	}
+	if _, err := Partition(context.Background(), g, Options{Parts: 2}); err != nil {
+		t.Errorf("weights summing to just under 2^63: %v", err)
 	}
 }
