@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -65,5 +66,19 @@ func TestSetBalance(t *testing.T) {
 	}
 	if got := balanceText([]float64{1.0291, 1.03}); got != "1.029/1.030" {
 		t.Errorf("balanceText = %q", got)
+	}
+}
+
+// A ratio of ours to gpmetis's where gpmetis's is 0 (a disconnected
+// graph cut between its components) was 0, which the table reads as
+// ours better than anything; it is +Inf when ours is not 0 too.
+func TestRatio(t *testing.T) {
+	for _, c := range []struct {
+		a, b int64
+		want float64
+	}{{3, 4, 0.75}, {0, 4, 0}, {0, 0, 1}, {5, 0, math.Inf(1)}} {
+		if got := ratio(c.a, c.b); got != c.want {
+			t.Errorf("ratio(%d, %d) = %g, want %g", c.a, c.b, got, c.want)
+		}
 	}
 }
