@@ -78,6 +78,9 @@ func TestMetricsEndpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The node closes the first loader once it sees the connection end:
+	// soon, not at once.
+	eventually(t, 5*time.Second, "one loader open", func() bool { return strings.Contains(scrape(), "graphnode_loaders_open 1\n") })
 	if m := scrape(); !strings.Contains(m, "graphnode_loaders_open 1\n") || !strings.Contains(m, "graphnode_loader_batches_total{loader=") ||
 		!strings.Contains(m, `graphnode_ring_used_bytes{loader="2",worker="0"} `) || !strings.Contains(m, `graphnode_ring_sub_ring_bytes{loader="2"} `) {
 		t.Fatalf("metrics with a loader open:\n%s", m)
