@@ -60,6 +60,22 @@ func loaderNode(t *testing.T) (n *Node, rings, pids string) {
 	return n, rings, pids
 }
 
+// smallLoader describes a loader of loaderNode's train split: 2 workers,
+// a 4 MiB ring; openLoader's first steps, for tests that take the rest
+// one at a time.
+func smallLoader(t *testing.T, n *Node) (control.LoaderOptions, control.LoaderInfo, []uint64, int64) {
+	t.Helper()
+	o := control.DefaultLoaderOptions()
+	o.Split, o.Fanouts = "train", []int{5}
+	o.Workers, o.Concurrency, o.RingSize = 2, 1, "4MiB"
+	info, seeds, err := n.describe(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ringBytes, _ := shm.ParseSize(o.RingSize)
+	return o, info, seeds, ringBytes
+}
+
 // TestDrainDuringStartLoader: SIGTERM (drain) while a loader is between
 // reserveLoader and the end of startLoader. drain waits for it; the
 // loader stops the samplers it spawned, removes its ring and refuses with
@@ -67,14 +83,7 @@ func loaderNode(t *testing.T) (n *Node, rings, pids string) {
 func TestDrainDuringStartLoader(t *testing.T) {
 	n, rings, pids := loaderNode(t)
 	ctx := context.Background()
-	o := control.DefaultLoaderOptions()
-	o.Split, o.Fanouts = "train", []int{5}
-	o.Workers, o.Concurrency, o.RingSize = 2, 1, "4MiB"
-	info, seeds, err := n.describe(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ringBytes, _ := shm.ParseSize(o.RingSize)
+	o, info, seeds, ringBytes := smallLoader(t, n)
 
 	// openLoader's steps, with drain beginning after the reservation.
 	l, err := n.reserveLoader()
@@ -142,14 +151,7 @@ func TestDrainDuringStartLoader(t *testing.T) {
 func TestStatsListOnlyStartedLoaders(t *testing.T) {
 	n, _, _ := loaderNode(t)
 	ctx := context.Background()
-	o := control.DefaultLoaderOptions()
-	o.Split, o.Fanouts = "train", []int{5}
-	o.Workers, o.Concurrency, o.RingSize = 2, 1, "4MiB"
-	info, seeds, err := n.describe(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ringBytes, _ := shm.ParseSize(o.RingSize)
+	o, info, seeds, ringBytes := smallLoader(t, n)
 	l, err := n.reserveLoader()
 	if err != nil {
 		t.Fatal(err)
