@@ -207,6 +207,7 @@ func loadConfig(path string, fetch bool) (Config, error) {
 		c.Version = ConfigVersion
 	}
 	c.fillDefaults(func(key string) bool { return md.IsDefined(strings.Split(key, ".")...) })
+	problems = append(problems, explicitZeros(path, &c)...)
 	if err := c.Validate(); err != nil {
 		for _, p := range unjoin(err) {
 			if key, msg, _ := strings.Cut(p.Error(), ":"); refused != nil && refused.covers(key, msg) {

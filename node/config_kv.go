@@ -1,9 +1,12 @@
 package node
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	"golang.org/x/sys/unix"
 
 	"graphnode/kv"
@@ -152,4 +155,33 @@ func kvSpec(t *control.TableSpec, rows uint64, bounds []uint64) kv.Spec {
 		s.Mode = kv.Sync
 	}
 	return s
+}
+
+// explicitZeros refuses, in each [[kv.tables]] of the file at path, an
+// eps, beta1 or beta2 given as 0, which Validate would replace by its
+// default (control.TableSpec.ExplicitZero). Which keys a table gave is
+// read from the file again: Config does not keep it. Call it before
+// Validate, which fills the defaults.
+func explicitZeros(path string, c *Config) []error {
+	var given struct {
+		KV struct {
+			Tables []map[string]toml.Primitive `toml:"tables"`
+		} `toml:"kv"`
+	}
+	if _, err := toml.DecodeFile(path, &given); err != nil {
+		return nil // a wrong-typed [kv] is reported by the decoding itself
+	}
+	var problems []error
+	for i, keys := range given.KV.Tables {
+		if i >= len(c.KV.Tables) {
+			break
+		}
+		err := c.KV.Tables[i].ExplicitZero(func(f string) bool { _, ok := keys[f]; return ok })
+		var ce *control.Error
+		if errors.As(err, &ce) {
+			field := strings.TrimPrefix(ce.Key, "table.")
+			problems = append(problems, configError(fmt.Sprintf("%s: kv.tables[%d].%s: %s", path, i, field, ce.Msg)))
+		}
+	}
+	return problems
 }

@@ -355,3 +355,55 @@ mode = "async"
 		}
 	}
 }
+
+// TestKVConfigExplicitZero: an [[kv.tables]] eps, beta1 or beta2 given
+// as 0 is refused, naming the table's key, as a kv_create's is; absent,
+// it takes its default.
+func TestKVConfigExplicitZero(t *testing.T) {
+	dir, pre := configDir(t)
+	text := pre + `
+[[kv.tables]]
+name = "a"
+rows = 10
+dim = 2
+optimizer = "adam"
+lr = 0.01
+mode = "async"
+[[kv.tables]]
+name = "b"
+rows = 10
+dim = 2
+optimizer = "adam"
+lr = 0.01
+beta1 = 0.0
+mode = "async"
+[[kv.tables]]
+name = "c"
+rows = 10
+dim = 2
+optimizer = "adagrad"
+lr = 0.1
+eps = 0
+mode = "async"
+`
+	cfg, err := LoadConfig(writeConfig(t, dir, text))
+	if !errors.Is(err, ErrConfig) {
+		t.Fatalf("err = %v, want ErrConfig", err)
+	}
+	lines := strings.Split(err.Error(), "\n")
+	want := []string{
+		`kv.tables[1].beta1: table "b": beta1 0 is not supported: 0 stands for an absent beta1, whose default is 0.9`,
+		`kv.tables[2].eps: table "c": eps 0 is not supported: 0 stands for an absent eps, whose default is 1e-10`,
+	}
+	if len(lines) != len(want) {
+		t.Errorf("%d problems, want %d:\n%s", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if i < len(lines) && !strings.HasSuffix(lines[i], ": "+w) {
+			t.Errorf("problem %d = %q, want it to end %q", i, lines[i], w)
+		}
+	}
+	if cfg.KV.Tables[0].Beta1 != 0.9 || cfg.KV.Tables[0].Eps != 1e-8 {
+		t.Errorf("table a, beta1 and eps absent: %+v, want the defaults", cfg.KV.Tables[0])
+	}
+}

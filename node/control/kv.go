@@ -164,11 +164,12 @@ func (t *TableSpec) Validate() error {
 	return nil
 }
 
-// explicitZero refuses an eps, beta1 or beta2 that a kv_create gave as 0
-// where Validate would take 0 for absent and put the default in its
-// place: a trainer asking for Adam with beta1 0 must not get 0.9 without
-// a word. seen holds the request's keys (checkKeys).
-func (t *TableSpec) explicitZero(seen map[string]bool) error {
+// ExplicitZero refuses an eps, beta1 or beta2 given as 0 where Validate
+// would take 0 for absent and put the default in its place: a trainer
+// asking for Adam with beta1 0 must not get 0.9 without a word. given
+// reports whether the kv_create (checkKeys) or node.toml gave a field.
+// Call it before Validate, which fills the defaults.
+func (t *TableSpec) ExplicitZero(given func(field string) bool) error {
 	for _, f := range []struct {
 		name string
 		v    float64
@@ -178,7 +179,7 @@ func (t *TableSpec) explicitZero(seen map[string]bool) error {
 		{"beta1", t.Beta1, map[string]string{"adam": "0.9"}[t.Optimizer]},
 		{"beta2", t.Beta2, map[string]string{"adam": "0.999"}[t.Optimizer]},
 	} {
-		if f.v == 0 && f.def != "" && seen["table."+f.name] {
+		if f.v == 0 && f.def != "" && given(f.name) {
 			return &Error{Key: "table." + f.name, Msg: fmt.Sprintf("table %q: %s 0 is not supported: 0 stands for an absent %s, whose default is %s", t.Name, f.name, f.name, f.def)}
 		}
 	}

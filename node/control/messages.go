@@ -108,7 +108,7 @@ func DecodeRequest(body []byte) (Request, error) {
 		return Request{}, &Error{Msg: "trailing data after the JSON object"}
 	}
 	if t := req.Table; t != nil {
-		if err := t.explicitZero(seen); err != nil {
+		if err := t.ExplicitZero(func(f string) bool { return seen["table."+f] }); err != nil {
 			return Request{}, err
 		}
 	}
