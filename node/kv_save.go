@@ -67,21 +67,14 @@ type preparedSave struct {
 }
 
 // save checkpoints the kv shards. Without forward (a node stopping) it
-// saves this node's at once, after aborting the saves peers prepared on
+// saves this node's at once, after dropping the saves peers prepared on
 // it. With forward (a trainer's kv_save) it saves every node's, all or
 // none (see above); on a client node, which holds no shard, every
 // sampling node's (Dir is then "").
 func (s *kvServer) save(ctx context.Context, forward bool) (*control.SaveInfo, error) {
 	if !forward {
 		s.abortPrepared("this node is stopping")
-		dir, err := s.checkpointDir()
-		if err != nil {
-			return nil, err
-		}
-		if err := s.store.Save(dir); err != nil {
-			return nil, err
-		}
-		return &control.SaveInfo{Dir: dir, Tables: s.store.Tables()}, nil
+		return s.saveLocal()
 	}
 	id := fmt.Sprintf("%016x", rand.Uint64())
 	var local *kv.PreparedSave
@@ -120,6 +113,18 @@ func (s *kvServer) save(ctx context.Context, forward bool) (*control.SaveInfo, e
 		s.mu.Unlock()
 	}
 	return info, nil
+}
+
+// saveLocal saves this node's shards at once, in one step.
+func (s *kvServer) saveLocal() (*control.SaveInfo, error) {
+	dir, err := s.checkpointDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.Save(dir); err != nil {
+		return nil, err
+	}
+	return &control.SaveInfo{Dir: dir, Tables: s.store.Tables()}, nil
 }
 
 // checkpointDir is [kv] checkpoint_dir, or an error without one.
@@ -161,7 +166,7 @@ func (s *kvServer) peerSave(ctx context.Context, req []byte) error {
 	}
 	switch r.Phase {
 	case "":
-		_, err := s.save(ctx, false)
+		_, err := s.saveLocal()
 		return err
 	case savePrepare:
 		dir, err := s.checkpointDir()

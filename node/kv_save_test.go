@@ -172,3 +172,32 @@ func TestKVSavePeerPhases(t *testing.T) {
 		t.Fatal("commit of a save dropped by the node stopping succeeded")
 	}
 }
+
+// TestKVSaveOneStepFromAPeer: a kv_save without phase (a node of an
+// earlier build asking) saves at once and leaves the saves other peers
+// prepared here alone.
+func TestKVSaveOneStepFromAPeer(t *testing.T) {
+	s, _, dir, before := savingKVServer(t, "none")
+	ctx := context.Background()
+	b, _ := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: savePrepare, Save: "x"})
+	if err := s.peerSave(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.peerSave(ctx, []byte(`{"op":"kv_save"}`)) }()
+	select {
+	case err := <-done:
+		t.Fatalf("one-step save ran while another was prepared: %v", err)
+	case <-time.After(50 * time.Millisecond): // it waits for the prepared one
+	}
+	b, _ = json.Marshal(peerSaveRequest{Op: "kv_save", Phase: saveCommit, Save: "x"})
+	if err := s.peerSave(ctx, b); err != nil {
+		t.Fatalf("commit of the prepared save: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("one-step save: %v", err)
+	}
+	if maps.Equal(readDir(t, dir), before) {
+		t.Fatal("no save changed the checkpoint")
+	}
+}
