@@ -93,7 +93,6 @@ func (t *table) pushSync(ctx context.Context, step uint64, trainer, world int, g
 		ss.mu.Unlock()
 		return fmt.Errorf("kv: table %q: trainer %d pushed step %d, the step being gathered is %d: %w", name, trainer, step, r.step, ErrStep)
 	}
-	delete(ss.mu.left, trainer)
 	if r == nil {
 		r = &round{step: step, world: world, grads: make([][]float32, world), done: make(chan struct{})}
 		ss.mu.round = r
@@ -112,6 +111,7 @@ func (t *table) pushSync(ctx context.Context, step uint64, trainer, world int, g
 		ss.mu.Unlock()
 		return fmt.Errorf("kv: table %q step %d: trainer %d pushed twice: %w", name, step, trainer, ErrStep)
 	}
+	delete(ss.mu.left, trainer) // back: only a push the round takes says so
 	r.grads[trainer] = grads
 	r.pushed++
 	for k := range ss.mu.left {
@@ -172,6 +172,9 @@ func (t *table) applyRoundLocked(r *round) {
 // for it fails at once instead of timing out.
 func (t *table) leave(trainer int) {
 	ss := t.sync
+	if trainer < 0 || trainer >= MaxWorld {
+		return // in no step: remembering it would only grow the set
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.mu.left[trainer] = struct{}{}

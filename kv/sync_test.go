@@ -296,3 +296,21 @@ func TestSyncStressSaveLeaveDrop(t *testing.T) {
 	}
 	t.Logf("fails %v", fails)
 }
+
+// TestSyncLeaveOutsideAnyWorld: a trainer id no step can hold (negative,
+// or MaxWorld and above) is not remembered as gone: Leave with any u32 a
+// peer sends grew the set without bound.
+func TestSyncLeaveOutsideAnyWorld(t *testing.T) {
+	s := newStore(t, 0, spec("w", 3, 2, SGD(1), Sync, 1))
+	s.Leave(1)
+	for _, k := range []int{-1, MaxWorld, MaxWorld + 7, 1<<32 - 1} {
+		s.Leave(k)
+	}
+	tb, _ := s.table("w")
+	tb.sync.mu.Lock()
+	n := len(tb.sync.mu.left)
+	tb.sync.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d trainers remembered as gone, want 1 (trainer 1)", n)
+	}
+}
