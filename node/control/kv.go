@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 )
@@ -144,6 +145,16 @@ func (t *TableSpec) Validate() error {
 		return bad("optimizer", "missing: sgd, adagrad, adam or average")
 	default:
 		return bad("optimizer", "%q is not one of sgd, adagrad, adam, average", t.Optimizer)
+	}
+	// The shards keep these as float32: a value that becomes 0 or
+	// infinite there would silently train nothing, or NaN.
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"lr", t.LR}, {"eps", t.Eps}, {"beta1", t.Beta1}, {"beta2", t.Beta2}, {"init_scale", t.InitScale}} {
+		if x := float32(f.v); f.v != 0 && (x == 0 || math.IsInf(float64(x), 0)) {
+			return bad(f.name, "%g is outside float32's range, in which the shards keep it", f.v)
+		}
 	}
 	if t.Eps == 0 {
 		switch t.Optimizer {
