@@ -26,6 +26,7 @@ tensor viewing it, even after close().
 """
 
 import copy as _copy  # the name copy is an argument of Loader
+import operator
 import os
 import time
 
@@ -67,6 +68,22 @@ def _id_list(ids, what):
     return a.tolist()  # Python ints: the array is integer (or empty)
 
 
+def _neg_ratio(v):
+    """neg_ratio as an int. Refuses a fraction, which int() would
+    truncate (PyG's neg_sampling_ratio=0.5 would become no negatives):
+    the node draws a whole number of negatives per seed edge."""
+    if isinstance(v, torch.Tensor) and v.numel() == 1:
+        v = v.item()
+    try:
+        return operator.index(v)
+    except TypeError:
+        pass
+    f = float(v)
+    if not f.is_integer():
+        raise ValueError("loader: neg_ratio %r: want a whole number of negatives per seed edge" % (v,))
+    return int(f)
+
+
 def _size_text(v):
     if v is None or isinstance(v, str):
         return v
@@ -90,8 +107,9 @@ class Loader:
     Link prediction (PyG's LinkNeighborLoader, DGL's
     as_edge_prediction_sampler): seed_edges, a (2, M) tensor or a pair of
     id sequences (sources, destinations), instead of split / seed_ids;
-    batch_size seed edges per batch, neg_ratio negatives each (the same
-    source, a destination uniform over the graph), and with
+    batch_size seed edges per batch, neg_ratio negatives each (a whole
+    number, ValueError for a fraction; the same source, a destination
+    uniform over the graph), and with
     exclude_seed_edges=True the sampled edges between a seed edge's ends
     are left out. Batches then carry edge_label_index and edge_label."""
 
@@ -115,8 +133,10 @@ class Loader:
                                  % len(seed_edges))
             req["seed_edges"] = {"src": _id_list(seed_edges[0], "seed_edges sources"),
                                  "dst": _id_list(seed_edges[1], "seed_edges destinations")}
-            req["neg_ratio"] = int(neg_ratio)
+            req["neg_ratio"] = _neg_ratio(neg_ratio)
             req["exclude_seed_edges"] = bool(exclude_seed_edges)
+        elif neg_ratio or exclude_seed_edges:
+            raise ValueError("loader: neg_ratio and exclude_seed_edges need seed_edges (a link loader)")
         elif seed_ids is not None:
             if split is not None:
                 raise ValueError("loader: give split or seed_ids, not both")

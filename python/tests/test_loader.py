@@ -124,7 +124,13 @@ class IterateTest(LoaderTestCase):
                         (dict(seed_ids=[3, -1]), "seed_ids holds -1"),
                         (dict(seed_edges=torch.tensor([[0, 1], [2, 3], [4, 5]])), "shape \\(3, 2\\): want \\(2, M\\)"),
                         (dict(seed_edges=([0, 1], [2, 3], [4, 5])), "holds 3 sequences"),
-                        (dict(seed_edges=(torch.tensor([0.5]), [1])), "seed_edges sources of dtype")):
+                        (dict(seed_edges=(torch.tensor([0.5]), [1])), "seed_edges sources of dtype"),
+                        # PyG's neg_sampling_ratio=0.5 would become no negatives
+                        (dict(seed_edges=([0], [1]), neg_ratio=0.5), "neg_ratio 0.5: want a whole number"),
+                        (dict(seed_edges=([0], [1]), neg_ratio=torch.tensor(1.5)), "neg_ratio 1.5"),
+                        # the node refuses them without seed_edges; they were left out of the request
+                        (dict(split="train", neg_ratio=1), "need seed_edges"),
+                        (dict(seed_ids=[1], exclude_seed_edges=True), "need seed_edges")):
             with self.assertRaisesRegex(ValueError, msg):
                 graphnode.Loader(n.sock_path, fanouts=[2], **kw)
         self.assertEqual(n.requests, [])
@@ -134,9 +140,10 @@ class IterateTest(LoaderTestCase):
                 shutil.rmtree(self.dir)
                 os.mkdir(self.dir)
                 n = self.node(workers=1, per_epoch=1)  # one loader per stand-in node
-            with graphnode.Loader(n.sock_path, fanouts=[2], seed_edges=edges, neg_ratio=1):
+            with graphnode.Loader(n.sock_path, fanouts=[2], seed_edges=edges, neg_ratio=(1, 2.0)[i]):
                 pass
             self.assertEqual(n.requests[-1]["seed_edges"], {"src": [0, 1, 2], "dst": [3, 4, 5]})
+            self.assertEqual(n.requests[-1]["neg_ratio"], 1 + i)
 
 
 class FailureTest(LoaderTestCase):
