@@ -93,9 +93,12 @@ class Batch:
     def __repr__(self):
         def shape(t):
             return "None" if t is None else "[%s]" % ", ".join(str(d) for d in t.shape)
-        return "Batch(epoch=%d, index=%d, x=%s, edge_index=%s, y=%s, n_id=%s, batch_size=%d)" % (
+        link = ""
+        if self.edge_label_index is not None:
+            link = ", edge_label_index=%s, edge_label=%s" % (shape(self.edge_label_index), shape(self.edge_label))
+        return "Batch(epoch=%d, index=%d, x=%s, edge_index=%s, y=%s, n_id=%s, batch_size=%d%s)" % (
             self.epoch, self.index, shape(self.x), shape(self.edge_index), shape(self.y), shape(self.n_id),
-            self.batch_size)
+            self.batch_size, link)
 
 
 def _view(buf, offset, dtype, count):

@@ -83,7 +83,9 @@ class GoldenTest(unittest.TestCase):
             self.assertEqual(b.edge_label.tolist(), want["edge_label"])
             c = b.copy()
             self.assertEqual(c.edge_label_index.tolist(), want["edge_label_index"])
+            self.assertIn(", edge_label_index=[2, %d], edge_label=[%d])" % (rec.pairs, rec.pairs), repr(b))
         else:
+            self.assertNotIn("edge_label", repr(b))
             self.assertEqual(rec.pairs, 0)
             self.assertIsNone(b.edge_label_index)
             self.assertIsNone(b.edge_label)
