@@ -108,11 +108,6 @@ func (h *histogram) snapshot() Latency {
 	return l
 }
 
-func (h *histogram) quantile(q float64) time.Duration {
-	l := h.snapshot()
-	return l.quantile(q)
-}
-
 // peerMetrics are one peer's counters in one direction.
 type peerMetrics struct {
 	requests, errors, sent, received atomic.Uint64

@@ -7,7 +7,7 @@ import (
 
 func TestHistogram(t *testing.T) {
 	var h histogram
-	if h.quantile(0.5) != 0 {
+	if l := h.snapshot(); l.quantile(0.5) != 0 {
 		t.Fatal("empty histogram has a median")
 	}
 	for range 98 {
@@ -15,13 +15,14 @@ func TestHistogram(t *testing.T) {
 	}
 	h.observe(3 * time.Millisecond) // (2ms, 5ms]
 	h.observe(100 * time.Second)    // overflow
-	if got := h.quantile(0.5); got != 200*time.Microsecond {
+	l := h.snapshot()
+	if got := l.quantile(0.5); got != 200*time.Microsecond {
 		t.Errorf("p50 = %v, want 200µs", got)
 	}
-	if got := h.quantile(0.99); got != 5*time.Millisecond {
+	if got := l.quantile(0.99); got != 5*time.Millisecond {
 		t.Errorf("p99 = %v, want 5ms", got)
 	}
-	if got := h.quantile(1); got != 100*time.Second {
+	if got := l.quantile(1); got != 100*time.Second {
 		t.Errorf("p100 = %v, want 100s (overflow)", got)
 	}
 	for i, want := range map[int]time.Duration{0: 10 * time.Microsecond, 1: 20 * time.Microsecond, 5: 500 * time.Microsecond, 20: 50 * time.Second} {
