@@ -351,11 +351,10 @@ func (n *Node) removeStale() {
 // would be refused, which is better known at start than at the first
 // open_loader. The node still starts: trainers may ask for less.
 func (n *Node) checkRingDir() {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(n.cfg.Rings.Dir, &st); err != nil || st.Blocks == 0 {
+	_, total, err := shm.DirSpace(n.cfg.Rings.Dir)
+	if err != nil || total == 0 {
 		return
 	}
-	total := int64(st.Blocks) * int64(st.Bsize)
 	if size := n.cfg.RingSizeBytes(); size > total {
 		n.log.Warn("rings.size is more than rings.dir holds: a loader that does not set a smaller ring_size will be refused; "+
 			"enlarge the filesystem (docker run --shm-size, the tmpfs's size=) or lower rings.size",

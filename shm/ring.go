@@ -52,14 +52,26 @@ type Options struct {
 // against rings.size 1GB) and one that other files filled call for
 // different fixes. It is empty for other errors, or when statfs fails.
 func space(path string, err error) string {
-	var st unix.Statfs_t
 	dir := filepath.Dir(path)
-	if !errors.Is(err, unix.ENOSPC) || unix.Statfs(dir, &st) != nil {
+	if !errors.Is(err, unix.ENOSPC) {
 		return ""
 	}
+	free, total, serr := DirSpace(dir)
+	if serr != nil {
+		return ""
+	}
+	return fmt.Sprintf("; %s has %s free of %s", dir, approxSize(free), approxSize(total))
+}
+
+// DirSpace is the bytes free (to an unprivileged writer) and in all of
+// the filesystem holding dir: where rings go, and whether they fit.
+func DirSpace(dir string) (free, total int64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, 0, err
+	}
 	bs := int64(st.Bsize)
-	return fmt.Sprintf("; %s has %s free of %s", dir,
-		approxSize(int64(st.Bavail)*bs), approxSize(int64(st.Blocks)*bs))
+	return int64(st.Bavail) * bs, int64(st.Blocks) * bs, nil
 }
 
 // populate faults every page of a fresh, writable mapping in, so that
