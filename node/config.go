@@ -175,13 +175,18 @@ func LoadFetchConfig(path string) (Config, error) { return loadConfig(path, true
 
 func loadConfig(path string, fetch bool) (Config, error) {
 	var c Config
-	md, err := toml.DecodeFile(path, &c)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("node: %s: %w", path, err)
+	}
+	text := string(b) // read once: every pass below decodes the same bytes
+	md, err := toml.Decode(text, &c)
 	var refused *valueDecoder // set when a value had the wrong type
 	if err != nil {
 		// Decode stops at the first value of the wrong type; decode the
 		// file again value by value, so that every problem is reported.
 		c = Config{}
-		d, derr := decodeValues(path, &c)
+		d, derr := decodeValues(path, text, &c)
 		if derr != nil {
 			return c, derr // not TOML at all
 		}
@@ -207,7 +212,7 @@ func loadConfig(path string, fetch bool) (Config, error) {
 		c.Version = ConfigVersion
 	}
 	c.fillDefaults(func(key string) bool { return md.IsDefined(strings.Split(key, ".")...) })
-	problems = append(problems, explicitZeros(path, &c)...)
+	problems = append(problems, explicitZeros(path, text, &c)...)
 	if err := c.Validate(); err != nil {
 		for _, p := range unjoin(err) {
 			if key, msg, _ := strings.Cut(p.Error(), ":"); refused != nil && refused.covers(key, msg) {

@@ -26,11 +26,11 @@ type valueDecoder struct {
 	unknown  []toml.Key      // keys no field takes, and the keys under them, as MetaData.Undecoded gives them
 }
 
-// decodeValues decodes the file at path into c value by value. It fails
-// (not ErrConfig) only when the file is not TOML at all.
-func decodeValues(path string, c *Config) (*valueDecoder, error) {
+// decodeValues decodes text, the file at path, into c value by value. It
+// fails (not ErrConfig) only when the file is not TOML at all.
+func decodeValues(path, text string, c *Config) (*valueDecoder, error) {
 	var top map[string]toml.Primitive
-	md, err := toml.DecodeFile(path, &top)
+	md, err := toml.Decode(text, &top)
 	if err != nil {
 		return nil, fmt.Errorf("node: %s: %w", path, err)
 	}

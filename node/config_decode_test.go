@@ -139,7 +139,7 @@ func TestValueDecoderMatchesDecode(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		var got Config
-		d, err := decodeValues(path, &got)
+		d, err := decodeValues(path, readText(t, path), &got)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -192,7 +192,7 @@ func FuzzValueDecoder(f *testing.F) {
 			return // toml.Decode takes twins in map order, at random
 		}
 		var got Config
-		d, err := decodeValues(path, &got)
+		d, err := decodeValues(path, readText(t, path), &got)
 		if err != nil {
 			t.Fatalf("Decode took the file, decodeValues did not: %v", err)
 		}
@@ -239,4 +239,13 @@ func foldTwins(v any) bool {
 		}
 	}
 	return false
+}
+
+func readText(t testing.TB, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -157,18 +157,18 @@ func kvSpec(t *control.TableSpec, rows uint64, bounds []uint64) kv.Spec {
 	return s
 }
 
-// explicitZeros refuses, in each [[kv.tables]] of the file at path, an
-// eps, beta1 or beta2 given as 0, which Validate would replace by its
-// default (control.TableSpec.ExplicitZero). Which keys a table gave is
-// read from the file again: Config does not keep it. Call it before
-// Validate, which fills the defaults.
-func explicitZeros(path string, c *Config) []error {
+// explicitZeros refuses, in each [[kv.tables]] of text (the file at
+// path), an eps, beta1 or beta2 given as 0, which Validate would replace
+// by its default (control.TableSpec.ExplicitZero). Which keys a table
+// gave is decoded from text again: Config does not keep it. Call it
+// before Validate, which fills the defaults.
+func explicitZeros(path, text string, c *Config) []error {
 	var given struct {
 		KV struct {
 			Tables []map[string]toml.Primitive `toml:"tables"`
 		} `toml:"kv"`
 	}
-	if _, err := toml.DecodeFile(path, &given); err != nil {
+	if _, err := toml.Decode(text, &given); err != nil {
 		return nil // a wrong-typed [kv] is reported by the decoding itself
 	}
 	var problems []error
