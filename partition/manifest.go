@@ -420,10 +420,13 @@ func (m *Manifest) problems(file string) []error {
 	return errs
 }
 
-// requiredFiles lists the files the manifest must list.
+// requiredFiles lists the files the manifest must list. Part files are
+// required for the [[part]] entries there are: a parts count that does not
+// match them is reported once, under "part", and a wrong one (parts =
+// 4000000000) must not list, nor allocate, a file for each.
 func (m *Manifest) requiredFiles() []string {
 	req := []string{OrigIDsFile}
-	for p := range m.Parts {
+	for p := range min(m.Parts, len(m.Part)) {
 		req = append(req, PartFile(p))
 	}
 	if m.IDKind == "string" {

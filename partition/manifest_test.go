@@ -269,3 +269,37 @@ func FuzzManifestDecode(f *testing.F) {
 		}
 	})
 }
+
+// A parts count that disagrees with the [[part]] entries is one problem,
+// under "part": not a "not listed" for every part file it would imply
+// (parts = 4000000000 listed, and allocated, four billion of them).
+func TestParseManifestPartsMismatch(t *testing.T) {
+	m := sampleManifest()
+	m.Parts = 100000
+	m.SetChecksum()
+	var buf strings.Builder
+	if err := m.Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ParseManifest([]byte(buf.String()), ManifestFile)
+	probs := problemsOf(err)
+	var msgs []string
+	for _, p := range probs[:min(len(probs), 5)] {
+		msgs = append(msgs, p.Error())
+	}
+	// sampleManifest lists orig_ids.bin alone: its two part files are
+	// not listed.
+	want := []string{
+		`graph.toml: key "part": has 2 entries for parts = 100000`,
+		`key "file": part-0/part.csr is not listed`,
+		`key "file": part-1/part.csr is not listed`,
+	}
+	if len(probs) != len(want) {
+		t.Fatalf("%d problems, want %d:\n%s", len(probs), len(want), strings.Join(msgs, "\n"))
+	}
+	for i, w := range want {
+		if !strings.Contains(msgs[i], w) {
+			t.Errorf("problem %d = %s, want %s", i, msgs[i], w)
+		}
+	}
+}
