@@ -289,13 +289,20 @@ func LoadIdentity(dir, node string) (*Identity, error) {
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
-	if _, err := leaf.Verify(x509.VerifyOptions{
-		Roots:     roots,
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}); err != nil {
-		// An expired certificate is no stranger's: say so, and which.
+	// One usage at a time: Verify accepts a certificate that allows any
+	// one of the usages it is given, and a node is both a TLS server (to
+	// its peers' clients) and a TLS client (to their servers).
+	for _, u := range []struct {
+		usage x509.ExtKeyUsage
+		name  string
+	}{{x509.ExtKeyUsageServerAuth, "server"}, {x509.ExtKeyUsageClientAuth, "client"}} {
+		_, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{u.usage}})
+		if err == nil {
+			continue
+		}
 		var ie x509.CertificateInvalidError
 		if errors.As(err, &ie) && ie.Reason == x509.Expired {
+			// An expired certificate is no stranger's: say so, and which.
 			now := time.Now()
 			for _, c := range []struct {
 				path string
@@ -305,6 +312,9 @@ func LoadIdentity(dir, node string) (*Identity, error) {
 					return nil, fmt.Errorf("mesh: %s: %s: write new certificates (node cert init --force) for every node: %w", c.path, d, ErrCert)
 				}
 			}
+		}
+		if errors.As(err, &ie) && ie.Reason == x509.IncompatibleUsage {
+			return nil, fmt.Errorf("mesh: %s: its extended key usage does not allow TLS %s authentication, which every node needs (node cert init writes certificates for both): %w: %w", certPath, u.name, ErrCert, err)
 		}
 		return nil, fmt.Errorf("mesh: %s: not signed by %s: %w: %w", certPath, caPath, ErrCert, err)
 	}

@@ -125,6 +125,16 @@ func TestLoadIdentityErrors(t *testing.T) {
 		}, "host0", `certificate of "host1", want "host0"`},
 		{"key does not match", func(d string) { copyFile(KeyFile(d, "host1"), KeyFile(d, "host0")) }, "host0", "private key does not match"},
 		{"no CA", func(d string) { os.Remove(filepath.Join(d, CAcertFile)) }, "host0", "ca.crt: no such file"},
+		// A node is a TLS server and a TLS client: a certificate that
+		// allows one only is refused here, not by every peer's handshake.
+		{"server authentication only", func(d string) {
+			copyFile(filepath.Join(dir, CAKeyFile), filepath.Join(d, CAKeyFile))
+			reissue(t, d, "host0", time.Now().Add(-time.Hour), time.Now().Add(time.Hour), x509.ExtKeyUsageServerAuth)
+		}, "host0", "host0.crt: its extended key usage does not allow TLS client authentication"},
+		{"client authentication only", func(d string) {
+			copyFile(filepath.Join(dir, CAKeyFile), filepath.Join(d, CAKeyFile))
+			reissue(t, d, "host0", time.Now().Add(-time.Hour), time.Now().Add(time.Hour), x509.ExtKeyUsageClientAuth)
+		}, "host0", "host0.crt: its extended key usage does not allow TLS server authentication"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -44,9 +44,14 @@ func TestClientVerifiesNodeName(t *testing.T) {
 }
 
 // reissue signs a new certificate and key for node with the CA in dir,
-// valid from notBefore to notAfter, and writes them to dir.
-func reissue(t *testing.T, dir, node string, notBefore, notAfter time.Time) {
+// valid from notBefore to notAfter, and writes them to dir. Its extended
+// key usages are usages, or server and client authentication as
+// WriteCluster's when none are given.
+func reissue(t *testing.T, dir, node string, notBefore, notAfter time.Time, usages ...x509.ExtKeyUsage) {
 	t.Helper()
+	if len(usages) == 0 {
+		usages = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	}
 	caPEM, err := os.ReadFile(filepath.Join(dir, CAcertFile))
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +74,7 @@ func reissue(t *testing.T, dir, node string, notBefore, notAfter time.Time) {
 		NotBefore:    notBefore,
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage:  usages,
 		DNSNames:     []string{node},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Leaf, &key.PublicKey, ca.PrivateKey)
