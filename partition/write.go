@@ -176,6 +176,11 @@ func checkWrite(g *Graph, adj *Adj, assign []uint32, opts *WriteOptions) error {
 	default:
 		return fmt.Errorf("partition: write: feature type %s: want f32 or f16", opts.FeatType)
 	}
+	if opts.FeatType == csr.TypeF16 && g.FeatDim > 0 {
+		if err := checkF16(g); err != nil {
+			return err
+		}
+	}
 	if err := opts.Cache.Validate(rowBytesOf(g, opts.FeatType)); err != nil {
 		return err
 	}
@@ -186,6 +191,19 @@ func checkWrite(g *Graph, adj *Adj, assign []uint32, opts *WriteOptions) error {
 	}
 	if opts.Cache.On() && (opts.Fanouts == nil || len(g.Train) == 0) {
 		return fmt.Errorf("partition: write: a cache needs fanouts and a training split to rank the hot nodes (graph %q has %d training nodes)", g.Name, len(g.Train))
+	}
+	return nil
+}
+
+// checkF16 refuses features that float16 cannot hold: F32ToF16 makes
+// them infinite, which the readers refuse in the input because one such
+// value turns every parameter of a trainer that reads it into NaN.
+func checkF16(g *Graph) error {
+	for i, v := range g.Feat {
+		if h := F32ToF16(v); h&0x7c00 == 0x7c00 {
+			return fmt.Errorf("partition: write: node %s: feature %d of %d is %g, beyond float16's range (±65504), where it would be infinite: write f32 features or scale them",
+				nodeName(g, uint32(i/g.FeatDim)), i%g.FeatDim+1, g.FeatDim, v)
+		}
 	}
 	return nil
 }

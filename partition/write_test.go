@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -438,6 +439,55 @@ func TestWriteF16Features(t *testing.T) {
 	}
 	if pg.RowBytes() != 6 {
 		t.Errorf("row bytes %d, want 6", pg.RowBytes())
+	}
+}
+
+// A feature that float16 cannot hold is refused, naming the node and the
+// feature, before anything is written; it became +Inf in the part file.
+// The largest that rounds to a finite half is kept.
+func TestWriteF16Range(t *testing.T) {
+	for _, tt := range []struct {
+		v    float32
+		want string // "" = written
+	}{
+		{65504, ""},
+		{65519.99, ""},
+		{-65504, ""},
+		{65520, "node 1028: feature 3 of 3 is 65520, beyond float16's range"},
+		{-70000, "node 1028: feature 3 of 3 is -70000, beyond float16's range"},
+		{3e38, "node 1028: feature 3 of 3 is 3e+38, beyond float16's range"},
+	} {
+		g := testGraph(30, 60, false, false)
+		g.Feat[3*4+2] = tt.v // node index 4 has id 1028
+		parent := t.TempDir()
+		dir := filepath.Join(parent, "parts")
+		ctx := context.Background()
+		adj, err := BuildAdj(ctx, g, csr.In, CleanOptions{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Write(ctx, dir, g, adj, make([]uint32, 30), WriteOptions{Parts: 1, FeatType: csr.TypeF16})
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("%g: %v", tt.v, err)
+				continue
+			}
+			pg, err := csr.Open(filepath.Join(dir, PartFile(0)), csr.OpenOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := F16ToF32(binary.LittleEndian.Uint16(pg.FeatRow(4)[4:])); got != float32(math.Copysign(65504, float64(tt.v))) {
+				t.Errorf("%g written as %g", tt.v, got)
+			}
+			pg.Close()
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%g: err = %v, want %q", tt.v, err, tt.want)
+		}
+		if ents, _ := os.ReadDir(parent); len(ents) != 0 {
+			t.Errorf("%g: refused write left %d entries", tt.v, len(ents))
+		}
 	}
 }
 
