@@ -20,7 +20,7 @@ import struct
 import numpy as np
 import torch
 
-from .control import Session
+from .control import MAX_FRAME, Session
 from .errors import LoaderError
 
 WIRE_VERSION = 1
@@ -30,6 +30,10 @@ KIND_PUSH = 3
 KIND_PUSH_SYNC = 4
 KIND_ACK = 6
 KIND_ERROR = 7
+
+# A push's bytes besides ids and gradients: kind, version, name (at most
+# 1 + 64 bytes), dim, n.
+_PUSH_HEAD = 2 + 65 + 8
 
 # kv's error codes (docs/control.md): the sentinel errors of package kv.
 CODES = {1: "unknown table", 2: "row not owned", 3: "shape", 4: "wrong mode", 5: "bad step", 6: "step failed",
@@ -206,11 +210,24 @@ class Embedding:
 
     def step(self):
         """Push the gradients of every call since the last step (rows
-        without a gradient are skipped) and forget the calls."""
+        without a gradient are skipped) and forget the calls. Each row
+        gets one update with its gradients summed over the calls, as
+        torch's optimisers and DGL's sparse ones (which merge the traced
+        ids first) give it: pushed call by call, a row looked up twice
+        (a link batch's sources and destinations, accumulated batches)
+        would take an Adagrad or Adam step per call. The merged rows go in
+        as few pushes as the frame limit allows, each row in one."""
         calls, self._calls = self._calls, []
-        for ids, rows in calls:
-            if rows.grad is not None:
-                self.kv.push(self.name, ids, rows.grad)
+        traced = [(ids, rows.grad) for ids, rows in calls if rows.grad is not None and ids.size]
+        if not traced:
+            return
+        ids = np.concatenate([ids for ids, _ in traced])
+        grads = torch.cat([g.detach().to("cpu", torch.float32) for _, g in traced])
+        uniq, inv = np.unique(ids, return_inverse=True)
+        summed = torch.zeros(uniq.size, grads.shape[1]).index_add_(0, torch.from_numpy(inv.reshape(-1)), grads)
+        per = max(1, (MAX_FRAME - _PUSH_HEAD) // (8 + 4 * grads.shape[1]))
+        for lo in range(0, uniq.size, per):
+            self.kv.push(self.name, uniq[lo:lo + per], summed[lo:lo + per])
 
     def zero_grad(self):
         """Forget the calls since the last step without pushing."""

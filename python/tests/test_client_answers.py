@@ -2,6 +2,7 @@
 LoaderError, the same answers refused as by the Go client's decoders), and
 Embedding's ids outliving the ring record they came from."""
 
+import collections
 import shutil
 import struct
 import tempfile
@@ -96,19 +97,21 @@ class EmbeddingKeepsRingViews(unittest.TestCase):
                 return torch.zeros(len(ids), 2)
 
             def push(self, name, ids, grads):
-                self.pushed.append(list(np.asarray(ids.tolist() if hasattr(ids, "tolist") else ids)))
+                self.pushed.append((np.asarray(ids).tolist(), grads[:, 0].tolist()))
 
         kv = RecKV()
         emb = Embedding(kv, "emb")
-        want = []
+        want = collections.Counter()
         with graphnode.Loader(node.sock_path, fanouts=[2, 2], epochs=1) as lo:
             for b in lo:
-                want.append(b.n_id.tolist())
+                want.update(b.n_id.tolist())
                 h = emb(b.n_id)
                 h.sum().backward()
                 time.sleep(0.01)  # let the sampler refill the room released by the next request
             emb.step()  # accumulate over the epoch, step once
-        self.assertEqual(kv.pushed, want)
+        # One push: each id once, with the gradient 1 of every call it was in.
+        self.assertEqual(len(kv.pushed), 1)
+        self.assertEqual(kv.pushed[0], (sorted(want), [float(want[i]) for i in sorted(want)]))
 
 
 class EmbeddingUnderNoGrad(unittest.TestCase):
@@ -141,6 +144,49 @@ class EmbeddingUnderNoGrad(unittest.TestCase):
         (2 * h).sum().backward()
         emb.step()
         self.assertEqual(kv.pushed, [([7, 9], [[2.0, 2.0], [2.0, 2.0]])])
+
+
+class EmbeddingOneUpdatePerRow(unittest.TestCase):
+    """step() gives each row one update with its gradients summed over
+    the calls, as torch's optimisers and DGL's SparseAdagrad (which
+    merges the traced ids) do: pushed call by call, a row looked up twice
+    in a step took an Adagrad or Adam step per call."""
+
+    class RecKV:
+        def __init__(self):
+            self.pushed = []
+
+        def pull(self, name, ids):
+            return torch.ones(len(ids), 2)
+
+        def push(self, name, ids, grads):
+            self.pushed.append((np.asarray(ids).tolist(), torch.as_tensor(grads).tolist()))
+
+    def test_calls_merged(self):
+        kv = self.RecKV()
+        emb = Embedding(kv, "emb")
+        a = emb(torch.tensor([3, 5]))
+        b = emb(torch.tensor([5, 1]))
+        emb(torch.tensor([9]))  # no gradient: skipped
+        emb(torch.tensor([], dtype=torch.int64)).sum().backward()
+        (a.sum() + 2 * b.sum()).backward()
+        emb.step()
+        self.assertEqual(kv.pushed, [([1, 3, 5], [[2.0, 2.0], [1.0, 1.0], [3.0, 3.0]])])
+        self.assertEqual(emb._calls, [])
+
+    def test_split_at_frame_limit(self):
+        # Each push fits a frame, and every row is in one push only.
+        kv = self.RecKV()
+        emb = Embedding(kv, "emb")
+        h = emb(torch.tensor([4, 2, 7, 2, 0]))
+        h.sum().backward()
+        old = graphnode.kv.MAX_FRAME
+        graphnode.kv.MAX_FRAME = graphnode.kv._PUSH_HEAD + 2 * (8 + 4 * 2)  # two rows of dim 2
+        try:
+            emb.step()
+        finally:
+            graphnode.kv.MAX_FRAME = old
+        self.assertEqual(kv.pushed, [([0, 2], [[1.0, 1.0], [2.0, 2.0]]), ([4, 7], [[1.0, 1.0], [1.0, 1.0]])])
 
 
 class LabelDimZero(unittest.TestCase):
