@@ -151,10 +151,14 @@ class KV(Session):
         the owners' optimiser (async tables; duplicate ids are summed)."""
         a = _ids(ids)
         g = _floats(grads)
-        if a.size == 0:
+        # The message carries dim = values / ids: anything but a whole row
+        # of at least one value per id would be lost (values without ids)
+        # or malformed (as the Go client refuses it, kv.ErrShape).
+        if a.size == 0 and g.size == 0:
             return
-        if g.size % a.size:
-            raise ValueError("kv: push %s: %d gradient values for %d ids" % (table, g.size, a.size))
+        if a.size == 0 or g.size == 0 or g.size % a.size:
+            raise ValueError("kv: push %s: %d gradient values for %d ids: want a row of dim values per id"
+                             % (table, g.size, a.size))
         body = struct.pack("<BB", KIND_PUSH, WIRE_VERSION) + _name(table) + struct.pack("<II", g.size // a.size, a.size)
         self._ack(self._call(body + a.tobytes() + g.tobytes(), "push " + table), "push " + table)
 

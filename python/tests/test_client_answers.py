@@ -189,6 +189,27 @@ class EmbeddingOneUpdatePerRow(unittest.TestCase):
         self.assertEqual(kv.pushed, [([0, 2], [[1.0, 1.0], [2.0, 2.0]]), ([4, 7], [[1.0, 1.0], [1.0, 1.0]])])
 
 
+class PushShape(unittest.TestCase):
+    """KV.push of gradients that are not a whole row per id is a
+    ValueError before anything is sent, as the Go client's kv.ErrShape:
+    values without ids were dropped without a word, ids without values
+    went out as a push of dim 0."""
+
+    def test_refused_before_sending(self):
+        for ids, grads in (([], [1.0, 2.0]), ([1], []), ([1, 2], [1.0, 2.0, 3.0])):
+            sent = []
+            k = kv_with(bytes([6, 1]) + struct.pack("<Q", 0))
+            k._conn.exchange = lambda body, op, timeout=None: sent.append(body)
+            with self.assertRaises(ValueError, msg="%d ids, %d values" % (len(ids), len(grads))):
+                k.push("e", ids, grads)
+            self.assertEqual(sent, [])
+
+    def test_whole_rows_sent(self):
+        k = kv_with(bytes([6, 1]) + struct.pack("<Q", 0))
+        k.push("e", [], [])  # nothing to push: nothing sent, no error
+        k.push("e", [1, 2], [1.0, 2.0, 3.0, 4.0])
+
+
 class LabelDimZero(unittest.TestCase):
     def test_labels_dim_zero_refused_like_go(self):
         # Go's DecodeLabelResponse refuses dim 0 ("dim: 0").
