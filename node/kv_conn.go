@@ -6,7 +6,12 @@ import (
 	"time"
 
 	"graphnode/kv"
+	"graphnode/node/control"
 )
+
+// pullResponseHead is the size of a kv PullResponse before its rows:
+// kind, version, version u64, dim u32, n u32.
+const pullResponseHead = 2 + 8 + 4 + 4
 
 // leaveTimeout bounds telling the peers that a trainer is gone.
 const leaveTimeout = 5 * time.Second
@@ -49,6 +54,13 @@ func (s *kvServer) serveTrainerErr(ctx context.Context, body []byte, kc *kvConn)
 		dim, err := c.Dim(m.Table)
 		if err != nil {
 			return nil, err
+		}
+		// An answer over the frame limit cannot be sent: the connection
+		// would close without a word (and its synchronous ranks leave
+		// the job). Refuse it before the rows are gathered.
+		if most := (control.MaxFrame - pullResponseHead) / (4 * dim); len(m.IDs) > most {
+			return nil, fmt.Errorf("node: kv: pull of %d ids of table %q (dim %d): the answer would exceed the %d-byte frame limit; pull at most %d ids per request",
+				len(m.IDs), m.Table, dim, control.MaxFrame, most)
 		}
 		var v uint64
 		kc.rows, v, err = c.PullVersion(ctx, m.Table, m.MinVersion, m.IDs, kc.rows[:0])
