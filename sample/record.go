@@ -270,10 +270,22 @@ func checkCounts(nodes, edges []int64, n, e uint64) error {
 	return nil
 }
 
-// ControlSize is the size of a record of kind k (not KindBatch) carrying
-// msg, which only KindError records hold.
+// ControlSize is the size of the control record (not KindBatch) that
+// EncodeControl writes for msg, which only KindError records hold: what
+// the caller reserves on the ring. Like EncodeControl it counts at most
+// MaxMessage bytes of msg, so that a long message does not make the
+// reservation larger than the record (or than a sub-ring, which would
+// lose the error record to ErrTooLarge).
 func ControlSize(msg string) int {
-	return int(alignUp(HeaderSize + uint64(len(msg))))
+	return int(alignUp(HeaderSize + uint64(len(cutMessage(msg)))))
+}
+
+// cutMessage is the part of msg an error record carries.
+func cutMessage(msg string) string {
+	if len(msg) > MaxMessage {
+		return msg[:MaxMessage]
+	}
+	return msg
 }
 
 // EncodeControl writes an end-of-epoch, error or end-of-stream record.
@@ -286,9 +298,7 @@ func EncodeControl(dst []byte, kind Kind, epoch, index uint64, msg string) (int,
 	if kind != KindError {
 		msg = ""
 	}
-	if len(msg) > MaxMessage {
-		msg = msg[:MaxMessage]
-	}
+	msg = cutMessage(msg)
 	h := Header{Kind: kind, Epoch: epoch, Index: index, MsgLen: uint64(len(msg))}
 	spans, size, err := h.Layout()
 	if err != nil {

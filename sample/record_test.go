@@ -7,6 +7,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -107,24 +108,33 @@ func (s sliceSource) Gather(_ context.Context, ids []uint64, dst []byte) error {
 }
 
 func TestControlRecords(t *testing.T) {
+	long := strings.Repeat("x", 20000)
 	for _, tc := range []struct {
 		kind  Kind
 		msg   string
 		index uint64
+		want  string // the message decoded
 	}{
-		{KindEndOfEpoch, "", 17}, {KindError, "sample: batch 3: node 9 not owned", 3}, {KindEndOfStream, "", 0},
+		{KindEndOfEpoch, "", 17, ""},
+		{KindError, "sample: batch 3: node 9 not owned", 3, "sample: batch 3: node 9 not owned"},
+		{KindEndOfStream, "", 0, ""},
+		// ControlSize reserves what EncodeControl writes: a message cut
+		// to MaxMessage, not the whole message.
+		{KindError, long[:MaxMessage], 1, long[:MaxMessage]},
+		{KindError, long[:MaxMessage+1], 1, long[:MaxMessage]},
+		{KindError, long, 1, long[:MaxMessage]},
 	} {
 		rec := aligned(ControlSize(tc.msg))
 		n, err := EncodeControl(rec, tc.kind, 5, tc.index, tc.msg)
 		if err != nil || n != len(rec) {
-			t.Fatalf("%v: EncodeControl = %d, %v", tc.kind, n, err)
+			t.Fatalf("%v, message of %d bytes: EncodeControl = %d, %v; ControlSize %d", tc.kind, len(tc.msg), n, err, len(rec))
 		}
 		v, err := Decode(rec)
 		if err != nil {
 			t.Fatalf("%v: %v", tc.kind, err)
 		}
-		if v.Header.Kind != tc.kind || v.Header.Epoch != 5 || v.Header.Index != tc.index || string(v.Message) != tc.msg {
-			t.Fatalf("%v: decoded %+v message %q", tc.kind, v.Header, v.Message)
+		if v.Header.Kind != tc.kind || v.Header.Epoch != 5 || v.Header.Index != tc.index || string(v.Message) != tc.want {
+			t.Fatalf("%v: decoded %+v message of %d bytes, want %d", tc.kind, v.Header, len(v.Message), len(tc.want))
 		}
 	}
 	if _, err := EncodeControl(aligned(512), KindBatch, 0, 0, ""); !errors.Is(err, ErrInvalid) {
