@@ -34,6 +34,9 @@ const (
 	DefaultDrainTimeout = "10s"
 	MaxWorkers          = 64
 	MaxConcurrency      = 256
+	// MaxSocketPath is the longest control.socket: sockaddr_un's 108
+	// bytes less the terminating NUL.
+	MaxSocketPath = 107
 )
 
 // ErrConfig is wrapped by every configuration problem.
@@ -263,9 +266,14 @@ func (c *Config) Validate() error {
 	default:
 		p.add("node.role", "%q is not %q or %q", c.Node.Role, RoleServer, RoleClient)
 	}
-	if c.Control.Socket == "" {
+	switch dir := filepath.Dir(c.Control.Socket); {
+	case c.Control.Socket == "":
 		p.add("control.socket", "missing: the path of the control socket")
-	} else if dir := filepath.Dir(c.Control.Socket); !isDir(dir) {
+	case len(c.Control.Socket) > MaxSocketPath:
+		// The kernel's sockaddr_un holds no more: the bind would fail
+		// with "invalid argument" once the node has started.
+		p.add("control.socket", "%q is %d bytes long, a Unix socket path at most %d; choose a shorter path", c.Control.Socket, len(c.Control.Socket), MaxSocketPath)
+	case !isDir(dir):
 		p.add("control.socket", "%q: directory %q does not exist", c.Control.Socket, dir)
 	}
 	if _, err := c.SocketMode(); err != nil {

@@ -2,10 +2,13 @@ package node
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -135,6 +138,43 @@ func TestLoadConfigExplicitZeroIsNotDefaulted(t *testing.T) {
 	_, err := LoadConfig(writeConfig(t, dir, pre+"[samplers]\nworkers = 0\n"))
 	if err == nil || !strings.Contains(err.Error(), "samplers.workers: 0 is out of range 1..64") {
 		t.Fatalf("err = %v, want samplers.workers out of range", err)
+	}
+}
+
+// TestLoadConfigSocketPathLength: a control.socket longer than a Unix
+// socket address holds is refused by config check, naming the key and
+// the limit (the node used to start, then fail to bind with "invalid
+// argument"); the longest path that is accepted binds.
+func TestLoadConfigSocketPathLength(t *testing.T) {
+	dir, pre := configDir(t)
+	sockets := t.TempDir()
+	for _, tc := range []struct {
+		length int
+		ok     bool
+	}{{MaxSocketPath, true}, {MaxSocketPath + 1, false}, {160, false}} {
+		t.Run(strconv.Itoa(tc.length), func(t *testing.T) {
+			pad := tc.length - len(sockets) - len("/.sock")
+			if pad < 1 {
+				t.Skipf("temporary directory %s is too long for the test", sockets)
+			}
+			path := filepath.Join(sockets, strings.Repeat("s", pad)+".sock")
+			text := strings.Replace(pre, filepath.Join(dir, "node.sock"), path, 1)
+			_, err := LoadConfig(writeConfig(t, dir, text))
+			want := fmt.Sprintf("control.socket: %q is %d bytes long, a Unix socket path at most %d", path, tc.length, MaxSocketPath)
+			switch {
+			case tc.ok && err != nil:
+				t.Fatalf("a %d-byte socket path: %v", tc.length, err)
+			case !tc.ok && (err == nil || !strings.Contains(err.Error(), want)):
+				t.Fatalf("a %d-byte socket path: err = %v, want %q", tc.length, err, want)
+			}
+			ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+			if err == nil {
+				ln.Close()
+			}
+			if (err == nil) != tc.ok {
+				t.Fatalf("bind of a %d-byte path: %v, but config check says ok = %v", tc.length, err, tc.ok)
+			}
+		})
 	}
 }
 
