@@ -219,8 +219,11 @@ func notOwned(v, start, n uint64) error {
 }
 
 // check verifies that resp fits req: one count per node, no count above
-// the fanout, and exactly as many neighbours as the counts add up to.
-func (r *NeighborResponse) check(req *NeighborRequest) error {
+// the fanout, exactly as many neighbours as the counts add up to, and
+// every neighbour a node of the graph of numNodes nodes (an id outside it
+// would reach the batch's n_id at the last hop, or fail the next hop
+// without naming the peer that sent it).
+func (r *NeighborResponse) check(req *NeighborRequest, numNodes uint64) error {
 	if len(r.Counts) != len(req.Nodes) {
 		return fmt.Errorf("%d counts for %d nodes: %w", len(r.Counts), len(req.Nodes), ErrBadResponse)
 	}
@@ -233,6 +236,15 @@ func (r *NeighborResponse) check(req *NeighborRequest) error {
 	}
 	if total != len(r.Neighbors) {
 		return fmt.Errorf("counts add up to %d, %d neighbours given: %w", total, len(r.Neighbors), ErrBadResponse)
+	}
+	o := 0
+	for i, c := range r.Counts {
+		for _, u := range r.Neighbors[o : o+int(c)] {
+			if u >= numNodes {
+				return fmt.Errorf("node %d: neighbour %d outside the graph of %d nodes: %w", req.Nodes[i], u, numNodes, ErrBadResponse)
+			}
+		}
+		o += int(c)
 	}
 	return nil
 }

@@ -242,7 +242,7 @@ func (s *Sampler) expand(ctx context.Context, req NeighborRequest, frontier []ui
 			continue
 		}
 		if p.err == nil {
-			p.err = p.resp.check(&p.req)
+			p.err = p.resp.check(&p.req, s.cfg.Book.NumNodes())
 		}
 		if p.err != nil {
 			return fmt.Errorf("part %d: %w", i, p.err)

@@ -65,7 +65,7 @@ func TestSampleNeighbors(t *testing.T) {
 		if err := SampleNeighbors(part, &req, &resp); err != nil {
 			t.Fatal(err)
 		}
-		if err := resp.check(&req); err != nil {
+		if err := resp.check(&req, 100); err != nil {
 			t.Fatal(err)
 		}
 		off := 0

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -95,15 +96,26 @@ func TestRemoteBadResponse(t *testing.T) {
 		"missing count": func(r *NeighborResponse) { r.Counts = r.Counts[:len(r.Counts)-1] },
 		"extra id":      func(r *NeighborResponse) { r.Neighbors = append(r.Neighbors, 1) },
 		"over fanout":   func(r *NeighborResponse) { r.Counts[0] = 99; r.Neighbors = append(r.Neighbors, make([]uint64, 99)...) },
+		// With one hop, an id outside the graph went into n_id.
+		"outside the graph": func(r *NeighborResponse) {
+			for i := range r.Neighbors {
+				r.Neighbors[i] = 100
+			}
+		},
 	} {
-		remote := &fakeRemote{parts: parts, corrupt: corrupt}
-		s, err := New(Config{Fanouts: []int{3, 3}, Local: parts[0], Remote: remote, Book: book})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = s.Sample(context.Background(), BatchKey{}, []uint64{60, 70})
-		if !errors.Is(err, ErrBadResponse) {
-			t.Errorf("%s: err = %v, want ErrBadResponse", name, err)
+		for _, fanouts := range [][]int{{3, 3}, {3}} {
+			remote := &fakeRemote{parts: parts, corrupt: corrupt}
+			s, err := New(Config{Fanouts: fanouts, Local: parts[0], Remote: remote, Book: book})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := s.Sample(context.Background(), BatchKey{}, []uint64{60, 70})
+			if !errors.Is(err, ErrBadResponse) || !strings.Contains(err.Error(), "part 1") {
+				t.Errorf("%s, fanouts %v: err = %v, want ErrBadResponse naming part 1", name, fanouts, err)
+				if err == nil {
+					t.Errorf("n_id %v", b.NID)
+				}
+			}
 		}
 	}
 }
