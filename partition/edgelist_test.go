@@ -187,6 +187,15 @@ func TestReadEdgeListLabels(t *testing.T) {
 		{name: "string add", edges: "a b\n", labels: "b x\nc y\n", opts: ReadOptions{Dangling: Add}, n: 3, dim: 1, classes: 2,
 			lab: []int32{-1, 0, 1}, classNames: []string{"x", "y"}, names: []string{"a", "b", "c"},
 			stats: Stats{Lines: 1, EdgesRead: 1, Dangling: 1, MissingLabels: 1}},
+		// -1 and nan mark a node without a label, as in OGB's
+		// node-label.csv: not a class "-1" that shifts every other.
+		{name: "missing marks", edges: "0 1\n1 2\n2 3\n", labels: "0 0\n1 -1\n2 1\n3 NaN\n", n: 4, dim: 1, classes: 2,
+			lab: []int32{0, -1, 1, -1}, classNames: []string{"0", "1"}, stats: Stats{Lines: 3, EdgesRead: 3, MissingLabels: 2}},
+		{name: "missing mark beside a label", edges: "0 1\n1 2\n2 3\n", labels: "0 A\n0 -1\n1 B\n2 A\n3 nan\n", n: 4, dim: 1, classes: 2,
+			lab: []int32{0, 1, 0, -1}, classNames: []string{"A", "B"}, stats: Stats{Lines: 3, EdgesRead: 3, MissingLabels: 1}},
+		{name: "missing mark adds a dangling node", edges: "0 1\n", labels: "0 A\n9 -1\n", opts: ReadOptions{Dangling: Add}, n: 3, dim: 1, classes: 1,
+			lab: []int32{0, -1, -1}, classNames: []string{"A"}, ints: []uint64{0, 1, 9},
+			stats: Stats{Lines: 1, EdgesRead: 1, Dangling: 1, MissingLabels: 2}},
 		{name: "bad line", edges: "0 1\n", labels: "0 A\n1\n", err: "partition: L:2: want 2 fields (id label), got 1"},
 		{name: "not int", edges: "0 1\n", labels: "x A\n", err: "partition: L:1: node id \"x\" is not an integer"},
 	} {

@@ -1,9 +1,11 @@
 package partition
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,7 +52,7 @@ type ReadOptions struct {
 	Header    string // HeaderAuto, HeaderYes, HeaderNo
 	IDs       string // IDsAuto, IDsInt, IDsString
 	NodeFile  string // one id per line: adds isolated nodes, defines the known nodes
-	LabelFile string // "id label" lines; an id given twice or more is multi-label
+	LabelFile string // "id label" lines; an id given twice or more is multi-label; label -1 or nan: none
 
 	// Policies: Dangling is for an edge endpoint (or label id) that is not a
 	// known node: Drop (default), Add or Error. MissingLabel is for a node
@@ -242,7 +244,9 @@ func missingLabels(g *Graph, opts ReadOptions, what string, name func(uint32) st
 }
 
 // labelFile holds the lines of a label file ("id label", any edge-list
-// separator) until the node set is final.
+// separator) until the node set is final. A label "-1" or "nan" (any
+// case) says that the node has none, as in OGB's node-label.csv and
+// PyG's and DGL's -1: it is no class, and the line only names the node.
 type labelFile struct {
 	path  string
 	pairs []labelPair
@@ -252,7 +256,15 @@ type labelFile struct {
 type labelPair struct {
 	id   string
 	line int64
-	tok  uint32
+	tok  uint32 // noLabel: the line marks the node unlabelled
+}
+
+// noLabel is the token of a label that marks a node unlabelled.
+const noLabel = math.MaxUint32
+
+// isNoLabel reports whether a label file's label marks no label.
+func isNoLabel(b []byte) bool {
+	return string(b) == "-1" || bytes.EqualFold(b, []byte("nan"))
 }
 
 // nodeLabel is a label pair resolved to a node index.
@@ -272,7 +284,11 @@ func (l *labelFile) read(ctx context.Context, path string, progress Progress) er
 		if msg != "" {
 			return s.errorf("%s", msg)
 		}
-		l.pairs = append(l.pairs, labelPair{id: string(f[0]), line: s.line, tok: l.toks.intern(f[1])})
+		tok := uint32(noLabel)
+		if !isNoLabel(f[1]) {
+			tok = l.toks.intern(f[1])
+		}
+		l.pairs = append(l.pairs, labelPair{id: string(f[0]), line: s.line, tok: tok})
 		return nil
 	})
 }
@@ -286,6 +302,7 @@ func (l *labelFile) errorf(p labelPair, format string, args ...any) error {
 // of NumClasses (LabelDim = NumClasses). A node without a label gets a row
 // of -1 and is counted (MissingLabel policy).
 func (l *labelFile) apply(g *Graph, opts ReadOptions, res []nodeLabel, name func(uint32) string) error {
+	res = slices.DeleteFunc(res, func(p nodeLabel) bool { return p.tok == noLabel })
 	classOf, names := classes(l.toks.names)
 	c := len(names)
 	slices.SortFunc(res, func(a, b nodeLabel) int {

@@ -63,7 +63,7 @@ func runPartition(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&f.header, "header", "auto", "edge lists: the first line is a header: auto, yes or no")
 	fs.StringVar(&f.ids, "ids", "auto", "edge lists: node ids are int, string, or auto (integers until one is not)")
 	fs.StringVar(&f.read.NodeFile, "node-file", "", "edge lists: file of node ids, one per line (adds isolated nodes, defines the known nodes)")
-	fs.StringVar(&f.read.LabelFile, "label-file", "", "edge lists: file of \"id label\" lines (an id given twice or more is multi-label)")
+	fs.StringVar(&f.read.LabelFile, "label-file", "", "edge lists: file of \"id label\" lines (an id given twice or more is multi-label; label -1 or nan: none)")
 	fs.StringVar(&f.read.SplitScheme, "split-scheme", "", "ogb: the folder under split/ (default: the only one)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
