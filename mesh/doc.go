@@ -171,7 +171,10 @@
 // # Server
 //
 // Each stream is served on its own goroutine with a deadline
-// (ServerConfig.RequestTimeout); the handler's context ends at it, when
+// (ServerConfig.RequestTimeout, or KVTimeout, LoaderOpenTimeout); the
+// stream stays open AnswerGrace longer, so that a handler stopped by the
+// deadline gets its CodeTimeout answer to the caller, which does not
+// retry it. The handler's context ends at the deadline, when
 // the peer's connection closes, or at Close. The server never waits on
 // anything but its handler and the stream. Handler panics become
 // CodeInternal answers; responses that do not match their request (a

@@ -65,7 +65,8 @@ type ServerConfig struct {
 	// MaxMessage caps a request's and a response's payload; 0 means
 	// DefaultMaxMessage.
 	MaxMessage int
-	// RequestTimeout bounds one request (read, handler, write); 0 means
+	// RequestTimeout bounds one request (read and handler; the answer
+	// has AnswerGrace more to be written); 0 means
 	// DefaultServerRequestTimeout.
 	RequestTimeout time.Duration
 	// KVTimeout bounds one kv request (a synchronous push waits for every
@@ -300,7 +301,13 @@ func (s *Server) serveStream(connCtx context.Context, peer string, st *quic.Stre
 	// The type decides the bound: kv requests may wait for a step; a
 	// loader's stream has none (streamLoader).
 	deadline := start.Add(s.requestTimeout(h.Type))
-	st.SetDeadline(deadline)
+	// The handler's context ends at the deadline, the stream AnswerGrace
+	// later: a handler that gives up when its time is up answers
+	// CodeTimeout, and that answer must still reach the caller. With one
+	// deadline for both its write failed, and the caller saw a reset it
+	// took for a lost connection and retried, to report the peer
+	// unavailable after as many requests of the server's whole budget.
+	st.SetDeadline(deadline.Add(AnswerGrace))
 	ctx, cancel := context.WithDeadline(connCtx, deadline)
 	defer cancel()
 	// The stream's context ends when the caller cancels its side: the

@@ -180,6 +180,43 @@ func TestHandlerFailures(t *testing.T) {
 	}
 }
 
+// A handler that runs out of its request's time answers CodeTimeout, and
+// that answer reaches the caller, which does not retry a request the
+// server spent its whole budget on. The stream used to end at the same
+// deadline: the answer was cut off, the caller retried the reset as a
+// lost connection and reported the peer unavailable.
+func TestHandlerDeadline(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	h := &kvHandler{testHandler: testHandler{rowSize: 16}, ended: make(chan error, 8)}
+	h.setHook(func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", func(c *ServerConfig) {
+		c.Handler = h
+		c.RequestTimeout, c.KVTimeout = 300*time.Millisecond, 300*time.Millisecond
+	})
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer()}, nil)
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		call  func() error
+		calls func() int64
+	}{
+		{"pull", func() error { return c.Pull(ctx, 1, &PullRequest{IDs: ids(3, 0)}, &PullResponse{}) }, h.calls.Load},
+		{"kv pull", func() error { _, err := c.KVPull(ctx, 1, []byte{'B', 1}); return err }, func() int64 { return int64(len(h.ended)) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			var re *RemoteError
+			if !errors.As(err, &re) || re.Code != CodeTimeout || !strings.Contains(err.Error(), "deadline exceeded") {
+				t.Fatalf("err = %v, want a remote timeout", err)
+			}
+			if n := tt.calls(); n != 1 {
+				t.Fatalf("handler called %d times, want 1: a timeout answer is not retried", n)
+			}
+		})
+	}
+}
+
 // A handler returning a response that does not match the request is a
 // server bug, reported as CodeInternal rather than sent.
 type badHandler struct{ testHandler }

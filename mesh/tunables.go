@@ -37,9 +37,13 @@ const (
 	// open, so only a dead peer hits the idle timeout.
 	MaxIdleTimeout  = 15 * time.Second
 	KeepAlivePeriod = 5 * time.Second
-	// DefaultServerRequestTimeout bounds one request on the server: read,
-	// handler and write, when ServerConfig.RequestTimeout is zero.
+	// DefaultServerRequestTimeout bounds one request on the server: read
+	// and handler, when ServerConfig.RequestTimeout is zero.
 	DefaultServerRequestTimeout = 30 * time.Second
+	// AnswerGrace is how long past a request's deadline its stream stays
+	// open on the server, so that the answer of a handler stopped by the
+	// deadline (CodeTimeout) is written rather than cut off.
+	AnswerGrace = 2 * time.Second
 	// DefaultKVTimeout bounds one kv request on both sides when the config
 	// leaves it zero: longer than kv's default sync timeout (60 s), since
 	// a synchronous push waits for every trainer of its step.
