@@ -275,6 +275,12 @@ func (c *Config) Validate() error {
 		p.add("control.socket", "%q is %d bytes long, a Unix socket path at most %d; choose a shorter path", c.Control.Socket, len(c.Control.Socket), MaxSocketPath)
 	case !isDir(dir):
 		p.add("control.socket", "%q: directory %q does not exist", c.Control.Socket, dir)
+	default:
+		// A socket there is one a node left, or serves on (Run tells
+		// which); anything else is the operator's and stays.
+		if st, err := os.Lstat(c.Control.Socket); err == nil && st.Mode().Type() != fs.ModeSocket {
+			p.add("control.socket", "%q exists and is not a socket (%s)", c.Control.Socket, fileKind(st.Mode()))
+		}
 	}
 	if _, err := c.SocketMode(); err != nil {
 		p.add("control.mode", "%v", err)

@@ -178,6 +178,22 @@ func TestLoadConfigSocketPathLength(t *testing.T) {
 	}
 }
 
+// TestLoadConfigSocketNotASocket: config check refuses a control.socket
+// that names a file or directory other than a socket (the node would
+// replace it), naming the key and what is there.
+func TestLoadConfigSocketNotASocket(t *testing.T) {
+	dir, pre := configDir(t)
+	sock := filepath.Join(dir, "node.sock")
+	if err := os.Mkdir(sock, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadConfig(writeConfig(t, dir, pre))
+	want := fmt.Sprintf("control.socket: %q exists and is not a socket (a directory)", sock)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+}
+
 func TestLoadConfigSyntaxError(t *testing.T) {
 	dir := t.TempDir()
 	_, err := LoadConfig(writeConfig(t, dir, "version = \n"))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -366,7 +367,12 @@ func (n *Node) checkRingDir() {
 // leftover of a crashed node and is replaced; one that answers is refused.
 func (n *Node) listen() (*net.UnixListener, error) {
 	path := n.cfg.Control.Socket
-	if _, err := os.Lstat(path); err == nil {
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode().Type() != fs.ModeSocket {
+			// Not a socket a crashed node left: the path names the
+			// operator's file or directory, which must not be removed.
+			return nil, fmt.Errorf("node: control.socket: %s exists and is not a socket (%s): choose another path: %w", path, fileKind(st.Mode()), ErrConfig)
+		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
 			c.Close()
 			return nil, fmt.Errorf("node: control.socket: another node is serving socket %s: %w", path, ErrServing)
@@ -396,6 +402,23 @@ func (n *Node) listen() (*net.UnixListener, error) {
 		return nil, fmt.Errorf("node: control.socket: %w", err)
 	}
 	return ln, nil
+}
+
+// fileKind names the type of a file mode for an error message.
+func fileKind(m fs.FileMode) string {
+	switch m.Type() {
+	case 0:
+		return "a regular file"
+	case fs.ModeDir:
+		return "a directory"
+	case fs.ModeSymlink:
+		return "a symbolic link"
+	case fs.ModeNamedPipe:
+		return "a named pipe"
+	case fs.ModeDevice, fs.ModeDevice | fs.ModeCharDevice:
+		return "a device"
+	}
+	return "file mode " + m.Type().String()
 }
 
 // drain stops every loader; called once the listener is closed. A loader
