@@ -34,6 +34,10 @@ KIND_ERROR = 7
 # A push's bytes besides ids and gradients: kind, version, name (at most
 # 1 + 64 bytes), dim, n.
 _PUSH_HEAD = 2 + 65 + 8
+# A pull request's bytes besides its ids (kind, version, name, min_version,
+# n), and its answer's besides the rows (kind, version, version, dim, n).
+_PULL_REQUEST_HEAD = 2 + 65 + 12
+_PULL_HEAD = 2 + 8 + 4 + 4
 
 # kv's error codes (docs/control.md): the sentinel errors of package kv.
 CODES = {1: "unknown table", 2: "row not owned", 3: "shape", 4: "wrong mode", 5: "bad step", 6: "step failed",
@@ -81,6 +85,7 @@ class KV(Session):
 
     def __init__(self, socket, timeout=120.0):
         super().__init__(socket, timeout)
+        self._dims = {}  # table -> dim, learnt from pulls
 
     # JSON requests.
 
@@ -101,6 +106,7 @@ class KV(Session):
     def drop(self, name):
         """Remove a table from every node (kv_drop); True when this node
         held it."""
+        self._dims.pop(name, None)
         return bool((self._conn.request({"op": "kv_drop", "name": name}).get("kv_drop") or {}).get("dropped"))
 
     def save(self):
@@ -128,10 +134,47 @@ class KV(Session):
 
     def pull_version(self, table, ids, min_version=0):
         """The rows of ids (a torch.float32 tensor [len(ids), dim], its own
-        memory) and the version they belong to; with min_version > 0 (sync
-        tables) the node first waits until every shard involved applied
-        that many steps."""
+        memory) and the version they belong to (the lowest of its
+        requests'); with min_version > 0 (sync tables) the node first
+        waits until every shard involved applied that many steps.
+
+        An answer must fit one 64 MiB frame (the node refuses a pull that
+        would not), so ids go in as many requests as their rows need: a
+        batch's n_id of 200k nodes at dim 128 takes two. The table's dim
+        is learnt from the first pull of it on this connection, which
+        asks for one row."""
         a = _ids(ids)
+        dim = self._dims.get(table)
+        out, version, lo = None, None, 0
+        try:
+            while True:
+                per = 1 if dim is None else max(1, min((MAX_FRAME - _PULL_HEAD) // (4 * max(dim, 1)),
+                                                       (MAX_FRAME - _PULL_REQUEST_HEAD) // 8))
+                rows, v = self._pull(table, a[lo:lo + per], min_version)
+                if out is None and lo + per >= a.size:
+                    if a.size:
+                        self._dims[table] = rows.shape[1]
+                    return torch.from_numpy(rows), v  # one request: its own bytearray, no copy
+                if out is None:
+                    dim = rows.shape[1]
+                    out = np.empty((a.size, dim), dtype="<f4")
+                elif rows.shape[1] != dim:
+                    raise LoaderError("kv: pull %s: rows of dim %d, then %d: the table changed between requests"
+                                      % (table, dim, rows.shape[1]))
+                out[lo:lo + len(rows)] = rows
+                version = v if version is None else min(version, v)
+                lo += per
+                if lo >= a.size:
+                    break
+        except KVError:
+            self._dims.pop(table, None)  # a table dropped and created again with another dim
+            raise
+        self._dims[table] = dim
+        return torch.from_numpy(out), version
+
+    def _pull(self, table, a, min_version):
+        """One PullRequest for the uint64 ids a: its rows (n × dim, a
+        numpy view of the answer) and version."""
         body = struct.pack("<BB", KIND_PULL, WIRE_VERSION) + _name(table) + struct.pack("<QI", min_version, a.size)
         ans = self._call(body + a.tobytes(), "pull " + table)
         if ans[0] != KIND_PULL_RESPONSE or len(ans) < 18:
@@ -139,8 +182,7 @@ class KV(Session):
         version, dim, n = struct.unpack_from("<QII", ans, 2)
         if n != a.size or len(ans) != 18 + 4 * n * dim:
             raise LoaderError("kv: pull %s: %d rows of %d in %d bytes for %d ids" % (table, n, dim, len(ans), a.size))
-        rows = np.frombuffer(ans, "<f4", n * dim, 18).reshape(n, dim)
-        return torch.from_numpy(rows), version  # ans is this call's own bytearray: no copy needed
+        return np.frombuffer(ans, "<f4", n * dim, 18).reshape(n, dim), version
 
     def pull(self, table, ids):
         """The rows of ids as a torch.float32 tensor [len(ids), dim]."""

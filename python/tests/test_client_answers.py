@@ -36,6 +36,7 @@ class FakeConn:
 def kv_with(answer):
     k = KV.__new__(KV)
     k._conn = FakeConn(answer)
+    k._dims = {}
     return k
 
 
@@ -208,6 +209,69 @@ class PushShape(unittest.TestCase):
         k = kv_with(bytes([6, 1]) + struct.pack("<Q", 0))
         k.push("e", [], [])  # nothing to push: nothing sent, no error
         k.push("e", [1, 2], [1.0, 2.0, 3.0, 4.0])
+
+
+class PullNode:
+    """Answers kv pulls of one table (row id = 10·id + column), refusing,
+    as the node does, a pull whose answer would pass the frame limit."""
+
+    def __init__(self, limit, dim):
+        self.limit, self.dim, self.sizes = limit, dim, []
+
+    def exchange(self, body, op, timeout=None):
+        k = body[2]
+        n, = struct.unpack_from("<I", body, 3 + k + 8)
+        ids = np.frombuffer(bytes(body), "<u8", n, 3 + k + 12)
+        self.sizes.append(n)
+        if 18 + 4 * n * self.dim > self.limit:
+            text = b"the answer would exceed the frame limit"
+            return bytearray(struct.pack("<BBHH", 7, 1, 7, len(text)) + text)
+        rows = (ids[:, None] * 10 + np.arange(self.dim)).astype("<f4")
+        return bytearray(struct.pack("<BBQII", 2, 1, 5, self.dim, n) + rows.tobytes())
+
+    def close(self):
+        pass
+
+
+class PullSplit(unittest.TestCase):
+    """A pull whose answer would pass the 64 MiB frame (an Embedding of a
+    batch's n_id: 200k nodes at dim 128) is refused by the node; KV.pull
+    sends such ids in as many requests as their rows need, learning the
+    table's dim from a first pull of one row."""
+
+    DIM = 64
+    LIMIT = 18 + 4 * DIM * 3  # three rows per answer
+
+    def setUp(self):
+        self.old = graphnode.kv.MAX_FRAME
+        graphnode.kv.MAX_FRAME = self.LIMIT
+        self.addCleanup(setattr, graphnode.kv, "MAX_FRAME", self.old)
+        self.kv = kv_with(b"")
+        self.node = self.kv._conn = PullNode(self.LIMIT, self.DIM)
+
+    def want(self, ids, dim=DIM):
+        return torch.tensor([[10.0 * i + c for c in range(dim)] for i in ids])
+
+    def test_split_in_order(self):
+        ids = [9, 1, 4, 4, 7, 0, 2, 8]
+        rows, v = self.kv.pull_version("emb", torch.tensor(ids))
+        self.assertTrue(torch.equal(rows, self.want(ids)), rows)
+        self.assertEqual(v, 5)
+        self.assertEqual(self.node.sizes, [1, 3, 3, 1])
+        self.node.sizes = []
+        rows = self.kv.pull("emb", ids[:5])  # dim known: no probe
+        self.assertTrue(torch.equal(rows, self.want(ids[:5])), rows)
+        self.assertEqual(self.node.sizes, [3, 2])
+        self.node.sizes = []
+        self.assertTrue(torch.equal(self.kv.pull("emb", [6, 3]), self.want([6, 3])))
+        self.assertEqual(self.node.sizes, [2])
+
+    def test_table_made_wider(self):
+        self.kv.pull("emb", [1, 2])
+        self.node.dim = 2 * self.DIM  # dropped and created again, wider
+        with self.assertRaises(graphnode.KVError):
+            self.kv.pull("emb", [1, 2, 3])
+        self.assertTrue(torch.equal(self.kv.pull("emb", [1, 2, 3]), self.want([1, 2, 3], 2 * self.DIM)))
 
 
 class LabelDimZero(unittest.TestCase):
