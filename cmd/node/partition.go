@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -160,7 +161,7 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	// Everything that does not need the graph is checked before the
 	// input is read, which can take minutes; every problem at once.
 	if err := errors.Join(f.read.Validate(), clean.Validate(), assignOpts.Validate(), cache.Validate(-1),
-		partition.CheckOutput(f.out, f.force)); err != nil {
+		partition.CheckOutput(f.out, f.force), outputHoldsInput(f)); err != nil {
 		return err
 	}
 	prog := newProgress(a.stderr)
@@ -240,6 +241,41 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	fmt.Fprintf(a.stdout, "wrote %s: %s in %d files, checksum %s, %.1fs\n",
 		f.out, partitionBytes(m.Bytes()), len(m.File)+1, m.Checksum, time.Since(start).Seconds())
 	return nil
+}
+
+// outputHoldsInput refuses --force when the output directory it would
+// replace holds an input file: the output is replaced whole, so the
+// input would be deleted with it (-o . beside the edge list).
+func outputHoldsInput(f *partitionFlags) error {
+	if !f.force {
+		return nil
+	}
+	out, err := realPath(f.out)
+	if err != nil {
+		return nil // no output yet: nothing to replace
+	}
+	for _, in := range []string{f.input, f.read.NodeFile, f.read.LabelFile} {
+		if in == "" {
+			continue
+		}
+		p, err := realPath(in)
+		if err != nil {
+			continue // an input that is not there fails when it is read
+		}
+		if rel, err := filepath.Rel(out, p); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return fmt.Errorf("-o %s holds the input %s, which --force would delete with the directory it replaces: write the partitions elsewhere", f.out, in)
+		}
+	}
+	return nil
+}
+
+// realPath is path made absolute, its symbolic links resolved.
+func realPath(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(abs)
 }
 
 // skewNoteAt is the max/mean of a quantity partition was not asked to

@@ -275,6 +275,59 @@ func TestPartitionChecksBeforeReading(t *testing.T) {
 	}
 }
 
+// TestPartitionForceKeepsInput: --force replaces the output directory
+// whole, so one that holds an input file (-o . beside the edge list) is
+// refused before anything is read or removed; an output inside the
+// input's directory is replaced as usual.
+func TestPartitionForceKeepsInput(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args func(in, dir string) []string // dir holds in and a file of its own
+		want string                        // "" = partitioned
+	}{
+		{"input in the output", func(in, dir string) []string { return []string{"--input", in, "-o", dir} },
+			"holds the input IN"},
+		{"output is the input directory", func(in, dir string) []string {
+			return []string{"--input", dir, "--format", "ogb", "-o", dir + string(filepath.Separator) + "."}
+		}, "holds the input DIR"},
+		{"label file in the output", func(in, dir string) []string {
+			other := writeEdgeList(t, 12)
+			return []string{"--input", other, "--label-file", in, "-o", dir}
+		}, "holds the input IN"},
+		{"output inside the input's directory", func(in, dir string) []string {
+			parts := filepath.Join(dir, "parts")
+			if err := os.MkdirAll(filepath.Join(parts, "old"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"--input", in, "-o", parts}
+		}, ""},
+	} {
+		in := writeEdgeList(t, 12)
+		dir := filepath.Dir(in)
+		keep := filepath.Join(dir, "notes.txt")
+		if err := os.WriteFile(keep, []byte("mine"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := append([]string{"partition", "--parts", "2", "--force"}, tt.args(in, dir)...)
+		code, _, stderr := runNode(t, args...)
+		for _, f := range []string{in, keep} {
+			if _, err := os.Stat(f); err != nil {
+				t.Errorf("%s: %v", tt.name, err)
+			}
+		}
+		if tt.want == "" {
+			if code != 0 {
+				t.Errorf("%s: code %d, stderr %s", tt.name, code, stderr)
+			}
+			continue
+		}
+		want := strings.NewReplacer("IN", in, "DIR", dir).Replace(tt.want)
+		if code != 1 || !strings.Contains(stderr, want) || strings.Contains(stderr, "done in") {
+			t.Errorf("%s: code %d, stderr %q; want 1, %q and nothing read", tt.name, code, stderr, want)
+		}
+	}
+}
+
 func TestParseSize(t *testing.T) {
 	for _, tt := range []struct {
 		in   string
