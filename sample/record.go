@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"unicode/utf8"
 )
 
 // Layout constants of a batch record (the diagram is in doc.go).
@@ -280,17 +281,24 @@ func ControlSize(msg string) int {
 	return int(alignUp(HeaderSize + uint64(len(cutMessage(msg)))))
 }
 
-// cutMessage is the part of msg an error record carries.
+// cutMessage is the part of msg an error record carries: at most
+// MaxMessage bytes, cut before a character rather than inside one, so
+// that the message stays UTF-8 (a reader decodes it as such).
 func cutMessage(msg string) string {
-	if len(msg) > MaxMessage {
-		return msg[:MaxMessage]
+	if len(msg) <= MaxMessage {
+		return msg
 	}
-	return msg
+	i := MaxMessage
+	for i > MaxMessage-utf8.UTFMax && !utf8.RuneStart(msg[i]) {
+		i-- // a character is at most UTFMax bytes; past that, msg is not UTF-8 anyway
+	}
+	return msg[:i]
 }
 
 // EncodeControl writes an end-of-epoch, error or end-of-stream record.
 // For KindEndOfEpoch, index is the number of batches the epoch had. The
-// message of an error record is cut to MaxMessage bytes.
+// message of an error record is cut to MaxMessage bytes (fewer when a
+// character straddles the cut).
 func EncodeControl(dst []byte, kind Kind, epoch, index uint64, msg string) (int, error) {
 	if kind != KindEndOfEpoch && kind != KindError && kind != KindEndOfStream {
 		return 0, fmt.Errorf("sample: encode control record of kind %v: %w", kind, ErrInvalid)

@@ -123,6 +123,9 @@ func TestControlRecords(t *testing.T) {
 		{KindError, long[:MaxMessage], 1, long[:MaxMessage]},
 		{KindError, long[:MaxMessage+1], 1, long[:MaxMessage]},
 		{KindError, long, 1, long[:MaxMessage]},
+		// The cut falls before a character, not inside it: the message
+		// stays UTF-8.
+		{KindError, long[:MaxMessage-1] + "é and more", 1, long[:MaxMessage-1]},
 	} {
 		rec := aligned(ControlSize(tc.msg))
 		n, err := EncodeControl(rec, tc.kind, 5, tc.index, tc.msg)
