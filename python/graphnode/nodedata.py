@@ -15,7 +15,7 @@ import struct
 import numpy as np
 import torch
 
-from .control import Session
+from .control import MAX_FRAME, Session
 from .errors import LoaderError
 from .kv import _ids
 
@@ -26,6 +26,9 @@ KIND_FEAT_RESPONSE = 0x22
 KIND_LABEL_RESPONSE = 0x23
 KIND_ERROR = 0x24
 DTYPES = {1: ("<f4", torch.float32), 2: ("<f2", torch.float16)}
+# Bytes of a request besides its ids, and of the answers besides their rows.
+_REQUEST_HEAD = 6
+_HEADS = {KIND_FEAT: 14, KIND_LABEL: 12}
 
 
 class NodeDataError(LoaderError):
@@ -40,6 +43,29 @@ class NodeData(Session):
 
     def __init__(self, socket, timeout=60.0):
         super().__init__(socket, timeout)
+        self._row_bytes = {}  # request kind -> bytes per id in its answers
+
+    def _split(self, kind, ids, once):
+        """once(a) over the uint64 ids a, in as many requests as the
+        answers need: one answer must fit a 64 MiB frame (the node refuses
+        more; the features of 200k ids at dim 128 take two), so the bytes
+        per id are learnt from a first request of one id on the
+        connection (the node's partition set does not change)."""
+        a = _ids(ids)
+        rb = self._row_bytes.get(kind)
+        parts, lo = [], 0
+        while True:
+            per = 1 if rb is None else max(1, min((MAX_FRAME - _HEADS[kind]) // max(rb, 1),
+                                                  (MAX_FRAME - _REQUEST_HEAD) // 8))
+            t, rb = once(a[lo:lo + per])
+            if a.size:
+                self._row_bytes[kind] = rb
+            lo += per
+            if not parts and lo >= a.size:
+                return t
+            parts.append(t)
+            if lo >= a.size:
+                return torch.cat(parts)
 
     def _call(self, kind, ids, op):
         a = _ids(ids)
@@ -57,6 +83,9 @@ class NodeData(Session):
     def features(self, ids):
         """The feature rows of ids, in their order: a tensor [len(ids), dim]
         of the partition's dtype (float32, or float16)."""
+        return self._split(KIND_FEAT, ids, self._features)
+
+    def _features(self, ids):
         n, ans = self._call(KIND_FEAT, ids, "features")
         if ans[0] != KIND_FEAT_RESPONSE or len(ans) < 14:
             raise LoaderError("node data: features: unexpected answer kind %#x" % ans[0])
@@ -68,11 +97,14 @@ class NodeData(Session):
             raise LoaderError("node data: features: answer of %d bytes for %d rows of %d values of dtype %d"
                               % (len(ans), count, dim, dtype))
         rows = np.frombuffer(ans, np_type, count * dim, 14).reshape(count, dim)
-        return torch.from_numpy(rows.copy())
+        return torch.from_numpy(rows.copy()), dim * np.dtype(np_type).itemsize
 
     def labels(self, ids):
         """The labels of ids, in their order: int64 [len(ids)] when the set
         has one label per node, [len(ids), dim] otherwise; -1 = missing."""
+        return self._split(KIND_LABEL, ids, self._labels)
+
+    def _labels(self, ids):
         n, ans = self._call(KIND_LABEL, ids, "labels")
         if ans[0] != KIND_LABEL_RESPONSE or len(ans) < 12:
             raise LoaderError("node data: labels: unexpected answer kind %#x" % ans[0])
@@ -80,4 +112,4 @@ class NodeData(Session):
         if count != n or dim == 0 or any(ans[2:4]) or len(ans) != 12 + 4 * count * dim:
             raise LoaderError("node data: labels: answer of %d ids of dim %d for %d ids" % (count, dim, n))
         y = torch.from_numpy(np.frombuffer(ans, "<i4", count * dim, 12).astype(np.int64))
-        return y if dim == 1 else y.reshape(count, dim)
+        return (y if dim == 1 else y.reshape(count, dim)), 4 * dim

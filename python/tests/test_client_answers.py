@@ -43,6 +43,7 @@ def kv_with(answer):
 def nd_with(answer):
     d = NodeData.__new__(NodeData)
     d._conn = FakeConn(answer)
+    d._row_bytes = {}
     return d
 
 
@@ -272,6 +273,60 @@ class PullSplit(unittest.TestCase):
         with self.assertRaises(graphnode.KVError):
             self.kv.pull("emb", [1, 2, 3])
         self.assertTrue(torch.equal(self.kv.pull("emb", [1, 2, 3]), self.want([1, 2, 3], 2 * self.DIM)))
+
+
+class DataNode:
+    """Answers node-data requests (feature row of id: 10·id + column;
+    label: id), refusing, as the node does, an answer that would pass the
+    frame limit."""
+
+    def __init__(self, limit, dim):
+        self.limit, self.dim, self.sizes = limit, dim, []
+
+    def exchange(self, body, op, timeout=None):
+        kind, _, n = struct.unpack_from("<BBI", body)
+        ids = np.frombuffer(bytes(body), "<u8", n, 6)
+        self.sizes.append(n)
+        if (14 + 4 * n * self.dim if kind == 0x20 else 12 + 4 * n) > self.limit:
+            text = b"the answer would exceed the frame limit"
+            return bytearray(struct.pack("<BBH", 0x24, 1, len(text)) + text)
+        if kind == 0x20:
+            rows = (ids[:, None] * 10 + np.arange(self.dim)).astype("<f4")
+            return bytearray(struct.pack("<BBBBHII", 0x22, 1, 1, 0, 0, self.dim, n) + rows.tobytes())
+        return bytearray(struct.pack("<BBHII", 0x23, 1, 0, 1, n) + ids.astype("<i4").tobytes())
+
+
+class NodeDataSplit(unittest.TestCase):
+    """NodeData asks for the rows of many ids (DGL's ndata[ids], such as
+    every node for full-graph inference) in as many requests as one 64
+    MiB answer each allows; one request asking for all was refused by the
+    node past 167k feature rows of dim 100."""
+
+    DIM = 64
+    LIMIT = 14 + 4 * DIM * 3  # three feature rows per answer
+
+    def setUp(self):
+        old = graphnode.nodedata.MAX_FRAME
+        graphnode.nodedata.MAX_FRAME = self.LIMIT
+        self.addCleanup(setattr, graphnode.nodedata, "MAX_FRAME", old)
+        self.data = nd_with(b"")
+        self.node = self.data._conn = DataNode(self.LIMIT, self.DIM)
+
+    def test_features(self):
+        ids = [9, 1, 4, 4, 7, 0, 2, 8]
+        want = torch.tensor([[10.0 * i + c for c in range(self.DIM)] for i in ids])
+        self.assertTrue(torch.equal(self.data.features(torch.tensor(ids)), want))
+        self.assertEqual(self.node.sizes, [1, 3, 3, 1])  # the first learns the row size
+        self.node.sizes = []
+        self.assertTrue(torch.equal(self.data.features(ids[:3]), want[:3]))
+        self.assertEqual(self.node.sizes, [3])
+        self.assertEqual(tuple(self.data.features([]).shape), (0, self.DIM))
+
+    def test_labels(self):
+        ids = list(range(200))
+        self.assertEqual(self.data.labels(ids).tolist(), ids)
+        per = (self.LIMIT - 6) // 8  # the request, 8 bytes an id, is the larger here
+        self.assertEqual(self.node.sizes, [1, per, per, 199 - 2 * per])
 
 
 class LabelDimZero(unittest.TestCase):
