@@ -50,22 +50,28 @@ func parseName(base, prefix string) (pid int, ok bool) {
 // prefix whose creator is gone: the pid in the name no longer exists,
 // nor does the creator pid in the header when the header is readable.
 // Files of live creators, and files not named by Name, are kept. The
-// daemon calls it at start, before it creates rings. It returns the paths
-// removed; errors name the file and do not stop the sweep.
+// daemon calls it at start, before it creates rings, so a file that
+// names this process is stale too: a predecessor's whose pid this
+// process got again (a restarted container's daemon gets the same pid),
+// which would otherwise stay, and make Create of the same loader id fail
+// because the file exists. It returns the paths removed; errors name the
+// file and do not stop the sweep.
 func RemoveStale(dir, prefix string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("shm: remove stale rings in %s: %w", dir, err)
 	}
+	self := os.Getpid()
+	gone := func(pid int) bool { return pid == self || pidGone(pid) }
 	var removed []string
 	var errs []error
 	for _, e := range entries {
 		pid, ok := parseName(e.Name(), prefix)
-		if !ok || !e.Type().IsRegular() || !pidGone(pid) {
+		if !ok || !e.Type().IsRegular() || !gone(pid) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		if creator, ok := headerCreator(path); ok && creator != pid && !pidGone(creator) {
+		if creator, ok := headerCreator(path); ok && creator != pid && !gone(creator) {
 			continue
 		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {

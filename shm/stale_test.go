@@ -40,32 +40,44 @@ func TestRemoveStale(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Skipf("cannot run /bin/true for a dead pid: %v", err)
 	}
-	dead, live := cmd.Process.Pid, os.Getpid()
+	// live is another process (go test's), alive while this test runs.
+	// This process calls RemoveStale as a daemon does at start, before it
+	// creates rings: a file naming it is a predecessor's that had its pid.
+	dead, live, self := cmd.Process.Pid, os.Getppid(), os.Getpid()
 	opts := Options{SubRings: 1, Capacity: PageSize}
-	mk := func(name string) string {
+	mk := func(name string, creator int) string {
 		path := filepath.Join(dir, name)
 		r, err := Create(path, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
+		putCreator(r, creator)
 		r.Close()
 		return path
 	}
-	deadRing := mk(Name("gn", dead, 1))       // header says live (we created it), name says dead
-	liveRing := mk(Name("gn", live, 2))       // live creator
-	otherPrefix := mk(Name("other", dead, 3)) // not ours to sweep
+	deadRing := mk(Name("gn", dead, 1), live)       // header says live, name says dead
+	liveRing := mk(Name("gn", live, 2), live)       // live creator
+	otherPrefix := mk(Name("other", dead, 3), dead) // not ours to sweep
 	if err := os.WriteFile(filepath.Join(dir, Name("gn", dead, 4)), []byte("junk"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	junk := filepath.Join(dir, Name("gn", dead, 4)) // unreadable header, dead name pid
+	ownRing := mk(Name("gn", self, 5), self)        // a predecessor's with this pid
 	removed, err := RemoveStale(dir, "gn")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The header of deadRing names a live creator (this process), so it
-	// is kept: the name alone does not condemn a live creator's file.
-	if want := []string{junk}; !slices.Equal(removed, want) {
+	// The header of deadRing names a live creator, so it is kept: the
+	// name alone does not condemn a live creator's file.
+	want := []string{junk, ownRing}
+	slices.Sort(want)
+	if slices.Sort(removed); !slices.Equal(removed, want) {
 		t.Fatalf("removed %v, want %v", removed, want)
+	}
+	if r, err := Create(ownRing, opts); err != nil {
+		t.Fatalf("Create after the sweep, of the name a predecessor left: %v", err)
+	} else {
+		r.Remove()
 	}
 	for _, p := range []string{deadRing, liveRing, otherPrefix} {
 		if _, err := os.Stat(p); err != nil {
