@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 )
@@ -333,6 +334,16 @@ func (m *Manifest) problems(file string) []error {
 	}
 	if m.Version != ManifestVersion {
 		bad("version", "is %d, this build reads version %d", m.Version, ManifestVersion)
+	}
+	// TOML text is UTF-8: a name that is not would be encoded as it is
+	// and make the file unreadable.
+	if !utf8.ValidString(m.Name) {
+		bad("name", "%q is not UTF-8", m.Name)
+	}
+	for i, c := range m.ClassNames {
+		if !utf8.ValidString(c) {
+			bad(fmt.Sprintf("class_names[%d]", i), "%q is not UTF-8", c)
+		}
 	}
 	if m.Seed > math.MaxInt64 {
 		bad("seed", "%d does not fit a TOML integer", m.Seed)

@@ -55,6 +55,8 @@ func TestManifestProblems(t *testing.T) {
 		{"edges", func(m *Manifest) { m.Part[0].Edges++ }, false},
 		{"train", func(m *Manifest) { m.Part[0].Train-- }, false},
 		{"part[1].max_degree", func(m *Manifest) { m.Part[1].MaxDegree = m.Part[1].Edges + 1 }, false},
+		{"name", func(m *Manifest) { m.Name = "t\xe9st" }, false},
+		{"class_names[1]", func(m *Manifest) { m.ClassNames = []string{"a", "b\xe9", "c", "d"} }, false},
 		{"checksum", func(m *Manifest) { m.Name = "renamed" }, true},
 	}
 	for _, tt := range tests {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -157,6 +158,17 @@ func checkWrite(g *Graph, adj *Adj, assign []uint32, opts *WriteOptions) error {
 	for v, p := range assign {
 		if int(p) >= opts.Parts {
 			return fmt.Errorf("partition: write: node index %d assigned to part %d of %d", v, p, opts.Parts)
+		}
+	}
+	// graph.toml records the name and the class names; TOML holds UTF-8
+	// only (a Latin-1 label of a LINQS file, a file name in another
+	// encoding), and the directory would be written whole and unreadable.
+	if !utf8.ValidString(g.Name) {
+		return fmt.Errorf("partition: write: graph name %q is not UTF-8, which graph.toml cannot hold: give a UTF-8 name (node partition --name)", g.Name)
+	}
+	for c, name := range g.ClassNames {
+		if !utf8.ValidString(name) {
+			return fmt.Errorf("partition: write: graph %q: class %d is named %q, not UTF-8, which graph.toml cannot hold: convert the labels of the input to UTF-8", g.Name, c, name)
 		}
 	}
 	opts.classes = g.NumClasses

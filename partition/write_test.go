@@ -364,6 +364,35 @@ func TestWriteFailureLeavesNothing(t *testing.T) {
 	}
 }
 
+// graph.toml is TOML, which holds UTF-8 only: a graph or class name that
+// is not (a Latin-1 label, a file name in another encoding) is refused
+// before anything is written; it made a directory whose graph.toml no
+// reader could decode.
+func TestWriteRefusesNonUTF8Names(t *testing.T) {
+	for _, tt := range []struct {
+		edit func(g *Graph)
+		want string
+	}{
+		{func(g *Graph) { g.Name = "th\xe9se" }, `graph name "th\xe9se" is not UTF-8`},
+		{func(g *Graph) { g.ClassNames[2] = "Th\xe9orie" }, `class 2 is named "Th\xe9orie", not UTF-8`},
+	} {
+		parent := t.TempDir()
+		g := testGraph(20, 50, false, false)
+		tt.edit(g)
+		adj, err := BuildAdj(context.Background(), g, csr.In, CleanOptions{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Write(context.Background(), filepath.Join(parent, "parts"), g, adj, make([]uint32, 20), WriteOptions{Parts: 1})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("err = %v, want %q", err, tt.want)
+		}
+		if ents, _ := os.ReadDir(parent); len(ents) != 0 {
+			t.Errorf("%s: refused write left %d entries", tt.want, len(ents))
+		}
+	}
+}
+
 // testKG is a knowledge graph of 3 entities and 2 relations: a -r0-> b,
 // a -r1-> b, c -r0-> a; valid (c, r1, b); test (b, r0, c), (a, r0, c).
 func testKG() *Graph {
