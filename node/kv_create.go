@@ -173,12 +173,21 @@ func (s *kvServer) endCreate(name string, pc *pendingCreate, ok bool) createOutc
 // createRemote is create on a client node: every sampling node creates
 // its shard. The table's version is theirs, so it reports 0, and whether
 // this call created the table is not known here (false).
+//
+// The table's client is made anew from sp: the sampling nodes hold sp
+// now, while a client this node kept may be of a table of that name that
+// another node dropped and created again with another spec (a drop is
+// not sent to client nodes).
 func (s *kvServer) createRemote(ctx context.Context, t *control.TableSpec, sp kv.Spec) (*control.TableInfo, error) {
 	if err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: t}); err != nil {
 		return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the sampling nodes: %v", err)}
 	}
-	if _, err := s.client(sp); err != nil {
+	c, err := kv.NewClient([]kv.Spec{sp}, nil, s.tr)
+	if err != nil {
 		return nil, &control.Error{Key: "table", Msg: err.Error()}
 	}
+	s.mu.Lock()
+	s.clients[sp.Name] = c
+	s.mu.Unlock()
 	return &control.TableInfo{Name: sp.Name, Rows: sp.Rows, Dim: sp.Dim, Bounds: sp.Bounds}, nil
 }

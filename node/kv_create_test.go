@@ -348,3 +348,46 @@ func TestKVCreateKeepsTableAPeerAccepted(t *testing.T) {
 		t.Fatalf("client after the failed broadcast: %v", err)
 	}
 }
+
+// TestKVCreateOnClientNodeTakesTheNewSpec: a client node's kv_create
+// serves the table with the spec the sampling nodes accepted, even when
+// it kept a client of a table of that name with another spec (another
+// node dropped it and created it again: a drop is not sent to client
+// nodes); it kept the old one, and the trainer's pushes of the new dim
+// were refused.
+func TestKVCreateOnClientNodeTakesTheNewSpec(t *testing.T) {
+	cfg := &Config{Node: NodeConfig{Role: RoleClient}, KV: KVConfig{SyncTimeout: "5s"}}
+	s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10, 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var sent []int // parts asked
+	s.send = func(_ context.Context, part int, _ []byte) ([]byte, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		sent = append(sent, part)
+		return kv.AppendAck(nil, &kv.Ack{}), nil
+	}
+	for _, dim := range []int{4, 8, 8} {
+		ts := control.TableSpec{Name: "emb", Rows: control.Rows{Nodes: true}, Dim: dim, Optimizer: "sgd", LR: 1, Mode: "async"}
+		if err := ts.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		sent = sent[:0]
+		info, err := s.create(context.Background(), &ts, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := s.tableClient("emb")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.Dim("emb")
+		slices.Sort(sent)
+		if err != nil || got != dim || info.Dim != dim || info.Rows != 20 || !slices.Equal(sent, []int{0, 1}) {
+			t.Fatalf("create of dim %d: client dim %d (%v), answer dim %d rows %d, sent to parts %v; want dim %d, 20 rows, parts 0 and 1",
+				dim, got, err, info.Dim, info.Rows, sent, dim)
+		}
+	}
+}
