@@ -180,7 +180,7 @@ class KV(Session):
         if ans[0] != KIND_PULL_RESPONSE or len(ans) < 18:
             raise LoaderError("kv: pull %s: unexpected answer kind %d" % (table, ans[0]))
         version, dim, n = struct.unpack_from("<QII", ans, 2)
-        if n != a.size or len(ans) != 18 + 4 * n * dim:
+        if dim == 0 or n != a.size or len(ans) != 18 + 4 * n * dim:  # a table's dim is positive, as Go checks
             raise LoaderError("kv: pull %s: %d rows of %d in %d bytes for %d ids" % (table, n, dim, len(ans), a.size))
         return np.frombuffer(ans, "<f4", n * dim, 18).reshape(n, dim), version
 

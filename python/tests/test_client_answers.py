@@ -71,6 +71,12 @@ class MalformedAnswers(unittest.TestCase):
         with self.assertRaises(LoaderError):
             k.pull("emb", [1])
 
+    def test_kv_pull_dim_zero_refused_like_go(self):
+        # Go's KV.PullVersion refuses dim 0 (control.ErrProtocol): no table has it.
+        k = kv_with(struct.pack("<BBQII", 2, 1, 0, 0, 1))
+        with self.assertRaisesRegex(LoaderError, "rows of 0"):
+            k.pull("emb", [1])
+
     def test_nodedata_short_error_answer_is_loader_error(self):
         d = nd_with(bytes([0x24, 1]))
         with self.assertRaises(LoaderError):
