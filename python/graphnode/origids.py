@@ -73,16 +73,27 @@ class OrigIds:
     def names(self, ids):
         """The input's string names of ids (names.txt: line k = the name of
         original index k), for graphs whose input ids were strings."""
+        p = os.path.join(self._dir, NAMES_FILE)
         if self._names is None:
-            p = os.path.join(self._dir, NAMES_FILE)
             if not os.path.exists(p):
                 raise FileNotFoundError("origids: %s: the input had integer ids, so there are no names" % p)
-            with open(p, encoding="utf-8") as f:
+            # The names are the input's bytes, one per line ("\n" only):
+            # no newline translation (a "\r" in a name would split it and
+            # shift every later name), and bytes that are not UTF-8 (a
+            # Latin-1 input) kept as surrogate escapes rather than failing
+            # every lookup.
+            with open(p, encoding="utf-8", errors="surrogateescape", newline="") as f:
                 self._names = f.read().split("\n")
+            if self._names[-1] == "":
+                self._names.pop()  # after the last line's "\n"
         orig = self[ids]
-        if isinstance(orig, int):
-            return self._names[orig]
-        return [self._names[int(o)] for o in np.asarray(orig).reshape(-1)]
+        one = isinstance(orig, int)
+        out = []
+        for o in [orig] if one else np.asarray(orig).reshape(-1).tolist():
+            if o >= len(self._names):
+                raise IndexError("origids: %s: %d lines, no name for original index %d" % (p, len(self._names), o))
+            out.append(self._names[o])
+        return out[0] if one else out
 
     def close(self):
         """Drop the mapping (it is unmapped once no result views it)."""

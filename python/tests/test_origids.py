@@ -45,6 +45,25 @@ class OrigIdsTest(unittest.TestCase):
         self.assertEqual(ids.names(torch.tensor([0, 3])), ["n70", "n5"])
         self.assertEqual(ids.names(1), "n10")
 
+    def test_names_are_bytes_per_line(self):
+        # names.txt holds the input's bytes, one name per "\n": a "\r" in
+        # a name stays in it (newline translation split it in two and
+        # shifted every later name), bytes that are not UTF-8 (a Latin-1
+        # input) come back as surrogate escapes instead of failing every
+        # lookup, and an index past the last line is an IndexError naming
+        # the file.
+        with open(os.path.join(self.dir, "names.txt"), "wb") as f:
+            f.write(b"".join(b"n%d\n" % i for i in range(5)) + b"caf\xe9\n" + b"".join(b"n%d\n" % i for i in range(6, 10))
+                    + b"a\rb\n" + b"".join(b"n%d\n" % i for i in range(11, 70)))
+        ids = graphnode.OrigIds(self.dir)
+        # orig_ids: 70, 10, 2**40, 5, 0, 33
+        self.assertEqual(ids.names([3, 1, 5]), ["caf\udce9", "a\rb", "n33"])
+        self.assertEqual(ids.names(3).encode("utf-8", "surrogateescape"), b"caf\xe9")
+        with self.assertRaisesRegex(IndexError, "names.txt: 70 lines, no name for original index 70"):
+            ids.names(0)
+        with self.assertRaisesRegex(IndexError, "no name for original index 1099511627776"):
+            ids.names([1, 2])
+
     def test_mismatch(self):
         with open(os.path.join(self.dir, "graph.toml"), "w") as f:
             f.write("version = 1\nnodes = 7\n")
