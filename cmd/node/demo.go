@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"graphnode/csr"
+	"graphnode/node"
 	"graphnode/partition"
 	"graphnode/shm"
 )
@@ -85,7 +86,49 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 			return err
 		}
 	}
+	if err := f.checkCluster(); err != nil {
+		return err
+	}
 	return f.run(ctx, a)
+}
+
+// checkCluster refuses, before the graph is generated or read, what the
+// nodes and trainers would refuse only once it is partitioned and the
+// cluster started: the sampler count of the nodes' config, a generated
+// graph GraphSAGE cannot train on, and every setting the trainers check,
+// from the arguments they will be given.
+func (f *demoFlags) checkCluster() error {
+	var errs []error
+	trainer := *f
+	if f.workers < 1 || f.workers > node.MaxWorkers {
+		errs = append(errs, fmt.Errorf("--workers %d: want 1 to %d", f.workers, node.MaxWorkers))
+		trainer.workers = 1 // said once
+	}
+	if f.input == "" && f.featDim < 1 {
+		errs = append(errs, fmt.Errorf("--feat-dim %d: want ≥ 1 (GraphSAGE trains on features)", f.featDim))
+	}
+	if f.input == "" && f.classes < 2 {
+		errs = append(errs, fmt.Errorf("--classes %d: want ≥ 2", f.classes))
+	}
+	fs, tf := newTrainFlags(&app{stdout: io.Discard, stderr: io.Discard})
+	if err := parseNoArgs(fs, trainer.trainArgs("demo.sock", 0)[1:]); err != nil {
+		return fmt.Errorf("the trainers' arguments do not parse (a bug of the demo's): %v", err)
+	}
+	if err := tf.check(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// trainArgs is the command line of rank's `node train` on socket.
+func (f *demoFlags) trainArgs(socket string, rank int) []string {
+	return []string{"train", "--socket", socket, "--rank", strconv.Itoa(rank), "--world-size", strconv.Itoa(f.parts),
+		"--epochs", strconv.Itoa(f.epochs), "--fanouts", f.fanouts, "--batch-size", strconv.Itoa(f.batch),
+		"--eval-batch-size", strconv.Itoa(max(f.batch, 1024)),
+		"--hidden", strconv.Itoa(f.hidden), "--lr", strconv.FormatFloat(f.lr, 'g', -1, 64),
+		"--dropout", strconv.FormatFloat(f.dropout, 'g', -1, 64), "--input-dropout", strconv.FormatFloat(f.inDropout, 'g', -1, 64),
+		"--seed", strconv.FormatUint(f.seed, 10), "--workers", strconv.Itoa(f.workers), "--threads", "1", "--json",
+		"--normalize=" + strconv.FormatBool(f.normalize), "--eval=" + strconv.FormatBool(f.eval)}
 }
 
 func (f *demoFlags) run(ctx context.Context, a *app) (err error) {
@@ -243,14 +286,7 @@ func (f *demoFlags) train(ctx context.Context, a *app, cl *demoCluster, exe stri
 	errs := make([]error, f.parts)
 	var wg sync.WaitGroup
 	for r := range f.parts {
-		args := []string{"train", "--socket", cl.sockets[r], "--rank", strconv.Itoa(r), "--world-size", strconv.Itoa(f.parts),
-			"--epochs", strconv.Itoa(f.epochs), "--fanouts", f.fanouts, "--batch-size", strconv.Itoa(f.batch),
-			"--eval-batch-size", strconv.Itoa(max(f.batch, 1024)),
-			"--hidden", strconv.Itoa(f.hidden), "--lr", strconv.FormatFloat(f.lr, 'g', -1, 64),
-			"--dropout", strconv.FormatFloat(f.dropout, 'g', -1, 64), "--input-dropout", strconv.FormatFloat(f.inDropout, 'g', -1, 64),
-			"--seed", strconv.FormatUint(f.seed, 10), "--workers", strconv.Itoa(f.workers), "--threads", "1", "--json",
-			"--normalize=" + strconv.FormatBool(f.normalize), "--eval=" + strconv.FormatBool(f.eval)}
-		cmd := exec.CommandContext(ctx, exe, args...)
+		cmd := exec.CommandContext(ctx, exe, f.trainArgs(cl.sockets[r], r)...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		logPath := filepath.Join(cl.work, fmt.Sprintf("train%d.log", r))
 		logf, err := os.Create(logPath)

@@ -53,7 +53,7 @@ func TestDemoWorkdir(t *testing.T) {
 func TestDemoZeroFlags(t *testing.T) {
 	for _, c := range []struct{ flag, want string }{
 		{"--nodes", "nodes = 0"},
-		{"--classes", "blocks = 0"},
+		{"--classes", "--classes 0: want ≥ 2"},
 	} {
 		code, stdout, stderr := runNode(t, "demo", c.flag, "0", "--workdir", filepath.Join(t.TempDir(), "w"))
 		if code != 1 || !strings.Contains(stderr, c.want) || strings.Contains(stdout, "generated") {
@@ -62,9 +62,12 @@ func TestDemoZeroFlags(t *testing.T) {
 	}
 }
 
-// TestDemoChecksPartitionFlagsFirst: a bad --method, --fanouts or --split
-// is refused before the graph is generated or read.
-func TestDemoChecksPartitionFlagsFirst(t *testing.T) {
+// TestDemoChecksFlagsFirst: a bad --method, --fanouts or --split is
+// refused before the graph is generated or read, and so is what the
+// nodes' config or the trainers refuse (--workers 0, --batch-size 0, a
+// generated graph without features): those failed only once the graph
+// was partitioned and the cluster started.
+func TestDemoChecksFlagsFirst(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want string
@@ -73,6 +76,16 @@ func TestDemoChecksPartitionFlagsFirst(t *testing.T) {
 		{[]string{"--fanouts", "5,x"}, `"x"`},
 		{[]string{"--input", "/nonexistent", "--split", "nonsense"}, "nonsense"},
 		{[]string{"--ring-size", "lots"}, `--ring-size "lots"`},
+		{[]string{"--workers", "0"}, "--workers 0: want 1 to 64"},
+		{[]string{"--workers", "65"}, "--workers 65: want 1 to 64"},
+		{[]string{"--batch-size", "0"}, "--batch-size 0: want ≥ 1"},
+		{[]string{"--epochs", "0"}, "epochs 0: want ≥ 1"},
+		{[]string{"--lr", "0"}, "lr 0: want > 0"},
+		{[]string{"--dropout", "1"}, "dropout 1: want [0, 1)"},
+		{[]string{"--hidden", "0"}, "hidden 0: want ≥ 1"},
+		{[]string{"--fanouts", "5"}, "layers 1: want 2 or 3"},
+		{[]string{"--feat-dim", "0"}, "--feat-dim 0: want ≥ 1"},
+		{[]string{"--classes", "1"}, "--classes 1: want ≥ 2"},
 	} {
 		args := append([]string{"demo", "--workdir", filepath.Join(t.TempDir(), "w")}, c.args...)
 		code, stdout, stderr := runNode(t, args...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -50,7 +51,26 @@ type epochLine struct {
 // trainer does, and averages gradients with the job's other trainers
 // through a synchronous kv table on the cluster.
 func runTrain(ctx context.Context, a *app, args []string) error {
-	f := trainFlags{cfg: train.DefaultConfig()}
+	fs, f := newTrainFlags(a)
+	if err := parseNoArgs(fs, args); err != nil {
+		return err
+	}
+	if f.socket == "" {
+		fmt.Fprintln(a.stderr, "node train: --socket is required")
+		fs.Usage()
+		return errUsage
+	}
+	if err := f.check(); err != nil {
+		fmt.Fprintf(a.stderr, "node train: %v\n", err)
+		return errUsage
+	}
+	return f.run(ctx, a.stdout)
+}
+
+// newTrainFlags is `node train`'s flag set and the settings it fills
+// (node demo checks the arguments it will give its trainers with it).
+func newTrainFlags(a *app) (*flag.FlagSet, *trainFlags) {
+	f := &trainFlags{cfg: train.DefaultConfig()}
 	fs := newFlagSet(a, "train", "--socket PATH [flags]")
 	fs.StringVar(&f.socket, "socket", "", "control socket of this host's node run (required)")
 	fs.StringVar(&f.fanouts, "fanouts", "25,10", "neighbours sampled per hop for training, comma separated (-1 = all)")
@@ -77,19 +97,7 @@ func runTrain(ctx context.Context, a *app, args []string) error {
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
 	fs.BoolVar(&f.eval, "eval", true, "evaluate on the val and test splits (false: train only, for timing)")
 	fs.BoolVar(&f.save, "save", false, "checkpoint every kv table (kv_save) after training")
-	if err := parseNoArgs(fs, args); err != nil {
-		return err
-	}
-	if f.socket == "" {
-		fmt.Fprintln(a.stderr, "node train: --socket is required")
-		fs.Usage()
-		return errUsage
-	}
-	if err := f.check(); err != nil {
-		fmt.Fprintf(a.stderr, "node train: %v\n", err)
-		return errUsage
-	}
-	return f.run(ctx, a.stdout)
+	return fs, f
 }
 
 // check reports every bad flag before anything connects: a batch size or
