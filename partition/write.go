@@ -45,7 +45,7 @@ type WriteOptions struct {
 	// Progress, when set, hears how many edges have been written.
 	Progress Progress
 
-	classes int // classes for the part files' meta, set by checkWrite
+	classes int // classes for the part files' meta, set by checkWriteGraph
 }
 
 // Write relabels g's nodes by partition and writes the parts/ directory
@@ -138,27 +138,44 @@ func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32,
 	return m, nil
 }
 
-// checkWrite checks that g, adj and assign agree.
+// checkWrite checks that g, adj and assign agree, and g and opts.
 func checkWrite(g *Graph, adj *Adj, assign []uint32, opts *WriteOptions) error {
+	if err := checkWriteGraph(g, opts); err != nil {
+		return err
+	}
 	n := g.NumNodes
 	switch {
-	case opts.Parts < 1:
-		return fmt.Errorf("partition: write: %d parts", opts.Parts)
 	case adj.NumNodes() != n:
 		return fmt.Errorf("partition: write: adjacency has %d rows for %d nodes", adj.NumNodes(), n)
 	case len(assign) != n:
 		return fmt.Errorf("partition: write: %d assignments for %d nodes", len(assign), n)
+	}
+	for v, p := range assign {
+		if int(p) >= opts.Parts {
+			return fmt.Errorf("partition: write: node index %d assigned to part %d of %d", v, p, opts.Parts)
+		}
+	}
+	return nil
+}
+
+// CheckWrite reports what Write would refuse about g and opts alone: a
+// caller runs it before Assign, which can take hours on a large graph,
+// so that an option the graph cannot take (a cache without features,
+// features float16 cannot hold) is refused first. Write checks again.
+func CheckWrite(g *Graph, opts WriteOptions) error { return checkWriteGraph(g, &opts) }
+
+// checkWriteGraph checks g and opts, and sets opts' defaults and classes.
+func checkWriteGraph(g *Graph, opts *WriteOptions) error {
+	n := g.NumNodes
+	switch {
+	case opts.Parts < 1:
+		return fmt.Errorf("partition: write: %d parts", opts.Parts)
 	case g.Feat != nil && len(g.Feat) != n*g.FeatDim:
 		return fmt.Errorf("partition: write: %d feature values for %d nodes × %d", len(g.Feat), n, g.FeatDim)
 	case g.Labels != nil && len(g.Labels) != n*g.LabelDim:
 		return fmt.Errorf("partition: write: %d label values for %d nodes × %d", len(g.Labels), n, g.LabelDim)
 	case g.IDs.Ints != nil && len(g.IDs.Ints) != n, g.IDs.Names != nil && len(g.IDs.Names) != n:
 		return fmt.Errorf("partition: write: id map does not have %d entries", n)
-	}
-	for v, p := range assign {
-		if int(p) >= opts.Parts {
-			return fmt.Errorf("partition: write: node index %d assigned to part %d of %d", v, p, opts.Parts)
-		}
 	}
 	// graph.toml records the name and the class names; TOML holds UTF-8
 	// only (a Latin-1 label of a LINQS file, a file name in another

@@ -197,17 +197,23 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	if removed > 0 {
 		fmt.Fprintf(a.stdout, "split: %d unlabelled nodes taken out of the input's splits\n", removed)
 	}
+	writeOpts := partition.WriteOptions{
+		Parts: f.parts, Force: f.force, FeatType: featType, Method: f.method, Seed: f.seed,
+		Clean: clean, Split: split.String(), Balance: balance, Imbalance: f.imbalance,
+		Fanouts: fanouts, BatchSize: f.batchSize, Cache: cache, Progress: prog.report,
+	}
+	// What the files cannot take is refused before the assignment, which
+	// takes hours on the largest graphs, not after it.
+	if err := partition.CheckWrite(g, writeOpts); err != nil {
+		return err
+	}
 	assignOpts.Progress = prog.report
 	assign, err := partition.Assign(ctx, g, adj, assignOpts)
 	if err != nil {
 		return err
 	}
 	prog.done()
-	m, err := partition.Write(ctx, f.out, g, adj, assign, partition.WriteOptions{
-		Parts: f.parts, Force: f.force, FeatType: featType, Method: f.method, Seed: f.seed,
-		Clean: clean, Split: split.String(), Balance: balance, Imbalance: f.imbalance,
-		Fanouts: fanouts, BatchSize: f.batchSize, Cache: cache, Progress: prog.report,
-	})
+	m, err := partition.Write(ctx, f.out, g, adj, assign, writeOpts)
 	if err != nil {
 		return err
 	}

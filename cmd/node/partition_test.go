@@ -275,6 +275,28 @@ func TestPartitionChecksBeforeReading(t *testing.T) {
 	}
 }
 
+// TestPartitionRefusesBeforeAssign: what the files cannot take of the
+// graph read (a cache of a graph without features, or without training
+// nodes to rank it) is refused before the assignment, which takes hours
+// on the largest graphs; it was refused by Write, after it.
+func TestPartitionRefusesBeforeAssign(t *testing.T) {
+	in := writeEdgeList(t, 12)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--split", "random:0.5,0.2,0.3", "--cache-ratio", "0.2"}, "partition: cache: the graph has no features to cache"},
+		// Not freq's "no training split": its Assign refused first.
+		{[]string{"--method", "freq", "--cache-bytes", "1MB"}, "partition: cache: the graph has no features to cache"},
+	} {
+		args := append([]string{"partition", "--input", in, "--parts", "2", "-o", filepath.Join(t.TempDir(), "p")}, tt.args...)
+		code, _, stderr := runNode(t, args...)
+		if code != 1 || !strings.Contains(stderr, tt.want) || !strings.Contains(stderr, "sort rows: done") || strings.Contains(stderr, "assign") {
+			t.Errorf("%v: code %d, stderr %q; want 1, %q after reading and before assign", tt.args, code, stderr, tt.want)
+		}
+	}
+}
+
 // TestPartitionForceKeepsInput: --force replaces the output directory
 // whole, so one that holds an input file (-o . beside the edge list) is
 // refused before anything is read or removed; an output inside the
