@@ -116,7 +116,11 @@ func (n *Node) startLoader(ctx context.Context, l *loader, o control.LoaderOptio
 	if seeds != nil {
 		spec.Options.SeedIDs = nil // seed_ids, if given, are the seeds: one copy
 	}
-	specs, err := encodeSpecs(spec)
+	// Refused before the ring is made when too large: the last worker's
+	// spec is the longest (the most digits). The others are encoded one
+	// at a time, as their samplers start: W specs of up to
+	// MaxSamplerSpec each are not held at once.
+	last, err := encodeSpec(spec, o.Workers-1)
 	if err != nil {
 		return err
 	}
@@ -143,7 +147,14 @@ func (n *Node) startLoader(ctx context.Context, l *loader, o control.LoaderOptio
 		n.mu.Unlock()
 		ring.Remove()
 	}
-	for w, body := range specs {
+	for w := range o.Workers {
+		body := last
+		if w < o.Workers-1 {
+			if body, err = encodeSpec(spec, w); err != nil {
+				abandon()
+				return err
+			}
+		}
 		p, err := n.startProc(l, w, body)
 		if err != nil {
 			abandon()
@@ -165,34 +176,30 @@ func (n *Node) startLoader(ctx context.Context, l *loader, o control.LoaderOptio
 	return nil
 }
 
-// encodeSpecs encodes the spec of each of spec.Workers samplers. One
-// larger than a sampler reads (a split or seed_ids of millions of ids
-// over several parts) is refused with the key of the seeds, instead of
-// every sampler failing at start.
-func encodeSpecs(spec SamplerSpec) ([][]byte, error) {
-	specs := make([][]byte, spec.Workers)
-	for w := range specs {
-		spec.Worker = w
-		body, err := spec.Encode()
-		if err != nil {
-			return nil, &control.Error{Msg: err.Error()}
-		}
-		if len(body) > MaxSamplerSpec {
-			o := spec.Options
-			key, what := "split", fmt.Sprintf("split %q has %d seeds over the partition set", o.Split, len(spec.Seeds))
-			switch {
-			case o.SeedEdges != nil:
-				key, what = "seed_edges", fmt.Sprintf("%d seed_edges", len(o.SeedEdges.Src))
-			case o.Split == "":
-				key, what = "seed_ids", fmt.Sprintf("%d seed_ids", len(spec.Seeds)+len(o.SeedIDs))
-			}
-			return nil, &control.Error{Key: key, Msg: fmt.Sprintf(
-				"%s: too many for one loader (its sampler spec would be %d bytes, a sampler reads at most %d)",
-				what, len(body), MaxSamplerSpec)}
-		}
-		specs[w] = body
+// encodeSpec encodes the spec of sampler w. One larger than a sampler
+// reads (a split or seed_ids of millions of ids over several parts) is
+// refused with the key of the seeds, instead of every sampler failing at
+// start.
+func encodeSpec(spec SamplerSpec, w int) ([]byte, error) {
+	spec.Worker = w
+	body, err := spec.Encode()
+	if err != nil {
+		return nil, &control.Error{Msg: err.Error()}
 	}
-	return specs, nil
+	if len(body) > MaxSamplerSpec {
+		o := spec.Options
+		key, what := "split", fmt.Sprintf("split %q has %d seeds over the partition set", o.Split, len(spec.Seeds))
+		switch {
+		case o.SeedEdges != nil:
+			key, what = "seed_edges", fmt.Sprintf("%d seed_edges", len(o.SeedEdges.Src))
+		case o.Split == "":
+			key, what = "seed_ids", fmt.Sprintf("%d seed_ids", len(spec.Seeds)+len(o.SeedIDs))
+		}
+		return nil, &control.Error{Key: key, Msg: fmt.Sprintf(
+			"%s: too many for one loader (its sampler spec would be %d bytes, a sampler reads at most %d)",
+			what, len(body), MaxSamplerSpec)}
+	}
+	return body, nil
 }
 
 // closeLoader stops l's samplers (SIGTERM, then SIGKILL after the drain

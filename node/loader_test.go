@@ -171,10 +171,10 @@ func TestStatsListOnlyStartedLoaders(t *testing.T) {
 	}
 }
 
-// TestEncodeSpecsRefusesTooManySeeds: a loader whose seeds (the split
+// TestEncodeSpecRefusesTooManySeeds: a loader whose seeds (the split
 // over every part, or seed_ids) make a sampler spec larger than a sampler
 // reads is refused with the key of the seeds, the count and the limit.
-func TestEncodeSpecsRefusesTooManySeeds(t *testing.T) {
+func TestEncodeSpecRefusesTooManySeeds(t *testing.T) {
 	seeds := make([]uint64, MaxSamplerSpec/20) // 20 digits and a comma each
 	for i := range seeds {
 		seeds[i] = 10_000_000_000_000_000_000 + uint64(i)
@@ -195,7 +195,7 @@ func TestEncodeSpecsRefusesTooManySeeds(t *testing.T) {
 		spec := SamplerSpec{Part: "/p/part-0/part.csr", Ring: "/dev/shm/r.ring", LoaderID: 1, Workers: 2,
 			Options: tc.o, LogLevel: "info", LogFormat: "json", Seeds: seeds,
 			Mesh: &SamplerMesh{Part: 0, Bounds: []uint64{0, 1 << 63, 1<<64 - 1}, Timeout: time.Second}}
-		_, err := encodeSpecs(spec)
+		_, err := encodeSpec(spec, 1)
 		var ce *control.Error
 		if !errors.As(err, &ce) || ce.Key != tc.key || ce.Msg != tc.msg {
 			t.Errorf("%s: err = %#v\nwant key %q, msg %q", tc.name, err, tc.key, tc.msg)

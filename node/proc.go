@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -50,18 +51,38 @@ type proc struct {
 // lines ("progress <batches> <epoch> <edges>"); its stderr is the node's.
 // Pdeathsig makes the kernel kill it if the node dies, so a sampler never
 // outlives its node.
+//
+// The spec goes through a pipe the node writes and closes: given as
+// cmd.Stdin (a reader the command keeps), it stayed in the node's memory
+// for as long as the sampler ran, W copies per loader of up to
+// MaxSamplerSpec each (a cluster's split travels in every spec).
 func (n *Node) startProc(l *loader, w int, spec []byte) (*proc, error) {
 	cmd := exec.Command(n.Executable, "sampler")
-	cmd.Stdin = bytes.NewReader(spec)
 	cmd.Stderr = n.SamplerStderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
+	in, specW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("node: loader %d worker %d: %w", l.id, w, err)
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdin = in
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		in.Close()
+		specW.Close()
+		return nil, fmt.Errorf("node: loader %d worker %d: %w", l.id, w, err)
+	}
+	err = cmd.Start()
+	in.Close() // the sampler's end, now its stdin
+	if err != nil {
+		specW.Close()
 		return nil, fmt.Errorf("node: loader %d worker %d: start %s sampler: %w", l.id, w, n.Executable, err)
 	}
+	go func() {
+		// A sampler that dies before reading it all ends the write
+		// (EPIPE); its exit is reported below.
+		specW.Write(spec)
+		specW.Close()
+	}()
 	p := &proc{worker: w, pid: cmd.Process.Pid, cmd: cmd, done: make(chan struct{})}
 	p.mu.state = stateRunning
 	go func() {

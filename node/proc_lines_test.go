@@ -1,10 +1,18 @@
 package node
 
 import (
+	"bytes"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+	"weak"
 )
 
 // TestReadLines: every line reaches apply, a line over the limit is
@@ -47,4 +55,46 @@ func TestReadLinesNeverBlocksTheWriter(t *testing.T) {
 	if err != nil || skipped != 50 || !slices.Equal(got, []string{"progress 9 1 90"}) {
 		t.Errorf("skipped %d, err %v, lines %q", skipped, err, got)
 	}
+}
+
+// TestStartProcKeepsNoSpec: a sampler gets its whole spec on stdin, and
+// the node keeps no copy once it is read. Given as the command's Stdin
+// reader, every spec (up to 64 MiB: a cluster's split is in each) stayed
+// in the node's memory for as long as its sampler ran.
+func TestStartProcKeepsNoSpec(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "node")
+	got := filepath.Join(dir, "spec-bytes")
+	script := "#!/bin/sh\nwc -c > " + got + ".tmp && mv " + got + ".tmp " + got + "\nexec sleep 60\n"
+	if err := os.WriteFile(exe, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{cfg: DefaultConfig(), log: slog.New(slog.DiscardHandler), gid: -1, Executable: exe, SamplerStderr: io.Discard}
+	spec := bytes.Repeat([]byte("0123456789abcdef"), 1<<19) // 8 MiB
+	size := len(spec)
+	held := weak.Make(&spec[0])
+	p, err := n.startProc(&loader{id: 1}, 0, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.stop(0)
+	spec = nil
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, err := os.ReadFile(got)
+		if err == nil {
+			if n, _ := strconv.Atoi(strings.TrimSpace(string(b))); n != size {
+				t.Fatalf("the sampler read %s bytes of its spec, want %d", b, size)
+			}
+			runtime.GC()
+			if held.Value() == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20s: the sampler's spec is still in the node's memory (read by the sampler: %v)", err == nil)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	runtime.KeepAlive(p)
 }
