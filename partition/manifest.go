@@ -458,7 +458,8 @@ func (m *Manifest) fileProblems(dir, file string, onDisk func(string) bool) []er
 	seen := make(map[string]bool)
 	for i, f := range m.File {
 		key := fmt.Sprintf("file[%d]", i)
-		if f.Path == "" || path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path || strings.HasPrefix(f.Path, "../") || f.Path == ManifestFile {
+		if f.Path == "" || path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path || f.Path == "." || f.Path == ".." ||
+			strings.HasPrefix(f.Path, "../") || f.Path == ManifestFile {
 			bad(key+".path", "%q is not a file inside the directory", f.Path)
 			continue
 		}

@@ -305,3 +305,37 @@ func TestParseManifestPartsMismatch(t *testing.T) {
 		}
 	}
 }
+
+// A file of graph.toml is a path inside the directory: node fetch writes
+// what a peer's graph.toml lists under its own directory, so "..", "."
+// and paths leading out are refused, naming the entry.
+func TestManifestFilePaths(t *testing.T) {
+	for _, tt := range []struct {
+		path string
+		ok   bool
+	}{
+		{"part-0/part.csr", true},
+		{"..x", true},
+		{"", false},
+		{"/etc/passwd", false},
+		{"../x", false},
+		{"a/../b", false},
+		{"a/", false},
+		{ManifestFile, false},
+		{"..", false},
+		{".", false},
+	} {
+		m := sampleManifest()
+		m.File = append(m.File, FileEntry{Path: tt.path, Size: 1, CRC32C: "0a0b0c0d"})
+		m.SetChecksum()
+		var buf strings.Builder
+		if err := m.Encode(&buf); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ParseManifest([]byte(buf.String()), ManifestFile)
+		refused := err != nil && strings.Contains(err.Error(), `key "file[1].path": "`+tt.path+`" is not a file inside the directory`)
+		if refused == tt.ok {
+			t.Errorf("path %q: %v, want refused %v", tt.path, err, !tt.ok)
+		}
+	}
+}
