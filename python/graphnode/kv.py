@@ -141,31 +141,34 @@ class KV(Session):
         An answer must fit one 64 MiB frame (the node refuses a pull that
         would not), so ids go in as many requests as their rows need: a
         batch's n_id of 200k nodes at dim 128 takes two. The table's dim
-        is learnt from the first pull of it on this connection, which
-        asks for one row."""
+        is learnt once per connection from a pull of row 0; an error of a
+        request of several names the ids it held (ids[lo:hi]), as the
+        node's indexes then count from lo."""
         a = _ids(ids)
         dim = self._dims.get(table)
-        out, version, lo = None, None, 0
         try:
-            while True:
-                per = 1 if dim is None else max(1, min((MAX_FRAME - _PULL_HEAD) // (4 * max(dim, 1)),
-                                                       (MAX_FRAME - _PULL_REQUEST_HEAD) // 8))
-                rows, v = self._pull(table, a[lo:lo + per], min_version)
-                if out is None and lo + per >= a.size:
-                    if a.size:
-                        self._dims[table] = rows.shape[1]
-                    return torch.from_numpy(rows), v  # one request: its own bytearray, no copy
-                if out is None:
-                    dim = rows.shape[1]
-                    out = np.empty((a.size, dim), dtype="<f4")
-                elif rows.shape[1] != dim:
+            if dim is None and a.size > 1:
+                dim = self._pull(table, np.zeros(1, dtype="<u8"), 0)[0].shape[1]
+            per = a.size if dim is None else max(1, min((MAX_FRAME - _PULL_HEAD) // (4 * dim),
+                                                        (MAX_FRAME - _PULL_REQUEST_HEAD) // 8))
+            if a.size <= per:
+                rows, version = self._pull(table, a, min_version)
+                if a.size:
+                    self._dims[table] = rows.shape[1]
+                return torch.from_numpy(rows), version  # this call's own bytearray: no copy needed
+            out, version = np.empty((a.size, dim), dtype="<f4"), None
+            for lo in range(0, a.size, per):
+                hi = min(a.size, lo + per)
+                try:
+                    rows, v = self._pull(table, a[lo:hi], min_version)
+                except KVError as e:
+                    raise KVError("%s (ids[%d:%d] of %d, pulled in requests of %d)" % (e, lo, hi, a.size, per),
+                                  e.code) from None
+                if rows.shape[1] != dim:
                     raise LoaderError("kv: pull %s: rows of dim %d, then %d: the table changed between requests"
                                       % (table, dim, rows.shape[1]))
-                out[lo:lo + len(rows)] = rows
+                out[lo:hi] = rows
                 version = v if version is None else min(version, v)
-                lo += per
-                if lo >= a.size:
-                    break
         except KVError:
             self._dims.pop(table, None)  # a table dropped and created again with another dim
             raise

@@ -48,24 +48,30 @@ class NodeData(Session):
     def _split(self, kind, ids, once):
         """once(a) over the uint64 ids a, in as many requests as the
         answers need: one answer must fit a 64 MiB frame (the node refuses
-        more; the features of 200k ids at dim 128 take two), so the bytes
-        per id are learnt from a first request of one id on the
-        connection (the node's partition set does not change)."""
+        more; the features of 200k ids at dim 128 take two). The bytes per
+        id are learnt once per connection from a request of node 0 (the
+        node's partition set does not change); an error of a request of
+        several names the ids it held (ids[lo:hi]), as the node's indexes
+        then count from lo."""
         a = _ids(ids)
         rb = self._row_bytes.get(kind)
-        parts, lo = [], 0
-        while True:
-            per = 1 if rb is None else max(1, min((MAX_FRAME - _HEADS[kind]) // max(rb, 1),
-                                                  (MAX_FRAME - _REQUEST_HEAD) // 8))
-            t, rb = once(a[lo:lo + per])
+        if rb is None and a.size > 1:
+            rb = self._row_bytes[kind] = once(np.zeros(1, dtype="<u8"))[1]
+        per = a.size if rb is None else max(1, min((MAX_FRAME - _HEADS[kind]) // rb,
+                                                   (MAX_FRAME - _REQUEST_HEAD) // 8))
+        if a.size <= per:
+            t, rb = once(a)
             if a.size:
                 self._row_bytes[kind] = rb
-            lo += per
-            if not parts and lo >= a.size:
-                return t
-            parts.append(t)
-            if lo >= a.size:
-                return torch.cat(parts)
+            return t
+        parts = []
+        for lo in range(0, a.size, per):
+            hi = min(a.size, lo + per)
+            try:
+                parts.append(once(a[lo:hi])[0])
+            except NodeDataError as e:
+                raise NodeDataError("%s (ids[%d:%d] of %d, asked in requests of %d)" % (e, lo, hi, a.size, per)) from None
+        return torch.cat(parts)
 
     def _call(self, kind, ids, op):
         a = _ids(ids)

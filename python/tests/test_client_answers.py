@@ -223,16 +223,21 @@ class PullNode:
     as the node does, a pull whose answer would pass the frame limit."""
 
     def __init__(self, limit, dim):
-        self.limit, self.dim, self.sizes = limit, dim, []
+        self.limit, self.dim, self.sizes, self.asked = limit, dim, [], []
 
     def exchange(self, body, op, timeout=None):
         k = body[2]
         n, = struct.unpack_from("<I", body, 3 + k + 8)
         ids = np.frombuffer(bytes(body), "<u8", n, 3 + k + 12)
         self.sizes.append(n)
+        self.asked.append(ids.tolist())
         if 18 + 4 * n * self.dim > self.limit:
             text = b"the answer would exceed the frame limit"
             return bytearray(struct.pack("<BBHH", 7, 1, 7, len(text)) + text)
+        if ids.size and ids.max() >= 100:
+            i = int(np.argmax(ids >= 100))
+            text = b"ids[%d] = %d: no such row" % (i, ids[i])
+            return bytearray(struct.pack("<BBHH", 7, 1, 2, len(text)) + text)
         rows = (ids[:, None] * 10 + np.arange(self.dim)).astype("<f4")
         return bytearray(struct.pack("<BBQII", 2, 1, 5, self.dim, n) + rows.tobytes())
 
@@ -244,7 +249,7 @@ class PullSplit(unittest.TestCase):
     """A pull whose answer would pass the 64 MiB frame (an Embedding of a
     batch's n_id: 200k nodes at dim 128) is refused by the node; KV.pull
     sends such ids in as many requests as their rows need, learning the
-    table's dim from a first pull of one row."""
+    table's dim from a first pull of row 0."""
 
     DIM = 64
     LIMIT = 18 + 4 * DIM * 3  # three rows per answer
@@ -264,7 +269,7 @@ class PullSplit(unittest.TestCase):
         rows, v = self.kv.pull_version("emb", torch.tensor(ids))
         self.assertTrue(torch.equal(rows, self.want(ids)), rows)
         self.assertEqual(v, 5)
-        self.assertEqual(self.node.sizes, [1, 3, 3, 1])
+        self.assertEqual(self.node.asked, [[0], ids[:3], ids[3:6], ids[6:]])
         self.node.sizes = []
         rows = self.kv.pull("emb", ids[:5])  # dim known: no probe
         self.assertTrue(torch.equal(rows, self.want(ids[:5])), rows)
@@ -272,6 +277,15 @@ class PullSplit(unittest.TestCase):
         self.node.sizes = []
         self.assertTrue(torch.equal(self.kv.pull("emb", [6, 3]), self.want([6, 3])))
         self.assertEqual(self.node.sizes, [2])
+
+    def test_errors_name_the_request(self):
+        # One request: the node's index is the caller's (no probe of a
+        # user's id shifts it). Several: the error says which ids it held.
+        with self.assertRaisesRegex(graphnode.KVError, r"ids\[1\] = 200: no such row$"):
+            self.kv.pull("emb", [1, 200])
+        with self.assertRaisesRegex(graphnode.KVError, r"ids\[0\] = 300: no such row \(ids\[3:6\] of 7") as cm:
+            self.kv.pull("emb", [1, 2, 3, 300, 4, 5, 6])
+        self.assertEqual(cm.exception.code, 2)
 
     def test_table_made_wider(self):
         self.kv.pull("emb", [1, 2])
@@ -287,14 +301,19 @@ class DataNode:
     frame limit."""
 
     def __init__(self, limit, dim):
-        self.limit, self.dim, self.sizes = limit, dim, []
+        self.limit, self.dim, self.sizes, self.asked = limit, dim, [], []
 
     def exchange(self, body, op, timeout=None):
         kind, _, n = struct.unpack_from("<BBI", body)
         ids = np.frombuffer(bytes(body), "<u8", n, 6)
         self.sizes.append(n)
+        self.asked.append(ids.tolist())
         if (14 + 4 * n * self.dim if kind == 0x20 else 12 + 4 * n) > self.limit:
             text = b"the answer would exceed the frame limit"
+            return bytearray(struct.pack("<BBH", 0x24, 1, len(text)) + text)
+        if ids.size and ids.max() >= 1000:
+            i = int(np.argmax(ids >= 1000))
+            text = b"ids[%d] = %d is not a node" % (i, ids[i])
             return bytearray(struct.pack("<BBH", 0x24, 1, len(text)) + text)
         if kind == 0x20:
             rows = (ids[:, None] * 10 + np.arange(self.dim)).astype("<f4")
@@ -322,7 +341,7 @@ class NodeDataSplit(unittest.TestCase):
         ids = [9, 1, 4, 4, 7, 0, 2, 8]
         want = torch.tensor([[10.0 * i + c for c in range(self.DIM)] for i in ids])
         self.assertTrue(torch.equal(self.data.features(torch.tensor(ids)), want))
-        self.assertEqual(self.node.sizes, [1, 3, 3, 1])  # the first learns the row size
+        self.assertEqual(self.node.asked, [[0], ids[:3], ids[3:6], ids[6:]])  # node 0 tells the row size
         self.node.sizes = []
         self.assertTrue(torch.equal(self.data.features(ids[:3]), want[:3]))
         self.assertEqual(self.node.sizes, [3])
@@ -332,7 +351,14 @@ class NodeDataSplit(unittest.TestCase):
         ids = list(range(200))
         self.assertEqual(self.data.labels(ids).tolist(), ids)
         per = (self.LIMIT - 6) // 8  # the request, 8 bytes an id, is the larger here
-        self.assertEqual(self.node.sizes, [1, per, per, 199 - 2 * per])
+        self.assertEqual(self.node.sizes, [1, per, per, 200 - 2 * per])
+
+    def test_errors_name_the_request(self):
+        with self.assertRaisesRegex(graphnode.NodeDataError, r"^ids\[1\] = 2000 is not a node$"):
+            self.data.features([1, 2000])
+        with self.assertRaisesRegex(graphnode.NodeDataError,
+                                    r"^ids\[1\] = 3000 is not a node \(ids\[3:6\] of 7, asked in requests of 3\)$"):
+            self.data.features([1, 2, 3, 4, 3000, 5, 6])
 
 
 class LabelDimZero(unittest.TestCase):
