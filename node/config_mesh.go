@@ -119,6 +119,7 @@ func (c *Config) validateMesh(p *problems) {
 func (c *Config) validatePeers(p *problems, parts int) {
 	own := c.ownPart()
 	seen := map[int]bool{}
+	names, addrs := map[string]int{}, map[string]int{} // the first entry of each
 	for i, e := range c.Mesh.Peers {
 		key := fmt.Sprintf("mesh.peers[%d]", i)
 		switch {
@@ -128,6 +129,19 @@ func (c *Config) validatePeers(p *problems, parts int) {
 			p.add(key+".part", "part %d listed twice", e.Part)
 		}
 		seen[e.Part] = true
+		// One node serves one part, under its certificate's name and on
+		// its own port: an entry copied without changing them would reach
+		// another part's node, refused at run time only.
+		if j, ok := names[e.Name]; ok && c.Mesh.Peers[j].Part != e.Part {
+			p.add(key+".name", "%q serves part %d too (mesh.peers[%d]): each part has a node of its own", e.Name, c.Mesh.Peers[j].Part, j)
+		} else if !ok {
+			names[e.Name] = i
+		}
+		if j, ok := addrs[e.Addr]; ok && c.Mesh.Peers[j].Part != e.Part {
+			p.add(key+".addr", "%q is part %d's too (mesh.peers[%d]): each part has a node of its own", e.Addr, c.Mesh.Peers[j].Part, j)
+		} else if !ok {
+			addrs[e.Addr] = i
+		}
 		if err := mesh.CheckName("node", e.Name); err != nil {
 			p.add(key+".name", "%v", err)
 		} else if e.Part == own && e.Name != c.Node.Name {

@@ -44,6 +44,9 @@ func TestMeshConfig(t *testing.T) {
 				"mesh.peers: no entry for part 1"}},
 		{"no listen address", 2, "[mesh]\ncerts = %CERTS%\ncluster = \"c1\"\n[[mesh.peers]]\npart = 1\nname = \"host1\"\naddr = \"127.0.0.1:7101\"\n",
 			[]string{"mesh.listen: missing"}},
+		{"name and addr of two parts", 3, "[mesh]\ncerts = %CERTS%\ncluster = \"c1\"\n" + peers + "[[mesh.peers]]\npart = 2\nname = \"host1\"\naddr = \"127.0.0.1:7101\"\n",
+			[]string{`mesh.peers[2].name: "host1" serves part 1 too (mesh.peers[1]): each part has a node of its own`,
+				`mesh.peers[2].addr: "127.0.0.1:7101" is part 1's too (mesh.peers[1]): each part has a node of its own`}},
 		{"duplicate part", 2, "[mesh]\ncerts = %CERTS%\ncluster = \"c1\"\n" + peers + "[[mesh.peers]]\npart = 1\nname = \"host1\"\naddr = \"127.0.0.1:7102\"\n",
 			[]string{"mesh.peers[2].part: part 1 listed twice"}},
 	} {
