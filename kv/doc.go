@@ -78,9 +78,12 @@
 // Load or LoadTable restores the table (the rows and version are then the
 // checkpoint's, or the initial ones if the load fails); otherwise the rows
 // and version stay as they were. A push whose step is not the step being
-// gathered is refused (ErrStep). A departed trainer is remembered
-// until it pushes again, so a later step that needs it fails at once. Each
-// shard decides on its own: when a step fails on one shard after it
+// gathered is refused (ErrStep). A departed trainer is remembered, so a
+// later step that needs it fails at once, until a departed trainer pushes
+// again: that is a new process, a rerun of the job or a restarted
+// trainer, and every departure remembered until then is forgotten (the
+// trainers of a crashed job have all left; their rerun waits for each
+// of them as for any trainer). Each shard decides on its own: when a step fails on one shard after it
 // succeeded on another, the shards' versions differ and the job should
 // resume from the last checkpoint (as a failed collective ends a PyTorch
 // DDP job). PullVersion(v) waits until version >= v and returns rows of

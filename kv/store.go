@@ -340,7 +340,8 @@ func (s *Store) PushSync(ctx context.Context, table string, step uint64, trainer
 
 // Leave tells every Sync table that trainer is gone (its connection
 // dropped): a step it belongs to fails at once for the other trainers,
-// and later steps that wait for it fail until it pushes again.
+// and later steps that wait for it fail until a departed trainer pushes
+// again (see doc.go).
 func (s *Store) Leave(trainer int) {
 	set := s.set.Load()
 	for _, name := range set.names {

@@ -13,7 +13,7 @@ type syncState struct {
 	mu struct {
 		sync.Mutex
 		round *round           // the step being gathered; nil between steps
-		left  map[int]struct{} // trainers that left and have not pushed since
+		left  map[int]struct{} // trainers that left, until one of them pushes again
 		verCh chan struct{}    // closed (and replaced) at every version bump
 		avg   []float32        // reused averaging buffer
 		// dropped: the table left its store (Store.Drop); every step and
@@ -111,7 +111,15 @@ func (t *table) pushSync(ctx context.Context, step uint64, trainer, world int, g
 		ss.mu.Unlock()
 		return fmt.Errorf("kv: table %q step %d: trainer %d pushed twice: %w", name, step, trainer, ErrStep)
 	}
-	delete(ss.mu.left, trainer) // back: only a push the round takes says so
+	// Back: only a push the round takes says so. A trainer that left and
+	// pushes again is a new process, of a new job (a rerun) or restarted:
+	// the departures remembered until now are of the job that ended, and
+	// kept they failed the new job's first step at once; its trainers,
+	// leaving on that failure without kv_done, were remembered in turn,
+	// so every rerun after a crash failed the same way.
+	if _, back := ss.mu.left[trainer]; back {
+		clear(ss.mu.left)
+	}
 	r.grads[trainer] = grads
 	r.pushed++
 	for k := range ss.mu.left {

@@ -314,3 +314,53 @@ func TestSyncLeaveOutsideAnyWorld(t *testing.T) {
 		t.Errorf("%d trainers remembered as gone, want 1 (trainer 1)", n)
 	}
 }
+
+// TestSyncRerunAfterCrash: a job whose trainer crashed ends with every
+// trainer departed (the crashed one, and the others that left on the
+// failed step without kv_done). A rerun of the job must train: the first
+// departed trainer to push again forgets the old departures. Before, the
+// rerun's first push failed at once for the departure of a trainer that
+// was about to push, and its own leaving failed the next one: every
+// rerun failed.
+func TestSyncRerunAfterCrash(t *testing.T) {
+	for _, first := range []int{0, 1} {
+		t.Run(fmt.Sprintf("trainer %d first", first), func(t *testing.T) {
+			const world = 2
+			s := newStore(t, 0, spec("w", 2, 2, SGD(1), Sync, 1))
+			ctx := context.Background()
+			var wg sync.WaitGroup
+			for k := range world {
+				wg.Go(func() {
+					if err := s.PushSync(ctx, "w", 0, k, world, grad(4, k, 0)); err != nil {
+						t.Errorf("job 1 step 0, trainer %d: %v", k, err)
+					}
+				})
+			}
+			wg.Wait()
+			// Trainer 1 crashes between steps: trainer 0's next step fails
+			// at once, naming it, and trainer 0 exits without kv_done.
+			s.Leave(1)
+			err := s.PushSync(ctx, "w", 1, 0, world, grad(4, 0, 1))
+			if !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), "trainer 1 left") {
+				t.Fatalf("job 1 step 1: %v, want a failed step naming trainer 1", err)
+			}
+			s.Leave(0)
+
+			// The rerun goes on from version 1, its trainers pushing in turn.
+			errs := make(chan error, world)
+			go func() { errs <- s.PushSync(ctx, "w", 1, first, world, grad(4, first, 1)) }()
+			waitPushed(t, s, "w", 1)
+			if err := s.PushSync(ctx, "w", 1, 1-first, world, grad(4, 1-first, 1)); err != nil {
+				t.Fatalf("rerun, trainer %d: %v", 1-first, err)
+			}
+			if err := <-errs; err != nil {
+				t.Fatalf("rerun, trainer %d: %v", first, err)
+			}
+			// Step 0 added -(1+2)/2, step 1 -(2+4)/2.
+			got, v, err := s.PullVersion(ctx, "w", 2, allIDs(2), nil)
+			if err != nil || v != 2 || !slices.Equal(got, f32(-4.5, -4.5, -4.5, -4.5)) {
+				t.Fatalf("after the rerun's step: rows %v version %d, %v; want -4.5 at version 2", got, v, err)
+			}
+		})
+	}
+}
