@@ -58,7 +58,8 @@ type WriteOptions struct {
 // at the end; an existing non-empty dir is refused unless opts.Force, and
 // then replaced by renaming it aside, renaming the new one in, and
 // removing the old: at every moment dir holds a whole partitioning. (So
-// replacing needs room for both; an error for a full disk says so.)
+// replacing needs room for both; an error for a full disk says so.) A dir
+// that is a symbolic link is written where it points; the link stays.
 //
 // Write reads adj and g without changing them; it may run its partitions
 // on all cores.
@@ -76,6 +77,13 @@ func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32,
 				err = fmt.Errorf("%w (--force keeps the partitioning in %s until the new one is complete: remove it to free its space)", err, dir)
 			}
 		}()
+	}
+	// An output that is a symbolic link (parts/ linked to a larger disk)
+	// is written where it points: the temporary directory beside the
+	// link, renamed over it, put the files on the link's file system and
+	// replaced the link.
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
 	}
 	rl := relabel(assign, opts.Parts)
 	parent, base := filepath.Split(filepath.Clean(dir))

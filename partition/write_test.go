@@ -323,6 +323,52 @@ func TestWriteForce(t *testing.T) {
 	}
 }
 
+// TestWriteThroughSymlink: an output that is a symbolic link to a
+// directory (parts/ linked to a larger disk) is written where the link
+// points, and the link stays; the directory was written beside the link,
+// on the link's file system, and replaced it.
+func TestWriteThroughSymlink(t *testing.T) {
+	for _, force := range []bool{false, true} {
+		root := t.TempDir()
+		target := filepath.Join(root, "disk2", "parts")
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if force {
+			if err := os.WriteFile(filepath.Join(target, "old"), []byte("old"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		link := filepath.Join(root, "work", "parts")
+		if err := os.Mkdir(filepath.Dir(link), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+		g := testGraph(50, 200, false, false)
+		adj, _ := BuildAdj(context.Background(), g, csr.In, CleanOptions{}, nil)
+		m, err := Write(context.Background(), link, g, adj, make([]uint32, 50), WriteOptions{Parts: 1, Force: force})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("force %v: the link is no longer one: %v, %v", force, st.Mode(), err)
+		}
+		if got, err := OpenDir(target); err != nil || got.Checksum != m.Checksum {
+			t.Errorf("force %v: the link's target: %v", force, err)
+		}
+		if _, err := os.Stat(filepath.Join(target, "old")); !os.IsNotExist(err) {
+			t.Errorf("force %v: the target's old file survived: %v", force, err)
+		}
+		for _, d := range []string{filepath.Dir(link), filepath.Dir(target)} {
+			if ents, _ := os.ReadDir(d); len(ents) != 1 {
+				t.Errorf("force %v: %s holds %d entries, want 1", force, d, len(ents))
+			}
+		}
+	}
+}
+
 // TestWriteDirMode: the parts/ directory gets the mode of a plain mkdir
 // under the process's umask, like the part-K directories in it, not the
 // 0700 of a private temporary directory: the daemon and the trainers may
