@@ -15,12 +15,15 @@
 //     In). It consumes Graph.Src/Dst/Weights/Etypes: they are nil after it.
 //  3. Split keeps the input's train/val/test splits or draws new ones
 //     (random fractions, Planetoid-style per class) from a seed.
-//  4. Assign gives every node a partition (random balanced, multilevel,
+//  4. CheckWrite refuses what Write would refuse of the graph and the
+//     write options alone (a cache without features, features float16
+//     cannot hold, names graph.toml cannot hold), before the assignment.
+//  5. Assign gives every node a partition (random balanced, multilevel,
 //     frequency); methods plug in at one switch in Assign. The multilevel
 //     partitioner itself, and the METIS graph format it shares with
 //     gpmetis, are package partition/multilevel, which depends on the
 //     standard library alone.
-//  5. Write relabels nodes so that partition p owns the contiguous range
+//  6. Write relabels nodes so that partition p owns the contiguous range
 //     [start_p, end_p) (partition by partition, old index order within),
 //     writes part-K/part.csr, orig_ids.bin (new id -> original id, u64
 //     LE), names.txt for string ids, the triple files of a knowledge
