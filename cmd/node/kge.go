@@ -221,6 +221,9 @@ func (f *kgeFlags) load(ctx context.Context) (*kgeInput, error) {
 		if err := checkOrigIDs(in.orig); err != nil {
 			return nil, fmt.Errorf("--export: %s: %w", f.parts, err)
 		}
+		if err := prepareKGEExport(f.export); err != nil {
+			return nil, fmt.Errorf("--export %s: %w", f.export, err)
+		}
 	}
 	if in.train, err = readPartTriples(f.parts, m, in.part); err != nil {
 		return nil, err

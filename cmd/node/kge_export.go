@@ -51,6 +51,31 @@ func checkOrigIDs(orig []uint64) error {
 	return nil
 }
 
+// prepareKGEExport makes dir (and its parents) and checks that the files
+// of an export can be written into it, before training: a directory that
+// cannot be made or written, or that holds a directory by the name of one
+// of the files, failed the export only once training was over, its
+// embeddings then left in the nodes' tables alone.
+func prepareKGEExport(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	probe, err := os.CreateTemp(dir, ".export-probe-")
+	if err != nil {
+		return fmt.Errorf("not writable: %w", err)
+	}
+	probe.Close()
+	if err := os.Remove(probe.Name()); err != nil {
+		return err
+	}
+	for _, name := range []string{kgeEntityFile, kgeRelationFile, kgeConfigFile} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err == nil && st.IsDir() {
+			return fmt.Errorf("%s is a directory, where the export writes a file", name)
+		}
+	}
+	return nil
+}
+
 // writeKGEExport writes the arrays and config.json into dir (created if
 // missing), each file through a temporary, fsynced and renamed, so a
 // reader sees whole files or none.

@@ -118,6 +118,10 @@ func TestKGEFB15k237(t *testing.T) {
 
 	own := filepath.Join(t.TempDir(), "own")
 	copyHostParts(t, parts, own, 0)
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		args []string
@@ -132,6 +136,8 @@ func TestKGEFB15k237(t *testing.T) {
 		{"bad model", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--model", "transh"}, "transh"},
 		{"no socket", []string{"--parts", parts}, "--socket and --parts are required"},
 		{"export without orig ids", []string{"--socket", cl.sockets[0], "--parts", own, "--world-size", "2", "--eval", "none", "--export", t.TempDir()}, "orig_ids.bin"},
+		{"export into a file", slices.Concat([]string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--eval", "none",
+			"--epochs", "1", "--steps-per-epoch", "1", "--export", notDir}, common), "--export " + notDir + ": mkdir"},
 	} {
 		out, err := exec.Command(bin, append([]string{"kge"}, c.args...)...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), c.want) {
@@ -267,5 +273,36 @@ func TestKGEFlagErrors(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "dial") {
 			t.Errorf("%v: exit %d, want 2 and %q before any dial; stderr:\n%s", tc.flags, code, tc.want, stderr)
 		}
+	}
+}
+
+// TestPrepareKGEExport: node kge --export makes its directory and checks
+// that the files can be written there before training; each of these
+// failed the export only once training was over.
+func TestPrepareKGEExport(t *testing.T) {
+	tmp := t.TempDir()
+	file := filepath.Join(tmp, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clash := filepath.Join(tmp, "clash")
+	if err := os.MkdirAll(filepath.Join(clash, kgeRelationFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ dir, want string }{
+		{file, "mkdir " + file + ": not a directory"},
+		{filepath.Join(file, "sub"), "mkdir " + file + ": not a directory"},
+		{clash, kgeRelationFile + " is a directory, where the export writes a file"},
+	} {
+		if err := prepareKGEExport(c.dir); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.dir, err, c.want)
+		}
+	}
+	made := filepath.Join(tmp, "new", "emb")
+	if err := prepareKGEExport(made); err != nil {
+		t.Fatalf("%s: %v", made, err)
+	}
+	if e, err := os.ReadDir(made); err != nil || len(e) != 0 {
+		t.Errorf("%s after the check: %v, %v; want it made, empty", made, e, err)
 	}
 }
