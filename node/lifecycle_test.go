@@ -263,6 +263,47 @@ func TestDrainLoaderWithoutBatches(t *testing.T) {
 	}
 }
 
+// TestSamplersRunTheNodesBinary: samplers are started from the running
+// node's own binary, not from the file now at its path: an upgrade that
+// installs another build there while the node runs (here a script that
+// fails) left every new loader's samplers failing until a restart.
+func TestSamplersRunTheNodesBinary(t *testing.T) {
+	bin, parts := setup(t)
+	cfg, socket, rings := newConfig(t, parts, "")
+	exe := filepath.Join(t.TempDir(), "node")
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	startDaemonCmd(t, exec.Command(exe, "run", "-c", cfg), cfg, socket, rings)
+	// As a package manager installs: a new file renamed over the path.
+	if err := os.WriteFile(exe+".new", []byte("#!/bin/sh\necho another build >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(exe+".new", exe); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	o := baseOptions()
+	o.Workers = 2
+	l := openReading(t, ctx, socket, o, 3)
+	st, err := l.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ls := range st.Loaders {
+		for _, s := range ls.Samplers {
+			if s.State != "running" && s.State != "done" {
+				t.Errorf("sampler %d: state %q (%s), want running or done", s.Worker, s.State, s.Status)
+			}
+		}
+	}
+}
+
 // TestSecondNodeRefused: a node whose socket is served already fails.
 func TestSecondNodeRefused(t *testing.T) {
 	bin, parts := setup(t)

@@ -47,7 +47,8 @@ type Node struct {
 	kv           *kvServer
 	mesh         cluster
 	// Executable is re-executed as `Executable sampler`; it defaults to
-	// this process's executable. Tests point it at a built binary.
+	// this process's own binary (samplerExecutable). Tests point it at a
+	// built binary.
 	Executable string
 	// SamplerStderr receives the samplers' logs; default os.Stderr.
 	SamplerStderr io.Writer
@@ -140,7 +141,7 @@ func New(cfg Config, log *slog.Logger) (*Node, error) {
 		log.Warn("graph.toml records no part's largest degree (written by an older node partition): the worst-case record of a fanout -1 loader is bounded by this part's, and a batch through a larger degree of another part can outgrow its sub-ring; partition again to record it",
 			"parts", cfg.Node.Parts)
 	}
-	exe, err := os.Executable()
+	exe, err := samplerExecutable()
 	if err != nil {
 		g.Close()
 		return nil, fmt.Errorf("node: find own executable for samplers: %w", err)
@@ -148,6 +149,22 @@ func New(cfg Config, log *slog.Logger) (*Node, error) {
 	n.Executable = exe
 	n.mu.loaders = map[uint64]*loader{}
 	return n, nil
+}
+
+// selfExe names the running process's own binary (Linux): its file
+// even after the path it was started from holds another.
+const selfExe = "/proc/self/exe"
+
+// samplerExecutable is what samplers are started from: the node's own
+// binary, not the file now at its path. An upgrade that installs a new
+// binary there while the node runs would otherwise start samplers of
+// another build, which may not read this node's spec or write the
+// records its trainers expect, until the node is restarted.
+func samplerExecutable() (string, error) {
+	if _, err := os.Stat(selfExe); err == nil {
+		return selfExe, nil
+	}
+	return os.Executable()
 }
 
 // openSet reads graph.toml (the partition book and the partition-set
