@@ -111,8 +111,9 @@ func (f *trainFlags) check() error {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	var evalFan []int
 	if f.evalFanouts != "" {
-		if _, err := parseFanouts(f.evalFanouts); err != nil {
+		if evalFan, err = parseFanouts(f.evalFanouts); err != nil {
 			errs = append(errs, errors.New(strings.Replace(err.Error(), "--fanouts", "--eval-fanouts", 1)))
 		}
 	}
@@ -143,7 +144,22 @@ func (f *trainFlags) check() error {
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	// A batch of fewer hops than the model's layers does not fit it: the
+	// trainer found out at the first batch, or the first evaluation.
+	if f.cfg.Layers != 0 && fan != nil && len(fan) < f.cfg.Layers {
+		bad("--layers %d: --fanouts %q samples %s; the model needs one per layer", f.cfg.Layers, f.fanouts, hops(len(fan)))
+	}
+	if f.eval && evalFan != nil && len(evalFan) < cfg.Layers {
+		bad("--eval-fanouts %q samples %s; the model (%d layers) needs one per layer", f.evalFanouts, hops(len(evalFan)), cfg.Layers)
+	}
 	return errors.Join(errs...)
+}
+
+func hops(n int) string {
+	if n == 1 {
+		return "1 hop"
+	}
+	return fmt.Sprintf("%d hops", n)
 }
 
 // timedBatches adapts a client loader to train.Batches and measures the

@@ -359,6 +359,11 @@ func TestTrainFlagErrors(t *testing.T) {
 		{[]string{"--lr", "NaN"}, "lr NaN: want > 0"},
 		{[]string{"--epochs", "0"}, "epochs 0: want ≥ 1"},
 		{[]string{"--layers", "4"}, "layers 4: want 2 or 3"},
+		// A batch of fewer hops than layers does not fit the model: these
+		// failed at the first batch, or at the first evaluation.
+		{[]string{"--layers", "3", "--fanouts", "5,5"}, `--layers 3: --fanouts "5,5" samples 2 hops; the model needs one per layer`},
+		{[]string{"--fanouts", "5,5", "--eval-fanouts", "5"}, `--eval-fanouts "5" samples 1 hop; the model (2 layers) needs one per layer`},
+		{[]string{"--fanouts", "5", "--layers", "2"}, `--layers 2: --fanouts "5" samples 1 hop;`},
 	} {
 		code, _, stderr := runNode(t, append([]string{"train", "--socket", socket}, tc.flags...)...)
 		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "dial") {
