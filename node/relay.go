@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -77,6 +78,10 @@ func (n *Node) startRelay(ctx context.Context, l *loader, o control.LoaderOption
 	if err != nil {
 		var re *mesh.RemoteError
 		if errors.As(err, &re) {
+			if key, why, ok := refusedField(re.Message); ok {
+				// The key a trainer of the sampling node would get.
+				return &control.Error{Key: key, Msg: fmt.Sprintf("%s refused the loader: %s", who, why)}
+			}
 			return &control.Error{Msg: fmt.Sprintf("%s refused the loader: %s", who, re.Message)}
 		}
 		return &control.Error{Msg: fmt.Sprintf("%s: %v", who, err)}
@@ -136,6 +141,18 @@ func (n *Node) startRelay(ctx context.Context, l *loader, o control.LoaderOption
 		r.wg.Go(func() { n.relaySub(rctx, l, r, w, prod, who) })
 	}
 	return nil
+}
+
+// refusedField finds the open_loader field a sampling node's refusal
+// names: openRemote words a refusal that has a key "<key>: <why>", which
+// the mesh carries after "<request type> handler: ".
+func refusedField(msg string) (key, why string, ok bool) {
+	_, rest, found := strings.Cut(msg, " handler: ")
+	if !found {
+		rest = msg
+	}
+	key, why, ok = strings.Cut(rest, ": ")
+	return key, why, ok && control.LoaderField(key)
 }
 
 // relaySub copies sub-ring w of the remote loader into prod, record by

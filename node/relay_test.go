@@ -90,8 +90,16 @@ func TestServerClient(t *testing.T) {
 	}
 	bad := baseOptions()
 	bad.BatchSize, bad.RingSize = 4096, "1MiB"
-	if _, err := client.OpenLoader(ctx, socket, bad); err == nil || !strings.Contains(err.Error(), "the sampling node of part 0 refused the loader") || !strings.Contains(err.Error(), "ring_size") {
-		t.Errorf("a loader the sampling node refuses: %v, want its reason (ring_size) naming part 0", err)
+	// Refused there, with the key a sampling node's own trainer would get.
+	var ce *control.Error
+	if _, err := client.OpenLoader(ctx, socket, bad); !errors.As(err, &ce) || ce.Key != "ring_size" ||
+		!strings.HasPrefix(ce.Msg, "the sampling node of part 0 refused the loader: 1MiB gives ") {
+		t.Errorf("a loader the sampling node refuses: %v, want its reason naming part 0, with key ring_size", err)
+	}
+	bad = baseOptions()
+	bad.Split, bad.SeedIDs = "", []uint64{1, 1}
+	if _, err := client.OpenLoader(ctx, socket, bad); !errors.As(err, &ce) || ce.Key != "seed_ids" || !strings.Contains(ce.Msg, "seed 1 listed twice") {
+		t.Errorf("seed_ids the sampling node refuses: %v, want key seed_ids", err)
 	}
 	checkClientKV(t, ctx, parts, socket, c.sockets[1])
 	if !cl.logHas(`"msg":"node ready"`, `"role":"client"`, `"peers":["0=host0@`, `"1=host1@`) {

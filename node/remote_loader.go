@@ -58,17 +58,14 @@ func (h meshHandler) StreamLoader(ctx context.Context, peer string, id uint64, s
 func (n *Node) openRemote(ctx, conn context.Context, peer string, options []byte) (uint64, []byte, error) {
 	req, err := control.DecodeRequest(options)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, refusal(err)
 	}
 	if req.Op != control.OpOpenLoader {
 		return 0, nil, fmt.Errorf("node: remote loader: op %q, want %q", req.Op, control.OpOpenLoader)
 	}
 	l, err := n.openLoader(ctx, req.LoaderOptions)
 	if err != nil {
-		if r := errorResponse(err); r.Key != "" {
-			return 0, nil, fmt.Errorf("%s: %s", r.Key, r.Error)
-		}
-		return 0, nil, err
+		return 0, nil, refusal(err)
 	}
 	cons, err := l.ring.Consumer()
 	if err != nil {
@@ -98,6 +95,16 @@ func (n *Node) openRemote(ctx, conn context.Context, peer string, options []byte
 	context.AfterFunc(rl.ctx, func() { timer.Stop() })
 	n.log.Info("remote loader opened", "loader", l.id, "peer", peer)
 	return l.id, info, nil
+}
+
+// refusal words a remote open_loader's error for the client node:
+// "<key>: <why>" when it names a field, which the client node hands its
+// trainer as the response's key (refusedField).
+func refusal(err error) error {
+	if r := errorResponse(err); r.Key != "" {
+		return fmt.Errorf("%s: %s", r.Key, r.Error)
+	}
+	return err
 }
 
 // streamRemote sends the records of sub-ring sub of peer's loader id

@@ -100,3 +100,10 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 	}
 	return m
 }
+
+// LoaderField reports whether name is the JSON name of an open_loader
+// field, such as the Key of an error about one.
+func LoaderField(name string) bool {
+	_, ok := jsonFields(reflect.TypeFor[LoaderOptions]())[name]
+	return ok
+}
