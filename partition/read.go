@@ -88,11 +88,40 @@ func (o *ReadOptions) Validate() error {
 			errs = append(errs, fmt.Errorf("%w (missing label)", err))
 		}
 	}
-	format := o.Format
-	if format != "" && format != FormatEdgeList && (o.NodeFile != "" || o.LabelFile != "" || o.Weighted) {
-		errs = append(errs, fmt.Errorf("partition: node file, label file and weighted apply to edge lists only, not %s", format))
+	if o.Format != "" {
+		errs = append(errs, o.formatProblems(o.Format, "")...)
 	}
 	return errors.Join(errs...)
+}
+
+// formatProblems lists the options given that format does not read;
+// guessedFrom is the path the format was guessed from, or "".
+func (o *ReadOptions) formatProblems(format, guessedFrom string) []error {
+	var errs []error
+	how := ""
+	if guessedFrom != "" {
+		how = fmt.Sprintf(" (guessed from %s; --format sets it)", guessedFrom)
+	}
+	if format != FormatEdgeList {
+		for _, opt := range []struct {
+			name  string
+			given bool
+		}{
+			{"node file", o.NodeFile != ""},
+			{"label file", o.LabelFile != ""},
+			{"weighted", o.Weighted},
+			{"header", o.Header == HeaderYes || o.Header == HeaderNo},
+			{"ids", o.IDs == IDsInt || o.IDs == IDsString},
+		} {
+			if opt.given {
+				errs = append(errs, fmt.Errorf("partition: %s applies to edge lists only, not %s%s", opt.name, format, how))
+			}
+		}
+	}
+	if format != FormatOGB && o.SplitScheme != "" {
+		errs = append(errs, fmt.Errorf("partition: split scheme applies to ogb only, not %s%s", format, how))
+	}
+	return errs
 }
 
 // Read reads the graph at path in opts.Format. Every reader streams its
@@ -117,6 +146,9 @@ func Read(ctx context.Context, path string, opts ReadOptions) (*Graph, error) {
 	if opts.Format == "" {
 		f, err := DetectFormat(path)
 		if err != nil {
+			return nil, err
+		}
+		if err := errors.Join(opts.formatProblems(f, path)...); err != nil {
 			return nil, err
 		}
 		opts.Format = f

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -101,6 +102,45 @@ func TestReadOptionsValidate(t *testing.T) {
 	}
 	if err := (&ReadOptions{}).Validate(); err != nil {
 		t.Errorf("zero options: %v", err)
+	}
+}
+
+// Options of one format given with another are refused, the format
+// given or guessed from the path: a guessed LINQS directory read with
+// --label-file, --weighted or a node file that does not exist went on
+// without a word of them.
+func TestReadRefusesOptionsOfOtherFormats(t *testing.T) {
+	dir := t.TempDir()
+	rdWrite(t, dir, "cora/c.content", "p1\t1\t0\tA\np2\t0\t1\tB\n", false)
+	rdWrite(t, dir, "cora/c.cites", "p1\tp2\n", false)
+	edges := rdWrite(t, dir, "e.txt", "0 1\n", false)
+	linqs := filepath.Join(dir, "cora")
+	for _, tt := range []struct {
+		path string
+		opts ReadOptions
+		want string // "" = read
+	}{
+		{linqs, ReadOptions{LabelFile: "l.txt"}, "label file applies to edge lists only, not linqs (guessed from " + linqs + "; --format sets it)"},
+		{linqs, ReadOptions{Weighted: true}, "weighted applies to edge lists only, not linqs (guessed from"},
+		{linqs, ReadOptions{NodeFile: "missing.txt"}, "node file applies to edge lists only, not linqs (guessed from"},
+		{linqs, ReadOptions{Header: HeaderYes}, "header applies to edge lists only, not linqs (guessed from"},
+		{linqs, ReadOptions{IDs: IDsString}, "ids applies to edge lists only, not linqs (guessed from"},
+		{linqs, ReadOptions{SplitScheme: "random"}, "split scheme applies to ogb only, not linqs (guessed from"},
+		{linqs, ReadOptions{Format: FormatLINQS, Weighted: true}, "weighted applies to edge lists only, not linqs"},
+		{edges, ReadOptions{SplitScheme: "random"}, "split scheme applies to ogb only, not edgelist (guessed from"},
+		{linqs, ReadOptions{Header: HeaderAuto, IDs: "auto"}, ""},
+		{edges, ReadOptions{Header: HeaderNo, IDs: IDsInt, Weighted: false}, ""},
+	} {
+		g, err := Read(context.Background(), tt.path, tt.opts)
+		if tt.want == "" {
+			if err != nil || g.NumNodes != 2 {
+				t.Errorf("%+v: %v", tt.opts, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: err = %v, want %q", tt.opts, err, tt.want)
+		}
 	}
 }
 
