@@ -366,7 +366,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 		t.Init, t.InitScale, t.InitSeed = "uniform", scale, cfg.Seed
 		t.Optimizer, t.LR, t.Mode = "adagrad", f.lr, "async"
 		if _, err := kvc.Create(ctx, t); err != nil {
-			if strings.Contains(err.Error(), "differs from the existing table's") {
+			if tableClash(err) {
 				return fmt.Errorf("create kv table %s: %w (a table of an earlier job with another model or size keeps its name until kv_drop: pass another --table-prefix, or drop it)", t.Name, err)
 			}
 			return fmt.Errorf("create kv table %s: %w", t.Name, err)
@@ -438,4 +438,11 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 		}
 	}
 	return kvc.Done(ctx)
+}
+
+// tableClash reports whether err is a kv_create refused because a table
+// of that name exists with another spec (kv.ErrSpec, which reaches a
+// trainer as the text of a control error).
+func tableClash(err error) bool {
+	return strings.Contains(err.Error(), "differs from the existing table's")
 }

@@ -245,6 +245,11 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 	}
 	sync, err := client.NewSync(ctx, kvc, f.table, probe.SyncLen(), cfg.Rank, f.worldSize)
 	if err != nil {
+		if tableClash(err) {
+			// The sync table is as long as the model: one of an earlier job
+			// of another size stays on the nodes.
+			return fmt.Errorf("%w (an earlier job's sync table of another model keeps the name %q until kv_drop: pass another --table, or drop it)", err, f.table)
+		}
 		return err
 	}
 	tr, err := train.New(cfg, sync)

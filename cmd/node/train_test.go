@@ -277,7 +277,9 @@ func trainPlanetoid(t *testing.T, dir, seed string) float64 {
 
 // TestTrainerKilled: two `node train` processes on two nodes; killing one
 // mid-training makes the other fail its synchronous step with an error
-// naming the dead trainer, long before the sync timeout (30 s).
+// naming the dead trainer, long before the sync timeout (30 s). Then a
+// job of another model size is told that the first job's sync table is
+// in its way, and how to pass it.
 func TestTrainerKilled(t *testing.T) {
 	bin := nodeBinary(t)
 	parts := filepath.Join(t.TempDir(), "parts")
@@ -314,6 +316,21 @@ func TestTrainerKilled(t *testing.T) {
 		t.Fatalf("the step failed %v after the kill: the sync timeout, not the trainer's departure", took)
 	}
 	t.Logf("rank 0 failed %v after rank 1 was killed: %s", took.Round(time.Millisecond), strings.TrimSpace(t0.stderr.String()))
+
+	// A later job of another model size meets that job's sync table,
+	// still on the nodes, and is told how to get past it.
+	other := startTrainer(t, bin, "--socket", cl.sockets[0], "--fanouts", "10,5", "--hidden", "8", "--epochs", "1", "--eval=false", "--workers", "1")
+	for range other.lines {
+	}
+	if err := <-other.done; err == nil || !strings.Contains(other.stderr.String(), `keeps the name "graphsage.sync" until kv_drop: pass another --table`) {
+		t.Fatalf("a job of another model on the same table: %v, stderr:\n%s\nwant the way out named", err, &other.stderr)
+	}
+	again := startTrainer(t, bin, "--socket", cl.sockets[0], "--fanouts", "10,5", "--hidden", "8", "--epochs", "1", "--eval=false", "--workers", "1", "--table", "small.sync")
+	for range again.lines {
+	}
+	if err := <-again.done; err != nil {
+		t.Fatalf("the same job on another --table: %v, stderr:\n%s", err, &again.stderr)
+	}
 }
 
 // sharedData is the folder of dataset name under the real datasets:
