@@ -49,7 +49,8 @@ func (n *Node) openLoader(ctx context.Context, o control.LoaderOptions) (*loader
 			"%s gives %s per sub-ring for %d workers, but one batch record can take up to %s (fanouts %v, batch_size %d, feat_dim %d): "+
 				"raise ring_size to at least %s or lower batch_size",
 			o.RingSize, shm.FormatSize(sub), o.Workers, shm.FormatSize(info.MaxRecord), o.Fanouts, o.BatchSize, info.FeatDim,
-			shm.FormatSize(max(need, shm.MinCapacity)*int64(o.Workers)))}
+			// Sub-rings are whole pages: the least that works.
+			shm.FormatSize(roundUp(max(need, shm.MinCapacity), shm.PageSize)*int64(o.Workers)))}
 	}
 
 	l, err := n.reserveLoader()

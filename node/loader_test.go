@@ -3,10 +3,12 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -232,5 +234,46 @@ func TestSamplerSpecLimits(t *testing.T) {
 	body, _ = spec.Encode()
 	if _, err := ReadSamplerSpec(strings.NewReader(string(body))); err == nil || !strings.Contains(err.Error(), "split: missing") {
 		t.Errorf("no split, seed_ids or seeds: err = %v, want split: missing", err)
+	}
+}
+
+// TestRingSizeAdvice: the ring_size a refusal names as the least that
+// works does work, and a byte less does not. It counted the worst-case
+// record per sub-ring, not the whole pages a sub-ring is made of, so the
+// advised size was refused again with the same advice.
+func TestRingSizeAdvice(t *testing.T) {
+	n, _, _ := loaderNode(t)
+	advice := regexp.MustCompile(`raise ring_size to at least (\S+) or lower batch_size$`)
+	for _, tc := range []struct{ workers, batch int }{{1, 64}, {2, 200}, {3, 250}} {
+		t.Run(fmt.Sprintf("workers=%d,batch=%d", tc.workers, tc.batch), func(t *testing.T) {
+			o := control.DefaultLoaderOptions()
+			o.Split, o.Fanouts = "train", []int{5, 3}
+			o.Workers, o.Concurrency, o.BatchSize, o.RingSize = tc.workers, 1, tc.batch, "4KiB"
+			l, err := n.openLoader(context.Background(), o)
+			if err == nil {
+				n.closeLoader(l, "test")
+			}
+			var ce *control.Error
+			if !errors.As(err, &ce) || ce.Key != "ring_size" || !advice.MatchString(ce.Msg) {
+				t.Fatalf("a 4KiB ring: %v, want a ring_size refusal that names the least size", err)
+			}
+			least, err := shm.ParseSize(advice.FindStringSubmatch(ce.Msg)[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.RingSize = strconv.FormatInt(least-1, 10)
+			if l, err := n.openLoader(context.Background(), o); !errors.As(err, &ce) || ce.Key != "ring_size" {
+				if err == nil {
+					n.closeLoader(l, "test")
+				}
+				t.Fatalf("a byte less than the advised %d: %v, want a ring_size refusal", least, err)
+			}
+			o.RingSize = strconv.FormatInt(least, 10)
+			l, err = n.openLoader(context.Background(), o)
+			if err != nil {
+				t.Fatalf("the advised %d bytes: %v", least, err)
+			}
+			n.closeLoader(l, "test")
+		})
 	}
 }
