@@ -60,6 +60,7 @@ type WriteOptions struct {
 // removing the old: at every moment dir holds a whole partitioning. (So
 // replacing needs room for both; an error for a full disk says so.) A dir
 // that is a symbolic link is written where it points; the link stays.
+// Parent directories that do not exist are made, as by mkdir -p.
 //
 // Write reads adj and g without changing them; it may run its partitions
 // on all cores.
@@ -89,6 +90,12 @@ func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32,
 	parent, base := filepath.Split(filepath.Clean(dir))
 	if parent == "" {
 		parent = "."
+	}
+	// Parents that are not there yet are made, as by mkdir -p (and as
+	// node gen makes its output): CheckOutput, which callers run before
+	// the hours of work before Write, passes them.
+	if err := os.MkdirAll(parent, 0o777); err != nil {
+		return nil, fmt.Errorf("partition: output %s: %w", dir, err)
 	}
 	tmp, err := mkdirTemp(parent, "."+base+".tmp-")
 	if err != nil {

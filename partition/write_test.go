@@ -323,6 +323,24 @@ func TestWriteForce(t *testing.T) {
 	}
 }
 
+// TestWriteMakesParents: an output whose parent directories do not exist
+// yet is written, the parents made as by mkdir -p (as node gen makes its
+// output); it failed once the whole partitioning was done.
+func TestWriteMakesParents(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "a", "b", "parts")
+	if err := CheckOutput(dir, false); err != nil {
+		t.Fatalf("CheckOutput: %v", err)
+	}
+	m := partitionTo(t, testGraph(30, 60, false, false), dir, csr.In, 2, WriteOptions{})
+	if got, err := OpenDir(dir); err != nil || got.Checksum != m.Checksum {
+		t.Fatalf("OpenDir: %v", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(dir)); len(ents) != 1 {
+		t.Errorf("%s holds %d entries, want 1", filepath.Dir(dir), len(ents))
+	}
+}
+
 // TestWriteThroughSymlink: an output that is a symbolic link to a
 // directory (parts/ linked to a larger disk) is written where the link
 // points, and the link stays; the directory was written beside the link,
