@@ -125,6 +125,13 @@ func (f *kgeFlags) check() error {
 	if lr := float64(float32(f.lr)); !(lr > 0) || math.IsInf(lr, 0) {
 		bad("--lr %g: want > 0 and finite", f.lr)
 	}
+	// Rows start uniform in ±(gamma+2)/hidden: at gamma -2 every row is 0
+	// and no gradient of any model moves it (the job trained nothing),
+	// below it the tables refused the range only once the triples were
+	// read. (A gamma float32 cannot hold is train's to refuse.)
+	if g := float64(float32(f.cfg.Gamma)); !math.IsNaN(g) && !math.IsInf(g, 0) && !(kv.KGEInitScale(float32(g), max(f.cfg.Hidden, 1)) > 0) {
+		bad("--gamma %g: want > -2 (the initial range is ±(gamma+2)/hidden)", f.cfg.Gamma)
+	}
 	// The graph's sizes are the partition's, read later.
 	cfg := f.cfg
 	cfg.Entities, cfg.Relations = 2, 1

@@ -267,6 +267,10 @@ func TestKGEFlagErrors(t *testing.T) {
 		{[]string{"--model", "transx"}, `kge model "transx": unknown`},
 		{[]string{"--batch-size", "0"}, "batch size 0 and negatives 256 must be positive"},
 		{[]string{"--rank", "2", "--world-size", "2"}, "rank 2 of world 2"},
+		// The initial range ±(gamma+2)/hidden: empty at -2 (every row 0, and
+		// no gradient ever moves it), refused by the kv tables below.
+		{[]string{"--gamma", "-2"}, "--gamma -2: want > -2"},
+		{[]string{"--gamma", "-7", "--model", "distmult"}, "--gamma -7: want > -2"},
 	} {
 		args := append([]string{"kge", "--socket", filepath.Join(dir, "none.sock"), "--parts", filepath.Join(dir, "parts")}, tc.flags...)
 		code, _, stderr := runNode(t, args...)
