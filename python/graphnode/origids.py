@@ -43,9 +43,10 @@ class OrigIds:
 
     def __getitem__(self, ids):
         """Original ids of ids: an int gives an int; a torch tensor gives a
-        torch int64 tensor (original integer ids fit int64); anything else
-        (list, numpy array) a numpy uint64 array. Out-of-range ids raise
-        IndexError naming the first one."""
+        torch int64 tensor (an original id of 2^63 or more is an
+        OverflowError there); anything else (list, numpy array) a numpy
+        uint64 array. Out-of-range ids raise IndexError naming the first
+        one."""
         if isinstance(ids, (int, np.integer)):
             i = int(ids)
             self._check(np.array([i]))
@@ -59,6 +60,14 @@ class OrigIds:
         self._check(idx)
         out = np.asarray(self._map[idx.astype(np.int64, copy=False)])
         if torch is not None:
+            # torch has no uint64: an original id of 2^63 or more (hashed
+            # input ids) would come back negative, so it is refused.
+            over = out > np.iinfo(np.int64).max
+            if over.any():
+                i = int(np.argmax(over.reshape(-1)))
+                raise OverflowError(
+                    "origids: %s: original id %d of id %d does not fit a torch int64; look it up with a numpy array for uint64"
+                    % (self.path, int(out.reshape(-1)[i]), int(idx.reshape(-1)[i])))
             return torch.from_numpy(out.astype(np.int64)).to(ids.device)
         return out
 

@@ -38,6 +38,21 @@ class OrigIdsTest(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "integers"):
             ids[np.array([0.5])]
 
+    def test_ids_past_int64(self):
+        # Hashed input ids use all 64 bits; torch has no uint64, so a
+        # torch lookup refuses an id it would wrap negative, naming it,
+        # while numpy lookups return it whole.
+        big = np.array([2 ** 63, 2 ** 64 - 1, 7], dtype="<u8")
+        big.tofile(os.path.join(self.dir, "orig_ids.bin"))
+        with open(os.path.join(self.dir, "graph.toml"), "w") as f:
+            f.write('version = 1\nname = "t"\nnodes = 3\n')
+        ids = graphnode.OrigIds(self.dir)
+        self.assertEqual(ids[0], 2 ** 63)
+        self.assertEqual(ids[np.array([1, 2])].tolist(), [2 ** 64 - 1, 7])
+        self.assertEqual(ids[torch.tensor([2])].tolist(), [7])
+        with self.assertRaisesRegex(OverflowError, "original id 9223372036854775808 of id 0 .*numpy"):
+            ids[torch.tensor([2, 0])]
+
     def test_names(self):
         with open(os.path.join(self.dir, "names.txt"), "w") as f:
             f.write("\n".join("n%d" % i for i in range(71)) + "\n")
