@@ -228,3 +228,37 @@ echo "exit $?"`)
 		}
 	})
 }
+
+// TestRunStoppedWhileFetching: `node run` with node.fetch = true that is
+// stopped (SIGTERM: its context ends) before the fetch is done exits 0
+// and says so, as a node stopped while it serves does. It exited 1 with
+// "context canceled", which leaves a systemd unit stopped during a long
+// fetch failed.
+func TestRunStoppedWhileFetching(t *testing.T) {
+	work := t.TempDir()
+	c, err := newDemoCluster("/nonexistent", filepath.Join(work, "cluster"), filepath.Join(work, "parts"), 2, "64MB", 1)
+	t.Cleanup(func() {
+		if err := c.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fetchConfig(t, c.configs[1], filepath.Join(work, "host1"))
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte(strings.Replace(string(b), `level = "warn"`, `level = "info"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	stop()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"run", "-c", cfg}, &stdout, &stderr)
+	if code != 0 || !strings.Contains(stderr.String(), "stopped while fetching; the next start goes on from the bytes fetched") ||
+		strings.Contains(stderr.String(), "node run:") {
+		t.Fatalf("node run stopped while fetching: exit %d, want 0 and the stop logged; stderr:\n%s", code, &stderr)
+	}
+}

@@ -41,6 +41,14 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	sd := newNotifier(log)
 	if cfg.Node.Fetch {
 		if _, err := node.Fetch(ctx, cfg, log, node.FetchOptions{Progress: func(line string) { sd.send("STATUS=" + line) }}); err != nil {
+			if ctx.Err() != nil {
+				// SIGTERM during the fetch is a stop, as it is once the
+				// node serves (exit 0, not a failed unit); what was
+				// fetched stays, and the next start goes on from it.
+				sd.send("STOPPING=1")
+				log.Info("stopped while fetching; the next start goes on from the bytes fetched", "err", err)
+				return nil
+			}
 			return err
 		}
 	}
