@@ -22,6 +22,9 @@ func (t *table) push(ids []uint64, grads []float32, sc *scratch) error {
 		return fmt.Errorf("kv: table %q: push of %d ids with %d gradient values, want %d (dim %d): %w",
 			t.spec.Name, len(ids), len(grads), len(ids)*t.dim, t.dim, ErrShape)
 	}
+	if err := t.finite(grads, ids); err != nil {
+		return err
+	}
 	var err error
 	sc.locals, err = t.local(ids, sc.locals[:0])
 	if err != nil {
@@ -83,4 +86,24 @@ func strictlyIncreasing(a []int32) bool {
 		}
 	}
 	return true
+}
+
+// finite refuses grads holding a NaN or an infinity, naming the row (ids[i]
+// for row i; nil: the shard's own rows in order, as a sync push sends
+// them) and the column: one such value would spoil its row for every
+// trainer, and through Adagrad's or Adam's state for every later step. The
+// Go trainers check their gradients before they push; other clients may not.
+func (t *table) finite(grads []float32, ids []uint64) error {
+	for i, x := range grads {
+		if x-x == 0 { // false for NaN and ±Inf only
+			continue
+		}
+		row, col := i/t.dim, i%t.dim
+		id := t.lo + uint64(row)
+		if ids != nil {
+			id = ids[row]
+		}
+		return fmt.Errorf("kv: table %q: gradient of id %d is %v at column %d: %w", t.spec.Name, id, x, col, ErrNonFinite)
+	}
+	return nil
 }

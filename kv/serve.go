@@ -21,6 +21,7 @@ var errorCodes = [...]error{
 	8:  context.Canceled,
 	9:  context.DeadlineExceeded,
 	10: ErrSpec,
+	11: ErrNonFinite,
 }
 
 // codeOf is the wire code of err.

@@ -20,6 +20,7 @@ var (
 	ErrStep         = errors.New("bad synchronous step")
 	ErrStepFailed   = errors.New("synchronous step failed")
 	ErrMalformed    = errors.New("malformed message")
+	ErrNonFinite    = errors.New("gradient is not finite")
 	ErrCorrupt      = errors.New("corrupt checkpoint")
 	ErrVersion      = errors.New("unsupported checkpoint version")
 	ErrMismatch     = errors.New("checkpoint does not match the configured table")

@@ -89,12 +89,22 @@ func TestPushErrorsApplyNothing(t *testing.T) {
 		{"short grads", "e", []uint64{0, 1}, f32(1, 1, 1), ErrShape},
 		{"unknown table", "x", []uint64{0}, f32(1, 1), ErrUnknownTable},
 		{"sync table", "w", []uint64{0}, f32(1, 1), ErrMode},
+		{"nan gradient", "e", []uint64{0, 2}, f32(1, 1, 1, float32(math.NaN())), ErrNonFinite},
+		{"inf gradient", "e", []uint64{1}, f32(float32(math.Inf(-1)), 1), ErrNonFinite},
 	}
 	for _, c := range cases {
 		err := s.Push(c.table, c.ids, c.grads)
 		if !errors.Is(err, c.want) {
 			t.Errorf("%s: err %v, want %v", c.name, err, c.want)
 		}
+	}
+	// The error names the row and the value, and crosses the wire.
+	err := s.Push("e", []uint64{0, 2}, f32(1, 1, 1, float32(math.NaN())))
+	if want := `kv: table "e": gradient of id 2 is NaN at column 1`; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("err %v, want it to start %q", err, want)
+	}
+	if re := (&RemoteError{Code: NewErrorMsg(err).Code}); !errors.Is(re, ErrNonFinite) {
+		t.Errorf("code %d does not carry ErrNonFinite", re.Code)
 	}
 	got, _ := s.Pull("e", []uint64{0, 1, 2}, nil)
 	if !slices.Equal(got, make([]float32, 6)) {

@@ -76,6 +76,9 @@ func (t *table) pushSync(ctx context.Context, step uint64, trainer, world int, g
 	if want := t.n * t.dim; len(grads) != want {
 		return fmt.Errorf("kv: table %q step %d: trainer %d pushed %d values, shard holds %d: %w", name, step, trainer, len(grads), want, ErrShape)
 	}
+	if err := t.finite(grads, nil); err != nil {
+		return fmt.Errorf("kv: step %d of trainer %d: %w", step, trainer, err)
+	}
 	ss := t.sync
 	ss.mu.Lock()
 	if ss.mu.dropped {

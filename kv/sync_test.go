@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -181,11 +182,16 @@ func TestSyncBadSteps(t *testing.T) {
 		{"future step", "w", 3, 0, 1, 4, ErrStep},
 		{"trainer beyond world", "w", 0, 2, 2, 4, ErrStep},
 		{"wrong length", "w", 0, 0, 1, 3, ErrShape},
+		{"nan gradient", "w", 0, 0, 1, -1, ErrNonFinite},
 		{"async table", "e", 0, 0, 1, 4, ErrMode},
 		{"unknown table", "x", 0, 0, 1, 4, ErrUnknownTable},
 	}
 	for _, c := range cases {
-		if err := s.PushSync(ctx, c.table, c.step, c.trainer, c.world, make([]float32, c.n)); !errors.Is(err, c.want) {
+		grads := make([]float32, max(c.n, 0))
+		if c.n < 0 { // a whole shard's values, one of them NaN
+			grads = f32(0, 0, float32(math.NaN()), 0)
+		}
+		if err := s.PushSync(ctx, c.table, c.step, c.trainer, c.world, grads); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
