@@ -45,7 +45,8 @@
 //     socket file is removed and the mesh port released (also by Close,
 //     whatever happened). The caller then calls Close. A loader still
 //     opening when the drain begins is waited for: it removes its ring,
-//     stops its samplers and answers "node is stopping".
+//     stops its samplers and answers "node is stopping" (a client
+//     node's, still waiting for its sampling node, gives up at once).
 //
 // # Cluster
 //

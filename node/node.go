@@ -85,6 +85,10 @@ type Node struct {
 	// INVARIANT: Add is called only under mu while !mu.draining, so
 	// drain's Wait sees every loader that can still start.
 	starting sync.WaitGroup
+	// stopping is closed when drain begins: a loader opening on a
+	// sampling node (a client node's) gives up then, instead of holding
+	// the drain up until that node answers. Made by New.
+	stopping chan struct{}
 
 	mu struct {
 		sync.Mutex
@@ -109,7 +113,7 @@ func New(cfg Config, log *slog.Logger) (*Node, error) {
 	}
 	gid, _ := cfg.GroupID()
 	if cfg.Client() {
-		n := &Node{cfg: cfg, log: log, gid: gid, SamplerStderr: os.Stderr}
+		n := &Node{cfg: cfg, log: log, gid: gid, SamplerStderr: os.Stderr, stopping: make(chan struct{})}
 		if err := n.openSet(); err != nil {
 			return nil, err
 		}
@@ -127,7 +131,7 @@ func New(cfg Config, log *slog.Logger) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, log: log, graph: g, part: part, gid: gid,
-		SamplerStderr: os.Stderr, maxDeg: maxDegree(g.Indptr()),
+		SamplerStderr: os.Stderr, maxDeg: maxDegree(g.Indptr()), stopping: make(chan struct{}),
 	}
 	if err := n.openSet(); err != nil {
 		g.Close()
@@ -443,6 +447,9 @@ func fileKind(m fs.FileMode) string {
 // (and closes it with the others) or refused with "node is stopping".
 func (n *Node) drain() {
 	n.mu.Lock()
+	if !n.mu.draining && n.stopping != nil {
+		close(n.stopping)
+	}
 	n.mu.draining = true
 	n.mu.Unlock()
 	n.starting.Wait()

@@ -74,8 +74,25 @@ func (n *Node) openRelayed(ctx context.Context, o control.LoaderOptions, body []
 func (n *Node) startRelay(ctx context.Context, l *loader, o control.LoaderOptions, body []byte) error {
 	server := relayServer(o, n.book.Parts())
 	who := fmt.Sprintf("the sampling node of part %d", server)
-	remote, err := n.mesh.cli.OpenLoader(ctx, server, body)
+	// The sampling node may take up to mesh.LoaderOpenTimeout to answer
+	// (its split waits on a peer of its own): drain, which waits for
+	// this loader, must not wait that long.
+	octx, cancelOpen := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-n.stopping:
+			cancelOpen()
+		case <-octx.Done():
+		}
+	}()
+	remote, err := n.mesh.cli.OpenLoader(octx, server, body)
+	cancelOpen()
 	if err != nil {
+		select {
+		case <-n.stopping:
+			return errStopping()
+		default:
+		}
 		var re *mesh.RemoteError
 		if errors.As(err, &re) {
 			if key, why, ok := refusedField(re.Message); ok {

@@ -360,3 +360,47 @@ func TestLoaderStreamsFitTheWindow(t *testing.T) {
 		t.Fatalf("control.MaxWorkers %d > mesh.MaxLoaderStreams %d", control.MaxWorkers, mesh.MaxLoaderStreams)
 	}
 }
+
+// TestClientNodeDrainDuringOpen: SIGTERM on a client node while a
+// trainer's loader waits for its sampling node (whose split waits on a
+// stopped peer) ends that open at once with "node is stopping"; the
+// drain waited for the sampling node's answer (about 20 s here, up to
+// mesh.LoaderOpenTimeout) before it stopped any other loader.
+func TestClientNodeDrainDuringOpen(t *testing.T) {
+	_, c, socket, ctx := serverClient(t, "40s")
+	stopped := c.nodes[1].cmd.Process
+	if err := stopped.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stoppedAt := time.Now()
+	t.Cleanup(func() { stopped.Signal(syscall.SIGCONT) }) // before the daemons stop
+	o := baseOptions()
+	o.WorldSize, o.Rank = 2, 0 // sampled by part 0, which asks part 1 for its split
+	errs := make(chan error, 1)
+	go func() {
+		l, err := client.OpenLoader(ctx, socket, o)
+		if err == nil {
+			l.Close()
+		}
+		errs <- err
+	}()
+	// Time for the request to reach part 0 (the answer takes ~20 s).
+	// Sooner, the drain would refuse it before it opens: the test
+	// would pass without exercising the wait.
+	time.Sleep(time.Second)
+	c.client.cmd.Process.Signal(syscall.SIGTERM)
+	var ce *control.Error
+	if err := <-errs; !errors.As(err, &ce) || ce.Msg != "node is stopping" {
+		t.Fatalf("open_loader during the client node's drain: %v, want \"node is stopping\"", err)
+	}
+	// Part 0 cannot give up on part 1's split before its connection to
+	// the stopped node idles out: an answer before that did not wait
+	// for the sampling node.
+	if d := time.Since(stoppedAt); d >= mesh.MaxIdleTimeout {
+		t.Errorf("the answer came %v after part 1 stopped, want before part 0's connection to it idles out (%v): the drain waited for the sampling node", d, mesh.MaxIdleTimeout)
+	}
+	<-c.client.done
+	if c.client.err != nil {
+		t.Fatalf("client node exited with %v", c.client.err)
+	}
+}
