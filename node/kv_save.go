@@ -43,6 +43,11 @@ const (
 	// saveAbortTimeout bounds the abort sent to the peers after a failed
 	// prepare, even when the trainer's request has ended.
 	saveAbortTimeout = 10 * time.Second
+	// saveCommitTimeout bounds the commit sent to the peers once this
+	// node committed, even when the trainer's request has ended: a
+	// trainer that hangs up then must not leave the peers to drop their
+	// prepared save while this node keeps its new one.
+	saveCommitTimeout = 30 * time.Second
 )
 
 // Phases of a forwarded kv_save.
@@ -101,7 +106,9 @@ func (s *kvServer) save(ctx context.Context, forward bool) (*control.SaveInfo, e
 			return nil, fmt.Errorf("%w (the other nodes keep their previous checkpoint)", err)
 		}
 	}
-	if err := s.sendSave(ctx, saveCommit, id); err != nil {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveCommitTimeout)
+	defer cancel()
+	if err := s.sendSave(cctx, saveCommit, id); err != nil {
 		return nil, fmt.Errorf("commit on the other nodes: %w (the parts not named hold the new checkpoint, those named their previous one: run kv_save again before loading it)", err)
 	}
 	info := &control.SaveInfo{Dir: dir}

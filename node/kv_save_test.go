@@ -201,3 +201,31 @@ func TestKVSaveOneStepFromAPeer(t *testing.T) {
 		t.Fatal("no save changed the checkpoint")
 	}
 }
+
+// TestKVSaveCommitsAfterTheTrainerLeft: a trainer that hangs up once
+// every node prepared its save (its kv_save's context ends) still gets
+// the save committed everywhere. The commit to the peers went out with
+// the ended context and failed at once, after this node had committed:
+// the peers dropped their prepared save and kept their previous
+// checkpoint, this node its new one, which a later load would mix.
+func TestKVSaveCommitsAfterTheTrainerLeft(t *testing.T) {
+	s, peer, dir, before := savingKVServer(t, "none")
+	ctx, hangUp := context.WithCancel(context.Background())
+	s.send = func(ctx context.Context, part int, req []byte) ([]byte, error) {
+		if err := ctx.Err(); err != nil { // as a mesh call with an ended context
+			return nil, err
+		}
+		resp, err := peer.send(ctx, part, req)
+		hangUp() // once the peer has answered
+		return resp, err
+	}
+	if _, err := s.save(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{savePrepare, saveCommit}; !slices.Equal(peer.phases, want) {
+		t.Errorf("phases sent %v, want %v", peer.phases, want)
+	}
+	if after := readDir(t, dir); maps.Equal(after, before) {
+		t.Error("this node's checkpoint is as it was: the save was not committed here")
+	}
+}
