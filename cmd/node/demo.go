@@ -78,8 +78,12 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	if _, err := parseFanouts(f.fanouts); err != nil {
 		return err
 	}
-	if n, err := shm.ParseSize(f.ringSize); err != nil || n == 0 {
+	ringSize, err := shm.ParseSize(f.ringSize)
+	if err != nil || ringSize == 0 {
 		return fmt.Errorf("--ring-size %q: want a size such as 256MB", f.ringSize)
+	}
+	if err := f.checkRingSpace(ringSize, demoRingDir); err != nil {
+		return err
 	}
 	if f.input != "" {
 		if _, err := partition.ParseSplit(f.split); err != nil {
@@ -90,6 +94,44 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	return f.run(ctx, a)
+}
+
+// demoRingDir is where the demo's nodes put their rings (a directory of
+// their own in it).
+const demoRingDir = "/dev/shm"
+
+// checkRingSpace refuses a --ring-size whose rings cannot all be made in
+// dir: every node's trainer holds a train loader and, with --eval, a val
+// and a test loader open at once, each a ring of ringSize reserved when
+// it opens. They were refused only once the graph was partitioned and
+// the cluster started (a container's 64 MiB /dev/shm against the default
+// 256MB), and a tmpfs larger than the memory let them fill it.
+func (f *demoFlags) checkRingSpace(ringSize int64, dir string) error {
+	free, _, err := shm.DirSpace(dir)
+	if err != nil {
+		return fmt.Errorf("--ring-size: %w", err)
+	}
+	loaders, which := 1, "train"
+	if f.eval {
+		loaders, which = 3, "train, val and test"
+	}
+	rings := int64(f.parts * loaders)
+	if ringSize <= free/rings {
+		return nil
+	}
+	return fmt.Errorf("--ring-size %s: the %d rings of the demo's loaders (%d nodes × %s) need %s in %s, which has %s free: lower --ring-size",
+		f.ringSize, rings, f.parts, which, demoBytes(float64(ringSize)*float64(rings)), dir, demoBytes(float64(free)))
+}
+
+// demoBytes prints n bytes in the units of --ring-size (powers of 1000).
+func demoBytes(n float64) string {
+	for _, u := range []string{"B", "KB", "MB", "GB", "TB", "PB"} {
+		if n < 1000 || u == "PB" {
+			return fmt.Sprintf("%.2f %s", n, u)
+		}
+		n /= 1000
+	}
+	return ""
 }
 
 // checkCluster refuses, before the graph is generated or read, what the

@@ -61,7 +61,7 @@ func startDemoCluster(ctx context.Context, exe, work, parts string, n int, ringS
 func newDemoCluster(exe, work, parts string, n int, ringSize string, workers int) (*demoCluster, error) {
 	c := &demoCluster{exe: exe, work: work}
 	var err error
-	if c.ringDir, err = os.MkdirTemp("/dev/shm", "graphnode-demo-"); err != nil {
+	if c.ringDir, err = os.MkdirTemp(demoRingDir, "graphnode-demo-"); err != nil {
 		return c, fmt.Errorf("ring directory: %w", err)
 	}
 	names := make([]string, n)
