@@ -51,6 +51,15 @@ func nodeBinary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	// node demo starts os.Executable() as its nodes, samplers and
+	// trainers: in a test that runs it in this process, that is this
+	// binary, which then has to be the node. Run as a test binary again
+	// it ran every test, and each demo among them started more.
+	if len(os.Args) > 1 {
+		if _, ok := commands()[os.Args[1]]; ok {
+			main()
+		}
+	}
 	code := m.Run()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
