@@ -18,8 +18,10 @@ import (
 )
 
 // demoCluster is the demo's `node run` children on loopback: certificates,
-// one node.toml, socket and log per part, and a private ring directory in
-// /dev/shm.
+// one node.toml and log per part in the work directory, and a private
+// directory in /dev/shm for their rings and control sockets (a socket's
+// path may not pass 107 bytes, which one in a deep --workdir or $TMPDIR
+// did: the nodes refused it once the graph was partitioned).
 type demoCluster struct {
 	exe     string
 	work    string
@@ -81,7 +83,7 @@ func newDemoCluster(exe, work, parts string, n int, ringSize string, workers int
 		fmt.Fprintf(&peers, "[[mesh.peers]]\npart = %d\nname = %q\naddr = %q\n\n", i, names[i], addrs[i])
 	}
 	for i := range n {
-		sock := filepath.Join(work, names[i]+".sock")
+		sock := filepath.Join(c.ringDir, names[i]+".sock")
 		cfg := fmt.Sprintf(`version = 1
 [node]
 parts = %q

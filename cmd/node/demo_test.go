@@ -97,3 +97,18 @@ func TestDemoChecksFlagsFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoLongWorkdir: the demo runs in a --workdir (or $TMPDIR) too deep
+// for a Unix socket path (107 bytes at most). Its nodes' sockets were in
+// it, and they refused them once the graph was partitioned. It runs here
+// in-process: its nodes and trainers are this test binary (TestMain).
+func TestDemoLongWorkdir(t *testing.T) {
+	work := filepath.Join(t.TempDir(), strings.Repeat("w", 100))
+	code, stdout, stderr := runNode(t, "demo", "--nodes", "2000", "--epochs", "1", "--batch-size", "64", "--ring-size", "16MB", "--workdir", work)
+	if code != 0 || !strings.Contains(stdout, "stopped 2 nodes; nothing left in /dev/shm") {
+		t.Fatalf("demo in a --workdir of %d bytes: exit %d\nstdout:\n%s\nstderr:\n%s", len(work), code, stdout, stderr)
+	}
+	if _, err := os.Stat(work); !os.IsNotExist(err) {
+		t.Errorf("the --workdir the demo made is left: %v", err)
+	}
+}
