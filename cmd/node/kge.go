@@ -149,11 +149,18 @@ func (f *kgeFlags) check() error {
 // heard from every peer (a trainer started beside its node).
 const kgeReadyTimeout = 60 * time.Second
 
-// waitReady polls the node's stats until it is ready.
+// waitReady polls the node's stats until it is ready. The whole wait,
+// each request included, is bounded: a node that accepts the connection
+// and never answers (wedged) held node kge at its start for good.
 func waitReady(ctx context.Context, socket string, timeout time.Duration) (*control.Stats, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		st, err := client.Stats(ctx, socket)
+		sctx, cancel := context.WithDeadline(ctx, deadline)
+		st, err := client.Stats(sctx, socket)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("the node at %s did not answer a stats request within %v: %w", socket, timeout, err)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"graphnode/node/client"
 	"graphnode/partition"
@@ -309,4 +311,49 @@ func TestPrepareKGEExport(t *testing.T) {
 	if e, err := os.ReadDir(made); err != nil || len(e) != 0 {
 		t.Errorf("%s after the check: %v, %v; want it made, empty", made, e, err)
 	}
+}
+
+// TestWaitReadyWedgedNode: node kge waiting for its node gives up, naming
+// the socket, when the node accepts the connection and never answers its
+// stats request (wedged). The request had no deadline, and node kge hung.
+func TestWaitReadyWedgedNode(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "wedged.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var held []net.Conn // accepted, never answered
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	done := make(chan error, 1)
+	go func() {
+		_, err := waitReady(context.Background(), sock, 100*time.Millisecond)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		want := "the node at " + sock + " did not answer a stats request within 100ms"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("waitReady on a node that never answers: %v, want %q", err, want)
+		}
+	case <-time.After(time.Minute): // a safety net, not a timing
+		t.Fatal("waitReady still waits on a node that never answers")
+	}
+	l.Close()
+	<-accepted
 }
