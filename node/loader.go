@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"graphnode/node/control"
+	"graphnode/sample"
 	"graphnode/shm"
 )
 
@@ -44,13 +45,22 @@ func (n *Node) openLoader(ctx context.Context, o control.LoaderOptions) (*loader
 	}
 	ringBytes, _ := shm.ParseSize(o.RingSize) // DecodeRequest or Validate checked it
 	sub := ringBytes / int64(o.Workers) / shm.PageSize * shm.PageSize
-	if need := shm.RecordHeaderSize + roundUp(info.MaxRecord, shm.LineSize); sub < need || sub < shm.MinCapacity {
+	// A sub-ring must hold the largest batch record and the largest error
+	// record: a sampler's error that does not fit reaches the trainer as a
+	// dead producer, without its message.
+	batch := roundUp(info.MaxRecord, shm.LineSize)
+	if need := shm.RecordHeaderSize + max(batch, maxControlRecord); sub < need || sub < shm.MinCapacity {
+		lower := "workers" // an error record's size does not depend on the batch
+		if batch > maxControlRecord {
+			lower = "batch_size"
+		}
 		return nil, &control.Error{Key: "ring_size", Msg: fmt.Sprintf(
-			"%s gives %s per sub-ring for %d workers, but one batch record can take up to %s (fanouts %v, batch_size %d, feat_dim %d): "+
-				"raise ring_size to at least %s or lower batch_size",
+			"%s gives %s per sub-ring for %d workers, but one batch record can take up to %s (fanouts %v, batch_size %d, feat_dim %d) "+
+				"and an error record up to %s: raise ring_size to at least %s or lower %s",
 			o.RingSize, shm.FormatSize(sub), o.Workers, shm.FormatSize(info.MaxRecord), o.Fanouts, o.BatchSize, info.FeatDim,
+			shm.FormatSize(maxControlRecord),
 			// Sub-rings are whole pages: the least that works.
-			shm.FormatSize(roundUp(max(need, shm.MinCapacity), shm.PageSize)*int64(o.Workers)))}
+			shm.FormatSize(roundUp(max(need, shm.MinCapacity), shm.PageSize)*int64(o.Workers)), lower)}
 	}
 
 	l, err := n.reserveLoader()
@@ -272,3 +282,7 @@ func (l *loader) stats() control.LoaderStats {
 }
 
 func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
+
+// maxControlRecord is the largest control record (an error with a message
+// of sample.MaxMessage bytes) a sampler or a relay writes on a sub-ring.
+const maxControlRecord = (sample.HeaderSize + sample.MaxMessage + sample.Align - 1) / sample.Align * sample.Align

@@ -18,6 +18,7 @@ import (
 	"graphnode/csr"
 	"graphnode/node/control"
 	"graphnode/partition"
+	"graphnode/sample"
 	"graphnode/shm"
 )
 
@@ -240,14 +241,30 @@ func TestSamplerSpecLimits(t *testing.T) {
 // TestRingSizeAdvice: the ring_size a refusal names as the least that
 // works does work, and a byte less does not. It counted the worst-case
 // record per sub-ring, not the whole pages a sub-ring is made of, so the
-// advised size was refused again with the same advice.
+// advised size was refused again with the same advice. The least also
+// holds the largest error record: a 4 KiB sub-ring took a small batch's
+// records, but a sampler's error of more than 3.7 KB did not fit, and the
+// trainer saw a dead producer instead of the error.
 func TestRingSizeAdvice(t *testing.T) {
 	n, _, _ := loaderNode(t)
-	advice := regexp.MustCompile(`raise ring_size to at least (\S+) or lower batch_size$`)
-	for _, tc := range []struct{ workers, batch int }{{1, 64}, {2, 200}, {3, 250}} {
-		t.Run(fmt.Sprintf("workers=%d,batch=%d", tc.workers, tc.batch), func(t *testing.T) {
+	if want := sample.ControlSize(strings.Repeat("é", sample.MaxMessage)); maxControlRecord != want {
+		t.Fatalf("maxControlRecord = %d, the largest error record takes %d", maxControlRecord, want)
+	}
+	advice := regexp.MustCompile(`raise ring_size to at least (\S+) or lower (batch_size|workers)$`)
+	for _, tc := range []struct {
+		workers, batch int
+		fanouts        []int
+		lower          string
+	}{
+		{1, 64, []int{5, 3}, "batch_size"},
+		{2, 200, []int{5, 3}, "batch_size"},
+		{3, 250, []int{5, 3}, "batch_size"},
+		{1, 1, []int{1}, "workers"}, // a batch record of 640 bytes
+		{2, 4, []int{2}, "workers"},
+	} {
+		t.Run(fmt.Sprintf("workers=%d,batch=%d,fanouts=%v", tc.workers, tc.batch, tc.fanouts), func(t *testing.T) {
 			o := control.DefaultLoaderOptions()
-			o.Split, o.Fanouts = "train", []int{5, 3}
+			o.Split, o.Fanouts = "train", tc.fanouts
 			o.Workers, o.Concurrency, o.BatchSize, o.RingSize = tc.workers, 1, tc.batch, "4KiB"
 			l, err := n.openLoader(context.Background(), o)
 			if err == nil {
@@ -256,6 +273,9 @@ func TestRingSizeAdvice(t *testing.T) {
 			var ce *control.Error
 			if !errors.As(err, &ce) || ce.Key != "ring_size" || !advice.MatchString(ce.Msg) {
 				t.Fatalf("a 4KiB ring: %v, want a ring_size refusal that names the least size", err)
+			}
+			if got := advice.FindStringSubmatch(ce.Msg)[2]; got != tc.lower {
+				t.Errorf("advice: lower %s, want lower %s (%s)", got, tc.lower, ce.Msg)
 			}
 			least, err := shm.ParseSize(advice.FindStringSubmatch(ce.Msg)[1])
 			if err != nil {
@@ -273,7 +293,10 @@ func TestRingSizeAdvice(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the advised %d bytes: %v", least, err)
 			}
-			n.closeLoader(l, "test")
+			defer n.closeLoader(l, "test")
+			if got := l.ring.Capacity() - shm.RecordHeaderSize; got < maxControlRecord || got < roundUp(l.info.MaxRecord, shm.LineSize) {
+				t.Errorf("sub-ring holds records of %d bytes: an error record takes up to %d, a batch record %d", got, maxControlRecord, l.info.MaxRecord)
+			}
 		})
 	}
 }
