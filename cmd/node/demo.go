@@ -75,6 +75,9 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	if err := (partition.AssignOptions{Method: f.method, Parts: f.parts}).Validate(); err != nil {
 		return err
 	}
+	if err := (partition.CacheOptions{Ratio: f.cacheRatio}).Validate(-1); err != nil {
+		return fmt.Errorf("--cache-ratio: %w", err)
+	}
 	if _, err := parseFanouts(f.fanouts); err != nil {
 		return err
 	}

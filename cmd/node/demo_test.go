@@ -86,6 +86,7 @@ func TestDemoChecksFlagsFirst(t *testing.T) {
 		{[]string{"--fanouts", "5"}, "layers 1: want 2 or 3"},
 		{[]string{"--feat-dim", "0"}, "--feat-dim 0: want ≥ 1"},
 		{[]string{"--classes", "1"}, "--classes 1: want ≥ 2"},
+		{[]string{"--cache-ratio", "-1", "--input", "/nonexistent"}, "cache ratio -1: want a number ≥ 0"},
 		// 2 nodes × 3 loaders (train, val, test) of 100 TB each.
 		{[]string{"--ring-size", "100TB", "--input", "/nonexistent"}, "--ring-size 100TB: the 6 rings of the demo's loaders (2 nodes × train, val and test) need 600.00 TB in /dev/shm, which has "},
 		{[]string{"--ring-size", "100TB", "--eval=false", "--parts", "3", "--input", "/nonexistent"}, "--ring-size 100TB: the 3 rings of the demo's loaders (3 nodes × train) need 300.00 TB in /dev/shm"},
