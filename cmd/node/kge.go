@@ -132,6 +132,12 @@ func (f *kgeFlags) check() error {
 	if g := float64(float32(f.cfg.Gamma)); !math.IsNaN(g) && !math.IsInf(g, 0) && !(kv.KGEInitScale(float32(g), max(f.cfg.Hidden, 1)) > 0) {
 		bad("--gamma %g: want > -2 (the initial range is ±(gamma+2)/hidden)", f.cfg.Gamma)
 	}
+	for _, table := range []string{f.prefix + ".entity", f.prefix + ".relation", f.prefix + ".sync"} {
+		if !validTableName(table) {
+			bad("--table-prefix %q: the tables' names (%q) %s", f.prefix, table, tableNameRule)
+			break
+		}
+	}
 	// The graph's sizes are the partition's, read later.
 	cfg := f.cfg
 	cfg.Entities, cfg.Relations = 2, 1

@@ -273,6 +273,9 @@ func TestKGEFlagErrors(t *testing.T) {
 		// no gradient ever moves it), refused by the kv tables below.
 		{[]string{"--gamma", "-2"}, "--gamma -2: want > -2"},
 		{[]string{"--gamma", "-7", "--model", "distmult"}, "--gamma -7: want > -2"},
+		// Refused by kv_create only once every triple was read.
+		{[]string{"--table-prefix", ""}, `--table-prefix "": the tables' names (".entity")`},
+		{[]string{"--table-prefix", "my/job"}, `--table-prefix "my/job": the tables' names ("my/job.entity")`},
 	} {
 		args := append([]string{"kge", "--socket", filepath.Join(dir, "none.sock"), "--parts", filepath.Join(dir, "parts")}, tc.flags...)
 		code, _, stderr := runNode(t, args...)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"graphnode/kv"
 	"graphnode/node/client"
 	"graphnode/sample"
 	"graphnode/train"
@@ -149,11 +150,26 @@ func (f *trainFlags) check() error {
 	if f.cfg.Layers != 0 && fan != nil && len(fan) < f.cfg.Layers {
 		bad("--layers %d: --fanouts %q samples %s; the model needs one per layer", f.cfg.Layers, f.fanouts, hops(len(fan)))
 	}
+	if !validTableName(f.table) {
+		bad("--table %q: %s", f.table, tableNameRule)
+	}
 	if f.eval && evalFan != nil && len(evalFan) < cfg.Layers {
 		bad("--eval-fanouts %q samples %s; the model (%d layers) needs one per layer", f.evalFanouts, hops(len(evalFan)), cfg.Layers)
 	}
 	return errors.Join(errs...)
 }
+
+// validTableName reports whether kv accepts name for a table (kv_create
+// refuses it otherwise, and only once a job's loaders are open or its
+// triples read).
+func validTableName(name string) bool {
+	s := kv.Spec{Name: name, Rows: 1, Dim: 1, Init: kv.Init{Kind: kv.InitZeros}, Opt: kv.Optimizer{Kind: kv.OptAverage},
+		Mode: kv.Sync, Bounds: []uint64{0, 1}}
+	return s.Validate() == nil
+}
+
+// tableNameRule is what validTableName checks, for error messages.
+var tableNameRule = fmt.Sprintf("must be 1-%d bytes of [A-Za-z0-9_.-], not starting with '.'", kv.MaxNameLen)
 
 func hops(n int) string {
 	if n == 1 {

@@ -390,6 +390,8 @@ func TestTrainFlagErrors(t *testing.T) {
 		{[]string{"--layers", "3", "--fanouts", "5,5"}, `--layers 3: --fanouts "5,5" samples 2 hops; the model needs one per layer`},
 		{[]string{"--fanouts", "5,5", "--eval-fanouts", "5"}, `--eval-fanouts "5" samples 1 hop; the model (2 layers) needs one per layer`},
 		{[]string{"--fanouts", "5", "--layers", "2"}, `--layers 2: --fanouts "5" samples 1 hop;`},
+		// Refused by kv_create only once the loaders were open.
+		{[]string{"--table", "my/job.sync"}, `--table "my/job.sync": must be 1-64 bytes of [A-Za-z0-9_.-], not starting with '.'`},
 	} {
 		code, _, stderr := runNode(t, append([]string{"train", "--socket", socket}, tc.flags...)...)
 		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "dial") {
