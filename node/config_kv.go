@@ -120,14 +120,19 @@ func (c *Config) validateKV(p *problems) {
 	}
 }
 
-// kvSpecCheck validates what kv checks of a spec, with placeholder bounds.
+// kvSpecCheck validates what kv checks of a spec, with placeholder bounds,
+// and that a sync table's push fits a control frame (of a "nodes" table,
+// whose rows the graph gives, newKVServer checks that).
 func kvSpecCheck(t *control.TableSpec) error {
 	rows := t.Rows.N
 	if t.Rows.Nodes {
 		rows = 1
 	}
 	s := kvSpec(t, rows, kv.EvenBounds(rows, 1))
-	return s.Validate()
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	return checkSyncPush(s)
 }
 
 // kvSpec turns a checked TableSpec into kv's Spec with the given shape.

@@ -403,9 +403,16 @@ rows = 10
 dim = 2
 optimizer = "average"
 mode = "async"
+[[kv.tables]]
+name = "c"
+rows = 65536
+dim = 256
+optimizer = "average"
+mode = "sync"
 `
 	_, err = LoadConfig(writeConfig(t, dir, bad))
-	for _, want := range []string{"kv.sync_timeout", `kv.max_memory: "lots"`, "kv.load", "kv.tables[0]", "dim", "kv.tables[1]", "average needs mode sync"} {
+	for _, want := range []string{"kv.sync_timeout", `kv.max_memory: "lots"`, "kv.load", "kv.tables[0]", "dim", "kv.tables[1]", "average needs mode sync",
+		`kv.tables[2]: node: kv: table "c" (mode sync): a trainer's push of one step carries all 65536 rows × dim 256 (64MiB), over the 64MiB a control frame holds; a sync table of dim 256 holds at most 65535 rows`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not name %q", err, want)
 		}

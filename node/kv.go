@@ -70,7 +70,13 @@ func newKVServer(cfg *Config, log *slog.Logger, book partition.Book) (*kvServer,
 	s.send = s.call
 	specs := make([]kv.Spec, 0, len(cfg.KV.Tables))
 	for i := range cfg.KV.Tables {
-		specs = append(specs, s.resolve(&cfg.KV.Tables[i]))
+		sp := s.resolve(&cfg.KV.Tables[i])
+		// Config.Validate checked the counted tables; "nodes" ones
+		// take their rows from the graph.
+		if err := checkSyncPush(sp); err != nil {
+			return nil, fmt.Errorf("node: kv.tables[%d]: %w", i, err)
+		}
+		specs = append(specs, sp)
 	}
 	s.tr = kv.NewWireTransport(s.call)
 	if cfg.Client() {

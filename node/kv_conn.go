@@ -7,11 +7,33 @@ import (
 
 	"graphnode/kv"
 	"graphnode/node/control"
+	"graphnode/shm"
 )
 
 // pullResponseHead is the size of a kv PullResponse before its rows:
 // kind, version, version u64, dim u32, n u32.
 const pullResponseHead = 2 + 8 + 4 + 4
+
+// pushSyncHead is the size of a kv PushSyncRequest besides its table
+// name and gradients: kind, version, name length u8, step u64, trainer
+// u32, world u32, n u32.
+const pushSyncHead = 2 + 1 + 8 + 4 + 4 + 4
+
+// checkSyncPush refuses a Sync table whose push cannot reach a node: a
+// trainer's push of a step carries the gradient of every row of the
+// table in one control frame (the node splits it over the shards), and
+// no such frame holds more than control.MaxFrame bytes.
+func checkSyncPush(sp kv.Spec) error {
+	if sp.Mode != kv.Sync || sp.Dim <= 0 {
+		return nil
+	}
+	room := uint64(control.MaxFrame - pushSyncHead - len(sp.Name))
+	if most := room / (4 * uint64(sp.Dim)); sp.Rows > most {
+		return fmt.Errorf("node: kv: table %q (mode sync): a trainer's push of one step carries all %d rows × dim %d (%s), over the %s a control frame holds; a sync table of dim %d holds at most %d rows",
+			sp.Name, sp.Rows, sp.Dim, shm.FormatSize(int64(sp.Rows)*int64(sp.Dim)*4), shm.FormatSize(control.MaxFrame), sp.Dim, most)
+	}
+	return nil
+}
 
 // leaveTimeout bounds telling the peers that a trainer is gone.
 const leaveTimeout = 5 * time.Second

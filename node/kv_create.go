@@ -39,6 +39,9 @@ type pendingCreate struct {
 // (pendingCreate).
 func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward bool) (*control.TableInfo, error) {
 	sp := s.resolve(t)
+	if err := checkSyncPush(sp); err != nil {
+		return nil, &control.Error{Key: "table.rows", Msg: err.Error()}
+	}
 	if s.store == nil { // a client node: the sampling nodes hold every shard
 		return s.createRemote(ctx, t, sp)
 	}

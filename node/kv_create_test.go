@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -389,5 +390,72 @@ func TestKVCreateOnClientNodeTakesTheNewSpec(t *testing.T) {
 			t.Fatalf("create of dim %d: client dim %d (%v), answer dim %d rows %d, sent to parts %v; want dim %d, 20 rows, parts 0 and 1",
 				dim, got, err, info.Dim, info.Rows, sent, dim)
 		}
+	}
+}
+
+// TestKVCreateSyncPushFits: a sync table is refused when a trainer's push
+// of one step (every row of the table, in one control frame) is over
+// control.MaxFrame, at kv_create (the trainer's, a peer's, a client
+// node's) and for a "nodes" table of [[kv.tables]] at start; one row
+// less fits the frame. It was created, and every push of it failed with
+// the connection closed on "message exceeds 67108864".
+func TestKVCreateSyncPushFits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dim  int
+	}{{"w", 256}, {"graphsage.sync", 256}, {"b", 1}, {"e", 3}} {
+		head := len(kv.AppendPushSyncRequest(nil, &kv.PushSyncRequest{Table: tc.name}))
+		most := uint64(control.MaxFrame-head) / uint64(4*tc.dim)
+		if tc.name == "w" && most != 65535 {
+			t.Fatalf("a sync table \"w\" of dim 256 holds %d rows, want 65535", most)
+		}
+		for _, rows := range []uint64{most, most + 1} {
+			sp := kv.Spec{Name: tc.name, Rows: rows, Dim: tc.dim, Mode: kv.Sync}
+			body := head + 4*int(rows)*tc.dim
+			err := checkSyncPush(sp)
+			if fits := control.CheckSize(body) == nil; fits != (err == nil) || fits != (rows == most) {
+				t.Errorf("table %q, %d rows × dim %d: a push of %d bytes, check %v; want the most that fits a frame to be %d rows", tc.name, rows, tc.dim, body, err, most)
+			}
+			sp.Mode = kv.Async // pushes name their rows: a trainer sends as many as fit
+			if err := checkSyncPush(sp); err != nil {
+				t.Errorf("async table %q of %d rows: %v", tc.name, rows, err)
+			}
+		}
+	}
+
+	want := `node: kv: table "w" (mode sync): a trainer's push of one step carries all 65536 rows × dim 256 (64MiB), over the 64MiB a control frame holds; a sync table of dim 256 holds at most 65535 rows`
+	ts := control.TableSpec{Name: "w", Rows: control.Rows{N: 65536}, Dim: 256, Optimizer: "average", Mode: "sync"}
+	if err := ts.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range []string{"", RoleClient} {
+		cfg := &Config{Node: NodeConfig{Role: role}, KV: KVConfig{SyncTimeout: "5s"}}
+		s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10, 20}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.send = func(context.Context, int, []byte) ([]byte, error) {
+			t.Error("a table refused was sent to a peer")
+			return kv.AppendAck(nil, &kv.Ack{}), nil
+		}
+		for _, forward := range []bool{true, false} {
+			var ce *control.Error
+			if _, err := s.create(context.Background(), &ts, forward); !errors.As(err, &ce) || ce.Key != "table.rows" || ce.Msg != want {
+				t.Errorf("role %q, forward %v: %v, want table.rows: %s", role, forward, err, want)
+			}
+			if _, err := s.tableClient("w"); err == nil {
+				t.Errorf("role %q, forward %v: the table refused has a client", role, forward)
+			}
+		}
+	}
+
+	nodes := control.TableSpec{Name: "n", Rows: control.Rows{Nodes: true}, Dim: 64, Optimizer: "average", Mode: "sync"}
+	if err := nodes.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{KV: KVConfig{SyncTimeout: "5s", Tables: []control.TableSpec{nodes}}}
+	_, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 1 << 18, 1 << 20}})
+	if want := `node: kv.tables[0]: node: kv: table "n" (mode sync): a trainer's push of one step carries all 1048576 rows × dim 64 (256MiB)`; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("a sync \"nodes\" table of 2^20 nodes × dim 64 in [[kv.tables]]: %v, want %s…", err, want)
 	}
 }
