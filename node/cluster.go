@@ -51,12 +51,7 @@ func (n *Node) startMesh() error {
 		n.kv.cli.Store(cli)
 		return nil
 	}
-	srv, err := mesh.Listen(context.Background(), n.cfg.MeshListen(), mesh.ServerConfig{
-		Identity: c.id, Cluster: n.cfg.Mesh.Cluster, Checksum: n.manifest.Checksum,
-		Part: n.cfg.Node.Part, Handler: meshHandler{n.handler, n.kv, n}, Logger: n.log,
-		KVTimeout: n.cfg.kvCallTimeout(),
-		Outbound:  func() []mesh.PeerStats { return c.cli.Metrics() },
-	})
+	srv, err := mesh.Listen(context.Background(), n.cfg.MeshListen(), n.serverConfig())
 	if err != nil {
 		return fmt.Errorf("node: mesh.listen: %w", err)
 	}
@@ -68,6 +63,22 @@ func (n *Node) startMesh() error {
 	c.srv, c.cli = srv, cli
 	n.kv.cli.Store(cli)
 	return nil
+}
+
+// serverConfig is the mesh server of this node. A peer's call may wait
+// mesh.timeout (the same on every node) for its answer: the server gives
+// a request as long, never less than mesh's default, so that a request
+// the operator allowed more time is not cut at 30 s. Kv requests get the
+// kv call timeout, as the client's kv calls do.
+func (n *Node) serverConfig() mesh.ServerConfig {
+	c := &n.mesh
+	return mesh.ServerConfig{
+		Identity: c.id, Cluster: n.cfg.Mesh.Cluster, Checksum: n.manifest.Checksum,
+		Part: n.cfg.Node.Part, Handler: meshHandler{n.handler, n.kv, n}, Logger: n.log,
+		RequestTimeout: max(n.cfg.MeshTimeoutDuration(), mesh.DefaultServerRequestTimeout),
+		KVTimeout:      n.cfg.kvCallTimeout(),
+		Outbound:       func() []mesh.PeerStats { return c.cli.Metrics() },
+	}
 }
 
 // clientConfig is the mesh client of this node (and, through the spec,

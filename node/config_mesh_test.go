@@ -5,8 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"graphnode/mesh"
+	"graphnode/partition"
 )
 
 // meshDir is configDir with a graph.toml of parts parts and certificates
@@ -76,6 +78,36 @@ func TestMeshConfig(t *testing.T) {
 				t.Errorf("%d problems, want %d:\n%v", len(lines), len(tc.want), err)
 			}
 		})
+	}
+}
+
+// TestMeshServerTimeouts: the mesh server gives a request as long as
+// mesh.timeout lets a peer's call wait for it (never less than mesh's
+// default), and a kv request as long as a kv call waits. It left the
+// request bound at its 30 s default, so with mesh.timeout = "2m" a
+// request that took 45 s failed with a timeout the operator had allowed.
+func TestMeshServerTimeouts(t *testing.T) {
+	for _, tc := range []struct {
+		mesh, kv   string
+		req, kvReq time.Duration
+	}{
+		{"", "", mesh.DefaultServerRequestTimeout, 70 * time.Second},
+		{"timeout = \"1s\"\n", "", mesh.DefaultServerRequestTimeout, 70 * time.Second},
+		{"timeout = \"30s\"\n", "", 30 * time.Second, 70 * time.Second},
+		{"timeout = \"2m\"\n", "sync_timeout = \"5s\"\n", 2 * time.Minute, 15 * time.Second},
+		{"timeout = \"5m\"\n", "sync_timeout = \"5m\"\n", 5 * time.Minute, 5*time.Minute + 10*time.Second},
+	} {
+		dir, pre := configDir(t)
+		cfg, err := LoadConfig(writeConfig(t, dir, pre+"[mesh]\n"+tc.mesh+"[kv]\n"+tc.kv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := &Node{cfg: cfg, manifest: &partition.Manifest{}}
+		sc, cc := n.serverConfig(), n.clientConfig()
+		if sc.RequestTimeout != tc.req || sc.KVTimeout != tc.kvReq || cc.Timeout != cfg.MeshTimeoutDuration() || cc.KVTimeout != tc.kvReq {
+			t.Errorf("[mesh] %q [kv] %q: server request %v kv %v, client call %v kv %v; want server request %v, kv %v on both sides",
+				tc.mesh, tc.kv, sc.RequestTimeout, sc.KVTimeout, cc.Timeout, cc.KVTimeout, tc.req, tc.kvReq)
+		}
 	}
 }
 
