@@ -113,6 +113,9 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{`{"op":"open_loader","split":"train","fanouts":[5],"batch_size":-1}`, "batch_size", "-1 is out of range"},
 		{`{"op":"open_loader","split":"train","fanouts":[]}`, "fanouts", "missing"},
 		{`{"op":"open_loader","split":"train","fanouts":[5,-2]}`, "fanouts", "fanouts[1] = -2"},
+		// The mesh carries an int32: 2^32+5 would be 5 on a peer's hops.
+		{`{"op":"open_loader","split":"train","fanouts":[5,4294967301]}`, "fanouts", "fanouts[1] = 4294967301 (hop 2) is over 2147483647"},
+		{`{"op":"open_loader","split":"train","fanouts":[2147483648]}`, "fanouts", "fanouts[0] = 2147483648 (hop 1) is over 2147483647"},
 		{`{"op":"open_loader","split":"dev","fanouts":[5]}`, "split", `"dev"`},
 		{`{"op":"open_loader","fanouts":[5]}`, "split", "missing"},
 		{`{"op":"open_loader","split":"train","seed_ids":[1],"fanouts":[5]}`, "seed_ids", "not both"},
@@ -178,6 +181,7 @@ func TestDecodeRequestOK(t *testing.T) {
 		// without omitempty, at its zero value.
 		`{"op":"stats","shuffle":false,"drop_last":false,"seed":0,"rank":0,"features":false,"labels":false}`,
 		`{"op":"stats","batch_size":512,"epochs":1,"world_size":1,"features":true,"labels":true}`,
+		`{"op":"open_loader","split":"train","fanouts":[2147483647,-1]}`,
 		`{"op":"open_loader","seed_ids":[3,1,2],"fanouts":[-1,4],"batch_size":2,"shuffle":true,"drop_last":true,` +
 			`"epochs":3,"seed":9,"rank":1,"world_size":2,"workers":4,"concurrency":8,"ring_size":"256MiB","features":false,"labels":false}`,
 	} {

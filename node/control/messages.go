@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 
@@ -246,6 +247,12 @@ func (o *LoaderOptions) Validate() error {
 	for i, f := range o.Fanouts {
 		if f == 0 || f < -1 {
 			return &Error{Key: "fanouts", Msg: fmt.Sprintf("fanouts[%d] = %d: each must be -1 (all) or positive", i, f)}
+		}
+		// The mesh carries a fanout as an int32: a larger one would be
+		// cut on the hops sampled by a peer, and the batch differ from
+		// one sampled on a single node.
+		if f > math.MaxInt32 {
+			return &Error{Key: "fanouts", Msg: fmt.Sprintf("fanouts[%d] = %d (hop %d) is over %d; -1 takes every neighbour", i, f, i+1, math.MaxInt32)}
 		}
 	}
 	switch {
