@@ -171,7 +171,7 @@ func (c *Consumer) producerGone(w int, now time.Time) error {
 	pid := int(atomic.LoadUint32(s.pid))
 	if st == StateNone || pid == 0 {
 		// No producer yet: the creator, who spawns it, vouches for it.
-		if creator := c.r.hdr.CreatorPID; pidGone(creator) {
+		if creator := c.r.hdr.CreatorPID; c.r.creatorGone() {
 			return fmt.Errorf("shm: ring %s sub-ring %d: no producer attached and creator pid %d is gone: %w",
 				c.r.path, w, creator, ErrProducerDead)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"strings"
 	"sync/atomic"
@@ -235,22 +236,54 @@ func TestHeartbeatStops(t *testing.T) {
 
 // TestCreatorGone: no producer ever attached and the creator died.
 func TestCreatorGone(t *testing.T) {
-	r := newTestRing(t, 1, PageSize)
 	cmd := exec.Command("/bin/true")
 	if err := cmd.Run(); err != nil {
 		t.Skipf("cannot run /bin/true for a dead pid: %v", err)
 	}
-	dead := cmd.Process.Pid
-	putCreator(r, dead)
-	r2, err := Open(r.Path())
-	if err != nil {
-		t.Fatal(err)
+	dead, live := cmd.Process.Pid, os.Getppid()
+	next := func(t *testing.T, path string, d time.Duration) error {
+		t.Helper()
+		r2, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r2.Close()
+		c, _ := r2.Consumer()
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		_, err = c.Next(ctx, 0)
+		return err
 	}
-	defer r2.Close()
-	c, _ := r2.Consumer()
-	start := time.Now()
-	_, err = c.Next(testCtx(t), 0)
-	if !errors.Is(err, ErrProducerDead) || !strings.Contains(err.Error(), "creator pid") || time.Since(start) > time.Second {
-		t.Fatalf("Next: %v after %v, want ErrProducerDead naming the creator pid at once", err, time.Since(start))
+	check := func(t *testing.T, err error, start time.Time) {
+		t.Helper()
+		if !errors.Is(err, ErrProducerDead) || !strings.Contains(err.Error(), "creator pid") || time.Since(start) > time.Second {
+			t.Fatalf("Next: %v after %v, want ErrProducerDead naming the creator pid at once", err, time.Since(start))
+		}
 	}
+	// The creator closed its ring (or died): its lock is gone, though its
+	// pid, here another live process's, still exists.
+	t.Run("lock", func(t *testing.T) {
+		r := newTestRing(t, 1, PageSize)
+		putCreator(r, live)
+		r.Close()
+		start := time.Now()
+		check(t, next(t, r.Path(), 20*time.Second), start)
+	})
+	// The creator holds its lock, though its pid means nothing here (it
+	// lives in another pid namespace): the consumer keeps waiting.
+	t.Run("lock held", func(t *testing.T) {
+		r := newTestRing(t, 1, PageSize)
+		putCreator(r, dead)
+		if err := next(t, r.Path(), 300*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Next: %v, want the deadline: the creator holds its lock", err)
+		}
+	})
+	// A format 1.0 file has only the creator pid.
+	t.Run("pid", func(t *testing.T) {
+		r := newTestRing(t, 1, PageSize)
+		putCreator(r, dead)
+		putFlags(r, 0)
+		start := time.Now()
+		check(t, next(t, r.Path(), 20*time.Second), start)
+	})
 }

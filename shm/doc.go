@@ -32,7 +32,7 @@
 // Next as ErrProducerDead, naming the sub-ring and pid, within about a
 // second, after every record it published was read; never a hang.
 //
-// # File layout (format version 1.0)
+// # File layout (format version 1.1)
 //
 // All integers are little-endian; counters are uint64 and futex words
 // uint32, at the fixed offsets below. The file is exactly FileSize bytes.
@@ -40,7 +40,7 @@
 //	offset  size  file header (HeaderSize = 256 bytes, written once by the creator)
 //	0       8     magic "GNSHRING"
 //	8       2     major version = 1 (readers refuse another major)
-//	10      2     minor version = 0
+//	10      2     minor version = 1
 //	12      4     header size = 256
 //	16      4     W, number of sub-rings (1..4096)
 //	20      4     control block size = 256
@@ -50,7 +50,9 @@
 //	48      4     creator pid
 //	52      4     record header size = 64
 //	56      8     creation time, Unix nanoseconds (informational)
-//	64      192   zero
+//	64      4     flags (1.1; zero in 1.0): bit 0 FlagCreatorLock, the
+//	              creator holds a shared flock(2) on the file while it lives
+//	68      188   zero
 //
 //	256 + w*256   control block of sub-ring w (CtlSize = 256 bytes)
 //	  +0    8     write counter: bytes published, ever  ─┐ producer line:
@@ -137,8 +139,12 @@
 // closes. A consumer that finds no record pending judges the producer:
 //
 //   - state 2 and write == read: end of stream, io.EOF;
-//   - state 0 (no producer attached yet): dead only if the creator pid of
-//     the header no longer exists;
+//   - state 0 (no producer attached yet): dead only if the creator is
+//     gone: with FlagCreatorLock, when an exclusive flock(2) on the file
+//     can be taken (taken and dropped at once: nobody holds the creator's
+//     shared lock, so it closed the ring or died, whatever became of its
+//     pid); in a 1.0 file, when the creator pid of the header no longer
+//     exists;
 //   - the heartbeat has not moved for DeadAfter (5 s) by the consumer's
 //     own clock: dead (hung or stopped);
 //   - the pid no longer exists (kill(pid, 0) fails with ESRCH) or is a
@@ -155,7 +161,8 @@
 //
 // A reader in Python needs only mmap, struct and, to sleep instead of
 // poll, ctypes' syscall(SYS_futex = 202 on x86-64): map the file, check
-// the header as above, store state 1 and its pid in every consumer line,
+// the header as above (fcntl.flock on its own descriptor answers whether
+// the creator is gone), store state 1 and its pid in every consumer line,
 // then per record read the write counter, validate, view the payload with
 // memoryview (torch.frombuffer on 64-byte-aligned sections), and store
 // the read counter when done. After that store it should read the

@@ -38,7 +38,18 @@ var (
 // of MajorVersion and refuse every other major version.
 const (
 	MajorVersion = 1
-	MinorVersion = 0
+	MinorVersion = 1
+)
+
+// Header flags (the uint32 at offset 64, added in format 1.1; zero in 1.0
+// files).
+const (
+	// FlagCreatorLock: the creator holds a shared flock(2) on the file
+	// for as long as it lives, so "is the creator gone" is answered by
+	// whether an exclusive lock can be taken, which neither pid reuse nor
+	// a pid namespace can fool. Without it (a 1.0 file) the creator pid
+	// is all there is.
+	FlagCreatorLock = 1 << 0
 )
 
 // Magic is the first 8 bytes of every ring file.
@@ -82,6 +93,7 @@ const (
 	offCreatorPID = 48
 	offRecHdrSize = 52
 	offCreatedNs  = 56
+	offFlags      = 64
 )
 
 // Control block offsets, relative to the block. The producer line
@@ -118,6 +130,7 @@ type header struct {
 	FileSize     int64
 	CreatorPID   int
 	CreatedNs    int64
+	Flags        uint32 // FlagCreatorLock
 }
 
 // layoutFor computes the header of a file with w sub-rings of capacity
@@ -147,6 +160,7 @@ func (h header) encode(b []byte) {
 	le.PutUint32(b[offCreatorPID:], uint32(h.CreatorPID))
 	le.PutUint32(b[offRecHdrSize:], RecordHeaderSize)
 	le.PutUint64(b[offCreatedNs:], uint64(h.CreatedNs))
+	le.PutUint32(b[offFlags:], h.Flags)
 }
 
 // decodeHeader decodes and validates the header at the start of a file of
@@ -183,6 +197,7 @@ func decodeHeader(b []byte, fileSize int64) (header, error) {
 	size := le.Uint64(b[offFileSize:])
 	h.CreatorPID = int(le.Uint32(b[offCreatorPID:]))
 	h.CreatedNs = int64(le.Uint64(b[offCreatedNs:]))
+	h.Flags = le.Uint32(b[offFlags:])
 	if w == 0 || w > MaxSubRings {
 		badf("%d sub-rings, want 1..%d", w, MaxSubRings)
 	}

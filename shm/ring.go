@@ -140,6 +140,11 @@ type Ring struct {
 	mem   []byte // the whole file, shared mapping
 	hdr   header
 	unmap func([]byte) error // nil for memory the ring does not own (tests)
+	// file stays open while the ring is: the creator holds its shared
+	// flock (FlagCreatorLock) on it, and an opener probes that lock
+	// through it (creatorGone). nil for memory of tests.
+	file    *os.File
+	created bool // this Ring is the creator's, holding the lock on file
 
 	mu struct {
 		sync.Mutex
@@ -159,13 +164,19 @@ func Create(path string, o Options) (*Ring, error) {
 	}
 	h := layoutFor(o.SubRings, o.subCapacity())
 	h.CreatorPID, h.CreatedNs = os.Getpid(), time.Now().UnixNano()
+	h.Flags = FlagCreatorLock
 	mode := o.mode()
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return nil, fmt.Errorf("shm: create %s: %w", path, err)
 	}
-	defer f.Close()
 	r, err := func() (*Ring, error) {
+		// Locked before the file has a header: whoever reads the flag
+		// finds the lock already held. The lock lives as long as f, which
+		// the ring keeps open until Close, and ends with this process.
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_SH); err != nil {
+			return nil, fmt.Errorf("lock: %w", err)
+		}
 		// The umask may have cleared group bits; set the mode we mean.
 		if err := f.Chmod(mode); err != nil {
 			return nil, err
@@ -191,9 +202,10 @@ func Create(path string, o Options) (*Ring, error) {
 			populate(mem)
 		}
 		h.encode(mem)
-		return &Ring{path: path, mem: mem, hdr: h, unmap: unix.Munmap}, nil
+		return &Ring{path: path, mem: mem, hdr: h, unmap: unix.Munmap, file: f, created: true}, nil
 	}()
 	if err != nil {
+		f.Close()
 		os.Remove(path)
 		return nil, fmt.Errorf("shm: create %s: %w", path, err)
 	}
@@ -208,7 +220,12 @@ func Open(path string) (*Ring, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shm: open %s: %w", path, err)
 	}
-	defer f.Close()
+	keep := false
+	defer func() {
+		if !keep {
+			f.Close()
+		}
+	}()
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("shm: open %s: %w", path, err)
@@ -227,6 +244,7 @@ func Open(path string) (*Ring, error) {
 		unix.Munmap(mem)
 		return nil, err
 	}
+	r.file, keep = f, true
 	return r, nil
 }
 
@@ -306,13 +324,34 @@ func (r *Ring) Close() error {
 		c.closed.Store(true)
 	}
 	r.mu.producers, r.mu.consumers = nil, nil
-	if r.unmap == nil {
-		return nil
+	var err error
+	if r.unmap != nil {
+		if uerr := r.unmap(r.mem); uerr != nil {
+			err = fmt.Errorf("shm: close %s: %w", r.path, uerr)
+		}
 	}
-	if err := r.unmap(r.mem); err != nil {
-		return fmt.Errorf("shm: close %s: %w", r.path, err)
+	if r.file != nil {
+		r.file.Close() // the creator's lock ends here
 	}
-	return nil
+	return err
+}
+
+// creatorGone reports whether the ring's creator has ended. With
+// FlagCreatorLock it is whether nobody holds the creator's shared lock
+// any more: neither a reused pid nor another pid namespace can fool that.
+// A 1.0 file has only the creator's pid to go by.
+func (r *Ring) creatorGone() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.closed || r.created {
+		// The creator's own consumer: probing its own open file would
+		// convert, then drop, the lock it holds.
+		return false
+	}
+	if r.hdr.Flags&FlagCreatorLock == 0 || r.file == nil {
+		return pidGone(r.hdr.CreatorPID)
+	}
+	return lockFree(r.file)
 }
 
 // Remove closes the ring and deletes its file. It is idempotent: a file

@@ -67,6 +67,12 @@ func putCreator(r *Ring, pid int) {
 	binary.LittleEndian.PutUint32(r.mem[offCreatorPID:], uint32(pid))
 }
 
+// putFlags overwrites the header flags of r's file (0: a format 1.0
+// file's header, as far as liveness goes).
+func putFlags(r *Ring, flags uint32) {
+	binary.LittleEndian.PutUint32(r.mem[offFlags:], flags)
+}
+
 func TestCreateMode(t *testing.T) {
 	dir := testDir(t)
 	gid, group := os.Getgid(), os.Getgid()

@@ -47,15 +47,18 @@ func parseName(base, prefix string) (pid int, ok bool) {
 }
 
 // RemoveStale deletes the ring files in dir named by Name with this
-// prefix whose creator is gone: the pid in the name no longer exists,
-// nor does the creator pid in the header when the header is readable.
-// Files of live creators, and files not named by Name, are kept. The
-// daemon calls it at start, before it creates rings, so a file that
-// names this process is stale too: a predecessor's whose pid this
-// process got again (a restarted container's daemon gets the same pid),
-// which would otherwise stay, and make Create of the same loader id fail
-// because the file exists. It returns the paths removed; errors name the
-// file and do not stop the sweep.
+// prefix whose creator is gone, and keeps files of live creators and
+// files not named by Name. A file whose header has FlagCreatorLock (every
+// file this build creates) is stale when nobody holds its creator's lock:
+// a creator that died dropped it, whatever became of its pid, and a live
+// creator in another pid namespace sharing dir still holds it. For a file
+// without the flag (format 1.0, or a header not yet or never written) the
+// pids decide: the pid in the name no longer exists, nor does the creator
+// pid in the header when the header is readable. The daemon calls it at
+// start, before it creates rings, so by the pids a file that names this
+// process is stale too: a predecessor's whose pid this process got again
+// (a restarted container's daemon gets the same pid). It returns the
+// paths removed; errors name the file and do not stop the sweep.
 func RemoveStale(dir, prefix string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -67,11 +70,11 @@ func RemoveStale(dir, prefix string) ([]string, error) {
 	var errs []error
 	for _, e := range entries {
 		pid, ok := parseName(e.Name(), prefix)
-		if !ok || !e.Type().IsRegular() || !gone(pid) {
+		if !ok || !e.Type().IsRegular() {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		if creator, ok := headerCreator(path); ok && creator != pid && !gone(creator) {
+		if !staleFile(path, pid, gone) {
 			continue
 		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -83,23 +86,28 @@ func RemoveStale(dir, prefix string) ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
-// headerCreator reads the creator pid from a ring file's header, if the
-// header is valid.
-func headerCreator(path string) (int, bool) {
+// staleFile reports whether the creator of the ring file at path, named
+// with pid, is gone (see RemoveStale). A file that cannot be opened is
+// not known to be stale.
+func staleFile(path string, pid int, gone func(int) bool) bool {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, false
+		return false
 	}
 	defer f.Close()
+	var h header
 	st, err := f.Stat()
-	if err != nil {
-		return 0, false
+	if err == nil {
+		var b [HeaderSize]byte
+		n, _ := f.ReadAt(b[:], 0)
+		h, err = decodeHeader(b[:n], st.Size())
 	}
-	var b [HeaderSize]byte
-	n, _ := f.ReadAt(b[:], 0)
-	h, err := decodeHeader(b[:n], st.Size())
-	if err != nil {
-		return 0, false
+	switch {
+	case err == nil && h.Flags&FlagCreatorLock != 0:
+		return lockFree(f)
+	case err == nil:
+		return gone(pid) && (h.CreatorPID == pid || gone(h.CreatorPID))
+	default:
+		return gone(pid)
 	}
-	return h.CreatorPID, true
 }

@@ -1,11 +1,14 @@
 package shm
 
 import (
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestName(t *testing.T) {
@@ -34,6 +37,8 @@ func TestName(t *testing.T) {
 	}
 }
 
+// TestRemoveStale: files of format 1.0 (no FlagCreatorLock), whose
+// creator pids decide.
 func TestRemoveStale(t *testing.T) {
 	dir := testDir(t)
 	cmd := exec.Command("/bin/true")
@@ -52,6 +57,7 @@ func TestRemoveStale(t *testing.T) {
 			t.Fatal(err)
 		}
 		putCreator(r, creator)
+		putFlags(r, 0)
 		r.Close()
 		return path
 	}
@@ -97,5 +103,64 @@ func TestRemoveStale(t *testing.T) {
 	}
 	if _, err := RemoveStale(filepath.Join(dir, "missing"), "gn"); err == nil {
 		t.Fatal("RemoveStale of a missing directory: nil error")
+	}
+}
+
+// TestRemoveStaleByLock: in a file with FlagCreatorLock the creator's lock
+// decides, not the pids: a reused pid does not keep a dead creator's file,
+// and a live creator whose pid means nothing here (another pid namespace
+// sharing the directory) keeps its own.
+func TestRemoveStaleByLock(t *testing.T) {
+	dir := testDir(t)
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("cannot run /bin/true for a dead pid: %v", err)
+	}
+	dead, live, self := cmd.Process.Pid, os.Getppid(), os.Getpid()
+	opts := Options{SubRings: 1, Capacity: PageSize}
+	var ownRing *Ring // the last ring mk kept open
+	mk := func(name string, creator int, keepOpen bool) string {
+		path := filepath.Join(dir, name)
+		r, err := Create(path, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		putCreator(r, creator)
+		if keepOpen {
+			ownRing = r
+			t.Cleanup(func() { r.Remove() })
+		} else {
+			r.Close()
+		}
+		return path
+	}
+	reused := mk(Name("gn", live, 1), live, false)  // creator died, its pid now another live process's
+	foreign := mk(Name("gn", dead, 2), dead, true)  // live creator whose pid is dead here
+	own := mk(Name("gn", self, 3), self, true)      // this process's live ring
+	ownDead := mk(Name("gn", self, 4), self, false) // a predecessor's with this pid
+	// The creator's own consumer waiting on a sub-ring with no producer
+	// asks whether the creator is gone; that must not drop its lock.
+	c, err := ownRing.Consumer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := c.Next(ctx, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the creator's consumer: %v, want the deadline", err)
+	}
+	removed, err := RemoveStale(dir, "gn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{reused, ownDead}
+	slices.Sort(want)
+	if slices.Sort(removed); !slices.Equal(removed, want) {
+		t.Fatalf("removed %v, want %v", removed, want)
+	}
+	for _, p := range []string{foreign, own} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v, want it kept", p, err)
+		}
 	}
 }

@@ -207,7 +207,7 @@ class Consumer:
         pid = u32[s.pid]
         if st == STATE_NONE or pid == 0:
             creator = self.ring.creator_pid
-            if _sys.pid_gone(creator):
+            if self.ring.creator_gone():
                 raise ProducerDeadError("ring: %s sub-ring %d: no producer attached and creator pid %d is gone"
                                         % (self.ring.path, w, creator), w, creator)
             return

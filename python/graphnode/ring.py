@@ -28,18 +28,24 @@ Liveness follows shm/doc.go: with no record pending, a producer that
 closed is end of stream (EndOfStream); one whose heartbeat stood still
 for DEAD_AFTER, or whose pid is gone and heartbeat stood still for
 GONE_AFTER, is dead (ProducerDeadError naming the sub-ring and pid);
-before any producer attached, only the creator's death counts.
+before any producer attached, only the creator's end counts: in a file
+with FLAG_CREATOR_LOCK (format 1.1) the creator holds a shared flock(2) on
+it while it lives, so the creator is gone when an exclusive lock can be
+taken (neither a reused pid nor another pid namespace fools that); in a
+1.0 file, when its pid is gone.
 
 A Ring and its Consumer are not safe for concurrent use from several
 threads, except that different threads may each own different sub-rings.
 """
 
 import ctypes
+import fcntl
 import mmap
 import os
 import struct
 import sys
 
+from . import _sys
 from .errors import CorruptError, LoaderError, VersionError
 
 # Format constants (shm/layout.go).
@@ -59,6 +65,10 @@ _MAX_INT64 = (1 << 63) - 1
 CTL_WRITE, CTL_DATA_SEQ, CTL_SPACE_WAITER, CTL_PROD_STATE, CTL_PROD_PID, CTL_HEARTBEAT = 0, 8, 12, 16, 20, 24
 CTL_READ, CTL_SPACE_SEQ, CTL_DATA_WAITER, CTL_CONS_STATE, CTL_CONS_PID = 64, 72, 76, 80, 84
 STATE_NONE, STATE_OPEN, STATE_CLOSED = 0, 1, 2
+
+# Header flags (the uint32 at offset 64, format 1.1): the creator holds a
+# shared flock on the file while it lives.
+FLAG_CREATOR_LOCK = 1
 
 # Waiting and liveness (shm/wait_linux.go).
 SPIN_FOR = 20e-6     # poll this long before sleeping (Python polls cost ~1 us)
@@ -85,7 +95,7 @@ def decode_header(b, file_size):
     if len(b) < HEADER_SIZE:
         raise CorruptError("header: truncated at %d bytes, want %d" % (len(b), HEADER_SIZE))
     (_, major, minor, hsize, w, ctl, capacity, data, size, creator, rec_hdr) = _HEADER.unpack_from(b)
-    created_ns = struct.unpack_from("<Q", b, 56)[0]
+    created_ns, flags = struct.unpack_from("<QI", b, 56)
     if major != MAJOR_VERSION:
         raise VersionError("header: major version %d (minor %d), this client reads %d" % (major, minor, MAJOR_VERSION))
     bad = []
@@ -111,7 +121,7 @@ def decode_header(b, file_size):
     if bad:
         raise CorruptError("header: " + "; ".join(bad))
     return dict(major=major, minor=minor, sub_rings=w, capacity=capacity, data_offset=data,
-                file_size=size, creator_pid=creator, created_ns=created_ns)
+                file_size=size, creator_pid=creator, created_ns=created_ns, flags=flags)
 
 
 class Ring:
@@ -132,13 +142,18 @@ class Ring:
             if size < HEADER_SIZE:
                 raise CorruptError("ring: %s: header: truncated at %d bytes, want %d" % (path, size, HEADER_SIZE))
             mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
         try:
             hdr = decode_header(mm[:HEADER_SIZE], size)
         except CorruptError as e:
             mm.close()
+            os.close(fd)
             raise type(e)("ring: %s: %s" % (path, e)) from None
+        # Kept open (not inherited by exec'd children) to probe the
+        # creator's lock: see creator_gone.
+        self._fd = fd
         self.header = hdr
         self.sub_rings = hdr["sub_rings"]
         self.capacity = hdr["capacity"]
@@ -153,6 +168,20 @@ class Ring:
         # the mapping does (until close()).
         self.base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
         self._consumer = None
+
+    def creator_gone(self):
+        """Whether the ring's creator has ended, as shm's creatorGone: with
+        FLAG_CREATOR_LOCK, whether an exclusive flock can be taken (and it
+        is dropped again at once), that is, nobody holds the creator's
+        shared lock; in a 1.0 file, whether the creator pid is gone."""
+        if not self.header["flags"] & FLAG_CREATOR_LOCK or self._fd is None:
+            return _sys.pid_gone(self.creator_pid)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # held (or unknown): not known to be gone
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        return True
 
     def ctl(self, w):
         """Byte offset of sub-ring w's control block."""
@@ -190,6 +219,8 @@ class Ring:
             v.release()
         self.u64 = self.u32 = None
         self.mem = None  # tensors may still reference it: not released, only dropped
+        fd, self._fd = self._fd, None
+        os.close(fd)
         try:
             mm.close()
         except BufferError:

@@ -33,15 +33,18 @@ from graphnode.ring import (CTL_CONS_PID, CTL_CONS_STATE, CTL_DATA_SEQ, CTL_DATA
                             layout_for)
 
 
-def create(path, w, capacity, creator_pid=None):
+def create(path, w, capacity, creator_pid=None, flags=0):
     """Create a ring file of w sub-rings of capacity bytes each (a
-    multiple of 4096), header written, as shm.Create does."""
+    multiple of 4096), header written, as shm.Create does, except that
+    flags are the caller's (0: liveness by the creator pid, as a 1.0 file;
+    shm.Create sets FLAG_CREATOR_LOCK and holds the lock, which a test
+    does itself)."""
     data, size = layout_for(w, capacity)
     hdr = bytearray(HEADER_SIZE)
     hdr[0:8] = MAGIC
-    struct.pack_into("<HHIIIQQQII", hdr, 8, 1, 0, HEADER_SIZE, w, CTL_SIZE, capacity, data, size,
+    struct.pack_into("<HHIIIQQQII", hdr, 8, 1, 1, HEADER_SIZE, w, CTL_SIZE, capacity, data, size,
                      os.getpid() if creator_pid is None else creator_pid, RECORD_HEADER_SIZE)
-    struct.pack_into("<Q", hdr, 56, time.time_ns())
+    struct.pack_into("<QI", hdr, 56, time.time_ns(), flags)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         os.ftruncate(fd, size)

@@ -2,6 +2,7 @@
 process, and in a child process for futex wakes across processes and for
 liveness)."""
 
+import fcntl
 import os
 import shutil
 import signal
@@ -15,7 +16,7 @@ import unittest
 
 from graphnode import consumer as consumer_mod
 from graphnode.errors import CorruptError, EndOfStream, LoaderError, ProducerDeadError, VersionError
-from graphnode.ring import DEAD_AFTER, HEADER_SIZE, STATE_CLOSED, Ring, decode_header
+from graphnode.ring import DEAD_AFTER, FLAG_CREATOR_LOCK, HEADER_SIZE, STATE_CLOSED, Ring, decode_header
 
 from .ringwriter import Producer, create, payload
 
@@ -281,6 +282,31 @@ class CrossProcessTest(RingTestCase):
         ring, cons = self.open()
         with self.assertRaisesRegex(ProducerDeadError, "no producer attached and creator pid %d is gone" % gone.pid):
             cons.next(0, timeout=5)
+
+    def test_creator_lock(self):
+        # Format 1.1: the creator's shared flock decides, not its pid. A
+        # creator holding it is alive though its pid is dead here (another
+        # pid namespace); once it lets go the consumer says so at once,
+        # though the pid in the header (this process's: a reused pid) lives.
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        for pid, held in ((dead.pid, True), (os.getpid(), False)):
+            if os.path.exists(self.path):
+                os.remove(self.path)
+            create(self.path, 1, 4096, creator_pid=pid, flags=FLAG_CREATOR_LOCK)
+            lock = os.open(self.path, os.O_RDONLY)
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            ring = Ring(self.path)
+            cons = ring.consumer()
+            if held:
+                with self.assertRaises(TimeoutError):
+                    cons.next(0, timeout=0.3)
+            os.close(lock)  # the creator ends
+            t0 = time.monotonic()
+            with self.assertRaisesRegex(ProducerDeadError, "no producer attached and creator pid %d is gone" % pid):
+                cons.next(0, timeout=5)
+            self.assertLess(time.monotonic() - t0, 1)
+            ring.close()
 
     def test_pid_word_past_pid_max(self):
         # A pid word no process can have (above PID_MAX_LIMIT) is unknown,
