@@ -108,7 +108,8 @@ const demoRingDir = "/dev/shm"
 // and a test loader open at once, each a ring of ringSize reserved when
 // it opens. They were refused only once the graph was partitioned and
 // the cluster started (a container's 64 MiB /dev/shm against the default
-// 256MB), and a tmpfs larger than the memory let them fill it.
+// 256MB), after the rings that did fit had filled the tmpfs, and with it
+// memory.
 func (f *demoFlags) checkRingSpace(ringSize int64, dir string) error {
 	free, _, err := shm.DirSpace(dir)
 	if err != nil {
