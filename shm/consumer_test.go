@@ -6,7 +6,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -236,11 +235,7 @@ func TestHeartbeatStops(t *testing.T) {
 
 // TestCreatorGone: no producer ever attached and the creator died.
 func TestCreatorGone(t *testing.T) {
-	cmd := exec.Command("/bin/true")
-	if err := cmd.Run(); err != nil {
-		t.Skipf("cannot run /bin/true for a dead pid: %v", err)
-	}
-	dead, live := cmd.Process.Pid, os.Getppid()
+	dead, live := deadPID(t), os.Getppid()
 	next := func(t *testing.T, path string, d time.Duration) error {
 		t.Helper()
 		r2, err := Open(path)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -65,6 +66,16 @@ func offsetIn(r *Ring, w int, rec []byte) int64 {
 // putCreator overwrites the creator pid in r's header.
 func putCreator(r *Ring, pid int) {
 	binary.LittleEndian.PutUint32(r.mem[offCreatorPID:], uint32(pid))
+}
+
+// deadPID is the pid of a process that has exited and been reaped.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("cannot run /bin/true for a dead pid: %v", err)
+	}
+	return cmd.Process.Pid
 }
 
 // putFlags overwrites the header flags of r's file (0: a format 1.0

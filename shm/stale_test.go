@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -41,14 +40,10 @@ func TestName(t *testing.T) {
 // creator pids decide.
 func TestRemoveStale(t *testing.T) {
 	dir := testDir(t)
-	cmd := exec.Command("/bin/true")
-	if err := cmd.Run(); err != nil {
-		t.Skipf("cannot run /bin/true for a dead pid: %v", err)
-	}
 	// live is another process (go test's), alive while this test runs.
 	// This process calls RemoveStale as a daemon does at start, before it
 	// creates rings: a file naming it is a predecessor's that had its pid.
-	dead, live, self := cmd.Process.Pid, os.Getppid(), os.Getpid()
+	dead, live, self := deadPID(t), os.Getppid(), os.Getpid()
 	opts := Options{SubRings: 1, Capacity: PageSize}
 	mk := func(name string, creator int) string {
 		path := filepath.Join(dir, name)
@@ -112,11 +107,7 @@ func TestRemoveStale(t *testing.T) {
 // sharing the directory) keeps its own.
 func TestRemoveStaleByLock(t *testing.T) {
 	dir := testDir(t)
-	cmd := exec.Command("/bin/true")
-	if err := cmd.Run(); err != nil {
-		t.Skipf("cannot run /bin/true for a dead pid: %v", err)
-	}
-	dead, live, self := cmd.Process.Pid, os.Getppid(), os.Getpid()
+	dead, live, self := deadPID(t), os.Getppid(), os.Getpid()
 	opts := Options{SubRings: 1, Capacity: PageSize}
 	var ownRing *Ring // the last ring mk kept open
 	mk := func(name string, creator int, keepOpen bool) string {
