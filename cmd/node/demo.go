@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -284,6 +285,20 @@ func (f *demoFlags) partition(ctx context.Context, a *app, out string) error {
 		}
 		split.Seed = f.seed
 		fmt.Fprintf(a.stdout, "read %s: %d nodes, %d edges, %d features, %d classes\n", f.input, g.NumNodes, len(g.Src), g.FeatDim, g.NumClasses)
+		// What the trainers need, before the partitioning: such a graph
+		// failed at writing the parts (nothing to cache) or in the
+		// trainers, once the cluster ran.
+		var lacks []string
+		if g.FeatDim == 0 {
+			lacks = append(lacks, "features")
+		}
+		if g.NumClasses < 2 {
+			lacks = append(lacks, "labels")
+		}
+		if len(lacks) > 0 {
+			return fmt.Errorf("%s: %d nodes without %s: GraphSAGE trains on features to predict labels (of 2 classes or more)",
+				f.input, g.NumNodes, strings.Join(lacks, " or "))
+		}
 	}
 	prog.done()
 	adj, err := partition.BuildAdj(ctx, g, csr.In, clean, prog.report)

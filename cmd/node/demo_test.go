@@ -113,3 +113,19 @@ func TestDemoLongWorkdir(t *testing.T) {
 		t.Errorf("the --workdir the demo made is left: %v", err)
 	}
 }
+
+// TestDemoInputWithoutFeatures: an --input without features or labels is
+// refused once read, saying what GraphSAGE needs, before it is
+// partitioned; it failed at writing the parts ("the graph has no
+// features to cache") or, with --cache-ratio 0, in the trainers.
+func TestDemoInputWithoutFeatures(t *testing.T) {
+	in := writeEdgeList(t, 12)
+	for _, extra := range [][]string{nil, {"--cache-ratio", "0"}} {
+		args := append([]string{"demo", "--input", in, "--format", "edgelist", "--workdir", filepath.Join(t.TempDir(), "w")}, extra...)
+		code, stdout, stderr := runNode(t, args...)
+		want := in + ": 12 nodes without features or labels: GraphSAGE trains on features to predict labels"
+		if code != 1 || !strings.Contains(stderr, want) || strings.Contains(stdout, "partitioned") {
+			t.Errorf("%v: exit %d, want 1 and %q before partitioning\nstdout:\n%s\nstderr:\n%s", extra, code, want, stdout, stderr)
+		}
+	}
+}
