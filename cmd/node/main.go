@@ -58,7 +58,11 @@ func commands() map[string]command {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP (the terminal of a `node run` or `node demo` went away: an
+	// ssh session dropped) stops as SIGTERM does: its default action
+	// killed the node without its kv checkpoint, and the demo without
+	// removing its processes' rings and its work directory.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
