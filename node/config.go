@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -210,16 +211,25 @@ func loadConfig(path string, fetch bool) (Config, error) {
 	if refused != nil {
 		problems = append(problems, refused.problems...)
 	}
-	if !md.IsDefined("version") {
+	twinProblems, twins := caseTwins(path, text)
+	problems = append(problems, twinProblems...)
+	// The decoder takes a key whatever its case (`Workers = 0` sets
+	// samplers.workers): so does the question whether the file gave one,
+	// or `Workers = 0` would be replaced by the default.
+	if !isDefinedFold(md, "version") {
 		problems = append(problems, configError(fmt.Sprintf("%s: version: missing (want version = %d)", path, ConfigVersion)))
 		c.Version = ConfigVersion
 	}
-	c.fillDefaults(func(key string) bool { return md.IsDefined(strings.Split(key, ".")...) })
+	c.fillDefaults(func(key string) bool { return isDefinedFold(md, strings.Split(key, ".")...) })
 	problems = append(problems, explicitZeros(path, text, &c)...)
 	if err := c.Validate(); err != nil {
 		for _, p := range unjoin(err) {
-			if key, msg, _ := strings.Cut(p.Error(), ":"); refused != nil && refused.covers(key, msg) {
+			key, msg, _ := strings.Cut(p.Error(), ":")
+			if refused != nil && refused.covers(key, msg) {
 				continue // judged the zero left by a refused value
+			}
+			if slices.ContainsFunc(twins, func(t string) bool { return key == t || strings.HasPrefix(key, t+".") || strings.HasPrefix(key, t+"[") }) {
+				continue // judged one of a key's two values, by chance
 			}
 			problems = append(problems, configError(path+": "+p.Error()))
 		}

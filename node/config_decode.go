@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -277,4 +278,50 @@ func isTable(t reflect.Type) bool {
 	}
 	p := reflect.PointerTo(t)
 	return !p.Implements(reflect.TypeFor[toml.Unmarshaler]()) && !p.Implements(reflect.TypeFor[interface{ UnmarshalText([]byte) error }]())
+}
+
+// isDefinedFold is MetaData.IsDefined with each part of key matched
+// whatever its case, as toml.Decode and valueDecoder match a key to its
+// field.
+func isDefinedFold(md toml.MetaData, key ...string) bool {
+	return slices.ContainsFunc(md.Keys(), func(k toml.Key) bool { return equalFoldKey(k, key) })
+}
+
+// equalFoldKey reports whether keys a and b are equal but for case.
+func equalFoldKey(a, b []string) bool {
+	return slices.EqualFunc(a, b, strings.EqualFold)
+}
+
+// caseTwins refuses, in text (the file at path), a key given twice in
+// one table in two cases (`Workers = 0` and `workers = 4`): the decoder
+// takes both for the same field, and which one it keeps changes from
+// one run to the next. It also returns the keys refused, as problems of
+// validation name them (lower case), whose value is either.
+func caseTwins(path, text string) (problems []error, keys []string) {
+	var top map[string]any
+	if _, err := toml.Decode(text, &top); err != nil {
+		return nil, nil // not TOML: the decoding itself reports it
+	}
+	var walk func(name string, t map[string]any)
+	walk = func(name string, t map[string]any) {
+		names := slices.Sorted(maps.Keys(t))
+		for i, k := range names {
+			for _, o := range names[:i] {
+				if strings.EqualFold(k, o) {
+					problems = append(problems, configError(fmt.Sprintf("%s: %s and %s: one key given twice (keys are matched whatever their case); give it once", path, join(name, o), join(name, k))))
+					keys = append(keys, strings.ToLower(join(name, k)))
+				}
+			}
+			switch v := t[k].(type) {
+			case map[string]any:
+				walk(join(name, k), v)
+			case []map[string]any:
+				for j, sub := range v {
+					walk(join(name, k)+"["+strconv.Itoa(j)+"]", sub)
+				}
+			}
+		}
+	}
+	walk("", top)
+	return problems, keys
 }

@@ -181,7 +181,14 @@ func explicitZeros(path, text string, c *Config) []error {
 		if i >= len(c.KV.Tables) {
 			break
 		}
-		err := c.KV.Tables[i].ExplicitZero(func(f string) bool { _, ok := keys[f]; return ok })
+		err := c.KV.Tables[i].ExplicitZero(func(f string) bool {
+			for k := range keys { // as the decoder matches keys: Beta1 = 0 is beta1's
+				if strings.EqualFold(k, f) {
+					return true
+				}
+			}
+			return false
+		})
 		var ce *control.Error
 		if errors.As(err, &ce) {
 			field := strings.TrimPrefix(ce.Key, "table.")
