@@ -61,8 +61,13 @@ func main() {
 	// SIGHUP (the terminal of a `node run` or `node demo` went away: an
 	// ssh session dropped) stops as SIGTERM does: its default action
 	// killed the node without its kv checkpoint, and the demo without
-	// removing its processes' rings and its work directory.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// removing its processes' rings and its work directory. Unless it is
+	// ignored (nohup): asking for it would undo that.
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
