@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -19,7 +20,12 @@ import (
 // several for concurrent calls. When the connection drops without Done,
 // the node tells every shard that the ranks this connection pushed
 // synchronous steps for have left, so their steps fail for the others.
-type KV struct{ session }
+type KV struct {
+	session
+	// dims is the dim of each table pulled on this connection, which
+	// sizes its pulls' requests. Guarded by session.mu.
+	dims map[string]int
+}
 
 // DialKV connects to the node listening on socket.
 func DialKV(ctx context.Context, socket string) (*KV, error) {
@@ -27,7 +33,7 @@ func DialKV(ctx context.Context, socket string) (*KV, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &KV{s}, nil
+	return &KV{session: s, dims: map[string]int{}}, nil
 }
 
 // session is a control connection whose requests are sent one at a time,
@@ -44,6 +50,9 @@ type session struct {
 	// for the other trainers) holds mu until its answer comes.
 	raw    net.Conn
 	closed *atomic.Bool
+	// frame is the most bytes a request or an answer holds, which sizes
+	// the pulls of many ids: control.MaxFrame (tests lower it).
+	frame int
 }
 
 func dial(ctx context.Context, socket string) (session, error) {
@@ -52,7 +61,7 @@ func dial(ctx context.Context, socket string) (session, error) {
 	if err != nil {
 		return session{}, fmt.Errorf("client: %w", err)
 	}
-	return session{mu: new(sync.Mutex), conn: conn, raw: conn, closed: new(atomic.Bool)}, nil
+	return session{mu: new(sync.Mutex), conn: conn, raw: conn, closed: new(atomic.Bool), frame: control.MaxFrame}, nil
 }
 
 // Close closes the connection, ending a call in progress with an error.
@@ -125,6 +134,7 @@ func (k *KV) Create(ctx context.Context, spec control.TableSpec) (*control.Table
 // Drop removes a table from every node (kv_drop); Dropped says whether
 // this node held it. Checkpoint files stay on disk.
 func (k *KV) Drop(ctx context.Context, name string) (*control.DropInfo, error) {
+	k.learn(name, 0)
 	resp, err := k.request(ctx, &control.Request{Op: control.OpKVDrop, Name: name})
 	if err != nil {
 		return nil, err
@@ -206,7 +216,39 @@ func (k *KV) ack(ctx context.Context, op string, enc func([]byte) []byte) (uint6
 	return a.Version, nil
 }
 
-// Pull appends the rows of ids to dst, in the order of ids.
+// pullResponseHead is the size of a PullResponse before its rows: kind,
+// version, version u64, dim u32, n u32.
+const pullResponseHead = 2 + 8 + 4 + 4
+
+// pullPer is how many ids of a table of dim one pull carries: its answer
+// and its request must each fit a frame of frame bytes (the node refuses
+// a pull whose answer would not). At least one.
+func pullPer(frame int, table string, dim int) int {
+	request := 2 + 1 + len(table) + 8 + 4 // kind, version, name, min_version, n
+	return max(1, min((frame-pullResponseHead)/(4*max(dim, 1)), (frame-request)/8))
+}
+
+// dim is the dim of table learnt on this connection, 0 when unknown.
+func (k *KV) dim(table string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.dims[table]
+}
+
+// learn records the dim of table; 0 forgets it (a table dropped, or one
+// whose pull failed: made again with another dim, it is learnt anew).
+func (k *KV) learn(table string, dim int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if dim == 0 {
+		delete(k.dims, table)
+		return
+	}
+	k.dims[table] = dim
+}
+
+// Pull appends the rows of ids to dst, in the order of ids; on error dst
+// is returned as it was. See PullVersion for pulls of many ids.
 func (k *KV) Pull(ctx context.Context, table string, ids []uint64, dst []float32) ([]float32, error) {
 	dst, _, err := k.PullVersion(ctx, table, 0, ids, dst)
 	return dst, err
@@ -214,21 +256,84 @@ func (k *KV) Pull(ctx context.Context, table string, ids []uint64, dst []float32
 
 // PullVersion is Pull once every shard involved reached minVersion (Sync
 // tables); it returns the smallest version among them.
+//
+// One answer must fit a 64 MiB frame (the node refuses a pull whose
+// answer would not: 200k rows of dim 128), so ids go in as many requests
+// as their rows need, the table's dim learnt once per connection from a
+// pull of row 0. Every request waits for minVersion, so every row is of
+// a version >= minVersion, and the version returned is the lowest any
+// request was answered with (as one request's is the lowest of its
+// shards'): each row is of that version or a later one. A Sync table
+// steps only once every trainer of its job pushed, so a trainer of the
+// job pulling between its own steps (as Sync does) gets the rows of one
+// version; a reader outside the job may get rows of the step before and
+// of the step after in one pull, as it may from two shards in one
+// request. An error of a request of several names the ids it held
+// (ids[lo:hi]): the node's indexes then count from lo.
 func (k *KV) PullVersion(ctx context.Context, table string, minVersion uint64, ids []uint64, dst []float32) ([]float32, uint64, error) {
+	start := len(dst)
+	dim := k.dim(table)
+	if dim == 0 && len(ids) > 1 {
+		var err error
+		if _, _, dim, err = k.pull(ctx, table, 0, []uint64{0}, nil); err != nil {
+			return dst, 0, err
+		}
+	}
+	per := len(ids)
+	if dim > 0 {
+		per = pullPer(k.frame, table, dim)
+	}
+	if len(ids) <= per {
+		dst, v, got, err := k.pull(ctx, table, minVersion, ids, dst)
+		if err != nil {
+			k.learn(table, 0)
+			return dst[:start], 0, err
+		}
+		if len(ids) > 0 {
+			k.learn(table, got)
+		}
+		return dst, v, nil
+	}
+	dst = slices.Grow(dst, len(ids)*dim)
+	var version uint64
+	for lo := 0; lo < len(ids); lo += per {
+		hi := min(len(ids), lo+per)
+		var v uint64
+		var got int
+		var err error
+		if dst, v, got, err = k.pull(ctx, table, minVersion, ids[lo:hi], dst); err == nil && got != dim {
+			err = fmt.Errorf("client: kv pull: table %q: rows of dim %d, then %d: the table changed between requests: %w", table, dim, got, kv.ErrShape)
+		}
+		if err != nil {
+			k.learn(table, 0)
+			return dst[:start], 0, fmt.Errorf("%w (ids[%d:%d] of %d, pulled in requests of %d)", err, lo, hi, len(ids), per)
+		}
+		if lo == 0 || v < version {
+			version = v
+		}
+	}
+	k.learn(table, dim)
+	return dst, version, nil
+}
+
+// pull sends one PullRequest and appends its rows to dst; it returns
+// their version and dim.
+func (k *KV) pull(ctx context.Context, table string, minVersion uint64, ids []uint64, dst []float32) ([]float32, uint64, int, error) {
 	resp, err := k.call(ctx, "pull", func(b []byte) []byte {
 		return kv.AppendPullRequest(b, &kv.PullRequest{Table: table, MinVersion: minVersion, IDs: ids})
 	})
 	if err != nil {
-		return dst, 0, err
+		return dst, 0, 0, err
 	}
-	var m kv.PullResponse
+	// The rows are decoded into dst's room, where there is enough.
+	m := kv.PullResponse{Rows: dst[len(dst):]}
 	if err := kv.DecodePullResponse(resp, &m); err != nil {
-		return dst, 0, fmt.Errorf("client: kv pull: answer: %w", err)
+		return dst, 0, 0, fmt.Errorf("client: kv pull: answer: %w", err)
 	}
 	if m.Dim == 0 || len(m.Rows) != len(ids)*int(m.Dim) {
-		return dst, 0, fmt.Errorf("client: kv pull: %d values of dim %d for %d ids: %w", len(m.Rows), m.Dim, len(ids), control.ErrProtocol)
+		return dst, 0, 0, fmt.Errorf("client: kv pull: %d values of dim %d for %d ids: %w", len(m.Rows), m.Dim, len(ids), control.ErrProtocol)
 	}
-	return append(dst, m.Rows...), m.Version, nil
+	return append(dst, m.Rows...), m.Version, int(m.Dim), nil
 }
 
 // Push sends gradients of an Async table (len(ids)·dim values).

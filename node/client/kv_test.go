@@ -2,10 +2,18 @@ package client
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"graphnode/kv"
+	"graphnode/node/control"
 )
 
 // kvNode serves a store of one async table "e" (4 rows of dim 2, SGD lr
@@ -52,4 +60,263 @@ func TestPushShape(t *testing.T) {
 	if err != nil || len(rows) != 2 || rows[0] != -1 || rows[1] != -2 {
 		t.Fatalf("row 1 after the push: %v, %v; want [-1 -2]", rows, err)
 	}
+}
+
+// pullNode answers kv pulls of table "wide" (rows rows of dim dim, values
+// wantValue) as the node does: refusing a pull whose answer would pass its
+// frame, and an id past the table (kv.ErrNotOwner). Each answer's version
+// is 10 + the number of pulls before it.
+type pullNode struct {
+	mu     sync.Mutex
+	frame  int // the most bytes of an answer
+	dim    int
+	rows   uint64
+	asked  [][]uint64 // ids of each request
+	mins   []uint64   // min_version of each request
+	socket string
+}
+
+func newPullNode(t *testing.T, frame, dim int, rows uint64) *pullNode {
+	p := &pullNode{frame: frame, dim: dim, rows: rows}
+	p.socket, _ = slowNode(t, 0, p.answer)
+	return p
+}
+
+func (p *pullNode) answer(body []byte) []byte {
+	if len(body) > 0 && body[0] == '{' { // kv_drop
+		b, _ := json.Marshal(&control.Response{KVDrop: &control.DropInfo{Dropped: true}})
+		return b
+	}
+	var m kv.PullRequest
+	if err := kv.DecodePullRequest(body, &m); err != nil {
+		return kv.AppendErrorMsg(nil, kv.NewErrorMsg(err))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.asked = append(p.asked, slices.Clone(m.IDs))
+	p.mins = append(p.mins, m.MinVersion)
+	if most := (p.frame - 18) / (4 * p.dim); len(m.IDs) > most {
+		return kv.AppendErrorMsg(nil, &kv.ErrorMsg{Text: fmt.Sprintf("node: kv: pull of %d ids: pull at most %d ids per request", len(m.IDs), most)})
+	}
+	for i, id := range m.IDs {
+		if id >= p.rows {
+			return kv.AppendErrorMsg(nil, kv.NewErrorMsg(fmt.Errorf("kv: ids[%d] = %d: %w", i, id, kv.ErrNotOwner)))
+		}
+	}
+	out := kv.AppendPullResponse(nil, &kv.PullResponse{Version: 10 + uint64(len(p.asked)-1), Dim: uint32(p.dim)})
+	binary.LittleEndian.PutUint32(out[len(out)-4:], uint32(len(m.IDs)))
+	return appendRows(out, m.IDs, p.dim)
+}
+
+// wantValue is value c of the row of id that pullNode and dataNode
+// answer: the id in every 4096th column, the column elsewhere.
+func wantValue(id uint64, c int) float32 {
+	if c%4096 == 0 {
+		return float32(1000*id + uint64(c/4096))
+	}
+	return float32(c % 1000)
+}
+
+// appendRows appends the rows of ids (dim float32 values each) to b,
+// copying a row of the columns' values and setting the id's (a loop over
+// every value takes seconds under the race detector).
+func appendRows(b []byte, ids []uint64, dim int) []byte {
+	row := make([]byte, 4*dim)
+	for c := range dim {
+		binary.LittleEndian.PutUint32(row[4*c:], math.Float32bits(wantValue(0, c)))
+	}
+	for _, id := range ids {
+		at := len(b)
+		b = append(b, row...)
+		for c := 0; c < dim; c += 4096 {
+			binary.LittleEndian.PutUint32(b[at+4*c:], math.Float32bits(wantValue(id, c)))
+		}
+	}
+	return b
+}
+
+// checkColumns are the columns of a row the tests check: each id's, and
+// some between.
+func checkColumns(dim int) []int {
+	cols := []int{min(1, dim-1), min(999, dim-1), dim - 1}
+	for c := 0; c < dim; c += 4096 {
+		cols = append(cols, c)
+	}
+	return cols
+}
+
+func (p *pullNode) reset() (asked [][]uint64, mins []uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	asked, mins = p.asked, p.mins
+	p.asked, p.mins = nil, nil
+	return asked, mins
+}
+
+// checkRows fails unless got holds the rows of ids (dim values each).
+func checkRows(t *testing.T, got []float32, ids []uint64, dim int) {
+	t.Helper()
+	if len(got) != len(ids)*dim {
+		t.Fatalf("%d values for %d ids of dim %d", len(got), len(ids), dim)
+	}
+	for i, id := range ids {
+		for _, c := range checkColumns(dim) {
+			if want := wantValue(id, c); got[i*dim+c] != want {
+				t.Fatalf("ids[%d] = %d, column %d: %v, want %v", i, id, c, got[i*dim+c], want)
+			}
+		}
+	}
+}
+
+// TestPullSplit: a pull whose answer would pass the 64 MiB frame (256
+// rows of dim 65536) goes in as many requests as the rows need, the
+// table's dim learnt once per connection from a pull of row 0; every
+// request carries min_version, and the version is the lowest answered.
+func TestPullSplit(t *testing.T) {
+	const dim = 1 << 16 // 255 rows fit an answer
+	p := newPullNode(t, control.MaxFrame, dim, 400)
+	k, err := DialKV(context.Background(), p.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	ctx := context.Background()
+	ids := make([]uint64, 256)
+	for i := range ids {
+		ids[i] = uint64(399 - i%250) // out of order, with repeats
+	}
+	got, v, err := k.PullVersion(ctx, "wide", 3, ids, []float32{-1, -2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != -1 || got[1] != -2 {
+		t.Fatalf("dst's values became %v", got[:2])
+	}
+	checkRows(t, got[2:], ids, dim)
+	asked, mins := p.reset()
+	if want := [][]uint64{{0}, ids[:255], ids[255:]}; !slices.EqualFunc(asked, want, slices.Equal) {
+		t.Fatalf("requests of %d ids, want the probe of row 0, then 255 and 1", len(asked))
+	}
+	if !slices.Equal(mins, []uint64{0, 3, 3}) {
+		t.Fatalf("min versions %v, want [0 3 3]: every request of rows waits for 3", mins)
+	}
+	if v != 11 {
+		t.Fatalf("version %d, want 11, the lowest of the requests' (11, 12)", v)
+	}
+}
+
+// TestPullSplitSmallFrame: the same with a frame of three rows: ids that
+// fit one answer go in one request once the dim is known, an error of a
+// request of several names the ids it held, and a table made again with
+// another dim (by another trainer) is relearnt after the pull that
+// found out.
+func TestPullSplitSmallFrame(t *testing.T) {
+	const dim = 64
+	frame := 18 + 4*dim*3
+	ctx := context.Background()
+	dial := func(t *testing.T) (*pullNode, *KV) {
+		p := newPullNode(t, frame, dim, 100)
+		k, err := DialKV(ctx, p.socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { k.Close() })
+		k.frame = frame
+		return p, k
+	}
+	t.Run("requests", func(t *testing.T) {
+		p, k := dial(t)
+		for _, tc := range []struct {
+			ids  []uint64
+			want [][]uint64
+		}{
+			{[]uint64{7}, [][]uint64{{7}}}, // one id: no probe
+			{[]uint64{9, 1, 4, 4, 7, 0, 2, 8}, [][]uint64{{9, 1, 4}, {4, 7, 0}, {2, 8}}},
+			{[]uint64{6, 3}, [][]uint64{{6, 3}}},
+			{nil, [][]uint64{{}}},
+		} {
+			got, err := k.Pull(ctx, "wide", tc.ids, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkRows(t, got, tc.ids, dim)
+			if asked, _ := p.reset(); !slices.EqualFunc(asked, tc.want, slices.Equal) {
+				t.Fatalf("pull of %v: requests %v, want %v", tc.ids, asked, tc.want)
+			}
+		}
+	})
+	t.Run("errors", func(t *testing.T) {
+		p, k := dial(t)
+		dst := []float32{-1}
+		for _, tc := range []struct {
+			ids  []uint64
+			want string // the error's end
+		}{
+			// One request: the node's index is the caller's.
+			{[]uint64{1, 200}, "ids[1] = 200: " + kv.ErrNotOwner.Error()},
+			{[]uint64{1, 2, 3, 300, 4, 5, 6}, "ids[0] = 300: " + kv.ErrNotOwner.Error() + " (ids[3:6] of 7, pulled in requests of 3)"},
+		} {
+			got, err := k.Pull(ctx, "wide", tc.ids, dst)
+			if !errors.Is(err, kv.ErrNotOwner) || !strings.HasSuffix(err.Error(), tc.want) {
+				t.Fatalf("pull of %v: %v, want an error ending %q", tc.ids, err, tc.want)
+			}
+			if len(got) != 1 || got[0] != -1 {
+				t.Fatalf("a failed pull returned %v, want dst as it was", got)
+			}
+		}
+		// The dim is forgotten after an error (a table made again): each
+		// pull of several ids learns it first.
+		want := [][]uint64{{0}, {1, 200}, {0}, {1, 2, 3}, {300, 4, 5}}
+		if asked, _ := p.reset(); !slices.EqualFunc(asked, want, slices.Equal) {
+			t.Fatalf("requests %v, want %v", asked, want)
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		dim  int
+	}{{"wider", 2 * dim}, {"narrower", dim / 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, k := dial(t)
+			if _, err := k.Pull(ctx, "wide", []uint64{1, 2}, nil); err != nil {
+				t.Fatal(err)
+			}
+			p.mu.Lock()
+			p.dim = tc.dim
+			p.mu.Unlock()
+			ids := []uint64{5, 4, 3, 2, 1, 0, 9}
+			if _, err := k.Pull(ctx, "wide", ids, nil); err == nil {
+				t.Fatal("pull with the dim the table had: no error")
+			}
+			p.reset()
+			got, err := k.Pull(ctx, "wide", ids, nil)
+			if err != nil {
+				t.Fatalf("pull after the table changed: %v", err)
+			}
+			checkRows(t, got, ids, tc.dim)
+			if asked, _ := p.reset(); !slices.Equal(asked[0], []uint64{0}) {
+				t.Fatalf("requests %v, want the probe of row 0 first", asked)
+			}
+		})
+	}
+	t.Run("drop", func(t *testing.T) {
+		// kv_drop forgets the dim: the table may come back with another.
+		p, k := dial(t)
+		if _, err := k.Pull(ctx, "wide", []uint64{1, 2}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.Drop(ctx, "wide"); err != nil {
+			t.Fatal(err)
+		}
+		p.reset()
+		if _, err := k.Pull(ctx, "wide", []uint64{1, 2}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if asked, _ := p.reset(); len(asked) != 2 || !slices.Equal(asked[0], []uint64{0}) {
+			t.Fatalf("requests %v after kv_drop, want the probe of row 0 first", asked)
+		}
+	})
+}
+
+func f32At(b []byte, i int) float32 {
+	return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 }
