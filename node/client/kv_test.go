@@ -316,7 +316,3 @@ func TestPullSplitSmallFrame(t *testing.T) {
 		}
 	})
 }
-
-func f32At(b []byte, i int) float32 {
-	return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-}
