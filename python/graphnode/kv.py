@@ -134,16 +134,26 @@ class KV(Session):
 
     def pull_version(self, table, ids, min_version=0):
         """The rows of ids (a torch.float32 tensor [len(ids), dim], its own
-        memory) and the version they belong to (the lowest of its
-        requests'); with min_version > 0 (sync tables) the node first
-        waits until every shard involved applied that many steps.
+        memory) and the version they belong to; with min_version > 0 (sync
+        tables) the node first waits until every shard involved applied
+        that many steps.
 
         An answer must fit one 64 MiB frame (the node refuses a pull that
         would not), so ids go in as many requests as their rows need: a
         batch's n_id of 200k nodes at dim 128 takes two. The table's dim
-        is learnt once per connection from a pull of row 0; an error of a
-        request of several names the ids it held (ids[lo:hi]), as the
-        node's indexes then count from lo."""
+        is learnt once per connection from a pull of row 0 (and again
+        after a kv error or rows of another dim: a table made again); an
+        error of a request of several names the ids it held (ids[lo:hi]),
+        as the node's indexes then count from lo.
+
+        Every request waits for min_version, so every row is of a version
+        >= min_version, and the version returned is the lowest any request
+        was answered with (as one request's is the lowest of its shards'):
+        each row is of that version or a later one. A sync table steps
+        only once every trainer of its job pushed, so a trainer of the job
+        pulling between its own steps gets the rows of one version; a
+        reader outside the job may get rows of two steps in one pull, as
+        it may from two shards in one request."""
         a = _ids(ids)
         dim = self._dims.get(table)
         try:
@@ -165,8 +175,9 @@ class KV(Session):
                     raise KVError("%s (ids[%d:%d] of %d, pulled in requests of %d)" % (e, lo, hi, a.size, per),
                                   e.code) from None
                 if rows.shape[1] != dim:
+                    self._dims.pop(table, None)  # the next pull learns the new dim
                     raise LoaderError("kv: pull %s: rows of dim %d, then %d: the table changed between requests"
-                                      % (table, dim, rows.shape[1]))
+                                      " (ids[%d:%d] of %d)" % (table, dim, rows.shape[1], lo, hi, a.size))
                 out[lo:hi] = rows
                 version = v if version is None else min(version, v)
         except KVError:

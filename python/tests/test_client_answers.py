@@ -224,13 +224,16 @@ class PullNode:
 
     def __init__(self, limit, dim):
         self.limit, self.dim, self.sizes, self.asked = limit, dim, [], []
+        self.mins = []  # min_version of each request
+        self.step = 0  # added to the answers' version (5) per request
 
     def exchange(self, body, op, timeout=None):
         k = body[2]
-        n, = struct.unpack_from("<I", body, 3 + k + 8)
+        min_version, n = struct.unpack_from("<QI", body, 3 + k)
         ids = np.frombuffer(bytes(body), "<u8", n, 3 + k + 12)
         self.sizes.append(n)
         self.asked.append(ids.tolist())
+        self.mins.append(min_version)
         if 18 + 4 * n * self.dim > self.limit:
             text = b"the answer would exceed the frame limit"
             return bytearray(struct.pack("<BBHH", 7, 1, 7, len(text)) + text)
@@ -239,7 +242,8 @@ class PullNode:
             text = b"ids[%d] = %d: no such row" % (i, ids[i])
             return bytearray(struct.pack("<BBHH", 7, 1, 2, len(text)) + text)
         rows = (ids[:, None] * 10 + np.arange(self.dim)).astype("<f4")
-        return bytearray(struct.pack("<BBQII", 2, 1, 5, self.dim, n) + rows.tobytes())
+        version = 5 + self.step * (len(self.asked) - 1)
+        return bytearray(struct.pack("<BBQII", 2, 1, version, self.dim, n) + rows.tobytes())
 
     def close(self):
         pass
@@ -293,6 +297,30 @@ class PullSplit(unittest.TestCase):
         with self.assertRaises(graphnode.KVError):
             self.kv.pull("emb", [1, 2, 3])
         self.assertTrue(torch.equal(self.kv.pull("emb", [1, 2, 3]), self.want([1, 2, 3], 2 * self.DIM)))
+
+    def test_table_made_narrower(self):
+        # The node answers rows of the new dim, which the pull refuses
+        # once; the dim it learnt must go with it, or every later pull of
+        # more ids than one request holds fails the same way.
+        ids = [5, 4, 3, 2, 1, 0, 9]
+        self.kv.pull("emb", [1, 2])
+        self.node.dim = self.DIM // 2  # dropped and created again, narrower
+        with self.assertRaisesRegex(LoaderError, "rows of dim 64, then 32: the table changed between requests"):
+            self.kv.pull("emb", ids)
+        self.node.asked = []
+        self.assertTrue(torch.equal(self.kv.pull("emb", ids), self.want(ids, self.DIM // 2)))
+        self.assertEqual(self.node.asked, [[0], ids[:6], ids[6:]])  # learnt again: six rows of 32 an answer
+
+    def test_pull_version_split(self):
+        # Every request of rows waits for min_version; the version is the
+        # lowest answered (each row is of it or a later one).
+        self.node.step = 1
+        ids = [9, 1, 4, 4, 7, 0, 2, 8]
+        rows, v = self.kv.pull_version("emb", ids, min_version=3)
+        self.assertTrue(torch.equal(rows, self.want(ids)), rows)
+        self.assertEqual(self.node.asked, [[0], ids[:3], ids[3:6], ids[6:]])
+        self.assertEqual(self.node.mins, [0, 3, 3, 3])
+        self.assertEqual(v, 6)
 
 
 class DataNode:
