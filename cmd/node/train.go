@@ -311,6 +311,10 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 	if f.jsonOut {
 		return enc.Encode(map[string]any{"best_epoch": best.Epoch, "val_acc": best.ValAcc, "test_acc": best.TestAcc, "stopped": res.Stopped})
 	}
+	if best.Epoch < 0 {
+		fmt.Fprintf(out, "trained %d epochs without evaluation (--eval=false): no best epoch\n", len(res.Epochs))
+		return nil
+	}
 	fmt.Fprintf(out, "best epoch %d: val %.4f test %.4f\n", best.Epoch, best.ValAcc, best.TestAcc)
 	return nil
 }

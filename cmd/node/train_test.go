@@ -334,12 +334,21 @@ func TestTrainerKilled(t *testing.T) {
 	if err := <-other.done; err == nil || !strings.Contains(other.stderr.String(), `keeps the name "graphsage.sync" until kv_drop: pass another --table`) {
 		t.Fatalf("a job of another model on the same table: %v, stderr:\n%s\nwant the way out named", err, &other.stderr)
 	}
-	again := startTrainer(t, bin, "--socket", cl.sockets[0], "--fanouts", "10,5", "--hidden", "8", "--epochs", "1", "--eval=false", "--workers", "1", "--table", "small.sync")
-	for range again.lines {
+	out, err := exec.Command(bin, "train", "--socket", cl.sockets[0], "--fanouts", "10,5", "--hidden", "8", "--epochs", "2",
+		"--eval=false", "--workers", "1", "--table", "small.sync").CombinedOutput()
+	if err != nil {
+		t.Fatalf("the same job on another --table: %v, output:\n%s", err, out)
 	}
-	if err := <-again.done; err != nil {
-		t.Fatalf("the same job on another --table: %v, stderr:\n%s", err, &again.stderr)
+	// Without evaluation there is no best epoch: it printed "best epoch
+	// -1: val 0.0000 test 0.0000".
+	if last := lastLine(string(out)); last != "trained 2 epochs without evaluation (--eval=false): no best epoch" {
+		t.Errorf("last line of a run with --eval=false: %q, output:\n%s", last, out)
 	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
 
 // sharedData is the folder of dataset name under the real datasets:
