@@ -134,7 +134,7 @@ func (f *kgeFlags) check() error {
 	}
 	for _, table := range []string{f.prefix + ".entity", f.prefix + ".relation", f.prefix + ".sync"} {
 		if !validTableName(table) {
-			bad("--table-prefix %q: the tables' names (%q) %s", f.prefix, table, tableNameRule)
+			bad("--table-prefix %q: the tables' names (%q) %s", f.prefix, table, tableNameRule())
 			break
 		}
 	}

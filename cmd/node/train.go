@@ -151,7 +151,7 @@ func (f *trainFlags) check() error {
 		bad("--layers %d: --fanouts %q samples %s; the model needs one per layer", f.cfg.Layers, f.fanouts, hops(len(fan)))
 	}
 	if !validTableName(f.table) {
-		bad("--table %q: %s", f.table, tableNameRule)
+		bad("--table %q: %s", f.table, tableNameRule())
 	}
 	if f.eval && evalFan != nil && len(evalFan) < cfg.Layers {
 		bad("--eval-fanouts %q samples %s; the model (%d layers) needs one per layer", f.evalFanouts, hops(len(evalFan)), cfg.Layers)
@@ -169,7 +169,9 @@ func validTableName(name string) bool {
 }
 
 // tableNameRule is what validTableName checks, for error messages.
-var tableNameRule = fmt.Sprintf("must be 1-%d bytes of [A-Za-z0-9_.-], not starting with '.'", kv.MaxNameLen)
+func tableNameRule() string {
+	return fmt.Sprintf("must be 1-%d bytes of [A-Za-z0-9_.-], not starting with '.'", kv.MaxNameLen)
+}
 
 func hops(n int) string {
 	if n == 1 {
