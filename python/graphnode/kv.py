@@ -38,6 +38,12 @@ _PUSH_HEAD = 2 + 65 + 8
 # n), and its answer's besides the rows (kind, version, version, dim, n).
 _PULL_REQUEST_HEAD = 2 + 65 + 12
 _PULL_HEAD = 2 + 8 + 4 + 4
+# The longest the node may take to answer a synchronous push or a pull
+# that waits for a step: [kv] sync_timeout (at most 5 minutes) from the
+# step's first push, the node's margin for its calls over the mesh (10 s),
+# and slack. A connection that gave up sooner would break, which the node
+# takes for the trainer leaving: the step would fail for every trainer.
+_SYNC_WAIT = 5 * 60 + 10 + 20
 
 # kv's error codes (docs/control.md): the sentinel errors of package kv.
 CODES = {1: "unknown table", 2: "row not owned", 3: "shape", 4: "wrong mode", 5: "bad step", 6: "step failed",
@@ -81,10 +87,14 @@ def _floats(x):
 class KV(Session):
     """A connection to the node's parameter server. Not safe for
     concurrent use; one per trainer process is the rule (a connection that
-    ends without done() counts as its synchronous trainers leaving)."""
+    ends without done() counts as its synchronous trainers leaving).
+    timeout bounds each call in seconds (None: no bound); push_sync and
+    pull_version with a min_version wait at least 330 s, the most a node
+    takes to end a synchronous step ([kv] sync_timeout is at most 5m)."""
 
     def __init__(self, socket, timeout=120.0):
         super().__init__(socket, timeout)
+        self._timeout = timeout
         self._dims = {}  # table -> dim, learnt from pulls
 
     # JSON requests.
@@ -120,8 +130,12 @@ class KV(Session):
 
     # Binary kv frames.
 
-    def _call(self, body, op):
-        ans = self._conn.exchange(body, op)
+    def _wait(self):
+        """The timeout of a call that waits for a synchronous step."""
+        return None if self._timeout is None else max(self._timeout, _SYNC_WAIT)
+
+    def _call(self, body, op, timeout=None):
+        ans = self._conn.exchange(body, op, timeout)
         if len(ans) < 2 or ans[1] != WIRE_VERSION:
             raise LoaderError("kv: %s: answer of %d bytes without kv version %d" % (op, len(ans), WIRE_VERSION))
         if ans[0] == KIND_ERROR:
@@ -190,7 +204,7 @@ class KV(Session):
         """One PullRequest for the uint64 ids a: its rows (n × dim, a
         numpy view of the answer) and version."""
         body = struct.pack("<BB", KIND_PULL, WIRE_VERSION) + _name(table) + struct.pack("<QI", min_version, a.size)
-        ans = self._call(body + a.tobytes(), "pull " + table)
+        ans = self._call(body + a.tobytes(), "pull " + table, self._wait() if min_version else None)
         if ans[0] != KIND_PULL_RESPONSE or len(ans) < 18:
             raise LoaderError("kv: pull %s: unexpected answer kind %d" % (table, ans[0]))
         version, dim, n = struct.unpack_from("<QII", ans, 2)
@@ -226,7 +240,7 @@ class KV(Session):
         g = _floats(grads)
         body = struct.pack("<BB", KIND_PUSH_SYNC, WIRE_VERSION) + _name(table)
         body += struct.pack("<QIII", step, trainer, world, g.size)
-        return self._ack(self._call(body + g.tobytes(), "push_sync " + table), "push_sync " + table)
+        return self._ack(self._call(body + g.tobytes(), "push_sync " + table, self._wait()), "push_sync " + table)
 
     @staticmethod
     def _ack(ans, op):

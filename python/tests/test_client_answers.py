@@ -37,6 +37,7 @@ def kv_with(answer):
     k = KV.__new__(KV)
     k._conn = FakeConn(answer)
     k._dims = {}
+    k._timeout = 120.0
     return k
 
 
@@ -387,6 +388,38 @@ class NodeDataSplit(unittest.TestCase):
         with self.assertRaisesRegex(graphnode.NodeDataError,
                                     r"^ids\[1\] = 3000 is not a node \(ids\[3:6\] of 7, asked in requests of 3\)$"):
             self.data.features([1, 2, 3, 4, 3000, 5, 6])
+
+
+class TimeoutConn:
+    """Answers pulls (one row of dim 1) and pushes, recording the timeout
+    of each exchange."""
+
+    def __init__(self):
+        self.timeouts = []
+
+    def exchange(self, body, op, timeout=None):
+        self.timeouts.append(timeout)
+        if body[0] == 1:
+            return bytearray(struct.pack("<BBQIIf", 2, 1, 4, 1, 1, 0.5))
+        return bytearray(struct.pack("<BBQ", 6, 1, 4))
+
+
+class SyncWait(unittest.TestCase):
+    """A synchronous push waits for every trainer of its step, a pull
+    with min_version for the step: the node answers within [kv]
+    sync_timeout (at most 5 minutes) and its margin. A shorter socket
+    timeout (KV's 120 s) broke the connection first, which the node takes
+    for the trainer leaving: the step failed for every trainer."""
+
+    def test_waits_outlast_sync_timeout(self):
+        for timeout, waits in ((120.0, 330.0), (600.0, 600.0), (None, None)):
+            k = KV.__new__(KV)
+            k._conn, k._dims, k._timeout = TimeoutConn(), {}, timeout
+            k.push_sync("avg", 3, 0, 2, [1.0])
+            k.pull_version("avg", [0], min_version=4)
+            k.pull_version("avg", [0])
+            k.push("emb", [0], [1.0])
+            self.assertEqual(k._conn.timeouts, [waits, waits, None, None], timeout)
 
 
 class LabelDimZero(unittest.TestCase):
