@@ -217,11 +217,8 @@ func (f *kgeFlags) load(ctx context.Context) (*kgeInput, error) {
 	if st.Mesh != nil && st.Mesh.Checksum != m.Checksum {
 		return nil, fmt.Errorf("%s has checksum %s, the node at %s serves %s: not the same partitioning", f.parts, m.Checksum, f.socket, st.Mesh.Checksum)
 	}
-	if m.Relations == 0 {
-		return nil, fmt.Errorf("%s: no relations: not a knowledge graph (partition it with --format kg)", f.parts)
-	}
-	if m.Direction != "out" {
-		return nil, fmt.Errorf("%s: edges are stored with their %s endpoint; knowledge graphs are stored with their head (partition with --direction out, the default of --format kg)", f.parts, m.Direction)
+	if err := checkKGEManifest(f.parts, m); err != nil {
+		return nil, err
 	}
 	if f.cfg.World != m.Parts {
 		// Each trainer trains the triples its part stores: fewer trainers
@@ -280,6 +277,24 @@ func (f *kgeFlags) load(ctx context.Context) (*kgeInput, error) {
 		in.eval = in.eval[:f.evalSample]
 	}
 	return in, nil
+}
+
+// checkKGEManifest refuses a partitioning whose stored edges are not the
+// knowledge graph's triples, each once, with its head: node kge reads
+// every stored edge (h, r, t) as a training triple.
+func checkKGEManifest(dir string, m *partition.Manifest) error {
+	if m.Relations == 0 {
+		return fmt.Errorf("%s: no relations: not a knowledge graph (partition it with --format kg)", dir)
+	}
+	if m.Direction != "out" {
+		return fmt.Errorf("%s: edges are stored with their %s endpoint; knowledge graphs are stored with their head (partition with --direction out, the default of --format kg)", dir, m.Direction)
+	}
+	if m.Undirected {
+		// A reverse edge keeps its relation: (t, r, h) is no fact of the
+		// graph, and training on it teaches every relation to be symmetric.
+		return fmt.Errorf("%s: %s has undirected = true: the reverse edges added by --undirected would be read as triples (t, r, h) the graph does not hold; partition the knowledge graph again without --undirected", dir, partition.ManifestFile)
+	}
+	return nil
 }
 
 // kgeFilter indexes every known fact: the triples of every part, valid

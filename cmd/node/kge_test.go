@@ -360,3 +360,27 @@ func TestWaitReadyWedgedNode(t *testing.T) {
 	l.Close()
 	<-accepted
 }
+
+// TestCheckKGEManifest: node kge trains on every stored edge as a triple
+// (h, r, t), so it refuses a partitioning whose edges are not the
+// graph's triples with their heads. One made with --undirected (graph.toml
+// undirected = true) was accepted, and its reverse edges, which keep
+// their relation, trained as facts (t, r, h).
+func TestCheckKGEManifest(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		m    partition.Manifest
+		want string // "" accepted
+	}{
+		{"triples with their heads", partition.Manifest{Relations: 3, Direction: "out"}, ""},
+		{"no relations", partition.Manifest{Direction: "out"}, "parts: no relations: not a knowledge graph"},
+		{"with their tails", partition.Manifest{Relations: 3, Direction: "in"}, "partition with --direction out"},
+		{"undirected", partition.Manifest{Relations: 3, Direction: "out", Undirected: true},
+			"parts: graph.toml has undirected = true: the reverse edges added by --undirected would be read as triples (t, r, h)"},
+	} {
+		err := checkKGEManifest("parts", &c.m)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
