@@ -377,10 +377,21 @@ func (n *Node) checkRingDir() {
 	if err != nil || total == 0 {
 		return
 	}
-	if size := n.cfg.RingSizeBytes(); size > total {
+	size := n.cfg.RingSizeBytes()
+	if size > total {
 		n.log.Warn("rings.size is more than rings.dir holds: a loader that does not set a smaller ring_size will be refused; "+
 			"enlarge the filesystem (docker run --shm-size, the tmpfs's size=) or lower rings.size",
 			"dir", n.cfg.Rings.Dir, "size", n.cfg.Rings.Size, "dir_size", shm.FormatSize(total))
+		return
+	}
+	// A tmpfs may be larger than the memory there is (its default is
+	// half the host's, whatever a container may use): the ring is then
+	// refused at open_loader (shm.ErrNoMemory) rather than the node
+	// killed for it, and said here first.
+	if free, ok := shm.MemAvailable(); ok && size > free && shm.InMemory(n.cfg.Rings.Dir) {
+		n.log.Warn("rings.size is more than the memory available: a loader that does not set a smaller ring_size will be refused; "+
+			"lower rings.size",
+			"dir", n.cfg.Rings.Dir, "size", n.cfg.Rings.Size, "available", shm.FormatSize(free))
 	}
 }
 

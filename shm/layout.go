@@ -32,6 +32,9 @@ var (
 	ErrOrder = errors.New("call out of order")
 	// ErrInvalid: bad Options or arguments.
 	ErrInvalid = errors.New("invalid argument")
+	// ErrNoMemory: a preallocated ring in tmpfs needs more memory than
+	// the host or the process's memory cgroup has available.
+	ErrNoMemory = errors.New("not enough memory")
 )
 
 // Format version written by this package. Readers accept any minor version

@@ -157,8 +157,13 @@ type Ring struct {
 // Create makes a new ring file at path, exclusively (it fails if path
 // exists), sized and mapped, with its header written. The caller (the
 // daemon) hands path to the producers and the consumer and calls Remove
-// when the loader ends.
-func Create(path string, o Options) (*Ring, error) {
+// when the loader ends. With Options.Prealloc, a ring in tmpfs that needs
+// more memory than is available (see MemAvailable) is refused with
+// ErrNoMemory before any of it is reserved.
+func Create(path string, o Options) (*Ring, error) { return create(path, o, MemAvailable) }
+
+// create is Create with the memory estimate given (tests give their own).
+func create(path string, o Options, avail func() (int64, bool)) (*Ring, error) {
 	if bad := o.problems(); len(bad) > 0 {
 		return nil, fmt.Errorf("shm: create %s: options: %s: %w", path, strings.Join(bad, "; "), ErrInvalid)
 	}
@@ -190,6 +195,9 @@ func Create(path string, o Options) (*Ring, error) {
 			return nil, fmt.Errorf("size %d bytes: %w", h.FileSize, err)
 		}
 		if o.Prealloc {
+			if err := fitsMemory(f, h.FileSize, avail); err != nil {
+				return nil, err
+			}
 			if err := unix.Fallocate(int(f.Fd()), 0, 0, h.FileSize); err != nil {
 				return nil, fmt.Errorf("reserve %s (%d bytes)%s: %w", approxSize(h.FileSize), h.FileSize, space(path, err), err)
 			}
