@@ -55,6 +55,11 @@ type Config struct {
 	KV       KVConfig       `toml:"kv"`
 	Metrics  MetricsConfig  `toml:"metrics"`
 	Log      LogConfig      `toml:"log"`
+
+	// fetchCmd: LoadFetchConfig read the file for `node fetch`, which
+	// fetches whatever node.fetch says, so that a problem of fetching
+	// names the command rather than a key the file may not have.
+	fetchCmd bool
 }
 
 // MetricsConfig is [metrics]: the Prometheus text endpoint.
@@ -200,6 +205,7 @@ func loadConfig(path string, fetch bool) (Config, error) {
 		md, refused = d.md, d
 	}
 	c.Node.Fetch = c.Node.Fetch || fetch
+	c.fetchCmd = fetch
 	var problems []error
 	unknown := md.Undecoded()
 	if refused != nil {
@@ -258,6 +264,8 @@ func (c *Config) Validate() error {
 	default:
 		_, err := os.Stat(filepath.Join(c.Node.Parts, "graph.toml"))
 		switch {
+		case c.fetchCmd && !c.MeshEnabled():
+			p.add("mesh", "missing: node fetch reads the partition's files from the peers of [mesh] (certs, cluster, peers), and this file has none")
 		case c.Node.Fetch && !c.MeshEnabled():
 			p.add("node.fetch", "true, but there is no [mesh] (certs, cluster, peers) to fetch the partition's files from")
 		case err != nil && !(c.Node.Fetch && errors.Is(err, fs.ErrNotExist)):

@@ -159,7 +159,7 @@ func TestClientConfig(t *testing.T) {
 
 // TestFetchConfig: with node.fetch (or through LoadFetchConfig, for node
 // fetch) a parts directory without graph.toml is no problem, but a node
-// without [mesh] has nobody to fetch from.
+// without [mesh] has nobody to fetch from, said of what asked to fetch.
 func TestFetchConfig(t *testing.T) {
 	dir, pre := meshDir(t, 2)
 	if err := os.Remove(filepath.Join(dir, "parts", "graph.toml")); err != nil {
@@ -180,6 +180,10 @@ func TestFetchConfig(t *testing.T) {
 		{"node fetch with a mesh", pre + meshTable, LoadFetchConfig, "", true},
 		{"no fetch", pre + meshTable, LoadConfig, `node.parts: "` + filepath.Join(dir, "parts") + `": no graph.toml there`, false},
 		{"fetch without a mesh", withFetch, LoadConfig, "node.fetch: true, but there is no [mesh]", true},
+		// node fetch, not the file, asked for the fetch: the message
+		// names the command, not a node.fetch the file does not set.
+		{"node fetch without a mesh", pre, LoadFetchConfig, "mesh: missing: node fetch reads the partition's files from the peers of [mesh]", true},
+		{"node fetch of a file with fetch, without a mesh", withFetch, LoadFetchConfig, "mesh: missing: node fetch reads", true},
 	} {
 		cfg, err := tc.load(writeConfig(t, dir, tc.text))
 		switch {
