@@ -22,6 +22,9 @@ func (t *table) push(ids []uint64, grads []float32, sc *scratch) error {
 		return fmt.Errorf("kv: table %q: push of %d ids with %d gradient values, want %d (dim %d): %w",
 			t.spec.Name, len(ids), len(grads), len(ids)*t.dim, t.dim, ErrShape)
 	}
+	if len(ids) == 0 {
+		return nil // no update: the version, which counts them, stays
+	}
 	if err := t.finite(grads, ids); err != nil {
 		return err
 	}

@@ -113,6 +113,13 @@ func TestPushErrorsApplyNothing(t *testing.T) {
 	if v, _ := s.Version("e"); v != 0 {
 		t.Fatalf("version %d after failed pushes", v)
 	}
+	// A push of no rows changes nothing, the version included.
+	if err := s.Push("e", nil, nil); err != nil {
+		t.Fatalf("empty push: %v", err)
+	}
+	if v, _ := s.Version("e"); v != 0 {
+		t.Fatalf("version %d after an empty push, want 0", v)
+	}
 }
 
 // TestDuplicateIDsAccumulate: a row twice in one push gets one update with
