@@ -56,7 +56,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Rings:    RingsConfig{Dir: "/dev/shm", Size: "1GB"},
 		Samplers: SamplersConfig{Workers: 2, Concurrency: 4, MaxLoaders: 16, DrainTimeout: "10s"},
 		Mesh:     MeshConfig{Timeout: "10s", Retries: 3},
-		KV:       KVConfig{SyncTimeout: "60s"},
+		KV:       KVConfig{SyncTimeout: "60s", SaveOnExit: new(true)},
 		Log:      LogConfig{Level: "info", Format: "auto"},
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -301,29 +301,85 @@ func TestGroupID(t *testing.T) {
 	}
 }
 
-// TestEncodeTOMLRoundTrips: what `node config check` prints loads back to
-// the same configuration, with no unknown keys.
+// TestEncodeTOMLRoundTrips: what `node config check` prints, valid or
+// not, loads back to the same configuration with the same problems (a
+// key printed with a value that its file refuses would add one), and
+// holds every key, defaults filled in.
 func TestEncodeTOMLRoundTrips(t *testing.T) {
 	dir, pre := configDir(t)
-	cfg, err := LoadConfig(writeConfig(t, dir, pre+"[samplers]\nworkers = 5\n[log]\nformat = \"json\"\n"))
-	if err != nil {
-		t.Fatal(err)
+	table := func(opt, more string) string {
+		return "[[kv.tables]]\nname = \"t\"\nrows = 10\ndim = 4\nmode = \"async\"\noptimizer = " + quote(opt) + "\n" + more
 	}
-	out, err := cfg.EncodeTOML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"version = 1", "[samplers]", "workers = 5", `format = "json"`, `size = "1GB"`} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
+	for _, tc := range []struct {
+		name, text string
+		want       []string // lines the output holds
+		problems   int
+	}{
+		{"defaults", pre, []string{"version = 1", `size = "1GB"`, "workers = 2", "save_on_exit = true", `sync_timeout = "60s"`}, 0},
+		{"set", pre + "[samplers]\nworkers = 5\n[log]\nformat = \"json\"\n", []string{"workers = 5", `format = "json"`}, 0},
+		{"save_on_exit false", pre + "[kv]\ncheckpoint_dir = " + quote(dir) + "\nsave_on_exit = false\n", []string{"save_on_exit = false"}, 0},
+		{"workers 0", pre + "[samplers]\nworkers = 0\n", []string{"workers = 0"}, 1},
+		{"adam", pre + table("adam", "lr = 0.01\n"), []string{"eps = 1e-08", "beta1 = 0.9", "beta2 = 0.999"}, 0},
+		{"sgd", pre + table("sgd", "lr = 0.5\n"), []string{"lr = 0.5"}, 0},
+		// Refused before their optimiser's defaults were filled: eps,
+		// beta1 and beta2 are 0, which a file may not give.
+		{"adam without lr", pre + table("adam", ""), []string{`optimizer = "adam"`}, 1},
+		{"adagrad without lr", pre + table("adagrad", ""), []string{`optimizer = "adagrad"`}, 1},
+		{"adam of dim 0", pre + strings.Replace(table("adam", "lr = 0.1\n"), "dim = 4", "dim = 0", 1), []string{"dim = 0"}, 1},
+	} {
+		path := writeConfig(t, dir, tc.text)
+		cfg, err := LoadConfig(path)
+		if n := len(unjoinAll(err)); n != tc.problems {
+			t.Fatalf("%s: %d problems, want %d: %v", tc.name, n, tc.problems, err)
+		}
+		out, eerr := cfg.EncodeTOML()
+		if eerr != nil {
+			t.Fatal(eerr)
+		}
+		lines := strings.Split(string(out), "\n")
+		for _, want := range tc.want {
+			if !slices.ContainsFunc(lines, func(l string) bool { return strings.TrimSpace(l) == want }) {
+				t.Errorf("%s: output lacks %q:\n%s", tc.name, want, out)
+			}
+		}
+		back, berr := LoadConfig(writeConfig(t, dir, string(out)))
+		if fmt.Sprint(berr) != fmt.Sprint(err) {
+			t.Errorf("%s: the printed config has problems\n%v\nwant\n%v\n%s", tc.name, berr, err, out)
+		}
+		if !reflect.DeepEqual(back, cfg) {
+			t.Errorf("%s: round trip\n%+v\nwant\n%+v", tc.name, back, cfg)
 		}
 	}
-	back, err := LoadConfig(writeConfig(t, dir, string(out)))
-	if err != nil {
-		t.Fatal(err)
+}
+
+// unjoinAll is the problems of a LoadConfig error, none for nil.
+func unjoinAll(err error) []error {
+	if err == nil {
+		return nil
 	}
-	if !reflect.DeepEqual(back, cfg) {
-		t.Fatalf("round trip\n%+v\nwant\n%+v", back, cfg)
+	return unjoin(err)
+}
+
+// TestPrintedConfigHasEveryKey: EncodeTOML's mirror of Config and of
+// KVConfig holds their keys in their order, so that a key added to
+// Config is printed.
+func TestPrintedConfigHasEveryKey(t *testing.T) {
+	for _, tc := range []struct{ config, printed reflect.Type }{
+		{reflect.TypeFor[Config](), reflect.TypeFor[printedConfig]()},
+		{reflect.TypeFor[KVConfig](), reflect.TypeFor[printedKV]()},
+	} {
+		var keys, printed []string
+		for f := range tc.config.Fields() {
+			if f.IsExported() {
+				keys = append(keys, f.Name+" "+string(f.Tag))
+			}
+		}
+		for f := range tc.printed.Fields() {
+			printed = append(printed, f.Name+" "+string(f.Tag))
+		}
+		if !slices.Equal(keys, printed) {
+			t.Errorf("%v prints %q, want %q", tc.printed, printed, keys)
+		}
 	}
 }
 
