@@ -131,7 +131,11 @@ func (c *demoCluster) start(i int, env []string) error {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), env...)
 	// Pdeathsig: a node never outlives the demo, even when it is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Setpgid: a terminal's Ctrl-C or hangup reaches the demo alone, which
+	// stops its nodes with one SIGTERM (stop); in the demo's group they
+	// got the signal too, and the SIGTERM, their second signal, ended
+	// them at once instead of draining.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start node%d: %w", i, err)
 	}

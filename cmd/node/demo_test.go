@@ -2,8 +2,10 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -127,5 +129,37 @@ func TestDemoInputWithoutFeatures(t *testing.T) {
 		if code != 1 || !strings.Contains(stderr, want) || strings.Contains(stdout, "partitioned") {
 			t.Errorf("%v: exit %d, want 1 and %q before partitioning\nstdout:\n%s\nstderr:\n%s", extra, code, want, stdout, stderr)
 		}
+	}
+}
+
+// TestDemoNodesOwnProcessGroup: the demo's nodes run in their own process
+// group, so a terminal's Ctrl-C (or hangup) reaches the demo alone, which
+// stops them with one SIGTERM. In the demo's group they got the Ctrl-C
+// too, and the demo's SIGTERM was their second signal, which ends a
+// process at once, without its drain.
+func TestDemoNodesOwnProcessGroup(t *testing.T) {
+	bin := nodeBinary(t)
+	dir := t.TempDir()
+	parts := filepath.Join(dir, "parts")
+	if out, err := exec.Command(bin, "partition", "--input", writeEdgeList(t, 20), "--format", "edgelist",
+		"--parts", "1", "--method", "random", "-o", parts).CombinedOutput(); err != nil {
+		t.Fatalf("partition: %v\n%s", err, out)
+	}
+	cl, err := startDemoCluster(t.Context(), bin, t.TempDir(), parts, 1, "16MB", 1)
+	defer func() {
+		if err := cl.stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := cl.procs[0].Process.Pid
+	pgid, err := syscall.Getpgid(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pgid != pid {
+		t.Errorf("node0 (pid %d) runs in process group %d (the demo's is %d), want its own", pid, pgid, syscall.Getpgrp())
 	}
 }

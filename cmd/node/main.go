@@ -68,9 +68,29 @@ func main() {
 		sigs = append(sigs, syscall.SIGHUP)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
+	if secondSignalEnds(os.Args[1:]) {
+		// The first signal asks the command to stop; the second ends the
+		// process (the default action), as without a handler: a command
+		// stuck where it does not look at ctx (an open of a FIFO nobody
+		// writes, a wedged disk) ignored every later Ctrl-C and SIGTERM.
+		go func() {
+			<-ctx.Done()
+			stop()
+		}()
+	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// secondSignalEnds reports whether a second stop signal ends the command
+// line args at once. Not for a sampler: its node stops it with SIGTERM
+// (SIGKILL after the drain timeout), and the Ctrl-C or hangup that stops
+// a node run in a terminal reaches its samplers too (one process group),
+// so the node's SIGTERM is their second signal and would cut the batch
+// in hand.
+func secondSignalEnds(args []string) bool {
+	return len(args) == 0 || args[0] != "sampler"
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {

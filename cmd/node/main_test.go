@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -115,5 +116,73 @@ mode = "async"
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("socket %s left after SIGHUP (%v)", sock, err)
+	}
+}
+
+// TestSecondSignalEnds: a command stuck where it does not look at its
+// context (node partition opening a FIFO that nobody writes) stops at the
+// second Ctrl-C, by the signal's default action. It ignored every signal
+// after the first: the handler stayed installed.
+func TestSecondSignalEnds(t *testing.T) {
+	bin := nodeBinary(t)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "edges.txt")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "partition", "--input", fifo, "--format", "edgelist", "-o", filepath.Join(dir, "parts"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	// Ctrl-C until it goes: the first is taken by the handler, so at
+	// least two are needed, and when the first was handled is not seen
+	// from here.
+	safety := time.After(time.Minute) // a safety net, not a timing
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for sent := 0; ; {
+		select {
+		case err := <-exited:
+			exited <- err // for the cleanup
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) {
+				t.Fatalf("node partition after %d SIGINTs: %v, want killed by SIGINT", sent, err)
+			}
+			if ws := ee.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGINT || sent < 2 {
+				t.Fatalf("node partition after %d SIGINTs: %v, want killed by the second or a later SIGINT", sent, err)
+			}
+			return
+		case <-tick.C:
+			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+			sent++
+		case <-safety:
+			t.Fatalf("node partition, stuck opening a FIFO, still runs after %d SIGINTs", sent)
+		}
+	}
+}
+
+// TestSecondSignalEndsNotSampler: a sampler keeps its handler for every
+// signal: the Ctrl-C that stops a node run in a terminal reaches its
+// samplers too, and the node's SIGTERM that follows must let them finish
+// the batch in hand.
+func TestSecondSignalEndsNotSampler(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, true}, {[]string{"run", "-c", "x"}, true}, {[]string{"partition"}, true}, {[]string{"sampler"}, false},
+	} {
+		if got := secondSignalEnds(c.args); got != c.want {
+			t.Errorf("%v: %v, want %v", c.args, got, c.want)
+		}
 	}
 }
