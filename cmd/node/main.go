@@ -102,6 +102,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func (a *app) run(ctx context.Context, args []string) int {
 	stderr := a.stderr
 	cmds := commands()
+	if len(args) > 1 && args[0] == "help" && args[1] != "help" {
+		// node help CMD [SUB]: CMD's own help, as node CMD [SUB] --help
+		// prints it (it printed the list of commands).
+		if _, ok := cmds[args[1]]; !ok {
+			fmt.Fprintf(stderr, "node help: unknown command %q\n\n", args[1])
+			usage(stderr, cmds)
+			return 2
+		}
+		args = append(args[1:len(args):len(args)], "--help")
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr, cmds)
 		if len(args) == 0 {
@@ -144,7 +154,7 @@ func usage(w io.Writer, cmds map[string]command) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
 	}
-	fmt.Fprintln(w, "\nRun 'node <command> --help' for the flags of a command.")
+	fmt.Fprintln(w, "\nRun 'node help <command>' or 'node <command> --help' for the flags of a command.")
 }
 
 // newFlagSet returns a FlagSet whose usage prints a summary line and

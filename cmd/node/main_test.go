@@ -186,3 +186,32 @@ func TestSecondSignalEndsNotSampler(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpCommand: node help CMD prints CMD's own help, as node CMD --help
+// does (it printed the list of commands), with exit 0; node help CMD SUB
+// that of the subcommand; an unknown CMD is named, with exit 2.
+func TestHelpCommand(t *testing.T) {
+	for name := range commands() {
+		code, stdout, stderr := runNode(t, "help", name)
+		wcode, wstdout, wstderr := runNode(t, name, "--help")
+		if code != 0 || wcode != 0 || stdout != wstdout || stderr != wstderr || !strings.HasPrefix(stderr, "usage: node "+name) {
+			t.Errorf("node help %s: exit %d, stdout %q, stderr:\n%s\nwant exit 0 and what node %s --help prints:\n%s", name, code, stdout, stderr, name, wstderr)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"help", "cert", "init"}, 0, "usage: node cert init --cluster NAME"},
+		{[]string{"help", "config", "check"}, 0, "usage: node config check -c node.toml"},
+		{[]string{"help"}, 0, "usage: node <command> [flags]"},
+		{[]string{"help", "help"}, 0, "usage: node <command> [flags]"},
+		{[]string{"help", "frob"}, 2, "node help: unknown command \"frob\"\n\nusage: node <command> [flags]"},
+	} {
+		code, _, stderr := runNode(t, tc.args...)
+		if code != tc.code || !strings.HasPrefix(stderr, tc.want) {
+			t.Errorf("node %v: exit %d, stderr:\n%s\nwant exit %d and %q", tc.args, code, stderr, tc.code, tc.want)
+		}
+	}
+}
