@@ -115,7 +115,7 @@ func WriteCluster(dir string, spec ClusterSpec) error {
 	// whose ca.key was moved away is as live as one whose was not.
 	for _, name := range []string{CAKeyFile, CAcertFile} {
 		if p := filepath.Join(dir, name); fileExists(p) && !spec.Force {
-			return fmt.Errorf("mesh: %s exists: a new CA would lock out every node holding the old one (force to overwrite): %w", p, fs.ErrExist)
+			return fmt.Errorf("mesh: %s exists: a new CA would lock out every node holding the old one (node cert init --force replaces it): %w", p, fs.ErrExist)
 		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {

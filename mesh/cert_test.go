@@ -70,8 +70,9 @@ func TestWriteClusterOverwrite(t *testing.T) {
 	dir := writeTestCluster(t, "c", "host0")
 	ca1 := loadID(t, dir, "host0").CA
 	err := WriteCluster(dir, ClusterSpec{Cluster: "c", Nodes: []string{"host0"}})
-	if !errors.Is(err, fs.ErrExist) || !strings.Contains(err.Error(), filepath.Join(dir, "ca.key")) {
-		t.Fatalf("err = %v, want ErrExist naming ca.key", err)
+	// The flag a user passes, not the field a caller sets.
+	if !errors.Is(err, fs.ErrExist) || !strings.Contains(err.Error(), filepath.Join(dir, "ca.key")) || !strings.Contains(err.Error(), "node cert init --force replaces it") {
+		t.Fatalf("err = %v, want ErrExist naming ca.key and node cert init --force", err)
 	}
 	if !loadID(t, dir, "host0").CA.Equal(ca1) {
 		t.Fatal("refused run changed the CA")
