@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -16,6 +17,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -115,7 +117,7 @@ func WriteCluster(dir string, spec ClusterSpec) error {
 	// whose ca.key was moved away is as live as one whose was not.
 	for _, name := range []string{CAKeyFile, CAcertFile} {
 		if p := filepath.Join(dir, name); fileExists(p) && !spec.Force {
-			return fmt.Errorf("mesh: %s exists: a new CA would lock out every node holding the old one (node cert init --force replaces it): %w", p, fs.ErrExist)
+			return fmt.Errorf("mesh: %s exists: a new CA would lock out every node holding the old one (node cert init --force replaces it; node cert add adds a node to it): %w", p, fs.ErrExist)
 		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -171,7 +173,99 @@ func WriteCluster(dir string, spec ClusterSpec) error {
 	return writeKey(filepath.Join(dir, CAKeyFile), caKey)
 }
 
-func writeNode(dir, cluster, node string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, notBefore, notAfter time.Time) error {
+// NodeSpec describes the certificate AddNode creates.
+type NodeSpec struct {
+	Node     string
+	Validity time.Duration // 0 = DefaultCertValidity; never past the CA's
+	// NotBefore is the start of validity; zero means an hour before now,
+	// to tolerate clocks that lag.
+	NotBefore time.Time
+	// Force overwrites the node's existing certificate and key; without
+	// it AddNode refuses, because the node may be running with them.
+	Force bool
+}
+
+// AddNode signs a certificate for one more node with the cluster CA in
+// dir (ca.crt and ca.key, as WriteCluster wrote them) and writes NODE.crt
+// and NODE.key as WriteCluster does, so a host joins the cluster without
+// new certificates for the others. The certificate ends with the CA at
+// the latest. It returns the certificate written.
+func AddNode(dir string, spec NodeSpec) (*x509.Certificate, error) {
+	if err := CheckName("node", spec.Node); err != nil {
+		return nil, err
+	}
+	if spec.Node == "ca" {
+		return nil, fmt.Errorf("mesh: node name %q is reserved for the CA files", spec.Node)
+	}
+	caPath, caKeyPath := filepath.Join(dir, CAcertFile), filepath.Join(dir, CAKeyFile)
+	var missing []string
+	for _, p := range []string{caPath, caKeyPath} {
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("mesh: %s: a node is signed by the cluster CA's certificate and key, ca.crt and ca.key, as node cert init wrote them (bring ca.key back where it is kept): %w", strings.Join(missing, ", "), fs.ErrNotExist)
+	}
+	caPEM, err := os.ReadFile(caPath)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: %w", err)
+	}
+	caKeyPEM, err := os.ReadFile(caKeyPath)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: %w", err)
+	}
+	pair, err := tls.X509KeyPair(caPEM, caKeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: %s, %s: %w: %w", caPath, caKeyPath, ErrCert, err)
+	}
+	ca, caKey := pair.Leaf, pair.PrivateKey
+	if !ca.IsCA || len(ca.Subject.Organization) != 1 {
+		return nil, fmt.Errorf("mesh: %s: not a graphnode cluster CA (want a CA certificate naming the cluster as its Organization): %w", caPath, ErrCert)
+	}
+	now := time.Now()
+	if d := outOfDate(ca, now); d != "" {
+		return nil, fmt.Errorf("mesh: %s: %s: a node signed by it would be refused; write new certificates for every node (node cert init --force): %w", caPath, d, ErrCert)
+	}
+	if !spec.Force {
+		for _, p := range []string{CertFile(dir, spec.Node), KeyFile(dir, spec.Node)} {
+			if fileExists(p) {
+				return nil, fmt.Errorf("mesh: %s exists: node %s has a certificate (node cert add --force replaces it; the node must then be restarted with the new one): %w", p, spec.Node, fs.ErrExist)
+			}
+		}
+	}
+	validity := spec.Validity
+	if validity <= 0 {
+		validity = DefaultCertValidity
+	}
+	notBefore := spec.NotBefore
+	if notBefore.IsZero() {
+		notBefore = now.Add(-time.Hour)
+	}
+	notBefore = later(notBefore, ca.NotBefore)
+	notAfter := notBefore.Add(validity)
+	if notAfter.After(ca.NotAfter) {
+		notAfter = ca.NotAfter // past it, the chain is refused
+	}
+	cluster := ca.Subject.Organization[0]
+	if err := writeNode(dir, cluster, spec.Node, ca, caKey, notBefore, notAfter); err != nil {
+		return nil, err
+	}
+	id, err := LoadIdentity(dir, spec.Node)
+	if err != nil {
+		return nil, err
+	}
+	return id.Cert.Leaf, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func writeNode(dir, cluster, node string, ca *x509.Certificate, caKey crypto.PrivateKey, notBefore, notAfter time.Time) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return fmt.Errorf("mesh: node %s: key: %w", node, err)

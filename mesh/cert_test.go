@@ -86,6 +86,111 @@ func TestWriteClusterOverwrite(t *testing.T) {
 	}
 }
 
+// TestAddNode: AddNode signs one more node with the CA of a directory
+// node cert init wrote; the new node and the old ones handshake both
+// ways. It refuses to overwrite a node's files without Force, and names
+// what is missing or wrong.
+func TestAddNode(t *testing.T) {
+	dir := writeTestCluster(t, "c", "host0")
+	ca := loadID(t, dir, "host0").CA
+	leaf, err := AddNode(dir, NodeSpec{Node: "host5", Validity: 2 * DefaultCertValidity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{CertFile(dir, "host5"), KeyFile(dir, "host5")} {
+		if st, err := os.Stat(f); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, %v; want mode 0600", f, st, err)
+		}
+	}
+	id := loadID(t, dir, "host5")
+	if id.Cluster != "c" || id.Node != "host5" || !id.CA.Equal(ca) || !id.Cert.Leaf.Equal(leaf) {
+		t.Fatalf("identity of host5: cluster %q node %q", id.Cluster, id.Node)
+	}
+	// Twenty years would pass the CA's end: the chain would fail then.
+	if !leaf.NotAfter.Equal(ca.NotAfter) {
+		t.Errorf("host5 valid until %v, want the CA's end %v", leaf.NotAfter, ca.NotAfter)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 6 {
+		t.Errorf("%d files in %s, want 6 (no temporary file left)", len(ents), dir)
+	}
+
+	// host5 talks to host0 (made by init), and host0 to host5.
+	old := startServer(t, dir, "host0", 1, "127.0.0.1:0", nil)
+	if err := checkSample(newTestClient(t, id, map[int]Peer{1: old.peer()}, nil), 1, &SampleRequest{Fanout: 2, IDs: ids(4, 0)}); err != nil {
+		t.Fatalf("host5 to host0: %v", err)
+	}
+	added := startServer(t, dir, "host5", 1, "127.0.0.1:0", nil)
+	if err := checkSample(newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: added.peer()}, nil), 1, &SampleRequest{Fanout: 2, IDs: ids(4, 0)}); err != nil {
+		t.Fatalf("host0 to host5: %v", err)
+	}
+
+	for _, node := range []string{"host5", "host0"} {
+		_, err := AddNode(dir, NodeSpec{Node: node})
+		if want := node + ".crt exists"; !errors.Is(err, fs.ErrExist) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--force") {
+			t.Errorf("AddNode(%s) again: %v, want ErrExist, %q and --force", node, err, want)
+		}
+	}
+	if !loadID(t, dir, "host5").Cert.Leaf.Equal(leaf) {
+		t.Fatal("a refused AddNode changed host5's certificate")
+	}
+	forced, err := AddNode(dir, NodeSpec{Node: "host5", Force: true, Validity: 48 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if forced.Equal(leaf) || forced.NotAfter.Sub(forced.NotBefore) != 48*time.Hour || !loadID(t, dir, "host5").Cert.Leaf.Equal(forced) {
+		t.Errorf("Force wrote %v to %v, want a new certificate of 48 h", forced.NotBefore, forced.NotAfter)
+	}
+}
+
+// TestAddNodeErrors: AddNode writes nothing when the CA's files are
+// missing, do not belong together or expired, or the name is bad.
+func TestAddNodeErrors(t *testing.T) {
+	other := writeTestCluster(t, "c", "host0")
+	expired := filepath.Join(t.TempDir(), "expired")
+	if err := WriteCluster(expired, ClusterSpec{Cluster: "c", Nodes: []string{"host0"}, NotBefore: time.Now().Add(-72 * time.Hour), Validity: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	copyFile := func(from, to string) {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		setup func(d string) string // the directory to add to
+		node  string
+		is    error
+		want  string
+	}{
+		{"no ca.key", func(d string) string { os.Remove(filepath.Join(d, CAKeyFile)); return d }, "host5", fs.ErrNotExist,
+			"ca.key: a node is signed by the cluster CA's certificate and key"},
+		{"no CA at all", func(string) string { return filepath.Join(t.TempDir(), "none") }, "host5", fs.ErrNotExist, "ca.crt, "},
+		{"key of another CA", func(d string) string {
+			copyFile(filepath.Join(other, CAKeyFile), filepath.Join(d, CAKeyFile))
+			return d
+		}, "host5", ErrCert,
+			"private key does not match"},
+		{"expired CA", func(string) string { return expired }, "host5", ErrCert, "ca.crt: expired at"},
+		{"bad name", func(d string) string { return d }, "a/b", nil, `node name "a/b"`},
+		{"CA's name", func(d string) string { return d }, "ca", nil, `node name "ca" is reserved`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := tc.setup(writeTestCluster(t, "c", "host0"))
+			_, err := AddNode(d, NodeSpec{Node: tc.node})
+			if err == nil || tc.is != nil && !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v\nwant %v containing %q", err, tc.is, tc.want)
+			}
+			if _, err := os.Stat(CertFile(d, tc.node)); err == nil && tc.node != "ca" {
+				t.Errorf("%s written by a refused AddNode", CertFile(d, tc.node))
+			}
+		})
+	}
+}
+
 func TestWriteClusterNames(t *testing.T) {
 	err := WriteCluster(t.TempDir(), ClusterSpec{Cluster: "a b", Nodes: []string{"x/y", "", ".h", "ca", "h", "h"}})
 	for _, want := range []string{`cluster name "a b": character ' '`, `node name "x/y"`, `node name ""`, `node name ".h": must not start`,

@@ -10,25 +10,37 @@ import (
 	"graphnode/mesh"
 )
 
-const certSynopsis = "init --cluster NAME --nodes host0,host1,... -o DIR [--force] [--days N]"
+const certSynopsis = "init|add [flags]"
 
-// runCert is `node cert init`: write a cluster CA and one certificate per
-// node for the mesh's mutual TLS.
 // maxCertDays caps --days at a hundred years (X.509 itself allows to
 // 9999; a Duration, about 292 years).
 const maxCertDays = 36500
 
+// runCert is `node cert init` (write a cluster CA and one certificate per
+// node for the mesh's mutual TLS) and `node cert add` (one more node,
+// signed by that CA).
 func runCert(_ context.Context, a *app, args []string) error {
-	if len(args) == 0 || args[0] != "init" {
-		fmt.Fprintf(a.stderr, "usage: node cert %s\n\n"+
-			"subcommands:\n"+
-			"  init  create a cluster CA and a certificate per node\n\n"+
-			"Run 'node cert init --help' for the flags.\n", certSynopsis)
-		if len(args) == 0 || (args[0] != "-h" && args[0] != "--help" && args[0] != "help") {
-			return errUsage
+	if len(args) > 0 {
+		switch args[0] {
+		case "init":
+			return certInit(a, args[1:])
+		case "add":
+			return certAdd(a, args[1:])
 		}
-		return flag.ErrHelp
 	}
+	fmt.Fprintf(a.stderr, "usage: node cert %s\n\n"+
+		"subcommands:\n"+
+		"  init  create a cluster CA and a certificate per node\n"+
+		"  add   sign a certificate for one more node with the CA of a directory init wrote\n\n"+
+		"Run 'node cert init --help' or 'node cert add --help' for the flags.\n", certSynopsis)
+	if len(args) == 0 || (args[0] != "-h" && args[0] != "--help" && args[0] != "help") {
+		return errUsage
+	}
+	return flag.ErrHelp
+}
+
+// certInit is `node cert init`.
+func certInit(a *app, args []string) error {
 	var (
 		cluster, nodes, out string
 		force               bool
@@ -44,7 +56,7 @@ func runCert(_ context.Context, a *app, args []string) error {
 	fs.StringVar(&out, "o", "", "output directory, created with mode 0700 (required)")
 	fs.BoolVar(&force, "force", false, "overwrite an existing CA (every node must then get its new certificate)")
 	fs.IntVar(&days, "days", int(mesh.DefaultCertValidity/(24*time.Hour)), "validity of the certificates in days")
-	pos, err := parseFlags(fs, args[1:])
+	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -76,5 +88,53 @@ func runCert(_ context.Context, a *app, args []string) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "wrote CA of cluster %q and %d node certificates to %s (valid %d days)\n", cluster, len(names), out, days)
+	return nil
+}
+
+// certAdd is `node cert add`.
+func certAdd(a *app, args []string) error {
+	var (
+		dir, name string
+		force     bool
+		days      int
+	)
+	fs := newFlagSet(a, "cert add", "--certs DIR --node NAME [--force] [--days N]\n\n"+
+		"Signs a certificate for one more node (a new host, or the host of a client\n"+
+		"node) with the cluster CA in DIR (ca.crt and ca.key, as node cert init wrote\n"+
+		"them) and writes DIR/NAME.crt and DIR/NAME.key (mode 0600) as init does; the\n"+
+		"other nodes keep theirs. The certificate ends with the CA at the latest.\n"+
+		"Copy ca.crt, NAME.crt and NAME.key to the host.")
+	fs.StringVar(&dir, "certs", "", "the directory node cert init wrote, with ca.crt and ca.key (required)")
+	fs.StringVar(&name, "node", "", "the new node's name, as peers address it (required)")
+	fs.BoolVar(&force, "force", false, "overwrite NAME's existing certificate and key (the old certificate stays valid until it expires: there is no revocation)")
+	fs.IntVar(&days, "days", int(mesh.DefaultCertValidity/(24*time.Hour)), "validity of the certificate in days (never past the CA's)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, f := range []struct{ name, v string }{{"--certs", dir}, {"--node", name}} {
+		if f.v == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	switch {
+	case len(pos) > 0:
+		fmt.Fprintf(a.stderr, "node cert add: unexpected argument %q\n", pos[0])
+		fs.Usage()
+		return errUsage
+	case len(missing) > 0:
+		fmt.Fprintf(a.stderr, "node cert add: missing %s\n", strings.Join(missing, ", "))
+		fs.Usage()
+		return errUsage
+	case days <= 0 || days > maxCertDays:
+		return fmt.Errorf("--days %d: want 1 to %d days", days, maxCertDays)
+	}
+	cert, err := mesh.AddNode(dir, mesh.NodeSpec{Node: name, Validity: time.Duration(days) * 24 * time.Hour, Force: force})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "wrote the certificate of node %q of cluster %q to %s (valid until %s)\n",
+		name, cert.Subject.Organization[0], dir, cert.NotAfter.UTC().Format(time.DateOnly))
 	return nil
 }

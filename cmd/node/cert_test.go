@@ -78,13 +78,68 @@ func TestCertInit(t *testing.T) {
 	}
 }
 
+// TestCertAdd: node cert add signs one more node with the CA node cert
+// init wrote, leaving the other nodes' files as they were; it refuses to
+// replace a node's files without --force, and a directory without the
+// CA's key.
+func TestCertAdd(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	if code, _, stderr := runNode(t, "cert", "init", "--cluster", "products", "--nodes", "host0,host1", "-o", dir); code != 0 {
+		t.Fatalf("cert init: exit %d: %s", code, stderr)
+	}
+	host0, err := os.ReadFile(filepath.Join(dir, "host0.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runNode(t, "cert", "add", "--certs", dir, "--node", "trainer7", "--days", "30")
+	if code != 0 || !strings.Contains(stdout, `wrote the certificate of node "trainer7" of cluster "products" to `+dir) {
+		t.Fatalf("cert add: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	for _, f := range []string{"trainer7.crt", "trainer7.key"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, %v; want mode 0600", f, st, err)
+		}
+	}
+	id, err := mesh.LoadIdentity(dir, "trainer7")
+	if err != nil || id.Cluster != "products" {
+		t.Fatalf("LoadIdentity(trainer7) = %v", err)
+	}
+	if d := id.Cert.Leaf.NotAfter.Sub(id.Cert.Leaf.NotBefore); d != 30*24*time.Hour {
+		t.Errorf("trainer7: validity %v, want 30 days", d)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "host0.crt")); err != nil || !bytes.Equal(b, host0) {
+		t.Errorf("host0.crt changed by cert add: %v", err)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--certs", dir, "--node", "trainer7"}, 1, "trainer7.crt exists: node trainer7 has a certificate (node cert add --force replaces it"},
+		{[]string{"--certs", dir, "--node", "host1"}, 1, "host1.crt exists"},
+		{[]string{"--certs", dir, "--node", "host1", "--force"}, 0, `wrote the certificate of node "host1"`},
+		{[]string{"--certs", filepath.Join(t.TempDir(), "none"), "--node", "h"}, 1, "ca.key: a node is signed by the cluster CA's certificate and key"},
+		{[]string{"--certs", dir, "--node", "a/b"}, 1, `node name "a/b"`},
+	} {
+		code, stdout, stderr := runNode(t, append([]string{"cert", "add"}, tc.args...)...)
+		if code != tc.code || !strings.Contains(stdout+stderr, tc.want) {
+			t.Errorf("cert add %v: exit %d, want %d and %q\nstdout: %s\nstderr: %s", tc.args, code, tc.code, tc.want, stdout, stderr)
+		}
+	}
+}
+
 func TestCertUsage(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		code int
 		want string
 	}{
-		{[]string{"cert"}, 2, "usage: node cert init"},
+		{[]string{"cert"}, 2, "usage: node cert init|add"},
+		{[]string{"cert", "renew"}, 2, "add   sign a certificate for one more node"},
+		{[]string{"cert", "add", "--help"}, 0, "-certs"},
+		{[]string{"cert", "add", "--node", "h"}, 2, "node cert add: missing --certs"},
+		{[]string{"cert", "add", "--certs", "x", "--node", "h", "--days", "0"}, 1, "--days 0"},
 		{[]string{"cert", "init", "--help"}, 0, "-cluster"},
 		{[]string{"cert", "init", "--cluster", "c"}, 2, "missing --nodes, -o"},
 		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a/b", "-o", "x"}, 1, `node name "a/b"`},

@@ -49,7 +49,7 @@ func commands() map[string]command {
 		"fetch":     {"fetch this host's partition files (graph.toml, its part) from the peers of node.toml", runFetch},
 		"sampler":   {"internal: one sampler process of a loader, started by node run", runSampler},
 		"config":    {"check a node.toml and print the effective configuration", runConfig},
-		"cert":      {"create the cluster CA and node certificates for the mesh (cert init)", runCert},
+		"cert":      {"create the cluster CA and node certificates for the mesh (cert init), or one more node's (cert add)", runCert},
 		"train":     {"train GraphSAGE on the cluster: batches from this host's node, gradients averaged in kv", runTrain},
 		"kge":       {"train knowledge-graph embeddings (TransE, DistMult, ComplEx, RotatE) on the cluster, tables in kv", runKGE},
 		"demo":      {"train GraphSAGE on a two-node cluster on loopback over a generated graph", runDemo},
