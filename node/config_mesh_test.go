@@ -3,6 +3,7 @@ package node
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -193,6 +194,37 @@ func TestFetchConfig(t *testing.T) {
 			t.Errorf("%s: err = %v, want only %q", tc.name, err, tc.want)
 		case cfg.Node.Fetch != tc.fetch:
 			t.Errorf("%s: node.fetch = %v, want %v", tc.name, cfg.Node.Fetch, tc.fetch)
+		}
+	}
+}
+
+// TestEncodeTOMLRoundTripsMesh: the printed config of a cluster node and
+// of a client node, [[mesh.peers]] and a "nodes" table included, loads
+// back to the same configuration, valid.
+func TestEncodeTOMLRoundTripsMesh(t *testing.T) {
+	dir, pre := meshDir(t, 2)
+	meshTable := "[mesh]\ncerts = " + quote(filepath.Join(dir, "certs")) + "\ncluster = \"c1\"\n" +
+		"[[mesh.peers]]\npart = 0\nname = \"host0\"\naddr = \"127.0.0.1:7100\"\n" +
+		"[[mesh.peers]]\npart = 1\nname = \"host1\"\naddr = \"127.0.0.1:7101\"\n"
+	table := "[[kv.tables]]\nname = \"e\"\nrows = \"nodes\"\ndim = 4\noptimizer = \"adam\"\nlr = 1e-3\ninit = \"normal\"\ninit_scale = 1e-30\ninit_seed = 9223372036854775807\nmode = \"async\"\n"
+	for name, text := range map[string]string{
+		"server": pre + meshTable + table,
+		"client": strings.Replace(pre, "[node]\n", "[node]\nrole = \"client\"\n", 1) + meshTable + table,
+	} {
+		cfg, err := LoadConfig(writeConfig(t, dir, text))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		out, err := cfg.EncodeTOML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := LoadConfig(writeConfig(t, dir, string(out)))
+		if err != nil {
+			t.Errorf("%s: the printed config has problems: %v\n%s", name, err, out)
+		}
+		if !reflect.DeepEqual(back, cfg) || len(back.Mesh.Peers) != 2 || back.KV.Tables[0].InitSeed != 1<<63-1 {
+			t.Errorf("%s: round trip\n%+v\nwant\n%+v", name, back, cfg)
 		}
 	}
 }
