@@ -29,7 +29,7 @@ type Config struct {
 	Eps         float64 `toml:"eps"`
 
 	Epochs    int `toml:"epochs"`
-	EvalEvery int `toml:"eval_every"` // evaluate after every EvalEvery-th epoch and after the last
+	EvalEvery int `toml:"eval_every"` // evaluate after every EvalEvery-th epoch and after the last (0: the last only, as KGEConfig's)
 	Patience  int `toml:"patience"`   // stop after this many evaluations without a better val accuracy; 0 = never
 
 	Seed    uint64 `toml:"seed"`    // parameter initialisation (same on every trainer) and dropout
@@ -93,7 +93,7 @@ func (c *Config) Validate() error {
 		bad("epochs %d: want ≥ 1", c.Epochs)
 	}
 	if c.EvalEvery < 0 {
-		bad("eval_every %d: want ≥ 0 (0 and 1 evaluate every epoch)", c.EvalEvery)
+		bad("eval_every %d: want ≥ 0 (0: after the last epoch only)", c.EvalEvery)
 	}
 	if c.Patience < 0 {
 		bad("patience %d: want ≥ 0", c.Patience)
@@ -111,9 +111,11 @@ func (c *Config) Validate() error {
 }
 
 // Evaluates reports whether the epoch (0-based) ends with an evaluation on
-// the val and test batches.
+// the val and test batches: every EvalEvery-th and the last; with
+// EvalEvery 0 the last only, as for KGEConfig (0 meant every epoch here,
+// the opposite of node kge --eval-every 0).
 func (c *Config) Evaluates(epoch int) bool {
-	return (epoch+1)%max(c.EvalEvery, 1) == 0 || epoch == c.Epochs-1
+	return c.EvalEvery > 0 && (epoch+1)%c.EvalEvery == 0 || epoch == c.Epochs-1
 }
 
 // Evaluations is how many evaluations a run of Epochs epochs makes: the

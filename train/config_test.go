@@ -61,7 +61,7 @@ func TestEvaluations(t *testing.T) {
 		epochs, every int
 		want          []int
 	}{
-		{4, 0, []int{0, 1, 2, 3}},
+		{4, 0, []int{3}}, // after the last only, as node kge --eval-every 0
 		{4, 1, []int{0, 1, 2, 3}},
 		{10, 3, []int{2, 5, 8, 9}},
 		{6, 3, []int{2, 5}},

@@ -81,7 +81,7 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.Uint64Var(&f.cfg.Seed, "seed", 1, "seed of the initial embeddings, the order and the negatives")
 	fs.StringVar(&f.eval, "eval", "test", "triples to rank after training: test, valid or none")
 	fs.IntVar(&f.evalSample, "eval-sample", 0, "rank this many triples drawn from --seed (0: all)")
-	fs.IntVar(&f.cfg.EvalEvery, "eval-every", 0, "also evaluate after every N-th epoch (0: after the last only)")
+	fs.IntVar(&f.cfg.EvalEvery, "eval-every", 0, "evaluate after every N-th epoch and after the last (0: after the last only, as node train)")
 	fs.BoolVar(&f.filter, "eval-filter", true, "filtered ranks (other known facts are not candidates; needs every part's triples under --parts); false: raw ranks")
 	fs.StringVar(&f.prefix, "table-prefix", "kge", "kv tables <prefix>.entity, <prefix>.relation and <prefix>.sync (the same on every trainer of the job)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")

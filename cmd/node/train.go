@@ -91,7 +91,7 @@ func newTrainFlags(a *app) (*flag.FlagSet, *trainFlags) {
 	fs.Float64Var(&f.cfg.LR, "lr", f.cfg.LR, "Adam learning rate")
 	fs.Float64Var(&f.cfg.WeightDecay, "weight-decay", f.cfg.WeightDecay, "L2 weight decay")
 	fs.Uint64Var(&f.cfg.Seed, "seed", 1, "seed of the parameters, dropout and loaders (the same on every trainer)")
-	fs.IntVar(&f.cfg.EvalEvery, "eval-every", 1, "evaluate on val and test after every N-th epoch (and the last)")
+	fs.IntVar(&f.cfg.EvalEvery, "eval-every", 1, "evaluate on val and test after every N-th epoch and after the last (0: after the last only, as node kge)")
 	fs.IntVar(&f.cfg.Patience, "patience", 0, "stop after N evaluations without a better val accuracy (0: never)")
 	fs.IntVar(&f.cfg.Threads, "threads", 0, "goroutines for aggregation (0: GOMAXPROCS)")
 	fs.StringVar(&f.table, "table", "graphsage.sync", "kv table that averages the gradients (the same on every trainer)")

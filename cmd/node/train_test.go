@@ -408,3 +408,15 @@ func TestTrainFlagErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalEveryHelp: --eval-every 0 means after the last epoch only, for
+// node train as for node kge (node train evaluated every epoch), and both
+// --help texts say so.
+func TestEvalEveryHelp(t *testing.T) {
+	for _, cmd := range []string{"train", "kge"} {
+		code, _, stderr := runNode(t, cmd, "--help")
+		if want := "after every N-th epoch and after the last (0: after the last only"; code != 0 || !strings.Contains(stderr, want) {
+			t.Errorf("node %s --help: exit %d, want %q in:\n%s", cmd, code, want, stderr)
+		}
+	}
+}
