@@ -17,7 +17,6 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"graphnode/node/control"
 	"graphnode/shm"
 )
 
@@ -401,66 +400,11 @@ func (c *Config) RingSizeBytes() int64 {
 // EncodeTOML writes the effective configuration as TOML, in a form that
 // LoadConfig reads back to the same Config, with the same problems.
 func (c *Config) EncodeTOML() ([]byte, error) {
-	out := printedConfig{
-		Version: c.Version, Node: c.Node, Control: c.Control, Rings: c.Rings,
-		Samplers: c.Samplers, Mesh: c.Mesh, Metrics: c.Metrics, Log: c.Log,
-		KV: printedKV{
-			CheckpointDir: c.KV.CheckpointDir, Load: c.KV.Load, SaveOnExit: c.KV.SaveOnExit,
-			SyncTimeout: c.KV.SyncTimeout, MaxMemory: c.KV.MaxMemory,
-		},
-	}
-	for _, t := range c.KV.Tables {
-		out.KV.Tables = append(out.KV.Tables, printedTable(t))
-	}
 	var b bytes.Buffer
-	if err := toml.NewEncoder(&b).Encode(out); err != nil {
+	if err := toml.NewEncoder(&b).Encode(c); err != nil {
 		return nil, fmt.Errorf("node: encode config: %w", err)
 	}
 	return b.Bytes(), nil
-}
-
-// printedConfig is Config as EncodeTOML writes it: the same keys in the
-// same order (TestPrintedConfigHasEveryKey), [[kv.tables]] excepted.
-type printedConfig struct {
-	Version  int            `toml:"version"`
-	Node     NodeConfig     `toml:"node"`
-	Control  ControlConfig  `toml:"control"`
-	Rings    RingsConfig    `toml:"rings"`
-	Samplers SamplersConfig `toml:"samplers"`
-	Mesh     MeshConfig     `toml:"mesh"`
-	KV       printedKV      `toml:"kv"`
-	Metrics  MetricsConfig  `toml:"metrics"`
-	Log      LogConfig      `toml:"log"`
-}
-
-// printedKV is KVConfig as EncodeTOML writes it.
-type printedKV struct {
-	CheckpointDir string         `toml:"checkpoint_dir"`
-	Load          bool           `toml:"load"`
-	SaveOnExit    *bool          `toml:"save_on_exit"`
-	SyncTimeout   string         `toml:"sync_timeout"`
-	MaxMemory     string         `toml:"max_memory"`
-	Tables        []printedTable `toml:"tables"`
-}
-
-// printedTable is control.TableSpec (a conversion: the compiler holds the
-// fields the same) as EncodeTOML writes it. An eps, beta1 or beta2 of 0
-// stands for an absent one, filled by TableSpec.Validate: a table that
-// failed before that has them 0, and `eps = 0.0` printed would be refused
-// (TableSpec.ExplicitZero) when copied into a file, so 0 is left out.
-type printedTable struct {
-	Name      string       `toml:"name"`
-	Rows      control.Rows `toml:"rows"`
-	Dim       int          `toml:"dim"`
-	Init      string       `toml:"init"`
-	InitScale float64      `toml:"init_scale"`
-	InitSeed  uint64       `toml:"init_seed"`
-	Optimizer string       `toml:"optimizer"`
-	LR        float64      `toml:"lr"`
-	Eps       float64      `toml:"eps,omitzero"`
-	Beta1     float64      `toml:"beta1,omitzero"`
-	Beta2     float64      `toml:"beta2,omitzero"`
-	Mode      string       `toml:"mode"`
 }
 
 func isDir(path string) bool {

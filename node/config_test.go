@@ -360,29 +360,6 @@ func unjoinAll(err error) []error {
 	return unjoin(err)
 }
 
-// TestPrintedConfigHasEveryKey: EncodeTOML's mirror of Config and of
-// KVConfig holds their keys in their order, so that a key added to
-// Config is printed.
-func TestPrintedConfigHasEveryKey(t *testing.T) {
-	for _, tc := range []struct{ config, printed reflect.Type }{
-		{reflect.TypeFor[Config](), reflect.TypeFor[printedConfig]()},
-		{reflect.TypeFor[KVConfig](), reflect.TypeFor[printedKV]()},
-	} {
-		var keys, printed []string
-		for f := range tc.config.Fields() {
-			if f.IsExported() {
-				keys = append(keys, f.Name+" "+string(f.Tag))
-			}
-		}
-		for f := range tc.printed.Fields() {
-			printed = append(printed, f.Name+" "+string(f.Tag))
-		}
-		if !slices.Equal(keys, printed) {
-			t.Errorf("%v prints %q, want %q", tc.printed, printed, keys)
-		}
-	}
-}
-
 // TestEncodeTOMLRoundTripsKVRows: `node config check` prints a
 // [[kv.tables]] row count as a bare integer and "nodes" as a string, the
 // forms LoadConfig reads, so the printed effective config loads again.

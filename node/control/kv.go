@@ -101,10 +101,14 @@ type TableSpec struct {
 	InitSeed  uint64  `json:"init_seed,omitempty" toml:"init_seed"`
 	Optimizer string  `json:"optimizer" toml:"optimizer"` // sgd, adagrad, adam, average
 	LR        float64 `json:"lr,omitempty" toml:"lr"`
-	Eps       float64 `json:"eps,omitempty" toml:"eps"`     // default 1e-10 (adagrad), 1e-8 (adam)
-	Beta1     float64 `json:"beta1,omitempty" toml:"beta1"` // adam, default 0.9
-	Beta2     float64 `json:"beta2,omitempty" toml:"beta2"` // adam, default 0.999
-	Mode      string  `json:"mode" toml:"mode"`             // sync, async
+	// Eps, Beta1 and Beta2 of 0 are absent, filled by Validate; a file
+	// may not give 0 (ExplicitZero), so 0 is not written either: the
+	// effective config of a table refused before Validate filled them
+	// loads back (node config check).
+	Eps   float64 `json:"eps,omitempty" toml:"eps,omitzero"`     // default 1e-10 (adagrad), 1e-8 (adam)
+	Beta1 float64 `json:"beta1,omitempty" toml:"beta1,omitzero"` // adam, default 0.9
+	Beta2 float64 `json:"beta2,omitempty" toml:"beta2,omitzero"` // adam, default 0.999
+	Mode  string  `json:"mode" toml:"mode"`                      // sync, async
 }
 
 // Validate checks what does not depend on the graph and fills the

@@ -71,6 +71,17 @@ type Stats struct {
 	CacheRows   int    `json:"cache_rows"`
 	CacheHits   uint64 `json:"cache_hits"`
 	CacheMisses uint64 `json:"cache_misses"`
+	// KV is this node's parameter server; nil on a client node (it holds
+	// no shard) and from a node of an earlier build.
+	KV *KVStats `json:"kv,omitempty"`
+}
+
+// KVStats is a sampling node's parameter server, as a trainer needs to
+// know it before it trains.
+type KVStats struct {
+	// CheckpointDir is [kv] checkpoint_dir, where kv_save writes; "" when
+	// it is not set, and a kv_save fails.
+	CheckpointDir string `json:"checkpoint_dir"`
 }
 
 // MeshStats is the node's place in the cluster and its traffic per peer.
@@ -123,7 +134,7 @@ type LoaderStats struct {
 type SamplerStats struct {
 	Worker  int    `json:"worker"`
 	PID     int    `json:"pid"`
-	State   string `json:"state"`  // starting | running | done | failed | killed
+	State   string `json:"state"`  // running | done | failed | killed (node/proc.go)
 	Status  string `json:"status"` // exit status once exited, like "exit status 1" or "signal: killed"
 	Batches uint64 `json:"batches"`
 	Epoch   int    `json:"epoch"` // epoch in progress
