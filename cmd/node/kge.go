@@ -201,6 +201,11 @@ func (f *kgeFlags) load(ctx context.Context) (*kgeInput, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f.save {
+		if err := checkSave(st, f.socket); err != nil {
+			return nil, err
+		}
+	}
 	in := &kgeInput{part: f.part}
 	switch {
 	case in.part < 0 && st.Part < 0:

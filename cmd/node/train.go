@@ -12,6 +12,7 @@ import (
 
 	"graphnode/kv"
 	"graphnode/node/client"
+	"graphnode/node/control"
 	"graphnode/sample"
 	"graphnode/train"
 )
@@ -159,6 +160,18 @@ func (f *trainFlags) check() error {
 	return errors.Join(errs...)
 }
 
+// checkSave refuses --save before training when the node at socket says
+// it has no kv.checkpoint_dir: kv_save failed only once training was
+// over, and the trained tables were not saved. A node that does not say
+// (a client node, whose sampling nodes save; an earlier build) is asked
+// after training, as before.
+func checkSave(st *control.Stats, socket string) error {
+	if st.KV != nil && st.KV.CheckpointDir == "" {
+		return fmt.Errorf("--save: the node at %s has no kv.checkpoint_dir, so kv_save would fail once training is over: set [kv] checkpoint_dir in its node.toml (on every sampling node) or leave out --save", socket)
+	}
+	return nil
+}
+
 // validTableName reports whether kv accepts name for a table (kv_create
 // refuses it otherwise, and only once a job's loaders are open or its
 // triples read).
@@ -210,6 +223,17 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 	}
 	if f.cfg.Layers == 0 {
 		f.cfg.Layers = len(fan)
+	}
+	if f.save {
+		sctx, cancel := context.WithTimeout(ctx, kgeReadyTimeout)
+		st, err := client.Stats(sctx, f.socket)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if err := checkSave(st, f.socket); err != nil {
+			return err
+		}
 	}
 	cfg := f.cfg
 	open := func(split string, fanouts []int, batch, epochs int, shuffle bool) (*client.Loader, error) {

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"graphnode/node/control"
 )
 
 // built is `node` built once for the tests that start processes, without
@@ -417,6 +419,27 @@ func TestEvalEveryHelp(t *testing.T) {
 		code, _, stderr := runNode(t, cmd, "--help")
 		if want := "after every N-th epoch and after the last (0: after the last only"; code != 0 || !strings.Contains(stderr, want) {
 			t.Errorf("node %s --help: exit %d, want %q in:\n%s", cmd, code, want, stderr)
+		}
+	}
+}
+
+// TestCheckSave: node train --save and node kge --save refuse, before
+// training, a node that says it has no kv.checkpoint_dir (kv_save failed
+// only once training was over); a node that does not say (a client node,
+// an earlier build) is not refused.
+func TestCheckSave(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		kv   *control.KVStats
+		want string // "" accepted
+	}{
+		{"checkpoint_dir set", &control.KVStats{CheckpointDir: "/var/lib/graphnode/kv"}, ""},
+		{"not said", nil, ""},
+		{"no checkpoint_dir", &control.KVStats{}, "--save: the node at n.sock has no kv.checkpoint_dir, so kv_save would fail once training is over: set [kv] checkpoint_dir"},
+	} {
+		err := checkSave(&control.Stats{KV: c.kv}, "n.sock")
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}
 }
