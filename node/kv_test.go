@@ -223,6 +223,11 @@ func TestKVCheckpoint(t *testing.T) {
 		return fmt.Sprintf("[kv]\ncheckpoint_dir = %q\nload = true\n", dirs[p])
 	})
 	ctx := context.Background()
+	for p, d := range dirs {
+		if st, err := client.Stats(ctx, c.sockets[p]); err != nil || st.KV == nil || st.KV.CheckpointDir != d {
+			t.Fatalf("node %d stats: kv %+v, %v; want checkpoint_dir %s", p, st.KV, err, d)
+		}
+	}
 	k0, k1 := dialKV(t, c.sockets[0]), dialKV(t, c.sockets[1])
 	for _, ts := range kvTables() {
 		for _, k := range []*client.KV{k0, k1} {

@@ -496,6 +496,10 @@ func (n *Node) stats() *control.Stats {
 		s.Nodes, s.Edges, s.CacheRows = int64(n.graph.NumNodes()), int64(n.graph.NumEdges()), len(n.graph.CacheIDs())
 	}
 	s.CacheHits, s.CacheMisses = n.mesh.traffic.cache()
+	if !n.cfg.Client() {
+		// A trainer that will ask for kv_save checks this before it trains.
+		s.KV = &control.KVStats{CheckpointDir: n.cfg.KV.CheckpointDir}
+	}
 	n.mu.Lock()
 	for _, l := range n.mu.loaders {
 		if l.started() {
