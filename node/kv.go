@@ -61,12 +61,16 @@ type kvServer struct {
 	// prepareHold is how long a prepared save waits for its commit:
 	// savePrepareHold; tests shorten it.
 	prepareHold time.Duration
+	// saving admits one coordinated save at a time on the coordinator
+	// (part saveCoordinator's node; kv_save.go): a buffered channel of
+	// one, so that a waiting save can give up with its context.
+	saving chan struct{}
 }
 
 // newKVServer builds the store with the tables of [kv] and, with
 // kv.load, restores them from the checkpoint directory.
 func newKVServer(cfg *Config, log *slog.Logger, book partition.Book) (*kvServer, error) {
-	s := &kvServer{cfg: cfg, log: log, part: cfg.ownPart(), book: book, clients: map[string]*kv.Client{}, creating: map[string]*pendingCreate{}, prepared: map[string]*preparedSave{}, prepareHold: savePrepareHold}
+	s := &kvServer{cfg: cfg, log: log, part: cfg.ownPart(), book: book, clients: map[string]*kv.Client{}, creating: map[string]*pendingCreate{}, prepared: map[string]*preparedSave{}, prepareHold: savePrepareHold, saving: make(chan struct{}, 1)}
 	s.send = s.call
 	specs := make([]kv.Spec, 0, len(cfg.KV.Tables))
 	for i := range cfg.KV.Tables {

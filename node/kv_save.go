@@ -30,6 +30,14 @@ import (
 // A peer that prepared and hears neither commit nor abort within
 // savePrepareHold aborts on its own (its coordinator died); one that is
 // stopping aborts what it holds before its own shutdown checkpoint.
+//
+// One node coordinates every save: the node of part saveCoordinator. A
+// trainer's kv_save on another node (or on a client node) is forwarded
+// to it (phase "coordinate"), and it runs one save at a time. Two nodes
+// coordinating at once would each hold their own shards' save while
+// asking the other to prepare, and both would fail after
+// savePrepareWait: every rank of a job asking for kv_save as it ends
+// (node train --save on every host) did exactly that.
 
 const (
 	// savePrepareHold bounds how long a peer keeps a save it prepared
@@ -52,10 +60,14 @@ const (
 
 // Phases of a forwarded kv_save.
 const (
-	savePrepare = "prepare"
-	saveCommit  = "commit"
-	saveAbort   = "abort"
+	savePrepare    = "prepare"
+	saveCommit     = "commit"
+	saveAbort      = "abort"
+	saveCoordinate = "coordinate" // to the coordinator: run a save for the sender
 )
+
+// saveCoordinator is the part whose node coordinates every save.
+const saveCoordinator = 0
 
 // peerSaveRequest is a kv_save forwarded to a peer. Phase "" (a node of
 // an earlier build) saves at once, in one step.
@@ -81,35 +93,19 @@ func (s *kvServer) save(ctx context.Context, forward bool) (*control.SaveInfo, e
 		s.abortPrepared("this node is stopping")
 		return s.saveLocal()
 	}
-	id := fmt.Sprintf("%016x", rand.Uint64())
-	var local *kv.PreparedSave
 	dir := ""
 	if s.store != nil {
 		var err error
 		if dir, err = s.checkpointDir(); err != nil {
 			return nil, err
 		}
-		if local, err = s.store.PrepareSave(ctx, dir); err != nil {
+	}
+	if s.part == saveCoordinator {
+		if err := s.coordinate(ctx); err != nil {
 			return nil, err
 		}
-	}
-	if err := s.sendSave(ctx, savePrepare, id); err != nil {
-		if local != nil {
-			local.Abort()
-		}
-		s.abortPeers(ctx, id)
-		return nil, fmt.Errorf("save on the other nodes: %w (no node's checkpoint changed: each keeps its previous one)", err)
-	}
-	if local != nil {
-		if err := local.Commit(); err != nil {
-			s.abortPeers(ctx, id)
-			return nil, fmt.Errorf("%w (the other nodes keep their previous checkpoint)", err)
-		}
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveCommitTimeout)
-	defer cancel()
-	if err := s.sendSave(cctx, saveCommit, id); err != nil {
-		return nil, fmt.Errorf("commit on the other nodes: %w (the parts not named hold the new checkpoint, those named their previous one: run kv_save again before loading it)", err)
+	} else if err := s.forwardSave(ctx); err != nil {
+		return nil, err
 	}
 	info := &control.SaveInfo{Dir: dir}
 	if s.store != nil {
@@ -120,6 +116,57 @@ func (s *kvServer) save(ctx context.Context, forward bool) (*control.SaveInfo, e
 		s.mu.Unlock()
 	}
 	return info, nil
+}
+
+// forwardSave asks the coordinator to save every node's shards, and
+// waits for it.
+func (s *kvServer) forwardSave(ctx context.Context) error {
+	body, err := json.Marshal(peerSaveRequest{Op: control.OpKVSave, Phase: saveCoordinate})
+	if err != nil {
+		return err
+	}
+	resp, err := s.send(ctx, saveCoordinator, body)
+	if err == nil {
+		err = ackError(saveCoordinator, resp)
+	}
+	if err != nil {
+		return fmt.Errorf("save through the node of part %d, which coordinates saves: %w", saveCoordinator, err)
+	}
+	return nil
+}
+
+// coordinate saves every node's shards, all or none, one save at a time.
+func (s *kvServer) coordinate(ctx context.Context) error {
+	select {
+	case s.saving <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for another kv_save to end: %w", context.Cause(ctx))
+	}
+	defer func() { <-s.saving }()
+	dir, err := s.checkpointDir()
+	if err != nil {
+		return err
+	}
+	local, err := s.store.PrepareSave(ctx, dir)
+	if err != nil {
+		return err
+	}
+	id := fmt.Sprintf("%016x", rand.Uint64())
+	if err := s.sendSave(ctx, savePrepare, id); err != nil {
+		local.Abort()
+		s.abortPeers(ctx, id)
+		return fmt.Errorf("save on the other nodes: %w (no node's checkpoint changed: each keeps its previous one)", err)
+	}
+	if err := local.Commit(); err != nil {
+		s.abortPeers(ctx, id)
+		return fmt.Errorf("%w (the other nodes keep their previous checkpoint)", err)
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveCommitTimeout)
+	defer cancel()
+	if err := s.sendSave(cctx, saveCommit, id); err != nil {
+		return fmt.Errorf("commit on the other nodes: %w (the parts not named hold the new checkpoint, those named their previous one: run kv_save again before loading it)", err)
+	}
+	return nil
 }
 
 // saveLocal saves this node's shards at once, in one step.
@@ -175,6 +222,11 @@ func (s *kvServer) peerSave(ctx context.Context, req []byte) error {
 	case "":
 		_, err := s.saveLocal()
 		return err
+	case saveCoordinate:
+		if s.part != saveCoordinator {
+			return fmt.Errorf("node: kv_save from a peer: this node serves part %d, saves are coordinated by part %d's: %w", s.part, saveCoordinator, kv.ErrMalformed)
+		}
+		return s.coordinate(ctx)
 	case savePrepare:
 		dir, err := s.checkpointDir()
 		if err != nil {

@@ -213,6 +213,49 @@ func TestKVTrainerLeaves(t *testing.T) {
 	}
 }
 
+// TestKVSaveFromEveryRank: every rank of a job asks its own node for
+// kv_save as it ends (node train --save on every host), all at once.
+// Each node coordinating its own save held its shards while asking the
+// other to prepare, and both failed after savePrepareWait; the saves now
+// go through one coordinator, one after the other, and all succeed.
+func TestKVSaveFromEveryRank(t *testing.T) {
+	parts := clusterParts(t, 2)
+	dirs := []string{t.TempDir(), t.TempDir()}
+	c := startClusterWith(t, parts, 2, "5s", func(p int) string {
+		return fmt.Sprintf("[kv]\ncheckpoint_dir = %q\n", dirs[p])
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second) // less than the 30 s a peer waits to prepare
+	defer cancel()
+	ks := []*client.KV{dialKV(t, c.sockets[0]), dialKV(t, c.sockets[1])}
+	for _, ts := range kvTables() {
+		if _, err := ks[0].Create(ctx, ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 3 {
+		errs := make([]error, len(ks))
+		infos := make([]*control.SaveInfo, len(ks))
+		var wg sync.WaitGroup
+		for i, k := range ks {
+			wg.Go(func() { infos[i], errs[i] = k.Save(ctx) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: save asked of node %d: %v", round, i, err)
+			}
+			if infos[i].Dir != dirs[i] || !slices.Equal(infos[i].Tables, []string{"dense", "emb"}) {
+				t.Fatalf("round %d: save asked of node %d: %+v, want dir %s and both tables", round, i, infos[i], dirs[i])
+			}
+		}
+	}
+	for p, d := range dirs {
+		if entries, err := os.ReadDir(d); err != nil || len(entries) == 0 {
+			t.Fatalf("node %d wrote no checkpoint into %s: %v", p, d, err)
+		}
+	}
+}
+
 // TestKVCheckpoint: kv_save writes every shard on every node; SIGTERM
 // checkpoints too; restarted nodes with kv.load resume the tables with
 // the same rows and version.
