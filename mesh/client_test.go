@@ -287,7 +287,8 @@ func TestCallDeadline(t *testing.T) {
 
 func TestWaitReadyStartOrder(t *testing.T) {
 	dir := writeTestCluster(t, testCluster, "host0", "host1", "host2")
-	addr1, addr2 := freeUDPAddr(t), freeUDPAddr(t)
+	two := freeUDPAddrs(t, 2)
+	addr1, addr2 := two[0], two[1]
 	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{
 		1: {Name: "host1", Addr: addr1}, 2: {Name: "host2", Addr: addr2},
 	}, nil)

@@ -143,15 +143,22 @@ func newTestClient(t testing.TB, id *Identity, peers map[int]Peer, tweak func(*C
 }
 
 // freeUDPAddr returns a 127.0.0.1 UDP address nobody listens on.
-func freeUDPAddr(t testing.TB) string {
+func freeUDPAddr(t testing.TB) string { return freeUDPAddrs(t, 1)[0] }
+
+// freeUDPAddrs returns n distinct such addresses: each socket is held
+// until all are chosen, since a port released may be handed out again.
+func freeUDPAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
+	addrs := make([]string, n)
+	for i := range n {
+		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		addrs[i] = c.LocalAddr().String()
 	}
-	addr := c.LocalAddr().String()
-	c.Close()
-	return addr
+	return addrs
 }
 
 func ids(n int, base uint64) []uint64 {

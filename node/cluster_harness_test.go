@@ -83,15 +83,22 @@ type testCluster struct {
 	pids    []int      // every sampler pid seen; checked gone after the test
 }
 
-// freeUDP returns a 127.0.0.1 UDP address nobody listens on now.
-func freeUDP(t *testing.T) string {
+// freeUDPs returns n distinct 127.0.0.1 UDP addresses nobody listens on
+// now: each socket is held until all are chosen, since a port released
+// may be handed out again at once (two peers given one address fail
+// config check).
+func freeUDPs(t *testing.T, n int) []string {
 	t.Helper()
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
+	addrs := make([]string, n)
+	for i := range n {
+		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		addrs[i] = c.LocalAddr().String()
 	}
-	defer c.Close()
-	return c.LocalAddr().String()
+	return addrs
 }
 
 func hostName(p int) string { return fmt.Sprintf("host%d", p) }
@@ -114,8 +121,8 @@ func startClusterWith(t *testing.T, parts string, n int, timeout string, extra f
 	nodes := []string{"intruder", clientName}
 	for p := range n {
 		nodes = append(nodes, hostName(p))
-		c.addrs = append(c.addrs, freeUDP(t))
 	}
+	c.addrs = freeUDPs(t, n)
 	if err := mesh.WriteCluster(c.certs, mesh.ClusterSpec{Cluster: clusterName, Nodes: nodes}); err != nil {
 		t.Fatal(err)
 	}

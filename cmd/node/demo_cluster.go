@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,29 +34,59 @@ type demoCluster struct {
 	exited  []chan error
 }
 
-// freeUDP returns a loopback UDP address nobody listens on now.
-func freeUDP() (string, error) {
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		return "", err
+// freeUDPs returns n distinct loopback UDP addresses nobody listens on
+// now: each socket is held until all are chosen, since a port released
+// may be handed out again at once, and two peers given one address fail
+// config check.
+func freeUDPs(n int) ([]string, error) {
+	addrs := make([]string, n)
+	for i := range n {
+		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		addrs[i] = c.LocalAddr().String()
 	}
-	defer c.Close()
-	return c.LocalAddr().String(), nil
+	return addrs, nil
 }
 
 // startDemoCluster writes certificates and configs and starts one node
 // per part; it returns once every node reports ready.
+// A port is chosen free, then released for its node to bind: another
+// process may take it in between, and the cluster is then started again
+// on other ports, up to demoStartTries times in all.
 func startDemoCluster(ctx context.Context, exe, work, parts string, n int, ringSize string, workers int) (*demoCluster, error) {
-	c, err := newDemoCluster(exe, work, parts, n, ringSize, workers)
-	if err != nil {
-		return c, err
-	}
-	for i := range n {
-		if err := c.start(i, nil); err != nil {
+	for try := 1; ; try++ {
+		c, err := newDemoCluster(exe, work, parts, n, ringSize, workers)
+		for i := 0; err == nil && i < n; i++ {
+			err = c.start(i, nil)
+		}
+		if err == nil {
+			err = c.waitReady(ctx, 60*time.Second)
+		}
+		if err == nil || try == demoStartTries || !c.portTaken() {
+			return c, err
+		}
+		c.stop()
+		if err := os.RemoveAll(filepath.Join(work, "certs")); err != nil {
 			return c, err
 		}
 	}
-	return c, c.waitReady(ctx, 60*time.Second)
+}
+
+// demoStartTries bounds startDemoCluster's starts.
+const demoStartTries = 3
+
+// portTaken reports whether a node failed to bind its mesh address
+// because another process holds it.
+func (c *demoCluster) portTaken() bool {
+	for _, l := range c.logs {
+		if b, err := os.ReadFile(l); err == nil && bytes.Contains(b, []byte("address already in use")) {
+			return true
+		}
+	}
+	return false
 }
 
 // newDemoCluster writes the certificates and one node.toml per part of
@@ -67,12 +98,12 @@ func newDemoCluster(exe, work, parts string, n int, ringSize string, workers int
 		return c, fmt.Errorf("ring directory: %w", err)
 	}
 	names := make([]string, n)
-	addrs := make([]string, n)
 	for i := range n {
 		names[i] = fmt.Sprintf("node%d", i)
-		if addrs[i], err = freeUDP(); err != nil {
-			return c, err
-		}
+	}
+	addrs, err := freeUDPs(n)
+	if err != nil {
+		return c, err
 	}
 	certs := filepath.Join(work, "certs")
 	if err := mesh.WriteCluster(certs, mesh.ClusterSpec{Cluster: "demo", Nodes: names}); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,5 +162,37 @@ func TestDemoNodesOwnProcessGroup(t *testing.T) {
 	}
 	if pgid != pid {
 		t.Errorf("node0 (pid %d) runs in process group %d (the demo's is %d), want its own", pid, pgid, syscall.Getpgrp())
+	}
+}
+
+// TestDemoPorts: the addresses of a demo cluster's nodes are distinct and
+// free, and a node log that says its address was taken is what makes the
+// cluster start again on other ports.
+func TestDemoPorts(t *testing.T) {
+	addrs, err := freeUDPs(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		if seen[a] {
+			t.Fatalf("address %s chosen twice in %v", a, addrs)
+		}
+		seen[a] = true
+		c, err := net.ListenPacket("udp", a)
+		if err != nil {
+			t.Fatalf("chosen address %s is not free: %v", a, err)
+		}
+		c.Close()
+	}
+	dir := t.TempDir()
+	c := &demoCluster{logs: []string{filepath.Join(dir, "node0.log"), filepath.Join(dir, "node1.log")}}
+	os.WriteFile(c.logs[0], []byte("node ready\n"), 0o600)
+	if c.portTaken() {
+		t.Fatal("portTaken with no bind failure in any log")
+	}
+	os.WriteFile(c.logs[1], []byte("node run: node: mesh.listen: mesh: listen 127.0.0.1:35228: listen udp 127.0.0.1:35228: bind: address already in use\n"), 0o600)
+	if !c.portTaken() {
+		t.Fatal("portTaken missed a node that could not bind its address")
 	}
 }

@@ -80,9 +80,22 @@ def _run(args, **kw):
 
 
 def free_port(kind=socket.SOCK_STREAM):
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1, kind)[0]
+
+
+def free_ports(n, kind=socket.SOCK_STREAM):
+    """n distinct free loopback ports: each socket is held until all are
+    chosen, since a port released may be handed out again at once."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, kind)
+            socks.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def build_node(tmp):
@@ -150,8 +163,9 @@ class Cluster:
         if parts > 1 or client:
             certs = os.path.join(self.dir, "certs")
             _run([node, "cert", "init", "--cluster", "cora", "--nodes", ",".join(names + ["trainer0"]), "-o", certs])
+            ports = free_ports(len(names), socket.SOCK_DGRAM)
             peers = "".join('[[mesh.peers]]\npart = %d\nname = "%s"\naddr = "127.0.0.1:%d"\n\n'
-                            % (i, n, free_port(socket.SOCK_DGRAM)) for i, n in enumerate(names))
+                            % (i, n, ports[i]) for i, n in enumerate(names))
             mesh = '[mesh]\ncerts = "%s"\ncluster = "cora"\ntimeout = "10s"\n\n%s' % (certs, peers)
         try:
             for i, name in enumerate(names):
