@@ -377,3 +377,22 @@ func TestStoreDrop(t *testing.T) {
 		t.Errorf("tables %v, want [emb emb2]", got)
 	}
 }
+
+// TestAllFinite: every position (the four sums and the tail) and every
+// kind of non-finite value is seen; the extremes of float32 are finite.
+func TestAllFinite(t *testing.T) {
+	if !allFinite(nil) || !allFinite(f32(math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32, float32(math.Copysign(0, -1)), 1, 2, 3)) {
+		t.Fatal("finite values reported non-finite")
+	}
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+		for n := 1; n <= 9; n++ {
+			for at := range n {
+				g := make([]float32, n)
+				g[at] = bad
+				if allFinite(g) {
+					t.Fatalf("%v at %d of %d not seen", bad, at, n)
+				}
+			}
+		}
+	}
+}
