@@ -60,24 +60,8 @@ func certInit(a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	var missing []string
-	for _, f := range []struct{ name, v string }{{"--cluster", cluster}, {"--nodes", nodes}, {"-o", out}} {
-		if f.v == "" {
-			missing = append(missing, f.name)
-		}
-	}
-	switch {
-	case len(pos) > 0:
-		fmt.Fprintf(a.stderr, "node cert init: unexpected argument %q\n", pos[0])
-		fs.Usage()
-		return errUsage
-	case len(missing) > 0:
-		fmt.Fprintf(a.stderr, "node cert init: missing %s\n", strings.Join(missing, ", "))
-		fs.Usage()
-		return errUsage
-	case days <= 0 || days > maxCertDays:
-		// Beyond 292 years a Duration overflows, and the validity with it.
-		return fmt.Errorf("--days %d: want 1 to %d days", days, maxCertDays)
+	if err := checkCertFlags(a, fs, "init", pos, days, flagValue{"--cluster", cluster}, flagValue{"--nodes", nodes}, flagValue{"-o", out}); err != nil {
+		return err
 	}
 	var names []string
 	for n := range strings.SplitSeq(nodes, ",") {
@@ -112,23 +96,8 @@ func certAdd(a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	var missing []string
-	for _, f := range []struct{ name, v string }{{"--certs", dir}, {"--node", name}} {
-		if f.v == "" {
-			missing = append(missing, f.name)
-		}
-	}
-	switch {
-	case len(pos) > 0:
-		fmt.Fprintf(a.stderr, "node cert add: unexpected argument %q\n", pos[0])
-		fs.Usage()
-		return errUsage
-	case len(missing) > 0:
-		fmt.Fprintf(a.stderr, "node cert add: missing %s\n", strings.Join(missing, ", "))
-		fs.Usage()
-		return errUsage
-	case days <= 0 || days > maxCertDays:
-		return fmt.Errorf("--days %d: want 1 to %d days", days, maxCertDays)
+	if err := checkCertFlags(a, fs, "add", pos, days, flagValue{"--certs", dir}, flagValue{"--node", name}); err != nil {
+		return err
 	}
 	cert, err := mesh.AddNode(dir, mesh.NodeSpec{Node: name, Validity: time.Duration(days) * 24 * time.Hour, Force: force})
 	if err != nil {
@@ -136,5 +105,34 @@ func certAdd(a *app, args []string) error {
 	}
 	fmt.Fprintf(a.stdout, "wrote the certificate of node %q of cluster %q to %s (valid until %s)\n",
 		name, cert.Subject.Organization[0], dir, cert.NotAfter.UTC().Format(time.DateOnly))
+	return nil
+}
+
+// flagValue is a required flag of node cert and what it was given.
+type flagValue struct{ name, v string }
+
+// checkCertFlags refuses what node cert sub (init, add) cannot take:
+// positional arguments and missing required flags (with the usage), and
+// a validity of days out of range.
+func checkCertFlags(a *app, fs *flag.FlagSet, sub string, pos []string, days int, required ...flagValue) error {
+	var missing []string
+	for _, f := range required {
+		if f.v == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	switch {
+	case len(pos) > 0:
+		fmt.Fprintf(a.stderr, "node cert %s: unexpected argument %q\n", sub, pos[0])
+		fs.Usage()
+		return errUsage
+	case len(missing) > 0:
+		fmt.Fprintf(a.stderr, "node cert %s: missing %s\n", sub, strings.Join(missing, ", "))
+		fs.Usage()
+		return errUsage
+	case days <= 0 || days > maxCertDays:
+		// Beyond 292 years a Duration overflows, and the validity with it.
+		return fmt.Errorf("--days %d: want 1 to %d days", days, maxCertDays)
+	}
 	return nil
 }
