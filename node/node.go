@@ -74,7 +74,8 @@ type Node struct {
 	}
 
 	started      time.Time
-	maxDeg       int // largest degree of the partition set (of this part with an older graph.toml), bounds fanout -1
+	maxDeg       int  // largest degree of the partition set (of this part with an older graph.toml), bounds fanout -1
+	maxDegExact  bool // maxDeg is the set's (graph.toml records every part's, or there is one part)
 	opened       atomic.Uint64
 	batches      atomic.Uint64
 	sampledEdges atomic.Uint64 // of the batches written, from samplers' progress lines
@@ -140,8 +141,10 @@ func New(cfg Config, log *slog.Logger) (*Node, error) {
 	// Samplers of a cluster expand nodes of every part: fanout -1 is
 	// bounded by the largest degree of the set.
 	if d, ok := n.manifest.MaxDegree(); ok {
-		n.maxDeg = max(n.maxDeg, int(d))
-	} else if n.multi() {
+		n.maxDeg, n.maxDegExact = max(n.maxDeg, int(d)), true
+	} else if !n.multi() {
+		n.maxDegExact = true
+	} else {
 		log.Warn("graph.toml records no part's largest degree (written by an older node partition): the worst-case record of a fanout -1 loader is bounded by this part's, and a batch through a larger degree of another part can outgrow its sub-ring; partition again to record it",
 			"parts", cfg.Node.Parts)
 	}

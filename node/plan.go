@@ -60,7 +60,7 @@ func (n *Node) describeSeeds(o control.LoaderOptions, seeds []uint64) (control.L
 	if schema.LabelDim > 0 {
 		info.NumClasses = int(m.NumClasses)
 	}
-	info.MaxRecord, err = maxRecord(o, m.TotalNodes, n.maxDeg, schema)
+	info.MaxRecord, err = maxRecord(o, m.TotalNodes, n.maxDeg, n.maxDegExact, schema)
 	if err != nil {
 		return control.LoaderInfo{}, &control.Error{Key: "fanouts", Msg: err.Error()}
 	}
@@ -160,8 +160,12 @@ func loaderSchema(g *csr.Graph, o control.LoaderOptions) (sample.Schema, error) 
 
 // maxRecord bounds the size of one batch record: at most batch·f₁ edges
 // at hop 1, each new node expanded at the next hop, no hop reaching more
-// nodes than the graph has; fanout -1 counts as the largest degree.
-func maxRecord(o control.LoaderOptions, total uint64, maxDeg int, s sample.Schema) (int64, error) {
+// nodes than the graph has; fanout -1 counts as the largest degree
+// maxDeg. When degExact (maxDeg is the largest degree of every part) a
+// fanout above it counts as maxDeg too: no node gives more neighbours
+// than it has, and a fanout of 1000 meant as "all" would otherwise ask a
+// ring for a hundred times what a batch can take.
+func maxRecord(o control.LoaderOptions, total uint64, maxDeg int, degExact bool, s sample.Schema) (int64, error) {
 	fanouts := o.Fanouts
 	pairs, batch := linkPairs(o)
 	if pairs > 0 { // seed nodes are distinct: no more than the graph has
@@ -176,7 +180,7 @@ func maxRecord(o control.LoaderOptions, total uint64, maxDeg int, s sample.Schem
 	frontier, nodes, edges := uint64(batch), uint64(batch), uint64(0)
 	for _, f := range fanouts {
 		fan := uint64(f)
-		if f < 0 {
+		if f < 0 || degExact && f > maxDeg {
 			fan = uint64(maxDeg)
 		}
 		e := sat(frontier, fan)

@@ -19,18 +19,24 @@ func TestMaxRecord(t *testing.T) {
 		batch        int
 		total        uint64
 		maxDeg       int
+		degExact     bool
 		schema       sample.Schema
 		nodes, edges uint64
 		neg          int // > 0: a link loader of batch seed edges, neg negatives each
 	}{
 		// 1024 + 15360 + 153600 nodes, 15360 + 153600 edges
-		{"products-like", []int{15, 10}, 1024, 1 << 30, 50, f32, 1024 + 15360 + 153600, 15360 + 153600, 0},
-		// hop 2 would reach 1000·10 but the graph has 500 nodes
-		{"capped by graph", []int{10, 10}, 100, 500, 9, f32, 500, 1000 + 5000, 0},
+		{"products-like", []int{15, 10}, 1024, 1 << 30, 50, true, f32, 1024 + 15360 + 153600, 15360 + 153600, 0},
+		// hop 2 would reach 1000·10 but the graph has 500 nodes; the
+		// largest degree (9) is this part's only, so 10 counts as 10
+		{"capped by graph", []int{10, 10}, 100, 500, 9, false, f32, 500, 1000 + 5000, 0},
+		// the same with 9 the set's largest degree: no node gives 10
+		{"capped by degree", []int{10, 10}, 100, 500, 9, true, f32, 500, 900 + 4500, 0},
+		// a fanout of 1000 meant as "all": no more than fanout -1
+		{"fanout past every degree", []int{1000}, 10, 1 << 20, 7, true, sample.Schema{}, 80, 70, 0},
 		// -1 counts as the largest degree
-		{"fanout -1", []int{-1}, 10, 1 << 20, 7, sample.Schema{}, 80, 70, 0},
+		{"fanout -1", []int{-1}, 10, 1 << 20, 7, false, sample.Schema{}, 80, 70, 0},
 		// 64 seed edges, 3 negatives each: up to 320 seed nodes, 256 pairs
-		{"link", []int{5}, 64, 1 << 20, 9, f32, 320 + 1600, 1600, 3},
+		{"link", []int{5}, 64, 1 << 20, 9, true, f32, 320 + 1600, 1600, 3},
 	} {
 		o := control.LoaderOptions{Fanouts: tc.fanouts, BatchSize: tc.batch}
 		seeds, pairs := tc.batch, 0
@@ -38,7 +44,7 @@ func TestMaxRecord(t *testing.T) {
 			o.SeedEdges, o.NegRatio = &control.SeedEdges{Src: []uint64{0}, Dst: []uint64{1}}, tc.neg
 			seeds, pairs = tc.batch*(2+tc.neg), tc.batch*(1+tc.neg)
 		}
-		got, err := maxRecord(o, tc.total, tc.maxDeg, tc.schema)
+		got, err := maxRecord(o, tc.total, tc.maxDeg, tc.degExact, tc.schema)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -50,7 +56,7 @@ func TestMaxRecord(t *testing.T) {
 			t.Errorf("%s: maxRecord = %d, want %d (%d nodes, %d edges)", tc.name, got, want, tc.nodes, tc.edges)
 		}
 	}
-	if _, err := maxRecord(control.LoaderOptions{Fanouts: []int{-1, -1, -1, -1}, BatchSize: 1 << 20}, 1<<40, 1<<30, f32); err == nil || !strings.Contains(err.Error(), "more than a record can hold") {
+	if _, err := maxRecord(control.LoaderOptions{Fanouts: []int{-1, -1, -1, -1}, BatchSize: 1 << 20}, 1<<40, 1<<30, true, f32); err == nil || !strings.Contains(err.Error(), "more than a record can hold") {
 		t.Errorf("huge fanouts: err = %v", err)
 	}
 }
