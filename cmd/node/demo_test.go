@@ -3,7 +3,6 @@ package main
 import (
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -141,11 +140,7 @@ func TestDemoInputWithoutFeatures(t *testing.T) {
 func TestDemoNodesOwnProcessGroup(t *testing.T) {
 	bin := nodeBinary(t)
 	dir := t.TempDir()
-	parts := filepath.Join(dir, "parts")
-	if out, err := exec.Command(bin, "partition", "--input", writeEdgeList(t, 20), "--format", "edgelist",
-		"--parts", "1", "--method", "random", "-o", parts).CombinedOutput(); err != nil {
-		t.Fatalf("partition: %v\n%s", err, out)
-	}
+	parts := onePart(t, bin, dir)
 	cl, err := startDemoCluster(t.Context(), bin, t.TempDir(), parts, 1, "16MB", 1)
 	defer func() {
 		if err := cl.stop(); err != nil {

@@ -48,11 +48,7 @@ func TestNoPositionalArgs(t *testing.T) {
 func TestRunStopsOnHangup(t *testing.T) {
 	bin := nodeBinary(t)
 	dir := t.TempDir()
-	parts := filepath.Join(dir, "parts")
-	if out, err := exec.Command(bin, "partition", "--input", writeEdgeList(t, 20), "--format", "edgelist",
-		"--parts", "1", "--method", "random", "-o", parts).CombinedOutput(); err != nil {
-		t.Fatalf("partition: %v\n%s", err, out)
-	}
+	parts := onePart(t, bin, dir)
 	sock, ckpt := filepath.Join(dir, "node.sock"), filepath.Join(dir, "kv")
 	if err := os.Mkdir(ckpt, 0o755); err != nil {
 		t.Fatal(err)
@@ -78,16 +74,7 @@ mode = "async"
 	var logb bytes.Buffer
 	cmd := exec.Command(bin, "run", "-c", cfg)
 	cmd.Stdout, cmd.Stderr = &logb, &logb
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
+	exited := startChild(t, cmd)
 	for {
 		st, err := client.Stats(t.Context(), sock)
 		if err == nil && st.Ready {
@@ -131,16 +118,7 @@ func TestSecondSignalEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "partition", "--input", fifo, "--format", "edgelist", "-o", filepath.Join(dir, "parts"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
+	exited := startChild(t, cmd)
 	// Ctrl-C until it goes: the first is taken by the handler, so at
 	// least two are needed, and when the first was handled is not seen
 	// from here.
@@ -214,4 +192,35 @@ func TestHelpCommand(t *testing.T) {
 			t.Errorf("node %v: exit %d, stderr:\n%s\nwant exit %d and %q", tc.args, code, stderr, tc.code, tc.want)
 		}
 	}
+}
+
+// startChild starts cmd, killed with the test (and with this process:
+// Pdeathsig), and returns the channel its Wait result arrives on. A test
+// that takes the result puts it back for the cleanup, which kills the
+// child and waits for it.
+func startChild(t *testing.T, cmd *exec.Cmd) chan error {
+	t.Helper()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	return exited
+}
+
+// onePart partitions a 20-node ring into one part under dir with bin and
+// returns the parts directory.
+func onePart(t *testing.T, bin, dir string) string {
+	t.Helper()
+	parts := filepath.Join(dir, "parts")
+	if out, err := exec.Command(bin, "partition", "--input", writeEdgeList(t, 20), "--format", "edgelist",
+		"--parts", "1", "--method", "random", "-o", parts).CombinedOutput(); err != nil {
+		t.Fatalf("partition: %v\n%s", err, out)
+	}
+	return parts
 }
