@@ -150,15 +150,6 @@ func TestAddNodeErrors(t *testing.T) {
 	if err := WriteCluster(expired, ClusterSpec{Cluster: "c", Nodes: []string{"host0"}, NotBefore: time.Now().Add(-72 * time.Hour), Validity: 24 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	copyFile := func(from, to string) {
-		b, err := os.ReadFile(from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(to, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for _, tc := range []struct {
 		name  string
 		setup func(d string) string // the directory to add to
@@ -170,7 +161,7 @@ func TestAddNodeErrors(t *testing.T) {
 			"ca.key: a node is signed by the cluster CA's certificate and key"},
 		{"no CA at all", func(string) string { return filepath.Join(t.TempDir(), "none") }, "host5", fs.ErrNotExist, "ca.crt, "},
 		{"key of another CA", func(d string) string {
-			copyFile(filepath.Join(other, CAKeyFile), filepath.Join(d, CAKeyFile))
+			copyFile(t, filepath.Join(other, CAKeyFile), filepath.Join(d, CAKeyFile))
 			return d
 		}, "host5", ErrCert,
 			"private key does not match"},
@@ -204,15 +195,6 @@ func TestWriteClusterNames(t *testing.T) {
 func TestLoadIdentityErrors(t *testing.T) {
 	dir := writeTestCluster(t, "c", "host0", "host1")
 	other := writeTestCluster(t, "c", "host0")
-	copyFile := func(from, to string) {
-		b, err := os.ReadFile(from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(to, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
 	tests := []struct {
 		name  string
 		setup func(d string)
@@ -222,23 +204,23 @@ func TestLoadIdentityErrors(t *testing.T) {
 		{"missing node", func(string) {}, "host9", "host9.key: no such file"},
 		{"key readable by others", func(d string) { os.Chmod(KeyFile(d, "host0"), 0o644) }, "host0", "mode 0644: a private key must not be readable"},
 		{"certificate of another CA", func(d string) {
-			copyFile(CertFile(other, "host0"), CertFile(d, "host0"))
-			copyFile(KeyFile(other, "host0"), KeyFile(d, "host0"))
+			copyFile(t, CertFile(other, "host0"), CertFile(d, "host0"))
+			copyFile(t, KeyFile(other, "host0"), KeyFile(d, "host0"))
 		}, "host0", "host0.crt: not signed by"},
 		{"certificate of another node", func(d string) {
-			copyFile(CertFile(d, "host1"), CertFile(d, "host0"))
-			copyFile(KeyFile(d, "host1"), KeyFile(d, "host0"))
+			copyFile(t, CertFile(d, "host1"), CertFile(d, "host0"))
+			copyFile(t, KeyFile(d, "host1"), KeyFile(d, "host0"))
 		}, "host0", `certificate of "host1", want "host0"`},
-		{"key does not match", func(d string) { copyFile(KeyFile(d, "host1"), KeyFile(d, "host0")) }, "host0", "private key does not match"},
+		{"key does not match", func(d string) { copyFile(t, KeyFile(d, "host1"), KeyFile(d, "host0")) }, "host0", "private key does not match"},
 		{"no CA", func(d string) { os.Remove(filepath.Join(d, CAcertFile)) }, "host0", "ca.crt: no such file"},
 		// A node is a TLS server and a TLS client: a certificate that
 		// allows one only is refused here, not by every peer's handshake.
 		{"server authentication only", func(d string) {
-			copyFile(filepath.Join(dir, CAKeyFile), filepath.Join(d, CAKeyFile))
+			copyFile(t, filepath.Join(dir, CAKeyFile), filepath.Join(d, CAKeyFile))
 			reissue(t, d, "host0", time.Now().Add(-time.Hour), time.Now().Add(time.Hour), x509.ExtKeyUsageServerAuth)
 		}, "host0", "host0.crt: its extended key usage does not allow TLS client authentication"},
 		{"client authentication only", func(d string) {
-			copyFile(filepath.Join(dir, CAKeyFile), filepath.Join(d, CAKeyFile))
+			copyFile(t, filepath.Join(dir, CAKeyFile), filepath.Join(d, CAKeyFile))
 			reissue(t, d, "host0", time.Now().Add(-time.Hour), time.Now().Add(time.Hour), x509.ExtKeyUsageClientAuth)
 		}, "host0", "host0.crt: its extended key usage does not allow TLS server authentication"},
 	}
@@ -246,7 +228,7 @@ func TestLoadIdentityErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := t.TempDir()
 			for _, f := range []string{CAcertFile, "host0.crt", "host0.key", "host1.crt", "host1.key"} {
-				copyFile(filepath.Join(dir, f), filepath.Join(d, f))
+				copyFile(t, filepath.Join(dir, f), filepath.Join(d, f))
 			}
 			tt.setup(d)
 			_, err := LoadIdentity(d, tt.node)
@@ -284,5 +266,17 @@ func TestResetKeyFromPrivateKey(t *testing.T) {
 	}
 	if !slices.Equal(openssl, written) {
 		t.Fatal("the same key gives another reset key in openssl's layout than in WriteCluster's")
+	}
+}
+
+// copyFile writes a copy of from at to (mode 0600).
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
