@@ -199,17 +199,22 @@ func (s *kvServer) broadcastBody(ctx context.Context, body []byte) error {
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		wg.Go(func() {
-			resp, err := s.send(ctx, p, body)
-			if err == nil {
-				err = ackError(p, resp)
-			}
-			if err != nil {
+			if err := s.sendAck(ctx, p, body); err != nil {
 				errs[i] = fmt.Errorf("part %d: %w", p, err)
 			}
 		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// sendAck sends body to the node of part and decodes its Ack.
+func (s *kvServer) sendAck(ctx context.Context, part int, body []byte) error {
+	resp, err := s.send(ctx, part, body)
+	if err != nil {
+		return err
+	}
+	return ackError(part, resp)
 }
 
 // ackError decodes a kv answer that should be an Ack.

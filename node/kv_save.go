@@ -125,11 +125,7 @@ func (s *kvServer) forwardSave(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	resp, err := s.send(ctx, saveCoordinator, body)
-	if err == nil {
-		err = ackError(saveCoordinator, resp)
-	}
-	if err != nil {
+	if err := s.sendAck(ctx, saveCoordinator, body); err != nil {
 		return fmt.Errorf("save through the node of part %d, which coordinates saves: %w", saveCoordinator, err)
 	}
 	return nil
