@@ -331,9 +331,14 @@ class Loader:
             self._conn.close()
 
     def close_loader(self):
-        """Ask the node to end this loader now (close_loader), then close."""
+        """Ask the node to end this loader now (close_loader), then close.
+        The ring's consumer closes first: samplers blocked on a full ring
+        then stop at once, where they would otherwise spend the node's
+        grace for batches in hand (about 3 s) before the node answers."""
         if not self._closed and self._conn is not None:
             try:
+                if self._ring is not None:
+                    self._ring.close()
                 self._conn.request({"op": OP_CLOSE_LOADER, "loader_id": self.loader_id})
             finally:
                 self.close()

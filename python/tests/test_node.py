@@ -208,6 +208,29 @@ class NodeTest(unittest.TestCase):
             read_epochs(it, lo, 100)
         self.stop_node(signalled=True)
 
+    def test_close_loader_full_ring(self):
+        """close_loader while the samplers wait for room in a full ring:
+        the client closes its consumer before asking, so they see the
+        trainer gone and exit at once, instead of spending the node's
+        stop grace on batches nobody will read (it took 3 s)."""
+        lo = self.loader(epochs=1000, ring_size="2MB")
+        it = iter(lo)
+        self.check_batch(next(it))
+        deadline = time.monotonic() + 10
+        while True:  # both sub-rings mostly full: the samplers wait for room
+            st = self.note_samplers(lo)["loaders"][0]
+            if all(2 * u > st["sub_ring_size"] for u in st["ring_used"]):
+                break
+            self.assertLess(time.monotonic(), deadline, "the samplers did not fill the ring: %s" % st)
+            time.sleep(0.05)
+        lo.close_loader()
+        self.assertEqual(os.listdir(self.rings), [])
+        log = self.node_log()
+        self.assertEqual(log.count('msg="trainer gone, sampler exits"'), 2, log)
+        self.assertNotIn('msg="sampler stopped"', log)
+        self.assertIn('reason="closed by trainer"', log)
+        self.stop_node()
+
     def test_kv(self):
         """graphnode.KV against the node's parameter server: the values of
         DGL-KE-style async tables, a sync all-reduce table, errors, drop,
