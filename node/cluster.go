@@ -31,8 +31,19 @@ type cluster struct {
 
 	closeOnce sync.Once
 	splitMu   sync.Mutex
-	splits    map[string][]uint64 // global ids of a split over every part
+	splits    map[string][]uint64    // global ids of a split over every part; splitMu
+	fetching  map[string]*splitFetch // a split being asked of the peers; splitMu
 	traffic   traffic
+}
+
+// splitFetch is one split being asked of the peers, shared by every
+// open_loader that needs it meanwhile.
+type splitFetch struct {
+	done    chan struct{} // closed once ids, err are set
+	ids     []uint64
+	err     error
+	waiters int                // callers waiting on done; splitMu
+	cancel  context.CancelFunc // stops the peer calls once no caller waits
 }
 
 // startMesh binds the mesh server and creates the client. Without a mesh
@@ -175,15 +186,71 @@ func (n *Node) peerNames() []string {
 }
 
 // globalSplit is the split over every part: this part's ids and each
-// peer's, asked once per split and kept. Parts own ascending id ranges,
-// so the concatenation in part order is ascending.
+// peer's, asked once per split and kept. Concurrent callers for a split
+// share one fetch; other splits do not wait for it; a caller whose ctx
+// ends returns at once, and the fetch stops once no caller waits. A
+// failed fetch is not kept: the next caller asks again.
 func (n *Node) globalSplit(ctx context.Context, split string) ([]uint64, error) {
 	c := &n.mesh
 	c.splitMu.Lock()
-	defer c.splitMu.Unlock()
 	if ids, ok := c.splits[split]; ok {
+		c.splitMu.Unlock()
 		return ids, nil
 	}
+	f := c.fetching[split]
+	if f == nil {
+		// The fetch outlives the caller that starts it: others may wait
+		// on it. Each peer call is bounded by mesh.timeout.
+		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		f = &splitFetch{done: make(chan struct{}), cancel: cancel}
+		if c.fetching == nil {
+			c.fetching = map[string]*splitFetch{}
+		}
+		c.fetching[split] = f
+		go n.fetchSplit(fctx, split, f)
+	}
+	f.waiters++
+	c.splitMu.Unlock()
+	select {
+	case <-f.done:
+		return f.ids, f.err
+	case <-ctx.Done():
+		c.splitMu.Lock()
+		f.waiters--
+		if f.waiters == 0 && c.fetching[split] == f {
+			delete(c.fetching, split)
+			f.cancel()
+		}
+		c.splitMu.Unlock()
+		return nil, fmt.Errorf("node: %s split of the partition set: %w", split, ctx.Err())
+	}
+}
+
+// fetchSplit asks every peer for its part of split and completes f,
+// keeping the ids when every part answered.
+func (n *Node) fetchSplit(ctx context.Context, split string, f *splitFetch) {
+	defer f.cancel()
+	ids, err := n.askSplit(ctx, split)
+	c := &n.mesh
+	c.splitMu.Lock()
+	defer c.splitMu.Unlock()
+	if c.fetching[split] == f {
+		delete(c.fetching, split)
+	}
+	if err == nil {
+		if c.splits == nil {
+			c.splits = map[string][]uint64{}
+		}
+		c.splits[split] = ids
+	}
+	f.ids, f.err = ids, err
+	close(f.done)
+}
+
+// askSplit is the split over every part, asked now. Parts own ascending
+// id ranges, so the concatenation in part order is ascending.
+func (n *Node) askSplit(ctx context.Context, split string) ([]uint64, error) {
+	c := &n.mesh
 	parts := n.book.Parts()
 	lists := make([][]uint64, parts)
 	errs := make([]error, parts)
@@ -211,10 +278,6 @@ func (n *Node) globalSplit(ctx context.Context, split string) ([]uint64, error) 
 		}
 		all = append(all, l...)
 	}
-	if c.splits == nil {
-		c.splits = map[string][]uint64{}
-	}
-	c.splits[split] = all
 	return all, nil
 }
 

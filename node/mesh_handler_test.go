@@ -9,7 +9,10 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,13 +27,14 @@ import (
 // meshCluster is an in-process cluster: one mesh server per part with the
 // daemon's handler, and the part files.
 type meshCluster struct {
-	parts  string
-	m      *partition.Manifest
-	book   partition.Book
-	certs  string
-	addrs  []string
-	parts_ []*sample.CSR
-	srvs   []*mesh.Server
+	parts    string
+	m        *partition.Manifest
+	book     partition.Book
+	certs    string
+	addrs    []string
+	parts_   []*sample.CSR
+	handlers []*handler
+	srvs     []*mesh.Server
 }
 
 func meshClusterParts(t *testing.T, n int, cache float64, ft csr.ElemType, dim int) (string, *partition.Manifest) {
@@ -78,6 +82,13 @@ func startMeshCluster(t *testing.T, n int, cache float64, ft csr.ElemType, maxMs
 
 func startMeshClusterDim(t *testing.T, n int, cache float64, ft csr.ElemType, maxMsg, dim int) *meshCluster {
 	t.Helper()
+	return startMeshClusterWrapped(t, n, cache, ft, maxMsg, dim, nil)
+}
+
+// startMeshClusterWrapped is startMeshClusterDim with part p's server
+// answering through wrap(p, its handler), when wrap is not nil.
+func startMeshClusterWrapped(t *testing.T, n int, cache float64, ft csr.ElemType, maxMsg, dim int, wrap func(int, *handler) mesh.Handler) *meshCluster {
+	t.Helper()
 	dir, _ := meshClusterParts(t, n, cache, ft, dim)
 	m, err := partition.OpenDir(dir)
 	if err != nil {
@@ -106,12 +117,17 @@ func startMeshClusterDim(t *testing.T, n int, cache float64, ft csr.ElemType, ma
 			t.Fatal(err)
 		}
 		c.parts_ = append(c.parts_, h.part)
+		c.handlers = append(c.handlers, h)
+		var served mesh.Handler = h
+		if wrap != nil {
+			served = wrap(p, h)
+		}
 		id, err := mesh.LoadIdentity(c.certs, names[p])
 		if err != nil {
 			t.Fatal(err)
 		}
 		srv, err := mesh.Listen(context.Background(), "127.0.0.1:0", mesh.ServerConfig{
-			Identity: id, Cluster: "test", Checksum: m.Checksum, Part: p, Handler: h, MaxMessage: maxMsg,
+			Identity: id, Cluster: "test", Checksum: m.Checksum, Part: p, Handler: served, MaxMessage: maxMsg,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -474,5 +490,153 @@ func TestRunSamplerMatchesUnion(t *testing.T) {
 			}
 			_ = errors.Is
 		})
+	}
+}
+
+// gatedSplits is a part's handler whose split answers wait for their
+// split's gate (a split without one answers at once), and fail while
+// fail is set; asked counts the split requests per split.
+type gatedSplits struct {
+	*handler
+	mu    sync.Mutex
+	gates map[string]chan struct{}
+	asked map[string]int
+	fail  atomic.Bool
+}
+
+func (g *gatedSplits) SplitIDs(ctx context.Context, req *mesh.SplitRequest) (*mesh.SplitResponse, error) {
+	g.mu.Lock()
+	g.asked[req.Split]++
+	gate := g.gates[req.Split]
+	g.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if g.fail.Load() {
+		return nil, errors.New("node: split files unreadable")
+	}
+	return g.handler.SplitIDs(ctx, req)
+}
+
+func (g *gatedSplits) count(split string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.asked[split]
+}
+
+// TestGlobalSplitSharedFetch: while part 1 holds its train split back,
+// concurrent requests for it share one request to the peer; a val
+// request is answered meanwhile; a caller whose context ends returns at
+// once; once the peer answers every waiter gets the same ids. A failed
+// fetch is not kept: the next request asks again. globalSplit held one
+// lock over its peer calls: the val request and the cancelled caller
+// waited behind the stuck train fetch.
+func TestGlobalSplitSharedFetch(t *testing.T) {
+	var gated *gatedSplits
+	trainGate := make(chan struct{})
+	c := startMeshClusterWrapped(t, 2, 0, csr.TypeF32, 0, 8, func(p int, h *handler) mesh.Handler {
+		if p != 1 {
+			return h
+		}
+		gated = &gatedSplits{handler: h, gates: map[string]chan struct{}{"train": trainGate}, asked: map[string]int{}}
+		return gated
+	})
+	released := sync.OnceFunc(func() { close(trainGate) })
+	defer released()
+	n := &Node{book: c.book, handler: c.handlers[0]}
+	n.mesh.cli = c.client(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	want := func(split string) []uint64 {
+		var ids []uint64
+		for _, h := range c.handlers {
+			l, err := h.split(split)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, l...)
+		}
+		return ids
+	}
+
+	type result struct {
+		ids []uint64
+		err error
+	}
+	const waiters = 4
+	results := make(chan result, waiters)
+	for range waiters {
+		go func() {
+			ids, err := n.globalSplit(ctx, "train")
+			results <- result{ids, err}
+		}()
+	}
+	waitUntil(t, "the peer asked for train", func() bool { return gated.count("train") > 0 })
+
+	// Another split does not wait for the stuck one.
+	vctx, vcancel := context.WithTimeout(ctx, 5*time.Second)
+	ids, err := n.globalSplit(vctx, "val")
+	vcancel()
+	if err != nil || !slices.Equal(ids, want("val")) {
+		t.Errorf("val while train is stuck: %d ids, %v; want the %d val ids", len(ids), err, len(want("val")))
+	}
+
+	// A caller that hangs up returns with its context's error.
+	gone, hangUp := context.WithCancel(ctx)
+	left := make(chan error, 1)
+	go func() {
+		_, err := n.globalSplit(gone, "train")
+		left <- err
+	}()
+	hangUp()
+	select {
+	case err := <-left:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled caller: %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("a caller whose context ended still waits for the stuck train fetch")
+	}
+
+	released()
+	for range waiters {
+		r := <-results
+		if r.err != nil || !slices.Equal(r.ids, want("train")) {
+			t.Errorf("waiter: %d ids, %v; want the %d train ids", len(r.ids), r.err, len(want("train")))
+		}
+	}
+	if got := gated.count("train"); got != 1 {
+		t.Errorf("peer asked %d times for train by %d concurrent callers, want once", got, waiters)
+	}
+
+	// Errors are not kept: the next request asks again.
+	gated.fail.Store(true)
+	if _, err := n.globalSplit(ctx, "test"); err == nil || !strings.Contains(err.Error(), "split files unreadable") {
+		t.Errorf("test split from a failing peer: %v, want its error", err)
+	}
+	gated.fail.Store(false)
+	ids, err = n.globalSplit(ctx, "test")
+	if err != nil || !slices.Equal(ids, want("test")) {
+		t.Errorf("test split after the peer recovered: %d ids, %v; want the %d test ids", len(ids), err, len(want("test")))
+	}
+	if got := gated.count("test"); got != 2 {
+		t.Errorf("peer asked %d times for test, want twice (the failure not kept)", got)
+	}
+	// Kept once answered: no further request.
+	if _, err := n.globalSplit(ctx, "test"); err != nil || gated.count("test") != 2 {
+		t.Errorf("test split asked again: %v, %d requests; want the kept ids", err, gated.count("test"))
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
