@@ -21,11 +21,11 @@ class Connection:
     """One control connection to a node. Not safe for concurrent use.
 
     A request that fails in transit (a timeout, a reset, a short or
-    oversized frame) leaves the stream at an unknown point: its answer may
-    still come and would be read as the next request's. The connection
-    then refuses every later request, saying why, and, unless
-    close_on_break is false (a loader's connection, which keeps the
-    loader alive), closes its socket."""
+    oversized frame, a KeyboardInterrupt) leaves the stream at an unknown
+    point: its answer may still come and would be read as the next
+    request's. The connection then refuses every later request, saying
+    why, and, unless close_on_break is false (a loader's connection, which
+    keeps the loader alive), closes its socket."""
 
     def __init__(self, path, timeout=60.0, close_on_break=True):
         self.path = path
@@ -91,6 +91,11 @@ class Connection:
             raise LoaderError("control: %s: %s: %s" % (op, self.path, e)) from e
         except LoaderError as e:
             self._break(str(e))
+            raise
+        except BaseException as e:
+            # KeyboardInterrupt (Ctrl-C in a notebook) or another signal's
+            # exception, possibly between the request and its answer.
+            self._break(type(e).__name__)
             raise
         finally:
             if timeout is not None and self._sock is not None:

@@ -4,6 +4,7 @@ that timed out must not let the next one read its answer."""
 import json
 import os
 import shutil
+import signal
 import socket
 import struct
 import tempfile
@@ -98,6 +99,28 @@ class InterruptedRequestTest(unittest.TestCase):
         self.assertFalse(self.node.closed.is_set())
         conn.close()
         self.assertTrue(self.node.closed.wait(2))
+
+    def test_keyboard_interrupt_breaks(self):
+        # Ctrl-C while a request waits for its answer (a notebook cell
+        # interrupted in kv.pull) leaves that answer on its way: the next
+        # request would read it as its own, rows of other ids.
+        def interrupt(signum, frame):
+            raise KeyboardInterrupt
+        old = signal.signal(signal.SIGALRM, interrupt)
+        conn = Connection(self.path, 5.0)
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            with self.assertRaises(KeyboardInterrupt):
+                conn.stats()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        time.sleep(0.4)  # the late answer arrives
+        with self.assertRaisesRegex(LoaderError, r"stats: connection to .* closed after an interrupted call "
+                                                 r"\(KeyboardInterrupt\)"):
+            conn.stats()
+        self.assertTrue(self.node.closed.wait(2), "the node did not see the connection close")
+        conn.close()
 
 
 if __name__ == "__main__":
