@@ -236,21 +236,42 @@ func (c *Client) PushSync(ctx context.Context, table string, step uint64, traine
 	})
 }
 
-// Leave tells every shard that trainer is gone (Store.Leave).
+// Leave tells every shard that trainer is gone from every Sync table
+// (Store.Leave).
 func (c *Client) Leave(ctx context.Context, trainer int) error {
 	parts := 0
 	for _, s := range c.specs {
 		parts = max(parts, s.Parts())
 	}
+	return c.leave(ctx, parts, "", trainer)
+}
+
+// LeaveTable tells the shards of the Sync table named table that trainer
+// is gone from it (Store.LeaveTable); other tables' steps are untouched.
+func (c *Client) LeaveTable(ctx context.Context, table string, trainer int) error {
+	s, err := c.spec(table)
+	if err != nil {
+		return err
+	}
+	return c.leave(ctx, s.Parts(), table, trainer)
+}
+
+// leave sends a LeaveRequest for table ("": every Sync table) to parts
+// 0..parts-1.
+func (c *Client) leave(ctx context.Context, parts int, table string, trainer int) error {
 	all := make([]int, parts)
 	for p := range all {
 		all[p] = p
 	}
 	return c.fanOut(all, func(p int) error {
 		if c.isLocal(p) {
-			c.local.Leave(trainer)
+			if table == "" {
+				c.local.Leave(trainer)
+			} else {
+				c.local.LeaveTable(table, trainer)
+			}
 			return nil
 		}
-		return c.tr.Leave(ctx, p, &LeaveRequest{Trainer: uint32(trainer)})
+		return c.tr.Leave(ctx, p, &LeaveRequest{Trainer: uint32(trainer), Table: table})
 	})
 }

@@ -200,6 +200,48 @@ func TestClientErrorsCrossTheWire(t *testing.T) {
 	}
 }
 
+// TestClientLeaveTable: a trainer leaving one Sync table through the
+// client fails that table's steps on both shards (one local, one across
+// the wire) and not another table's.
+func TestClientLeaveTable(t *testing.T) {
+	a, b := spec("a", 4, 2, SGD(1), Sync, 2), spec("b", 4, 2, SGD(1), Sync, 2)
+	stores := newCluster(t, 2, a, b)
+	tr, _ := wireCluster(stores)
+	c, err := NewClient([]Spec{a, b}, stores[0], tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.LeaveTable(ctx, "a", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.LeaveTable(ctx, "nope", 1); !errors.Is(err, ErrUnknownTable) {
+		t.Fatalf("leave of an unknown table: %v", err)
+	}
+	err = c.PushSync(ctx, "a", 0, 0, 2, make([]float32, 8))
+	if !errors.Is(err, ErrStepFailed) || strings.Count(err.Error(), "trainer 1 left") != 2 {
+		t.Fatalf("table a after trainer 1 left it: %v", err)
+	}
+	// Table b waits for trainer 1, which completes its step.
+	var wg sync.WaitGroup
+	for k := range 2 {
+		wg.Go(func() {
+			if err := c.PushSync(ctx, "b", 0, k, 2, make([]float32, 8)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for p, s := range stores {
+		if va, _ := s.Version("a"); va != 0 {
+			t.Fatalf("part %d: table a at version %d", p, va)
+		}
+		if vb, _ := s.Version("b"); vb != 1 {
+			t.Fatalf("part %d: table b at version %d, want 1", p, vb)
+		}
+	}
+}
+
 // staleTransport answers pulls as a shard that does not wait for the
 // version asked for would: with the version it holds.
 type staleTransport struct{ *directTransport }

@@ -23,9 +23,11 @@
 //  3. builds each trainer's Client with NewClient(specs, localStore,
 //     NewWireTransport(call)), where call sends bytes to the node serving a
 //     part and returns its answer;
-//  4. calls Client.Leave(ctx, rank) (or Store.Leave on every node) when a
+//  4. calls Client.LeaveTable(ctx, table, rank) for each Sync table the
+//     trainer pushed steps to (or Store.LeaveTable on every node) when a
 //     trainer's connection drops, and cancels that trainer's in-flight
-//     requests;
+//     requests; Client.Leave leaves every Sync table, the tables of other
+//     jobs whose ranks have the same numbers included;
 //  5. calls Store.Save(dir) on request and on SIGTERM, after trainers stop.
 //
 // Trainers only see Client: Pull, Push (Async tables), PushSync and

@@ -67,7 +67,11 @@ func (d *directTransport) PushSync(ctx context.Context, part int, req *PushSyncR
 
 func (d *directTransport) Leave(_ context.Context, part int, req *LeaveRequest) error {
 	d.calls[part].Add(1)
-	d.stores[part].Leave(int(req.Trainer))
+	if req.Table == "" {
+		d.stores[part].Leave(int(req.Trainer))
+	} else {
+		d.stores[part].LeaveTable(req.Table, int(req.Trainer))
+	}
 	return nil
 }
 

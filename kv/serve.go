@@ -151,7 +151,11 @@ func (h *Handler) handle(ctx context.Context, req, dst []byte) ([]byte, error) {
 		if err := DecodeLeaveRequest(req, &m); err != nil {
 			return dst, err
 		}
-		s.Leave(int(m.Trainer))
+		if m.Table == "" {
+			s.Leave(int(m.Trainer))
+		} else {
+			s.LeaveTable(m.Table, int(m.Trainer))
+		}
 		return AppendAck(dst, &Ack{}), nil
 	}
 	return dst, fmt.Errorf("kv: decode: %s is not a request: %w", kind, ErrMalformed)

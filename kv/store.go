@@ -350,3 +350,13 @@ func (s *Store) Leave(trainer int) {
 		}
 	}
 }
+
+// LeaveTable is Leave for the Sync table named table alone: the trainer
+// of one job leaves its own table, not the tables of other jobs whose
+// ranks have the same numbers. A table this store does not hold, or an
+// Async one, has no step to fail.
+func (s *Store) LeaveTable(table string, trainer int) {
+	if t := s.set.Load().tables[table]; t != nil && t.sync != nil {
+		t.leave(trainer)
+	}
+}

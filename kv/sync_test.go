@@ -136,6 +136,75 @@ func TestSyncLeaveFailsStep(t *testing.T) {
 	}
 }
 
+// TestSyncLeaveTable: a trainer leaving one Sync table fails that
+// table's step and no other: trainer 1 of a second job, numbered alike,
+// is still there. Through the Handler too (a peer's LeaveRequest naming
+// the table), and a LeaveRequest without a table still leaves them all.
+func TestSyncLeaveTable(t *testing.T) {
+	s := newStore(t, 0, spec("a", 3, 2, SGD(1), Sync, 1), spec("b", 3, 2, SGD(1), Sync, 1))
+	h := NewHandler(s)
+	for _, leave := range []func(){
+		func() { s.LeaveTable("a", 1) },
+		func() {
+			var m Ack
+			if err := DecodeAck(h.Handle(context.Background(), AppendLeaveRequest(nil, &LeaveRequest{Trainer: 1, Table: "a"}), nil), &m); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		step, _ := s.Version("a")
+		errs := make(map[string]chan error)
+		for _, name := range []string{"a", "b"} {
+			errs[name] = make(chan error, 1)
+			v, _ := s.Version(name)
+			go func() { errs[name] <- s.PushSync(context.Background(), name, v, 0, 2, grad(6, 0, 0)) }()
+			waitPushed(t, s, name, 1)
+		}
+		leave()
+		if err := <-errs["a"]; !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), "trainer 1 left") {
+			t.Fatalf("table a: %v, want its step failed by trainer 1 leaving", err)
+		}
+		// Table b's step still waits for its trainer 1, which completes it.
+		vb, _ := s.Version("b")
+		if err := s.PushSync(context.Background(), "b", vb, 1, 2, grad(6, 1, 0)); err != nil {
+			t.Fatalf("table b, trainer 1: %v", err)
+		}
+		if err := <-errs["b"]; err != nil {
+			t.Fatalf("table b, trainer 0: %v", err)
+		}
+		if v, _ := s.Version("a"); v != step {
+			t.Fatalf("table a at version %d after a failed step, want %d", v, step)
+		}
+		// Table a's trainer 1 comes back (a rerun; it pushes first, since
+		// a's step fails at once while it is remembered as gone): a's
+		// steps go on.
+		back := make(chan error, 1)
+		go func() { back <- s.PushSync(context.Background(), "a", step, 1, 2, grad(6, 1, 0)) }()
+		waitPushed(t, s, "a", 1)
+		if err := s.PushSync(context.Background(), "a", step, 0, 2, grad(6, 0, 0)); err != nil {
+			t.Fatalf("table a, rerun: %v", err)
+		}
+		if err := <-back; err != nil {
+			t.Fatalf("table a, rerun of trainer 1: %v", err)
+		}
+	}
+	// No table: trainer 1 leaves both.
+	errs := make(chan error, 2)
+	for _, name := range []string{"a", "b"} {
+		v, _ := s.Version(name)
+		go func() { errs <- s.PushSync(context.Background(), name, v, 0, 2, grad(6, 0, 0)) }()
+		waitPushed(t, s, name, 1)
+	}
+	h.Handle(context.Background(), AppendLeaveRequest(nil, &LeaveRequest{Trainer: 1}), nil)
+	for range 2 {
+		if err := <-errs; !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), "trainer 1 left") {
+			t.Fatalf("after a leave of every table: %v", err)
+		}
+	}
+	// Leaving a table the store does not hold, or an async one, is no-op.
+	s.LeaveTable("nope", 1)
+}
+
 func TestSyncTimeoutNamesMissingTrainers(t *testing.T) {
 	s, err := New(Config{Part: 0, Tables: []Spec{spec("w", 2, 2, SGD(1), Sync, 1)}, SyncTimeout: 100 * time.Millisecond})
 	if err != nil {

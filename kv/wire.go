@@ -68,9 +68,12 @@ type PushSyncRequest struct {
 	Grads   []float32
 }
 
-// LeaveRequest reports that a trainer is gone (Store.Leave).
+// LeaveRequest reports that a trainer is gone from the Sync table Table
+// (Store.LeaveTable), or from every Sync table when Table is ""
+// (Store.Leave).
 type LeaveRequest struct {
 	Trainer uint32
+	Table   string
 }
 
 // Ack answers a push, push-sync or leave with the table version after it
@@ -92,7 +95,7 @@ type ErrorMsg struct {
 //	PullResponse     version u64  dim u32  n u32  rows n·dim×f32
 //	PushRequest      name  dim u32  n u32  ids n×u64  grads n·dim×f32
 //	PushSyncRequest  name  step u64  trainer u32  world u32  n u32  grads n×f32
-//	LeaveRequest     trainer u32
+//	LeaveRequest     trainer u32  [name]     (no name: every Sync table)
 //	Ack              version u64
 //	ErrorMsg         code u16  len u16  text
 //
@@ -161,7 +164,11 @@ func AppendPushSyncRequest(dst []byte, m *PushSyncRequest) []byte {
 
 // AppendLeaveRequest appends the encoding of m to dst.
 func AppendLeaveRequest(dst []byte, m *LeaveRequest) []byte {
-	return le.AppendUint32(appendHeader(dst, KindLeaveRequest), m.Trainer)
+	dst = le.AppendUint32(appendHeader(dst, KindLeaveRequest), m.Trainer)
+	if m.Table != "" {
+		dst = appendName(dst, m.Table)
+	}
+	return dst
 }
 
 // AppendAck appends the encoding of m to dst.

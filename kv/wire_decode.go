@@ -194,6 +194,10 @@ func DecodePushSyncRequest(b []byte, m *PushSyncRequest) error {
 func DecodeLeaveRequest(b []byte, m *LeaveRequest) error {
 	r := start(b, KindLeaveRequest)
 	m.Trainer = r.u32("trainer")
+	m.Table = ""
+	if r.err == nil && r.left() > 0 {
+		m.Table = r.name()
+	}
 	return r.end()
 }
 

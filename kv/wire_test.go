@@ -19,7 +19,7 @@ func samples() map[Kind][]byte {
 		KindPullResponse:    AppendPullResponse(nil, &PullResponse{Version: 9, Dim: 2, Rows: f32(1, -2, nan, 0.5)}),
 		KindPushRequest:     AppendPushRequest(nil, &PushRequest{Table: "rel.emb", Dim: 3, IDs: []uint64{7, 7}, Grads: f32(1, 2, 3, 4, 5, float32(math.Inf(-1)))}),
 		KindPushSyncRequest: AppendPushSyncRequest(nil, &PushSyncRequest{Table: "w", Step: 12, Trainer: 3, World: 4, Grads: f32(0.25, -0.25)}),
-		KindLeaveRequest:    AppendLeaveRequest(nil, &LeaveRequest{Trainer: 2}),
+		KindLeaveRequest:    AppendLeaveRequest(nil, &LeaveRequest{Trainer: 2, Table: "w"}),
 		KindAck:             AppendAck(nil, &Ack{Version: 1 << 33}),
 		KindError:           AppendErrorMsg(nil, &ErrorMsg{Code: 6, Text: `kv: table "w" step 1: trainer 2 left`}),
 	}
@@ -69,8 +69,16 @@ func TestWireRoundTrip(t *testing.T) {
 		if !bytes.Equal(got, b) {
 			t.Fatalf("%s: re-encoded\n%x\nwant\n%x", kind, got, b)
 		}
-		// Every strict prefix and every extension is refused.
+		// Every strict prefix and every extension is refused, but for a
+		// LeaveRequest without its optional table name (every table).
 		for n := range len(b) {
+			if kind == KindLeaveRequest && n == 6 {
+				var m LeaveRequest
+				if err := DecodeLeaveRequest(b[:n], &m); err != nil || m != (LeaveRequest{Trainer: 2}) {
+					t.Fatalf("LeaveRequest without a table: %+v, %v", m, err)
+				}
+				continue
+			}
 			if _, err := roundTrip(kind, b[:n]); !errors.Is(err, ErrMalformed) {
 				t.Fatalf("%s: prefix of %d bytes: %v", kind, n, err)
 			}
@@ -114,6 +122,10 @@ func TestWireRefusesLies(t *testing.T) {
 		"bad name":   {KindPullRequest, badName},
 		"version":    {KindAck, version},
 		"wrong kind": {KindAck, AppendLeaveRequest(nil, &LeaveRequest{})},
+		// A leave names its table or none: an empty name is not the
+		// canonical form of "every table".
+		"leave empty table": {KindLeaveRequest, append(AppendLeaveRequest(nil, &LeaveRequest{Trainer: 1}), 0)},
+		"leave bad table":   {KindLeaveRequest, AppendLeaveRequest(nil, &LeaveRequest{Trainer: 1, Table: "a b"})},
 	}
 	for name, c := range cases {
 		var before, after runtime.MemStats

@@ -263,13 +263,18 @@ func (s *kvServer) forget(name string) bool {
 	return dropped || s.store == nil && had
 }
 
-// leave tells every shard that trainer rank is gone, so that a step it
-// belongs to fails for the others at once instead of timing out.
-func (s *kvServer) leave(ctx context.Context, rank int) {
+// leave tells every shard that trainer rank is gone from the Sync table
+// named table ("": from every Sync table), so that a step it belongs to
+// fails for the others at once instead of timing out.
+func (s *kvServer) leave(ctx context.Context, table string, rank int) {
 	if s.store != nil {
-		s.store.Leave(rank)
+		if table == "" {
+			s.store.Leave(rank)
+		} else {
+			s.store.LeaveTable(table, rank)
+		}
 	}
-	req := kv.AppendLeaveRequest(nil, &kv.LeaveRequest{Trainer: uint32(rank)})
+	req := kv.AppendLeaveRequest(nil, &kv.LeaveRequest{Trainer: uint32(rank), Table: table})
 	var wg sync.WaitGroup
 	for _, p := range s.peers() {
 		wg.Go(func() {
@@ -278,7 +283,7 @@ func (s *kvServer) leave(ctx context.Context, rank int) {
 				err = ackError(p, resp)
 			}
 			if err != nil {
-				s.log.Warn("kv leave not delivered", "part", p, "trainer", rank, "err", err)
+				s.log.Warn("kv leave not delivered", "part", p, "table", table, "trainer", rank, "err", err)
 			}
 		})
 	}

@@ -1,8 +1,12 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"graphnode/kv"
@@ -39,12 +43,18 @@ func checkSyncPush(sp kv.Spec) error {
 const leaveTimeout = 5 * time.Second
 
 // kvConn is the kv state of one trainer connection: the ranks it pushed
-// synchronous steps for, which leave the job when the connection drops
-// unless the trainer said kv_done first.
+// synchronous steps for, per table, which leave those tables' jobs when
+// the connection drops unless the trainer said kv_done first.
 type kvConn struct {
-	ranks map[int]struct{}
+	ranks map[syncRank]struct{}
 	done  bool
 	rows  []float32
+}
+
+// syncRank is a trainer's rank in the job of one Sync table.
+type syncRank struct {
+	table string
+	rank  int
 }
 
 // serveTrainer answers one kv wire message from a trainer of this node,
@@ -114,7 +124,7 @@ func (s *kvServer) serveTrainerErr(ctx context.Context, body []byte, kc *kvConn)
 		}
 		// From here on, this connection speaks for trainer m.Trainer: if it
 		// drops, the trainer has left the job.
-		kc.ranks[int(m.Trainer)] = struct{}{}
+		kc.ranks[syncRank{m.Table, int(m.Trainer)}] = struct{}{}
 		if err := c.PushSync(ctx, m.Table, m.Step, int(m.Trainer), int(m.World), m.Grads); err != nil {
 			return nil, err
 		}
@@ -124,22 +134,27 @@ func (s *kvServer) serveTrainerErr(ctx context.Context, body []byte, kc *kvConn)
 		if err := kv.DecodeLeaveRequest(body, &m); err != nil {
 			return nil, err
 		}
-		s.leave(ctx, int(m.Trainer))
+		s.leave(ctx, m.Table, int(m.Trainer))
 		return kv.AppendAck(nil, &kv.Ack{}), nil
 	}
 	return nil, fmt.Errorf("node: kv: a %s is not a request: %w", kind, kv.ErrMalformed)
 }
 
-// closeConn runs when a trainer connection ends: the ranks it pushed for
-// leave every table, so their peers' steps fail naming them.
+// closeConn runs when a trainer connection ends: each rank it pushed
+// steps for leaves the table it pushed to, so its peers' steps fail
+// naming it. Other tables are untouched: the ranks of another job on the
+// same node, numbered alike, have not left (leaving every table failed
+// a concurrent job's steps whenever one job's trainer crashed).
 func (s *kvServer) closeConn(kc *kvConn) {
 	if kc.done || len(kc.ranks) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
 	defer cancel()
-	for r := range kc.ranks {
-		s.log.Warn("trainer left without kv_done; failing its synchronous steps", "trainer", r)
-		s.leave(ctx, r)
+	for _, r := range slices.SortedFunc(maps.Keys(kc.ranks), func(a, b syncRank) int {
+		return cmp.Or(strings.Compare(a.table, b.table), cmp.Compare(a.rank, b.rank))
+	}) {
+		s.log.Warn("trainer left without kv_done; failing its synchronous steps", "table", r.table, "trainer", r.rank)
+		s.leave(ctx, r.table, r.rank)
 	}
 }

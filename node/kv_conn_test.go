@@ -40,7 +40,7 @@ func TestKVPullOverFrameLimit(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint("ids=", tc.ids), func(t *testing.T) {
 			body := kv.AppendPullRequest(nil, &kv.PullRequest{Table: "wide", IDs: make([]uint64, tc.ids)})
-			resp := s.serveTrainer(context.Background(), body, &kvConn{ranks: map[int]struct{}{}})
+			resp := s.serveTrainer(context.Background(), body, &kvConn{ranks: map[syncRank]struct{}{}})
 			if err := control.CheckSize(len(resp)); err != nil {
 				t.Fatal(err)
 			}

@@ -213,6 +213,57 @@ func TestKVTrainerLeaves(t *testing.T) {
 	}
 }
 
+// TestKVTrainerLeavesOnlyItsTable: two synchronous jobs share the
+// cluster, each with its own table and its own ranks 0 and 1. When job
+// A's trainer 0 hangs up without kv_done, it leaves job A's table only:
+// job B's step, still waiting for its own trainer 0, completes when that
+// trainer pushes. Leaving every table failed job B's step at once,
+// naming a trainer 0 that never left it.
+func TestKVTrainerLeavesOnlyItsTable(t *testing.T) {
+	parts := clusterParts(t, 2)
+	c := startClusterWith(t, parts, 2, "5s", func(int) string { return "[kv]\nsync_timeout = \"60s\"\n" })
+	ctx := context.Background()
+	ka := dialKV(t, c.sockets[0])
+	kb0, kb1 := dialKV(t, c.sockets[0]), dialKV(t, c.sockets[1])
+	ta, tb := kvTables()[0], kvTables()[0]
+	ta.Name, tb.Name = "job-a", "job-b"
+	for _, k := range []*client.KV{ka, kb0, kb1} {
+		for _, ts := range []control.TableSpec{ta, tb} {
+			if _, err := k.Create(ctx, ts); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Job A (world 1): its trainer 0 steps once, so its connection
+	// speaks for trainer 0 of job-a.
+	if err := ka.PushSync(ctx, "job-a", 0, 0, 1, grad(0, 0, 33)); err != nil {
+		t.Fatal(err)
+	}
+	// Job B (world 2): trainer 1 pushes step 0 through the other node and
+	// waits for trainer 0.
+	done := make(chan error, 1)
+	go func() { done <- kb1.PushSync(ctx, "job-b", 0, 1, 2, grad(1, 0, 33)) }()
+	time.Sleep(200 * time.Millisecond)
+	ka.Close() // job A's trainer 0 crashes
+	select {
+	case err := <-done:
+		t.Fatalf("job B's step ended when job A's trainer left: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := kb0.PushSync(ctx, "job-b", 0, 0, 2, grad(0, 0, 33)); err != nil {
+		t.Fatalf("job B, trainer 0: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("job B, trainer 1: %v", err)
+	}
+	// Job A's table did see its trainer leave: a step of world 2 that
+	// needs trainer 0 fails at once.
+	err := kb1.PushSync(ctx, "job-a", 1, 1, 2, grad(1, 1, 33))
+	if !errors.Is(err, kv.ErrStepFailed) || !strings.Contains(err.Error(), "trainer 0 left") {
+		t.Fatalf("job A after its trainer 0 left: %v, want ErrStepFailed naming trainer 0", err)
+	}
+}
+
 // TestKVSaveFromEveryRank: every rank of a job asks its own node for
 // kv_save as it ends (node train --save on every host), all at once.
 // Each node coordinating its own save held its shards while asking the

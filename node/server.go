@@ -23,7 +23,7 @@ func (n *Node) serveConn(ctx context.Context, c *net.UnixConn) {
 	owned := map[uint64]*loader{}
 	var mu sync.Mutex // guards owned against the ctx watcher below
 	connCtx, cancel := context.WithCancel(ctx)
-	kc := &kvConn{ranks: map[int]struct{}{}}
+	kc := &kvConn{ranks: map[syncRank]struct{}{}}
 	// When ctx ends, reads stop at once, but the request in hand is still
 	// answered (an open_loader that drain refused gets "node is
 	// stopping"), within the drain timeout; the deferred Close follows.
