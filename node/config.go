@@ -214,8 +214,8 @@ func loadConfig(path string, fetch bool) (Config, error) {
 	if refused != nil {
 		unknown = refused.unknown
 	}
-	for _, k := range unknown {
-		problems = append(problems, configError(fmt.Sprintf("%s: unknown key %q%s", path, k.String(), unknownKeyHint(k))))
+	for _, u := range indexUnknown(text, unknown) {
+		problems = append(problems, configError(fmt.Sprintf("%s: unknown key %q%s", path, u.name, unknownKeyHint(u.key))))
 	}
 	if refused != nil {
 		problems = append(problems, refused.problems...)

@@ -325,3 +325,60 @@ func caseTwins(path, text string) (problems []error, keys []string) {
 	walk("", top)
 	return problems, keys
 }
+
+// unknownKey is a key no field takes: key as toml's MetaData names it,
+// name with the index of every array of tables it is in.
+type unknownKey struct {
+	key  toml.Key
+	name string // "kv.tables[1].optimiser"
+}
+
+// indexUnknown names each unknown key of text by the entries of the
+// arrays of tables that hold it: MetaData gives "kv.tables.optimiser"
+// once per table that has it, which says neither which table nor, for
+// two, that they are two. Keys keep their order; each entry of each is
+// named once, in the file's order.
+func indexUnknown(text string, keys []toml.Key) []unknownKey {
+	var top map[string]any
+	if _, err := toml.Decode(text, &top); err != nil {
+		top = nil // unreachable: the caller decoded text; name keys as given
+	}
+	var out []unknownKey
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if seen[k.String()] {
+			continue
+		}
+		seen[k.String()] = true
+		var names []string
+		var walk func(v any, rest []string, name string)
+		walk = func(v any, rest []string, name string) {
+			if len(rest) == 0 {
+				names = append(names, name)
+				return
+			}
+			switch v := v.(type) {
+			case map[string]any:
+				if sub, ok := v[rest[0]]; ok {
+					walk(sub, rest[1:], join(name, toml.Key{rest[0]}.String())) // quoted as toml quotes it: node."a b"
+				}
+			case []map[string]any:
+				for i, sub := range v {
+					walk(sub, rest, name+"["+strconv.Itoa(i)+"]")
+				}
+			case []any: // an inline array of tables
+				for i, sub := range v {
+					walk(sub, rest, name+"["+strconv.Itoa(i)+"]")
+				}
+			}
+		}
+		walk(top, k, "")
+		if len(names) == 0 {
+			names = []string{k.String()}
+		}
+		for _, n := range names {
+			out = append(out, unknownKey{key: k, name: n})
+		}
+	}
+	return out
+}

@@ -107,7 +107,14 @@ func (c *Config) validateKV(p *problems) {
 		t := &k.Tables[i]
 		key := fmt.Sprintf("kv.tables[%d]", i)
 		if err := t.Validate(); err != nil {
-			p.add(key, "%v", err)
+			// Name the field as this file does (kv.tables[0].mode), not
+			// as a kv_create request would (table.mode).
+			var ce *control.Error
+			if errors.As(err, &ce) && ce.Key != "" {
+				p.add(key+"."+strings.TrimPrefix(ce.Key, "table."), "%s", ce.Msg)
+			} else {
+				p.add(key, "%v", err)
+			}
 			continue
 		}
 		if seen[t.Name] {

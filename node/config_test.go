@@ -560,3 +560,64 @@ mode = "async"
 		t.Errorf("table a, beta1 and eps absent: %+v, want the defaults", cfg.KV.Tables[0])
 	}
 }
+
+// TestKVConfigTableProblemsNameTheirKey: a [[kv.tables]] entry's problem
+// names its key in the file (kv.tables[0].mode), not the kv_create
+// request's (table.mode); an unknown key in one names its entry, once per
+// entry that has it, with a value of the wrong type elsewhere or not.
+func TestKVConfigTableProblemsNameTheirKey(t *testing.T) {
+	dir, pre := configDir(t)
+	text := pre + `
+[[kv.tables]]
+name = "a"
+rows = 10
+dim = 4
+optimizer = "sgd"
+lr = 0.1
+[[kv.tables]]
+name = "b"
+rows = 10
+dim = 4
+mode = "sync"
+optimiser = "sgd"
+[[kv.tables]]
+name = "c"
+rows = 10
+dim = 4
+mode = "sync"
+optimizer = "sgd"
+lr = 1e99
+optimiser = "sgd"
+`
+	want := []string{
+		`unknown key "kv.tables[1].optimiser"`,
+		`unknown key "kv.tables[2].optimiser"`,
+		`kv.tables[0].mode: table "a": missing: sync (dense parameters) or async (sparse embeddings)`,
+		`kv.tables[1].optimizer: table "b": missing: sgd, adagrad, adam or average`,
+		`kv.tables[2].lr: table "c": 1e+99 is outside float32's range, in which the shards keep it`,
+	}
+	wrongType := strings.Replace(text, "lr = 0.1", `lr = "0.1"`, 1)
+	for name, tc := range map[string]struct {
+		text string
+		want []string
+	}{
+		"values": {text, want},
+		// The refused lr leaves table a's missing mode to be reported.
+		"wrong type": {wrongType, slices.Insert(slices.Clone(want), 2, `kv.tables[0].lr: want a number, not the string "0.1"`)},
+		"sections": {pre + "\"a b\" = 1\n[sampler]\nworkers = 2\n[[foo]]\nx = 1\n[[foo]]\nx = 2\n",
+			[]string{`unknown key "control.\"a b\""`, `unknown key "sampler"`, `unknown key "sampler.workers"`, `unknown key "foo"`, `unknown key "foo[0].x"`, `unknown key "foo[1].x"`}},
+	} {
+		path := writeConfig(t, dir, tc.text)
+		_, err := LoadConfig(path)
+		if !errors.Is(err, ErrConfig) {
+			t.Fatalf("%s: err = %v, want ErrConfig", name, err)
+		}
+		var w []string
+		for _, p := range tc.want {
+			w = append(w, path+": "+p)
+		}
+		if got := err.Error(); got != strings.Join(w, "\n") {
+			t.Errorf("%s: problems\n%s\nwant\n%s", name, got, strings.Join(w, "\n"))
+		}
+	}
+}
