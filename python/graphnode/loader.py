@@ -299,13 +299,17 @@ class Loader:
 
     def _sampler_error(self, w, cause):
         """A LoaderError for the death of worker w's sampler, with its exit
-        status as the node saw it when the node tells in time."""
+        status as the node saw it when the node tells in time, or saying
+        that the node does not answer either: a killed node takes its
+        samplers with it, and the user should look at the node."""
         detail = "(pid %d) died" % cause.pid
         deadline = time.monotonic() + STATUS_WAIT
-        while time.monotonic() < deadline:
+        asked = self._conn._broken is None  # else stats fails whatever the node does
+        while asked and time.monotonic() < deadline:
             try:
                 st = self._conn.stats(timeout=max(deadline - time.monotonic(), 0.01))
-            except LoaderError:
+            except LoaderError as e:
+                detail += "; the node at %s does not answer either (%s)" % (self._conn.path, e)
                 break
             s = _find_sampler(st, self.loader_id, w)
             if s is not None:

@@ -36,6 +36,7 @@ class FakeNode:
         self.workers, self.per_epoch, self.capacity = workers, per_epoch, capacity
         self.scripts, self.on_worker, self.error = scripts, on_worker, error
         self.requests = []
+        self.conns = []
         self.disconnected = threading.Event()
         self.producers = []
         self.threads = []
@@ -56,9 +57,13 @@ class FakeNode:
             threading.Thread(target=self._conn, args=(conn,), daemon=True).start()
 
     def _conn(self, conn):
+        self.conns.append(conn)
         with conn:
             while True:
-                head = _recv(conn, 4)
+                try:
+                    head = _recv(conn, 4)
+                except OSError:  # closed by die()
+                    head = None
                 if head is None:
                     self.disconnected.set()
                     return
@@ -102,6 +107,17 @@ class FakeNode:
                 p.close()
         except RuntimeError:  # consumer gone
             pass
+
+    def die(self):
+        """Stop answering as a killed node does: the socket is gone and
+        every connection is reset."""
+        self._stop.set()
+        self._lsock.close()
+        for c in self.conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def close(self):
         self._stop.set()

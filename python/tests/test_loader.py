@@ -253,6 +253,30 @@ class FailureTest(LoaderTestCase):
         self.assertRegex(str(cm.exception), "loader 1 worker 0 \\(pid 4000\\) died: signal: killed: .*sub-ring 0: "
                                             "producer pid %d" % gone.pid)
 
+    def test_dead_node(self):
+        # The node is killed: its samplers die with it (Pdeathsig). The
+        # error says that the node is gone too, not only that a worker
+        # died, which would send the user to the samplers' logs.
+        import subprocess
+        import sys
+        gone = subprocess.Popen([sys.executable, "-c", "pass"])
+        gone.wait()
+
+        def die(w, p):
+            p.stop_heartbeat()
+            p.u32[p.o["pid"] // 4] = gone.pid
+        n = self.node(workers=2, per_epoch=6, on_worker=die,
+                      scripts=lambda w, W, e, k: script(w, W, e, k)[:2])
+        with graphnode.Loader(n.sock_path, fanouts=[2]) as lo:
+            it = iter(lo)
+            self.assertEqual([next(it).index for _ in range(4)], [0, 1, 2, 3])
+            n.die()
+            with self.assertRaises(graphnode.LoaderError) as cm:
+                next(it)
+        self.assertRegex(str(cm.exception), "loader 1 worker 0 \\(pid %d\\) died; the node at %s does not answer "
+                                            "either \\(control: stats: .*\\): .*sub-ring 0: producer pid %d"
+                                            % (gone.pid, n.sock_path, gone.pid))
+
     def test_close(self):
         n = self.node(workers=2, per_epoch=4)
         lo = graphnode.Loader(n.sock_path, fanouts=[2])
