@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"strings"
 
@@ -13,16 +14,21 @@ import (
 // configuration (defaults filled in) as TOML and fails listing every
 // problem, each with its key.
 func runConfig(ctx context.Context, a *app, args []string) error {
-	if len(args) == 0 || args[0] != "check" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fmt.Fprintln(a.stderr, "usage: node config check -c node.toml")
-			return nil
-		}
-		fmt.Fprintln(a.stderr, "usage: node config check -c node.toml")
-		return errUsage
-	}
 	fs := newFlagSet(a, "config check", "-c node.toml")
 	path := fs.String("c", "", "configuration `file` to check")
+	switch {
+	case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
+		// check is the only subcommand: node help config shows its flags.
+		fs.Usage()
+		return flag.ErrHelp
+	case len(args) == 0:
+		fs.Usage()
+		return errUsage
+	case args[0] != "check":
+		fmt.Fprintf(a.stderr, "node config: unknown subcommand %q (want check)\n", args[0])
+		fs.Usage()
+		return errUsage
+	}
 	if err := parseNoArgs(fs, args[1:]); err != nil {
 		return err
 	}

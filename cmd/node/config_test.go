@@ -96,6 +96,16 @@ func TestConfigUsage(t *testing.T) {
 	if code, _, _ := cliRun("config", "check"); code != 2 {
 		t.Errorf("node config check without -c: exit %d, want 2", code)
 	}
+	// check is config's only subcommand: its help is config's.
+	for _, args := range [][]string{{"help", "config"}, {"config", "--help"}, {"config", "check", "--help"}} {
+		code, _, errs := cliRun(args...)
+		if code != 0 || !strings.Contains(errs, "usage: node config check -c node.toml") || !strings.Contains(errs, "-c file") {
+			t.Errorf("node %s: exit %d, %q, want check's usage and its flags", strings.Join(args, " "), code, errs)
+		}
+	}
+	if code, _, errs := cliRun("config", "print", "-c", "x.toml"); code != 2 || !strings.HasPrefix(errs, "node config: unknown subcommand \"print\" (want check)\n") {
+		t.Errorf("node config print: exit %d, %q, want the unknown subcommand named", code, errs)
+	}
 	if code, _, errs := cliRun("run"); code != 2 || !strings.Contains(errs, "-c node.toml is required") {
 		t.Errorf("node run without -c: exit %d, %q", code, errs)
 	}
