@@ -252,11 +252,15 @@ func ogbPrepareDir(dir string, force bool) (replacing bool, err error) {
 }
 
 // CheckOGBOutput reports whether WriteOGB may write dir with force (dir
-// is absent or empty, or force is set), changing nothing. WriteOGB
-// checks again; callers use it to fail before generating a graph.
+// is absent or empty, or force is set, and it can be written), changing
+// nothing. WriteOGB checks again; callers use it to fail before
+// generating a graph.
 func CheckOGBOutput(dir string, force bool) error {
-	_, err := ogbCheckDir(dir, force)
-	return err
+	if _, err := ogbCheckDir(dir, force); err != nil {
+		return err
+	}
+	// WriteOGB makes dir, as by mkdir -p, and its temporary directory in it.
+	return probeWritable(dir, dir)
 }
 
 // ogbCheckDir is CheckOGBOutput; it returns dir's entries.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -253,12 +254,51 @@ func checkF16(g *Graph) error {
 }
 
 // CheckOutput reports whether Write may write dir with force: dir does
-// not exist, is empty, or force is set and it is a directory. Write
-// checks again; callers use it to fail before the work that precedes
+// not exist, is empty, or force is set and it is a directory, and where
+// Write makes its temporary directory can be written. Write checks
+// again; callers use it to fail before the work that precedes
 // Write.
 func CheckOutput(dir string, force bool) error {
-	_, err := checkOutput(dir, force)
-	return err
+	if _, err := checkOutput(dir, force); err != nil {
+		return err
+	}
+	// Write makes its temporary directory beside dir's target and
+	// renames it over dir.
+	target := dir
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		target = real
+	}
+	return probeWritable(dir, filepath.Dir(filepath.Clean(target)))
+}
+
+// probeWritable makes and removes a directory in where or, when where
+// does not exist yet, in its nearest existing ancestor (where mkdir -p
+// starts), as the writer will. An output on a read-only file system or
+// in a directory the user may not write to failed only once the input
+// was read and partitioned, hours on the largest graphs. dir is the
+// output the error names.
+func probeWritable(dir, where string) error {
+	at := filepath.Clean(where)
+	for {
+		_, err := os.Stat(at)
+		if up := filepath.Dir(at); errors.Is(err, fs.ErrNotExist) && up != at {
+			at = up
+			continue
+		}
+		break
+	}
+	probe, err := mkdirTemp(at, ".graphnode-probe-")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("partition: output %s: cannot write in %s: %w", dir, at, err)
+	}
+	if err := os.Remove(probe); err != nil {
+		return fmt.Errorf("partition: output %s: %w", dir, err)
+	}
+	return nil
 }
 
 // checkOutput refuses an existing non-empty dir unless force; replacing

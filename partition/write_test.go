@@ -608,3 +608,33 @@ func BenchmarkWrite(b *testing.B) {
 	b.SetBytes(written)
 	b.ReportMetric(float64(adj.NumEdges())*float64(b.N)/b.Elapsed().Seconds(), "edges/s")
 }
+
+// TestCheckOutputUnwritable: an output where nothing can be made (a
+// read-only file system, a directory of another user; /proc here, which
+// refuses root too) is refused by the checks callers run first, for the
+// output itself and for one whose parents mkdir -p would make. It was
+// found by Write's mkdir, after the input was read and partitioned. The
+// checks leave nothing behind where they may write.
+func TestCheckOutputUnwritable(t *testing.T) {
+	if _, err := os.Stat("/proc/self"); err != nil {
+		t.Skip("no /proc")
+	}
+	for _, dir := range []string{"/proc/graphnode-out", "/proc/graphnode-out/a/parts"} {
+		if err := CheckOutput(dir, false); err == nil || !strings.Contains(err.Error(), "output "+dir+": cannot write in /proc") {
+			t.Errorf("CheckOutput(%s) = %v", dir, err)
+		}
+		if err := CheckOGBOutput(dir, false); err == nil || !strings.Contains(err.Error(), "output "+dir+": cannot write in /proc") {
+			t.Errorf("CheckOGBOutput(%s) = %v", dir, err)
+		}
+	}
+	root := t.TempDir()
+	if err := CheckOutput(filepath.Join(root, "parts"), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckOGBOutput(filepath.Join(root, "a", "ogb"), false); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(root); len(ents) != 0 {
+		t.Errorf("the checks left %d entries in %s", len(ents), root)
+	}
+}

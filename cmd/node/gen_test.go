@@ -108,6 +108,12 @@ func TestGenChecksOutputFirst(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "holds 1 entries (overwrite with force)") || strings.Contains(stderr, "done in") {
 		t.Errorf("exit %d, stderr:\n%s\nwant 1, the output refused, and nothing generated", code, stderr)
 	}
+	// An output that cannot be made failed after generating (13 s for
+	// 2M nodes and 20M edges).
+	code, _, stderr = runNode(t, "gen", "rmat", "--nodes", "1000", "--edges", "5000", "-o", "/proc/graphnode-test/ogb")
+	if code != 1 || !strings.Contains(stderr, "output /proc/graphnode-test/ogb: cannot write in /proc") || strings.Contains(stderr, "done in") {
+		t.Errorf("exit %d, stderr:\n%s\nwant 1, the unwritable output refused, and nothing generated", code, stderr)
+	}
 }
 
 // TestGenRefusesBadWriteFlags: --split names one folder under split/ and
