@@ -231,22 +231,44 @@ func (c *Client) Stats(ctx context.Context, part int) (*StatsResponse, error) {
 // WaitReady returns nil once every peer has completed the handshake and
 // hello, retrying with backoff (start order does not matter), or, when
 // ctx ends first, an error naming each peer not ready. A refusal (another
-// cluster, checksum, version) fails at once: waiting does not heal it.
+// cluster, checksum, version, CA) fails at once: waiting does not heal it.
+// The other peers then finish the attempt under way (a dial gives up
+// within its handshake timeout) without retrying, and WaitReady returns
+// the refusals alone: a peer that is not up does not hide them. Errors
+// are joined in part order.
 func (c *Client) WaitReady(ctx context.Context) error {
-	errs := make([]error, 0, len(c.peers))
-	var mu sync.Mutex
+	retry, refused := context.WithCancel(ctx)
+	defer refused()
+	errs := make([]error, c.maxPart()+1)
 	var wg sync.WaitGroup
-	for _, p := range c.peers {
+	for part, p := range c.peers {
 		wg.Go(func() {
-			if err := c.waitPeer(ctx, p); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
+			err := c.waitPeer(ctx, retry, p)
+			if err != nil && !transient(err) {
+				refused()
 			}
+			errs[part] = err
 		})
 	}
 	wg.Wait()
+	if ctx.Err() == nil && retry.Err() != nil {
+		// Stopped by a refusal: the peers not retried are not at fault.
+		for i, err := range errs {
+			if err != nil && transient(err) {
+				errs[i] = nil
+			}
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// maxPart is the largest part of the configured peers (-1 without any).
+func (c *Client) maxPart() int {
+	m := -1
+	for part := range c.peers {
+		m = max(m, part)
+	}
+	return m
 }
 
 // Probe reports, for every configured part, whether its peer is up: the
@@ -277,7 +299,10 @@ func (c *Client) Probe(ctx context.Context) map[int]bool {
 	return up
 }
 
-func (c *Client) waitPeer(ctx context.Context, p *peerConn) error {
+// waitPeer connects to p until its hello succeeds or fails for good. An
+// attempt runs under ctx; it is retried while retry (ctx, or ended by
+// WaitReady at another peer's refusal) lasts.
+func (c *Client) waitPeer(ctx, retry context.Context, p *peerConn) error {
 	start, backoff := time.Now(), c.cfg.Backoff
 	var last error
 	for attempt := 1; ; attempt++ {
@@ -289,7 +314,7 @@ func (c *Client) waitPeer(ctx context.Context, p *peerConn) error {
 		if !transient(err) {
 			return p.err("hello", err)
 		}
-		if !c.sleep(ctx, &backoff) {
+		if !c.sleep(retry, &backoff) {
 			// sleep also gives up when the next wait would pass ctx's
 			// deadline: only Close makes it ErrClosed.
 			select {

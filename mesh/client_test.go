@@ -313,6 +313,43 @@ func TestWaitReadyStartOrder(t *testing.T) {
 	}
 }
 
+// TestWaitReadyRefusalBesideDownPeer: one peer refuses (another
+// partitioning) while another is not up: WaitReady returns the refusal,
+// naming that peer, without waiting for the one still down, and the
+// refusals of several peers come in part order every time. It used to
+// wait for every peer, so the refusal was never reported (the node's
+// log and status said nothing) while any other peer was down.
+func TestWaitReadyRefusalBesideDownPeer(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1", "host2", "host3")
+	other := func(cfg *ServerConfig) { cfg.Checksum = "sum-2" }
+	srv1 := startServer(t, dir, "host1", 1, "127.0.0.1:0", other)
+	srv3 := startServer(t, dir, "host3", 3, "127.0.0.1:0", other)
+	down := Peer{Name: "host2", Addr: freeUDPAddr(t)}
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv1.peer(), 2: down, 3: srv3.peer()}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var first string
+	for i := range 3 {
+		err := c.WaitReady(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("WaitReady waited for the down peer until its context ended: %v", err)
+		}
+		if !errors.Is(err, ErrRefused) || errors.Is(err, ErrUnavailable) {
+			t.Fatalf("WaitReady = %v, want the refusals alone", err)
+		}
+		msg := err.Error()
+		i1, i3 := strings.Index(msg, "peer host1 ("), strings.Index(msg, "peer host3 (")
+		if i1 < 0 || i3 < 0 || i3 < i1 || !strings.Contains(msg, "checksum") {
+			t.Fatalf("WaitReady = %q, want host1's then host3's checksum refusal", msg)
+		}
+		if i == 0 {
+			first = msg
+		} else if msg != first {
+			t.Fatalf("WaitReady try %d = %q, first was %q", i, msg, first)
+		}
+	}
+}
+
 func TestClientErrors(t *testing.T) {
 	dir := writeTestCluster(t, testCluster, "host0", "host1")
 	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", nil)
