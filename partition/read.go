@@ -186,9 +186,10 @@ func graphName(path string) string {
 }
 
 // DetectFormat guesses the format of path: a directory with raw/ is OGB,
-// with entities.dict a knowledge graph, with *.content a LINQS graph; a
-// file named *.content or *.cites is LINQS, *.graph or *.metis METIS, and
-// anything else an edge list.
+// with entities.dict a knowledge graph, with *.content a LINQS graph
+// (either gzipped, with .gz); a file named *.content or *.cites is LINQS,
+// *.graph or *.metis METIS (with or without .gz), and anything else an
+// edge list.
 func DetectFormat(path string) (string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -207,13 +208,16 @@ func DetectFormat(path string) (string, error) {
 	if st, err := os.Stat(filepath.Join(path, "raw")); err == nil && st.IsDir() {
 		return FormatOGB, nil
 	}
-	if _, err := os.Stat(filepath.Join(path, "entities.dict")); err == nil {
+	// Each file may be gzipped, as the readers take it.
+	if _, err := existing(filepath.Join(path, "entities.dict")); err == nil {
 		return FormatKG, nil
 	}
-	if m, _ := filepath.Glob(filepath.Join(path, "*.content")); len(m) > 0 {
-		return FormatLINQS, nil
+	for _, pat := range []string{"*.content", "*.content.gz"} {
+		if m, _ := filepath.Glob(filepath.Join(path, pat)); len(m) > 0 {
+			return FormatLINQS, nil
+		}
 	}
-	return "", formatErrorf("%s: a directory, but not OGB (raw/), KG (entities.dict) or LINQS (*.content); set the format", path)
+	return "", formatErrorf("%s: a directory, but not OGB (raw/), KG (entities.dict[.gz]) or LINQS (*.content[.gz]); set the format", path)
 }
 
 // classes orders label names: numerically when all are integers (equal

@@ -151,10 +151,15 @@ func TestDetectFormat(t *testing.T) {
 	rdWrite(t, dir, "lq/x.content", "", false)
 	rdWrite(t, dir, "g.graph", "", false)
 	rdWrite(t, dir, "e.txt.gz", "", true)
+	// The readers take every file gzipped, and so does the guess: a
+	// directory of gzipped files was "not OGB, KG or LINQS".
+	rdWrite(t, dir, "kgz/entities.dict.gz", "0\ta\n", true)
+	rdWrite(t, dir, "lqz/cora.content.gz", "", true)
 	os.Mkdir(filepath.Join(dir, "empty"), 0o755)
 	for _, c := range []struct{ path, want string }{
 		{"ogb", FormatOGB}, {"kg", FormatKG}, {"lq", FormatLINQS}, {"lq/x.content", FormatLINQS},
 		{"g.graph", FormatMETIS}, {"e.txt.gz", FormatEdgeList},
+		{"kgz", FormatKG}, {"lqz", FormatLINQS}, {"lqz/cora.content.gz", FormatLINQS},
 	} {
 		got, err := DetectFormat(filepath.Join(dir, c.path))
 		if err != nil || got != c.want {
