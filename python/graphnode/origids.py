@@ -81,20 +81,14 @@ class OrigIds:
 
     def names(self, ids):
         """The input's string names of ids (names.txt: line k = the name of
-        original index k), for graphs whose input ids were strings."""
+        original index k), for graphs whose input ids were strings. The
+        file is memory-mapped too; the first call indexes its lines (8
+        bytes per name, one pass over the file)."""
         p = os.path.join(self._dir, NAMES_FILE)
         if self._names is None:
             if not os.path.exists(p):
                 raise FileNotFoundError("origids: %s: the input had integer ids, so there are no names" % p)
-            # The names are the input's bytes, one per line ("\n" only):
-            # no newline translation (a "\r" in a name would split it and
-            # shift every later name), and bytes that are not UTF-8 (a
-            # Latin-1 input) kept as surrogate escapes rather than failing
-            # every lookup.
-            with open(p, encoding="utf-8", errors="surrogateescape", newline="") as f:
-                self._names = f.read().split("\n")
-            if self._names[-1] == "":
-                self._names.pop()  # after the last line's "\n"
+            self._names = _Lines(p)
         orig = self[ids]
         one = isinstance(orig, int)
         out = []
@@ -108,6 +102,34 @@ class OrigIds:
         """Drop the mapping (it is unmapped once no result views it)."""
         self._map = np.zeros(0, dtype="<u8")
         self._n = 0
+        self._names = None
+
+
+class _Lines:
+    """The lines of a names file, memory-mapped: line k is bytes
+    [start k, end k) where the ends are the newline bytes (and the file's
+    end when its last line has none). The names are the input's bytes: no
+    newline translation (a carriage return stays in its name), and bytes
+    that are not UTF-8 (a Latin-1 input) come back as surrogate escapes
+    rather than failing the lookup."""
+
+    _CHUNK = 1 << 20  # bytes scanned at a time: the scan's temporaries stay small
+
+    def __init__(self, path):
+        size = os.path.getsize(path)
+        self._mm = np.memmap(path, dtype=np.uint8, mode="r") if size else np.zeros(0, dtype=np.uint8)
+        ends = [np.flatnonzero(self._mm[lo:lo + self._CHUNK] == 10) + lo for lo in range(0, size, self._CHUNK)]
+        ends = np.concatenate(ends) if ends else np.zeros(0, dtype=np.int64)
+        if size and (ends.size == 0 or ends[-1] != size - 1):
+            ends = np.append(ends, size)  # a last line without "\n"
+        self._ends = ends
+
+    def __len__(self):
+        return self._ends.size
+
+    def __getitem__(self, k):
+        lo = 0 if k == 0 else int(self._ends[k - 1]) + 1
+        return self._mm[lo:int(self._ends[k])].tobytes().decode("utf-8", "surrogateescape")
 
 
 def _torch_of(x):

@@ -3,6 +3,7 @@
 import os
 import shutil
 import tempfile
+import tracemalloc
 import unittest
 
 import numpy as np
@@ -78,6 +79,42 @@ class OrigIdsTest(unittest.TestCase):
             ids.names(0)
         with self.assertRaisesRegex(IndexError, "no name for original index 1099511627776"):
             ids.names([1, 2])
+
+    def test_names_not_loaded_whole(self):
+        # names() of a few ids must not turn every line of names.txt into
+        # a Python string (about 70 bytes per name: 7 GB and a minute for
+        # 100 M string ids, in every trainer): it keeps the file mapped
+        # and an index of 8 bytes per name.
+        n = 100000
+        orig = np.arange(n, dtype="<u8")[::-1]
+        orig.tofile(os.path.join(self.dir, "orig_ids.bin"))
+        with open(os.path.join(self.dir, "graph.toml"), "w") as f:
+            f.write('version = 1\nname = "t"\nnodes = %d\n' % n)
+        with open(os.path.join(self.dir, "names.txt"), "w") as f:
+            f.write("".join("/m/%06d\n" % i for i in range(n)))
+        ids = graphnode.OrigIds(self.dir)
+        tracemalloc.start()
+        try:
+            got = ids.names([0, 7, n - 1])
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        self.assertEqual(got, ["/m/%06d" % (n - 1), "/m/%06d" % (n - 8), "/m/000000"])
+        self.assertLess(peak, 24 * n)
+
+    def test_names_file_edges(self):
+        # The last line without "\n", empty names, an empty file.
+        for data, want in ((b"a\nb\n\nd\ne\nf", ["", "b", "f", "d", "a", "e"]),
+                           (b"a\nb\n\nd\ne\nf\n", ["", "b", "f", "d", "a", "e"])):
+            with open(os.path.join(self.dir, "names.txt"), "wb") as f:
+                f.write(data)
+            self.orig = np.array([2, 1, 5, 3, 0, 4], dtype="<u8")
+            self.orig.tofile(os.path.join(self.dir, "orig_ids.bin"))
+            ids = graphnode.OrigIds(self.dir)
+            self.assertEqual(ids.names(range(6)), want)
+        open(os.path.join(self.dir, "names.txt"), "wb").close()
+        with self.assertRaisesRegex(IndexError, "names.txt: 0 lines, no name for original index 2"):
+            graphnode.OrigIds(self.dir).names(0)
 
     def test_mismatch(self):
         with open(os.path.join(self.dir, "graph.toml"), "w") as f:
