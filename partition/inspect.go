@@ -377,7 +377,21 @@ func (r *Report) Format(w io.Writer) error {
 	if m.Relations > 0 {
 		cut = "triple cut (tail owned elsewhere)"
 	}
-	if r.OnePart {
+	// A part that could not be read counts as empty in the totals: a
+	// balanced partitioning would show as unbalanced.
+	var unread []int
+	for _, p := range r.Parts {
+		if p.Err != nil && p.Sections == nil {
+			unread = append(unread, p.Part)
+		}
+	}
+	if len(unread) > 0 {
+		what := "part"
+		if len(unread) > 1 {
+			what = "parts"
+		}
+		fmt.Fprintf(&b, "\nedge cut and balance not computed: %s %s could not be read (below)\n", what, joinInts(unread))
+	} else if r.OnePart {
 		fmt.Fprintf(&b, "\npart %d alone (the other parts' files are not read): %s %.2f%% (%d of %d stored edges)\n",
 			r.Parts[0].Part, cut, percent(r.Cut, r.Edges), r.Cut, r.Edges)
 	} else {
