@@ -42,7 +42,7 @@ func TestMaxRecordOfTheSet(t *testing.T) {
 	if !ok || int(setMax) != deg[highP] {
 		t.Fatalf("graph.toml's largest degree %d (%v), the files' %d", setMax, ok, deg[highP])
 	}
-	announced, err := maxRecord(o, c.book.NumNodes(), int(setMax), true, schema)
+	announced, err := maxRecord(o, len(seeds), c.book.NumNodes(), int(setMax), true, schema)
 	if err != nil {
 		t.Fatal(err)
 	}

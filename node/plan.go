@@ -60,7 +60,7 @@ func (n *Node) describeSeeds(o control.LoaderOptions, seeds []uint64) (control.L
 	if schema.LabelDim > 0 {
 		info.NumClasses = int(m.NumClasses)
 	}
-	info.MaxRecord, err = maxRecord(o, m.TotalNodes, n.maxDeg, n.maxDegExact, schema)
+	info.MaxRecord, err = maxRecord(o, plan.Len(), m.TotalNodes, n.maxDeg, n.maxDegExact, schema)
 	if err != nil {
 		return control.LoaderInfo{}, &control.Error{Key: "fanouts", Msg: err.Error()}
 	}
@@ -128,11 +128,11 @@ func edgeSeeds(o control.LoaderOptions, total uint64) ([]uint64, error) {
 
 // linkPairs is the number of node pairs a link batch of o scores (0 for
 // a node loader), and the most seed nodes it has.
-func linkPairs(o control.LoaderOptions) (pairs, seedNodes int) {
+func linkPairs(o control.LoaderOptions, batch int) (pairs, seedNodes int) {
 	if o.SeedEdges == nil {
-		return 0, o.BatchSize
+		return 0, batch
 	}
-	return o.BatchSize * (1 + o.NegRatio), o.BatchSize * (2 + o.NegRatio)
+	return batch * (1 + o.NegRatio), batch * (2 + o.NegRatio)
 }
 
 // loaderSchema is the shape of x and y with the loader's features and
@@ -164,10 +164,14 @@ func loaderSchema(g *csr.Graph, o control.LoaderOptions) (sample.Schema, error) 
 // maxDeg. When degExact (maxDeg is the largest degree of every part) a
 // fanout above it counts as maxDeg too: no node gives more neighbours
 // than it has, and a fanout of 1000 meant as "all" would otherwise ask a
-// ring for a hundred times what a batch can take.
-func maxRecord(o control.LoaderOptions, total uint64, maxDeg int, degExact bool, s sample.Schema) (int64, error) {
+// ring for a hundred times what a batch can take. A batch holds at most
+// the loader's seeds (its share of seed nodes, or seed edges for a link
+// loader): a batch_size above them, as for full-batch training, asked for
+// a ring sized for batch_size seeds (Cora's 1625 training nodes with
+// batch_size 100000 and one hop of 2: 1.1 GiB instead of 15 MB).
+func maxRecord(o control.LoaderOptions, seeds int, total uint64, maxDeg int, degExact bool, s sample.Schema) (int64, error) {
 	fanouts := o.Fanouts
-	pairs, batch := linkPairs(o)
+	pairs, batch := linkPairs(o, min(o.BatchSize, seeds))
 	if pairs > 0 { // seed nodes are distinct: no more than the graph has
 		batch = min(batch, int(min(total, math.MaxInt32)))
 	}

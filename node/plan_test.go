@@ -44,7 +44,7 @@ func TestMaxRecord(t *testing.T) {
 			o.SeedEdges, o.NegRatio = &control.SeedEdges{Src: []uint64{0}, Dst: []uint64{1}}, tc.neg
 			seeds, pairs = tc.batch*(2+tc.neg), tc.batch*(1+tc.neg)
 		}
-		got, err := maxRecord(o, tc.total, tc.maxDeg, tc.degExact, tc.schema)
+		got, err := maxRecord(o, tc.batch, tc.total, tc.maxDeg, tc.degExact, tc.schema)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -56,8 +56,27 @@ func TestMaxRecord(t *testing.T) {
 			t.Errorf("%s: maxRecord = %d, want %d (%d nodes, %d edges)", tc.name, got, want, tc.nodes, tc.edges)
 		}
 	}
-	if _, err := maxRecord(control.LoaderOptions{Fanouts: []int{-1, -1, -1, -1}, BatchSize: 1 << 20}, 1<<40, 1<<30, true, f32); err == nil || !strings.Contains(err.Error(), "more than a record can hold") {
+	if _, err := maxRecord(control.LoaderOptions{Fanouts: []int{-1, -1, -1, -1}, BatchSize: 1 << 20}, 1<<20, 1<<40, 1<<30, true, f32); err == nil || !strings.Contains(err.Error(), "more than a record can hold") {
 		t.Errorf("huge fanouts: err = %v", err)
+	}
+	// A batch_size above the loader's seeds (full-batch training) is a
+	// batch of every seed: Cora's 1625 training nodes, one hop of 2.
+	cora := sample.Schema{FeatDim: 1433, XType: sample.F32, LabelDim: 1}
+	full := control.LoaderOptions{Fanouts: []int{2}, BatchSize: 100000}
+	exact := control.LoaderOptions{Fanouts: []int{2}, BatchSize: 1625}
+	got, err1 := maxRecord(full, 1625, 2708, 168, true, cora)
+	want, err2 := maxRecord(exact, 1625, 2708, 168, true, cora)
+	if err1 != nil || err2 != nil || got != want || got > 16<<20 {
+		t.Errorf("batch_size 100000 over 1625 seeds: max record %d (%v), want %d (%v), the record of one batch of every seed", got, err1, want, err2)
+	}
+	// The same for a link loader's seed edges.
+	edges := &control.SeedEdges{Src: []uint64{0}, Dst: []uint64{1}}
+	link := control.LoaderOptions{Fanouts: []int{2}, BatchSize: 4096, SeedEdges: edges, NegRatio: 1}
+	linkExact := control.LoaderOptions{Fanouts: []int{2}, BatchSize: 10, SeedEdges: edges, NegRatio: 1}
+	got, err1 = maxRecord(link, 10, 2708, 168, true, cora)
+	want, err2 = maxRecord(linkExact, 10, 2708, 168, true, cora)
+	if err1 != nil || err2 != nil || got != want {
+		t.Errorf("link batch_size 4096 over 10 seed edges: max record %d (%v), want %d (%v)", got, err1, want, err2)
 	}
 }
 
