@@ -164,13 +164,30 @@ func accepts(t reflect.Type, raw any) (want string, ok bool) {
 		return "a table", ok
 	case reflect.Slice:
 		if isTable(t.Elem()) {
-			_, ok = raw.([]map[string]any)
-			return "an array of tables ([[...]])", ok
+			return "an array of tables ([[...]])", isTables(raw)
 		}
 		_, ok = raw.([]any)
 		return "an array", ok
 	}
 	return t.String(), false
+}
+
+// isTables reports whether raw is an array of tables: [[...]] entries,
+// or an inline array whose elements are all tables ([{...}, {...}]),
+// which toml decodes as []any.
+func isTables(raw any) bool {
+	switch v := raw.(type) {
+	case []map[string]any:
+		return true
+	case []any:
+		for _, e := range v {
+			if _, ok := e.(map[string]any); !ok {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // describe names a TOML value by its type, and by itself when short.
@@ -318,6 +335,12 @@ func caseTwins(path, text string) (problems []error, keys []string) {
 			case []map[string]any:
 				for j, sub := range v {
 					walk(join(name, k)+"["+strconv.Itoa(j)+"]", sub)
+				}
+			case []any: // an inline array of tables
+				for j, e := range v {
+					if sub, ok := e.(map[string]any); ok {
+						walk(join(name, k)+"["+strconv.Itoa(j)+"]", sub)
+					}
 				}
 			}
 		}

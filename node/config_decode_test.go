@@ -131,6 +131,8 @@ func TestValueDecoderMatchesDecode(t *testing.T) {
 		"example": string(example),
 		"unknown": "version = 1\nextra = 2\n[samplers]\nworkers = 3\nx = 1\n[cache]\ndevice = \"cuda:0\"\n[cache.tier]\nsize = 1\n[[mesh.peers]]\npart = 1\nport = 9\n",
 		"rows":    "[[kv.tables]]\nname = \"e\"\nrows = \"nodes\"\ndim = 4\n[kv]\nsave_on_exit = false\n",
+		// Inline arrays of tables are arrays of tables too.
+		"inline": "[mesh]\npeers = [{part = 0, name = \"a\", addr = \"x:1\"}, {part = 1, nmae = \"b\"}]\n[kv]\ntables = [{name = \"e\", rows = 5, dim = 4}]\n",
 	} {
 		path := writeConfig(t, t.TempDir(), text)
 		var want Config
@@ -248,4 +250,34 @@ func readText(t testing.TB, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestLoadConfigInlineArrayOfTables: peers and tables written as inline
+// arrays of tables ([{...}, {...}]), which toml.Decode takes, are taken
+// when another value of the file has the wrong type too: that value is
+// the one problem, and a bad key inside an inline entry is still named.
+func TestLoadConfigInlineArrayOfTables(t *testing.T) {
+	dir, pre := configDir(t)
+	text := pre + `[kv]
+tables = [{name = "a", rows = 10, dim = 2, optimizer = "sgd", lr = 0.1, mode = "sync"}, {name = "b", rows = 10, dim = 2, optimizer = "sgd", lr = 0.1, mode = "sync", bogus = 1}]
+[log]
+level = 3
+`
+	path := writeConfig(t, dir, text)
+	cfg, err := LoadConfig(path)
+	want := []string{
+		path + `: unknown key "kv.tables[1].bogus"`,
+		path + `: log.level: line 9: want a string, not the integer 3`,
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
+	}
+	if len(cfg.KV.Tables) != 2 || cfg.KV.Tables[1].Name != "b" || cfg.KV.Tables[1].Rows.N != 10 {
+		t.Errorf("kv.tables = %+v, want a and b", cfg.KV.Tables)
+	}
+	// A key given twice in two cases in an inline entry, as in a [[...]] one.
+	path = writeConfig(t, dir, pre+"[kv]\ntables = [{name = \"a\", rows = 10, dim = 2, optimizer = \"sgd\", lr = 0.1, LR = 0.2, mode = \"sync\"}]\n")
+	if _, err := LoadConfig(path); err == nil || err.Error() != path+": kv.tables[0].LR and kv.tables[0].lr: one key given twice (keys are matched whatever their case); give it once" {
+		t.Errorf("LR and lr in one inline table: %v", err)
+	}
 }
