@@ -36,6 +36,7 @@ func readLINQS(ctx context.Context, path string, opts ReadOptions) (*Graph, erro
 	labels := newNameIDs(0)
 	var tok []uint32 // label name index of each node
 	fields := make([][]byte, 0, 64)
+	var firstLine int64 // the line that set FeatDim
 	err = scanFile(ctx, content, opts.Progress, func(s *lineScanner, line []byte) error {
 		if len(line) == 0 {
 			return nil
@@ -47,9 +48,11 @@ func readLINQS(ctx context.Context, path string, opts ReadOptions) (*Graph, erro
 			}
 			g.FeatDim = len(fields) - 2
 			g.Feat = make([]float32, 0, estimateRows(s, line)*g.FeatDim)
+			firstLine = s.line
 		}
 		if len(fields) != g.FeatDim+2 {
-			return s.errorf("want %d fields (id, %d features, label), got %d", g.FeatDim+2, g.FeatDim, len(fields))
+			// The first line sets the width, and may be the short one.
+			return s.errorf("got %d fields, line %d has %d (id, %d features, label)", len(fields), firstLine, g.FeatDim+2, g.FeatDim)
 		}
 		if _, dup := names.lookup(fields[0]); dup {
 			return s.errorf("paper %q listed twice", fields[0])

@@ -55,7 +55,10 @@ func TestReadLINQS(t *testing.T) {
 
 func TestReadLINQSErrors(t *testing.T) {
 	for _, c := range []struct{ content, cites, want string }{
-		{"a\t1\t0\tX\nb\t1\tX\n", "", "D/g.content:2: want 4 fields (id, 2 features, label), got 3"},
+		{"a\t1\t0\tX\nb\t1\tX\n", "", "D/g.content:2: got 3 fields, line 1 has 4 (id, 2 features, label)"},
+		// A short first row sets the width: the error names it, not only
+		// the correct row that disagrees with it.
+		{"\na\t1\tX\nb\t1\t0\tX\n", "", "D/g.content:3: got 4 fields, line 2 has 3 (id, 1 features, label)"},
 		{"a\t1\t0\tX\nb\t1\t0.5e\tX\n", "", "D/g.content:2: feature 2: \"0.5e\" is not a number"},
 		{"a\t1\t0\tX\nb\tnan\t0\tX\n", "", "D/g.content:2: feature 1: \"nan\" is not a finite number"},
 		{"a\t1\t0\tX\na\t1\t0\tX\n", "", "D/g.content:2: paper \"a\" listed twice"},

@@ -347,7 +347,8 @@ func parseFeatRow(l []byte, out []float32) string {
 		l = l[j+1:]
 	}
 	if c != len(out) {
-		return fmt.Sprintf("want %d columns, got %d", len(out), c)
+		// Line 1 sets the width, and may be the short one.
+		return fmt.Sprintf("got %d columns, line 1 has %d", c, len(out))
 	}
 	return ""
 }
@@ -396,7 +397,7 @@ func (o *ogbReader) labels(path string) error {
 				c++
 			}
 			if c != dim {
-				return &LineError{File: path, Line: no, Msg: fmt.Sprintf("want %d columns, got %d", dim, c)}
+				return &LineError{File: path, Line: no, Msg: fmt.Sprintf("got %d columns, line 1 has %d", c, dim)}
 			}
 			row++
 			return nil

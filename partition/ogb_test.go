@@ -87,7 +87,13 @@ func TestReadOGBErrors(t *testing.T) {
 		isLine bool
 	}{
 		{name: "feature columns", edit: map[string]string{"raw/node-feat.csv": "1,2,3\n4,5,6\n7,8\n1,1,1\n1,1,1\n"},
-			want: "D/raw/node-feat.csv:3: want 3 columns, got 2", isLine: true},
+			want: "D/raw/node-feat.csv:3: got 2 columns, line 1 has 3", isLine: true},
+		// A short first row sets the width: the error names it, not only
+		// the correct row that disagrees with it.
+		{name: "feature columns of the first row", edit: map[string]string{"raw/node-feat.csv": "1,2\n4,5,6\n7,8,9\n1,1,1\n1,1,1\n"},
+			want: "D/raw/node-feat.csv:2: got 3 columns, line 1 has 2", isLine: true},
+		{name: "label columns", edit: map[string]string{"raw/node-label.csv": "1,0\n0,1\n0\n0,0\nnan,nan\n"},
+			want: "D/raw/node-label.csv:3: got 1 columns, line 1 has 2", isLine: true},
 		{name: "feature number", edit: map[string]string{"raw/node-feat.csv": "1,2,3\n4,x,6\n7,8,9\n1,1,1\n1,1,1\n"},
 			want: "D/raw/node-feat.csv:2: column 2: \"x\" is not a number", isLine: true},
 		{name: "feature NaN", edit: map[string]string{"raw/node-feat.csv": "1,2,3\n4,5,6\n7,8,NaN\n1,1,1\n1,1,1\n"},
