@@ -392,6 +392,12 @@ func TestEncodeTOMLRoundTripsKVRows(t *testing.T) {
 	if !reflect.DeepEqual(back, cfg) {
 		t.Fatalf("round trip\n%+v\nwant\n%+v", back.KV, cfg.KV)
 	}
+	// A quoted count is a string: the error says so, rather than
+	// "10 is neither a row count", which reads as a count.
+	_, err = LoadConfig(writeConfig(t, dir, pre+table("dense", `"10"`)))
+	if err == nil || !strings.Contains(err.Error(), `the string "10" is neither a row count (an integer, unquoted) nor "nodes"`) {
+		t.Errorf("rows = \"10\": %v", err)
+	}
 }
 
 // TestExampleDocumentsEveryKey: node.toml.example decodes with no unknown

@@ -384,7 +384,7 @@ func (n *Node) checkRingDir() {
 	if size > total {
 		n.log.Warn("rings.size is more than rings.dir holds: a loader that does not set a smaller ring_size will be refused; "+
 			"enlarge the filesystem (docker run --shm-size, the tmpfs's size=) or lower rings.size",
-			"dir", n.cfg.Rings.Dir, "size", n.cfg.Rings.Size, "dir_size", shm.FormatSize(total))
+			"dir", n.cfg.Rings.Dir, "size", n.cfg.Rings.Size, "dir_size", shm.ApproxSize(total))
 		return
 	}
 	// A tmpfs may be larger than the memory there is (its default is
@@ -394,7 +394,7 @@ func (n *Node) checkRingDir() {
 	if free, ok := shm.MemAvailable(); ok && size > free && shm.InMemory(n.cfg.Rings.Dir) {
 		n.log.Warn("rings.size is more than the memory available: a loader that does not set a smaller ring_size will be refused; "+
 			"lower rings.size",
-			"dir", n.cfg.Rings.Dir, "size", n.cfg.Rings.Size, "available", shm.FormatSize(free))
+			"dir", n.cfg.Rings.Dir, "size", n.cfg.Rings.Size, "available", shm.ApproxSize(free))
 	}
 }
 

@@ -30,7 +30,7 @@ func fitsMemory(f *os.File, size int64, avail func() (int64, bool)) error {
 		return nil
 	}
 	return fmt.Errorf("reserve %s (%d bytes): a ring in tmpfs is memory, and only %s is available (MemAvailable, or the memory cgroup's limit less its usage): %w",
-		approxSize(size), size, approxSize(max(free, 0)), ErrNoMemory)
+		ApproxSize(size), size, ApproxSize(max(free, 0)), ErrNoMemory)
 }
 
 // InMemory reports whether dir is on tmpfs, whose files are memory.

@@ -60,7 +60,7 @@ func space(path string, err error) string {
 	if serr != nil {
 		return ""
 	}
-	return fmt.Sprintf("; %s has %s free of %s", dir, approxSize(free), approxSize(total))
+	return fmt.Sprintf("; %s has %s free of %s", dir, ApproxSize(free), ApproxSize(total))
 }
 
 // DirSpace is the bytes free (to an unprivileged writer) and in all of
@@ -199,7 +199,7 @@ func create(path string, o Options, avail func() (int64, bool)) (*Ring, error) {
 				return nil, err
 			}
 			if err := unix.Fallocate(int(f.Fd()), 0, 0, h.FileSize); err != nil {
-				return nil, fmt.Errorf("reserve %s (%d bytes)%s: %w", approxSize(h.FileSize), h.FileSize, space(path, err), err)
+				return nil, fmt.Errorf("reserve %s (%d bytes)%s: %w", ApproxSize(h.FileSize), h.FileSize, space(path, err), err)
 			}
 		}
 		mem, err := mapFile(f, h.FileSize)

@@ -87,9 +87,9 @@ func FormatSize(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-// approxSize is n in the largest binary unit that holds it, exact when
+// ApproxSize is n in the largest binary unit that holds it, exact when
 // FormatSize is (256KiB), else to one decimal (63.9MiB).
-func approxSize(n int64) string {
+func ApproxSize(n int64) string {
 	units := sizeUnits()
 	for _, u := range units[:4] {
 		if n >= u.mult {

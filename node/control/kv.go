@@ -68,6 +68,9 @@ func (r *Rows) UnmarshalTOML(v any) error {
 			return nil
 		}
 	}
+	if s, ok := v.(string); ok {
+		return fmt.Errorf(`the string %q is neither a row count (an integer, unquoted) nor "nodes"`, s)
+	}
 	return fmt.Errorf(`%v is neither a row count nor "nodes"`, v)
 }
 
