@@ -69,8 +69,8 @@ func TestApproxSize(t *testing.T) {
 		{0, "0"}, {1023, "1023"}, {1024, "1KiB"}, {1536, "1.5KiB"}, {256 << 10, "256KiB"},
 		{3 << 29, "1.5GiB"}, {1e9, "953.7MiB"}, {64<<20 - 4096, "64.0MiB"},
 	} {
-		if got := approxSize(tc.n); got != tc.want {
-			t.Errorf("approxSize(%d) = %q, want %q", tc.n, got, tc.want)
+		if got := ApproxSize(tc.n); got != tc.want {
+			t.Errorf("ApproxSize(%d) = %q, want %q", tc.n, got, tc.want)
 		}
 	}
 }
