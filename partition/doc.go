@@ -28,7 +28,7 @@
 //     writes part-K/part.csr, orig_ids.bin (new id -> original id, u64
 //     LE), names.txt for string ids, the triple files of a knowledge
 //     graph, and graph.toml last, into a temporary directory renamed into
-//     place.
+//     place (or, for an empty existing output, made in it and moved up).
 //
 // Readers of a parts/ directory call OpenDir, which validates graph.toml
 // against the files, and Manifest.Book for the owner of a global id;

@@ -56,12 +56,16 @@ type WriteOptions struct {
 // New ids are given partition by partition, and within a partition in
 // old index order, so partition p owns [start_p, end_p). Everything is
 // written into a temporary sibling directory that is renamed into place
-// at the end; an existing non-empty dir is refused unless opts.Force, and
-// then replaced by renaming it aside, renaming the new one in, and
-// removing the old: at every moment dir holds a whole partitioning. (So
-// replacing needs room for both; an error for a full disk says so.) A dir
-// that is a symbolic link is written where it points; the link stays.
-// Parent directories that do not exist are made, as by mkdir -p.
+// at the end, or, when dir is an existing empty directory (a disk
+// mounted for the partitions), into a temporary directory in it whose
+// entries are moved up, graph.toml last; an existing non-empty dir is
+// refused unless opts.Force, and then replaced by renaming it aside,
+// renaming the new one in, and removing the old: at every moment dir
+// holds a whole partitioning. (So replacing needs room for both; an
+// error for a full disk says so. A mount point cannot be replaced so and
+// is refused.) A dir that is a symbolic link is written where it points;
+// the link stays. Parent directories that do not exist are made, as by
+// mkdir -p.
 //
 // Write reads adj and g without changing them; it may run its partitions
 // on all cores.
@@ -88,19 +92,9 @@ func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32,
 		dir = real
 	}
 	rl := relabel(assign, opts.Parts)
-	parent, base := filepath.Split(filepath.Clean(dir))
-	if parent == "" {
-		parent = "."
-	}
-	// Parents that are not there yet are made, as by mkdir -p (and as
-	// node gen makes its output): CheckOutput, which callers run before
-	// the hours of work before Write, passes them.
-	if err := os.MkdirAll(parent, 0o777); err != nil {
-		return nil, fmt.Errorf("partition: output %s: %w", dir, err)
-	}
-	tmp, err := mkdirTemp(parent, "."+base+".tmp-")
+	tmp, into, err := makeTemp(dir, replacing)
 	if err != nil {
-		return nil, fmt.Errorf("partition: %w", err)
+		return nil, err
 	}
 	ok := false
 	defer func() {
@@ -147,11 +141,88 @@ func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32,
 	if err := SyncDir(tmp); err != nil {
 		return nil, err
 	}
-	if err := replaceDir(tmp, dir); err != nil {
+	if into {
+		err = moveInto(tmp, dir)
+	} else {
+		err = replaceDir(tmp, dir)
+	}
+	if err != nil {
 		return nil, err
 	}
 	ok = true
 	return m, nil
+}
+
+// makeTemp makes the temporary directory Write writes into. An output
+// that exists (empty: checkOutput refused it otherwise, unless
+// replacing) holds it, so that the files land on dir's own file system
+// and dir itself stays: a disk mounted there for the partitions (which
+// cannot be renamed over, and whose parent's disk would have taken the
+// files), a directory made for the user in one the user may not write
+// to, its mode and owner. Otherwise it is made beside dir, whose
+// missing parents are made as by mkdir -p (as node gen makes its
+// output): CheckOutput, which callers run before the hours of work
+// before Write, passes them. into says which.
+func makeTemp(dir string, replacing bool) (tmp string, into bool, err error) {
+	if st, err := os.Stat(dir); err == nil && st.IsDir() && !replacing {
+		tmp, err := mkdirTemp(dir, ".tmp-")
+		if err != nil {
+			return "", false, fmt.Errorf("partition: %w", err)
+		}
+		return tmp, true, nil
+	}
+	parent, base := filepath.Split(filepath.Clean(dir))
+	if parent == "" {
+		parent = "."
+	}
+	if err := os.MkdirAll(parent, 0o777); err != nil {
+		return "", false, fmt.Errorf("partition: output %s: %w", dir, err)
+	}
+	if tmp, err = mkdirTemp(parent, "."+base+".tmp-"); err != nil {
+		return "", false, fmt.Errorf("partition: %w", err)
+	}
+	return tmp, false, nil
+}
+
+// moveInto moves the entries of tmp, a complete partitioning made in
+// dir, up into dir, graph.toml last: until it is there, dir is no
+// partitioning that OpenDir takes. On an error the entries moved are
+// removed again, and dir is left empty but for tmp, which the caller
+// removes.
+func moveInto(tmp, dir string) error {
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
+		return fmt.Errorf("partition: %w", err)
+	}
+	slices.SortStableFunc(ents, func(a, b os.DirEntry) int {
+		return boolCmp(a.Name() == ManifestFile, b.Name() == ManifestFile)
+	})
+	for i, e := range ents {
+		if err := os.Rename(filepath.Join(tmp, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+			for _, moved := range ents[:i] {
+				os.RemoveAll(filepath.Join(dir, moved.Name()))
+			}
+			return fmt.Errorf("partition: move output into place: %w", err)
+		}
+	}
+	if err := SyncDir(dir); err != nil {
+		return err
+	}
+	if err := os.Remove(tmp); err != nil {
+		return fmt.Errorf("partition: %w", err)
+	}
+	return nil
+}
+
+// boolCmp orders false before true.
+func boolCmp(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // checkWrite checks that g, adj and assign agree, and g and opts.
@@ -262,11 +333,14 @@ func CheckOutput(dir string, force bool) error {
 	if _, err := checkOutput(dir, force); err != nil {
 		return err
 	}
-	// Write makes its temporary directory beside dir's target and
-	// renames it over dir.
+	// Write makes its temporary directory in dir's target when that is
+	// an empty directory (see makeTemp), else beside it.
 	target := dir
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
 		target = real
+	}
+	if ents, err := os.ReadDir(target); err == nil && len(ents) == 0 {
+		return probeWritable(dir, target)
 	}
 	return probeWritable(dir, filepath.Dir(filepath.Clean(target)))
 }
@@ -321,7 +395,31 @@ func checkOutput(dir string, force bool) (replacing bool, err error) {
 	if len(ents) > 0 && !force {
 		return false, fmt.Errorf("partition: output %s exists and is not empty (--force replaces it)", dir)
 	}
+	if len(ents) > 0 && isMountPoint(dir) {
+		return false, fmt.Errorf("partition: output %s is a mount point, which --force cannot move aside to replace it whole: empty it (the partitioning is then written into it) or write into a directory inside it", dir)
+	}
 	return len(ents) > 0, nil
+}
+
+// isMountPoint reports whether the directory dir resolves to is on
+// another file system than its parent: a file system root, which cannot
+// be renamed.
+func isMountPoint(dir string) bool {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return false
+	}
+	a, err := os.Stat(real)
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(filepath.Dir(real))
+	if err != nil {
+		return false
+	}
+	sa, okA := a.Sys().(*syscall.Stat_t)
+	sb, okB := b.Sys().(*syscall.Stat_t)
+	return okA && okB && sa.Dev != sb.Dev
 }
 
 // replaceDir renames tmp to dir, replacing what is there.

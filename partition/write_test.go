@@ -638,3 +638,39 @@ func TestCheckOutputUnwritable(t *testing.T) {
 		t.Errorf("the checks left %d entries in %s", len(ents), root)
 	}
 }
+
+// TestWriteIntoEmptyDir: an existing empty output (a disk mounted for
+// the partitions, a directory made for the user, -o .) is written into
+// and stays, with its mode: it was removed and replaced by a directory
+// renamed from beside it, which fails for a mount point or for ".", and
+// put the files on the parent's disk first.
+func TestWriteIntoEmptyDir(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "parts")
+	if err := os.Mkdir(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.Stat(dir)
+	m := partitionTo(t, testGraph(50, 200, false, false), dir, csr.In, 2, WriteOptions{})
+	after, err := os.Stat(dir)
+	if err != nil || !os.SameFile(before, after) || after.Mode().Perm() != 0o750 {
+		t.Errorf("the output directory was replaced: same %v, mode %v", os.SameFile(before, after), after.Mode())
+	}
+	if got, err := OpenDir(dir); err != nil || got.Checksum != m.Checksum {
+		t.Fatalf("OpenDir: %v", err)
+	}
+	if ents, _ := os.ReadDir(parent); len(ents) != 1 {
+		t.Errorf("parent holds %d entries", len(ents))
+	}
+	ents, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if len(names) != 4 { // graph.toml, orig_ids.bin, part-0, part-1
+		t.Errorf("dir holds %v", names)
+	}
+}

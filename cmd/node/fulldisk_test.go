@@ -114,3 +114,34 @@ echo "left: [$(ls -A "$1/g")]"`)
 		}
 	})
 }
+
+// TestPartitionOntoMountPoint: -o naming a file system mounted for the
+// partitions is written into, nothing beside it; it failed after the
+// whole partitioning (rename: device or resource busy), having written
+// the files on the parent's disk. --force cannot replace a mount point
+// whole and is refused before the input is read.
+func TestPartitionOntoMountPoint(t *testing.T) {
+	work := t.TempDir()
+	in := writeEdgeList(t, 200)
+	mnt := filepath.Join(work, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := onFullDisk(t, mnt, 8<<20, `"$2" partition --input `+in+` --parts 2 -o "$1"
+echo "exit $?"
+"$2" inspect --verify "$1" >/dev/null 2>&1 && echo verified
+echo "beside: [$(ls -A "$1/..")]"
+echo "in: [$(ls -A "$1" | tr '\n' ' ')]"
+"$2" partition --input `+in+` --parts 3 --force -o "$1"
+echo "force exit $?"
+"$2" inspect "$1" | head -1 | grep -o '[0-9]* parts'`)
+	for _, want := range []string{"exit 0\n", "verified\n", "beside: [mnt]\n", "in: [graph.toml orig_ids.bin part-0 part-1 ]\n",
+		"node partition: partition: output " + mnt + " is a mount point, which --force cannot move aside", "force exit 1\n", "2 parts\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "\nread ") != 1 {
+		t.Errorf("the --force run read its input before refusing the output:\n%s", out)
+	}
+}
