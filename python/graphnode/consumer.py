@@ -228,9 +228,25 @@ class Consumer:
         s = self._sub(w)
         if not s.held:
             raise LoaderError("ring: %s sub-ring %d: release without a record from next" % (self.ring.path, w))
-        s.held = False
+        # held drops last: a release cut short (KeyboardInterrupt) is still
+        # held, and a second release repeats the same stores.
         s.rc = s.next
         self._publish_read(s)
+        s.held = False
+
+    def holds(self, w):
+        """Whether a record of sub-ring w was returned by next and not
+        released or given back yet."""
+        return self._sub(w).held
+
+    def unread(self, w):
+        """Give the record last returned by next(w) back unread: the next
+        next(w) returns it again (for a reader interrupted before it used
+        the record)."""
+        s = self._sub(w)
+        if not s.held:
+            raise LoaderError("ring: %s sub-ring %d: unread without a record from next" % (self.ring.path, w))
+        s.held = False
 
     def close(self):
         """Mark every sub-ring consumer-closed and wake its producer, whose

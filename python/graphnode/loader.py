@@ -173,6 +173,7 @@ class Loader:
         self._epoch = 0     # epoch of the next batch
         self._index = 0     # index of the next batch in its epoch
         self._held = -1     # sub-ring whose record is handed out
+        self._eoe = 0       # sub-rings whose end-of-epoch record was read, at the epoch's end
         self._gen = 0       # the live iterator's number
 
     # --- PyTorch DataLoader surface -------------------------------------
@@ -236,40 +237,71 @@ class Loader:
         return err
 
     def _release(self):
-        if self._held >= 0:
-            w, self._held = self._held, -1
-            self._cons.release(w)
+        """Release the held record, which was counted. Safe to repeat
+        after a KeyboardInterrupt cut it short."""
+        w = self._held
+        if w >= 0:
+            if self._cons.holds(w):
+                self._cons.release(w)
+            self._held = -1
 
     def _next(self, build):
         """The next batch of the current epoch (None when not build), or
         _END after reading the epoch's end-of-epoch records (then the epoch
-        advances)."""
+        advances).
+
+        A KeyboardInterrupt (Ctrl-C) may land anywhere. Until a record is
+        counted (self._index, self._eoe) it is given back unread when one
+        is raised, and a counted one is released by the next call, so an
+        interrupted next() leaves the loader where a break would: a new
+        iter() reads on."""
         self._check()
         try:
             self._release()
             if self._index == self._per_epoch:
-                for w in range(self._w):
-                    _, rec = self._read(w)
+                while self._eoe < self._w:
+                    w = self._eoe
+                    try:
+                        _, rec = self._read(w)
+                    except LoaderError:
+                        raise
+                    except BaseException:
+                        self._unread(w)
+                        raise
                     if rec.kind != KIND_END_OF_EPOCH or rec.epoch != self._epoch:
                         raise self._unexpected(w, rec, "end of epoch")
+                    self._eoe += 1
                     self._release()
-                self._epoch, self._index = self._epoch + 1, 0
+                self._epoch, self._index, self._eoe = self._epoch + 1, 0, 0
                 return _END
             w = self._index % self._w
-            off, rec = self._read(w)
-            if rec.kind != KIND_BATCH or rec.epoch != self._epoch or rec.index != self._index:
-                raise self._unexpected(w, rec, "batch")
             b = None
-            if build:
-                b = from_record(self._ring.mem, off, rec, self.copy)
-                if self.copy:
-                    self._release()
+            try:
+                off, rec = self._read(w)
+                if rec.kind != KIND_BATCH or rec.epoch != self._epoch or rec.index != self._index:
+                    raise self._unexpected(w, rec, "batch")
+                if build:
+                    b = from_record(self._ring.mem, off, rec, self.copy)
+            except LoaderError:
+                raise
+            except BaseException:  # KeyboardInterrupt, or a copy=True copy out of memory
+                self._unread(w)
+                raise
             self._index += 1
+            if self.copy:
+                self._release()
             return b
         except LoaderError as e:
             if self._err is None:
                 self._fail(e)
             raise
+
+    def _unread(self, w):
+        """Give sub-ring w's record back unread if it was taken: the next
+        read returns it again."""
+        if self._cons.holds(w):
+            self._cons.unread(w)
+        self._held = -1
 
     def _read(self, w):
         """The next record of sub-ring w, decoded, held until _release."""

@@ -4,6 +4,7 @@ view lifetime, copies, and every way a stream can fail."""
 import gc
 import os
 import shutil
+import signal
 import tempfile
 import time
 import unittest
@@ -288,6 +289,96 @@ class FailureTest(LoaderTestCase):
         self.assertEqual(int(b.n_id[0]), 0)
         with self.assertRaisesRegex(graphnode.LoaderError, "closed"):
             next(iter(lo))
+
+
+class InterruptTest(LoaderTestCase):
+    """Ctrl-C (KeyboardInterrupt) inside next() ends the for loop; a new
+    iter(loader) then reads on, as after a break, instead of finding the
+    records out of order and failing the loader for good."""
+
+    def patch_from_record(self, fail):
+        """from_record calls fail(n) after building its n-th batch."""
+        real, calls = graphnode.loader.from_record, []
+
+        def from_record(*a, **kw):
+            b = real(*a, **kw)
+            calls.append(b.index)
+            fail(len(calls))
+            return b
+        graphnode.loader.from_record = from_record
+        self.addCleanup(setattr, graphnode.loader, "from_record", real)
+        return calls
+
+    def test_sigint_during_copy(self):
+        # copy=True spends most of next() copying the batch: Ctrl-C there
+        # gives the record back, and the rest of the epoch is skipped
+        # from it on.
+        n = self.node(workers=2, per_epoch=6)
+        with graphnode.Loader(n.sock_path, fanouts=[2], copy=True, epochs=2) as lo:
+            calls = self.patch_from_record(lambda k: k == 2 and os.kill(os.getpid(), signal.SIGINT))
+            it = iter(lo)
+            self.assertEqual(next(it).index, 0)
+            with self.assertRaises(KeyboardInterrupt):
+                next(it)
+            self.assertEqual(calls, [0, 1])
+            self.assertEqual((lo.epoch, lo._index), (0, 1))
+            self.assertEqual([(b.epoch, b.index) for b in lo], [(1, i) for i in range(6)])
+
+    def test_failed_copy(self):
+        # A batch that could not be built (out of memory) was not
+        # delivered: its record is read again.
+        n = self.node(workers=2, per_epoch=6)
+        with graphnode.Loader(n.sock_path, fanouts=[2], copy=True, epochs=2) as lo:
+            def fail(k):
+                if k == 2:
+                    raise MemoryError
+            self.patch_from_record(fail)
+            it = iter(lo)
+            self.assertEqual(next(it).index, 0)
+            with self.assertRaises(MemoryError):
+                next(it)
+            self.assertEqual((lo.epoch, lo._index), (0, 1))
+            self.assertEqual([(b.epoch, b.index) for b in lo], [(1, i) for i in range(6)])
+
+    def test_interrupted_release(self):
+        # Ctrl-C inside the release of a counted record (its futex wake):
+        # the next call releases it again instead of finding it held.
+        n = self.node(workers=2, per_epoch=6)
+        with graphnode.Loader(n.sock_path, fanouts=[2], copy=True, epochs=2) as lo:
+            real, calls = lo._cons._publish_read, []
+
+            def publish(sub):
+                real(sub)
+                calls.append(1)
+                if len(calls) == 2:
+                    raise KeyboardInterrupt
+            lo._cons._publish_read = publish
+            it = iter(lo)
+            self.assertEqual(next(it).index, 0)
+            with self.assertRaises(KeyboardInterrupt):
+                next(it)
+            self.assertEqual((lo.epoch, lo._index), (0, 2))
+            self.assertEqual([(b.epoch, b.index) for b in lo], [(1, i) for i in range(6)])
+
+    def test_interrupted_end_of_epoch(self):
+        # The wait for the second sub-ring's end-of-epoch record is
+        # interrupted (samplers slower than the trainer): the first one's
+        # is read already and must not be asked for again.
+        n = self.node(workers=2, per_epoch=6)
+        with graphnode.Loader(n.sock_path, fanouts=[2], epochs=2) as lo:
+            real, calls = lo._cons.next, []
+
+            def nxt(w, timeout=None):
+                calls.append(w)
+                if len(calls) == 8:  # 6 batches, end of epoch of sub-ring 0, then 1
+                    raise KeyboardInterrupt
+                return real(w, timeout)
+            lo._cons.next = nxt
+            with self.assertRaises(KeyboardInterrupt):
+                for b in lo:
+                    pass
+            self.assertEqual(b.index, 5)
+            self.assertEqual([(b.epoch, b.index) for b in lo], [(1, i) for i in range(6)])
 
 
 def in_child(fn):

@@ -145,6 +145,29 @@ class ConsumeTest(RingTestCase):
         with self.assertRaisesRegex(LoaderError, "consumer pid %d attached before" % os.getpid()):
             Ring(self.path).consumer()
 
+    def test_unread(self):
+        # A record given back unread comes again; the producer's space is
+        # not freed until it is released.
+        create(self.path, 1, 4096)
+        ring, cons = self.open()
+        p = self.producer(0, heartbeat=False)
+        p.write(b"abc")
+        p.write(b"defg")
+        with self.assertRaisesRegex(LoaderError, "unread without a record"):
+            cons.unread(0)
+        self.assertFalse(cons.holds(0))
+        first = cons.next(0)
+        self.assertTrue(cons.holds(0))
+        cons.unread(0)
+        self.assertFalse(cons.holds(0))
+        self.assertEqual(ring.u64[(ring.ctl(0) + consumer_mod.CTL_READ) // 8], 0)
+        self.assertEqual(cons.next(0), first)
+        off, n = first
+        self.assertEqual(bytes(ring.mem[off:off + n]), b"abc")
+        cons.release(0)
+        off, n = cons.next(0)
+        self.assertEqual(bytes(ring.mem[off:off + n]), b"defg")
+
     def test_timeout(self):
         create(self.path, 1, 4096)
         ring, cons = self.open()
