@@ -1,0 +1,219 @@
+package partition
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+)
+
+// The output directory of Write: what may be written where, and how the
+// finished partitioning is put in place.
+
+// CheckOutput reports whether Write may write dir with force: dir does
+// not exist, is empty, or force is set and it is a directory, and where
+// Write makes its temporary directory can be written. Write checks
+// again; callers use it to fail before the work that precedes
+// Write.
+func CheckOutput(dir string, force bool) error {
+	if _, err := checkOutput(dir, force); err != nil {
+		return err
+	}
+	// Write makes its temporary directory in dir's target when that is
+	// an empty directory (see makeTemp), else beside it.
+	target := dir
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		target = real
+	}
+	if ents, err := os.ReadDir(target); err == nil && len(ents) == 0 {
+		return probeWritable(dir, target)
+	}
+	return probeWritable(dir, filepath.Dir(filepath.Clean(target)))
+}
+
+// checkOutput refuses an existing non-empty dir unless force; replacing
+// says that force will replace what dir holds.
+func checkOutput(dir string, force bool) (replacing bool, err error) {
+	st, err := os.Stat(dir)
+	if os.IsNotExist(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("partition: output: %w", err)
+	}
+	if !st.IsDir() {
+		return false, fmt.Errorf("partition: output %s exists and is not a directory", dir)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false, fmt.Errorf("partition: output: %w", err)
+	}
+	if len(ents) > 0 && !force {
+		return false, fmt.Errorf("partition: output %s exists and is not empty (--force replaces it)", dir)
+	}
+	if len(ents) > 0 && isMountPoint(dir) {
+		return false, fmt.Errorf("partition: output %s is a mount point, which --force cannot move aside to replace it whole: empty it (the partitioning is then written into it) or write into a directory inside it", dir)
+	}
+	return len(ents) > 0, nil
+}
+
+// probeWritable makes and removes a directory in where or, when where
+// does not exist yet, in its nearest existing ancestor (where mkdir -p
+// starts), as the writer will. An output on a read-only file system or
+// in a directory the user may not write to failed only once the input
+// was read and partitioned, hours on the largest graphs. dir is the
+// output the error names.
+func probeWritable(dir, where string) error {
+	at := filepath.Clean(where)
+	for {
+		_, err := os.Stat(at)
+		if up := filepath.Dir(at); errors.Is(err, fs.ErrNotExist) && up != at {
+			at = up
+			continue
+		}
+		break
+	}
+	probe, err := mkdirTemp(at, ".graphnode-probe-")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("partition: output %s: cannot write in %s: %w", dir, at, err)
+	}
+	if err := os.Remove(probe); err != nil {
+		return fmt.Errorf("partition: output %s: %w", dir, err)
+	}
+	return nil
+}
+
+// isMountPoint reports whether the directory dir resolves to is on
+// another file system than its parent: a file system root, which cannot
+// be renamed.
+func isMountPoint(dir string) bool {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return false
+	}
+	a, err := os.Stat(real)
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(filepath.Dir(real))
+	if err != nil {
+		return false
+	}
+	sa, okA := a.Sys().(*syscall.Stat_t)
+	sb, okB := b.Sys().(*syscall.Stat_t)
+	return okA && okB && sa.Dev != sb.Dev
+}
+
+// makeTemp makes the temporary directory Write writes into. An output
+// that exists (empty: checkOutput refused it otherwise, unless
+// replacing) holds it, so that the files land on dir's own file system
+// and dir itself stays: a disk mounted there for the partitions (which
+// cannot be renamed over, and whose parent's disk would have taken the
+// files), a directory made for the user in one the user may not write
+// to, its mode and owner. Otherwise it is made beside dir, whose
+// missing parents are made as by mkdir -p (as node gen makes its
+// output): CheckOutput, which callers run before the hours of work
+// before Write, passes them. into says which.
+func makeTemp(dir string, replacing bool) (tmp string, into bool, err error) {
+	if st, err := os.Stat(dir); err == nil && st.IsDir() && !replacing {
+		tmp, err := mkdirTemp(dir, ".tmp-")
+		if err != nil {
+			return "", false, fmt.Errorf("partition: %w", err)
+		}
+		return tmp, true, nil
+	}
+	parent, base := filepath.Split(filepath.Clean(dir))
+	if parent == "" {
+		parent = "."
+	}
+	if err := os.MkdirAll(parent, 0o777); err != nil {
+		return "", false, fmt.Errorf("partition: output %s: %w", dir, err)
+	}
+	if tmp, err = mkdirTemp(parent, "."+base+".tmp-"); err != nil {
+		return "", false, fmt.Errorf("partition: %w", err)
+	}
+	return tmp, false, nil
+}
+
+// moveInto moves the entries of tmp, a complete partitioning made in
+// dir, up into dir, graph.toml last: until it is there, dir is no
+// partitioning that OpenDir takes. On an error the entries moved are
+// removed again, and dir is left empty but for tmp, which the caller
+// removes.
+func moveInto(tmp, dir string) error {
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
+		return fmt.Errorf("partition: %w", err)
+	}
+	slices.SortStableFunc(ents, func(a, b os.DirEntry) int {
+		return boolCmp(a.Name() == ManifestFile, b.Name() == ManifestFile)
+	})
+	for i, e := range ents {
+		if err := os.Rename(filepath.Join(tmp, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+			for _, moved := range ents[:i] {
+				os.RemoveAll(filepath.Join(dir, moved.Name()))
+			}
+			return fmt.Errorf("partition: move output into place: %w", err)
+		}
+	}
+	if err := SyncDir(dir); err != nil {
+		return err
+	}
+	if err := os.Remove(tmp); err != nil {
+		return fmt.Errorf("partition: %w", err)
+	}
+	return nil
+}
+
+// replaceDir renames tmp to dir, replacing what is there.
+func replaceDir(tmp, dir string) error {
+	parent := filepath.Dir(filepath.Clean(dir))
+	var old string
+	if _, err := os.Stat(dir); err == nil {
+		// An empty directory is simply removed; a full one is moved
+		// aside first so that dir never holds a mix of two partitionings.
+		if os.Remove(dir) != nil {
+			o, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".old-")
+			if err != nil {
+				return fmt.Errorf("partition: %w", err)
+			}
+			if err := os.Remove(o); err != nil {
+				return fmt.Errorf("partition: %w", err)
+			}
+			if err := os.Rename(dir, o); err != nil {
+				return fmt.Errorf("partition: move old output aside: %w", err)
+			}
+			old = o
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return fmt.Errorf("partition: rename output into place: %w", err)
+	}
+	if err := SyncDir(parent); err != nil {
+		return err
+	}
+	if old != "" {
+		if err := os.RemoveAll(old); err != nil {
+			return fmt.Errorf("partition: remove replaced output: %w", err)
+		}
+	}
+	return nil
+}
+
+// boolCmp orders false before true.
+func boolCmp(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
