@@ -66,15 +66,19 @@ def _name(table):
     return struct.pack("<B", len(b)) + b
 
 
-def _ids(ids):
-    """ids (a tensor, array or sequence of non-negative ints) as uint64 LE."""
+def _ids(ids, who="kv"):
+    """ids (a tensor, array or sequence of non-negative ints) as uint64 LE;
+    who prefixes the errors (the caller's module)."""
     if isinstance(ids, torch.Tensor):
         ids = ids.detach().cpu().numpy()
     a = np.asarray(ids)
     if a.ndim != 1:
-        raise ValueError("kv: ids of shape %s: want one dimension" % (a.shape,))
-    if a.size and (a.dtype.kind not in "iu" or a.min() < 0):
-        raise ValueError("kv: ids must be non-negative integers, got dtype %s" % a.dtype)
+        raise ValueError("%s: ids of shape %s: want one dimension" % (who, a.shape))
+    if a.size and a.dtype.kind not in "iu":
+        raise ValueError("%s: ids must be integers, got dtype %s" % (who, a.dtype))
+    if a.size and a.min() < 0:
+        i = int(np.argmax(a < 0))
+        raise ValueError("%s: ids[%d] = %d: ids are non-negative" % (who, i, a[i]))
     return np.ascontiguousarray(a, dtype="<u8")
 
 

@@ -68,10 +68,11 @@ def _id_list(ids, what):
     return a.tolist()  # Python ints: the array is integer (or empty)
 
 
-def _neg_ratio(v):
-    """neg_ratio as an int. Refuses a fraction, which int() would
-    truncate (PyG's neg_sampling_ratio=0.5 would become no negatives):
-    the node draws a whole number of negatives per seed edge."""
+def _whole(v, name, what):
+    """v (neg_ratio, batch_size) as an int. Refuses a fraction, which int()
+    would truncate (PyG's neg_sampling_ratio=0.5 would become no
+    negatives, a batch_size of 2.7 two seeds): the node takes a whole
+    number of what."""
     if isinstance(v, torch.Tensor) and v.numel() == 1:
         v = v.item()
     try:
@@ -80,7 +81,7 @@ def _neg_ratio(v):
         pass
     f = float(v)
     if not f.is_integer():
-        raise ValueError("loader: neg_ratio %r: want a whole number of negatives per seed edge" % (v,))
+        raise ValueError("loader: %s %r: want a whole number of %s" % (name, v, what))
     return int(f)
 
 
@@ -117,7 +118,7 @@ class Loader:
                  batch_size=1024, shuffle=True, drop_last=False, epochs=1, seed=0, rank=0, world_size=1,
                  workers=None, concurrency=None, ring_size=None, features=True, labels=True, copy=False,
                  timeout=60.0, seed_edges=None, neg_ratio=0, exclude_seed_edges=False):
-        req = {"op": OP_OPEN_LOADER, "fanouts": [int(f) for f in fanouts], "batch_size": int(batch_size),
+        req = {"op": OP_OPEN_LOADER, "fanouts": [int(f) for f in fanouts], "batch_size": _whole(batch_size, "batch_size", "seeds per batch"),
                "shuffle": bool(shuffle), "drop_last": bool(drop_last), "epochs": int(epochs), "seed": int(seed),
                "rank": int(rank), "world_size": int(world_size), "features": bool(features),
                "labels": bool(labels)}
@@ -133,7 +134,7 @@ class Loader:
                                  % len(seed_edges))
             req["seed_edges"] = {"src": _id_list(seed_edges[0], "seed_edges sources"),
                                  "dst": _id_list(seed_edges[1], "seed_edges destinations")}
-            req["neg_ratio"] = _neg_ratio(neg_ratio)
+            req["neg_ratio"] = _whole(neg_ratio, "neg_ratio", "negatives per seed edge")
             req["exclude_seed_edges"] = bool(exclude_seed_edges)
         elif neg_ratio or exclude_seed_edges:
             raise ValueError("loader: neg_ratio and exclude_seed_edges need seed_edges (a link loader)")
@@ -361,10 +362,12 @@ class Loader:
         if self._closed:
             return
         self._closed = True
-        if self._ring is not None:
-            self._ring.close()
-        if self._conn is not None:
-            self._conn.close()
+        try:
+            if self._ring is not None:
+                self._ring.close()
+        finally:  # a Ctrl-C in the ring's close still lets go of the loader
+            if self._conn is not None:
+                self._conn.close()
 
     def close_loader(self):
         """Ask the node to end this loader now (close_loader), then close.

@@ -53,7 +53,7 @@ class NodeData(Session):
         node's partition set does not change); an error of a request of
         several names the ids it held (ids[lo:hi]), as the node's indexes
         then count from lo."""
-        a = _ids(ids)
+        a = _ids(ids, "node data")
         rb = self._row_bytes.get(kind)
         if rb is None and a.size > 1:
             rb = self._row_bytes[kind] = once(np.zeros(1, dtype="<u8"))[1]
@@ -74,7 +74,7 @@ class NodeData(Session):
         return torch.cat(parts)
 
     def _call(self, kind, ids, op):
-        a = _ids(ids)
+        a = _ids(ids, "node data")
         body = struct.pack("<BBI", kind, VERSION, a.size) + a.tobytes()
         ans = self._conn.exchange(body, op)
         if len(ans) < 2 or ans[1] != VERSION:

@@ -129,6 +129,8 @@ class IterateTest(LoaderTestCase):
                         # PyG's neg_sampling_ratio=0.5 would become no negatives
                         (dict(seed_edges=([0], [1]), neg_ratio=0.5), "neg_ratio 0.5: want a whole number"),
                         (dict(seed_edges=([0], [1]), neg_ratio=torch.tensor(1.5)), "neg_ratio 1.5"),
+                        # int() made 2.7 seeds per batch 2
+                        (dict(split="train", batch_size=2.7), "batch_size 2.7: want a whole number of seeds per batch"),
                         # the node refuses them without seed_edges; they were left out of the request
                         (dict(split="train", neg_ratio=1), "need seed_edges"),
                         (dict(seed_ids=[1], exclude_seed_edges=True), "need seed_edges")):

@@ -360,8 +360,10 @@ class NodeTest(unittest.TestCase):
             with self.assertRaises(graphnode.NodeDataError) as cm:
                 data.features([1, 2000])
             self.assertIn("ids[1] = 2000 is not a node of the partition set", str(cm.exception))
-            with self.assertRaises(ValueError):
-                data.labels([-1])
+            with self.assertRaisesRegex(ValueError, "^node data: ids\\[1\\] = -1: ids are non-negative$"):
+                data.labels([3, -1])
+            with self.assertRaisesRegex(ValueError, "^node data: ids must be integers, got dtype float32$"):
+                data.features(torch.tensor([1.0]))
             self.assertEqual(data.features([]).shape, (0, b.x.shape[1]))
 
 
