@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -52,7 +53,9 @@ func checkOutput(dir string, force bool) (replacing bool, err error) {
 		return false, fmt.Errorf("partition: output: %w", err)
 	}
 	if len(ents) > 0 && !force {
-		return false, fmt.Errorf("partition: output %s exists and is not empty (--force replaces it)", dir)
+		// Named, since ls hides some: the temporary directory that a
+		// killed run (out of memory, say) left in an empty output.
+		return false, fmt.Errorf("partition: output %s exists and is not empty (--force replaces it): it holds %s", dir, entryNames(ents, 3))
 	}
 	if len(ents) > 0 && isMountPoint(dir) {
 		return false, fmt.Errorf("partition: output %s is a mount point, which --force cannot move aside to replace it whole: empty it (the partitioning is then written into it) or write into a directory inside it", dir)
@@ -88,6 +91,19 @@ func probeWritable(dir, where string) error {
 		return fmt.Errorf("partition: output %s: %w", dir, err)
 	}
 	return nil
+}
+
+// entryNames lists the first n names of ents, and how many more.
+func entryNames(ents []os.DirEntry, n int) string {
+	var names []string
+	for _, e := range ents[:min(len(ents), n)] {
+		names = append(names, e.Name())
+	}
+	s := strings.Join(names, ", ")
+	if len(ents) > n {
+		s += fmt.Sprintf(" and %d more", len(ents)-n)
+	}
+	return s
 }
 
 // isMountPoint reports whether the directory dir resolves to is on

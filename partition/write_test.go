@@ -674,3 +674,18 @@ func TestWriteIntoEmptyDir(t *testing.T) {
 		t.Errorf("dir holds %v", names)
 	}
 }
+
+// TestCheckOutputNamesEntries: a non-empty output is refused with what
+// it holds, hidden names too: a run killed while writing into an empty
+// output leaves its .tmp- directory there, and the next run's "not
+// empty" pointed at a directory that ls shows empty.
+func TestCheckOutputNamesEntries(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, ".tmp-123"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := CheckOutput(dir, false)
+	if err == nil || !strings.Contains(err.Error(), "exists and is not empty (--force replaces it): it holds .tmp-123") {
+		t.Errorf("err = %v", err)
+	}
+}
