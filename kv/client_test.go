@@ -185,6 +185,9 @@ func TestClientErrorsCrossTheWire(t *testing.T) {
 	if !errors.As(err, &re) || re.Part != 1 || !errors.Is(err, ErrNotOwner) || !strings.Contains(err.Error(), "outside shard [4, 8)") {
 		t.Fatalf("remote error %v", err)
 	}
+	if msg := err.Error(); !strings.HasPrefix(msg, "kv: part 1: ") || strings.Contains(msg, "kv: part 1: kv: ") {
+		t.Fatalf("remote error %q: want one \"kv: \" before the shard's text", msg)
+	}
 	// Trainer 1 leaves through the client: both shards fail a step waiting for it.
 	if err := c.Leave(ctx, 1); err != nil {
 		t.Fatal(err)

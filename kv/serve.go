@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -47,7 +48,11 @@ type RemoteError struct {
 	Text string
 }
 
-func (e *RemoteError) Error() string { return fmt.Sprintf("kv: part %d: %s", e.Part, e.Text) }
+// Error is the shard's text after "kv: part P: ", without the "kv: " the
+// shard's own error starts with ("kv: part 1: kv: table ..." said kv twice).
+func (e *RemoteError) Error() string {
+	return fmt.Sprintf("kv: part %d: %s", e.Part, strings.TrimPrefix(e.Text, "kv: "))
+}
 
 // Unwrap is the sentinel named by Code, or nil.
 func (e *RemoteError) Unwrap() error {

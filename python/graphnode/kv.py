@@ -147,6 +147,8 @@ class KV(Session):
                 raise LoaderError("kv: %s: error answer of %d bytes, want at least 6" % (op, len(ans)))
             code, n = struct.unpack_from("<HH", ans, 2)
             text = bytes(ans[6:6 + n]).decode("utf-8", "replace")
+            if text.startswith("kv: "):  # the node's own prefix: say kv once
+                text = text[4:]
             raise KVError("kv: %s: %s" % (op, text), code)
         return ans
 

@@ -264,6 +264,8 @@ class NodeTest(unittest.TestCase):
             with self.assertRaises(graphnode.KVError) as cm:
                 kv.pull("emb", [2000])
             self.assertIn("2000", str(cm.exception))
+            # "kv: " once: the shard's own prefix is not repeated.
+            self.assertEqual(str(cm.exception).count("kv: "), 1, str(cm.exception))
             with self.assertRaises(ValueError):
                 kv.push("emb", [1, 2], torch.ones(3))
             with self.assertRaises(ValueError):
