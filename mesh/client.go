@@ -134,10 +134,16 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mesh: client: %w", err)
 	}
+	// With a reset key the transport answers a packet of a connection it
+	// no longer has (ended by its idle timeout, say, while the peer was
+	// paused) with a stateless reset, so the peer drops it at once: a
+	// peer that resumes may otherwise keep it, and the remote loader
+	// streamed on it, until an idle timeout stretched by the pause's RTT.
+	key := quic.StatelessResetKey(cfg.Identity.resetKey)
 	c := &Client{
 		cfg:   cfg,
 		udp:   udp,
-		tr:    &quic.Transport{Conn: udp},
+		tr:    &quic.Transport{Conn: udp, StatelessResetKey: &key},
 		peers: make(map[int]*peerConn, len(cfg.Peers)),
 		out:   newMetrics(Outbound),
 		done:  make(chan struct{}),

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/quic-go/quic-go"
 )
 
 // loaderHandler adds LoaderHandler to testHandler. A loader's options are
@@ -291,5 +293,75 @@ func TestRemoteLoaderFailures(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("loaders whose connection ended: %v, want both", seen)
 		}
+	}
+}
+
+// connHandler is loaderHandler noting the connection of each loader.
+type connHandler struct {
+	*loaderHandler
+	conns chan context.Context
+}
+
+func (h *connHandler) OpenLoader(ctx, conn context.Context, peer string, options []byte) (uint64, []byte, error) {
+	h.conns <- conn
+	return h.loaderHandler.OpenLoader(ctx, conn, peer, options)
+}
+
+// TestRemoteLoaderClientGoneReset: a client node whose loader connection
+// ended without a word (its idle timeout while the sampling node was
+// paused; here its transport destroyed) answers the sampling node's next
+// packets on it with a stateless reset, from the same socket, so the
+// loader ends at once. Without a reset key the client dropped them: a
+// sampling node resumed after a SIGSTOP kept the loader, its samplers and
+// its ring for minutes (an idle timeout stretched by the pause's RTT).
+func TestRemoteLoaderClientGoneReset(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	h := &connHandler{loaderHandler: newLoaderHandler(), conns: make(chan context.Context, 4)}
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", func(c *ServerConfig) { c.Handler = h })
+	id := loadID(t, dir, "host0")
+	local := freeUDPAddr(t)
+	at := func(c *ClientConfig) { c.LocalAddr = local }
+	peers := map[int]Peer{1: srv.peer()}
+	c1 := newTestClient(t, id, peers, at)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l, err := c1.OpenLoader(ctx, 1, []byte("0 block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := <-h.conns
+	rs, err := l.Stream(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reading := make(chan struct{})
+	go func() {
+		for i := 0; ; i++ {
+			if i == 6 {
+				close(reading)
+			}
+			if _, err := rs.Next(); err != nil {
+				return
+			}
+		}
+	}()
+	<-reading
+	// The client's process gone mid-stream: no CONNECTION_CLOSE.
+	c1.tr.Close()
+	c1.udp.Close()
+	// Its successor (the client node restarted, or its other
+	// connections) holds the socket.
+	c2 := newTestClient(t, id, peers, at)
+	if err := c2.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-conn.Done():
+	case <-ctx.Done():
+		t.Fatal("the loader's connection outlived the client")
+	}
+	var reset *quic.StatelessResetError
+	if cause := context.Cause(conn); !errors.As(cause, &reset) {
+		t.Errorf("loader connection ended by %v, want a stateless reset from the client's socket", cause)
 	}
 }
