@@ -124,6 +124,18 @@ func (o *ReadOptions) formatProblems(format, guessedFrom string) []error {
 	return errs
 }
 
+// dirLayout is what a format that reads a directory reads in it, and ""
+// for the formats that read files (LINQS reads either).
+func dirLayout(format string) string {
+	switch format {
+	case FormatKG:
+		return "entities.dict, relations.dict, train.txt"
+	case FormatOGB:
+		return "raw/, split/"
+	}
+	return ""
+}
+
 // Read reads the graph at path in opts.Format. Every reader streams its
 // files, decompresses gzip (detected by content, not name), checks ctx
 // every 64K lines, and reports a bad line as "path:line: what is wrong"
@@ -152,6 +164,17 @@ func Read(ctx context.Context, path string, opts ReadOptions) (*Graph, error) {
 			return nil, err
 		}
 		opts.Format = f
+	}
+	// A file given to a format of directories, or the other way round,
+	// failed in the reader with a path inside the file
+	// (train.txt/entities.dict) or "is a directory".
+	if st, err := os.Stat(path); err == nil {
+		switch layout := dirLayout(opts.Format); {
+		case st.IsDir() && (opts.Format == FormatEdgeList || opts.Format == FormatMETIS):
+			return nil, formatErrorf("%s: a directory, but format %s reads a file", path, opts.Format)
+		case !st.IsDir() && layout != "":
+			return nil, formatErrorf("%s: a file, but format %s reads a directory (%s)", path, opts.Format, layout)
+		}
 	}
 	var g *Graph
 	var err error

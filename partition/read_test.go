@@ -230,3 +230,23 @@ func TestReadProgress(t *testing.T) {
 	}
 	rdEq(t, "last", calls[len(calls)-1], [2]int64{st.Size(), st.Size()})
 }
+
+// TestReadFormatFileOrDir: a file given with a format that reads a
+// directory, or a directory with one that reads a file, is refused as
+// such; the readers failed on "train.txt/entities.dict: no such file" or
+// "read kg: is a directory".
+func TestReadFormatFileOrDir(t *testing.T) {
+	dir := t.TempDir()
+	rdWrite(t, dir, "kg/train.txt", "a\tr\tb\n", false)
+	for _, c := range []struct{ path, format, want string }{
+		{"kg/train.txt", FormatKG, "kg/train.txt: a file, but format kg reads a directory (entities.dict, relations.dict, train.txt)"},
+		{"kg/train.txt", FormatOGB, "kg/train.txt: a file, but format ogb reads a directory (raw/, split/)"},
+		{"kg", FormatEdgeList, "kg: a directory, but format edgelist reads a file"},
+		{"kg", FormatMETIS, "kg: a directory, but format metis reads a file"},
+	} {
+		_, err := Read(context.Background(), filepath.Join(dir, c.path), ReadOptions{Format: c.format})
+		if err == nil || !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s as %s: %v, want %q", c.path, c.format, err, c.want)
+		}
+	}
+}
