@@ -36,22 +36,43 @@ type kgeFlags struct {
 
 // kgeLine is one epoch as `node kge --json` prints it.
 type kgeLine struct {
-	Epoch        int     `json:"epoch"`
-	Loss         float64 `json:"loss"`
-	Steps        int     `json:"steps"`
-	Triples      int64   `json:"triples"`
-	TrainS       float64 `json:"train_s"`
-	PullS        float64 `json:"pull_s"` // of train_s: this trainer's pulls and pushes
-	TriplesPerS  float64 `json:"triples_per_s"`
-	Evaluated    bool    `json:"evaluated"`
-	Ranks        int     `json:"ranks,omitempty"`
-	MRR          float64 `json:"mrr,omitempty"`
-	MR           float64 `json:"mr,omitempty"`
-	Hits1        float64 `json:"hits1,omitempty"`
-	Hits3        float64 `json:"hits3,omitempty"`
-	Hits10       float64 `json:"hits10,omitempty"`
-	EvalS        float64 `json:"eval_s,omitempty"`
-	EvalFiltered bool    `json:"eval_filtered,omitempty"`
+	Epoch       int     `json:"epoch"`
+	Loss        float64 `json:"loss"`
+	Steps       int     `json:"steps"`
+	Triples     int64   `json:"triples"`
+	TrainS      float64 `json:"train_s"`
+	PullS       float64 `json:"pull_s"` // of train_s: this trainer's pulls and pushes
+	TriplesPerS float64 `json:"triples_per_s"`
+	Evaluated   bool    `json:"evaluated"`
+	*KGEEval            // nil when the epoch was not evaluated
+}
+
+// KGEEval is an evaluated epoch's metrics. Every field is written, a zero
+// one too: with omitempty, a Hits@1 of 0 (or raw ranks) left its key out
+// of the line and of config.json. Exported: encoding/json fills no
+// embedded pointer to an unexported struct, so a reader of the lines
+// (the tests) lost the metrics.
+type KGEEval struct {
+	Ranks        int     `json:"ranks"`
+	MRR          float64 `json:"mrr"`
+	MR           float64 `json:"mr"`
+	Hits1        float64 `json:"hits1"`
+	Hits3        float64 `json:"hits3"`
+	Hits10       float64 `json:"hits10"`
+	EvalS        float64 `json:"eval_s"`
+	EvalFiltered bool    `json:"eval_filtered"`
+}
+
+// newKGELine is the line of epoch st; filtered says how it ranked.
+func newKGELine(st train.KGEEpochStats, filtered bool) kgeLine {
+	l := kgeLine{Epoch: st.Epoch, Loss: st.Loss, Steps: st.Steps, Triples: st.Triples, TrainS: st.TrainTime.Seconds(),
+		PullS: st.PullTime.Seconds(), TriplesPerS: st.TriplesPerSec(), Evaluated: st.Evaluated}
+	if st.Evaluated {
+		e := st.Eval
+		l.KGEEval = &KGEEval{Ranks: e.Ranks, MRR: e.MRR, MR: e.MR, Hits1: e.Hits1, Hits3: e.Hits3, Hits10: e.Hits10,
+			EvalS: st.EvalTime.Seconds(), EvalFiltered: filtered}
+	}
+	return l
 }
 
 // runKGE is `node kge`: DGL-KE's job on the cluster. Entity and relation
@@ -436,13 +457,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 	var last kgeLine
 	_, err = k.Run(ctx, train.KGEData{Train: in.train, Eval: in.eval, Filter: in.filter}, func(st train.KGEEpochStats) {
 		prog.done() // the epoch's status line, before the epoch's result
-		l := kgeLine{Epoch: st.Epoch, Loss: st.Loss, Steps: st.Steps, Triples: st.Triples, TrainS: st.TrainTime.Seconds(),
-			PullS: st.PullTime.Seconds(), TriplesPerS: st.TriplesPerSec(), Evaluated: st.Evaluated}
-		if st.Evaluated {
-			e := st.Eval
-			l.Ranks, l.MRR, l.MR, l.Hits1, l.Hits3, l.Hits10 = e.Ranks, e.MRR, e.MR, e.Hits1, e.Hits3, e.Hits10
-			l.EvalS, l.EvalFiltered = st.EvalTime.Seconds(), in.filter != nil
-		}
+		l := newKGELine(st, in.filter != nil)
 		last = l
 		if f.jsonOut {
 			enc.Encode(l)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"graphnode/node/client"
 	"graphnode/partition"
+	"graphnode/train"
 )
 
 // kgeParts partitions FB15k-237 into two metis parts balanced in entities
@@ -381,6 +383,48 @@ func TestCheckKGEManifest(t *testing.T) {
 		err := checkKGEManifest("parts", &c.m)
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestKGELineJSON: an evaluated epoch's line has every metric, a zero
+// one included (a model that never ranks a triple first has Hits@1 0;
+// that is a result, and a reader of --json or config.json must find it),
+// and an epoch that was not evaluated has none.
+func TestKGELineJSON(t *testing.T) {
+	metrics := []string{"ranks", "mrr", "mr", "hits1", "hits3", "hits10", "eval_s", "eval_filtered"}
+	st := train.KGEEpochStats{Epoch: 2, Loss: 1.25, Steps: 3, Triples: 3072, TrainTime: time.Second,
+		Evaluated: true, Eval: train.KGEMetrics{Ranks: 4, MRR: 0.125, MR: 900}, EvalTime: time.Second}
+	for _, c := range []struct {
+		name     string
+		st       train.KGEEpochStats
+		filtered bool
+		want     map[string]any // of the metrics
+	}{
+		{"raw, no hits", st, false, map[string]any{"ranks": 4.0, "mrr": 0.125, "mr": 900.0, "hits1": 0.0, "hits3": 0.0, "hits10": 0.0, "eval_s": 1.0, "eval_filtered": false}},
+		{"filtered", st, true, map[string]any{"ranks": 4.0, "mrr": 0.125, "mr": 900.0, "hits1": 0.0, "hits3": 0.0, "hits10": 0.0, "eval_s": 1.0, "eval_filtered": true}},
+		{"not evaluated", train.KGEEpochStats{Epoch: 1, Loss: 2, Steps: 3, Triples: 3072, TrainTime: time.Second}, true, map[string]any{}},
+	} {
+		b, err := json.Marshal(newKGELine(c.st, c.filtered))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got["epoch"] != float64(c.st.Epoch) || got["evaluated"] != c.st.Evaluated {
+			t.Errorf("%s: %s", c.name, b)
+		}
+		for _, k := range metrics {
+			w, want := c.want[k]
+			if g, ok := got[k]; ok != want || g != w {
+				t.Errorf("%s: %s: %q is %v, want %v", c.name, b, k, got[k], w)
+			}
+		}
+		var back kgeLine
+		if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, newKGELine(c.st, c.filtered)) {
+			t.Errorf("%s: %s reads back as %+v", c.name, b, back)
 		}
 	}
 }
