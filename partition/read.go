@@ -121,6 +121,9 @@ func (o *ReadOptions) formatProblems(format, guessedFrom string) []error {
 	if format != FormatOGB && o.SplitScheme != "" {
 		errs = append(errs, fmt.Errorf("partition: split scheme applies to ogb only, not %s%s", format, how))
 	}
+	if format != FormatEdgeList && format != FormatLINQS && o.Dangling != "" {
+		errs = append(errs, fmt.Errorf("partition: dangling applies to edge lists and linqs only, not %s%s: an id it does not know is always an error there", format, how))
+	}
 	return errs
 }
 
@@ -149,9 +152,6 @@ func Read(ctx context.Context, path string, opts ReadOptions) (*Graph, error) {
 	if opts.IDs == "auto" {
 		opts.IDs = IDsAuto
 	}
-	if opts.Dangling == "" {
-		opts.Dangling = Drop
-	}
 	if opts.MissingLabel == "" {
 		opts.MissingLabel = Keep
 	}
@@ -164,6 +164,9 @@ func Read(ctx context.Context, path string, opts ReadOptions) (*Graph, error) {
 			return nil, err
 		}
 		opts.Format = f
+	}
+	if opts.Dangling == "" { // after formatProblems, which refuses a given one where it has no use
+		opts.Dangling = Drop
 	}
 	// A file given to a format of directories, or the other way round,
 	// failed in the reader with a path inside the file

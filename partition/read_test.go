@@ -115,6 +115,10 @@ func TestReadRefusesOptionsOfOtherFormats(t *testing.T) {
 	rdWrite(t, dir, "cora/c.cites", "p1\tp2\n", false)
 	edges := rdWrite(t, dir, "e.txt", "0 1\n", false)
 	linqs := filepath.Join(dir, "cora")
+	kg := filepath.Join(dir, "kg")
+	rdWrite(t, dir, "kg/entities.dict", "0\ta\n1\tb\n", false)
+	rdWrite(t, dir, "kg/relations.dict", "0\tr\n", false)
+	rdWrite(t, dir, "kg/train.txt", "a\tr\tb\n", false)
 	for _, tt := range []struct {
 		path string
 		opts ReadOptions
@@ -128,6 +132,11 @@ func TestReadRefusesOptionsOfOtherFormats(t *testing.T) {
 		{linqs, ReadOptions{SplitScheme: "random"}, "split scheme applies to ogb only, not linqs (guessed from"},
 		{linqs, ReadOptions{Format: FormatLINQS, Weighted: true}, "weighted applies to edge lists only, not linqs"},
 		{edges, ReadOptions{SplitScheme: "random"}, "split scheme applies to ogb only, not edgelist (guessed from"},
+		// kg, ogb and metis refuse an unknown id whatever the policy
+		{kg, ReadOptions{Dangling: Add}, "dangling applies to edge lists and linqs only, not kg (guessed from"},
+		{kg, ReadOptions{Format: FormatKG, Dangling: Drop}, "dangling applies to edge lists and linqs only, not kg: an id it does not know is always an error there"},
+		{linqs, ReadOptions{Dangling: Error}, ""},
+		{edges, ReadOptions{Dangling: Add}, ""},
 		{linqs, ReadOptions{Header: HeaderAuto, IDs: "auto"}, ""},
 		{edges, ReadOptions{Header: HeaderNo, IDs: IDsInt, Weighted: false}, ""},
 	} {

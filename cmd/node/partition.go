@@ -31,6 +31,7 @@ type partitionFlags struct {
 	imbalance, cacheRatio                    float64
 	seed                                     uint64
 	undirected, force, directionSet          bool
+	danglingSet                              bool
 }
 
 // runPartition is `node partition`: read a graph, clean it, split it,
@@ -90,8 +91,11 @@ func runPartition(ctx context.Context, a *app, args []string) error {
 		return usage("--seed %d: want below 2^63", f.seed)
 	}
 	fs.Visit(func(fl *flag.Flag) {
-		if fl.Name == "direction" {
+		switch fl.Name {
+		case "direction":
 			f.directionSet = true
+		case "dangling":
+			f.danglingSet = true
 		}
 	})
 	return partitionRun(ctx, a, &f)
@@ -144,7 +148,10 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 		return err
 	}
 	split.Seed = f.seed
-	f.read.Dangling, f.read.MissingLabel = partition.Policy(f.dangling), partition.Policy(f.missing)
+	f.read.MissingLabel = partition.Policy(f.missing)
+	if f.danglingSet { // else the reader's default: a format without the policy refuses it
+		f.read.Dangling = partition.Policy(f.dangling)
+	}
 	f.read.Header = f.header
 	if f.header == "auto" {
 		f.read.Header = partition.HeaderAuto
