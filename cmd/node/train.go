@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,7 +26,7 @@ type trainFlags struct {
 	workers              int
 	ringSize             string
 	worldSize            int
-	table                string
+	table, paramsTable   string
 	jsonOut, save, eval  bool
 	cfg                  train.Config
 }
@@ -98,7 +99,8 @@ func newTrainFlags(a *app) (*flag.FlagSet, *trainFlags) {
 	fs.StringVar(&f.table, "table", "graphsage.sync", "kv table that averages the gradients (the same on every trainer)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
 	fs.BoolVar(&f.eval, "eval", true, "evaluate on the val and test splits (false: train only, for timing)")
-	fs.BoolVar(&f.save, "save", false, "checkpoint every kv table (kv_save) after training")
+	fs.BoolVar(&f.save, "save", false, "after training, store the parameters in kv table --params-table (rank 0) and checkpoint every kv table (kv_save)")
+	fs.StringVar(&f.paramsTable, "params-table", "graphsage.params", "kv table --save stores the trained parameters in: row i holds parameters 256i to 256i+255, per layer W_l, W_r (din × dout, row-major) and b")
 	return fs, f
 }
 
@@ -154,6 +156,11 @@ func (f *trainFlags) check() error {
 	if !validTableName(f.table) {
 		bad("--table %q: %s", f.table, tableNameRule())
 	}
+	if f.save && !validTableName(f.paramsTable) {
+		bad("--params-table %q: %s", f.paramsTable, tableNameRule())
+	} else if f.save && f.paramsTable == f.table {
+		bad("--params-table %q: the same as --table, which averages the gradients", f.paramsTable)
+	}
 	if f.eval && evalFan != nil && len(evalFan) < cfg.Layers {
 		bad("--eval-fanouts %q samples %s; the model (%d layers) needs one per layer", f.evalFanouts, hops(len(evalFan)), cfg.Layers)
 	}
@@ -168,6 +175,30 @@ func (f *trainFlags) check() error {
 func checkSave(st *control.Stats, socket string) error {
 	if st.KV != nil && st.KV.CheckpointDir == "" {
 		return fmt.Errorf("--save: the node at %s has no kv.checkpoint_dir, so kv_save would fail once training is over: set [kv] checkpoint_dir in its node.toml (on every sampling node) or leave out --save", socket)
+	}
+	return nil
+}
+
+// storeParams writes params into kv table name (rows of client.SyncDim,
+// the last one padded with zeros) for kv_save to checkpoint: the model
+// lives in the trainer, and --save checkpointed only the sync table,
+// whose rows hold the last round's averaged statistics. The table is a
+// synchronous "average" table of one trainer, so a step sets its rows to
+// exactly what was pushed; a table of an earlier model of another size
+// under that name is dropped first (--save replaces the saved model).
+func storeParams(ctx context.Context, kvc *client.KV, name string, params []float32) error {
+	s, err := client.NewSync(ctx, kvc, name, len(params), 0, 1)
+	if err != nil && tableClash(err) {
+		if _, err := kvc.Drop(ctx, name); err != nil {
+			return fmt.Errorf("--params-table %q: drop the earlier model's table: %w", name, err)
+		}
+		s, err = client.NewSync(ctx, kvc, name, len(params), 0, 1)
+	}
+	if err == nil {
+		err = s.AllReduce(ctx, 0, slices.Clone(params))
+	}
+	if err != nil {
+		return fmt.Errorf("--params-table %q: store the trained parameters: %w", name, err)
 	}
 	return nil
 }
@@ -326,8 +357,17 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	if f.save {
-		if _, err := kvc.Save(ctx); err != nil {
+		if cfg.Rank == 0 {
+			if err := storeParams(ctx, kvc, f.paramsTable, tr.Params()); err != nil {
+				return err
+			}
+		}
+		si, err := kvc.Save(ctx)
+		if err != nil {
 			return err
+		}
+		if cfg.Rank == 0 && !f.jsonOut {
+			fmt.Fprintf(out, "saved the %d trained parameters in kv table %q and checkpointed every kv table (kv_save: %s)\n", tr.NumParams(), f.paramsTable, si.Dir)
 		}
 	}
 	if err := kvc.Done(ctx); err != nil {

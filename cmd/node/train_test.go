@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"graphnode/node/client"
 	"graphnode/node/control"
+	"graphnode/train"
 )
 
 // built is `node` built once for the tests that start processes, without
@@ -348,6 +351,121 @@ func TestTrainerKilled(t *testing.T) {
 	}
 }
 
+// TestTrainSaveParams: node train --save on two nodes and two trainers
+// stores the trained parameters in kv table graphsage.params and
+// checkpoints it on every node; a trainer given the pulled parameters
+// scores on the test split exactly the accuracy the job reported for its
+// last epoch. --save checkpointed only the sync table, whose rows hold
+// the last round's averaged statistics: the trained model was lost.
+func TestTrainSaveParams(t *testing.T) {
+	bin := nodeBinary(t)
+	parts := filepath.Join(t.TempDir(), "parts")
+	f := demoFlags{nodes: 2000, featDim: 16, classes: 4, parts: 2, method: "random", fanouts: "10,5", batch: 64, seed: 1}
+	if err := f.partition(context.Background(), newApp(io.Discard, io.Discard), parts); err != nil {
+		t.Fatal(err)
+	}
+	ck := t.TempDir()
+	cl, err := newDemoCluster(bin, t.TempDir(), parts, 2, "64MB", 1)
+	t.Cleanup(func() {
+		if err := cl.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, path := range cl.configs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = []byte(strings.Replace(string(b), "[kv]\n", "[kv]\ncheckpoint_dir = "+strconv.Quote(ck)+"\n", 1))
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.start(i, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := cl.waitReady(ctx, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	args := func(r int) []string {
+		return []string{"--socket", cl.sockets[r], "--rank", strconv.Itoa(r), "--world-size", "2", "--fanouts", "10,5",
+			"--eval-fanouts", "-1,-1", "--batch-size", "64", "--hidden", "8", "--epochs", "8", "--eval-every", "0",
+			"--workers", "1", "--threads", "1", "--save"}
+	}
+	trs := []*trainer{startTrainer(t, bin, args(0)...), startTrainer(t, bin, args(1)...)}
+	var reported float64
+	for r, tr := range trs {
+		for m := range tr.lines {
+			if e, ok := m["epoch"].(float64); ok && e == 7 {
+				reported, _ = m["test_acc"].(float64)
+			}
+		}
+		if err := <-tr.done; err != nil {
+			t.Fatalf("trainer %d: %v\n%s", r, err, &tr.stderr)
+		}
+	}
+	for p := range 2 {
+		if _, err := os.Stat(filepath.Join(ck, "graphsage.params.part"+strconv.Itoa(p)+".kvt")); err != nil {
+			t.Errorf("checkpoint of the parameters on part %d: %v", p, err)
+		}
+	}
+
+	// A trainer of the same model, given the stored parameters, on the
+	// same test seeds (all neighbours: no sampling left to differ).
+	var correct, count int
+	var tr *train.Trainer
+	for r, sock := range cl.sockets {
+		o := client.DefaultOptions()
+		o.Split, o.Fanouts, o.BatchSize, o.Epochs, o.Shuffle = "test", []int{-1, -1}, 1024, 1, false
+		o.Seed, o.Rank, o.WorldSize, o.Workers = 1, r, 2, 1
+		l, err := client.OpenLoader(ctx, sock, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if tr == nil {
+			cfg := train.DefaultConfig()
+			cfg.Hidden, cfg.Seed, cfg.Threads = 8, 1, 1
+			cfg.FeatDim, cfg.Classes = l.Info().FeatDim, l.Info().NumClasses
+			if tr, err = train.New(cfg, train.NoSync{}); err != nil {
+				t.Fatal(err)
+			}
+			kvc, err := client.DialKV(ctx, sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer kvc.Close()
+			n := tr.NumParams()
+			ids := make([]uint64, (n+client.SyncDim-1)/client.SyncDim)
+			for i := range ids {
+				ids[i] = uint64(i)
+			}
+			got, err := kvc.Pull(ctx, "graphsage.params", ids, nil)
+			if err != nil {
+				t.Fatalf("pull the stored parameters: %v", err)
+			}
+			if slices.Equal(got[:n], tr.Params()) {
+				t.Fatal("the stored parameters are the initial ones")
+			}
+			copy(tr.Params(), got[:n])
+		}
+		c, n, err := tr.Evaluate(ctx, &timedBatches{l: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		correct, count = correct+c, count+n
+	}
+	if acc := float64(correct) / float64(count); count == 0 || acc != reported {
+		t.Fatalf("stored parameters score %d of %d test seeds (%.4f), the job reported %.4f for its last epoch", correct, count, acc, reported)
+	}
+	t.Logf("stored parameters: test accuracy %.4f (%d of %d), as reported", reported, correct, count)
+}
+
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
@@ -403,6 +521,7 @@ func TestTrainFlagErrors(t *testing.T) {
 		{[]string{"--fanouts", "5", "--layers", "2"}, `--layers 2: --fanouts "5" samples 1 hop;`},
 		// Refused by kv_create only once the loaders were open.
 		{[]string{"--table", "my/job.sync"}, `--table "my/job.sync": must be 1-64 bytes of [A-Za-z0-9_.-], not starting with '.'`},
+		{[]string{"--save", "--params-table", "graphsage.sync"}, `--params-table "graphsage.sync": the same as --table`},
 	} {
 		code, _, stderr := runNode(t, append([]string{"train", "--socket", socket}, tc.flags...)...)
 		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "dial") {
