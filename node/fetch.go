@@ -175,9 +175,10 @@ func (f *fetcher) clientConfig(checksum string) mesh.ClientConfig {
 
 // ask calls try with each peer in turn, in rounds, until one succeeds.
 // Peers in left (nil: none) are not asked; a peer whose error matches
-// mesh.ErrNotFound or ErrFetch is not asked again; the others are asked
-// again a second after a round, until opts.Wait has passed since the
-// fetch began. The error lists each peer's last failure.
+// mesh.ErrNotFound, mesh.ErrRefused (another partitioning or cluster:
+// waiting does not heal it) or ErrFetch is not asked again; the others
+// are asked again a second after a round, until opts.Wait has passed
+// since the fetch began. The error lists each peer's last failure.
 func (f *fetcher) ask(ctx context.Context, what string, left map[int]bool, try func(part int) error) error {
 	last := map[int]error{}
 	skip := maps.Clone(left)
@@ -202,7 +203,7 @@ func (f *fetcher) ask(ctx context.Context, what string, left map[int]bool, try f
 				return fmt.Errorf("node: fetch %s: %w", what, err)
 			}
 			last[part] = err
-			if errors.Is(err, mesh.ErrNotFound) || errors.Is(err, ErrFetch) {
+			if errors.Is(err, mesh.ErrNotFound) || errors.Is(err, mesh.ErrRefused) || errors.Is(err, ErrFetch) {
 				skip[part] = true
 				continue
 			}
@@ -223,7 +224,14 @@ func (f *fetcher) ask(ctx context.Context, what string, left map[int]bool, try f
 		case <-t.C:
 		}
 	}
-	return failures(fmt.Errorf("node: fetch %s: no peer holds it: %w", what, ErrFetch), last)
+	why := "no peer holds it"
+	for _, err := range last {
+		if errors.Is(err, mesh.ErrRefused) {
+			why = "no peer holds it or accepts this node (a refusal: check graph.toml, the certificates and mesh.cluster here against the peers')"
+			break
+		}
+	}
+	return failures(fmt.Errorf("node: fetch %s: %s: %w", what, why, ErrFetch), last)
 }
 
 // localError is a failure on this host (writing the file): no other

@@ -336,3 +336,44 @@ func TestFetchWaitBound(t *testing.T) {
 		t.Errorf("Fetch gave up after %v, want within %v (--wait %v)", took, limit, wait)
 	}
 }
+
+// TestFetchRefusedAtOnce: a host whose graph.toml is of another
+// partitioning than its peers' is refused by every peer; the fetch fails
+// at once naming the refusals (waiting cannot heal them), where it asked
+// again every second for the whole --wait (2 minutes by default) before
+// it said "no peer could give it".
+func TestFetchRefusedAtOnce(t *testing.T) {
+	parts, _, certs := fetchFixture(t)
+	cfg := DefaultConfig()
+	cfg.Node.Parts, cfg.Node.Part, cfg.Node.Name = filepath.Join(t.TempDir(), "parts"), 1, "host1"
+	if err := os.MkdirAll(cfg.Node.Parts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(parts, partition.ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.Node.Parts, partition.ManifestFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const other = "0123456789abcdef0123456789abcdef"
+	cfg.Mesh.Certs, cfg.Mesh.Cluster, cfg.Mesh.Timeout, cfg.Mesh.Retries = certs, "fetch", "1s", 1
+	cfg.Mesh.Peers = []MeshPeer{
+		{Part: 0, Name: "host0", Addr: serve(t, certs, other, 0, &dirFiles{dir: parts})},
+		{Part: 2, Name: "host2", Addr: serve(t, certs, other, 2, &dirFiles{dir: parts})},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = Fetch(ctx, cfg, slog.New(slog.DiscardHandler), FetchOptions{})
+	if ctx.Err() != nil {
+		t.Fatalf("Fetch still asked the peers that refused it after 30 s: %v", err)
+	}
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	if !errors.Is(err, ErrFetch) || !strings.Contains(msg, "refused") ||
+		!strings.Contains(msg, "peer host0 (") || !strings.Contains(msg, "peer host2 (") || !strings.Contains(msg, "checksum") {
+		t.Fatalf("err = %v, want ErrFetch naming both peers' checksum refusals", err)
+	}
+}
