@@ -86,6 +86,7 @@ func TestDemoChecksFlagsFirst(t *testing.T) {
 		{[]string{"--dropout", "1"}, "dropout 1: want [0, 1)"},
 		{[]string{"--hidden", "0"}, "hidden 0: want ≥ 1"},
 		{[]string{"--fanouts", "5"}, "layers 1: want 2 or 3"},
+		{[]string{"--fanouts", "5,0"}, `--fanouts "5,0": hop 2 samples 0 neighbours`},
 		{[]string{"--feat-dim", "0"}, "--feat-dim 0: want ≥ 1"},
 		{[]string{"--classes", "1"}, "--classes 1: want ≥ 2"},
 		{[]string{"--cache-ratio", "-1", "--input", "/nonexistent"}, "cache ratio -1: want a number ≥ 0"},

@@ -121,6 +121,18 @@ func (f *trainFlags) check() error {
 			errs = append(errs, errors.New(strings.Replace(err.Error(), "--fanouts", "--eval-fanouts", 1)))
 		}
 	}
+	// parseFanouts takes 0 (node partition's heat estimate does), the
+	// node's loaders do not: they refused it once node train had
+	// connected, and node demo had generated, partitioned and started
+	// its cluster.
+	for _, c := range []struct {
+		flag, text string
+		hops       []int
+	}{{"--fanouts", f.fanouts, fan}, {"--eval-fanouts", f.evalFanouts, evalFan}} {
+		if k := slices.Index(c.hops, 0); k >= 0 {
+			bad("%s %q: hop %d samples 0 neighbours: want -1 (all) or a count ≥ 1", c.flag, c.text, k+1)
+		}
+	}
 	if f.batch < 1 {
 		bad("--batch-size %d: want ≥ 1", f.batch)
 	}

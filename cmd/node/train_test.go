@@ -519,6 +519,9 @@ func TestTrainFlagErrors(t *testing.T) {
 		{[]string{"--layers", "3", "--fanouts", "5,5"}, `--layers 3: --fanouts "5,5" samples 2 hops; the model needs one per layer`},
 		{[]string{"--fanouts", "5,5", "--eval-fanouts", "5"}, `--eval-fanouts "5" samples 1 hop; the model (2 layers) needs one per layer`},
 		{[]string{"--fanouts", "5", "--layers", "2"}, `--layers 2: --fanouts "5" samples 1 hop;`},
+		// The node's loaders refuse a hop of 0, once node train connected.
+		{[]string{"--fanouts", "5,0"}, `--fanouts "5,0": hop 2 samples 0 neighbours: want -1 (all) or a count ≥ 1`},
+		{[]string{"--eval-fanouts", "0,-1"}, `--eval-fanouts "0,-1": hop 1 samples 0 neighbours: want -1 (all) or a count ≥ 1`},
 		// Refused by kv_create only once the loaders were open.
 		{[]string{"--table", "my/job.sync"}, `--table "my/job.sync": must be 1-64 bytes of [A-Za-z0-9_.-], not starting with '.'`},
 		{[]string{"--save", "--params-table", "graphsage.sync"}, `--params-table "graphsage.sync": the same as --table`},
