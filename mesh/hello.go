@@ -58,7 +58,7 @@ func (s *Server) hello(conn *quic.Conn, peer string) (fetchOnly, ok bool) {
 	if problem == "" {
 		return fetchOnly, true
 	}
-	s.cfg.Logger.Warn("mesh: refused peer", "peer", peer, "addr", conn.RemoteAddr().String(), "err", problem)
+	s.logRefusal(peer, conn.RemoteAddr().String(), problem)
 	t := time.NewTimer(refuseLinger)
 	select {
 	case <-conn.Context().Done():
@@ -67,6 +67,33 @@ func (s *Server) hello(conn *quic.Conn, peer string) (fetchOnly, ok bool) {
 	t.Stop()
 	conn.CloseWithError(appRefused, problem)
 	return false, false
+}
+
+// logRefusal logs a refused peer, but a refusal for the reason last
+// logged for that peer only once refuseLogEvery has passed, with how
+// many times it was refused since: a node refused retries its handshake
+// every few seconds, for as long as it runs.
+func (s *Server) logRefusal(peer, addr, problem string) {
+	now := time.Now()
+	s.mu.Lock()
+	last, seen := s.mu.refused[peer]
+	same := seen && last.problem == problem
+	if same && now.Sub(last.at) < refuseLogEvery {
+		last.repeats++
+		s.mu.refused[peer] = last
+		s.mu.Unlock()
+		return
+	}
+	if s.mu.refused == nil {
+		s.mu.refused = map[string]loggedRefusal{}
+	}
+	s.mu.refused[peer] = loggedRefusal{problem: problem, at: now}
+	s.mu.Unlock()
+	attrs := []any{"peer", peer, "addr", addr, "err", problem}
+	if same {
+		attrs = append(attrs, "repeats", last.repeats)
+	}
+	s.cfg.Logger.Warn("mesh: refused peer", attrs...)
 }
 
 // maxHelloSize bounds the hello payload: three uint16-prefixed strings.

@@ -130,9 +130,18 @@ type Server struct {
 	closeOnce sync.Once
 	mu        struct {
 		sync.Mutex
-		closed bool
-		conns  map[*quic.Conn]struct{}
+		closed  bool
+		conns   map[*quic.Conn]struct{}
+		refused map[string]loggedRefusal // by peer: the refusal last logged
 	}
+}
+
+// loggedRefusal is a refused peer's last logged reason, when, and how many
+// times it was refused for it since.
+type loggedRefusal struct {
+	problem string
+	at      time.Time
+	repeats int
 }
 
 // Listen binds addr (UDP, "host:port"; port 0 picks one) and serves

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"errors"
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
@@ -560,5 +561,59 @@ func TestIdleMessageBuffers(t *testing.T) {
 	}
 	if n := len(s.bufs); n != idleMessages {
 		t.Fatalf("%d idle buffers, want at most %d", n, idleMessages)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer for a logger written from several
+// goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRefusalLoggedOnce: a peer refused again and again for the same
+// reason (a node of another partitioning retrying its handshake every
+// 2 s) is logged once, and again when the reason changes. Every
+// refusal was a WARN line: 1800 an hour per such peer on each node.
+func TestRefusalLoggedOnce(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	var logs lockedBuffer
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", func(c *ServerConfig) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	id := loadID(t, dir, "host0")
+	peers := map[int]Peer{1: srv.peer()}
+	wrongSum := newTestClient(t, id, peers, func(c *ClientConfig) { c.Checksum = "sum-2" })
+	for range 4 {
+		if err := wrongSum.WaitReady(context.Background()); !errors.Is(err, ErrRefused) {
+			t.Fatalf("WaitReady = %v, want ErrRefused", err)
+		}
+	}
+	wrongCluster := newTestClient(t, id, peers, nil)
+	wrongCluster.cfg.Cluster = "products"
+	if err := wrongCluster.WaitReady(context.Background()); !errors.Is(err, ErrRefused) {
+		t.Fatalf("WaitReady = %v, want ErrRefused", err)
+	}
+	srv.srv.Close() // waits for every connection's handling
+	var lines []string
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, "refused peer") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 2 || !strings.Contains(lines[0], "checksum sum-2") || !strings.Contains(lines[1], "products") {
+		t.Fatalf("refusal lines:\n%s\nwant one for the checksum, then one for the cluster", strings.Join(lines, ""))
 	}
 }

@@ -68,4 +68,7 @@ const (
 	// after its HelloAck, so the client reads the server's values and
 	// names the mismatch itself, before the server closes it.
 	refuseLinger = time.Second
+	// refuseLogEvery is how often a peer refused again and again for
+	// one reason is logged (the lines between are counted, not written).
+	refuseLogEvery = time.Minute
 )
