@@ -191,8 +191,14 @@ func (f *demoFlags) run(ctx context.Context, a *app) (err error) {
 	defer func() {
 		if f.keep {
 			fmt.Fprintf(a.stdout, "kept %s\n", work)
-		} else if rerr := removeWorkdir(work, created); rerr != nil {
+			return
+		}
+		if rerr := removeWorkdir(work, created); rerr != nil {
 			err = errors.Join(err, rerr)
+		} else if err != nil && strings.Contains(err.Error(), work+string(filepath.Separator)) {
+			// A failed node or trainer is reported with the tail of its
+			// log, named by path: a path that is gone once this returns.
+			err = fmt.Errorf("%w\n(the logs named above were removed with the work directory %s: --keep keeps it)", err, work)
 		}
 	}()
 	parts := filepath.Join(work, "parts")

@@ -192,3 +192,21 @@ func TestDemoPorts(t *testing.T) {
 		t.Fatal("portTaken missed a node that could not bind its address")
 	}
 }
+
+// TestDemoRemovedLogs: a trainer that fails once the cluster runs (here
+// its ring cannot hold a batch) is reported with the tail of its log,
+// named by path; the demo then removes its work directory, and says so
+// and how to keep it: the path named led nowhere.
+func TestDemoRemovedLogs(t *testing.T) {
+	work := filepath.Join(t.TempDir(), "w")
+	code, stdout, stderr := runNode(t, "demo", "--nodes", "2000", "--epochs", "1", "--ring-size", "20KB", "--workdir", work)
+	if code != 1 || !strings.Contains(stderr, "its log "+work) || !strings.Contains(stderr, "raise ring_size") {
+		t.Fatalf("demo with a ring too small for a batch: exit %d, want 1 and a trainer's log named\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(work); !os.IsNotExist(err) {
+		t.Fatalf("the --workdir the demo made is left: %v", err)
+	}
+	if want := "(the logs named above were removed with the work directory " + work + ": --keep keeps it)"; !strings.Contains(stderr, want) {
+		t.Errorf("want %q in:\n%s", want, stderr)
+	}
+}
