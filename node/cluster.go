@@ -116,9 +116,16 @@ func (n *Node) closeMesh() {
 	})
 }
 
+// peerWaitLog is how often the node logs again that peers it cannot
+// reach (down, or a wrong address in mesh.peers) are still not ready;
+// refusals are logged when they change.
+const peerWaitLog = time.Minute
+
 // awaitPeers waits until every peer has answered the handshake, whatever
 // the start order, then reports the node ready. A refusal is logged and
-// asked again every readyRetry; the node keeps serving meanwhile.
+// asked again every readyRetry; so is a peer that has not answered
+// within mesh.timeout, logged again every peerWaitLog while it does not.
+// The node keeps serving meanwhile.
 func (n *Node) awaitPeers(ctx context.Context) {
 	if n.mesh.cli == nil {
 		n.becomeReady()
@@ -126,8 +133,12 @@ func (n *Node) awaitPeers(ctx context.Context) {
 	}
 	n.status("waiting for peers " + strings.Join(n.peerNames(), ", "))
 	var last string
+	var logged time.Time
+	round := max(n.cfg.MeshTimeoutDuration(), time.Second)
 	for {
-		err := n.mesh.cli.WaitReady(ctx)
+		rctx, cancel := context.WithTimeout(ctx, round)
+		err := n.mesh.cli.WaitReady(rctx)
+		cancel()
 		if err == nil {
 			n.becomeReady()
 			return
@@ -135,10 +146,12 @@ func (n *Node) awaitPeers(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if err.Error() != last {
+		// An unavailable peer's error counts its attempts: it differs
+		// every round.
+		if msg := err.Error(); msg != last && (errors.Is(err, mesh.ErrRefused) || time.Since(logged) >= peerWaitLog) {
 			n.log.Error("peers not ready", "err", err)
-			n.status("peers not ready: " + err.Error())
-			last = err.Error()
+			n.status("peers not ready: " + msg)
+			last, logged = msg, time.Now()
 		}
 		select {
 		case <-ctx.Done():

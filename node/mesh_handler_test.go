@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -638,5 +639,76 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger written from several
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestAwaitPeersLogsUnreachable: a peer at an address nobody answers
+// on (a wrong port in mesh.peers) is logged, named with its address,
+// once a mesh timeout has passed, and the status says so; the node used
+// to wait in silence for ever (the status said "waiting for peers").
+func TestAwaitPeersLogsUnreachable(t *testing.T) {
+	certs := filepath.Join(t.TempDir(), "certs")
+	if err := mesh.WriteCluster(certs, mesh.ClusterSpec{Cluster: "test", Nodes: []string{"host0", "host1"}}); err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := pc.LocalAddr().String()
+	pc.Close()
+	cfg := DefaultConfig()
+	cfg.Node.Name, cfg.Node.Part = "host0", 0
+	cfg.Mesh.Certs, cfg.Mesh.Cluster, cfg.Mesh.Timeout = certs, "test", "1s"
+	cfg.Mesh.Peers = []MeshPeer{{Part: 1, Name: "host1", Addr: dead}}
+	var logs syncBuffer
+	n := &Node{cfg: cfg, log: slog.New(slog.NewTextHandler(&logs, nil)), manifest: &partition.Manifest{Checksum: "sum-1"}}
+	var mu sync.Mutex
+	var status []string
+	n.OnStatus = func(s string) {
+		mu.Lock()
+		status = append(status, s)
+		mu.Unlock()
+	}
+	if n.mesh.id, err = mesh.LoadIdentity(certs, "host0"); err != nil {
+		t.Fatal(err)
+	}
+	if n.mesh.cli, err = mesh.NewClient(n.clientConfig()); err != nil {
+		t.Fatal(err)
+	}
+	defer n.mesh.cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	n.awaitPeers(ctx)
+	if n.mesh.ready.Load() {
+		t.Fatal("ready without its peer")
+	}
+	want := "peer host1 (" + dead
+	if l := logs.String(); !strings.Contains(l, "peers not ready") || !strings.Contains(l, want) || !strings.Contains(l, "unavailable") {
+		t.Errorf("log after 8 s:\n%s\nwant a line naming %s unavailable", l, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if last := status[len(status)-1]; !strings.Contains(last, want) {
+		t.Errorf("status %q, want it naming %s", last, want)
 	}
 }
