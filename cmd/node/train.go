@@ -99,7 +99,7 @@ func newTrainFlags(a *app) (*flag.FlagSet, *trainFlags) {
 	fs.StringVar(&f.table, "table", "graphsage.sync", "kv table that averages the gradients (the same on every trainer)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
 	fs.BoolVar(&f.eval, "eval", true, "evaluate on the val and test splits (false: train only, for timing)")
-	fs.BoolVar(&f.save, "save", false, "after training, store the parameters in kv table --params-table (rank 0) and checkpoint every kv table (kv_save)")
+	fs.BoolVar(&f.save, "save", false, "after training, store the last epoch's parameters (not the best epoch's) in kv table --params-table (rank 0) and checkpoint every kv table (kv_save)")
 	fs.StringVar(&f.paramsTable, "params-table", "graphsage.params", "kv table --save stores the trained parameters in: row i holds parameters 256i to 256i+255, per layer W_l, W_r (din × dout, row-major) and b")
 	return fs, f
 }
