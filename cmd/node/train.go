@@ -173,6 +173,9 @@ func (f *trainFlags) check() error {
 	} else if f.save && f.paramsTable == f.table {
 		bad("--params-table %q: the same as --table, which averages the gradients", f.paramsTable)
 	}
+	if !f.eval && f.cfg.Patience > 0 {
+		bad("--patience %d: early stopping watches the val accuracy, which --eval=false turns off", f.cfg.Patience)
+	}
 	if f.eval && evalFan != nil && len(evalFan) < cfg.Layers {
 		bad("--eval-fanouts %q samples %s; the model (%d layers) needs one per layer", f.evalFanouts, hops(len(evalFan)), cfg.Layers)
 	}

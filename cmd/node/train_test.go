@@ -525,6 +525,8 @@ func TestTrainFlagErrors(t *testing.T) {
 		// Refused by kv_create only once the loaders were open.
 		{[]string{"--table", "my/job.sync"}, `--table "my/job.sync": must be 1-64 bytes of [A-Za-z0-9_.-], not starting with '.'`},
 		{[]string{"--save", "--params-table", "graphsage.sync"}, `--params-table "graphsage.sync": the same as --table`},
+		// Trained every epoch without a word: no val accuracy, no stopping.
+		{[]string{"--patience", "3", "--eval=false"}, "--patience 3: early stopping watches the val accuracy, which --eval=false turns off"},
 	} {
 		code, _, stderr := runNode(t, append([]string{"train", "--socket", socket}, tc.flags...)...)
 		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "dial") {
