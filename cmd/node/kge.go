@@ -144,7 +144,13 @@ func (f *kgeFlags) check() error {
 	}
 	// The tables' owners hold the rate as a float32.
 	if lr := float64(float32(f.lr)); !(lr > 0) || math.IsInf(lr, 0) {
-		bad("--lr %g: want > 0 and finite", f.lr)
+		bad("--lr %g: want > 0 and finite as a float32", f.lr)
+	}
+	if f.cfg.Epochs < 1 {
+		bad("--epochs %d: want ≥ 1", f.cfg.Epochs)
+	}
+	if f.cfg.StepsPerEpoch < 0 {
+		bad("--steps-per-epoch %d: want ≥ 0 (0: the largest part's triples / batch size)", f.cfg.StepsPerEpoch)
 	}
 	// Rows start uniform in ±(gamma+2)/hidden: at gamma -2 every row is 0
 	// and no gradient of any model moves it (the job trained nothing),
@@ -159,13 +165,12 @@ func (f *kgeFlags) check() error {
 			break
 		}
 	}
-	// The graph's sizes are the partition's, read later.
+	// The graph's sizes are the partition's, read later; epochs and steps
+	// were checked above, by their flags' names.
 	cfg := f.cfg
 	cfg.Entities, cfg.Relations = 2, 1
 	cfg.EntityTable, cfg.RelationTable = f.prefix+".entity", f.prefix+".relation"
-	if cfg.StepsPerEpoch == 0 {
-		cfg.StepsPerEpoch = 1
-	}
+	cfg.Epochs, cfg.StepsPerEpoch = max(cfg.Epochs, 1), max(cfg.StepsPerEpoch, 1)
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
 	}

@@ -268,6 +268,10 @@ func TestKGEFlagErrors(t *testing.T) {
 		{[]string{"--lr", "0"}, "--lr 0: want > 0 and finite"},
 		{[]string{"--lr", "-0.1"}, "--lr -0.1: want > 0 and finite"},
 		{[]string{"--lr", "1e300"}, "--lr 1e+300: want > 0 and finite"},
+		{[]string{"--lr", "1e-50"}, "--lr 1e-50: want > 0 and finite as a float32"},
+		// Named by their flags, not by a "1 steps" nobody gave.
+		{[]string{"--epochs", "0"}, "--epochs 0: want ≥ 1"},
+		{[]string{"--steps-per-epoch", "-1"}, "--steps-per-epoch -1: want ≥ 0"},
 		{[]string{"--model", "transx"}, `kge model "transx": unknown`},
 		{[]string{"--batch-size", "0"}, "batch size 0 and negatives 256 must be positive"},
 		{[]string{"--rank", "2", "--world-size", "2"}, "rank 2 of world 2"},
