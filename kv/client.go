@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -80,7 +82,7 @@ func splitByOwner(s *Spec, ids []uint64) (split, error) {
 
 // fanOut runs f for every part in parts: remote parts on their own
 // goroutines, the local part on this one while they are in flight. Errors
-// are joined.
+// are joined, those several shards gave alike once (see sameOnParts).
 func (c *Client) fanOut(parts []int, f func(p int) error) error {
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
@@ -96,7 +98,54 @@ func (c *Client) fanOut(parts []int, f func(p int) error) error {
 		errs[localAt] = f(parts[localAt])
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return joinShardErrors(parts, errs)
+}
+
+// sameOnParts is one error that several shards gave in the same words: a
+// step that failed because a trainer left fails on every shard, and
+// eight copies of it, one per part, said nothing the first did not.
+type sameOnParts struct {
+	err   error // the first shard's
+	text  string
+	parts []int
+}
+
+func (e *sameOnParts) Error() string {
+	ps := make([]string, len(e.parts))
+	for i, p := range e.parts {
+		ps[i] = strconv.Itoa(p)
+	}
+	return "kv: parts " + strings.Join(ps, ", ") + ": " + strings.TrimPrefix(e.text, "kv: ")
+}
+
+func (e *sameOnParts) Unwrap() error { return e.err }
+
+// joinShardErrors joins the errors of parts (errs[i] is parts[i]'s, nil
+// if it succeeded), each text once: a shard's own error and a remote
+// shard's (RemoteError, whose text is the shard's error) compare by that
+// text.
+func joinShardErrors(parts []int, errs []error) error {
+	var out []error
+	var same []*sameOnParts
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		text := err.Error()
+		var re *RemoteError
+		if errors.As(err, &re) && re.Part == parts[i] {
+			text = re.Text
+		}
+		k := slices.IndexFunc(same, func(s *sameOnParts) bool { return s.text == text })
+		if k < 0 {
+			same = append(same, &sameOnParts{err: err, text: text, parts: []int{parts[i]}})
+			out = append(out, err)
+			continue
+		}
+		same[k].parts = append(same[k].parts, parts[i])
+		out[k] = same[k]
+	}
+	return errors.Join(out...)
 }
 
 // Pull appends the rows of ids to dst in the order of ids.

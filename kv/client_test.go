@@ -198,7 +198,8 @@ func TestClientErrorsCrossTheWire(t *testing.T) {
 			t.Fatalf("part %d applied a step", p)
 		}
 	}
-	if !errors.Is(err, ErrStepFailed) || strings.Count(err.Error(), "trainer 1 left") != 2 {
+	// Both shards failed the step alike: said once, naming both parts.
+	if !errors.Is(err, ErrStepFailed) || err.Error() != `kv: parts 0, 1: table "w" step 0: trainer 1 left; missing trainers [1]: synchronous step failed` {
 		t.Fatalf("sync push after leave: %v", err)
 	}
 }
@@ -222,7 +223,7 @@ func TestClientLeaveTable(t *testing.T) {
 		t.Fatalf("leave of an unknown table: %v", err)
 	}
 	err = c.PushSync(ctx, "a", 0, 0, 2, make([]float32, 8))
-	if !errors.Is(err, ErrStepFailed) || strings.Count(err.Error(), "trainer 1 left") != 2 {
+	if !errors.Is(err, ErrStepFailed) || err.Error() != `kv: parts 0, 1: table "a" step 0: trainer 1 left; missing trainers [1]: synchronous step failed` {
 		t.Fatalf("table a after trainer 1 left it: %v", err)
 	}
 	// Table b waits for trainer 1, which completes its step.
@@ -270,5 +271,25 @@ func TestClientRefusesAnswerBelowMinVersion(t *testing.T) {
 	_, _, err = c.PullVersion(ctx, "w", 1, []uint64{3}, nil) // part 1's row, at version 0
 	if err == nil || !strings.Contains(err.Error(), `kv: table "w": part 1 answered version 0, below the 1 asked for`) {
 		t.Fatalf("err = %v, want part 1 refused for answering version 0", err)
+	}
+}
+
+// TestJoinShardErrors: errors several shards gave in the same words are
+// said once, naming the parts, and still unwrap to the sentinel and the
+// first shard's RemoteError; different errors stay apart, in part order.
+func TestJoinShardErrors(t *testing.T) {
+	local := fmt.Errorf("kv: table %q step 3: trainer 1 left: %w", "w", ErrStepFailed)
+	remote := func(p int, text string) error { return &RemoteError{Part: p, Code: 6, Text: text} }
+	err := joinShardErrors([]int{0, 1, 2, 3}, []error{local, remote(1, local.Error()), nil, remote(3, "kv: table \"w\": other")})
+	want := "kv: parts 0, 1: table \"w\" step 3: trainer 1 left: synchronous step failed\nkv: part 3: table \"w\": other"
+	if err == nil || err.Error() != want {
+		t.Fatalf("joined:\n%v\nwant\n%s", err, want)
+	}
+	var re *RemoteError
+	if !errors.Is(err, ErrStepFailed) || !errors.As(err, &re) || re.Part != 3 {
+		t.Fatalf("joined error unwraps to %v, RemoteError %+v", err, re)
+	}
+	if err := joinShardErrors([]int{0, 1}, []error{nil, nil}); err != nil {
+		t.Fatalf("no errors: %v", err)
 	}
 }

@@ -89,11 +89,11 @@ func TestServerClient(t *testing.T) {
 		t.Errorf("client node stats %+v, want part -1, 4 loaders opened and closed, batches, both peers", st)
 	}
 	bad := baseOptions()
-	bad.BatchSize, bad.RingSize = 4096, "1MiB"
+	bad.BatchSize, bad.RingSize = 4096, "32KiB" // a batch of every training seed does not fit
 	// Refused there, with the key a sampling node's own trainer would get.
 	var ce *control.Error
 	if _, err := client.OpenLoader(ctx, socket, bad); !errors.As(err, &ce) || ce.Key != "ring_size" ||
-		!strings.HasPrefix(ce.Msg, "the sampling node of part 0 refused the loader: 1MiB gives ") {
+		!strings.HasPrefix(ce.Msg, "the sampling node of part 0 refused the loader: 32KiB gives ") {
 		t.Errorf("a loader the sampling node refuses: %v, want its reason naming part 0, with key ring_size", err)
 	}
 	bad = baseOptions()
