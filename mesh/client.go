@@ -318,17 +318,17 @@ func (c *Client) waitPeer(ctx, retry context.Context, p *peerConn) error {
 		}
 		last = err
 		if !transient(err) {
-			return p.err("hello", err)
+			return p.err("connect", err)
 		}
 		if !c.sleep(retry, &backoff) {
 			// sleep also gives up when the next wait would pass ctx's
 			// deadline: only Close makes it ErrClosed.
 			select {
 			case <-c.done:
-				return p.err("hello", ErrClosed)
+				return p.err("connect", ErrClosed)
 			default:
 			}
-			return p.err("hello", &unavailableError{attempts: attempt, elapsed: time.Since(start), last: last})
+			return p.err("connect", &unavailableError{attempts: attempt, elapsed: time.Since(start), last: last})
 		}
 	}
 }

@@ -60,8 +60,13 @@ func TestRefused(t *testing.T) {
 			if d := time.Since(start); d > 2*time.Second {
 				t.Fatalf("refusal took %v: it must not be retried", d)
 			}
-			if err := c.WaitReady(context.Background()); !errors.Is(err, ErrRefused) {
+			err = c.WaitReady(context.Background())
+			if !errors.Is(err, ErrRefused) {
 				t.Fatalf("WaitReady = %v, want ErrRefused at once", err)
+			}
+			// The stage is said once ("connect: hello: ..."), not "hello: hello:".
+			if !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "hello: hello") {
+				t.Fatalf("WaitReady = %v, want %q once", err, tt.want)
 			}
 		})
 	}

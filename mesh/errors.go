@@ -43,7 +43,7 @@ type PeerError struct {
 	Part int
 	Name string
 	Addr string
-	Op   string // "hello", "sample", "pull", "stats", "split", "labels", "file", ...
+	Op   string // "connect", "sample", "pull", "stats", "split", "labels", "file", ...
 	Err  error
 }
 

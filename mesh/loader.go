@@ -111,11 +111,21 @@ func (s *Server) streamLoader(connCtx context.Context, peer string, st *quic.Str
 	}
 	if st.Context().Err() != nil {
 		st.CancelWrite(streamCancel)
-		failed = true
+		// A reader that stopped reading (its loader closed, as every
+		// client-node loader's does) ended the stream; a failure is the
+		// handler's or the connection's.
+		failed = !readerStopped(st.Context())
 	} else {
 		st.Close()
 	}
 	s.in.peer(peer).count(sent, received, failed)
+}
+
+// readerStopped reports whether a stream's context ended because the peer
+// cancelled its reading with streamCancel.
+func readerStopped(ctx context.Context) bool {
+	var se *quic.StreamError
+	return errors.As(context.Cause(ctx), &se) && se.Remote && se.ErrorCode == streamCancel
 }
 
 // callStream calls h.StreamLoader and returns the Error message that ends

@@ -175,6 +175,15 @@ func TestRemoteLoader(t *testing.T) {
 // refused; a reader that closes its stream ends the handler's wait; a
 // server that closes ends the stream with an error naming it, and the
 // loader's connection context.
+// sumStats adds up the requests and errors of every peer.
+func sumStats(m []PeerStats) (s PeerStats) {
+	for _, p := range m {
+		s.Requests += p.Requests
+		s.Errors += p.Errors
+	}
+	return s
+}
+
 func TestRemoteLoaderFailures(t *testing.T) {
 	c, h, srv := loaderPair(t)
 	ctx := context.Background()
@@ -244,6 +253,7 @@ func TestRemoteLoaderFailures(t *testing.T) {
 	rs.Close()
 	<-h.ended
 
+	before := sumStats(srv.srv.Metrics())
 	l, err = c.OpenLoader(ctx, 1, []byte("0 block"))
 	if err != nil {
 		t.Fatal(err)
@@ -263,6 +273,13 @@ func TestRemoteLoaderFailures(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("closing the stream did not end StreamLoader")
+	}
+	// A reader that stops reading (its loader closed) is no failure of
+	// the server's: every client-node loader that closed counted one.
+	after := sumStats(waitRequests(srv.srv, before.Requests+2))
+	if after.Requests != before.Requests+2 || after.Errors != before.Errors {
+		t.Errorf("server after the open and a stream its reader closed: %d requests, %d errors; want %d, %d",
+			after.Requests, after.Errors, before.Requests+2, before.Errors)
 	}
 
 	rs, err = l.Stream(ctx, 1)
