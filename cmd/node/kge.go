@@ -433,7 +433,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 		t.Optimizer, t.LR, t.Mode = "adagrad", f.lr, "async"
 		if _, err := kvc.Create(ctx, t); err != nil {
 			if tableClash(err) {
-				return fmt.Errorf("create kv table %s: %w (a table of an earlier job with another model or size keeps its name until kv_drop: pass another --table-prefix, or drop it)", t.Name, err)
+				return fmt.Errorf("create kv table %s: %w (a table of an earlier job with another model or size keeps its name until kv_drop: pass another --table-prefix, or drop it with node kv drop --socket %s %s)", t.Name, err, f.socket, t.Name)
 			}
 			return fmt.Errorf("create kv table %s: %w", t.Name, err)
 		}

@@ -336,7 +336,7 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 		if tableClash(err) {
 			// The sync table is as long as the model: one of an earlier job
 			// of another size stays on the nodes.
-			return fmt.Errorf("%w (an earlier job's sync table of another model keeps the name %q until kv_drop: pass another --table, or drop it)", err, f.table)
+			return fmt.Errorf("%w (an earlier job's sync table of another model keeps the name %q until kv_drop: pass another --table, or drop it with node kv drop --socket %s %s)", err, f.table, f.socket, f.table)
 		}
 		return err
 	}
