@@ -1,15 +1,10 @@
 package main
 
 import (
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"graphnode/node/client"
 )
 
 // TestKVCommand: node kv save checkpoints the node's tables into its
@@ -17,45 +12,7 @@ import (
 // it anew) and refuses one the node does not hold; both need --socket.
 func TestKVCommand(t *testing.T) {
 	bin := nodeBinary(t)
-	dir := t.TempDir()
-	parts := onePart(t, bin, dir)
-	sock, ckpt := filepath.Join(dir, "node.sock"), filepath.Join(dir, "kv")
-	if err := os.Mkdir(ckpt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "node.toml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`version = 1
-[node]
-parts = %q
-[control]
-socket = %q
-[kv]
-checkpoint_dir = %q
-[[kv.tables]]
-name = "emb"
-rows = "nodes"
-dim = 4
-optimizer = "sgd"
-lr = 0.1
-mode = "async"
-`, parts, sock, ckpt)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var logb strings.Builder
-	cmd := exec.Command(bin, "run", "-c", cfg)
-	cmd.Stdout, cmd.Stderr = &logb, &logb
-	exited := startChild(t, cmd)
-	for {
-		st, err := client.Stats(t.Context(), sock)
-		if err == nil && st.Ready {
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("node run exited at start: %v\n%s", err, &logb)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	_, _, sock, ckpt, _ := startKVNode(t, bin)
 	for _, tc := range []struct {
 		args           []string
 		code           int

@@ -41,15 +41,16 @@ func TestNoPositionalArgs(t *testing.T) {
 	}
 }
 
-// TestRunStopsOnHangup: `node run` whose terminal goes away (SIGHUP, an
-// ssh session dropped) stops as on SIGTERM: it checkpoints its kv tables,
-// removes its socket and exits 0. SIGHUP's default action killed it
-// without a checkpoint, leaving the socket behind.
-func TestRunStopsOnHangup(t *testing.T) {
-	bin := nodeBinary(t)
+// startKVNode starts `node run` of bin on a 20-node ring in one part,
+// with the async kv table "emb" (a row per node) and a checkpoint
+// directory, and waits until it is ready. It returns the process, the
+// channel of its exit (see startChild), its socket, its checkpoint
+// directory and its log.
+func startKVNode(t *testing.T, bin string) (cmd *exec.Cmd, exited chan error, sock, ckpt string, logb *bytes.Buffer) {
+	t.Helper()
 	dir := t.TempDir()
 	parts := onePart(t, bin, dir)
-	sock, ckpt := filepath.Join(dir, "node.sock"), filepath.Join(dir, "kv")
+	sock, ckpt = filepath.Join(dir, "node.sock"), filepath.Join(dir, "kv")
 	if err := os.Mkdir(ckpt, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -71,21 +72,30 @@ mode = "async"
 `, parts, sock, ckpt)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var logb bytes.Buffer
-	cmd := exec.Command(bin, "run", "-c", cfg)
-	cmd.Stdout, cmd.Stderr = &logb, &logb
-	exited := startChild(t, cmd)
+	logb = new(bytes.Buffer)
+	cmd = exec.Command(bin, "run", "-c", cfg)
+	cmd.Stdout, cmd.Stderr = logb, logb
+	exited = startChild(t, cmd)
 	for {
 		st, err := client.Stats(t.Context(), sock)
 		if err == nil && st.Ready {
-			break
+			return cmd, exited, sock, ckpt, logb
 		}
 		select {
 		case err := <-exited:
-			t.Fatalf("node run exited at start: %v\n%s", err, &logb)
+			t.Fatalf("node run exited at start: %v\n%s", err, logb)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// TestRunStopsOnHangup: `node run` whose terminal goes away (SIGHUP, an
+// ssh session dropped) stops as on SIGTERM: it checkpoints its kv tables,
+// removes its socket and exits 0. SIGHUP's default action killed it
+// without a checkpoint, leaving the socket behind.
+func TestRunStopsOnHangup(t *testing.T) {
+	bin := nodeBinary(t)
+	cmd, exited, sock, ckpt, logb := startKVNode(t, bin)
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -93,13 +103,13 @@ mode = "async"
 	case err := <-exited:
 		exited <- err // for the cleanup
 		if err != nil {
-			t.Fatalf("node run after SIGHUP: %v, want exit 0; log:\n%s", err, &logb)
+			t.Fatalf("node run after SIGHUP: %v, want exit 0; log:\n%s", err, logb)
 		}
 	case <-time.After(time.Minute): // a safety net, not a timing
-		t.Fatalf("node run still runs a minute after SIGHUP; log:\n%s", &logb)
+		t.Fatalf("node run still runs a minute after SIGHUP; log:\n%s", logb)
 	}
 	if _, err := os.Stat(filepath.Join(ckpt, "emb.part0.kvt")); err != nil {
-		t.Errorf("no checkpoint after SIGHUP: %v; log:\n%s", err, &logb)
+		t.Errorf("no checkpoint after SIGHUP: %v; log:\n%s", err, logb)
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("socket %s left after SIGHUP (%v)", sock, err)
