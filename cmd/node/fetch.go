@@ -37,7 +37,9 @@ func runFetch(ctx context.Context, a *app, args []string) error {
 	if tty {
 		opts.Progress = func(line string) { fmt.Fprintf(a.stderr, "\r\033[K%s", line) }
 	}
-	files, err := node.Fetch(ctx, cfg, a.log, opts)
+	// The file's [log], as node run logs: a fetch under a unit or a
+	// script goes to the same journal in the same format.
+	files, err := node.Fetch(ctx, cfg, configLogger(a, &cfg), opts)
 	if tty {
 		fmt.Fprint(a.stderr, "\r\033[K")
 	}

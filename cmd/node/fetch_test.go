@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -260,5 +262,53 @@ func TestRunStoppedWhileFetching(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr.String(), "stopped while fetching; the next start goes on from the bytes fetched") ||
 		strings.Contains(stderr.String(), "node run:") {
 		t.Fatalf("node run stopped while fetching: exit %d, want 0 and the stop logged; stderr:\n%s", code, &stderr)
+	}
+}
+
+// TestFetchLogsAsConfigured: node fetch logs in the [log] format and
+// level of its node.toml, as node run does (it logged text at info
+// whatever the file said, so a fetch under a unit wrote another format
+// into the same journal).
+func TestFetchLogsAsConfigured(t *testing.T) {
+	dir := t.TempDir()
+	certs := filepath.Join(dir, "certs")
+	if code, _, stderr := runNode(t, "cert", "init", "--cluster", "c", "--nodes", "h0,h1", "-o", certs); code != 0 {
+		t.Fatalf("cert init: %s", stderr)
+	}
+	cfg := filepath.Join(dir, "node.toml")
+	// Peer h0 is down (nothing serves 127.0.0.1:1): the fetch logs that
+	// it failed, then gives up after --wait.
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`version = 1
+[node]
+parts = %q
+fetch = true
+name = "h1"
+part = 1
+[control]
+socket = %q
+[mesh]
+listen = "127.0.0.1:2"
+cluster = "c"
+certs = %q
+timeout = "1s"
+[[mesh.peers]]
+part = 0
+name = "h0"
+addr = "127.0.0.1:1"
+[[mesh.peers]]
+part = 1
+name = "h1"
+addr = "127.0.0.1:2"
+[log]
+level = "debug"
+format = "json"
+`, filepath.Join(dir, "parts"), filepath.Join(dir, "n.sock"), certs)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runNode(t, "fetch", "-c", cfg, "--wait", "1s")
+	var rec struct{ Level, Msg string }
+	first, _, _ := strings.Cut(stderr, "\n")
+	if code != 1 || json.Unmarshal([]byte(first), &rec) != nil || rec.Level != "WARN" || rec.Msg != "fetch: peer failed; asking the others" {
+		t.Fatalf("node fetch with [log] format json: exit %d, stderr:\n%s\nwant a JSON record of the failed peer first", code, stderr)
 	}
 }

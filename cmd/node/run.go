@@ -14,6 +14,17 @@ import (
 	"graphnode/node"
 )
 
+// configLogger is the logger of cfg's [log] on a's stderr, which also
+// takes the standard library's log. It resolves cfg's format "auto"
+// first, so that samplers, whose stderr is ours, log in the same format.
+func configLogger(a *app, cfg *node.Config) *slog.Logger {
+	cfg.Log.Format = resolveLogFormat(cfg.Log.Format, a.stderr)
+	level, _ := node.ParseLevel(cfg.Log.Level)
+	log := slog.New(newHandler(a.stderr, level, cfg.Log.Format))
+	routeStdLog(log.Handler())
+	return log
+}
+
 // runRun is `node run -c node.toml`: the daemon.
 func runRun(ctx context.Context, a *app, args []string) error {
 	fs := newFlagSet(a, "run", "-c node.toml")
@@ -30,12 +41,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Resolve "auto" here, so the samplers, whose stderr is ours, log
-	// in the same format.
-	cfg.Log.Format = resolveLogFormat(cfg.Log.Format, a.stderr)
-	level, _ := node.ParseLevel(cfg.Log.Level)
-	log := slog.New(newHandler(a.stderr, level, cfg.Log.Format))
-	routeStdLog(log.Handler())
+	log := configLogger(a, &cfg)
 	info, _ := debug.ReadBuildInfo()
 	log.Info("starting", "config", *path, "build", buildVersion(info, commit))
 	sd := newNotifier(log)
