@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"sync"
@@ -336,22 +337,45 @@ func (k *KV) pull(ctx context.Context, table string, minVersion uint64, ids []ui
 	return append(dst, m.Rows...), m.Version, int(m.Dim), nil
 }
 
-// Push sends gradients of an Async table (len(ids)·dim values).
+// Push sends gradients of an Async table (len(ids)·dim values) in one
+// message, which must fit a 64 MiB frame (12 + len(table) + 8·len(ids) +
+// 4·len(grads) bytes: about 2.8 million ids of dim 4); a larger push is
+// refused, saying how many ids of its dim fit.
 func (k *KV) Push(ctx context.Context, table string, ids []uint64, grads []float32) error {
 	// The message carries dim = len(grads)/len(ids): values that are not
 	// a whole row per id would reach the node as a malformed message.
 	if len(ids) == 0 && len(grads) > 0 || len(ids) > 0 && (len(grads) == 0 || len(grads)%len(ids) != 0) {
 		return fmt.Errorf("client: kv push: table %q: %d ids with %d gradient values, want a row of dim values per id: %w", table, len(ids), len(grads), kv.ErrShape)
 	}
+	dim := len(grads) / max(len(ids), 1)
+	// A push is not split: a row in two pushes would take two optimiser
+	// steps (one of Adagrad or Adam differs from one of the summed
+	// gradient), so the caller chooses where to cut.
+	if size := pushRequestHead + len(table) + 8*len(ids) + 4*len(grads); size > k.frame {
+		return fmt.Errorf("client: kv push: table %q: %d ids of dim %d make a %d-byte message, over the %d-byte frame: push at most %d ids of dim %d per call: %w",
+			table, len(ids), dim, size, k.frame, max(1, (k.frame-pushRequestHead-len(table))/(8+4*dim)), dim, control.ErrProtocol)
+	}
 	_, err := k.ack(ctx, "push", func(b []byte) []byte {
-		return kv.AppendPushRequest(b, &kv.PushRequest{Table: table, Dim: uint32(len(grads) / max(len(ids), 1)), IDs: ids, Grads: grads})
+		return kv.AppendPushRequest(b, &kv.PushRequest{Table: table, Dim: uint32(dim), IDs: ids, Grads: grads})
 	})
 	return err
 }
 
+// pushRequestHead is the size of a PushRequest besides its table name,
+// ids and gradients: kind, version, name length, dim u32, n u32.
+const pushRequestHead = 2 + 1 + 4 + 4
+
 // PushSync contributes trainer's gradient (every row of the table) to a
-// synchronous step and blocks until every shard applied the step.
+// synchronous step and blocks until every shard applied the step. A
+// trainer outside 0..world-1 is refused (kv.ErrStep) before anything is
+// sent.
 func (k *KV) PushSync(ctx context.Context, table string, step uint64, trainer, world int, grads []float32) error {
+	// The wire carries both as uint32: trainer -1 would reach the shards
+	// as 4294967295, and trainer 2^32 as trainer 0.
+	if world < 1 || world > math.MaxUint32 || trainer < 0 || trainer >= world {
+		return fmt.Errorf("client: kv push_sync: table %q step %d: trainer %d of world %d: want a world of 1..%d and a trainer of 0..world-1: %w",
+			table, step, trainer, world, uint32(math.MaxUint32), kv.ErrStep)
+	}
 	_, err := k.ack(ctx, "push_sync", func(b []byte) []byte {
 		return kv.AppendPushSyncRequest(b, &kv.PushSyncRequest{Table: table, Step: step, Trainer: uint32(trainer), World: uint32(world), Grads: grads})
 	})

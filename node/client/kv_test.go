@@ -62,6 +62,62 @@ func TestPushShape(t *testing.T) {
 	}
 }
 
+// TestPushOverFrame: a push whose message would pass the frame is
+// refused before it is encoded, naming the table, its ids and dim, and
+// how many ids of that dim one push carries; it used to read "client:
+// kv push: control: message of 72000014 bytes exceeds 67108864:
+// protocol error" after encoding all of it. The session stays usable.
+func TestPushOverFrame(t *testing.T) {
+	socket, store := kvNode(t)
+	k, err := DialKV(context.Background(), socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	ctx := context.Background()
+	// A push of n ids of dim 2 to "e" is 12 + 16n bytes: 6 ids fit 108.
+	k.frame = 108
+	ids := []uint64{0, 1, 2, 3, 0, 1, 2}
+	err = k.Push(ctx, "e", ids, make([]float32, 2*len(ids)))
+	for _, want := range []string{`table "e"`, "7 ids of dim 2", "124-byte message", "108-byte frame", "at most 6 ids"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("push of 7 ids over a 108-byte frame: %v, want an error saying %q", err, want)
+		}
+	}
+	if !errors.Is(err, control.ErrProtocol) {
+		t.Errorf("push over the frame: %v, want control.ErrProtocol", err)
+	}
+	if cap(k.buf) > k.frame {
+		t.Errorf("the refused push was encoded: buffer of %d bytes", cap(k.buf))
+	}
+	if err := k.Push(ctx, "e", ids[:6], []float32{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}); err != nil {
+		t.Fatalf("push of 6 ids, which fit: %v", err)
+	}
+	rows, err := store.Pull("e", []uint64{0, 3}, nil)
+	if err != nil || !slices.Equal(rows, []float32{-2, -2, -1, -1}) {
+		t.Fatalf("rows 0 and 3 after the push that fit: %v, %v; want [-2 -2 -1 -1]", rows, err)
+	}
+}
+
+// TestPushSyncTrainerRange: a trainer or world that is not a rank of a
+// job of that size is refused, naming both, before it is cut to the
+// wire's uint32: trainer -1 read "trainer 4294967295", and trainer 2^32
+// pushed as trainer 0.
+func TestPushSyncTrainerRange(t *testing.T) {
+	socket, _ := kvNode(t)
+	k, err := DialKV(context.Background(), socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	for _, tc := range []struct{ trainer, world int }{{-1, 2}, {1 << 32, 2}, {0, 0}, {2, 2}, {0, 1<<32 + 1}, {0, -1}} {
+		err := k.PushSync(context.Background(), "e", 0, tc.trainer, tc.world, []float32{1, 2, 3, 4, 5, 6, 7, 8})
+		if !errors.Is(err, kv.ErrStep) || errors.Is(err, kv.ErrMode) {
+			t.Errorf("trainer %d of world %d: %v, want a bad step refused before it is sent", tc.trainer, tc.world, err)
+		}
+	}
+}
+
 // pullNode answers kv pulls of table "wide" (rows rows of dim dim, values
 // wantValue) as the node does: refusing a pull whose answer would pass its
 // frame, and an id past the table (kv.ErrNotOwner). Each answer's version
