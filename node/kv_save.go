@@ -28,8 +28,10 @@ import (
 // the parts left behind.
 //
 // A peer that prepared and hears neither commit nor abort within
-// savePrepareHold aborts on its own (its coordinator died); one that is
-// stopping aborts what it holds before its own shutdown checkpoint.
+// savePrepareHold aborts on its own (its coordinator died), and so does
+// one asked to prepare the next save (its coordinator died and came
+// back); one that is stopping aborts what it holds before its own
+// shutdown checkpoint.
 //
 // One node coordinates every save: the node of part saveCoordinator. A
 // trainer's kv_save on another node (or on a client node) is forwarded
@@ -228,6 +230,12 @@ func (s *kvServer) peerSave(ctx context.Context, req []byte) error {
 		if err != nil {
 			return err
 		}
+		// The coordinator runs one save at a time and ends each before
+		// the next: a save still held here when another is prepared
+		// belongs to a coordinator that died before its commit or abort
+		// (and may have restarted). Its commit will never come; holding
+		// it would make this prepare wait out savePrepareWait and fail.
+		s.abortPrepared(fmt.Sprintf("save %s is being prepared, and the node that coordinates saves runs one at a time", r.Save))
 		wctx, cancel := context.WithTimeout(ctx, savePrepareWait)
 		defer cancel()
 		p, err := s.store.PrepareSave(wctx, dir)

@@ -229,3 +229,35 @@ func TestKVSaveCommitsAfterTheTrainerLeft(t *testing.T) {
 		t.Error("this node's checkpoint is as it was: the save was not committed here")
 	}
 }
+
+// TestKVSavePrepareSupersedes: a coordinator that died after its peers
+// prepared a save, and came back, gets its next save prepared at once:
+// the prepare of a new save drops the one held for the dead save instead
+// of waiting for its hold, and a late commit of the dropped one fails.
+func TestKVSavePrepareSupersedes(t *testing.T) {
+	s, _, dir, before := savingKVServer(t, "none")
+	phase := func(ctx context.Context, p, id string) error {
+		b, _ := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: p, Save: id})
+		return s.peerSave(ctx, b)
+	}
+	if err := phase(context.Background(), savePrepare, "dead"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := phase(ctx, savePrepare, "next"); err != nil {
+		t.Fatalf("prepare of the next save while the dead one is held: %v", err)
+	}
+	if after := readDir(t, dir); len(after) != len(before)+1 {
+		t.Errorf("%d files after the second prepare, want the checkpoint's %d and one temporary file", len(after), len(before))
+	}
+	if err := phase(context.Background(), saveCommit, "dead"); err == nil || !strings.Contains(err.Error(), "nothing prepared") {
+		t.Fatalf("commit of the superseded save: %v", err)
+	}
+	if err := phase(context.Background(), saveCommit, "next"); err != nil {
+		t.Fatal(err)
+	}
+	if after := readDir(t, dir); maps.Equal(after, before) || len(after) != len(before) {
+		t.Errorf("after the commit: %d files (changed: %v), want the %d of the new checkpoint", len(after), !maps.Equal(after, before), len(before))
+	}
+}
