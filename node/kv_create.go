@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -135,8 +137,12 @@ func (s *kvServer) loadCreated(sp kv.Spec) error {
 		return nil
 	}
 	path := filepath.Join(s.cfg.KV.CheckpointDir, kv.FileName(sp.Name, s.part))
-	if _, err := os.Stat(path); err != nil {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil
+	} else if err != nil {
+		// A file that may be there but cannot be looked at is no
+		// absent one: the initial rows would pass for resumed ones.
+		return fmt.Errorf("kv: load: %w", err)
 	}
 	if err := s.store.LoadTable(s.cfg.KV.CheckpointDir, sp.Name); err != nil {
 		return err

@@ -459,3 +459,25 @@ func TestKVCreateSyncPushFits(t *testing.T) {
 		t.Errorf("a sync \"nodes\" table of 2^20 nodes × dim 64 in [[kv.tables]]: %v, want %s…", err, want)
 	}
 }
+
+// TestKVCreateUnreadableCheckpoint: with kv.load, a checkpoint file that
+// exists but cannot be looked at (here a symbolic link loop; a directory
+// the node may not search, an I/O error) fails the kv_create naming the
+// file; the table is not created with its initial rows as if the file
+// were absent, which a trainer would take for resumed parameters.
+func TestKVCreateUnreadableCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	s, ts := loadingKVServer(t, dir)
+	path := filepath.Join(dir, kv.FileName("w", 0))
+	if err := os.Symlink(path, path); err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.create(context.Background(), &ts, false)
+	var ce *control.Error
+	if !errors.As(err, &ce) || ce.Key != "table" || !strings.Contains(ce.Msg, path) {
+		t.Fatalf("kv_create with an unreadable checkpoint: %+v, %v; want an error naming %s", info, err, path)
+	}
+	if names := s.store.Tables(); len(names) != 0 {
+		t.Fatalf("tables after the failed load: %v, want none", names)
+	}
+}
