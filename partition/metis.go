@@ -11,8 +11,8 @@ import (
 // ReadMETIS reads a METIS graph file (see multilevel.METISParser for the
 // format) from r, gzip or not; name is used in errors, which are
 // LineErrors or wrap ErrFormat. It checks ranges, self loops (which
-// METIS refuses), and that the lines hold 2m neighbours; it does not
-// check symmetry. Read with FormatMETIS gives a Graph of 2m directed
+// METIS refuses), that the lines hold 2m neighbours, and that every edge
+// is listed at both ends with the same weight. Read with FormatMETIS gives a Graph of 2m directed
 // edges (both directions of each edge) with the edge weights in Weights.
 func ReadMETIS(ctx context.Context, r io.Reader, name string) (*multilevel.Graph, error) {
 	in, err := wrapInput(r, name, statSize(r))
@@ -46,6 +46,9 @@ func readMETIS(ctx context.Context, in *inFile, name string) (*multilevel.Graph,
 		return nil, err
 	}
 	g, err := p.Graph()
+	if err == nil {
+		err = multilevel.CheckSymmetric(g)
+	}
 	if err != nil {
 		return nil, formatErrorf("%s: %s", name, err.Error())
 	}

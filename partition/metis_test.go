@@ -73,6 +73,13 @@ func TestReadMETISErrors(t *testing.T) {
 		{"3 2\n2\n1 3\n", "partition: g: 2 vertex lines, the header says 3: bad input"},
 		{"% only\n", "partition: g: no header line: bad input"},
 		{"2 4611686018427387903 011 1024\n", "partition: g: 0 vertex lines, the header says 2: bad input"},
+		// Counts that match, but an edge listed at one end only (gpmetis
+		// partitions it without a word, into one part; node partition
+		// made it an edge of one direction).
+		{"3 2\n2 3\n3\n1\n", "partition: g: vertex 1 lists 2, but vertex 2 does not list 1 with the same weight: a METIS graph lists every edge at both ends: bad input"},
+		{"3 2\n2\n3\n1 2\n", "partition: g: vertex 3 lists 1, but vertex 1 does not list 3 with the same weight: a METIS graph lists every edge at both ends: bad input"},
+		// Both ends, weights that differ.
+		{"2 1 001\n2 5\n1 4\n", "partition: g: vertex 2 lists 1, but vertex 1 does not list 2 with the same weight: a METIS graph lists every edge at both ends: bad input"},
 	} {
 		_, err := ReadMETIS(context.Background(), strings.NewReader(c.text), "g")
 		if err == nil || err.Error() != c.want || !errors.Is(err, ErrFormat) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -366,4 +367,79 @@ func metisClean(g *Graph) bool {
 		}
 	}
 	return true
+}
+
+// TestCheckSymmetric: random symmetric graphs pass; one entry's weight
+// changed, or one entry pointed elsewhere, is refused naming a pair
+// (v, u) whose entries do not match: the weights v lists u with are not
+// those u lists v with.
+func TestCheckSymmetric(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 200 {
+		n := 2 + rng.IntN(40)
+		w := map[[2]int]int32{}
+		for range rng.IntN(3 * n) {
+			u, v := rng.IntN(n), rng.IntN(n)
+			if u != v {
+				w[[2]int{min(u, v), max(u, v)}] = 1 + rng.Int32N(5)
+			}
+		}
+		g := &Graph{Xadj: make([]int64, n+1)}
+		rows := make([][][2]int32, n)
+		for k, x := range w {
+			rows[k[0]] = append(rows[k[0]], [2]int32{int32(k[1]), x})
+			rows[k[1]] = append(rows[k[1]], [2]int32{int32(k[0]), x})
+		}
+		for v, r := range rows {
+			for _, e := range r {
+				g.Adjncy = append(g.Adjncy, uint32(e[0]))
+				g.Adjwgt = append(g.Adjwgt, e[1])
+			}
+			g.Xadj[v+1] = int64(len(g.Adjncy))
+		}
+		if err := CheckSymmetric(g); err != nil {
+			t.Fatalf("trial %d: symmetric graph refused: %v", trial, err)
+		}
+		if len(g.Adjncy) == 0 {
+			continue
+		}
+		e := rng.IntN(len(g.Adjncy))
+		if trial%2 == 0 {
+			g.Adjwgt[e] += 1
+		} else {
+			g.Adjncy[e] = uint32((int(g.Adjncy[e]) + 1 + rng.IntN(n-1)) % n)
+		}
+		err := CheckSymmetric(g)
+		var v, u int
+		if err == nil {
+			// Pointed at a vertex that lists it back with that weight:
+			// still symmetric only if the old twin is gone too, which
+			// cannot be; a self loop is Validate's to refuse.
+			if trial%2 == 1 && g.Validate() != nil {
+				continue
+			}
+			t.Fatalf("trial %d: entry %d changed, graph accepted", trial, e)
+		}
+		if _, scanErr := fmt.Sscanf(err.Error(), "vertex %d lists %d", &v, &u); scanErr != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		v, u = v-1, u-1
+		vu, uv := weightsOf(g, v, u), weightsOf(g, u, v)
+		slices.Sort(vu)
+		slices.Sort(uv)
+		if len(vu) == 0 || slices.Equal(vu, uv) {
+			t.Fatalf("trial %d: %v, but %d lists %d with weights %v and %d lists %d with %v", trial, err, v+1, u+1, vu, u+1, v+1, uv)
+		}
+	}
+}
+
+// weightsOf is the weights of v's entries for u.
+func weightsOf(g *Graph, v, u int) []int32 {
+	var ws []int32
+	for f := g.Xadj[v]; f < g.Xadj[v+1]; f++ {
+		if int(g.Adjncy[f]) == u {
+			ws = append(ws, g.Adjwgt[f])
+		}
+	}
+	return ws
 }
