@@ -160,17 +160,17 @@ func rowBytesOf(g *Graph, t csr.ElemType) int {
 // round6 rounds x to 6 decimals, for the floats of graph.toml.
 func round6(x float64) float64 { return math.Round(x*1e6) / 1e6 }
 
-// estimateReads estimates every partition's feature reads from its own
-// training nodes, picks the caches, and records both in m. It returns
-// every partition's cache in new ids, ascending (nil without a cache).
+// estimateReads estimates the feature reads of every partition's trainer
+// (its share of the training nodes, TrainerSeeds), picks the caches by
+// them, and records both in m. It returns every partition's cache in new
+// ids, ascending (nil without a cache).
 func estimateReads(ctx context.Context, g *Graph, adj *Adj, assign []uint32, rl *relabeling, opts *WriteOptions, m *Manifest) ([][]uint32, error) {
 	if opts.Fanouts == nil || len(g.Train) == 0 {
 		return nil, nil
 	}
-	seeds := make([][]uint32, opts.Parts)
-	for _, v := range g.Train {
-		seeds[assign[v]] = append(seeds[assign[v]], v)
-	}
+	train := slices.Clone(g.Train)
+	slices.SortFunc(train, func(a, b uint32) int { return cmp.Compare(rl.newID[a], rl.newID[b]) })
+	seeds := TrainerSeeds(train, opts.Parts)
 	heat, err := EstimateHeat(ctx, adj, seeds, HeatOptions{Fanouts: opts.Fanouts, BatchSize: opts.BatchSize, Workers: opts.Workers})
 	if err != nil {
 		return nil, err

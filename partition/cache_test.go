@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"math"
@@ -87,11 +88,11 @@ func cacheDir(t *testing.T, method string, cache CacheOptions) (string, *Manifes
 	if err != nil {
 		t.Fatal(err)
 	}
-	seeds := make([][]uint32, 3)
-	for _, v := range g.Train {
-		seeds[assign[v]] = append(seeds[assign[v]], v)
-	}
-	heat, err := EstimateHeat(ctx, adj, seeds, HeatOptions{Fanouts: fanouts, BatchSize: 16})
+	// Part p's trainer reads rank p's share of the training nodes in
+	// new id order: by part, then old index.
+	train := slices.Clone(g.Train)
+	slices.SortFunc(train, func(a, b uint32) int { return cmp.Or(cmp.Compare(assign[a], assign[b]), cmp.Compare(a, b)) })
+	heat, err := EstimateHeat(ctx, adj, TrainerSeeds(train, 3), HeatOptions{Fanouts: fanouts, BatchSize: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,5 +205,65 @@ func TestWriteCacheBytes(t *testing.T) {
 	}
 	if _, err := OpenDir(dir); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReadsOfTrainerShares: node p's trainer (rank p of as many trainers
+// as parts, split "train") reads its contiguous share of the training
+// nodes in global id order, whichever part owns them; graph.toml, the
+// cache and inspect must estimate those reads, not those of the
+// training nodes part p happens to own. Here part 0 owns every training
+// node, so parts 1 and 2 still read a third each, all of it remote or
+// cached.
+func TestReadsOfTrainerShares(t *testing.T) {
+	ctx := context.Background()
+	g := testGraph(600, 3000, false, false)
+	adj, err := BuildAdj(ctx, g, csr.In, CleanOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fanouts := []int{5, 3}
+	assign, err := Assign(ctx, g, adj, AssignOptions{Method: MethodRandom, Parts: 3, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Train = nil
+	for v := range uint32(g.NumNodes) {
+		if assign[v] == 0 && v%2 == 0 {
+			g.Train = append(g.Train, v)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "parts")
+	m, err := Write(ctx, dir, g, adj, assign, WriteOptions{Parts: 3, Method: MethodRandom, Seed: 2, Fanouts: fanouts, BatchSize: 16, Cache: CacheOptions{Ratio: 0.2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// New ids number part 0 first, in old index order: the training
+	// nodes in global id order are g.Train sorted by (part, index).
+	train := slices.Clone(g.Train)
+	slices.SortFunc(train, func(a, b uint32) int { return cmp.Or(cmp.Compare(assign[a], assign[b]), cmp.Compare(a, b)) })
+	q := len(train) / 3
+	seeds := [][]uint32{train[:q+min(1, len(train)%3)], nil, train[len(train)-q:]}
+	seeds[1] = train[len(seeds[0]) : len(train)-q]
+	heat, err := EstimateHeat(ctx, adj, seeds, HeatOptions{Fanouts: fanouts, BatchSize: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range 3 {
+		if want := heat.Total(p); math.Abs(m.Part[p].Reads-want) > 1e-3*want || want == 0 {
+			t.Errorf("part %d: graph.toml reads %g, want %g (rank %d's %d seeds)", p, m.Part[p].Reads, want, p, len(seeds[p]))
+		}
+	}
+	if m.Part[1].ReadsLocal > 0.5 || m.Part[1].ReadsCached == 0 {
+		t.Errorf("part 1 owns none of its trainer's seeds: local %g cached %g", m.Part[1].ReadsLocal, m.Part[1].ReadsCached)
+	}
+	r, err := Inspect(ctx, dir, InspectOptions{Verify: true})
+	if err != nil || !r.OK() {
+		t.Fatalf("inspect --verify: %v %+v", err, r)
+	}
+	for p, pr := range r.Parts {
+		if math.Abs(pr.Reads.Reads-m.Part[p].Reads) > 1e-3*m.Part[p].Reads {
+			t.Errorf("part %d: inspect reads %g, graph.toml %g", p, pr.Reads.Reads, m.Part[p].Reads)
+		}
 	}
 }

@@ -87,6 +87,29 @@ func ValidFanouts(fanouts []int) error {
 	return nil
 }
 
+// TrainerSeeds splits the training nodes, given in ascending global id
+// order, among parts trainers as a loader over split "train" with rank p
+// of world size parts takes them (sample.NewPlan without drop_last):
+// contiguous shares whose sizes differ by at most one, the first ones
+// larger. Each part's node serves the rank of the same index (one
+// trainer beside every node, README), so S_p is rank p's share, which
+// holds training nodes of other parts wherever the parts' training
+// counts differ. (partition cannot import sample; freq_test.go holds
+// the two to the same shares.)
+func TrainerSeeds[T any](train []T, parts int) [][]T {
+	out := make([][]T, parts)
+	q, rem := len(train)/parts, len(train)%parts
+	for p := range out {
+		lo := p*q + min(p, rem)
+		hi := lo + q
+		if p < rem {
+			hi++
+		}
+		out[p] = train[lo:hi:hi]
+	}
+	return out
+}
+
 // HeatOptions describe the sampling whose reads EstimateHeat estimates.
 type HeatOptions struct {
 	Fanouts []int // per hop; -1 takes all neighbours

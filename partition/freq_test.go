@@ -3,6 +3,7 @@ package partition_test
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 
 	"graphnode/csr"
@@ -244,6 +245,28 @@ func TestEstimateHeatMatchesSampling(t *testing.T) {
 				tt.name, len(seeds), batch, se, sg, ratio, r)
 			if batch > 0 && (r < tt.minR || math.Abs(ratio-1) > tt.maxX) {
 				t.Errorf("%s: r = %.4f (want ≥ %g), total ×%.3f (want within %g of 1)", tt.name, r, tt.minR, ratio, tt.maxX)
+			}
+		}
+	}
+}
+
+// TestTrainerSeedsMatchPlan: the estimate's seeds of part p are what a
+// loader of rank p of as many trainers as parts gets (sample.NewPlan).
+func TestTrainerSeedsMatchPlan(t *testing.T) {
+	for _, tt := range []struct{ n, parts int }{{0, 2}, {1, 3}, {10, 3}, {11, 4}, {3695, 2}, {7, 7}} {
+		train := make([]uint64, tt.n)
+		for i := range train {
+			train[i] = uint64(3*i + 1)
+		}
+		got := partition.TrainerSeeds(train, tt.parts)
+		for p := range tt.parts {
+			plan, err := sample.NewPlan(train, sample.PlanOptions{BatchSize: 1, Rank: p, WorldSize: tt.parts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := plan.Epoch(0, nil).Order()
+			if !slices.Equal(got[p], want) && len(got[p])+len(want) > 0 {
+				t.Errorf("%d seeds, %d parts: part %d gets %v, rank %d's share is %v", tt.n, tt.parts, p, got[p], p, want)
 			}
 		}
 	}

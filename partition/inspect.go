@@ -134,17 +134,27 @@ func Inspect(ctx context.Context, dir string, opts InspectOptions) (*Report, err
 		fanouts, batch = m.Fanouts, m.BatchSize
 	}
 	if fanouts != nil && m.Train > 0 && r.OK() && !r.OnePart {
-		shares, err := inspectReads(ctx, dir, m, HeatOptions{Fanouts: fanouts, BatchSize: batch})
+		hopts := HeatOptions{Fanouts: fanouts, BatchSize: batch}
+		shares, err := inspectReads(ctx, dir, m, hopts, false)
 		if err != nil {
 			return nil, err
 		}
 		r.ReadFanouts, r.ReadBatch = fanouts, batch
 		same := slices.Equal(fanouts, m.Fanouts) && batch == m.BatchSize
+		var legacy []ReadShares // graph.toml's estimate as earlier builds made it
 		for p, s := range shares {
 			pr := &r.Parts[p]
 			pr.Reads = s
 			e := m.Part[p]
-			if same && opts.Verify && pr.Err == nil && (math.Abs(s.Local-e.ReadsLocal) > shareCheck || math.Abs(s.Cached-e.ReadsCached) > shareCheck) {
+			if same && opts.Verify && pr.Err == nil && sharesDiffer(s, e) && legacy == nil {
+				// Earlier builds estimated each part's own training
+				// nodes, not its trainer's share: a set they wrote is
+				// no failure.
+				if legacy, err = inspectReads(ctx, dir, m, hopts, true); err != nil {
+					return nil, err
+				}
+			}
+			if same && opts.Verify && pr.Err == nil && sharesDiffer(s, e) && sharesDiffer(legacy[p], e) {
 				pr.Err = fmt.Errorf("partition: %s: expected reads local %.4f cached %.4f from the files, graph.toml records %.4f and %.4f: %w",
 					pr.Path, s.Local, s.Cached, e.ReadsLocal, e.ReadsCached, ErrManifest)
 				// The files were checked above: the part's entry
@@ -163,14 +173,22 @@ func Inspect(ctx context.Context, dir string, opts InspectOptions) (*Report, err
 	return r, nil
 }
 
+// sharesDiffer reports whether estimated shares are further than
+// shareCheck from those graph.toml records for the part.
+func sharesDiffer(s ReadShares, e PartEntry) bool {
+	return math.Abs(s.Local-e.ReadsLocal) > shareCheck || math.Abs(s.Cached-e.ReadsCached) > shareCheck
+}
+
 // shareCheck is how far the read shares recomputed from the files may be
 // from graph.toml's: summation order differs, nothing else.
 const shareCheck = 1e-3
 
 // inspectReads estimates every partition's read shares from the files as
-// written: the union of the part files' rows, each part's training mask
-// as its seeds, its cache_ids as its cache.
-func inspectReads(ctx context.Context, dir string, m *Manifest, opts HeatOptions) ([]ReadShares, error) {
+// written: the union of the part files' rows, its trainer's share of the
+// training masks as its seeds (TrainerSeeds; with own, its own training
+// mask, as graph.toml's written by earlier builds), its cache_ids as its
+// cache.
+func inspectReads(ctx context.Context, dir string, m *Manifest, opts HeatOptions, own bool) ([]ReadShares, error) {
 	if m.Nodes > math.MaxUint32 {
 		return nil, fmt.Errorf("partition: %s: %d nodes: the read estimate handles at most 2^32", dir, m.Nodes)
 	}
@@ -214,6 +232,11 @@ func inspectReads(ctx context.Context, dir string, m *Manifest, opts HeatOptions
 	t, err := buildTranspose(ctx, n, blocks)
 	if err != nil {
 		return nil, fmt.Errorf("partition: %s: %w", dir, err)
+	}
+	if !own {
+		// The parts' masks in part order are the training nodes in
+		// ascending global id order.
+		seeds = TrainerSeeds(slices.Concat(seeds...), m.Parts)
 	}
 	heat, err := t.heat(ctx, seeds, opts)
 	if err != nil {
