@@ -215,8 +215,11 @@ func kgeRegularize(x, g []float32, w []float64, dim int, coef float64, p int) fl
 			}
 			rs += ap1 * a
 			d := c * ap1
-			if v < 0 {
+			switch {
+			case v < 0:
 				d = -d
+			case v == 0:
+				d = 0 // sign(0), as torch's: for p = 1, |x|^0 is 1 at 0
 			}
 			g[i] += float32(d)
 		}
