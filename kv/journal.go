@@ -31,7 +31,8 @@ import (
 // The CRC-32C covers every byte before the last line. It is written to
 // JournalName(part)+".tmp", fsynced and renamed, so it exists whole or not
 // at all; a journal that fails its checks is refused (ErrCorrupt), never
-// guessed at.
+// guessed at, and so is one whose files show a temporary file lost rather
+// than renamed (checkJournal): nothing is renamed then.
 
 const journalHeader = "graphnode kv save journal 1\n"
 
@@ -175,8 +176,11 @@ func writeSynced(path string, b []byte) error {
 // applyJournal renames the entries' temporary files into place, fsyncs
 // dir and removes the journal. An entry whose temporary file is gone was
 // renamed before (by a save that stopped half way); its checkpoint file
-// must then exist.
+// must then exist (checkJournal).
 func applyJournal(dir string, part int, ents []journalEntry) error {
+	if err := checkJournal(dir, ents); err != nil {
+		return err
+	}
 	for _, e := range ents {
 		tmp, final := filepath.Join(dir, e.tmp), filepath.Join(dir, e.final)
 		err := os.Rename(tmp, final)
@@ -199,6 +203,38 @@ func applyJournal(dir string, part int, ents []journalEntry) error {
 		return err
 	}
 	return syncDir(dir)
+}
+
+// checkJournal checks, before anything is renamed, that the entries'
+// files are those of a save renamed in journal order up to some entry:
+// an entry whose temporary file is gone must have its checkpoint file,
+// and no entry before it may still have its temporary file. Otherwise a
+// temporary file was lost, not renamed, and finishing the save would
+// leave that table's checkpoint of an earlier save among this save's.
+func checkJournal(dir string, ents []journalEntry) error {
+	pending := "" // the first entry whose temporary file is still there
+	for _, e := range ents {
+		_, err := os.Lstat(filepath.Join(dir, e.tmp))
+		if err == nil {
+			if pending == "" {
+				pending = e.tmp
+			}
+			continue
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if pending != "" {
+			return fmt.Errorf("%w: the save journal names %s, which is gone, while %s, named before it, is not yet renamed (they are renamed in journal order): %s is not of this save",
+				ErrCorrupt, e.tmp, pending, e.final)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, e.final)); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: the save journal names %s, and neither it nor %s exists", ErrCorrupt, e.tmp, e.final)
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Recovered says what Recover found of an interrupted save.

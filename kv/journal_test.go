@@ -274,3 +274,43 @@ func FuzzJournal(f *testing.F) {
 		}
 	})
 }
+
+// TestRecoverRefusesLostTemporary: a committed journal whose temporary
+// file is gone while one named before it is still there (renames go in
+// journal order, so that one was not renamed but lost: its checkpoint
+// file is the previous save's) is refused with ErrCorrupt naming both,
+// before anything is renamed, instead of finishing a save that would mix
+// the previous save's table with the new ones. A journal naming a file
+// that is gone with no checkpoint file in its place is refused the same
+// way, with nothing renamed.
+func TestRecoverRefusesLostTemporary(t *testing.T) {
+	for _, keepFinal := range []bool{true, false} {
+		dir, _, _ := interruptedSave(t, true, 0)
+		b, err := os.ReadFile(filepath.Join(dir, JournalName(1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ents, err := decodeJournal(b, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost := ents[2]
+		if err := os.Remove(filepath.Join(dir, lost.tmp)); err != nil {
+			t.Fatal(err)
+		}
+		if !keepFinal {
+			if err := os.Remove(filepath.Join(dir, lost.final)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := dirNames(t, dir)
+		s := newStore(t, 1, ckTables()...)
+		err = s.Load(dir)
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), lost.tmp) || !strings.Contains(err.Error(), JournalName(1)) {
+			t.Errorf("keep %v: Load with %s lost: %v, want ErrCorrupt naming it and the journal", keepFinal, lost.tmp, err)
+		}
+		if after := dirNames(t, dir); !slices.Equal(after, before) {
+			t.Errorf("keep %v: the refused journal changed %s: %v, was %v", keepFinal, dir, after, before)
+		}
+	}
+}
