@@ -171,8 +171,11 @@ func (l *Loader) Epoch() int { return l.epoch }
 // a call that was interrupted in transit (its ctx ended before the
 // answer), the answer may still come: every later Stats returns that
 // call's error instead of reading it. The loader's batches are not
-// affected: they come through the ring.
+// affected: they come through the ring. After Close it fails, saying so.
 func (l *Loader) Stats(ctx context.Context) (*control.Stats, error) {
+	if l.closed {
+		return nil, fmt.Errorf("client: stats: loader %d is closed", l.info.LoaderID)
+	}
 	if l.statsErr != nil {
 		return nil, fmt.Errorf("client: stats: the loader's connection broke in an earlier call: %w", l.statsErr)
 	}

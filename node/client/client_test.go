@@ -225,3 +225,18 @@ func TestOpenLoaderRefused(t *testing.T) {
 		t.Fatal("OpenLoader on a missing socket succeeded")
 	}
 }
+
+// TestStatsAfterClose: Stats on a closed loader says so; it read
+// "control: write: write unix ...: use of closed network connection".
+func TestStatsAfterClose(t *testing.T) {
+	f := newFakeNode(t, 1, 1, 1)
+	l := open(t, f)
+	if st, err := l.Stats(context.Background()); err != nil || st.Node != "fake" {
+		t.Fatalf("stats of the open loader: %+v, %v", st, err)
+	}
+	l.Close()
+	_, err := l.Stats(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "loader 1 is closed") || strings.Contains(err.Error(), "use of closed") {
+		t.Fatalf("stats after Close: %v, want an error saying loader 1 is closed", err)
+	}
+}
