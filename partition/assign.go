@@ -206,11 +206,13 @@ func SeedChunks(train []uint32, parts int, seed uint64) [][]uint32 {
 	perm := slices.Clone(train)
 	rng := rand.New(rand.NewPCG(seed, freqStream))
 	rng.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
-	out := make([][]uint32, parts)
-	t := len(perm)
-	for p := range out {
-		out[p] = perm[t*p/parts : t*(p+1)/parts]
-		slices.Sort(out[p])
+	// The shares of TrainerSeeds (the larger first), so that chunk p, which
+	// part p owns, is what rank p of P reads of split train: boundaries
+	// t·p/P put the larger shares last, and with an odd count of 3695
+	// training nodes in 2 parts one of rank 0's seeds was part 1's.
+	out := TrainerSeeds(perm, parts)
+	for _, c := range out {
+		slices.Sort(c)
 	}
 	return out
 }

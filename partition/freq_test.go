@@ -271,3 +271,29 @@ func TestTrainerSeedsMatchPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestSeedChunksAreTrainerShares: the freq partitioner's chunk p, which
+// part p owns, has the size of rank p's share of split train, the larger
+// shares first (3695 training nodes into 2: 1848 and 1847). Boundaries
+// t·p/P gave 1847 and 1848, so one of rank 0's seeds was part 1's.
+func TestSeedChunksAreTrainerShares(t *testing.T) {
+	for _, tc := range []struct{ train, parts int }{{3695, 2}, {10, 3}, {7, 4}, {2, 3}} {
+		train := make([]uint32, tc.train)
+		for i := range train {
+			train[i] = uint32(3 * i)
+		}
+		chunks := partition.SeedChunks(train, tc.parts, 5)
+		shares := partition.TrainerSeeds(train, tc.parts)
+		var all []uint32
+		for p := range chunks {
+			if len(chunks[p]) != len(shares[p]) || !slices.IsSorted(chunks[p]) {
+				t.Errorf("%d into %d: chunk %d holds %d seeds (sorted %v), rank %d's share %d", tc.train, tc.parts, p, len(chunks[p]), slices.IsSorted(chunks[p]), p, len(shares[p]))
+			}
+			all = append(all, chunks[p]...)
+		}
+		slices.Sort(all)
+		if !slices.Equal(all, train) {
+			t.Errorf("%d into %d: the chunks are not a split of the training nodes", tc.train, tc.parts)
+		}
+	}
+}

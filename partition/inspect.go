@@ -422,7 +422,7 @@ func (r *Report) Format(w io.Writer) error {
 			cut, percent(r.Cut, r.Edges), r.Cut, r.Edges, r.NodeBalance, r.EdgeBalance, r.TrainBalance)
 	}
 	if reads {
-		fmt.Fprintf(&b, "expected feature reads per epoch (fanouts %s, batch %d, each part's training nodes): %.0f; local %.2f%%, cached %.2f%%, remote %.2f%%\n",
+		fmt.Fprintf(&b, "expected feature reads per epoch (fanouts %s, batch %d, trainer p reading share p of split train): %.0f; local %.2f%%, cached %.2f%%, remote %.2f%%\n",
 			joinInts(r.ReadFanouts), r.ReadBatch, r.Reads.Reads, 100*r.Reads.Local, 100*r.Reads.Cached, 100*r.Reads.Remote)
 	}
 

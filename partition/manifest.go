@@ -111,9 +111,10 @@ type PartEntry struct {
 	// set. 0 with edges: a graph.toml written before it was recorded.
 	MaxDegree uint64 `toml:"max_degree,omitzero"`
 
-	// Expected feature reads of one epoch of this part's training nodes
-	// with the manifest's fanouts (see EstimateHeat), and the shares of
-	// them served by owned rows, the cache and peers.
+	// Expected feature reads of one epoch of this part's trainer (rank p
+	// of P on split train, see TrainerSeeds) with the manifest's fanouts
+	// (see EstimateHeat), and the shares of them served by owned rows, the
+	// cache and peers.
 	Reads       float64 `toml:"reads,omitzero"`
 	ReadsLocal  float64 `toml:"reads_local,omitzero"`
 	ReadsCached float64 `toml:"reads_cached,omitzero"`

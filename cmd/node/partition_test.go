@@ -195,7 +195,7 @@ func TestPartitionMethodsCLI(t *testing.T) {
 		t.Fatal(stderr)
 	}
 	code, stdout, _ := runNode(t, "inspect", out, "--fanouts", "5", "--batch-size", "0")
-	if code != 0 || !strings.Contains(stdout, "(fanouts 5, batch 0, each part's training nodes)") {
+	if code != 0 || !strings.Contains(stdout, "(fanouts 5, batch 0, trainer p reading share p of split train)") {
 		t.Errorf("inspect --fanouts 5: code %d\n%s", code, stdout)
 	}
 	// Either flag alone takes the other from graph.toml (batch 64 here):
@@ -206,11 +206,11 @@ func TestPartitionMethodsCLI(t *testing.T) {
 		t.Fatal(stderr)
 	}
 	code, stdout, _ = runNode(t, "inspect", "--verify", out, "--fanouts", "10,5")
-	if code != 0 || !strings.Contains(stdout, "(fanouts 10,5, batch 64, each part's training nodes)") {
+	if code != 0 || !strings.Contains(stdout, "(fanouts 10,5, batch 64, trainer p reading share p of split train)") {
 		t.Errorf("inspect --fanouts 10,5 of a partitioning for batch 64: code %d\n%s", code, stdout)
 	}
 	code, stdout, _ = runNode(t, "inspect", out, "--batch-size", "32")
-	if code != 0 || !strings.Contains(stdout, "(fanouts 10,5, batch 32, each part's training nodes)") {
+	if code != 0 || !strings.Contains(stdout, "(fanouts 10,5, batch 32, trainer p reading share p of split train)") {
 		t.Errorf("inspect --batch-size 32: code %d\n%s", code, stdout)
 	}
 }
