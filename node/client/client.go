@@ -186,6 +186,14 @@ func (l *Loader) Stats(ctx context.Context) (*control.Stats, error) {
 		}
 		return nil, err
 	}
+	return statsOf(resp)
+}
+
+// statsOf is the stats a response to stats holds.
+func statsOf(resp *control.Response) (*control.Stats, error) {
+	if resp.Stats == nil {
+		return nil, fmt.Errorf("client: stats response without stats: %w", control.ErrProtocol)
+	}
 	return resp.Stats, nil
 }
 
@@ -201,7 +209,7 @@ func Stats(ctx context.Context, socket string) (*control.Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	return resp.Stats, nil
+	return statsOf(resp)
 }
 
 // Next returns the next batch. Its views point into the ring and are

@@ -240,3 +240,14 @@ func TestStatsAfterClose(t *testing.T) {
 		t.Fatalf("stats after Close: %v, want an error saying loader 1 is closed", err)
 	}
 }
+
+// TestStatsWithoutStats: an answer to stats that holds no stats is a
+// protocol error, as kv_create's without a table is; Stats returned nil
+// and no error, and the caller's st.Loaders panicked.
+func TestStatsWithoutStats(t *testing.T) {
+	socket, _ := slowNode(t, 0, func([]byte) []byte { return []byte("{}") })
+	st, err := Stats(context.Background(), socket)
+	if !errors.Is(err, control.ErrProtocol) || st != nil {
+		t.Fatalf("stats answered {}: %+v, %v; want control.ErrProtocol", st, err)
+	}
+}
