@@ -77,12 +77,17 @@ type peerSaveRequest struct {
 	Op    string `json:"op"`
 	Phase string `json:"phase,omitempty"`
 	Save  string `json:"save,omitempty"` // id of the save the phase belongs to
+	// Coordinated marks the phases of the node of part saveCoordinator,
+	// which runs one save at a time; an earlier build had every node
+	// coordinate its own saves and sends none.
+	Coordinated bool `json:"coordinated,omitempty"`
 }
 
 // preparedSave is a save a peer prepared on this node.
 type preparedSave struct {
-	p     *kv.PreparedSave
-	timer *time.Timer
+	p           *kv.PreparedSave
+	timer       *time.Timer
+	coordinated bool // peerSaveRequest.Coordinated
 }
 
 // save checkpoints the kv shards. Without forward (a node stopping) it
@@ -189,7 +194,7 @@ func (s *kvServer) checkpointDir() (string, error) {
 
 // sendSave sends phase of save id to every peer.
 func (s *kvServer) sendSave(ctx context.Context, phase, id string) error {
-	body, err := json.Marshal(peerSaveRequest{Op: control.OpKVSave, Phase: phase, Save: id})
+	body, err := json.Marshal(peerSaveRequest{Op: control.OpKVSave, Phase: phase, Save: id, Coordinated: true})
 	if err != nil {
 		return err
 	}
@@ -230,19 +235,21 @@ func (s *kvServer) peerSave(ctx context.Context, req []byte) error {
 		if err != nil {
 			return err
 		}
-		// The coordinator runs one save at a time and ends each before
-		// the next: a save still held here when another is prepared
-		// belongs to a coordinator that died before its commit or abort
-		// (and may have restarted). Its commit will never come; holding
-		// it would make this prepare wait out savePrepareWait and fail.
-		s.abortPrepared(fmt.Sprintf("save %s is being prepared, and the node that coordinates saves runs one at a time", r.Save))
+		if r.Coordinated {
+			// The coordinator runs one save at a time and ends each
+			// before the next: a save of it still held here belongs to
+			// a coordinator that died before its commit or abort (and
+			// has restarted). That commit never comes; holding the save
+			// would make this prepare wait out savePrepareWait and fail.
+			s.abortSuperseded(r.Save)
+		}
 		wctx, cancel := context.WithTimeout(ctx, savePrepareWait)
 		defer cancel()
 		p, err := s.store.PrepareSave(wctx, dir)
 		if err != nil {
 			return err
 		}
-		ps := &preparedSave{p: p}
+		ps := &preparedSave{p: p, coordinated: r.Coordinated}
 		s.mu.Lock()
 		if old := s.prepared[r.Save]; old != nil {
 			s.mu.Unlock()
@@ -284,6 +291,26 @@ func (s *kvServer) takePrepared(id string) *preparedSave {
 	ps := s.prepared[id]
 	delete(s.prepared, id)
 	return ps
+}
+
+// abortSuperseded aborts the saves the coordinator prepared on this node
+// before save id.
+func (s *kvServer) abortSuperseded(id string) {
+	s.mu.Lock()
+	var held []*preparedSave
+	var ids []string
+	for old, ps := range s.prepared {
+		if ps.coordinated && old != id {
+			held, ids = append(held, ps), append(ids, old)
+			delete(s.prepared, old)
+		}
+	}
+	s.mu.Unlock()
+	for i, ps := range held {
+		ps.timer.Stop()
+		ps.p.Abort()
+		s.log.Warn("kv save: prepared save dropped, its commit will fail: the node that coordinates saves prepares the next one", "save", ids[i], "next", id)
+	}
 }
 
 // abortPrepared aborts every save peers prepared on this node.

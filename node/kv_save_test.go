@@ -234,14 +234,23 @@ func TestKVSaveCommitsAfterTheTrainerLeft(t *testing.T) {
 // prepared a save, and came back, gets its next save prepared at once:
 // the prepare of a new save drops the one held for the dead save instead
 // of waiting for its hold, and a late commit of the dropped one fails.
+// A prepare from a node of an earlier build, where every node
+// coordinated, drops nothing: the save held may be another's, still
+// running.
 func TestKVSavePrepareSupersedes(t *testing.T) {
 	s, _, dir, before := savingKVServer(t, "none")
 	phase := func(ctx context.Context, p, id string) error {
-		b, _ := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: p, Save: id})
+		b, _ := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: p, Save: id, Coordinated: true})
 		return s.peerSave(ctx, b)
 	}
 	if err := phase(context.Background(), savePrepare, "dead"); err != nil {
 		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancelShort()
+	old, _ := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: savePrepare, Save: "old-build"})
+	if err := s.peerSave(short, old); err == nil || !strings.Contains(err.Error(), "waiting for another save") {
+		t.Fatalf("prepare from an earlier build while a save is held: %v, want it to wait for that save", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
