@@ -17,7 +17,12 @@ import (
 )
 
 // Options are the open_loader fields (docs/control.md). Start from
-// DefaultOptions: it sets the defaults the node would apply.
+// DefaultOptions: it sets the defaults the node would apply. The zero
+// Options is not those defaults: its Features and Labels are false, so
+// its batches carry no x and no y, while a BatchSize, Epochs or
+// WorldSize of 0 is left out of the request and gets the node's default
+// (512, 1, 1), never a refusal; Workers, Concurrency and RingSize of 0
+// or "" are the node's [samplers] and [rings] settings.
 type Options = control.LoaderOptions
 
 // DefaultOptions are the options of an open_loader request that sets

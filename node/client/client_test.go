@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -249,5 +250,25 @@ func TestStatsWithoutStats(t *testing.T) {
 	st, err := Stats(context.Background(), socket)
 	if !errors.Is(err, control.ErrProtocol) || st != nil {
 		t.Fatalf("stats answered {}: %+v, %v; want control.ErrProtocol", st, err)
+	}
+}
+
+// TestZeroOptions pins what Options' comment says of the zero Options:
+// features and labels are sent as false, while batch_size, epochs and
+// world_size of 0 are left out and get the node's defaults.
+func TestZeroOptions(t *testing.T) {
+	o := Options{Split: "train", Fanouts: []int{2}}
+	body, err := json.Marshal(&control.Request{Op: control.OpOpenLoader, LoaderOptions: o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := control.DecodeRequest(body)
+	if err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	d := DefaultOptions()
+	if got := req.LoaderOptions; got.Features || got.Labels || got.BatchSize != d.BatchSize || got.Epochs != d.Epochs || got.WorldSize != d.WorldSize {
+		t.Fatalf("zero Options %s decode to %+v, want no features, no labels, batch_size %d, epochs %d, world_size %d",
+			body, got, d.BatchSize, d.Epochs, d.WorldSize)
 	}
 }
