@@ -15,12 +15,13 @@
 // not safe for concurrent use, and a Batch is valid until the next Next.
 //
 // DialKV opens a connection for the parameter server: Create (kv_create),
-// Pull, PullVersion, Push, PushSync, Save (kv_save) and Done (kv_done),
-// forwarded by the node to the shards that own the rows. A connection that
-// drops without Done makes the node fail the synchronous steps of the
-// ranks it pushed for, naming them. Sync is an all-reduce over a
-// synchronous kv table with the "average" optimiser; it has train.Sync's
-// method set, so `node train` hands it to the GraphSAGE trainer.
+// Drop (kv_drop), Pull, PullVersion, Push, PushSync, Save (kv_save) and
+// Done (kv_done), forwarded by the node to the shards that own the rows.
+// A connection that drops without Done makes the node fail the
+// synchronous steps of the ranks it pushed for, naming them. Sync is an
+// all-reduce over a synchronous kv table with the "average" optimiser; it
+// has train.Sync's method set, so `node train` hands it to the GraphSAGE
+// trainer.
 //
 // DialData opens a connection for node data: Features and Labels of any
 // node of the partition set by global id (DGL's DistGraph.ndata), which
