@@ -109,8 +109,9 @@
 // Recover first finish a save whose journal a crash left behind and remove
 // temporaries that no journal names, so a checkpoint is always one save's
 // tables, never some new and some old (journal.go has the format; a
-// journal that fails its CRC or names a file that is not a temporary of
-// this part is refused with ErrCorrupt). Load refuses a file whose magic,
+// journal that fails its CRC, names a file that is not a temporary of
+// this part, or whose files show a temporary lost rather than renamed,
+// is refused with ErrCorrupt, before any rename). Load refuses a file whose magic,
 // major version, CRCs or size are wrong (ErrCorrupt, ErrVersion), or whose
 // table differs from the configured one in name, part, parts, rows, shard
 // range, dim, optimiser or mode (ErrMismatch, naming the field); the error

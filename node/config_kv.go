@@ -91,6 +91,12 @@ func (c *Config) validateKV(p *problems) {
 	}
 	if k.CheckpointDir != "" && !isDir(k.CheckpointDir) {
 		p.add("kv.checkpoint_dir", "%q is not a directory", k.CheckpointDir)
+	} else if k.CheckpointDir != "" {
+		// Found by the first kv_save or the save at exit, after the
+		// training it was to keep (a read-only remount, say).
+		if err := unix.Access(k.CheckpointDir, unix.W_OK|unix.X_OK); err != nil {
+			p.add("kv.checkpoint_dir", "%q cannot be written: %v (kv_save and the save at exit write there)", k.CheckpointDir, err)
+		}
 	}
 	if k.MaxMemory != "" {
 		if n, err := shm.ParseSize(k.MaxMemory); err != nil {

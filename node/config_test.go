@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -625,5 +626,33 @@ optimiser = "sgd"
 		if got := err.Error(); got != strings.Join(w, "\n") {
 			t.Errorf("%s: problems\n%s\nwant\n%s", name, got, strings.Join(w, "\n"))
 		}
+	}
+}
+
+// TestCheckpointDirNotWritable: a kv.checkpoint_dir that cannot be
+// written (a read-only file system) is a problem of the configuration,
+// found at start, not by the first kv_save or the save at exit, after
+// the training it was to keep.
+func TestCheckpointDirNotWritable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a read-only tmpfs")
+	}
+	dir, pre := configDir(t)
+	ro := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", ro).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs on %s: %v: %s", ro, err, strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", ro).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", ro, err, out)
+		}
+	})
+	_, err := LoadConfig(writeConfig(t, dir, pre+"[kv]\ncheckpoint_dir = "+quote(ro)+"\n"))
+	want := `kv.checkpoint_dir: "` + ro + `" cannot be written: read-only file system (kv_save and the save at exit write there)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("read-only checkpoint_dir: %v, want %q", err, want)
+	}
+	if _, err := LoadConfig(writeConfig(t, dir, pre+"[kv]\ncheckpoint_dir = "+quote(dir)+"\n")); err != nil {
+		t.Fatalf("writable checkpoint_dir: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,7 +118,14 @@ func newKVServer(cfg *Config, log *slog.Logger, book partition.Book) (*kvServer,
 		if err := store.Load(cfg.KV.CheckpointDir); err != nil {
 			return nil, fmt.Errorf("node: kv.load: %w", err)
 		}
-		log.Info("kv tables loaded", "dir", cfg.KV.CheckpointDir, "tables", store.Tables())
+		// name=version: the step each table resumes at, which should be
+		// the same on every node for a synchronous table.
+		loaded := store.Tables()
+		for i, name := range loaded {
+			v, _ := store.Version(name)
+			loaded[i] = name + "=" + strconv.FormatUint(v, 10)
+		}
+		log.Info("kv tables loaded", "dir", cfg.KV.CheckpointDir, "versions", loaded)
 	}
 	return s, nil
 }
