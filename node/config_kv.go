@@ -93,8 +93,10 @@ func (c *Config) validateKV(p *problems) {
 		p.add("kv.checkpoint_dir", "%q is not a directory", k.CheckpointDir)
 	} else if k.CheckpointDir != "" {
 		// Found by the first kv_save or the save at exit, after the
-		// training it was to keep (a read-only remount, say).
-		if err := unix.Access(k.CheckpointDir, unix.W_OK|unix.X_OK); err != nil {
+		// training it was to keep (a read-only remount, say). Permission
+		// is left out: node config check may run as another user than
+		// the node's.
+		if err := unix.Access(k.CheckpointDir, unix.W_OK|unix.X_OK); errors.Is(err, unix.EROFS) {
 			p.add("kv.checkpoint_dir", "%q cannot be written: %v (kv_save and the save at exit write there)", k.CheckpointDir, err)
 		}
 	}
