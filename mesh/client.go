@@ -39,7 +39,9 @@ type ClientConfig struct {
 	Timeout time.Duration
 	// KVTimeout bounds one kv call (a synchronous push waits for every
 	// trainer of the step, so it must exceed the kv sync timeout); 0 =
-	// DefaultKVTimeout.
+	// DefaultKVTimeout. Reaching the peer is bounded by Timeout all the
+	// same: a kv pull of a peer that is down ended after its retries'
+	// dials (21.8 s with a Timeout of 3 s).
 	KVTimeout time.Duration
 	// Retries after a transient failure; 0 = DefaultRetries, < 0 = none.
 	Retries int
@@ -363,7 +365,7 @@ func (c *Client) callWith(ctx context.Context, part int, op string, b []byte, st
 	m := c.out.peer(p.name)
 	began, backoff := time.Now(), c.cfg.Backoff
 	for attempt := 1; ; attempt++ {
-		payload, err := c.attempt(ctx, st, p, b, want, buf)
+		payload, reached, err := c.attempt(ctx, st, p, b, want, buf)
 		if err == nil {
 			m.record(len(b), HeaderSize+len(payload), time.Since(began), false)
 			return response{p, payload}, nil
@@ -373,7 +375,10 @@ func (c *Client) callWith(ctx context.Context, part int, op string, b []byte, st
 			err = ErrClosed
 		default:
 		}
-		if !transient(err) || attempt > retries || !c.sleep(ctx, &backoff) {
+		// A call with a longer bound than Timeout (kv) waits that long
+		// for its answer, not for a peer it cannot reach.
+		unreachable := !reached && time.Since(began) >= c.cfg.Timeout
+		if !transient(err) || attempt > retries || unreachable || !c.sleep(ctx, &backoff) {
 			m.record(len(b), 0, time.Since(began), true)
 			if transient(err) && !errors.Is(context.Cause(ctx), context.Canceled) {
 				err = &unavailableError{attempts: attempt, elapsed: time.Since(began), last: err}
@@ -403,13 +408,15 @@ func (c *Client) sleep(ctx context.Context, backoff *time.Duration) bool {
 	return false
 }
 
-// attempt makes one exchange on one stream of the peer's connection.
-func (c *Client) attempt(ctx context.Context, stall *stall, p *peerConn, msg []byte, want Type, buf []byte) ([]byte, error) {
+// attempt makes one exchange on one stream of the peer's connection;
+// reached says whether it had a connection to make it on.
+func (c *Client) attempt(ctx context.Context, stall *stall, p *peerConn, msg []byte, want Type, buf []byte) (payload []byte, reached bool, err error) {
 	conn, err := c.connect(ctx, p)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return c.exchange(ctx, stall, conn, msg, want, buf)
+	payload, err = c.exchange(ctx, stall, conn, msg, want, buf)
+	return payload, true, err
 }
 
 // exchange makes one request and reads its answer on a new stream of conn.

@@ -111,6 +111,27 @@ func TestPeerDown(t *testing.T) {
 	}
 }
 
+// TestKVPullPeerDown: a kv pull, bounded by KVTimeout to wait for a
+// synchronous step, gives up on a peer it cannot reach after Timeout, as
+// any call does; it went on dialling through its retries (21.8 s with a
+// Timeout of 3 s).
+func TestKVPullPeerDown(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	addr := freeUDPAddr(t)
+	const timeout = 1500 * time.Millisecond
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: {Name: "host1", Addr: addr}},
+		func(c *ClientConfig) { c.Timeout, c.KVTimeout, c.Retries = timeout, time.Minute, 100 })
+	start := time.Now()
+	_, err := c.KVPull(context.Background(), 1, []byte{1, 1})
+	elapsed := time.Since(start)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "peer host1 ("+addr+", part 1): kv pull") {
+		t.Fatalf("err = %v, want ErrUnavailable naming host1 at %s", err, addr)
+	}
+	if elapsed > timeout+3*time.Second { // a dial may be under way; not the minute of KVTimeout
+		t.Fatalf("failed after %v, want within the %v timeout and a dial", elapsed, timeout)
+	}
+}
+
 func TestPeerGoesDown(t *testing.T) {
 	dir := writeTestCluster(t, testCluster, "host0", "host1")
 	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", nil)
