@@ -158,6 +158,45 @@ func TestTrainerDisconnectReclaimsLoader(t *testing.T) {
 	}
 }
 
+// TestReopenAtMaxLoaders: a trainer that closes its loader and at once
+// opens the next, with every samplers.max_loaders slot taken by its
+// loaders (an evaluation loader per epoch, say), gets it each time, by
+// Close (hang-up) or by close_loader. The node used to refuse about
+// every second open with "node serves 1 loaders already", the old
+// loader's samplers still stopping or its hang-up not yet read.
+func TestReopenAtMaxLoaders(t *testing.T) {
+	bin, parts := setup(t)
+	cfg, socket, rings := newConfig(t, parts, "max_loaders = 1\n")
+	startDaemon(t, bin, cfg, socket, rings)
+	o := baseOptions()
+	o.Workers, o.Epochs, o.RingSize = 2, 1000, "2MiB"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var refused []string
+	for i := range 30 {
+		l, err := client.OpenLoader(ctx, socket, o)
+		if err != nil {
+			refused = append(refused, fmt.Sprintf("open %d: %v", i, err))
+			// The slot comes back once the old samplers have stopped.
+			eventually(t, 10*time.Second, "loader slot given back", func() bool {
+				st, err := client.Stats(ctx, socket)
+				return err == nil && len(st.Loaders) == 0
+			})
+			continue
+		}
+		if _, err := l.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+	}
+	if len(refused) > 0 {
+		t.Errorf("%d of 30 opens after closing the only loader refused:\n%s", len(refused), strings.Join(refused, "\n"))
+	}
+	if st, err := client.Stats(ctx, socket); err != nil || st.Opened != uint64(30-len(refused)) {
+		t.Errorf("stats %+v, %v: want %d opened", st, err, 30-len(refused))
+	}
+}
+
 // TestDrainOnSIGTERM: SIGTERM to node run with a loader mid-epoch ends the
 // trainer's stream with ErrStopped, exits 0 and leaves no socket, ring or
 // sampler behind.

@@ -21,6 +21,8 @@ import (
 	"graphnode/node/control"
 	"graphnode/partition"
 	"graphnode/shm"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrServing: another node already listens on the configured socket.
@@ -96,6 +98,20 @@ type Node struct {
 		loaders  map[uint64]*loader
 		nextID   uint64
 		draining bool
+		// releasing counts the closings under way that will give
+		// loader slots back: a trainer that hung up or closed a loader
+		// (its samplers still stopping).
+		// An open_loader at samplers.max_loaders waits for them
+		// (awaitSlot) rather than being refused for a slot its own
+		// trainer has just let go of.
+		releasing int
+		// released, when not nil, is closed when releasing changes.
+		released chan struct{}
+		// holders are the control connections that own loaders: one
+		// whose trainer hung up gives its slots back as soon as its
+		// reader sees the end, which may come after the trainer's next
+		// open_loader.
+		holders map[*net.UnixConn]struct{}
 	}
 }
 
@@ -484,6 +500,110 @@ func (n *Node) drain() {
 		wg.Go(func() { n.closeLoader(l, "node stopping") })
 	}
 	wg.Wait()
+}
+
+// beginRelease counts a closing under way that will give loader slots
+// back (mu.releasing, see awaitSlot); endRelease ends it.
+func (n *Node) beginRelease() {
+	n.mu.Lock()
+	n.mu.releasing++
+	n.signalReleasedLocked()
+	n.mu.Unlock()
+}
+
+func (n *Node) endRelease() {
+	n.mu.Lock()
+	n.mu.releasing--
+	n.signalReleasedLocked()
+	n.mu.Unlock()
+}
+
+// signalReleasedLocked wakes awaitSlot. n.mu must be held.
+func (n *Node) signalReleasedLocked() {
+	if n.mu.released != nil {
+		close(n.mu.released)
+		n.mu.released = nil
+	}
+}
+
+// holding records that c owns loaders (held) or no longer does.
+func (n *Node) holding(c *net.UnixConn, held bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !held {
+		delete(n.mu.holders, c)
+		return
+	}
+	if n.mu.holders == nil {
+		n.mu.holders = map[*net.UnixConn]struct{}{}
+	}
+	n.mu.holders[c] = struct{}{}
+}
+
+// holderGoneLocked reports whether the trainer of a connection that owns
+// loaders has hung up, though the node may not have read the end yet:
+// the kernel has marked the socket as soon as the trainer closed it.
+// n.mu must be held.
+func (n *Node) holderGoneLocked() bool {
+	for c := range n.mu.holders {
+		if hungUp(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// hungUp reports whether c's peer has closed its end (POLLRDHUP or
+// POLLHUP), without reading or waiting.
+func hungUp(c *net.UnixConn) bool {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return true // closed here: its loaders are being closed
+	}
+	gone := false
+	err = rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		if k, err := unix.Poll(fds, 0); err == nil && k > 0 {
+			gone = fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) != 0
+		}
+	})
+	return gone || err != nil // closed here: its loaders are being closed
+}
+
+// awaitSlot returns once a loader may be reserved or none will be
+// given back soon: while every samplers.max_loaders slot is held and a
+// closing is under way (beginRelease), it waits for that to end,
+// within ctx and samplers.drain_timeout (a closing's bound: its
+// samplers are killed then) and until the node begins to drain. A
+// trainer that closes its loader and opens the next (an evaluation
+// loader per epoch) was refused with "node serves N loaders already"
+// about every second time, its old samplers still stopping.
+func (n *Node) awaitSlot(ctx context.Context) {
+	t := time.NewTimer(n.cfg.DrainTimeoutDuration() + time.Second)
+	defer t.Stop()
+	for {
+		n.mu.Lock()
+		released := n.mu.released
+		wait := !n.mu.draining && len(n.mu.loaders) >= n.cfg.Samplers.MaxLoaders &&
+			(n.mu.releasing > 0 || n.holderGoneLocked())
+		if wait && released == nil {
+			released = make(chan struct{})
+			n.mu.released = released
+		}
+		n.mu.Unlock()
+		if !wait {
+			return
+		}
+		select {
+		case <-released:
+		case <-ctx.Done():
+			return
+		case <-n.stopping:
+			return
+		case <-t.C:
+			return
+		}
+	}
 }
 
 // stats snapshots the node for a stats request.

@@ -32,12 +32,23 @@ func (n *Node) serveConn(ctx context.Context, c *net.UnixConn) {
 		c.SetWriteDeadline(time.Now().Add(n.cfg.DrainTimeoutDuration()))
 	})
 	frames := make(chan []byte)
+	// released is set by the reader when the trainer hung up holding
+	// loaders: their slots count as coming back from then on, not only
+	// once the deferred close below begins (an open_loader on the
+	// trainer's next connection may come first).
+	released := false
 	go func() {
 		defer close(frames)
 		defer cancel()
 		for {
 			body, err := control.ReadFrame(c)
 			if err != nil {
+				mu.Lock()
+				if len(owned) > 0 {
+					n.beginRelease()
+					released = true
+				}
+				mu.Unlock()
 				if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 					n.log.Debug("control connection ended", "err", err)
 				}
@@ -63,8 +74,16 @@ func (n *Node) serveConn(ctx context.Context, c *net.UnixConn) {
 			ls = append(ls, l)
 		}
 		mu.Unlock()
+		if !released && len(ls) > 0 {
+			n.beginRelease()
+			released = true
+		}
 		for _, l := range ls {
 			n.closeLoader(l, "trainer disconnected")
+		}
+		n.holding(c, false)
+		if released {
+			n.endRelease()
 		}
 	}()
 	for body := range frames {
@@ -83,12 +102,16 @@ func (n *Node) serveConn(ctx context.Context, c *net.UnixConn) {
 		resp := n.handle(connCtx, body, kc, func(l *loader) {
 			mu.Lock()
 			owned[l.id] = l
+			n.holding(c, true)
 			mu.Unlock()
 		}, func(id uint64) (*loader, bool) {
 			mu.Lock()
 			defer mu.Unlock()
 			l, ok := owned[id]
 			delete(owned, id)
+			if len(owned) == 0 {
+				n.holding(c, false)
+			}
 			return l, ok
 		})
 		if err := control.WriteFrame(c, resp); err != nil {
@@ -113,6 +136,7 @@ func (n *Node) handle(ctx context.Context, body []byte, kc *kvConn, own func(*lo
 				return n.openRelayed(ctx, o, body)
 			}
 		}
+		n.awaitSlot(ctx)
 		l, err := open(ctx, req.LoaderOptions)
 		if err != nil {
 			return errorResponse(err)
@@ -125,7 +149,9 @@ func (n *Node) handle(ctx context.Context, body []byte, kc *kvConn, own func(*lo
 		if !ok {
 			return &control.Response{Error: "no such loader on this connection", Key: "loader_id"}
 		}
+		n.beginRelease()
 		n.closeLoader(l, "closed by trainer")
+		n.endRelease()
 		return &control.Response{}
 	case control.OpKVCreate:
 		info, err := n.kv.create(ctx, req.Table, true)
