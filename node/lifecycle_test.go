@@ -197,6 +197,37 @@ func TestReopenAtMaxLoaders(t *testing.T) {
 	}
 }
 
+// TestQuickCloseLogsNoWarning: a trainer that closes its loader before
+// the samplers attach to their sub-rings (open, then close at once) is
+// an ordinary close: every loader is closed, and the node logs no
+// warning. It used to log "could not write the last record of a
+// sampler on the ring" (consumer gone) for most of those samplers.
+func TestQuickCloseLogsNoWarning(t *testing.T) {
+	bin, parts := setup(t)
+	cfg, socket, rings := newConfig(t, parts, "")
+	d := startDaemon(t, bin, cfg, socket, rings)
+	o := baseOptions()
+	o.Workers, o.Epochs, o.RingSize = 4, 1000, "4MiB"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const loaders = 20
+	for range loaders {
+		l, err := client.OpenLoader(ctx, socket, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+	}
+	eventually(t, 30*time.Second, "every loader closed", func() bool {
+		return strings.Count(d.log.String(), `"msg":"loader closed"`) == loaders
+	})
+	for _, line := range strings.Split(d.log.String(), "\n") {
+		if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
+			t.Errorf("quick closes logged: %s", line)
+		}
+	}
+}
+
 // TestDrainOnSIGTERM: SIGTERM to node run with a loader mid-epoch ends the
 // trainer's stream with ErrStopped, exits 0 and leaves no socket, ring or
 // sampler behind.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"graphnode/node/control"
 	"graphnode/sample"
+	"graphnode/shm"
 )
 
 // States of a sampler subprocess, as reported by stats.
@@ -217,7 +219,10 @@ func (n *Node) closeUnattached(l *loader, p *proc, kind sample.Kind, msg string)
 	defer prod.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), finalWait)
 	defer cancel()
-	if err := writeControl(ctx, prod, kind, msg); err != nil {
+	// A trainer that closed the ring reads nothing more: no warning for
+	// a record it does not need (every sampler of a loader closed before
+	// its samplers attached used to log one).
+	if err := writeControl(ctx, prod, kind, msg); err != nil && !errors.Is(err, shm.ErrConsumerGone) {
 		n.log.Warn("could not write the last record of a sampler on the ring", "loader", l.id, "worker", p.worker, "err", err)
 	}
 }
