@@ -197,6 +197,50 @@ func TestReopenAtMaxLoaders(t *testing.T) {
 	}
 }
 
+// TestRemoteReopenAtMaxLoaders: TestReopenAtMaxLoaders through a client
+// node, whose sampling node (part 0, samplers.max_loaders = 1) closes
+// the remote loader once the client node has hung up on it. Its
+// trainer's next loader used to be refused about every second time by
+// the sampling node ("node serves 1 loaders already").
+func TestRemoteReopenAtMaxLoaders(t *testing.T) {
+	c := startCluster(t, clusterParts(t, 2), 2, "10s")
+	b, err := os.ReadFile(c.configs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(b), "[samplers]\n", "[samplers]\nmax_loaders = 1\n", 1)
+	if err := os.WriteFile(c.configs[0], []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[0].cmd.Process.Signal(syscall.SIGTERM)
+	<-c.nodes[0].done
+	c.restart(0)
+	_, socket := c.startClient("10s")
+	o := baseOptions()
+	o.Workers, o.Epochs, o.RingSize = 2, 1000, "2MiB" // rank 0 of 1: part 0's node samples
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var refused []string
+	for i := range 20 {
+		l, err := client.OpenLoader(ctx, socket, o)
+		if err != nil {
+			refused = append(refused, fmt.Sprintf("open %d: %v", i, err))
+			eventually(t, 10*time.Second, "sampling node's slot given back", func() bool {
+				st, err := client.Stats(ctx, c.sockets[0])
+				return err == nil && len(st.Loaders) == 0
+			})
+			continue
+		}
+		if _, err := l.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+	}
+	if len(refused) > 0 {
+		t.Errorf("%d of 20 opens after closing the only loader refused:\n%s", len(refused), strings.Join(refused, "\n"))
+	}
+}
+
 // TestQuickCloseLogsNoWarning: a trainer that closes its loader before
 // the samplers attach to their sub-rings (open, then close at once) is
 // an ordinary close: every loader is closed, and the node logs no

@@ -100,7 +100,7 @@ type Node struct {
 		draining bool
 		// releasing counts the closings under way that will give
 		// loader slots back: a trainer that hung up or closed a loader
-		// (its samplers still stopping).
+		// (its samplers still stopping), a peer's remote loader ending.
 		// An open_loader at samplers.max_loaders waits for them
 		// (awaitSlot) rather than being refused for a slot its own
 		// trainer has just let go of.

@@ -63,6 +63,7 @@ func (n *Node) openRemote(ctx, conn context.Context, peer string, options []byte
 	if req.Op != control.OpOpenLoader {
 		return 0, nil, fmt.Errorf("node: remote loader: op %q, want %q", req.Op, control.OpOpenLoader)
 	}
+	n.awaitSlot(ctx) // a client node's trainer that reopens: as serveConn's
 	l, err := n.openLoader(ctx, req.LoaderOptions)
 	if err != nil {
 		return 0, nil, refusal(err)
@@ -83,7 +84,7 @@ func (n *Node) openRemote(ctx, conn context.Context, peer string, options []byte
 	n.mu.Lock()
 	l.remote = rl
 	n.mu.Unlock()
-	context.AfterFunc(conn, func() { n.closeLoader(l, "peer's connection closed") })
+	context.AfterFunc(conn, func() { n.releaseLoader(l, "peer's connection closed") })
 	timer := time.AfterFunc(remoteAttachTimeout, func() {
 		n.mu.Lock()
 		idle := !slices.Contains(rl.claimed, true)
@@ -176,8 +177,16 @@ func (n *Node) unclaim(rl *remoteLoader) {
 	n.mu.Unlock()
 	rl.active.Done()
 	if last {
-		n.closeLoader(rl.l, "every sub-ring streamed")
+		n.releaseLoader(rl.l, "every sub-ring streamed")
 	}
+}
+
+// releaseLoader closes l, counted as a slot being given back: the client
+// node that closed it may send its trainer's next open_loader at once.
+func (n *Node) releaseLoader(l *loader, why string) {
+	n.beginRelease()
+	defer n.endRelease()
+	n.closeLoader(l, why)
 }
 
 // stop ends rl's streams, waits for them and detaches the consumer;
