@@ -25,6 +25,19 @@ var errorCodes = [...]error{
 	11: ErrNonFinite,
 }
 
+// ErrorCode is the wire code of the sentinel err wraps (0: none), which
+// Sentinel maps back: a daemon that reports kv errors in its own
+// messages (the control socket's kv_code) keeps them matchable.
+func ErrorCode(err error) uint16 { return codeOf(err) }
+
+// Sentinel is the error of wire code code, or nil.
+func Sentinel(code uint16) error {
+	if int(code) < len(errorCodes) {
+		return errorCodes[code]
+	}
+	return nil
+}
+
 // codeOf is the wire code of err.
 func codeOf(err error) uint16 {
 	for c, s := range errorCodes {
@@ -55,12 +68,7 @@ func (e *RemoteError) Error() string {
 }
 
 // Unwrap is the sentinel named by Code, or nil.
-func (e *RemoteError) Unwrap() error {
-	if int(e.Code) < len(errorCodes) {
-		return errorCodes[e.Code]
-	}
-	return nil
-}
+func (e *RemoteError) Unwrap() error { return Sentinel(e.Code) }
 
 // serveScratch holds decoded requests between calls of Handle.
 type serveScratch struct {

@@ -49,7 +49,7 @@ func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward boo
 	}
 	created, pc, err := s.createLocal(ctx, sp, forward)
 	if err != nil {
-		return nil, &control.Error{Key: "table", Msg: err.Error()}
+		return nil, &control.Error{Key: "table", Msg: err.Error(), KVCode: kv.ErrorCode(err)}
 	}
 	if forward {
 		err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: t})
@@ -65,7 +65,7 @@ func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward boo
 			}
 		}
 		if err != nil {
-			return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the other nodes: %v%s", err, undo)}
+			return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the other nodes: %v%s", err, undo), KVCode: kv.ErrorCode(err)}
 		}
 	}
 	v, _ := s.store.Version(sp.Name)
@@ -189,11 +189,11 @@ func (s *kvServer) endCreate(name string, pc *pendingCreate, ok bool) createOutc
 // not sent to client nodes).
 func (s *kvServer) createRemote(ctx context.Context, t *control.TableSpec, sp kv.Spec) (*control.TableInfo, error) {
 	if err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: t}); err != nil {
-		return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the sampling nodes: %v", err)}
+		return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the sampling nodes: %v", err), KVCode: kv.ErrorCode(err)}
 	}
 	c, err := kv.NewClient([]kv.Spec{sp}, nil, s.tr)
 	if err != nil {
-		return nil, &control.Error{Key: "table", Msg: err.Error()}
+		return nil, &control.Error{Key: "table", Msg: err.Error(), KVCode: kv.ErrorCode(err)}
 	}
 	s.mu.Lock()
 	s.clients[sp.Name] = c

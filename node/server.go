@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"graphnode/kv"
 	"graphnode/node/control"
 )
 
@@ -180,11 +181,12 @@ func (n *Node) handle(ctx context.Context, body []byte, kc *kvConn, own func(*lo
 }
 
 func errorResponse(err error) *control.Response {
+	code := kv.ErrorCode(err)
 	var ce *control.Error
 	if errors.As(err, &ce) {
-		return &control.Response{Error: ce.Msg, Key: ce.Key}
+		return &control.Response{Error: ce.Msg, Key: ce.Key, KVCode: max(code, ce.KVCode)}
 	}
-	return &control.Response{Error: err.Error()}
+	return &control.Response{Error: err.Error(), KVCode: code}
 }
 
 func sortLoaders(ls []control.LoaderStats) {

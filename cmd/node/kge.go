@@ -9,7 +9,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"graphnode/csr"
@@ -503,6 +502,4 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 // tableClash reports whether err is a kv_create refused because a table
 // of that name exists with another spec (kv.ErrSpec, which reaches a
 // trainer as the text of a control error).
-func tableClash(err error) bool {
-	return strings.Contains(err.Error(), "differs from the existing table's")
-}
+func tableClash(err error) bool { return errors.Is(err, kv.ErrSpec) }

@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"graphnode/kv"
 )
 
 func TestFrameRoundTrip(t *testing.T) {
@@ -235,4 +237,18 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("round trip:\n%+v\n%+v", back, req)
 		}
 	})
+}
+
+// TestResponseKVCode: an error response's kv_code unwraps to kv's
+// sentinel, and one without it to nothing.
+func TestResponseKVCode(t *testing.T) {
+	_, err := DecodeResponse([]byte(`{"error":"kv: table \"t\": dim differs from the existing table's","key":"table","kv_code":10}`))
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Key != "table" || ce.KVCode != 10 || !errors.Is(err, kv.ErrSpec) {
+		t.Fatalf("kv_code 10: %#v, want a control.Error with key table matching kv.ErrSpec", err)
+	}
+	_, err = DecodeResponse([]byte(`{"error":"bad","key":"fanouts"}`))
+	if !errors.As(err, &ce) || errors.Unwrap(err) != nil || errors.Is(err, kv.ErrSpec) {
+		t.Fatalf("no kv_code: %#v unwraps to %v", err, errors.Unwrap(err))
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"graphnode/kv"
 )
 
 // MaxFrame bounds one message body. An open_loader request with explicit
@@ -116,17 +118,24 @@ func DecodeResponse(body []byte) (*Response, error) {
 		return nil, fmt.Errorf("control: decode response: %v: %w", err, ErrProtocol)
 	}
 	if resp.Error != "" {
-		return &resp, &Error{Msg: resp.Error, Key: resp.Key}
+		return &resp, &Error{Msg: resp.Error, Key: resp.Key, KVCode: resp.KVCode}
 	}
 	return &resp, nil
 }
 
 // Error is an error response from the node: Msg says what is wrong and Key,
-// when set, names the request field that holds the problem.
+// when set, names the request field that holds the problem. KVCode, when
+// set, is the parameter server's code of the error, and Unwrap its
+// sentinel: errors.Is(err, kv.ErrSpec) for a kv_create whose table
+// differs from the existing one.
 type Error struct {
-	Msg string
-	Key string
+	Msg    string
+	Key    string
+	KVCode uint16
 }
+
+// Unwrap is the kv sentinel of KVCode, or nil.
+func (e *Error) Unwrap() error { return kv.Sentinel(e.KVCode) }
 
 func (e *Error) Error() string {
 	if e.Key != "" {

@@ -4,8 +4,12 @@ package control
 // request failed; Key names the field at fault when one is), Loader set
 // (open_loader), Stats set (stats), or neither (close_loader succeeded).
 type Response struct {
-	Error  string      `json:"error,omitempty"`
-	Key    string      `json:"key,omitempty"`
+	Error string `json:"error,omitempty"`
+	Key   string `json:"key,omitempty"`
+	// KVCode is the parameter server's code of the error (kv's wire
+	// codes: 10 a table spec that differs from the existing table's,
+	// ...), when a kv request failed there.
+	KVCode uint16      `json:"kv_code,omitempty"`
 	Loader *LoaderInfo `json:"loader,omitempty"`
 	Stats  *Stats      `json:"stats,omitempty"`
 	// KVTable answers kv_create, KVSave kv_save, KVDrop kv_drop.
