@@ -53,7 +53,7 @@ class Connection:
         if not isinstance(resp, dict):
             raise LoaderError("control: %s: response is not a JSON object" % op)
         if resp.get("error"):
-            raise ControlError(resp["error"], resp.get("key", ""))
+            raise ControlError(resp["error"], resp.get("key", ""), int(resp.get("kv_code", 0)))
         return resp
 
     def exchange(self, body, op, timeout=None):

@@ -43,10 +43,14 @@ class EndOfStream(LoaderError):
 
 class ControlError(LoaderError):
     """The node answered a control request with an error. ``key`` names
-    the request field at fault ("" when none does)."""
+    the request field at fault ("" when none does); ``kv_code`` is the
+    parameter server's code of the error (0 when it is not one): 10 for a
+    kv.create whose spec differs from the existing table's, 1 for an
+    unknown table (docs/control.md lists them)."""
 
-    def __init__(self, message, key=""):
+    def __init__(self, message, key="", kv_code=0):
         text = "control: %s: %s" % (key, message) if key else "control: %s" % message
         super().__init__(text)
         self.msg = message
         self.key = key
+        self.kv_code = kv_code

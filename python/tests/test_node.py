@@ -243,7 +243,7 @@ class NodeTest(unittest.TestCase):
                                        init="uniform", init_scale=0.1, init_seed=3)["created"])
             with self.assertRaises(graphnode.ControlError) as cm:
                 kv.create("emb", rows="nodes", dim=8, optimizer="sgd", lr=0.5, mode="async")
-            self.assertEqual(cm.exception.key, "table")
+            self.assertEqual((cm.exception.key, cm.exception.kv_code), ("table", 10))
             self.assertIn("dim differs", str(cm.exception))
 
             ids = torch.tensor([0, 5, 1999])
