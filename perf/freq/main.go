@@ -18,7 +18,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +30,7 @@ import (
 	"graphnode/csr"
 	"graphnode/node/client"
 	"graphnode/partition"
+	"graphnode/perf/internal/localnode"
 )
 
 func main() {
@@ -91,13 +91,13 @@ func run(bin, parts, fanoutList string, batch, epochs int, split bool) error {
 	n := m.Parts
 	names := make([]string, n)
 	var peers strings.Builder
+	addrs, err := localnode.FreeUDPs(n)
+	if err != nil {
+		return err
+	}
 	for p := range n {
 		names[p] = fmt.Sprintf("host%d", p)
-		addr, err := freeUDP()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(&peers, "[[mesh.peers]]\npart = %d\nname = %q\naddr = %q\n", p, names[p], addr)
+		fmt.Fprintf(&peers, "[[mesh.peers]]\npart = %d\nname = %q\naddr = %q\n", p, names[p], addrs[p])
 	}
 	certs := filepath.Join(work, "certs")
 	if out, err := exec.Command(bin, "cert", "init", "--cluster", "freq", "--nodes", strings.Join(names, ","), "-o", certs).CombinedOutput(); err != nil {
@@ -128,7 +128,7 @@ func run(bin, parts, fanoutList string, batch, epochs int, split bool) error {
 		}
 	}
 	for p, s := range sockets {
-		if err := waitReady(ctx, s); err != nil {
+		if err := localnode.WaitReady(ctx, s); err != nil {
 			return fmt.Errorf("node %d: %w", p, err)
 		}
 	}
@@ -216,27 +216,4 @@ func measure(ctx context.Context, parts string, p, n int, socket string, fo []in
 	}
 	c.hits, c.misses = after.CacheHits-before.CacheHits, after.CacheMisses-before.CacheMisses
 	return c, nil
-}
-
-func waitReady(ctx context.Context, socket string) error {
-	for {
-		st, err := client.Stats(ctx, socket)
-		if err == nil && st.Ready {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not ready: %v", err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-func freeUDP() (string, error) {
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	return c.LocalAddr().String(), nil
 }

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +26,7 @@ import (
 	"graphnode/mesh"
 	"graphnode/node/client"
 	"graphnode/partition"
+	"graphnode/perf/internal/localnode"
 )
 
 func main() {
@@ -91,12 +91,12 @@ func run(bin, parts string, o options) error {
 	defer os.RemoveAll(rings)
 	certs := filepath.Join(work, "certs")
 	names := make([]string, n)
-	addrs := make([]string, n)
+	addrs, err := localnode.FreeUDPs(n)
+	if err != nil {
+		return err
+	}
 	for p := range n {
 		names[p] = fmt.Sprintf("host%d", p)
-		if addrs[p], err = freeUDP(); err != nil {
-			return err
-		}
 	}
 	if err := mesh.WriteCluster(certs, mesh.ClusterSpec{Cluster: "perf", Nodes: append(names, "trainer0")}); err != nil {
 		return err
@@ -144,7 +144,7 @@ func run(bin, parts string, o options) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	for p, s := range sockets {
-		if err := waitReady(ctx, s); err != nil {
+		if err := localnode.WaitReady(ctx, s); err != nil {
 			return fmt.Errorf("node %d: %w", p, err)
 		}
 	}
@@ -246,27 +246,4 @@ func each(n int, f func(p int) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-func waitReady(ctx context.Context, socket string) error {
-	for {
-		st, err := client.Stats(ctx, socket)
-		if err == nil && st.Ready {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("not ready: %v", err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-func freeUDP() (string, error) {
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	return c.LocalAddr().String(), nil
 }
