@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -149,14 +148,9 @@ func freeUDPAddr(t testing.TB) string { return freeUDPAddrs(t, 1)[0] }
 // until all are chosen, since a port released may be handed out again.
 func freeUDPAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	addrs := make([]string, n)
-	for i := range n {
-		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		addrs[i] = c.LocalAddr().String()
+	addrs, err := LoopbackAddrs(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return addrs
 }

@@ -3,7 +3,6 @@ package node_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,19 +83,12 @@ type testCluster struct {
 }
 
 // freeUDPs returns n distinct 127.0.0.1 UDP addresses nobody listens on
-// now: each socket is held until all are chosen, since a port released
-// may be handed out again at once (two peers given one address fail
-// config check).
+// now (mesh.LoopbackAddrs).
 func freeUDPs(t *testing.T, n int) []string {
 	t.Helper()
-	addrs := make([]string, n)
-	for i := range n {
-		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		addrs[i] = c.LocalAddr().String()
+	addrs, err := mesh.LoopbackAddrs(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return addrs
 }

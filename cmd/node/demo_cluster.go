@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,23 +31,6 @@ type demoCluster struct {
 	logs    []string
 	procs   []*exec.Cmd
 	exited  []chan error
-}
-
-// freeUDPs returns n distinct loopback UDP addresses nobody listens on
-// now: each socket is held until all are chosen, since a port released
-// may be handed out again at once, and two peers given one address fail
-// config check.
-func freeUDPs(n int) ([]string, error) {
-	addrs := make([]string, n)
-	for i := range n {
-		c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-		if err != nil {
-			return nil, err
-		}
-		defer c.Close()
-		addrs[i] = c.LocalAddr().String()
-	}
-	return addrs, nil
 }
 
 // startDemoCluster writes certificates and configs and starts one node
@@ -101,7 +83,7 @@ func newDemoCluster(exe, work, parts string, n int, ringSize string, workers int
 	for i := range n {
 		names[i] = fmt.Sprintf("node%d", i)
 	}
-	addrs, err := freeUDPs(n)
+	addrs, err := mesh.LoopbackAddrs(n)
 	if err != nil {
 		return c, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"graphnode/mesh"
 	"net"
 	"os"
 	"path/filepath"
@@ -165,7 +166,7 @@ func TestDemoNodesOwnProcessGroup(t *testing.T) {
 // free, and a node log that says its address was taken is what makes the
 // cluster start again on other ports.
 func TestDemoPorts(t *testing.T) {
-	addrs, err := freeUDPs(64)
+	addrs, err := mesh.LoopbackAddrs(64)
 	if err != nil {
 		t.Fatal(err)
 	}

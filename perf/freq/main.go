@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"graphnode/csr"
+	"graphnode/mesh"
 	"graphnode/node/client"
 	"graphnode/partition"
 	"graphnode/perf/internal/localnode"
@@ -91,7 +92,7 @@ func run(bin, parts, fanoutList string, batch, epochs int, split bool) error {
 	n := m.Parts
 	names := make([]string, n)
 	var peers strings.Builder
-	addrs, err := localnode.FreeUDPs(n)
+	addrs, err := mesh.LoopbackAddrs(n)
 	if err != nil {
 		return err
 	}

@@ -91,7 +91,7 @@ func run(bin, parts string, o options) error {
 	defer os.RemoveAll(rings)
 	certs := filepath.Join(work, "certs")
 	names := make([]string, n)
-	addrs, err := localnode.FreeUDPs(n)
+	addrs, err := mesh.LoopbackAddrs(n)
 	if err != nil {
 		return err
 	}
