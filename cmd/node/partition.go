@@ -44,7 +44,7 @@ func runPartition(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&f.read.Name, "name", "", "graph name recorded in graph.toml (default: the input's base name)")
 	fs.IntVar(&f.parts, "parts", 1, "number of partitions")
 	fs.StringVar(&f.method, "method", partition.MethodRandom, "partitioner: random (balanced random), metis (multilevel edge cut), freq (access frequency of each trainer's sampling, as GLT's FrequencyPartitioner: part p holds rank p's training nodes and the nodes it reads most)")
-	fs.StringVar(&f.balance, "balance", "nodes", "quantities to balance, a list of nodes, edges (stored edges per part) and train (training nodes per part); nodes always; metis balances all three, freq nodes and train, random nodes")
+	fs.StringVar(&f.balance, "balance", "nodes", "quantities to balance, a list of nodes, edges (stored edges per part) and train (training nodes per part); nodes always; metis and freq balance all three (freq: train by construction), random nodes")
 	fs.Float64Var(&f.imbalance, "imbalance", partition.DefaultImbalance, "largest allowed max/mean of every balanced quantity (metis, freq; random is exact)")
 	fs.StringVar(&f.fanouts, "fanouts", "15,10,5", "sampling fanouts per hop (-1 = all) for the freq heat estimate, the cache ranking and the expected read shares; \"none\" skips the estimate")
 	fs.IntVar(&f.batchSize, "batch-size", partition.DefaultBatchSize, "the trainers' batch size, for the estimate's per-batch deduplication (0 = count visits)")

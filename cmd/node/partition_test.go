@@ -435,7 +435,7 @@ func TestSkewNotes(t *testing.T) {
 			"note: part 2 owns 1.60 × the mean training nodes (not balanced): its trainer has that many more seeds per epoch; --method metis --balance nodes,train evens them",
 		}},
 		{partition.MethodFreq, []string{"nodes", "train"}, []string{
-			"note: part 1 stores 2.50 × the mean edges (not balanced): its host holds and samples that much more of the graph; --method metis --balance nodes,train,edges evens them",
+			"note: part 1 stores 2.50 × the mean edges (not balanced): its host holds and samples that much more of the graph; --balance nodes,train,edges evens them",
 		}},
 		{partition.MethodMetis, []string{"nodes", "edges", "train"}, nil},
 	} {
