@@ -17,7 +17,8 @@ import (
 type CacheOptions struct {
 	// Ratio caches up to Ratio × (nodes the part owns) nodes.
 	Ratio float64
-	// Bytes caches up to Bytes / (bytes of one feature row) nodes.
+	// Bytes caches up to Bytes / (bytes of one feature row + 8) nodes:
+	// a cached node costs its row in cache_feat and its id in cache_ids.
 	Bytes int64
 }
 
@@ -40,13 +41,16 @@ func (o CacheOptions) Validate(rowBytes int) error {
 	return nil
 }
 
+// cacheIDBytes is what a cached node's id takes in cache_ids (u64).
+const cacheIDBytes = 8
+
 // Limit is how many nodes a part that owns owned nodes may cache.
 func (o CacheOptions) Limit(owned uint64, rowBytes int) uint64 {
 	switch {
 	case o.Ratio > 0:
 		return uint64(math.Floor(o.Ratio * float64(owned)))
 	case o.Bytes > 0 && rowBytes > 0:
-		return uint64(o.Bytes) / uint64(rowBytes)
+		return uint64(o.Bytes) / (uint64(rowBytes) + cacheIDBytes)
 	}
 	return 0
 }

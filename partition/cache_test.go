@@ -64,8 +64,9 @@ func TestCacheOptions(t *testing.T) {
 	if n := (CacheOptions{Ratio: 0.25}).Limit(10, 4); n != 2 {
 		t.Errorf("ratio limit %d, want 2", n)
 	}
-	if n := (CacheOptions{Bytes: 100}).Limit(10, 12); n != 8 {
-		t.Errorf("bytes limit %d, want 8", n)
+	// A cached node costs its feature row and its 8-byte id in cache_ids.
+	if n := (CacheOptions{Bytes: 100}).Limit(10, 12); n != 5 {
+		t.Errorf("bytes limit %d, want 5", n)
 	}
 }
 
@@ -194,13 +195,13 @@ func TestCacheShares(t *testing.T) {
 }
 
 func TestWriteCacheBytes(t *testing.T) {
-	dir, m, _, _, _ := cacheDir(t, MethodFreq, CacheOptions{Bytes: 120}) // 10 rows of 3 × f32
+	dir, m, _, _, _ := cacheDir(t, MethodFreq, CacheOptions{Bytes: 200}) // 10 rows of 3 × f32 and their 8-byte ids
 	for p, e := range m.Part {
 		if e.Cache != 10 {
 			t.Errorf("part %d: %d cached, want 10", p, e.Cache)
 		}
 	}
-	if m.CacheBytes != 120 || m.CacheRatio != 0 {
+	if m.CacheBytes != 200 || m.CacheRatio != 0 {
 		t.Errorf("manifest cache %g / %d", m.CacheRatio, m.CacheBytes)
 	}
 	if _, err := OpenDir(dir); err != nil {

@@ -49,7 +49,7 @@ func runPartition(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&f.fanouts, "fanouts", "15,10,5", "sampling fanouts per hop (-1 = all) for the freq heat estimate, the cache ranking and the expected read shares; \"none\" skips the estimate")
 	fs.IntVar(&f.batchSize, "batch-size", partition.DefaultBatchSize, "the trainers' batch size, for the estimate's per-batch deduplication (0 = count visits)")
 	fs.Float64Var(&f.cacheRatio, "cache-ratio", 0, "cache in every part file the hottest nodes it does not own, up to this fraction of the nodes it owns (0.2 = 20%)")
-	fs.StringVar(&f.cacheBytes, "cache-bytes", "", "instead of --cache-ratio: cache up to this many bytes of feature rows per part (64MB, 1GiB, ...)")
+	fs.StringVar(&f.cacheBytes, "cache-bytes", "", "instead of --cache-ratio: cache up to this many bytes per part, feature rows and their 8-byte ids (64MB, 1GiB, ...)")
 	fs.StringVar(&f.direction, "direction", "in", "which endpoint owns an edge: in (the destination; sampling expands in-neighbours) or out; knowledge graphs default to out (a triple goes with its head)")
 	fs.BoolVar(&f.undirected, "undirected", false, "add the reverse of every edge (reciprocal pairs become duplicates, dropped by default)")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the random choices (assignment, splits); below 2^63")

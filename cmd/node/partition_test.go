@@ -163,7 +163,7 @@ func TestPartitionMethodsCLI(t *testing.T) {
 		{[]string{"--method", "metis", "--balance", "nodes,edges,train"}, []string{"(metis, seed 1)", "asked: nodes,edges,train within 1.030"}},
 		{[]string{"--method", "freq", "--imbalance", "1.0", "--fanouts", "10,5", "--batch-size", "64"}, []string{"(freq, seed 1)", "nodes 1.000", "(fanouts 10,5, batch 64)"}},
 		{[]string{"--method", "random", "--cache-ratio", "0.2"}, []string{"; 600 nodes cached"}},
-		{[]string{"--method", "metis", "--cache-bytes", "3.2KB"}, []string{"; 400 nodes cached"}}, // 100 rows of 8 × f32 per part
+		{[]string{"--method", "metis", "--cache-bytes", "4KB"}, []string{"; 400 nodes cached"}}, // 100 rows of 8 × f32 and their 8-byte ids per part
 		{[]string{"--method", "freq", "--imbalance", "1", "--cache-ratio", "0.2", "--feat-dtype", "f16"}, []string{"; 600 nodes cached"}},
 	} {
 		out := filepath.Join(t.TempDir(), "parts")
