@@ -23,7 +23,7 @@ func fuzzAssignInput(t *testing.T, b []byte) (g *Graph, adj *Adj, opts AssignOpt
 	balances := map[string][][]string{
 		MethodRandom: {{BalanceNodes}},
 		MethodMetis:  {{BalanceNodes}, {BalanceNodes, BalanceEdges}, {BalanceNodes, BalanceTrain}, {BalanceNodes, BalanceEdges, BalanceTrain}},
-		MethodFreq:   {{BalanceNodes}, {BalanceNodes, BalanceTrain}},
+		MethodFreq:   {{BalanceNodes}, {BalanceNodes, BalanceTrain}, {BalanceNodes, BalanceEdges}, {BalanceNodes, BalanceEdges, BalanceTrain}},
 	}[method]
 	opts = AssignOptions{
 		Method:    method,
