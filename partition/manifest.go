@@ -110,6 +110,11 @@ type PartEntry struct {
 	// node of a cluster bounds a fanout -1 batch by the largest of the
 	// set. 0 with edges: a graph.toml written before it was recorded.
 	MaxDegree uint64 `toml:"max_degree,omitzero"`
+	// HeaderCRC is the CRC-32C the part file's header stores (8 hex
+	// digits), which covers every section's CRC: OpenDir and OpenPart
+	// check it with one read of the header (see partheader.go). Empty in
+	// a graph.toml written before it was recorded.
+	HeaderCRC string `toml:"header_crc32c,omitempty"`
 
 	// Expected feature reads of one epoch of this part's trainer (rank p
 	// of P on split train, see TrainerSeeds) with the manifest's fanouts
@@ -402,6 +407,9 @@ func (m *Manifest) problems(file string) []error {
 		if p.MaxDegree > p.Edges {
 			bad(key+".max_degree", "is %d, more than the part's %d edges", p.MaxDegree, p.Edges)
 		}
+		if _, err := hex.DecodeString(p.HeaderCRC); p.HeaderCRC != "" && (err != nil || len(p.HeaderCRC) != 8) {
+			bad(key+".header_crc32c", "%q is not 8 hex digits", p.HeaderCRC)
+		}
 		end = p.End
 		edges += p.Edges
 		train += p.Train
@@ -478,6 +486,10 @@ func (m *Manifest) fileProblems(dir, file string, onDisk func(string) bool) []er
 				bad(key+".path", "%s: %v", f.Path, err)
 			case st.Size() != f.Size:
 				bad(key+".size", "%s is %d bytes on disk, %d recorded", f.Path, st.Size(), f.Size)
+			default:
+				if err := m.headerProblem(dir, f.Path); err != nil {
+					errs = append(errs, err)
+				}
 			}
 		}
 		if f.Path == OrigIDsFile && f.Size != int64(8*m.Nodes) {
