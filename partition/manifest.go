@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path"
@@ -17,6 +18,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
+
+	"graphnode/csr"
 )
 
 // ErrManifest: graph.toml is not a valid description of its directory.
@@ -480,12 +483,24 @@ func (m *Manifest) fileProblems(dir, file string, onDisk func(string) bool) []er
 			bad(key+".crc32c", "%q for %s is not 8 hex digits", f.CRC32C, f.Path)
 		}
 		if onDisk(f.Path) {
-			st, err := os.Stat(filepath.Join(dir, filepath.FromSlash(f.Path)))
+			// A file on disk that disagrees with graph.toml is named
+			// first, as csr.Open names it: graph.toml (whose checksum
+			// holds) is right, the file is what to repair or copy again.
+			p := filepath.Join(dir, filepath.FromSlash(f.Path))
+			st, err := os.Stat(p)
 			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				errs = append(errs, fmt.Errorf("partition: %s: missing (%s key %q lists it): %w", p, ManifestFile, key+".path", fs.ErrNotExist))
 			case err != nil:
-				bad(key+".path", "%s: %v", f.Path, err)
+				var pe *fs.PathError
+				if errors.As(err, &pe) {
+					err = pe.Err // the path is named once
+				}
+				errs = append(errs, fmt.Errorf("partition: %s (%s key %q lists it): %w", p, ManifestFile, key+".path", err))
+			case !st.Mode().IsRegular():
+				errs = append(errs, fmt.Errorf("partition: %s: not a regular file (%s), %s key %q lists a file: %w", p, st.Mode().Type(), ManifestFile, key+".path", csr.ErrCorrupt))
 			case st.Size() != f.Size:
-				bad(key+".size", "%s is %d bytes on disk, %d recorded", f.Path, st.Size(), f.Size)
+				errs = append(errs, fmt.Errorf("partition: %s: %d bytes on disk, %s key %q records %d (truncated, or replaced by another file): %w", p, st.Size(), ManifestFile, key+".size", f.Size, csr.ErrCorrupt))
 			default:
 				if err := m.headerProblem(dir, f.Path); err != nil {
 					errs = append(errs, err)

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -118,10 +119,13 @@ func TestOpenDirFileProblems(t *testing.T) {
 	_, err := OpenDir(dir)
 	probs := problemsOf(err)
 	all := err.Error()
+	// Each problem names the file on disk first, as csr.Open does, and
+	// says what is wrong with it: the file is what the user repairs,
+	// graph.toml is right.
 	for _, want := range []string{
-		`orig_ids.bin is 16 bytes on disk, 720 recorded`,
-		`part-2/part.csr: stat`,
-		`names.txt is 1 bytes on disk`,
+		filepath.Join(dir, OrigIDsFile) + `: 16 bytes on disk, graph.toml key "file[1].size" records 720 (truncated, or replaced by another file): corrupt file`,
+		filepath.Join(dir, PartFile(2)) + `: missing (graph.toml key "file[4].path" lists it): `,
+		filepath.Join(dir, NamesFile) + `: 1 bytes on disk, graph.toml key "file[0].size" records `,
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("problems lack %q:\n%s", want, all)
@@ -129,6 +133,14 @@ func TestOpenDirFileProblems(t *testing.T) {
 	}
 	if len(probs) != 3 {
 		t.Errorf("%d problems, want 3:\n%s", len(probs), all)
+	}
+	for _, p := range probs {
+		if strings.Contains(p.Error(), "invalid manifest") || strings.Contains(p.Error(), ManifestFile+": key") {
+			t.Errorf("%v: blames graph.toml for a file on disk", p)
+		}
+	}
+	if !errors.Is(err, csr.ErrCorrupt) || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%v: want csr.ErrCorrupt (sizes) and fs.ErrNotExist (the missing file) wrapped", err)
 	}
 }
 
@@ -162,14 +174,14 @@ func TestOpenPart(t *testing.T) {
 	if got, err := OpenPart(host, 1); err != nil || got.Checksum != m.Checksum {
 		t.Fatalf("OpenPart(1) of graph.toml and part 1: %v", err)
 	}
-	if _, err := OpenPart(host, 0); err == nil || !strings.Contains(err.Error(), "part-0/part.csr: stat") || strings.Contains(err.Error(), "orig_ids") {
+	if _, err := OpenPart(host, 0); err == nil || !strings.Contains(err.Error(), "part-0/part.csr: missing") || strings.Contains(err.Error(), "orig_ids") {
 		t.Fatalf("OpenPart(0) without part 0: %v, want part-0/part.csr named alone", err)
 	}
 	if _, err := OpenDir(host); err == nil || !strings.Contains(err.Error(), "orig_ids.bin") {
 		t.Fatalf("OpenDir of one host's files: %v, want the missing files named", err)
 	}
 	os.Truncate(filepath.Join(host, PartFile(1)), 100)
-	if _, err := OpenPart(host, 1); err == nil || !strings.Contains(err.Error(), "part-1/part.csr is 100 bytes on disk") {
+	if _, err := OpenPart(host, 1); err == nil || !strings.Contains(err.Error(), "part-1/part.csr: 100 bytes on disk") {
 		t.Fatalf("OpenPart(1) of a truncated part: %v", err)
 	}
 }
@@ -190,7 +202,7 @@ func TestOpenManifest(t *testing.T) {
 	if got, err := OpenManifest(alone); err != nil || got.Checksum != m.Checksum {
 		t.Fatalf("OpenManifest of graph.toml alone: %v", err)
 	}
-	if _, err := OpenDir(alone); err == nil || !strings.Contains(err.Error(), "part-0/part.csr: stat") {
+	if _, err := OpenDir(alone); err == nil || !strings.Contains(err.Error(), "part-0/part.csr: missing") {
 		t.Fatalf("OpenDir of graph.toml alone: %v, want its missing files", err)
 	}
 	os.WriteFile(filepath.Join(alone, ManifestFile), append([]byte("bogus = 1\n"), b...), 0o644)
