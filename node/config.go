@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/user"
@@ -193,6 +194,14 @@ func loadConfig(path string, fetch bool) (Config, error) {
 	}
 	text := string(b) // read once: every pass below decodes the same bytes
 	md, err := toml.Decode(text, &c)
+	if err == nil {
+		// Decode puts a negative integer into an unsigned field (a kv
+		// table's init_seed) as its two's complement, without a word;
+		// decoding value by value refuses it.
+		if d, derr := decodeValues(path, text, new(Config)); derr == nil && len(d.problems) > 0 {
+			err = d.problems[0]
+		}
+	}
 	var refused *valueDecoder // set when a value had the wrong type
 	if err != nil {
 		// Decode stops at the first value of the wrong type; decode the
@@ -316,6 +325,18 @@ func (c *Config) Validate() error {
 		p.add("rings.size", "%q: %v", c.Rings.Size, err)
 	} else if n <= 0 {
 		p.add("rings.size", "%q is not positive", c.Rings.Size)
+	} else if w := c.Samplers.Workers; w >= 1 && w <= MaxWorkers {
+		// Whatever the batch, a sub-ring holds an error record: open_loader
+		// refuses a ring whose sub-rings cannot (openLoader).
+		least := roundUp(max(shm.RecordHeaderSize+maxControlRecord, shm.MinCapacity), shm.PageSize)
+		if sub := n / int64(w) / shm.PageSize * shm.PageSize; sub < least {
+			got := "nothing"
+			if sub > 0 {
+				got = shm.FormatSize(sub)
+			}
+			p.add("rings.size", "%q gives %s to each of the %d sub-rings (samplers.workers), less than one error record takes: "+
+				"every loader that leaves ring_size to the node would be refused; at least %s", c.Rings.Size, got, w, shm.FormatSize(least*int64(w)))
+		}
 	}
 	p.inRange("samplers.workers", c.Samplers.Workers, 1, MaxWorkers)
 	p.inRange("samplers.concurrency", c.Samplers.Concurrency, 1, MaxConcurrency)
@@ -367,6 +388,12 @@ func (c *Config) GroupID() (int, error) {
 	if id, err := strconv.Atoi(g); err == nil {
 		if id < 0 {
 			return 0, fmt.Errorf("gid %d is negative", id)
+		}
+		// A gid_t is 32 bits, and its all-ones value means "no change":
+		// a larger number reached chown cut to 32 bits (another group),
+		// or refused once the node had started.
+		if id > math.MaxUint32-1 {
+			return 0, fmt.Errorf("gid %d is out of range 0..%d", id, uint32(math.MaxUint32-1))
 		}
 		return id, nil
 	}

@@ -151,8 +151,10 @@ func accepts(t reflect.Type, raw any) (want string, ok bool) {
 		_, ok = raw.(int64)
 		return "an integer", ok
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		_, ok = raw.(int64)
-		return "a non-negative integer", ok
+		// toml.Decode takes -1 as its two's complement (init_seed =
+		// -1 seeded with 2^64-1).
+		n, ok := raw.(int64)
+		return "a non-negative integer", ok && n >= 0
 	case reflect.Float32, reflect.Float64:
 		switch raw.(type) {
 		case float64, int64:

@@ -281,3 +281,34 @@ level = 3
 		t.Errorf("LR and lr in one inline table: %v", err)
 	}
 }
+
+// TestLoadConfigNegativeUnsigned: toml.Decode puts a negative integer
+// into an unsigned field without a word, as its two's complement:
+// init_seed = -1 seeded the table with 18446744073709551615. It is a
+// problem naming the key and the value, with the other problems.
+func TestLoadConfigNegativeUnsigned(t *testing.T) {
+	dir, pre := configDir(t)
+	path := writeConfig(t, dir, pre+`[samplers]
+workers = 0
+[[kv.tables]]
+name = "e"
+rows = 10
+dim = 4
+optimizer = "sgd"
+lr = 0.1
+mode = "async"
+init_seed = -1
+`)
+	cfg, err := LoadConfig(path)
+	if !errors.Is(err, ErrConfig) {
+		t.Fatalf("err = %v, want ErrConfig", err)
+	}
+	want := path + ": kv.tables[0].init_seed: want a non-negative integer, not the integer -1\n" +
+		path + ": samplers.workers: 0 is out of range 1..64"
+	if err.Error() != want {
+		t.Errorf("problems\n%v\nwant\n%s", err, want)
+	}
+	if len(cfg.KV.Tables) != 1 || cfg.KV.Tables[0].InitSeed != 0 || cfg.KV.Tables[0].Dim != 4 {
+		t.Errorf("tables %+v: want the table kept, its refused init_seed 0", cfg.KV.Tables)
+	}
+}

@@ -84,6 +84,10 @@ func (c *Config) validateMesh(p *problems) {
 			c.Node.Parts, parts)
 		return
 	}
+	// The name picks the certificate files and this node's peers entry:
+	// past a bad one, "no .crt there" and "this node is """ only repeat
+	// the problem.
+	nameOK := mesh.CheckName("node", c.Node.Name) == nil
 	if err := mesh.CheckName("node", c.Node.Name); err != nil {
 		p.add("node.name", "%v (it names this node's certificate in mesh.certs)", err)
 	}
@@ -96,13 +100,17 @@ func (c *Config) validateMesh(p *problems) {
 	case !isDir(m.Certs):
 		p.add("mesh.certs", "%q is not a directory (node cert init writes it)", m.Certs)
 	default:
-		for _, f := range []string{filepath.Join(m.Certs, mesh.CAcertFile), mesh.CertFile(m.Certs, c.Node.Name), mesh.KeyFile(m.Certs, c.Node.Name)} {
+		files := []string{filepath.Join(m.Certs, mesh.CAcertFile)}
+		if nameOK {
+			files = append(files, mesh.CertFile(m.Certs, c.Node.Name), mesh.KeyFile(m.Certs, c.Node.Name))
+		}
+		for _, f := range files {
 			if _, err := os.Stat(f); err != nil {
 				p.add("mesh.certs", "%q: no %s there (node cert init writes it)", m.Certs, filepath.Base(f))
 			}
 		}
 	}
-	c.validatePeers(p, parts)
+	c.validatePeers(p, parts, nameOK)
 	if c.Client() {
 		if m.Listen != "" {
 			p.add("mesh.listen", "%q: a client node (node.role = %q) serves no part, so it listens on no mesh port; remove it", m.Listen, RoleClient)
@@ -116,7 +124,9 @@ func (c *Config) validateMesh(p *problems) {
 	}
 }
 
-func (c *Config) validatePeers(p *problems, parts int) {
+// validatePeers adds the problems of mesh.peers to p; nameOK says
+// whether node.name is a valid name, to be checked against them.
+func (c *Config) validatePeers(p *problems, parts int, nameOK bool) {
 	own := c.ownPart()
 	seen := map[int]bool{}
 	names, addrs := map[string]int{}, map[string]int{} // the first entry of each
@@ -144,8 +154,12 @@ func (c *Config) validatePeers(p *problems, parts int) {
 		}
 		if err := mesh.CheckName("node", e.Name); err != nil {
 			p.add(key+".name", "%v", err)
-		} else if e.Part == own && e.Name != c.Node.Name {
+		} else if nameOK && e.Part == own && e.Name != c.Node.Name {
 			p.add(key+".name", "%q serves part %d, but this node (node.part) is %q", e.Name, e.Part, c.Node.Name)
+		} else if c.Client() && e.Name == c.Node.Name {
+			// It would go by that node's certificate, and the peers take
+			// its calls for that node's.
+			p.add("node.name", "%q is the name of %s, the node of part %d: a client node needs a name and certificate of its own (node cert add --node NAME)", c.Node.Name, key, e.Part)
 		}
 		if err := checkAddr(e.Addr); err != nil {
 			p.add(key+".addr", "%q: %v", e.Addr, err)

@@ -296,6 +296,18 @@ func TestGroupID(t *testing.T) {
 	if got := c.RingMode(); got != 0o660 {
 		t.Errorf("RingMode with a group = %#o, want 0660", got)
 	}
+	// A gid is 32 bits and 2^32-1 means none: chown refused a larger one
+	// once the node had started ("invalid argument").
+	for _, g := range []string{"4294967295", "99999999999"} {
+		c.Control.Group = g
+		if gid, err := c.GroupID(); err == nil || err.Error() != "gid "+g+" is out of range 0..4294967294" {
+			t.Errorf("group %s = %d, %v; want out of range", g, gid, err)
+		}
+	}
+	c.Control.Group = "4294967294"
+	if gid, err := c.GroupID(); err != nil || gid != 4294967294 {
+		t.Errorf("group 4294967294 = %d, %v", gid, err)
+	}
 	c.Control.Group = ""
 	if gid, err := c.GroupID(); err != nil || gid != -1 {
 		t.Errorf("no group = %d, %v; want -1", gid, err)
@@ -654,5 +666,37 @@ func TestCheckpointDirNotWritable(t *testing.T) {
 	}
 	if _, err := LoadConfig(writeConfig(t, dir, pre+"[kv]\ncheckpoint_dir = "+quote(dir)+"\n")); err != nil {
 		t.Fatalf("writable checkpoint_dir: %v", err)
+	}
+}
+
+// TestLoadConfigRingSizeTooSmall: a rings.size whose sub-rings (one per
+// sampler of samplers.workers) cannot hold an error record is refused
+// with the least size that works: every loader that left ring_size to
+// the node was refused by open_loader, and config check passed it.
+func TestLoadConfigRingSizeTooSmall(t *testing.T) {
+	dir, pre := configDir(t)
+	for _, tc := range []struct {
+		rings, workers string
+		want           string // "": valid
+	}{
+		{"1KB", "2", `rings.size: "1KB" gives nothing to each of the 2 sub-rings (samplers.workers), less than one error record takes: every loader that leaves ring_size to the node would be refused; at least 16KiB`},
+		{"16KiB", "2", ""},
+		{"16KiB", "4", `rings.size: "16KiB" gives 4KiB to each of the 4 sub-rings (samplers.workers), less than one error record takes: every loader that leaves ring_size to the node would be refused; at least 32KiB`},
+		// A bad workers is its own problem, not this one's.
+		{"1KB", "0", ""},
+	} {
+		path := writeConfig(t, dir, pre+"[rings]\nsize = "+quote(tc.rings)+"\n[samplers]\nworkers = "+tc.workers+"\n")
+		_, err := LoadConfig(path)
+		var got []string
+		if err != nil {
+			for _, l := range strings.Split(err.Error(), "\n") {
+				if l = strings.TrimPrefix(l, path+": "); strings.HasPrefix(l, "rings.size") {
+					got = append(got, l)
+				}
+			}
+		}
+		if tc.want == "" && len(got) > 0 || tc.want != "" && (len(got) != 1 || got[0] != tc.want) {
+			t.Errorf("size %s, workers %s: problems %q, want %q", tc.rings, tc.workers, got, tc.want)
+		}
 	}
 }
