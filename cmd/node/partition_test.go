@@ -408,6 +408,51 @@ func TestPartitionMemoryFloor(t *testing.T) {
 	}
 }
 
+// TestMissNotes: an asked quantity whose heaviest part passes the bound
+// the partitioners keep (max(⌈mean⌉, ⌊imbalance · mean⌋)) is pointed out
+// with its part; the freq partitioner left Cora's part 2 with 1.085 ×
+// the mean edges under --balance nodes,edges,train and only the balance
+// line's number showed it. A part at the bound, and quantities not asked
+// for, get no such note.
+func TestMissNotes(t *testing.T) {
+	m := &partition.Manifest{
+		Nodes: 2708, Edges: 10556, Train: 140,
+		Achieved: partition.BalanceAchieved{Nodes: 1.01034, Edges: 1.084502, Train: 1},
+		Part: []partition.PartEntry{
+			{Index: 0, Start: 0, End: 684, Edges: 2675, Train: 35}, {Index: 1, Start: 684, End: 1367, Edges: 2440, Train: 35},
+			{Index: 2, Start: 1367, End: 2025, Edges: 2862, Train: 35}, {Index: 3, Start: 2025, End: 2708, Edges: 2579, Train: 35},
+		},
+	}
+	want := []string{"note: part 2 stores 1.085 × the mean edges, more than --imbalance 1.030 allows (2862, at most 2718): the freq partitioner could not keep --balance edges"}
+	if got := missNotes(m, partition.MethodFreq, []string{"nodes", "edges", "train"}, 1.03); !slices.Equal(got, want) {
+		t.Errorf("edges missed:\n got %q\nwant %q", got, want)
+	}
+	if got := missNotes(m, partition.MethodFreq, []string{"nodes", "train"}, 1.03); got != nil {
+		t.Errorf("edges not asked: %q, want no note (skewNotes speaks of those)", got)
+	}
+	if got := missNotes(m, partition.MethodFreq, []string{"nodes", "edges", "train"}, 1.1); got != nil {
+		t.Errorf("within --imbalance 1.1: %q, want no note", got)
+	}
+	// ⌈mean⌉ is the bound where ⌊imbalance · mean⌋ is below it: 10
+	// nodes into 3 parts owe a part 4 nodes (1.2 × the mean).
+	small := &partition.Manifest{Nodes: 10, Achieved: partition.BalanceAchieved{Nodes: 1.2},
+		Part: []partition.PartEntry{{Index: 0, Start: 0, End: 4}, {Index: 1, Start: 4, End: 7}, {Index: 2, Start: 7, End: 10}}}
+	if got := missNotes(small, partition.MethodMetis, []string{"nodes"}, 1.03); got != nil {
+		t.Errorf("4 of 10 nodes in 3 parts: %q, want no note", got)
+	}
+	small.Part[0].End, small.Part[1].Start = 5, 5
+	small.Achieved.Nodes = 1.5
+	want = []string{"note: part 0 owns 1.500 × the mean nodes, more than --imbalance 1.030 allows (5, at most 4): the metis partitioner could not keep --balance nodes"}
+	if got := missNotes(small, partition.MethodMetis, []string{"nodes"}, 1.03); !slices.Equal(got, want) {
+		t.Errorf("5 of 10 nodes in 3 parts:\n got %q\nwant %q", got, want)
+	}
+	m.Part[0].Edges, m.Part[1].Edges = 2800, 2315
+	want = []string{"note: part 2 stores 1.085 × the mean edges, more than --imbalance 1.030 allows (2862, at most 2718): the freq partitioner could not keep --balance edges (2 parts over it)"}
+	if got := missNotes(m, partition.MethodFreq, []string{"nodes", "edges", "train"}, 1.03); !slices.Equal(got, want) {
+		t.Errorf("two parts over:\n got %q\nwant %q", got, want)
+	}
+}
+
 // TestSkewNotes: a quantity not asked for whose heaviest part passes
 // 1.5 × the mean is pointed out with its part and the flags that balance
 // it; asked-for quantities and mild skew are not.
