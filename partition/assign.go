@@ -329,7 +329,8 @@ func (b *edgeBound) fits(p int, v uint32) bool { return b.stored[p]+b.row(v) <= 
 // ends within [lo, hi] when the sizes allow it (the caller's bounds
 // satisfy P·lo ≤ total ≤ P·hi, and no initial size exceeds hi).
 //
-// With eb, a part must also keep its stored edges within eb's bound;
+// With eb, a part must also keep its stored edges within eb's bound,
+// less the room for the lightest nodes it must still take to reach lo;
 // when no part within the node capacity does, the node goes to the one
 // storing the fewest edges (node balance is kept first: it sizes every
 // part's memory and the trainers' shares).
@@ -357,6 +358,26 @@ func placeByHeat(nodes []uint32, score func(v uint32, p int) float32, lo, hi int
 		deficit += max(0, lo-s)
 	}
 	remaining := len(items)
+	// A part below lo must still take lo-size nodes, of at least the
+	// least edges of the nodes not placed yet: that much of its edge
+	// bound is kept for them. Else a part that filled its edges early
+	// with hot hubs is forced past the bound by the light nodes it must
+	// take at the end to reach lo (Cora into 4 parts: 1.085 × the mean
+	// edges, 1.03 with the reserve, for 0.1 points of local reads).
+	var light *lightest
+	if eb != nil {
+		rows := make([]uint64, len(items))
+		for i, it := range items {
+			rows[i] = eb.row(it.v)
+		}
+		light = newLightest(rows)
+	}
+	reserve := func(p int) uint64 {
+		if light == nil || size[p]+1 >= lo {
+			return 0
+		}
+		return light.sum(lo - size[p] - 1)
+	}
 	for _, it := range items {
 		tight := deficit >= remaining
 		best := -1
@@ -369,7 +390,7 @@ func placeByHeat(nodes []uint32, score func(v uint32, p int) float32, lo, hi int
 				if fewest < 0 || eb.stored[p] < eb.stored[fewest] {
 					fewest = p
 				}
-				if !eb.fits(p, it.v) {
+				if eb.stored[p]+eb.row(it.v)+reserve(p) > eb.max {
 					continue
 				}
 			}
@@ -390,6 +411,7 @@ func placeByHeat(nodes []uint32, score func(v uint32, p int) float32, lo, hi int
 		}
 		if eb != nil {
 			eb.stored[best] += eb.row(it.v)
+			light.remove(eb.row(it.v))
 		}
 		out[it.v] = uint32(best)
 		if size[best] < lo {
