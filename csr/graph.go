@@ -2,7 +2,9 @@ package csr
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sync"
 	"unsafe"
@@ -61,6 +63,10 @@ func Open(path string, opts OpenOptions) (*Graph, error) {
 	}
 	f, err := os.Open(path)
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // it names path again ("open path: …")
+		}
 		return nil, fmt.Errorf("csr: open %s: %w", path, err)
 	}
 	defer f.Close() // the mapping outlives the descriptor
