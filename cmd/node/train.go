@@ -15,6 +15,7 @@ import (
 	"graphnode/node/client"
 	"graphnode/node/control"
 	"graphnode/sample"
+	"graphnode/shm"
 	"graphnode/train"
 )
 
@@ -141,6 +142,14 @@ func (f *trainFlags) check() error {
 	}
 	if f.workers < 0 {
 		bad("--workers %d: want ≥ 0 (0: the node's default)", f.workers)
+	}
+	// open_loader refused it, once the node had been reached.
+	if f.ringSize != "" {
+		if n, err := shm.ParseSize(f.ringSize); err != nil {
+			bad("--ring-size %q: %v", f.ringSize, err)
+		} else if n <= 0 {
+			bad("--ring-size %q: want a positive size such as 256MB (\"\": the node's rings.size)", f.ringSize)
+		}
 	}
 	if f.worldSize < 1 {
 		bad("--world-size %d: want ≥ 1", f.worldSize)

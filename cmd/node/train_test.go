@@ -525,6 +525,9 @@ func TestTrainFlagErrors(t *testing.T) {
 		// Refused by kv_create only once the loaders were open.
 		{[]string{"--table", "my/job.sync"}, `--table "my/job.sync": must be 1-64 bytes of [A-Za-z0-9_.-], not starting with '.'`},
 		{[]string{"--save", "--params-table", "graphsage.sync"}, `--params-table "graphsage.sync": the same as --table`},
+		// Refused by open_loader, once node train had connected.
+		{[]string{"--ring-size", "1x"}, `--ring-size "1x": shm: size "1x": unknown unit "x"`},
+		{[]string{"--ring-size", "0"}, `--ring-size "0": want a positive size such as 256MB ("": the node's rings.size)`},
 		// Trained every epoch without a word: no val accuracy, no stopping.
 		{[]string{"--patience", "3", "--eval=false"}, "--patience 3: early stopping watches the val accuracy, which --eval=false turns off"},
 	} {
