@@ -164,12 +164,43 @@ func (f *kgeFlags) check() error {
 			break
 		}
 	}
-	// The graph's sizes are the partition's, read later; epochs and steps
-	// were checked above, by their flags' names.
+	// train.KGEConfig.Validate names none of these flags ("batch size 0
+	// and negatives 256", "rank 0 of world 0").
+	c := &f.cfg
+	if c.BatchSize < 1 {
+		bad("--batch-size %d: want ≥ 1", c.BatchSize)
+	}
+	if c.NegSize < 1 {
+		bad("--neg-size %d: want ≥ 1", c.NegSize)
+	}
+	if c.World < 1 {
+		bad("--world-size %d: want ≥ 1 (one trainer per part)", c.World)
+	} else if c.Rank < 0 || c.Rank >= c.World {
+		bad("--rank %d: want 0 to %d (--world-size %d)", c.Rank, c.World-1, c.World)
+	}
+	if c.EvalEvery < 0 {
+		bad("--eval-every %d: want ≥ 0 (0: after the last epoch only)", c.EvalEvery)
+	}
+	if c.Hidden < 1 {
+		bad("--hidden %d: want ≥ 1", c.Hidden)
+	}
+	if c.AdvTemp < 0 {
+		bad("--adv-temp %g: want ≥ 0 (0: off)", c.AdvTemp)
+	}
+	if c.RegCoef < 0 {
+		bad("--reg-coef %g: want ≥ 0 (0: off)", c.RegCoef)
+	} else if c.RegCoef > 0 && c.RegNorm < 1 {
+		bad("--reg-norm %d: want ≥ 1", c.RegNorm)
+	}
+	// The graph's sizes are the partition's, read later; the flags
+	// checked above by their names are left out of Validate.
 	cfg := f.cfg
 	cfg.Entities, cfg.Relations = 2, 1
 	cfg.EntityTable, cfg.RelationTable = f.prefix+".entity", f.prefix+".relation"
 	cfg.Epochs, cfg.StepsPerEpoch = max(cfg.Epochs, 1), max(cfg.StepsPerEpoch, 1)
+	cfg.BatchSize, cfg.NegSize, cfg.Hidden, cfg.EvalEvery = max(cfg.BatchSize, 1), max(cfg.NegSize, 1), max(cfg.Hidden, 1), max(cfg.EvalEvery, 0)
+	cfg.World, cfg.Rank = 1, 0
+	cfg.AdvTemp, cfg.RegCoef, cfg.RegNorm = max(cfg.AdvTemp, 0), max(cfg.RegCoef, 0), max(cfg.RegNorm, 1)
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
 	}

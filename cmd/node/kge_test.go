@@ -273,8 +273,17 @@ func TestKGEFlagErrors(t *testing.T) {
 		{[]string{"--epochs", "0"}, "--epochs 0: want ≥ 1"},
 		{[]string{"--steps-per-epoch", "-1"}, "--steps-per-epoch -1: want ≥ 0"},
 		{[]string{"--model", "transx"}, `kge model "transx": unknown`},
-		{[]string{"--batch-size", "0"}, "batch size 0 and negatives 256 must be positive"},
-		{[]string{"--rank", "2", "--world-size", "2"}, "rank 2 of world 2"},
+		// Named by their flags: "batch size 0 and negatives 256", "rank 0
+		// of world 0", "eval every -1 epochs in blocks of 64" named none.
+		{[]string{"--batch-size", "0"}, "node kge: --batch-size 0: want ≥ 1\n"},
+		{[]string{"--neg-size", "-1"}, "node kge: --neg-size -1: want ≥ 1\n"},
+		{[]string{"--rank", "2", "--world-size", "2"}, "node kge: --rank 2: want 0 to 1 (--world-size 2)\n"},
+		{[]string{"--world-size", "0"}, "node kge: --world-size 0: want ≥ 1 (one trainer per part)\n"},
+		{[]string{"--eval-every", "-1"}, "node kge: --eval-every -1: want ≥ 0 (0: after the last epoch only)\n"},
+		{[]string{"--hidden", "0"}, "node kge: --hidden 0: want ≥ 1\n"},
+		{[]string{"--adv-temp", "-1"}, "node kge: --adv-temp -1: want ≥ 0 (0: off)\n"},
+		{[]string{"--reg-coef", "-1"}, "node kge: --reg-coef -1: want ≥ 0 (0: off)\n"},
+		{[]string{"--reg-norm", "0"}, "node kge: --reg-norm 0: want ≥ 1\n"},
 		// The initial range ±(gamma+2)/hidden: empty at -2 (every row 0, and
 		// no gradient ever moves it), refused by the kv tables below.
 		{[]string{"--gamma", "-2"}, "--gamma -2: want > -2"},
