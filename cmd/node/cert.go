@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -28,12 +29,15 @@ func runCert(_ context.Context, a *app, args []string) error {
 			return certAdd(a, args[1:])
 		}
 	}
+	if len(args) > 0 && !isHelp(args[0]) {
+		fmt.Fprintf(a.stderr, "node cert: unknown subcommand %q (want init or add)\n", args[0])
+	}
 	fmt.Fprintf(a.stderr, "usage: node cert %s\n\n"+
 		"subcommands:\n"+
 		"  init  create a cluster CA and a certificate per node\n"+
 		"  add   sign a certificate for one more node with the CA of a directory init wrote\n\n"+
 		"Run 'node cert init --help' or 'node cert add --help' for the flags.\n", certSynopsis)
-	if len(args) == 0 || (args[0] != "-h" && args[0] != "--help" && args[0] != "help") {
+	if len(args) == 0 || !isHelp(args[0]) {
 		return errUsage
 	}
 	return flag.ErrHelp
@@ -67,6 +71,24 @@ func certInit(a *app, args []string) error {
 	for n := range strings.SplitSeq(nodes, ",") {
 		names = append(names, strings.TrimSpace(n))
 	}
+	var bad []string
+	if err := mesh.CheckName("cluster", cluster); err != nil {
+		bad = append(bad, fmt.Sprintf("--cluster %q: %v", cluster, err))
+	}
+	for _, n := range names {
+		if err := mesh.CheckName("node", n); err != nil {
+			bad = append(bad, fmt.Sprintf("--nodes %q: %v", nodes, err))
+			break
+		}
+	}
+	if st, err := os.Stat(out); err == nil && !st.IsDir() {
+		// WriteCluster said "ca.key exists: a new CA would lock out
+		// every node holding the old one".
+		bad = append(bad, fmt.Sprintf("-o %q is a file, not a directory", out))
+	}
+	if len(bad) > 0 {
+		return certUsage(a, "init", bad...)
+	}
 	spec := mesh.ClusterSpec{Cluster: cluster, Nodes: names, Validity: time.Duration(days) * 24 * time.Hour, Force: force}
 	if err := mesh.WriteCluster(out, spec); err != nil {
 		return err
@@ -98,6 +120,9 @@ func certAdd(a *app, args []string) error {
 	}
 	if err := checkCertFlags(a, fs, "add", pos, days, flagValue{"--certs", dir}, flagValue{"--node", name}); err != nil {
 		return err
+	}
+	if err := mesh.CheckName("node", name); err != nil {
+		return certUsage(a, "add", fmt.Sprintf("--node %q: %v", name, err))
 	}
 	cert, err := mesh.AddNode(dir, mesh.NodeSpec{Node: name, Validity: time.Duration(days) * 24 * time.Hour, Force: force})
 	if err != nil {
@@ -132,7 +157,16 @@ func checkCertFlags(a *app, fs *flag.FlagSet, sub string, pos []string, days int
 		return errUsage
 	case days <= 0 || days > maxCertDays:
 		// Beyond 292 years a Duration overflows, and the validity with it.
-		return fmt.Errorf("--days %d: want 1 to %d days", days, maxCertDays)
+		return certUsage(a, sub, fmt.Sprintf("--days %d: want 1 to %d days", days, maxCertDays))
 	}
 	return nil
+}
+
+// certUsage reports bad flag values of node cert sub, one a line, as a
+// usage error (exit 2, as node train, kge and fetch do).
+func certUsage(a *app, sub string, problems ...string) error {
+	for _, p := range problems {
+		fmt.Fprintf(a.stderr, "node cert %s: %s\n", sub, p)
+	}
+	return errUsage
 }

@@ -72,7 +72,7 @@ func TestCertInit(t *testing.T) {
 	// --days past a hundred years is refused (it overflowed a Duration
 	// and silently became ten years).
 	e.Reset()
-	if code := run(context.Background(), []string{"cert", "init", "--cluster", "products", "--nodes", "host0", "-o", t.TempDir(), "--days", "106752"}, &o, &e); code != 1 ||
+	if code := run(context.Background(), []string{"cert", "init", "--cluster", "products", "--nodes", "host0", "-o", t.TempDir(), "--days", "106752"}, &o, &e); code != 2 ||
 		!strings.Contains(e.String(), "--days 106752: want 1 to 36500 days") {
 		t.Fatalf("--days 106752: exit %d, %s", code, e.String())
 	}
@@ -120,7 +120,7 @@ func TestCertAdd(t *testing.T) {
 		{[]string{"--certs", dir, "--node", "host1"}, 1, "host1.crt exists"},
 		{[]string{"--certs", dir, "--node", "host1", "--force"}, 0, `wrote the certificate of node "host1"`},
 		{[]string{"--certs", filepath.Join(t.TempDir(), "none"), "--node", "h"}, 1, "ca.key: a node is signed by the cluster CA's certificate and key"},
-		{[]string{"--certs", dir, "--node", "a/b"}, 1, `node name "a/b"`},
+		{[]string{"--certs", dir, "--node", "a/b"}, 2, `node cert add: --node "a/b": mesh: node name "a/b"`},
 	} {
 		code, stdout, stderr := runNode(t, append([]string{"cert", "add"}, tc.args...)...)
 		if code != tc.code || !strings.Contains(stdout+stderr, tc.want) {
@@ -139,11 +139,18 @@ func TestCertUsage(t *testing.T) {
 		{[]string{"cert", "renew"}, 2, "add   sign a certificate for one more node"},
 		{[]string{"cert", "add", "--help"}, 0, "-certs"},
 		{[]string{"cert", "add", "--node", "h"}, 2, "node cert add: missing --certs"},
-		{[]string{"cert", "add", "--certs", "x", "--node", "h", "--days", "0"}, 1, "--days 0"},
+		// A bad flag value is a usage error, exit 2, as for node train,
+		// kge and fetch (it was 1, as for a failure to write).
+		{[]string{"cert", "add", "--certs", "x", "--node", "h", "--days", "0"}, 2, "node cert add: --days 0: want 1 to 36500 days\n"},
+		{[]string{"cert", "add", "--certs", "x", "--node", "a b"}, 2, `node cert add: --node "a b": mesh: node name "a b"`},
 		{[]string{"cert", "init", "--help"}, 0, "-cluster"},
 		{[]string{"cert", "init", "--cluster", "c"}, 2, "missing --nodes, -o"},
-		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a/b", "-o", "x"}, 1, `node name "a/b"`},
-		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a", "-o", "x", "--days", "0"}, 1, "--days 0"},
+		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a/b", "-o", "x"}, 2, `node cert init: --nodes "a/b": mesh: node name "a/b"`},
+		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a,,b", "-o", "x"}, 2, `node cert init: --nodes "a,,b": mesh: node name ""`},
+		{[]string{"cert", "init", "--cluster", "c d", "--nodes", "a", "-o", "x"}, 2, `node cert init: --cluster "c d": mesh: cluster name "c d"`},
+		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a", "-o", "x", "--days", "0"}, 2, "node cert init: --days 0: want 1 to 36500 days\n"},
+		// It said "x/ca.key exists: a new CA would lock out every node".
+		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a", "-o", "cert_test.go"}, 2, `node cert init: -o "cert_test.go" is a file, not a directory`},
 	} {
 		var o, e bytes.Buffer
 		code := run(context.Background(), tc.args, &o, &e)

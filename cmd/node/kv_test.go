@@ -35,3 +35,27 @@ func TestKVCommand(t *testing.T) {
 		t.Errorf("node kv save wrote no checkpoint: %v", err)
 	}
 }
+
+// TestKVUsageBeforeDial: node kv and node cert name an unknown
+// subcommand, and node kv refuses its bad arguments with exit 2 before
+// it dials (the socket here does not exist): a missing table name or an
+// extra argument was found only once the node answered, and a dead
+// socket reported the dial, exit 1, instead.
+func TestKVUsageBeforeDial(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"kv", "frob"}, "node kv: unknown subcommand \"frob\" (want drop or save)\n"},
+		{[]string{"cert", "frob"}, "node cert: unknown subcommand \"frob\" (want init or add)\n"},
+		{[]string{"kv", "drop", "--socket", sock}, "node kv drop: name the tables to drop\n"},
+		{[]string{"kv", "save", "--socket", sock, "now"}, "node kv save: unexpected argument \"now\"\n"},
+		{[]string{"kv", "drop", "--socket", sock, "emb", "a/b"}, "node kv drop: table \"a/b\": must be 1-64 bytes of [A-Za-z0-9_.-], not starting with '.'\n"},
+	} {
+		code, _, stderr := runNode(t, tc.args...)
+		if code != 2 || !strings.HasPrefix(stderr, tc.want) || strings.Contains(stderr, "dial") {
+			t.Errorf("node %v: exit %d, stderr %q; want 2 and %q first, before any dial", tc.args, code, stderr, tc.want)
+		}
+	}
+}
