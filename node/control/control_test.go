@@ -161,6 +161,11 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"optimizer":"adam","lr":0.1,"mode":"sync","beta1":0}}`, "table.beta1", "beta1 0 is not supported"},
 		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"optimizer":"adam","lr":0.1,"mode":"sync","beta2":0.0}}`, "table.beta2", "default is 0.999"},
 		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"optimizer":"adagrad","lr":0.1,"mode":"async","eps":0}}`, "table.eps", "default is 1e-10"},
+		// A step size of 0 trains nothing, a negative one climbs the loss:
+		// the message says so, not "missing" alone or kv's ">= 0".
+		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"optimizer":"sgd","lr":0,"mode":"sync"}}`, "table.lr", `table "a": missing or 0 for optimizer sgd: want a step size > 0`},
+		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"optimizer":"adagrad","lr":-0.1,"mode":"async"}}`, "table.lr", `table "a": -0.1: want a step size > 0`},
+		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"optimizer":"adam","mode":"async"}}`, "table.lr", "missing or 0 for optimizer adam"},
 		// Kept as float32 by the shards: 1e-60 would be 0, 1e60 infinite.
 		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"optimizer":"sgd","lr":1e-60,"mode":"sync"}}`, "table.lr", "outside float32's range"},
 		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"optimizer":"adam","lr":0.1,"eps":1e60,"mode":"sync"}}`, "table.eps", "outside float32's range"},

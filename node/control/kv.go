@@ -145,8 +145,11 @@ func (t *TableSpec) Validate() error {
 	switch t.Optimizer {
 	case "average":
 	case "sgd", "adagrad", "adam":
-		if t.LR == 0 {
-			return bad("lr", "missing for optimizer %s", t.Optimizer)
+		switch {
+		case t.LR == 0: // absent, or given as 0: either way no step
+			return bad("lr", "missing or 0 for optimizer %s: want a step size > 0", t.Optimizer)
+		case t.LR < 0:
+			return bad("lr", "%g: want a step size > 0", t.LR)
 		}
 	case "":
 		return bad("optimizer", "missing: sgd, adagrad, adam or average")
