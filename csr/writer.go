@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -121,10 +122,10 @@ func (w *Writer) Section(name string, t ElemType, fill func(io.Writer) error) er
 	err := fill(sw)
 	sw.closed = true
 	if err != nil {
-		return w.fail(fmt.Errorf("csr: write %s: section %q: %w", w.path, name, err))
+		return w.fail(fmt.Errorf("csr: write %s: section %q: %w", w.path, name, w.ioErr(err)))
 	}
 	if sw.err != nil {
-		return w.fail(fmt.Errorf("csr: write %s: section %q: %w", w.path, name, sw.err))
+		return w.fail(fmt.Errorf("csr: write %s: section %q: %w", w.path, name, w.ioErr(sw.err)))
 	}
 	return w.end(name, t, sw.n, sw.crc)
 }
@@ -182,7 +183,7 @@ func (w *Writer) end(name string, t ElemType, n uint64, crc uint32) error {
 	var zero [Alignment]byte
 	pad := (Alignment - w.off%Alignment) % Alignment
 	if _, err := w.bw.Write(zero[:pad]); err != nil {
-		return w.fail(fmt.Errorf("csr: write %s: section %q: %w", w.path, name, err))
+		return w.fail(fmt.Errorf("csr: write %s: section %q: %w", w.path, name, w.ioErr(err)))
 	}
 	w.off += pad
 	return nil
@@ -355,7 +356,7 @@ func (w *Writer) Close() error {
 		return w.fail(fmt.Errorf("csr: write %s: section %q: %q and %q go together: %w", w.path, SecCacheIDs, SecCacheIDs, SecCacheFeat, ErrInvalid))
 	}
 	if err := w.bw.Flush(); err != nil {
-		return w.fail(fmt.Errorf("csr: write %s: %w", w.path, err))
+		return w.fail(fmt.Errorf("csr: write %s: %w", w.path, w.ioErr(err)))
 	}
 	h := Header{Major: MajorVersion, Minor: MinorVersion, FileSize: w.off, Meta: w.meta, Sections: w.sections}
 	buf, err := AppendHeader(make([]byte, 0, HeaderSize), h)
@@ -364,13 +365,13 @@ func (w *Writer) Close() error {
 	}
 	buf = buf[:HeaderSize] // zero padding: the capacity was zeroed by make
 	if _, err := w.f.WriteAt(buf, 0); err != nil {
-		return w.fail(fmt.Errorf("csr: write %s: header: %w", w.path, err))
+		return w.fail(fmt.Errorf("csr: write %s: header: %w", w.path, w.ioErr(err)))
 	}
 	if err := w.f.Sync(); err != nil {
-		return w.fail(fmt.Errorf("csr: write %s: fsync: %w", w.path, err))
+		return w.fail(fmt.Errorf("csr: write %s: fsync: %w", w.path, w.ioErr(err)))
 	}
 	if err := w.f.Close(); err != nil {
-		return w.fail(fmt.Errorf("csr: write %s: %w", w.path, err))
+		return w.fail(fmt.Errorf("csr: write %s: %w", w.path, w.ioErr(err)))
 	}
 	w.f = nil
 	if err := os.Rename(w.tmp, w.path); err != nil {
@@ -402,6 +403,16 @@ func (w *Writer) Abort() {
 	}
 	w.done = true
 	w.fail(fmt.Errorf("csr: write %s: aborted: %w", w.path, ErrInvalid))
+}
+
+// ioErr is err without the name of the temporary file when err is the
+// file's own error ("write parts/.part.csr.123-ab.tmp: no space left on
+// device"): the messages name the file being written, w.path, already.
+func (w *Writer) ioErr(err error) error {
+	if pe, ok := err.(*fs.PathError); ok && pe.Path == w.tmp {
+		return pe.Err
+	}
+	return err
 }
 
 // fail records err as the Writer's final state (unless one is recorded

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"unicode/utf8"
@@ -95,10 +96,13 @@ func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32,
 	if err != nil {
 		return nil, err
 	}
-	ok := false
+	ok, staging := false, true
 	defer func() {
 		if !ok {
 			os.RemoveAll(tmp)
+		}
+		if err != nil && staging {
+			err = &stagedError{err: err, tmp: tmp, dir: dir}
 		}
 	}()
 
@@ -140,6 +144,7 @@ func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32,
 	if err := SyncDir(tmp); err != nil {
 		return nil, err
 	}
+	staging = false // the errors of the moves name both places
 	if into {
 		err = moveInto(tmp, dir)
 	} else {
@@ -151,6 +156,17 @@ func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32,
 	ok = true
 	return m, nil
 }
+
+// stagedError is an error of writing the partitioning into its temporary
+// directory tmp, told as of the output directory dir: the user asked for
+// dir/part-0/part.csr, and tmp is gone by the time they read it.
+type stagedError struct {
+	err      error
+	tmp, dir string
+}
+
+func (e *stagedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.tmp, e.dir) }
+func (e *stagedError) Unwrap() error { return e.err }
 
 // checkWrite checks that g, adj and assign agree, and g and opts.
 func checkWrite(g *Graph, adj *Adj, assign []uint32, opts *WriteOptions) error {

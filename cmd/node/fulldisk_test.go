@@ -67,10 +67,15 @@ func TestFullDisk(t *testing.T) {
 		out := onFullDisk(t, mnt, 64<<10, `"$2" partition --input `+g+` --parts 2 --method metis -o "$1/parts"
 echo "exit $?"
 echo "left: [$(ls -A "$1")]"`)
-		for _, want := range []string{"node partition: ", "part.csr", "no space left on device", "exit 1\n", "left: []\n"} {
+		// The error names the file as it would have been, once: not
+		// the temporary directory and file it was written in.
+		for _, want := range []string{"node partition: ", "csr: write " + mnt + "/parts/part-", "/part.csr: ", ": no space left on device", "exit 1\n", "left: []\n"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("output lacks %q:\n%s", want, out)
 			}
+		}
+		if strings.Contains(out, ".tmp") {
+			t.Errorf("output names a temporary path:\n%s", out)
 		}
 	})
 
