@@ -190,6 +190,10 @@ func loadConfig(path string, fetch bool) (Config, error) {
 	var c Config
 	b, err := os.ReadFile(path)
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // "open PATH: …" would name the file again
+		}
 		return c, fmt.Errorf("node: %s: %w", path, err)
 	}
 	text := string(b) // read once: every pass below decodes the same bytes

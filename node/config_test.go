@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -698,5 +699,16 @@ func TestLoadConfigRingSizeTooSmall(t *testing.T) {
 		if tc.want == "" && len(got) > 0 || tc.want != "" && (len(got) != 1 || got[0] != tc.want) {
 			t.Errorf("size %s, workers %s: problems %q, want %q", tc.rings, tc.workers, got, tc.want)
 		}
+	}
+}
+
+// TestLoadConfigMissing: a config file that is not there is named once
+// ("node: X: no such file or directory", not "node: X: open X: …"), and
+// errors.Is finds fs.ErrNotExist.
+func TestLoadConfigMissing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "node.toml")
+	_, err := LoadConfig(path)
+	if want := "node: " + path + ": no such file or directory"; err == nil || err.Error() != want || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("err = %v, want %q", err, want)
 	}
 }
