@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -318,6 +319,10 @@ func (f *kgeFlags) load(ctx context.Context) (*kgeInput, error) {
 		return nil, fmt.Errorf("--eval %q: want test, valid or none", f.eval)
 	}
 	ev, err := partition.ReadTriples(f.parts, m, evalFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		// node fetch, without --all, brings graph.toml and the part only.
+		return nil, fmt.Errorf("--eval %s reads %s, which %s lacks: node fetch --all -c node.toml brings it, or pass --eval none: %w", f.eval, evalFile, f.parts, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +368,7 @@ func checkKGEManifest(dir string, m *partition.Manifest) error {
 // read (ownTriples, evalTriples); every other part file must be here.
 func kgeFilter(dir string, m *partition.Manifest, own int, ownTriples []train.Triple, evalFile string, evalTriples []train.Triple) (*train.KGEFilter, error) {
 	if _, err := partition.OpenDir(dir); err != nil {
-		return nil, fmt.Errorf("filtered evaluation reads every part's triples: %w (copy the whole directory to this host, or pass --eval-filter=false for raw ranks)", err)
+		return nil, fmt.Errorf("filtered evaluation reads every part's triples: %w (node fetch --all -c node.toml brings every file of the set to this host, or pass --eval-filter=false for raw ranks)", err)
 	}
 	sets := [][]train.Triple{ownTriples, evalTriples}
 	for p := range m.Parts {

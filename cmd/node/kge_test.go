@@ -122,6 +122,14 @@ func TestKGEFB15k237(t *testing.T) {
 
 	own := filepath.Join(t.TempDir(), "own")
 	copyHostParts(t, parts, own, 0)
+	// What `node fetch` without --all gives a host: graph.toml and its part.
+	fetched := filepath.Join(t.TempDir(), "fetched")
+	copyHostParts(t, parts, fetched, 0)
+	for _, f := range []string{partition.TriplesValidFile, partition.TriplesTestFile} {
+		if err := os.Remove(filepath.Join(fetched, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	notDir := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -135,7 +143,9 @@ func TestKGEFB15k237(t *testing.T) {
 		{"one trainer for two parts", []string{"--socket", cl.sockets[0], "--parts", parts}, "--world-size 1, but"},
 		{"tables of another size", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--hidden", "50", "--eval", "none"}, "pass another --table-prefix"},
 		{"rank of another part", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--rank", "1"}, "--rank 1 trains part 0"},
-		{"filter needs every part", []string{"--socket", cl.sockets[0], "--parts", own, "--world-size", "2"}, "--eval-filter=false"},
+		{"filter needs every part", []string{"--socket", cl.sockets[0], "--parts", own, "--world-size", "2"}, "node fetch --all -c node.toml"},
+		{"raw ranks need the test triples", []string{"--socket", cl.sockets[0], "--parts", fetched, "--world-size", "2", "--eval-filter=false"},
+			"--eval test reads triples-test.bin, which " + fetched + " lacks: node fetch --all -c node.toml brings it, or pass --eval none"},
 		{"bad eval", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--eval", "train"}, `--eval "train"`},
 		{"bad model", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--model", "transh"}, "transh"},
 		{"no socket", []string{"--parts", parts}, "--socket and --parts are required"},
