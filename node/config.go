@@ -345,8 +345,8 @@ func (c *Config) Validate() error {
 	p.inRange("samplers.workers", c.Samplers.Workers, 1, MaxWorkers)
 	p.inRange("samplers.concurrency", c.Samplers.Concurrency, 1, MaxConcurrency)
 	p.inRange("samplers.max_loaders", c.Samplers.MaxLoaders, 1, 1<<16)
-	if d, err := time.ParseDuration(c.Samplers.DrainTimeout); err != nil || d <= 0 {
-		p.add("samplers.drain_timeout", "%q is not a positive duration (like \"10s\")", c.Samplers.DrainTimeout)
+	if d, err := time.ParseDuration(c.Samplers.DrainTimeout); err != nil || d <= 0 || d > MaxDrainTimeout {
+		p.add("samplers.drain_timeout", "%q is not a duration in (0, %v] (like \"10s\")", c.Samplers.DrainTimeout, MaxDrainTimeout)
 	}
 	c.validateMesh(&p)
 	c.validateKV(&p)

@@ -20,6 +20,10 @@ const (
 	// MaxMeshTimeout bounds mesh.timeout: it is also how long a trainer
 	// may wait for the error of a peer that went down.
 	MaxMeshTimeout = 5 * time.Minute
+	// MaxDrainTimeout bounds samplers.drain_timeout, as the mesh's
+	// timeouts are: deploy/systemd's unit kills the node 5 minutes after
+	// SIGTERM (TimeoutStopSec), and a longer drain would only be cut.
+	MaxDrainTimeout = 5 * time.Minute
 )
 
 // MeshConfig is [mesh]: how this node reaches the other partitions'

@@ -712,3 +712,19 @@ func TestLoadConfigMissing(t *testing.T) {
 		t.Fatalf("err = %v, want %q", err, want)
 	}
 }
+
+// TestDrainTimeoutBound: samplers.drain_timeout is bounded as the mesh's
+// timeouts are: "100000h" passed, and the node then waited out any
+// sampler that would not stop, past the unit's TimeoutStopSec (5 min).
+func TestDrainTimeoutBound(t *testing.T) {
+	dir, pre := configDir(t)
+	for _, tt := range []struct {
+		value string
+		ok    bool
+	}{{"5m", true}, {"1s", true}, {"5m1s", false}, {"100000h", false}, {"0s", false}} {
+		_, err := LoadConfig(writeConfig(t, dir, pre+"[samplers]\ndrain_timeout = "+quote(tt.value)+"\n"))
+		if tt.ok != (err == nil) || !tt.ok && !strings.Contains(err.Error(), `samplers.drain_timeout: "`+tt.value+`" is not a duration in (0, 5m0s]`) {
+			t.Errorf("drain_timeout %q: err = %v, ok %v", tt.value, err, tt.ok)
+		}
+	}
+}
