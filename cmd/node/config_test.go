@@ -122,3 +122,17 @@ func TestResolveLogFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigCheckSaysDerivedListen: mesh.listen left out is this part's
+// [[mesh.peers]] address; config check printed listen = "" and no word
+// of the address the node binds.
+func TestConfigCheckSaysDerivedListen(t *testing.T) {
+	_, path := writeNodeTOML(t, "version = 1\n[node]\nparts = \"$DIR/parts\"\n[control]\nsocket = \"$DIR/s.sock\"\n"+
+		"[mesh]\ncerts = \"$DIR/certs\"\ncluster = \"c1\"\n"+
+		"[[mesh.peers]]\npart = 0\nname = \"host0\"\naddr = \"127.0.0.1:7100\"\n"+
+		"[[mesh.peers]]\npart = 1\nname = \"host1\"\naddr = \"127.0.0.1:7101\"\n")
+	_, out, _ := cliRun("config", "check", "-c", path)
+	if want := "# mesh.listen: 127.0.0.1:7100, this part's [[mesh.peers]] entry\n"; !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+}
