@@ -12,10 +12,18 @@ import (
 type syncState struct {
 	mu struct {
 		sync.Mutex
-		round *round           // the step being gathered; nil between steps
-		left  map[int]struct{} // trainers that left, until one of them pushes again
-		verCh chan struct{}    // closed (and replaced) at every version bump
-		avg   []float32        // reused averaging buffer
+		round *round // the step being gathered; nil between steps
+		// left: trainers that left, until one of them pushes again;
+		// true for one that timed out before it left (see timedOut).
+		left map[int]bool
+		// timedOut: trainers whose last push was in a step that timed out
+		// waiting for the others. One that leaves then is remembered only
+		// to tell a rerun (its push forgets the departures); its leaving
+		// fails nobody's step, since the trainers it waited for never
+		// came: a rerun's are no job mates of it.
+		timedOut map[int]struct{}
+		verCh    chan struct{} // closed (and replaced) at every version bump
+		avg      []float32     // reused averaging buffer
 		// dropped: the table left its store (Store.Drop); every step and
 		// version wait fails from then on.
 		dropped bool
@@ -39,7 +47,8 @@ type round struct {
 
 func newSyncState() *syncState {
 	s := &syncState{}
-	s.mu.left = make(map[int]struct{})
+	s.mu.left = make(map[int]bool)
+	s.mu.timedOut = make(map[int]struct{})
 	s.mu.verCh = make(chan struct{})
 	return s
 }
@@ -102,6 +111,14 @@ func (t *table) pushSync(ctx context.Context, step uint64, trainer, world int, g
 		r.timer = time.AfterFunc(timeout, func() {
 			ss.mu.Lock()
 			defer ss.mu.Unlock()
+			if ss.mu.round != r {
+				return
+			}
+			for k, g := range r.grads {
+				if g != nil {
+					ss.mu.timedOut[k] = struct{}{}
+				}
+			}
 			ss.failLocked(r, fmt.Errorf("kv: table %q step %d: timed out after %v waiting for trainers %v of world %d: %w",
 				name, step, timeout, r.missing(), world, ErrStepFailed))
 		})
@@ -123,10 +140,11 @@ func (t *table) pushSync(ctx context.Context, step uint64, trainer, world int, g
 	if _, back := ss.mu.left[trainer]; back {
 		clear(ss.mu.left)
 	}
+	delete(ss.mu.timedOut, trainer)
 	r.grads[trainer] = grads
 	r.pushed++
-	for k := range ss.mu.left {
-		if k < world && r.grads[k] == nil {
+	for k, inert := range ss.mu.left {
+		if !inert && k < world && r.grads[k] == nil {
 			ss.failLocked(r, fmt.Errorf("kv: table %q step %d: trainer %d left; missing trainers %v: %w", name, step, k, r.missing(), ErrStepFailed))
 			break
 		}
@@ -180,7 +198,9 @@ func (t *table) applyRoundLocked(r *round) {
 
 // leave fails the current round if trainer belongs to it, and remembers
 // the trainer as gone until it pushes again, so a later round that waits
-// for it fails at once instead of timing out.
+// for it fails at once instead of timing out. A trainer whose last step
+// timed out waiting for the others fails no round: those it waited for
+// never came, and the round now gathered is a rerun's.
 func (t *table) leave(trainer int) {
 	ss := t.sync
 	if trainer < 0 || trainer >= MaxWorld {
@@ -188,7 +208,12 @@ func (t *table) leave(trainer int) {
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	ss.mu.left[trainer] = struct{}{}
+	_, inert := ss.mu.timedOut[trainer]
+	delete(ss.mu.timedOut, trainer)
+	ss.mu.left[trainer] = inert
+	if inert {
+		return
+	}
 	if r := ss.mu.round; r != nil && trainer < r.world {
 		ss.failLocked(r, fmt.Errorf("kv: table %q step %d: trainer %d left; missing trainers %v: %w",
 			t.spec.Name, r.step, trainer, r.missing(), ErrStepFailed))

@@ -439,3 +439,46 @@ func TestSyncRerunAfterCrash(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncRerunAfterTimeout: a trainer that started alone, waited out the
+// sync timeout for the others (who never came) and went is no departure
+// of the rerun's job. Before, the shard remembered it as gone: a rerun
+// whose other trainer pushed first failed at once ("trainer 1 left"),
+// while the returning trainer 1 waited out the timeout and went again,
+// so every rerun in that order failed the same way.
+func TestSyncRerunAfterTimeout(t *testing.T) {
+	const world = 2
+	s, err := New(Config{Part: 0, Tables: []Spec{spec("w", 2, 2, SGD(1), Sync, 1)}, SyncTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.PushSync(ctx, "w", 0, 1, world, grad(4, 1, 0)); !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("trainer 1 alone: %v, want a timed-out step", err)
+	}
+	s.Leave(1) // its connection closes without kv_done
+
+	// The rerun: trainer 0 pushes first, then trainer 1.
+	errs := make(chan error, 1)
+	go func() { errs <- s.PushSync(ctx, "w", 0, 0, world, grad(4, 0, 0)) }()
+	waitPushed(t, s, "w", 1)
+	if err := s.PushSync(ctx, "w", 0, 1, world, grad(4, 1, 0)); err != nil {
+		t.Fatalf("rerun, trainer 1: %v", err)
+	}
+	if err := <-errs; err != nil {
+		t.Fatalf("rerun, trainer 0: %v", err)
+	}
+	got, v, err := s.PullVersion(ctx, "w", 1, allIDs(2), nil)
+	if err != nil || v != 1 || !slices.Equal(got, f32(-1.5, -1.5, -1.5, -1.5)) {
+		t.Fatalf("after the rerun's step: rows %v version %d, %v; want -1.5 at version 1", got, v, err)
+	}
+
+	// A trainer that left after a step that went through is a departure
+	// of its job still: the other's next step fails at once, naming it.
+	s.Leave(1)
+	start := time.Now()
+	err = s.PushSync(ctx, "w", 1, 0, world, grad(4, 0, 1))
+	if !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), "trainer 1 left") || time.Since(start) > 50*time.Millisecond {
+		t.Fatalf("step after trainer 1 left: %v after %v, want a failed step naming trainer 1 at once", err, time.Since(start))
+	}
+}
