@@ -114,15 +114,16 @@ func (c *Config) validateKV(p *problems) {
 	for i := range k.Tables {
 		t := &k.Tables[i]
 		key := fmt.Sprintf("kv.tables[%d]", i)
-		if err := t.Validate(); err != nil {
-			// Name the field as this file does (kv.tables[0].mode), not
-			// as a kv_create request would (table.mode).
-			var ce *control.Error
-			if errors.As(err, &ce) && ce.Key != "" {
+		if ps := t.Problems(); len(ps) > 0 {
+			// Name each field as this file does (kv.tables[0].mode),
+			// not as a kv_create request would (table.mode).
+			for _, ce := range ps {
 				p.add(key+"."+strings.TrimPrefix(ce.Key, "table."), "%s", ce.Msg)
-			} else {
-				p.add(key, "%v", err)
 			}
+			continue
+		}
+		if err := t.Validate(); err != nil { // fills the defaults; Problems found none
+			p.add(key, "%v", err)
 			continue
 		}
 		if seen[t.Name] {

@@ -728,3 +728,21 @@ func TestDrainTimeoutBound(t *testing.T) {
 		}
 	}
 }
+
+// TestKVConfigEveryTableProblem: a [[kv.tables]] entry with several
+// problems reports each, with its key (it stopped at the first: a missing
+// mode hid optimizer "adamw" and dim 0).
+func TestKVConfigEveryTableProblem(t *testing.T) {
+	dir, pre := configDir(t)
+	_, err := LoadConfig(writeConfig(t, dir, pre+"[[kv.tables]]\nname = \"e\"\nrows = 10\ndim = 0\noptimizer = \"adamw\"\ninit = \"ones\"\n"))
+	for _, want := range []string{
+		"kv.tables[0].dim: table \"e\": 0 is not positive",
+		"kv.tables[0].init: table \"e\": \"ones\" is not one of zeros, uniform, normal",
+		"kv.tables[0].mode: table \"e\": missing",
+		"kv.tables[0].optimizer: table \"e\": \"adamw\" is not one of sgd, adagrad, adam, average",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v\ndoes not say %q", err, want)
+		}
+	}
+}

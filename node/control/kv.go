@@ -115,46 +115,58 @@ type TableSpec struct {
 }
 
 // Validate checks what does not depend on the graph and fills the
-// optimiser defaults. The error names the field.
+// optimiser defaults. The error is the first of Problems: it names the
+// field.
 func (t *TableSpec) Validate() error {
-	bad := func(field, format string, a ...any) error {
-		return &Error{Key: "table." + field, Msg: fmt.Sprintf("table %q: %s", t.Name, fmt.Sprintf(format, a...))}
+	if ps := t.Problems(); len(ps) > 0 {
+		return ps[0]
 	}
-	switch {
-	case t.Name == "":
-		return bad("name", "missing")
-	case !t.Rows.Nodes && t.Rows.N == 0:
-		return bad("rows", `missing: a row count or "nodes"`)
-	case t.Dim <= 0:
-		return bad("dim", "%d is not positive", t.Dim)
+	t.fillDefaults()
+	return nil
+}
+
+// Problems lists every problem Validate checks for, each an *Error whose
+// Key names the field (table.mode), in the order of the fields; it fills
+// nothing. A config file reports them all at once.
+func (t *TableSpec) Problems() []*Error {
+	var ps []*Error
+	bad := func(field, format string, a ...any) {
+		ps = append(ps, &Error{Key: "table." + field, Msg: fmt.Sprintf("table %q: %s", t.Name, fmt.Sprintf(format, a...))})
+	}
+	if t.Name == "" {
+		bad("name", "missing")
+	}
+	if !t.Rows.Nodes && t.Rows.N == 0 {
+		bad("rows", `missing: a row count or "nodes"`)
+	}
+	if t.Dim <= 0 {
+		bad("dim", "%d is not positive", t.Dim)
 	}
 	switch t.Init {
-	case "":
-		t.Init = "zeros"
-	case "zeros", "uniform", "normal":
+	case "", "zeros", "uniform", "normal":
 	default:
-		return bad("init", "%q is not one of zeros, uniform, normal", t.Init)
+		bad("init", "%q is not one of zeros, uniform, normal", t.Init)
 	}
 	switch t.Mode {
 	case "sync", "async":
 	case "":
-		return bad("mode", "missing: sync (dense parameters) or async (sparse embeddings)")
+		bad("mode", "missing: sync (dense parameters) or async (sparse embeddings)")
 	default:
-		return bad("mode", "%q is not one of sync, async", t.Mode)
+		bad("mode", "%q is not one of sync, async", t.Mode)
 	}
 	switch t.Optimizer {
 	case "average":
 	case "sgd", "adagrad", "adam":
 		switch {
 		case t.LR == 0: // absent, or given as 0: either way no step
-			return bad("lr", "missing or 0 for optimizer %s: want a step size > 0", t.Optimizer)
+			bad("lr", "missing or 0 for optimizer %s: want a step size > 0", t.Optimizer)
 		case t.LR < 0:
-			return bad("lr", "%g: want a step size > 0", t.LR)
+			bad("lr", "%g: want a step size > 0", t.LR)
 		}
 	case "":
-		return bad("optimizer", "missing: sgd, adagrad, adam or average")
+		bad("optimizer", "missing: sgd, adagrad, adam or average")
 	default:
-		return bad("optimizer", "%q is not one of sgd, adagrad, adam, average", t.Optimizer)
+		bad("optimizer", "%q is not one of sgd, adagrad, adam, average", t.Optimizer)
 	}
 	// The shards keep these as float32: a value that becomes 0 or
 	// infinite there would silently train nothing, or NaN.
@@ -163,8 +175,17 @@ func (t *TableSpec) Validate() error {
 		v    float64
 	}{{"lr", t.LR}, {"eps", t.Eps}, {"beta1", t.Beta1}, {"beta2", t.Beta2}, {"init_scale", t.InitScale}} {
 		if x := float32(f.v); f.v != 0 && (x == 0 || math.IsInf(float64(x), 0)) {
-			return bad(f.name, "%g is outside float32's range, in which the shards keep it", f.v)
+			bad(f.name, "%g is outside float32's range, in which the shards keep it", f.v)
 		}
+	}
+	return ps
+}
+
+// fillDefaults puts the defaults of a valid spec in place of its absent
+// fields: init zeros, and the optimiser's eps, beta1 and beta2.
+func (t *TableSpec) fillDefaults() {
+	if t.Init == "" {
+		t.Init = "zeros"
 	}
 	if t.Eps == 0 {
 		switch t.Optimizer {
@@ -182,7 +203,6 @@ func (t *TableSpec) Validate() error {
 			t.Beta2 = 0.999
 		}
 	}
-	return nil
 }
 
 // ExplicitZero refuses an eps, beta1 or beta2 given as 0 where Validate
