@@ -66,6 +66,8 @@ listen = ["127.0.0.1:9464"]
 		`log.level: line 12: want a string, not the integer 4`,
 		`mesh.peers[1].part: want an integer, not the string "1"`,
 		`kv.tables[0].dim: want an integer, not the string "8"`,
+		// A problem of its own, not of the refused dim: said too.
+		`kv.tables[0].lr: table "ent": missing or 0 for optimizer sgd: want a step size > 0`,
 		`metrics.listen: line 33: want a string, not an array`,
 		`log.format: "xml" is not one of text, json, auto`,
 	}
