@@ -83,6 +83,12 @@ type NodeConfig struct {
 	// have (graph.toml, part-<part>/part.csr) from the peers of
 	// [mesh.peers] that hold them (see Fetch).
 	Fetch bool `toml:"fetch"`
+	// Verify: check every section's CRC-32C of the part file before
+	// serving (one read of the whole file). Without it the node checks
+	// the header (and graph.toml its CRC) and the structure of the
+	// sections it maps, and bit rot inside a section, such as in the
+	// features, is served as it is.
+	Verify bool `toml:"verify"`
 }
 
 // Node roles (node.role).

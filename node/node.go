@@ -138,7 +138,7 @@ func New(cfg Config, log *slog.Logger) (*Node, error) {
 		return n, nil
 	}
 	part := PartPath(cfg.Node.Parts, cfg.Node.Part)
-	g, err := csr.Open(part, csr.OpenOptions{})
+	g, err := csr.Open(part, csr.OpenOptions{Verify: cfg.Node.Verify})
 	if err != nil {
 		return nil, fmt.Errorf("node: node.part = %d: %w", cfg.Node.Part, err)
 	}
