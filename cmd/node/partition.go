@@ -231,8 +231,12 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 		cut = "triple cut (tail owned elsewhere)"
 	}
 	fmt.Fprintf(a.stdout, "partitioned into %d parts (%s, seed %d): %s %.2f%%\n", m.Parts, m.Method, m.Seed, cut, partitionPct(m.EdgeCut(), m.Edges))
-	fmt.Fprintf(a.stdout, "balance max/mean (asked: %s within %.3f): nodes %.3f, edges %.3f, train %.3f\n",
-		strings.Join(balance, ","), f.imbalance, m.Achieved.Nodes, m.Achieved.Edges, m.Achieved.Train)
+	train := "-" // no training nodes: nothing to balance
+	if m.Train > 0 {
+		train = fmt.Sprintf("%.3f", m.Achieved.Train)
+	}
+	fmt.Fprintf(a.stdout, "balance max/mean (asked: %s within %.3f): nodes %.3f, edges %.3f, train %s\n",
+		strings.Join(balance, ","), f.imbalance, m.Achieved.Nodes, m.Achieved.Edges, train)
 	for _, line := range append(missNotes(m, f.method, balance, f.imbalance), skewNotes(m, f.method, balance)...) {
 		fmt.Fprintln(a.stdout, line)
 	}
