@@ -22,22 +22,29 @@ import (
 	"graphnode/shm"
 )
 
+// writeSBMPart writes the stochastic block model graph of cfg as one
+// partition in dir.
+func writeSBMPart(dir string, cfg partition.SBMConfig) error {
+	ctx := context.Background()
+	g, err := partition.SBM(ctx, cfg, nil)
+	if err != nil {
+		return err
+	}
+	adj, err := partition.BuildAdj(ctx, g, csr.In, partition.CleanOptions{}, nil)
+	if err != nil {
+		return err
+	}
+	_, err = partition.Write(ctx, dir, g, adj, make([]uint32, g.NumNodes), partition.WriteOptions{Parts: 1, Method: "random"})
+	return err
+}
+
 // loaderNode opens a Node over a one-part partitioning whose samplers are
 // a script that appends its pid to the returned file and sleeps.
 func loaderNode(t *testing.T) (n *Node, rings, pids string) {
 	t.Helper()
 	dir := t.TempDir()
 	parts := filepath.Join(dir, "parts")
-	ctx := context.Background()
-	g, err := partition.SBM(ctx, partition.SBMConfig{Nodes: 500, Blocks: 2, AvgDegree: 6, FeatDim: 4, Seed: 1, TrainFrac: 0.5, Workers: 1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	adj, err := partition.BuildAdj(ctx, g, csr.In, partition.CleanOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := partition.Write(ctx, parts, g, adj, make([]uint32, g.NumNodes), partition.WriteOptions{Parts: 1, Method: "random"}); err != nil {
+	if err := writeSBMPart(parts, partition.SBMConfig{Nodes: 500, Blocks: 2, AvgDegree: 6, FeatDim: 4, Seed: 1, TrainFrac: 0.5, Workers: 1}); err != nil {
 		t.Fatal(err)
 	}
 	rings = filepath.Join(dir, "rings")

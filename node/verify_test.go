@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"os"
@@ -20,16 +19,7 @@ import (
 func TestNodeVerify(t *testing.T) {
 	dir := t.TempDir()
 	parts := filepath.Join(dir, "parts")
-	ctx := context.Background()
-	g, err := partition.SBM(ctx, partition.SBMConfig{Nodes: 300, Blocks: 2, AvgDegree: 6, FeatDim: 4, Seed: 1, TrainFrac: 0.5, Workers: 1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	adj, err := partition.BuildAdj(ctx, g, csr.In, partition.CleanOptions{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := partition.Write(ctx, parts, g, adj, make([]uint32, g.NumNodes), partition.WriteOptions{Parts: 1, Method: "random"}); err != nil {
+	if err := writeSBMPart(parts, partition.SBMConfig{Nodes: 300, Blocks: 2, AvgDegree: 6, FeatDim: 4, Seed: 1, TrainFrac: 0.5, Workers: 1}); err != nil {
 		t.Fatal(err)
 	}
 	path := PartPath(parts, 0)
