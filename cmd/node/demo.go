@@ -69,33 +69,33 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	if f.parts < 2 {
-		return fmt.Errorf("--parts %d: a cluster needs at least 2", f.parts)
+		return badFlags(fmt.Errorf("--parts %d: a cluster needs at least 2", f.parts))
 	}
 	// What the partitioning takes is checked before a graph is generated
 	// or read (seconds to minutes), as node partition does.
 	if err := (partition.AssignOptions{Method: f.method, Parts: f.parts}).Validate(); err != nil {
-		return err
+		return badFlags(err)
 	}
 	if err := (partition.CacheOptions{Ratio: f.cacheRatio}).Validate(-1); err != nil {
-		return fmt.Errorf("--cache-ratio: %w", err)
+		return badFlags(fmt.Errorf("--cache-ratio: %w", err))
 	}
 	if _, err := parseFanouts(f.fanouts); err != nil {
-		return err
+		return badFlags(err)
 	}
 	ringSize, err := shm.ParseSize(f.ringSize)
 	if err != nil || ringSize == 0 {
-		return fmt.Errorf("--ring-size %q: want a size such as 256MB", f.ringSize)
+		return badFlags(fmt.Errorf("--ring-size %q: want a size such as 256MB", f.ringSize))
 	}
 	if err := f.checkRingSpace(ringSize, demoRingDir); err != nil {
 		return err
 	}
 	if f.input != "" {
 		if _, err := partition.ParseSplit(f.split); err != nil {
-			return err
+			return badFlags(err)
 		}
 	}
 	if err := f.checkCluster(); err != nil {
-		return err
+		return badFlags(err)
 	}
 	return f.run(ctx, a)
 }
@@ -156,6 +156,8 @@ func (f *demoFlags) checkCluster() error {
 	}
 	if f.input == "" && f.classes < 2 {
 		errs = append(errs, fmt.Errorf("--classes %d: want ≥ 2", f.classes))
+	} else if f.input == "" {
+		errs = append(errs, f.sbmConfig().Validate()) // --nodes, and blocks per node
 	}
 	fs, tf := newTrainFlags(&app{stdout: io.Discard, stderr: io.Discard})
 	if err := parseNoArgs(fs, trainer.trainArgs("demo.sock", 0)[1:]); err != nil {
@@ -165,6 +167,14 @@ func (f *demoFlags) checkCluster() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// sbmConfig is the generated graph's configuration (without --input).
+func (f *demoFlags) sbmConfig() partition.SBMConfig {
+	c := partition.DefaultSBMConfig()
+	c.Nodes, c.FeatDim, c.Blocks, c.Seed = f.nodes, f.featDim, f.classes, f.seed
+	c.Exact = true // --nodes 0 is 0 nodes, not the default 200 k
+	return c
 }
 
 // trainArgs is the command line of rank's `node train` on socket.
@@ -273,10 +283,7 @@ func (f *demoFlags) partition(ctx context.Context, a *app, out string) error {
 	split := partition.SplitOptions{Mode: partition.SplitKeep}
 	clean := partition.CleanOptions{Undirected: f.undirected}
 	if f.input == "" {
-		c := partition.DefaultSBMConfig()
-		c.Nodes, c.FeatDim, c.Blocks, c.Seed = f.nodes, f.featDim, f.classes, f.seed
-		c.Exact = true // --nodes 0 is 0 nodes, not the default 200 k
-		g, err = partition.SBM(ctx, c, prog.report)
+		g, err = partition.SBM(ctx, f.sbmConfig(), prog.report)
 		if err != nil {
 			return err
 		}

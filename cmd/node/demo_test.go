@@ -59,8 +59,8 @@ func TestDemoZeroFlags(t *testing.T) {
 		{"--classes", "--classes 0: want ≥ 2"},
 	} {
 		code, stdout, stderr := runNode(t, "demo", c.flag, "0", "--workdir", filepath.Join(t.TempDir(), "w"))
-		if code != 1 || !strings.Contains(stderr, c.want) || strings.Contains(stdout, "generated") {
-			t.Errorf("%s 0: code %d, want 1 and %q\nstdout:\n%s\nstderr:\n%s", c.flag, code, c.want, stdout, stderr)
+		if code != 2 || !strings.Contains(stderr, c.want) || strings.Contains(stdout, "generated") {
+			t.Errorf("%s 0: code %d, want 2 and %q\nstdout:\n%s\nstderr:\n%s", c.flag, code, c.want, stdout, stderr)
 		}
 	}
 }
@@ -73,32 +73,33 @@ func TestDemoZeroFlags(t *testing.T) {
 func TestDemoChecksFlagsFirst(t *testing.T) {
 	for _, c := range []struct {
 		args []string
+		code int // 2: a bad flag; 1: /dev/shm too small
 		want string
 	}{
-		{[]string{"--method", "bogus"}, `method "bogus": want random, metis or freq`},
-		{[]string{"--fanouts", "5,x"}, `"x"`},
-		{[]string{"--input", "/nonexistent", "--split", "nonsense"}, "nonsense"},
-		{[]string{"--ring-size", "lots"}, `--ring-size "lots"`},
-		{[]string{"--workers", "0"}, "--workers 0: want 1 to 64"},
-		{[]string{"--workers", "65"}, "--workers 65: want 1 to 64"},
-		{[]string{"--batch-size", "0"}, "--batch-size 0: want ≥ 1"},
-		{[]string{"--epochs", "0"}, "epochs 0: want ≥ 1"},
-		{[]string{"--lr", "0"}, "lr 0: want > 0"},
-		{[]string{"--dropout", "1"}, "dropout 1: want [0, 1)"},
-		{[]string{"--hidden", "0"}, "hidden 0: want ≥ 1"},
-		{[]string{"--fanouts", "5"}, "layers 1: want 2 or 3"},
-		{[]string{"--fanouts", "5,0"}, `--fanouts "5,0": hop 2 samples 0 neighbours`},
-		{[]string{"--feat-dim", "0"}, "--feat-dim 0: want ≥ 1"},
-		{[]string{"--classes", "1"}, "--classes 1: want ≥ 2"},
-		{[]string{"--cache-ratio", "-1", "--input", "/nonexistent"}, "cache ratio -1: want a number ≥ 0"},
+		{[]string{"--method", "bogus"}, 2, `method "bogus": want random, metis or freq`},
+		{[]string{"--fanouts", "5,x"}, 2, `"x"`},
+		{[]string{"--input", "/nonexistent", "--split", "nonsense"}, 2, "nonsense"},
+		{[]string{"--ring-size", "lots"}, 2, `--ring-size "lots"`},
+		{[]string{"--workers", "0"}, 2, "--workers 0: want 1 to 64"},
+		{[]string{"--workers", "65"}, 2, "--workers 65: want 1 to 64"},
+		{[]string{"--batch-size", "0"}, 2, "--batch-size 0: want ≥ 1"},
+		{[]string{"--epochs", "0"}, 2, "epochs 0: want ≥ 1"},
+		{[]string{"--lr", "0"}, 2, "lr 0: want > 0"},
+		{[]string{"--dropout", "1"}, 2, "dropout 1: want [0, 1)"},
+		{[]string{"--hidden", "0"}, 2, "hidden 0: want ≥ 1"},
+		{[]string{"--fanouts", "5"}, 2, "layers 1: want 2 or 3"},
+		{[]string{"--fanouts", "5,0"}, 2, `--fanouts "5,0": hop 2 samples 0 neighbours`},
+		{[]string{"--feat-dim", "0"}, 2, "--feat-dim 0: want ≥ 1"},
+		{[]string{"--classes", "1"}, 2, "--classes 1: want ≥ 2"},
+		{[]string{"--cache-ratio", "-1", "--input", "/nonexistent"}, 2, "cache ratio -1: want a number ≥ 0"},
 		// 2 nodes × 3 loaders (train, val, test) of 100 TB each.
-		{[]string{"--ring-size", "100TB", "--input", "/nonexistent"}, "--ring-size 100TB: the 6 rings of the demo's loaders (2 nodes × train, val and test) need 600.00 TB in /dev/shm, which has "},
-		{[]string{"--ring-size", "100TB", "--eval=false", "--parts", "3", "--input", "/nonexistent"}, "--ring-size 100TB: the 3 rings of the demo's loaders (3 nodes × train) need 300.00 TB in /dev/shm"},
+		{[]string{"--ring-size", "100TB", "--input", "/nonexistent"}, 1, "--ring-size 100TB: the 6 rings of the demo's loaders (2 nodes × train, val and test) need 600.00 TB in /dev/shm, which has "},
+		{[]string{"--ring-size", "100TB", "--eval=false", "--parts", "3", "--input", "/nonexistent"}, 1, "--ring-size 100TB: the 3 rings of the demo's loaders (3 nodes × train) need 300.00 TB in /dev/shm"},
 	} {
 		args := append([]string{"demo", "--workdir", filepath.Join(t.TempDir(), "w")}, c.args...)
 		code, stdout, stderr := runNode(t, args...)
-		if code != 1 || !strings.Contains(stderr, c.want) || strings.Contains(stdout, "generated") || strings.Contains(stderr, "generate") {
-			t.Errorf("%v: code %d, want 1 and %q before any work\nstdout:\n%s\nstderr:\n%s", c.args, code, c.want, stdout, stderr)
+		if code != c.code || !strings.Contains(stderr, c.want) || strings.Contains(stdout, "generated") || strings.Contains(stderr, "generate") {
+			t.Errorf("%v: code %d, want %d and %q before any work\nstdout:\n%s\nstderr:\n%s", c.args, code, c.code, c.want, stdout, stderr)
 		}
 	}
 }

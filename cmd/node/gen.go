@@ -35,6 +35,7 @@ func runGen(ctx context.Context, a *app, args []string) error {
 	kind, args := args[0], args[1:]
 	var w genWrite
 	var generate func() (*partition.Graph, error)
+	var validate func() error // the generator's config, from the flags
 	var nodes, edges, featDim float64 // the graph's size, for the memory check
 	prog := newProgress(a.stderr)
 	defer prog.stop()
@@ -62,6 +63,7 @@ func runGen(ctx context.Context, a *app, args []string) error {
 			edges *= 2
 		}
 		generate = func() (*partition.Graph, error) { return partition.RMAT(ctx, c, prog.report) }
+		validate = c.Validate
 	case "sbm":
 		c := partition.DefaultSBMConfig()
 		c.Exact = true // a flag given as 0 means 0
@@ -80,12 +82,16 @@ func runGen(ctx context.Context, a *app, args []string) error {
 		c.Workers = w.workers
 		nodes, edges, featDim = float64(c.Nodes), float64(c.Nodes)*c.AvgDegree, float64(c.FeatDim)
 		generate = func() (*partition.Graph, error) { return partition.SBM(ctx, c, prog.report) }
+		validate = c.Validate
 	default:
 		fmt.Fprintf(a.stderr, "node gen: unknown generator %q (want rmat or sbm)\n", kind)
 		return errUsage
 	}
 
 	// Before generating, which takes minutes at ogbn-products' size.
+	if err := validate(); err != nil {
+		return badFlags(err)
+	}
 	if err := partition.CheckOGBOutput(w.out, w.force); err != nil {
 		return err
 	}

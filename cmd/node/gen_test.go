@@ -77,8 +77,10 @@ func TestGenUsage(t *testing.T) {
 		{[]string{"gen", "rmat", "-o", "x", "extra"}, 2, []string{`unexpected argument "extra"`}},
 		{[]string{"gen", "rmat", "--bogus"}, 2, []string{"bogus"}},
 		{[]string{"gen", "er"}, 2, []string{`unknown generator "er"`}},
-		{[]string{"gen", "sbm", "--homophily", "3", "-o", "x"}, 1, []string{"node gen: partition: sbm: homophily = 3"}},
-		{[]string{"gen", "rmat", "--train-frac", "NaN", "-o", "x"}, 1, []string{"node gen: partition: rmat: train, val, test fractions = NaN"}},
+		// Bad values are usage errors, as in every command.
+		{[]string{"gen", "sbm", "--homophily", "3", "-o", "x"}, 2, []string{"node gen: partition: sbm: homophily = 3"}},
+		{[]string{"gen", "rmat", "--train-frac", "NaN", "-o", "x"}, 2, []string{"node gen: partition: rmat: train, val, test fractions = NaN"}},
+		{[]string{"gen", "rmat", "--nodes", "0", "-o", "x"}, 2, []string{"node gen: partition: rmat: nodes = 0"}},
 		// Refused before generating: no machine holds 16 PiB.
 		{[]string{"gen", "rmat", "--nodes", "4294967295", "--feat-dim", "1048576", "-o", "x"}, 1, []string{"node gen: rmat: 4294967295 nodes, ", "more than the ", "of memory and swap of this machine"}},
 	} {

@@ -139,11 +139,29 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return 2
 	}
 	fmt.Fprintf(stderr, "node %s: %v\n", args[0], err)
+	if errors.As(err, new(usageError)) {
+		return 2
+	}
 	return 1
 }
 
 // errUsage marks an error already reported as a usage message.
 var errUsage = errors.New("usage")
+
+// usageError is a flag of a bad value, found before any work: printed as
+// any other error, it exits 2, as a flag that does not parse does (1 is
+// for what goes wrong with the input, the output or the cluster).
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// badFlags marks err as a usage error; nil stays nil.
+func badFlags(err error) error {
+	if err == nil {
+		return nil
+	}
+	return usageError{err}
+}
 
 func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "usage: node <command> [flags]\n\ncommands:")

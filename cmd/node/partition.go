@@ -110,7 +110,7 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	case "out":
 		dir = csr.Out
 	default:
-		return fmt.Errorf("--direction %q: want in or out", f.direction)
+		return badFlags(fmt.Errorf("--direction %q: want in or out", f.direction))
 	}
 	featType := csr.TypeF32
 	switch f.featDtype {
@@ -118,34 +118,34 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	case "f16":
 		featType = csr.TypeF16
 	default:
-		return fmt.Errorf("--feat-dtype %q: want f32 or f16", f.featDtype)
+		return badFlags(fmt.Errorf("--feat-dtype %q: want f32 or f16", f.featDtype))
 	}
 	balance, err := partition.ParseBalance(f.balance)
 	if err != nil {
-		return fmt.Errorf("--balance: %w", err)
+		return badFlags(fmt.Errorf("--balance: %w", err))
 	}
 	var fanouts []int
 	if f.fanouts != "none" {
 		if fanouts, err = parseFanouts(f.fanouts); err != nil {
-			return err
+			return badFlags(err)
 		}
 	}
 	cache := partition.CacheOptions{Ratio: f.cacheRatio}
 	if f.cacheBytes != "" {
 		if cache.Bytes, err = shm.ParseSize(f.cacheBytes); err != nil {
-			return fmt.Errorf("--cache-bytes: %w", err)
+			return badFlags(fmt.Errorf("--cache-bytes: %w", err))
 		}
 	}
 	if cache.On() && fanouts == nil {
-		return fmt.Errorf("--cache-ratio/--cache-bytes need --fanouts to rank the hot nodes")
+		return badFlags(fmt.Errorf("--cache-ratio/--cache-bytes need --fanouts to rank the hot nodes"))
 	}
 	if f.batchSize < 0 {
-		return fmt.Errorf("--batch-size %d: want ≥ 0", f.batchSize)
+		return badFlags(fmt.Errorf("--batch-size %d: want ≥ 0", f.batchSize))
 	}
 	clean := partition.CleanOptions{SelfLoops: partition.Policy(f.selfLoops), Duplicates: partition.Policy(f.duplicates), Undirected: f.undirected}
 	split, err := partition.ParseSplit(f.split)
 	if err != nil {
-		return err
+		return badFlags(err)
 	}
 	split.Seed = f.seed
 	f.read.MissingLabel = partition.Policy(f.missing)
@@ -167,8 +167,12 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	}
 	// Everything that does not need the graph is checked before the
 	// input is read, which can take minutes; every problem at once.
-	if err := errors.Join(f.read.Validate(), clean.Validate(), assignOpts.Validate(), cache.Validate(-1),
-		partition.CheckOutput(f.out, f.force), outputHoldsInput(f)); err != nil {
+	// A bad flag among them makes the exit status a usage error's.
+	flagErr := errors.Join(f.read.Validate(), clean.Validate(), assignOpts.Validate(), cache.Validate(-1))
+	if err := errors.Join(flagErr, partition.CheckOutput(f.out, f.force), outputHoldsInput(f)); err != nil {
+		if flagErr != nil {
+			return badFlags(err)
+		}
 		return err
 	}
 	prog := newProgress(a.stderr)

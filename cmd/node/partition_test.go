@@ -220,21 +220,22 @@ func TestPartitionFlagErrors(t *testing.T) {
 	in := writeEdgeList(t, 12)
 	for _, tt := range []struct {
 		args []string
+		code int // 2: a bad flag; 1: what the input lacks
 		want string
 	}{
-		{[]string{"--balance", "nodes,vertices"}, `--balance: partition: balance "vertices"`},
-		{[]string{"--fanouts", "10,x"}, `--fanouts "10,x": "x" is not an integer`},
-		{[]string{"--fanouts", "10,-3"}, "hop 2 is -3"},
-		{[]string{"--cache-bytes", "64M"}, `--cache-bytes: shm: size "64M": unit "M" is ambiguous`},
-		{[]string{"--cache-ratio", "0.2", "--fanouts", "none"}, "need --fanouts"},
-		{[]string{"--method", "freq"}, "has no training split"},
-		{[]string{"--method", "random", "--balance", "edges"}, `method random cannot balance "edges"`},
-		{[]string{"--imbalance", "0.5", "--method", "metis"}, "imbalance 0.5: want a number ≥ 1"},
+		{[]string{"--balance", "nodes,vertices"}, 2, `--balance: partition: balance "vertices"`},
+		{[]string{"--fanouts", "10,x"}, 2, `--fanouts "10,x": "x" is not an integer`},
+		{[]string{"--fanouts", "10,-3"}, 2, "hop 2 is -3"},
+		{[]string{"--cache-bytes", "64M"}, 2, `--cache-bytes: shm: size "64M": unit "M" is ambiguous`},
+		{[]string{"--cache-ratio", "0.2", "--fanouts", "none"}, 2, "need --fanouts"},
+		{[]string{"--method", "freq"}, 1, "has no training split"},
+		{[]string{"--method", "random", "--balance", "edges"}, 2, `method random cannot balance "edges"`},
+		{[]string{"--imbalance", "0.5", "--method", "metis"}, 2, "imbalance 0.5: want a number ≥ 1"},
 	} {
 		args := append([]string{"partition", "--input", in, "--format", "edgelist", "--parts", "2", "-o", filepath.Join(t.TempDir(), "p")}, tt.args...)
 		code, _, stderr := runNode(t, args...)
-		if code != 1 || !strings.Contains(stderr, tt.want) {
-			t.Errorf("%v: code %d, stderr %q; want %q", tt.args, code, stderr, tt.want)
+		if code != tt.code || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%v: code %d, stderr %q; want %d and %q", tt.args, code, stderr, tt.code, tt.want)
 		}
 	}
 }
@@ -251,24 +252,25 @@ func TestPartitionChecksBeforeReading(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		args []string
+		code int // 2: a bad flag among the problems; 1: the output's alone
 		want []string
 	}{
-		{[]string{"--method", "metsi"}, []string{`method "metsi": want random, metis or freq`}},
-		{[]string{"--method", "random", "--balance", "edges"}, []string{`method random cannot balance "edges"`}},
-		{[]string{"--parts", "0"}, []string{"0 parts: want at least 1"}},
-		{[]string{"--method", "metis", "--imbalance", "0.9"}, []string{"imbalance 0.9: want a number ≥ 1"}},
-		{[]string{"--self-loops", "maybe"}, []string{"self loops"}},
-		{[]string{"--dangling", "never"}, []string{"(dangling)"}},
-		{[]string{"--cache-ratio", "-0.5"}, []string{"cache ratio -0.5"}},
-		{[]string{"-o", full}, []string{"output " + full + " exists and is not empty (--force replaces it)"}},
+		{[]string{"--method", "metsi"}, 2, []string{`method "metsi": want random, metis or freq`}},
+		{[]string{"--method", "random", "--balance", "edges"}, 2, []string{`method random cannot balance "edges"`}},
+		{[]string{"--parts", "0"}, 2, []string{"0 parts: want at least 1"}},
+		{[]string{"--method", "metis", "--imbalance", "0.9"}, 2, []string{"imbalance 0.9: want a number ≥ 1"}},
+		{[]string{"--self-loops", "maybe"}, 2, []string{"self loops"}},
+		{[]string{"--dangling", "never"}, 2, []string{"(dangling)"}},
+		{[]string{"--cache-ratio", "-0.5"}, 2, []string{"cache ratio -0.5"}},
+		{[]string{"-o", full}, 1, []string{"output " + full + " exists and is not empty (--force replaces it)"}},
 		// Found by the write's mkdir once the input was read and partitioned.
-		{[]string{"-o", "/proc/graphnode-test/parts"}, []string{"output /proc/graphnode-test/parts: cannot write in /proc"}},
-		{[]string{"--method", "metsi", "--duplicates", "twice", "-o", full}, []string{`method "metsi"`, "duplicates", "exists and is not empty"}},
+		{[]string{"-o", "/proc/graphnode-test/parts"}, 1, []string{"output /proc/graphnode-test/parts: cannot write in /proc"}},
+		{[]string{"--method", "metsi", "--duplicates", "twice", "-o", full}, 2, []string{`method "metsi"`, "duplicates", "exists and is not empty"}},
 	} {
 		args := append([]string{"partition", "--input", in, "--format", "edgelist", "--parts", "2", "-o", filepath.Join(t.TempDir(), "p")}, tt.args...)
 		code, stdout, stderr := runNode(t, args...)
-		if code != 1 || strings.Contains(stderr, "missing.txt") || stdout != "" {
-			t.Errorf("%v: code %d, stdout %q, stderr %q; want 1 and no word of the input", tt.args, code, stdout, stderr)
+		if code != tt.code || strings.Contains(stderr, "missing.txt") || stdout != "" {
+			t.Errorf("%v: code %d, stdout %q, stderr %q; want %d and no word of the input", tt.args, code, stdout, stderr, tt.code)
 		}
 		for _, w := range tt.want {
 			if !strings.Contains(stderr, w) {
