@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"graphnode/internal/datasets"
 	"graphnode/partition"
 	"graphnode/sample"
 )
@@ -209,30 +210,6 @@ type partView struct {
 	bounds  []uint64 // start of each part, then the node count
 }
 
-// sharedData is the folder of dataset name under the real datasets:
-// $GRAPHNODE_DATA, or ../shared/data beside the repository. Without it
-// the test skips, except under CI (CI set), where ../shared is always
-// present and a missing dataset must fail, not pass silently (as
-// train's and partition's tests do).
-func sharedData(t testing.TB, name string) string {
-	t.Helper()
-	base := os.Getenv("GRAPHNODE_DATA")
-	if base == "" {
-		base = "../../shared/data"
-	}
-	dir, err := filepath.Abs(filepath.Join(base, name))
-	if err == nil {
-		_, err = os.Stat(dir)
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("dataset %s absent under CI: %v", name, err)
-		}
-		t.Skipf("dataset %s absent: %v", name, err)
-	}
-	return dir
-}
-
 // refGraphNamed returns "cora" (LINQS, undirected) or "rmat" (generated
 // R-MAT, directed, OGB layout) with the input flags that partition it.
 func refGraphNamed(t *testing.T, name string) (*refGraph, []string) {
@@ -247,7 +224,7 @@ func refGraphNamed(t *testing.T, name string) (*refGraph, []string) {
 	var input []string
 	switch name {
 	case "cora":
-		dir := sharedData(t, "cora")
+		dir := datasets.Dir(t, "cora")
 		g = readLINQS(t, dir, "cora", true)
 		input = []string{"--input", dir, "--format", "linqs", "--undirected", "--split", "per-class:20,500,1000"}
 	case "rmat":

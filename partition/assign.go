@@ -316,9 +316,6 @@ func newEdgeBound(adj *Adj, chunks [][]uint32, imb float64) *edgeBound {
 // row is the number of edges v's owner stores.
 func (b *edgeBound) row(v uint32) uint64 { return b.indptr[v+1] - b.indptr[v] }
 
-// fits: part p stays within the bound with v.
-func (b *edgeBound) fits(p int, v uint32) bool { return b.stored[p]+b.row(v) <= b.max }
-
 // placeByHeat gives each of nodes a part in out, given the parts' current
 // sizes (updated): nodes with a positive score somewhere go hottest first
 // (by their best score; ties in an order drawn from rng) to the part

@@ -10,36 +10,14 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"graphnode/internal/datasets"
 )
 
 // rdDataDir is a folder of the real datasets, or skips the test.
 func rdDataDir(t testing.TB, name string) string {
 	t.Helper()
-	return sharedData(t, "../../shared/data", name)
-}
-
-// sharedData is the folder of dataset name under the real datasets:
-// $GRAPHNODE_DATA, or ../shared/data beside the repository (rel is that
-// folder relative to this package's directory). Without it the test
-// skips, except under CI (CI set), where ../shared is always present and
-// a missing dataset must fail, not pass silently.
-func sharedData(t testing.TB, rel, name string) string {
-	t.Helper()
-	base := os.Getenv("GRAPHNODE_DATA")
-	if base == "" {
-		base = rel
-	}
-	dir, err := filepath.Abs(filepath.Join(base, name))
-	if err == nil {
-		_, err = os.Stat(dir)
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("dataset %s absent under CI: %v", name, err)
-		}
-		t.Skipf("dataset %s absent: %v", name, err)
-	}
-	return dir
+	return datasets.Dir(t, name)
 }
 
 // writeFile writes content to dir/name, gzip-compressed when gz.

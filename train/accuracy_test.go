@@ -5,12 +5,12 @@ import (
 	"encoding/binary"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
 
 	"graphnode/csr"
+	"graphnode/internal/datasets"
 	"graphnode/partition"
 	"graphnode/sample"
 )
@@ -27,7 +27,7 @@ type planetoid struct {
 
 func loadPlanetoid(t testing.TB, name string, splitSeed uint64) *planetoid {
 	t.Helper()
-	dir := sharedData(t, "../../shared/data", name)
+	dir := datasets.Dir(t, name)
 	ctx := context.Background()
 	g, err := partition.Read(ctx, dir, partition.ReadOptions{Format: partition.FormatLINQS})
 	if err != nil {
@@ -215,28 +215,4 @@ func meanStd(x []float64) (mean, std float64) {
 		std = math.Sqrt(std / float64(len(x)-1))
 	}
 	return mean, std
-}
-
-// sharedData is the folder of dataset name under the real datasets:
-// $GRAPHNODE_DATA, or ../shared/data beside the repository (rel is that
-// folder relative to this package's directory). Without it the test
-// skips, except under CI (CI set), where ../shared is always present and
-// a missing dataset must fail, not pass silently.
-func sharedData(t testing.TB, rel, name string) string {
-	t.Helper()
-	base := os.Getenv("GRAPHNODE_DATA")
-	if base == "" {
-		base = rel
-	}
-	dir, err := filepath.Abs(filepath.Join(base, name))
-	if err == nil {
-		_, err = os.Stat(dir)
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("dataset %s absent under CI: %v", name, err)
-		}
-		t.Skipf("dataset %s absent: %v", name, err)
-	}
-	return dir
 }

@@ -35,7 +35,7 @@ func runGen(ctx context.Context, a *app, args []string) error {
 	kind, args := args[0], args[1:]
 	var w genWrite
 	var generate func() (*partition.Graph, error)
-	var validate func() error // the generator's config, from the flags
+	var validate func() error         // the generator's config, from the flags
 	var nodes, edges, featDim float64 // the graph's size, for the memory check
 	prog := newProgress(a.stderr)
 	defer prog.stop()

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"graphnode/internal/datasets"
 	"graphnode/node/client"
 	"graphnode/partition"
 	"graphnode/train"
@@ -26,7 +27,7 @@ import (
 // and triples.
 func kgeParts(t *testing.T, bin string) string {
 	t.Helper()
-	dir := sharedData(t, "../../../shared/data", "fb15k-237")
+	dir := datasets.Dir(t, "fb15k-237")
 	parts := filepath.Join(t.TempDir(), "parts")
 	out, err := exec.Command(bin, "partition", "--input", dir, "--format", "kg", "--parts", "2", "--method", "metis",
 		"--balance", "nodes,edges", "-o", parts).CombinedOutput()

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"graphnode/internal/datasets"
 	"graphnode/node/client"
 	"graphnode/node/control"
 	"graphnode/train"
@@ -209,7 +210,7 @@ func TestTrainPlanetoid(t *testing.T) {
 		min, mean float64
 	}{{"cora", 0.77, 0.79}, {"citeseer", 0.65, 0.67}} {
 		t.Run(c.name, func(t *testing.T) {
-			dir := sharedData(t, "../../../shared/data", c.name)
+			dir := datasets.Dir(t, c.name)
 			var accs []float64
 			for _, seed := range seeds {
 				// A subtest per seed, so that its cluster stops before the next.
@@ -469,30 +470,6 @@ func TestTrainSaveParams(t *testing.T) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
-}
-
-// sharedData is the folder of dataset name under the real datasets:
-// $GRAPHNODE_DATA, or ../shared/data beside the repository (rel is that
-// folder relative to this package's directory). Without it the test
-// skips, except under CI (CI set), where ../shared is always present and
-// a missing dataset must fail, not pass silently.
-func sharedData(t testing.TB, rel, name string) string {
-	t.Helper()
-	base := os.Getenv("GRAPHNODE_DATA")
-	if base == "" {
-		base = rel
-	}
-	dir, err := filepath.Abs(filepath.Join(base, name))
-	if err == nil {
-		_, err = os.Stat(dir)
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("dataset %s absent under CI: %v", name, err)
-		}
-		t.Skipf("dataset %s absent: %v", name, err)
-	}
-	return dir
 }
 
 // TestTrainFlagErrors: node train refuses a bad flag with exit 2 before

@@ -6,44 +6,23 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-)
 
-// sharedData is the folder of dataset name under the real datasets:
-// $GRAPHNODE_DATA, or ../shared/data beside the repository. Without it
-// the test skips, except under CI (CI set), where ../shared is always
-// present and a missing dataset must fail, not pass silently.
-func sharedData(t testing.TB, name string) string {
-	t.Helper()
-	base := os.Getenv("GRAPHNODE_DATA")
-	if base == "" {
-		base = "../../../shared/data"
-	}
-	dir, err := filepath.Abs(filepath.Join(base, name))
-	if err == nil {
-		_, err = os.Stat(dir)
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("dataset %s absent under CI: %v", name, err)
-		}
-		t.Skipf("dataset %s absent: %v", name, err)
-	}
-	return dir
-}
+	"graphnode/internal/datasets"
+)
 
 // mlCora is Cora (2708 vertices, 5278 undirected edges) as a Graph: the
 // papers of cora.content numbered in file order, the citations of
 // cora.cites as undirected edges (the 5429 lines hold duplicates).
 func mlCora(t testing.TB) *Graph {
 	t.Helper()
-	dir := sharedData(t, "cora")
+	dir := datasets.Dir(t, "cora")
 	return mlFromIDFiles(t, filepath.Join(dir, "cora.content"), filepath.Join(dir, "cora.cites"), "\t")
 }
 
 // mlBlogCatalog is BlogCatalog (10312 vertices, 333983 edges) as a Graph.
 func mlBlogCatalog(t testing.TB) *Graph {
 	t.Helper()
-	dir := sharedData(t, "blogcatalog")
+	dir := datasets.Dir(t, "blogcatalog")
 	return mlFromIDFiles(t, filepath.Join(dir, "nodes.csv"), filepath.Join(dir, "edges.csv"), ",")
 }
 
