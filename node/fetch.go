@@ -39,10 +39,11 @@ const (
 
 // FetchOptions configures Fetch.
 type FetchOptions struct {
-	// All fetches every file graph.toml lists, not only those the node
-	// reads (graph.toml and its part's file): for a host that also runs
-	// tools that read the whole set (node kge's filtered evaluation,
-	// node inspect --verify, orig_ids.bin for mapping ids back).
+	// All fetches every file graph.toml lists, not only those the host
+	// needs (graph.toml, its part's file and a knowledge graph's
+	// evaluation triples): for a host that also runs tools that read the
+	// whole set (node kge's filtered evaluation, node inspect --verify,
+	// orig_ids.bin for mapping ids back).
 	All bool
 	// Wait bounds how long Fetch keeps asking peers that cannot be
 	// reached; 0 = DefaultFetchWait. A try under way when it passes ends
@@ -54,6 +55,13 @@ type FetchOptions struct {
 	Progress func(line string)
 
 	chunk int // tests only: bytes per request; 0 = FetchChunk
+}
+
+// evalTriples: path is a knowledge graph's valid or test triples, which
+// every node kge evaluation on the host reads (raw ranks too), small
+// beside a part file.
+func evalTriples(path string) bool {
+	return path == partition.TriplesValidFile || path == partition.TriplesTestFile
 }
 
 // FetchedFile is what Fetch did about one file.
@@ -70,8 +78,9 @@ type FetchedFile struct {
 // reading those it lacks from the peers of [mesh.peers]: first graph.toml
 // when there is none (over a connection that presents no partition-set
 // checksum, which peers serve files only), then, checked against it, the
-// part file of node.part (a client node needs graph.toml alone), or with
-// opts.All every file graph.toml lists.
+// part file of node.part (a client node needs graph.toml alone) and a
+// knowledge graph's evaluation triples, or with opts.All every file
+// graph.toml lists.
 //
 // Peers are asked in the order of their parts; one that does not hold a
 // file is skipped, one that cannot be reached is asked again until
@@ -125,7 +134,7 @@ func Fetch(ctx context.Context, cfg Config, log *slog.Logger, opts FetchOptions)
 	}
 	var want []partition.FileEntry
 	for _, e := range m.File {
-		if opts.All || !cfg.Client() && e.Path == partition.PartFile(cfg.Node.Part) {
+		if opts.All || !cfg.Client() && e.Path == partition.PartFile(cfg.Node.Part) || evalTriples(e.Path) {
 			want = append(want, e)
 		}
 	}

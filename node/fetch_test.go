@@ -377,3 +377,73 @@ func TestFetchRefusedAtOnce(t *testing.T) {
 		t.Fatalf("err = %v, want ErrFetch naming both peers' checksum refusals", err)
 	}
 }
+
+// TestFetchKGEvalTriples: on a knowledge graph's set, a node fetches the
+// evaluation triples (triples-valid.bin, triples-test.bin) besides its
+// part: every node kge evaluation reads them, and without --all node kge
+// on a fetched host failed for want of triples-test.bin. A client node,
+// whose trainers evaluate too, takes them with graph.toml.
+func TestFetchKGEvalTriples(t *testing.T) {
+	in := t.TempDir()
+	for name, text := range map[string]string{
+		"entities.dict":  "0\ta\n1\tb\n2\tc\n3\td\n",
+		"relations.dict": "0\tr\n1\ts\n",
+		"train.txt":      "a\tr\tb\nb\ts\tc\nc\tr\td\nd\ts\ta\na\ts\tc\n",
+		"valid.txt":      "b\tr\tc\n",
+		"test.txt":       "c\ts\td\nd\tr\tb\n",
+	} {
+		if err := os.WriteFile(filepath.Join(in, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	g, err := partition.Read(ctx, in, partition.ReadOptions{Format: partition.FormatKG})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adj, err := partition.BuildAdj(ctx, g, csr.In, partition.CleanOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := filepath.Join(t.TempDir(), "parts")
+	m, err := partition.Write(ctx, parts, g, adj, []uint32{0, 1, 0, 1}, partition.WriteOptions{Parts: 2, Method: "random"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs := filepath.Join(t.TempDir(), "certs")
+	if err := mesh.WriteCluster(certs, mesh.ClusterSpec{Cluster: "fetch", Nodes: []string{"host0", "host1", "trainer"}}); err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, certs, m.Checksum, 0, &dirFiles{dir: parts})
+	for _, role := range []string{RoleServer, RoleClient} {
+		cfg := DefaultConfig()
+		cfg.Node.Parts, cfg.Node.Role = filepath.Join(t.TempDir(), "parts"), role
+		cfg.Node.Part, cfg.Node.Name = 1, "host1"
+		if role == RoleClient {
+			cfg.Node.Part, cfg.Node.Name = 0, "trainer"
+		}
+		cfg.Mesh.Certs, cfg.Mesh.Cluster, cfg.Mesh.Timeout = certs, "fetch", "1s"
+		cfg.Mesh.Peers = []MeshPeer{{Part: 0, Name: "host0", Addr: addr}}
+		got, err := Fetch(ctx, cfg, slog.New(slog.DiscardHandler), FetchOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", role, err)
+		}
+		var paths []string
+		for _, f := range got {
+			paths = append(paths, f.Path)
+		}
+		want := []string{partition.ManifestFile, partition.TriplesTestFile, partition.TriplesValidFile}
+		if role == RoleServer {
+			want = []string{partition.ManifestFile, partition.PartFile(1), partition.TriplesTestFile, partition.TriplesValidFile}
+		}
+		slices.Sort(paths[1:])
+		slices.Sort(want[1:])
+		if !slices.Equal(paths, want) {
+			t.Errorf("%s fetched %v, want %v", role, paths, want)
+		}
+		tr, err := partition.ReadTriples(cfg.Node.Parts, m, partition.TriplesTestFile)
+		if err != nil || tr.Len() != 2 {
+			t.Errorf("%s: %s: %d triples, %v; want 2", role, partition.TriplesTestFile, tr.Len(), err)
+		}
+	}
+}

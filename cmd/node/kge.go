@@ -321,7 +321,7 @@ func (f *kgeFlags) load(ctx context.Context) (*kgeInput, error) {
 	ev, err := partition.ReadTriples(f.parts, m, evalFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		// node fetch, without --all, brings graph.toml and the part only.
-		return nil, fmt.Errorf("--eval %s reads %s, which %s lacks: node fetch --all -c node.toml brings it, or pass --eval none: %w", f.eval, evalFile, f.parts, err)
+		return nil, fmt.Errorf("--eval %s reads %s, which %s lacks: node fetch -c node.toml brings it, or pass --eval none: %w", f.eval, evalFile, f.parts, err)
 	}
 	if err != nil {
 		return nil, err

@@ -146,7 +146,7 @@ func TestKGEFB15k237(t *testing.T) {
 		{"rank of another part", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--rank", "1"}, "--rank 1 trains part 0"},
 		{"filter needs every part", []string{"--socket", cl.sockets[0], "--parts", own, "--world-size", "2"}, "node fetch --all -c node.toml"},
 		{"raw ranks need the test triples", []string{"--socket", cl.sockets[0], "--parts", fetched, "--world-size", "2", "--eval-filter=false"},
-			"--eval test reads triples-test.bin, which " + fetched + " lacks: node fetch --all -c node.toml brings it, or pass --eval none"},
+			"--eval test reads triples-test.bin, which " + fetched + " lacks: node fetch -c node.toml brings it, or pass --eval none"},
 		{"bad eval", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--eval", "train"}, `--eval "train"`},
 		{"bad model", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--model", "transh"}, "transh"},
 		{"no socket", []string{"--parts", parts}, "--socket and --parts are required"},
