@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"graphnode/kv"
 	"graphnode/node/control"
+	"graphnode/partition"
 	"graphnode/shm"
 )
 
@@ -111,10 +113,12 @@ func (c *Config) validateKV(p *problems) {
 		p.add("kv.load", "true, but kv.checkpoint_dir is not set")
 	}
 	seen := map[string]bool{}
+	tablesOK := true
 	for i := range k.Tables {
 		t := &k.Tables[i]
 		key := fmt.Sprintf("kv.tables[%d]", i)
 		if ps := t.Problems(); len(ps) > 0 {
+			tablesOK = false
 			// Name each field as this file does (kv.tables[0].mode),
 			// not as a kv_create request would (table.mode).
 			for _, ce := range ps {
@@ -131,8 +135,45 @@ func (c *Config) validateKV(p *problems) {
 		}
 		seen[t.Name] = true
 		if err := kvSpecCheck(t); err != nil {
+			tablesOK = false
 			p.add(key, "%v", err)
 		}
+	}
+	if tablesOK {
+		c.checkKVMemory(p)
+	}
+}
+
+// checkKVMemory adds a problem when the shards of [[kv.tables]] on this
+// node's part need more than kv.max_memory, sized as the node sizes them
+// at start (newKVServer) from graph.toml's partition book; the node
+// refused them, and config check said nothing. Without a readable
+// graph.toml (node.parts says so, or fetch brings it) it checks nothing.
+func (c *Config) checkKVMemory(p *problems) {
+	max := c.kvMaxBytes()
+	if c.Client() || max == 0 || len(c.KV.Tables) == 0 {
+		return
+	}
+	m, err := partition.OpenManifest(c.Node.Parts)
+	if err != nil {
+		return
+	}
+	book, err := m.Book()
+	if err != nil || c.ownPart() < 0 || c.ownPart() >= book.Parts() {
+		return
+	}
+	s := kvServer{book: book}
+	var need uint64
+	for i := range c.KV.Tables {
+		sp := s.resolve(&c.KV.Tables[i])
+		if b := sp.ShardBytes(c.ownPart()); b > math.MaxUint64-need {
+			need = math.MaxUint64
+		} else {
+			need += b
+		}
+	}
+	if need > max {
+		p.add("kv.max_memory", "%q: the shards of [[kv.tables]] on part %d need %s: raise it, or shrink the tables", c.KV.MaxMemory, c.ownPart(), shm.ApproxSize(int64(min(need, math.MaxInt64))))
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/BurntSushi/toml"
+
+	"graphnode/partition"
 )
 
 // configDir makes a parts/ directory with a graph.toml and a directory for
@@ -743,6 +745,31 @@ func TestKVConfigEveryTableProblem(t *testing.T) {
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v\ndoes not say %q", err, want)
+		}
+	}
+}
+
+// TestKVConfigMaxMemory: [[kv.tables]] whose shards on this part need
+// more than kv.max_memory are a problem of config check, as they are of
+// the node at start (which alone found it): a counted table and a
+// "nodes" one, sized from graph.toml's partition book.
+func TestKVConfigMaxMemory(t *testing.T) {
+	dir := t.TempDir()
+	parts := filepath.Join(dir, "parts")
+	if err := writeSBMPart(parts, partition.SBMConfig{Nodes: 400, Blocks: 2, AvgDegree: 4, Seed: 1, TrainFrac: 0.5, Workers: 1}); err != nil {
+		t.Fatal(err)
+	}
+	pre := "version = 1\n[node]\nparts = " + quote(parts) + "\n[control]\nsocket = " + quote(filepath.Join(dir, "node.sock")) + "\n"
+	tables := "[[kv.tables]]\nname = \"emb\"\nrows = \"nodes\"\ndim = 64\noptimizer = \"sgd\"\nlr = 0.1\nmode = \"async\"\n" +
+		"[[kv.tables]]\nname = \"w\"\nrows = 1000\ndim = 64\noptimizer = \"average\"\nmode = \"sync\"\n"
+	// 400 × 64 + 1000 × 64 float32s: 358,400 bytes, and sgd keeps no state.
+	for _, tt := range []struct {
+		max string
+		ok  bool
+	}{{"1MB", true}, {"300KB", false}} {
+		_, err := LoadConfig(writeConfig(t, dir, pre+"[kv]\nmax_memory = "+quote(tt.max)+"\n"+tables))
+		if tt.ok != (err == nil) || !tt.ok && !strings.Contains(err.Error(), `kv.max_memory: "300KB": the shards of [[kv.tables]] on part 0 need 350KiB: raise it`) {
+			t.Errorf("max_memory %s: err = %v, ok %v", tt.max, err, tt.ok)
 		}
 	}
 }
