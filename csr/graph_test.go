@@ -66,8 +66,9 @@ func newFixture(ft ElemType) fixture {
 	return fx
 }
 
-// write writes every section of fx to path.
-func (fx fixture) write(t testing.TB, path string) {
+// write writes every section of fx to path and returns the Writer's
+// HeaderCRC.
+func (fx fixture) write(t testing.TB, path string) uint32 {
 	t.Helper()
 	w, err := Create(path, fx.meta)
 	if err != nil {
@@ -93,6 +94,7 @@ func (fx fixture) write(t testing.TB, path string) {
 			t.Fatal(err)
 		}
 	}
+	return w.HeaderCRC()
 }
 
 func leBytes[T uint64 | uint32 | int32 | float32](v []T) []byte {

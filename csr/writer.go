@@ -52,6 +52,8 @@ type Writer struct {
 	err      error // first failure, or the reason the Writer is done
 	done     bool  // Close or Abort has run
 	portable bool  // tests: encode slices element by element, as a big-endian host does
+	// headerCRC is the CRC-32C the header ends with, once Close wrote it.
+	headerCRC uint32
 }
 
 // Create starts a partition file at path. meta must pass Meta.Validate;
@@ -363,6 +365,8 @@ func (w *Writer) Close() error {
 	if err != nil {
 		return w.fail(fmt.Errorf("csr: write %s: %w", w.path, err))
 	}
+	// AppendHeader ends with the header's CRC-32C.
+	w.headerCRC = binary.LittleEndian.Uint32(buf[len(buf)-4:])
 	buf = buf[:HeaderSize] // zero padding: the capacity was zeroed by make
 	if _, err := w.f.WriteAt(buf, 0); err != nil {
 		return w.fail(fmt.Errorf("csr: write %s: header: %w", w.path, w.ioErr(err)))
@@ -393,6 +397,16 @@ func (w *Writer) has(name string) bool {
 		}
 	}
 	return false
+}
+
+// HeaderCRC is the CRC-32C the written header ends with (it covers the
+// fixed fields and the section table, so every section's CRC-32C), after
+// a successful Close; 0 before.
+func (w *Writer) HeaderCRC() uint32 {
+	if !w.done || w.err != nil {
+		return 0
+	}
+	return w.headerCRC
 }
 
 // Abort removes the temporary file. Safe to call after Close (no-op) and

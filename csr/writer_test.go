@@ -3,6 +3,7 @@ package csr
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,33 @@ func TestWriterCloseLeavesOnlyTheFile(t *testing.T) {
 	path := filepath.Join(dir, "part.csr")
 	newFixture(TypeF32).write(t, path)
 	eq(t, "dir", dirNames(t, dir), []string{"part.csr"})
+}
+
+// TestWriterHeaderCRC: HeaderCRC is the CRC-32C the file's header ends
+// with, which graph.toml records per part; 0 before Close.
+func TestWriterHeaderCRC(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "part.csr")
+	crc := newFixture(TypeF32).write(t, path)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := DecodeHeader(b[:HeaderSize])
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := h.EncodedLen()
+	if want := binary.LittleEndian.Uint32(b[end-4 : end]); crc != want || crc == 0 {
+		t.Errorf("HeaderCRC %08x, the header ends with %08x", crc, want)
+	}
+	w, err := Create(filepath.Join(t.TempDir(), "x.csr"), newFixture(TypeF32).meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	if got := w.HeaderCRC(); got != 0 {
+		t.Errorf("HeaderCRC before Close: %08x, want 0", got)
+	}
 }
 
 func TestWriterAbort(t *testing.T) {

@@ -185,14 +185,7 @@ func (pw *partWriter) write(ctx context.Context, tmp string, e *PartEntry) (File
 	if err := w.Close(); err != nil {
 		return FileEntry{}, err
 	}
-	crc, ok, err := partHeaderCRC(path)
-	if err == nil && !ok {
-		err = fmt.Errorf("partition: %s: the header just written does not decode", path)
-	}
-	if err != nil {
-		return FileEntry{}, err
-	}
-	e.HeaderCRC = fmt.Sprintf("%08x", crc)
+	e.HeaderCRC = fmt.Sprintf("%08x", w.HeaderCRC())
 	return fileEntry(path, rel)
 }
 
