@@ -162,10 +162,9 @@ func (c *Config) checkKVMemory(p *problems) {
 	if err != nil || c.ownPart() < 0 || c.ownPart() >= book.Parts() {
 		return
 	}
-	s := kvServer{book: book}
 	var need uint64
 	for i := range c.KV.Tables {
-		sp := s.resolve(&c.KV.Tables[i])
+		sp := resolveSpec(book, &c.KV.Tables[i])
 		if b := sp.ShardBytes(c.ownPart()); b > math.MaxUint64-need {
 			need = math.MaxUint64
 		} else {

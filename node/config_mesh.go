@@ -91,10 +91,11 @@ func (c *Config) validateMesh(p *problems) {
 	// The name picks the certificate files and this node's peers entry:
 	// past a bad one, "no .crt there" and "this node is """ only repeat
 	// the problem.
-	nameOK := mesh.CheckName("node", c.Node.Name) == nil
-	if err := mesh.CheckName("node", c.Node.Name); err != nil {
-		p.add("node.name", "%v (it names this node's certificate in mesh.certs)", err)
+	nameErr := mesh.CheckName("node", c.Node.Name)
+	if nameErr != nil {
+		p.add("node.name", "%v (it names this node's certificate in mesh.certs)", nameErr)
 	}
+	nameOK := nameErr == nil
 	if err := mesh.CheckName("cluster", m.Cluster); err != nil {
 		p.add("mesh.cluster", "%v", err)
 	}

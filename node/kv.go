@@ -130,13 +130,17 @@ func newKVServer(cfg *Config, log *slog.Logger, book partition.Book) (*kvServer,
 	return s, nil
 }
 
-// resolve gives a checked TableSpec its shape: "nodes" tables follow the
-// partition book, dense ones are split evenly over the parts.
-func (s *kvServer) resolve(t *control.TableSpec) kv.Spec {
+// resolve gives a checked TableSpec its shape under the node's book (see
+// resolveSpec).
+func (s *kvServer) resolve(t *control.TableSpec) kv.Spec { return resolveSpec(s.book, t) }
+
+// resolveSpec gives a checked TableSpec its shape: "nodes" tables follow
+// the partition book, dense ones are split evenly over the parts.
+func resolveSpec(book partition.Book, t *control.TableSpec) kv.Spec {
 	if t.Rows.Nodes {
-		return kvSpec(t, s.book.NumNodes(), slices.Clone(s.book.Bounds))
+		return kvSpec(t, book.NumNodes(), slices.Clone(book.Bounds))
 	}
-	return kvSpec(t, t.Rows.N, kv.EvenBounds(t.Rows.N, s.book.Parts()))
+	return kvSpec(t, t.Rows.N, kv.EvenBounds(t.Rows.N, book.Parts()))
 }
 
 // client is the kv.Client of a table, made on first use.
