@@ -299,6 +299,36 @@ func realPath(path string) (string, error) {
 	return filepath.EvalSymlinks(abs)
 }
 
+// balanceQuantity is a quantity --balance names, as the parts of a
+// partitioning hold it.
+type balanceQuantity struct {
+	name, verb, noun string
+	total            uint64
+	achieved         float64 // graph.toml's heaviest part over the mean
+	of               func(p partition.PartEntry) uint64
+}
+
+// balanceQuantities are nodes, edges and training nodes in m.
+func balanceQuantities(m *partition.Manifest) []balanceQuantity {
+	return []balanceQuantity{
+		{partition.BalanceNodes, "owns", "nodes", m.Nodes, m.Achieved.Nodes, func(p partition.PartEntry) uint64 { return p.End - p.Start }},
+		{partition.BalanceEdges, "stores", "edges", m.Edges, m.Achieved.Edges, func(p partition.PartEntry) uint64 { return p.Edges }},
+		{partition.BalanceTrain, "owns", "training nodes", m.Train, m.Achieved.Train, func(p partition.PartEntry) uint64 { return p.Train }},
+	}
+}
+
+// heaviest is the part of m (which has one at least) holding the most
+// of q, the first of those.
+func (q balanceQuantity) heaviest(m *partition.Manifest) partition.PartEntry {
+	heavy := m.Part[0]
+	for _, p := range m.Part[1:] {
+		if q.of(p) > q.of(heavy) {
+			heavy = p
+		}
+	}
+	return heavy
+}
+
 // missNotes are the lines that point out, for each quantity in asked, a
 // heaviest part above the bound the partitioners keep, max(⌈mean⌉,
 // ⌊imbalance · mean⌋) (a part cannot hold a fraction of a node): the
@@ -308,25 +338,14 @@ func realPath(path string) (string, error) {
 // (Cora into 16 parts: 1.041 × the mean under 1.03).
 func missNotes(m *partition.Manifest, method string, asked []string, imbalance float64) []string {
 	var notes []string
-	for _, q := range []struct {
-		name, verb, noun string
-		total            uint64
-		of               func(p partition.PartEntry) uint64
-	}{
-		{partition.BalanceNodes, "owns", "nodes", m.Nodes, func(p partition.PartEntry) uint64 { return p.End - p.Start }},
-		{partition.BalanceEdges, "stores", "edges", m.Edges, func(p partition.PartEntry) uint64 { return p.Edges }},
-		{partition.BalanceTrain, "owns", "training nodes", m.Train, func(p partition.PartEntry) uint64 { return p.Train }},
-	} {
+	for _, q := range balanceQuantities(m) {
 		if !slices.Contains(asked, q.name) || len(m.Part) == 0 || q.total == 0 {
 			continue
 		}
 		mean := float64(q.total) / float64(len(m.Part))
 		bound := max(uint64(math.Ceil(mean)), uint64(imbalance*mean))
-		heavy, over := m.Part[0], 0
+		over := 0
 		for _, p := range m.Part {
-			if q.of(p) > q.of(heavy) {
-				heavy = p
-			}
 			if q.of(p) > bound {
 				over++
 			}
@@ -334,6 +353,7 @@ func missNotes(m *partition.Manifest, method string, asked []string, imbalance f
 		if over == 0 {
 			continue
 		}
+		heavy := q.heaviest(m)
 		line := fmt.Sprintf("note: part %d %s %.3f × the mean %s, more than --imbalance %.3f allows (%d, at most %d): the %s partitioner could not keep --balance %s",
 			heavy.Index, q.verb, float64(q.of(heavy))/mean, q.noun, imbalance, q.of(heavy), bound, method, q.name)
 		if over > 1 {
@@ -351,37 +371,30 @@ func missNotes(m *partition.Manifest, method string, asked []string, imbalance f
 // parts leaves one part with 10.6 × the mean edges.
 const skewNoteAt = 1.5
 
+// skewCost is what a heavy part of each quantity costs (nodes are
+// always balanced: none).
+var skewCost = map[string]string{
+	partition.BalanceEdges: "its host holds and samples that much more of the graph",
+	partition.BalanceTrain: "its trainer has that many more seeds per epoch",
+}
+
 // skewNotes are the lines that point out, for edges and training nodes
 // when not in asked, a heaviest part above skewNoteAt × the mean: which
 // part, how far over, what it costs its host, and the flags that balance
 // it (adding --method metis where method cannot).
 func skewNotes(m *partition.Manifest, method string, asked []string) []string {
 	var notes []string
-	for _, q := range []struct {
-		name, verb, noun, cost string
-		achieved               float64
-		of                     func(p partition.PartEntry) uint64
-	}{
-		{partition.BalanceEdges, "stores", "edges", "its host holds and samples that much more of the graph",
-			m.Achieved.Edges, func(p partition.PartEntry) uint64 { return p.Edges }},
-		{partition.BalanceTrain, "owns", "training nodes", "its trainer has that many more seeds per epoch",
-			m.Achieved.Train, func(p partition.PartEntry) uint64 { return p.Train }},
-	} {
-		if slices.Contains(asked, q.name) || q.achieved <= skewNoteAt || len(m.Part) == 0 {
+	for _, q := range balanceQuantities(m) {
+		cost := skewCost[q.name]
+		if cost == "" || slices.Contains(asked, q.name) || q.achieved <= skewNoteAt || len(m.Part) == 0 {
 			continue
-		}
-		heavy := m.Part[0]
-		for _, p := range m.Part[1:] {
-			if q.of(p) > q.of(heavy) {
-				heavy = p
-			}
 		}
 		fix := "--balance " + strings.Join(append(slices.Clone(asked), q.name), ",")
 		if !slices.Contains(partition.Balances(method), q.name) {
 			fix = "--method " + partition.MethodMetis + " " + fix
 		}
 		notes = append(notes, fmt.Sprintf("note: part %d %s %.2f × the mean %s (not balanced): %s; %s evens them",
-			heavy.Index, q.verb, q.achieved, q.noun, q.cost, fix))
+			q.heaviest(m).Index, q.verb, q.achieved, q.noun, cost, fix))
 	}
 	return notes
 }
