@@ -97,7 +97,7 @@ type preparedSave struct {
 // sampling node's (Dir is then "").
 func (s *kvServer) save(ctx context.Context, forward bool) (*control.SaveInfo, error) {
 	if !forward {
-		s.abortPrepared("this node is stopping")
+		s.abortPrepared("this node is stopping", nil)
 		return s.saveLocal()
 	}
 	dir := ""
@@ -296,28 +296,22 @@ func (s *kvServer) takePrepared(id string) *preparedSave {
 // abortSuperseded aborts the saves the coordinator prepared on this node
 // before save id.
 func (s *kvServer) abortSuperseded(id string) {
-	s.mu.Lock()
-	var held []*preparedSave
-	var ids []string
-	for old, ps := range s.prepared {
-		if ps.coordinated && old != id {
-			held, ids = append(held, ps), append(ids, old)
-			delete(s.prepared, old)
-		}
-	}
-	s.mu.Unlock()
-	for i, ps := range held {
-		ps.timer.Stop()
-		ps.p.Abort()
-		s.log.Warn("kv save: prepared save dropped, its commit will fail: the node that coordinates saves prepares the next one", "save", ids[i], "next", id)
-	}
+	s.abortPrepared("the node that coordinates saves prepares the next one, "+id, func(old string, ps *preparedSave) bool {
+		return ps.coordinated && old != id
+	})
 }
 
-// abortPrepared aborts every save peers prepared on this node.
-func (s *kvServer) abortPrepared(why string) {
+// abortPrepared aborts the saves peers prepared on this node that drop
+// selects (nil: every one), each logged with why.
+func (s *kvServer) abortPrepared(why string, drop func(id string, ps *preparedSave) bool) {
 	s.mu.Lock()
-	held := s.prepared
-	s.prepared = map[string]*preparedSave{}
+	held := map[string]*preparedSave{}
+	for id, ps := range s.prepared {
+		if drop == nil || drop(id, ps) {
+			held[id] = ps
+			delete(s.prepared, id)
+		}
+	}
 	s.mu.Unlock()
 	for id, ps := range held {
 		ps.timer.Stop()
