@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -223,10 +224,18 @@ func TestReadMessage(t *testing.T) {
 	// with no allocation; a smaller one is outgrown, the bytes the same.
 	buf := make([]byte, 4*readChunk)
 	rd := bytes.NewReader(msg)
-	if allocs := testing.AllocsPerRun(5, func() {
-		rd.Reset(msg)
-		_, p, err = readMessageInto(rd, 4*readChunk, buf)
-	}); allocs > 1 || err != nil || &p[0] != &buf[0] || !bytes.Equal(p, big) { // 1: the header, read through an interface
+	// AllocsPerRun counts the whole process's allocations: goroutines
+	// that earlier tests of the package left winding down (QUIC
+	// connections closing) made one measurement in CI read 2. The least
+	// of a few measurements is this path's own count.
+	allocs := math.Inf(1)
+	for range 5 {
+		allocs = min(allocs, testing.AllocsPerRun(5, func() {
+			rd.Reset(msg)
+			_, p, err = readMessageInto(rd, 4*readChunk, buf)
+		}))
+	}
+	if allocs > 1 || err != nil || &p[0] != &buf[0] || !bytes.Equal(p, big) { // 1: the header, read through an interface
 		t.Fatalf("readMessageInto a large buffer: %v allocations, err %v, aliases buf %v", allocs, err, &p[0] == &buf[0])
 	}
 	if _, p, err = readMessageInto(bytes.NewReader(msg), 4*readChunk, buf[:0:10]); err != nil || !bytes.Equal(p, big) {
