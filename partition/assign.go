@@ -233,13 +233,15 @@ func SeedChunks(train []uint32, parts int, seed uint64) [][]uint32 {
 // With Balance "edges" a node also goes only to a part whose stored
 // edges (its nodes' rows) stay within max(⌈E/P⌉, ⌊imb·E/P⌋) with it,
 // while one exists; otherwise to the node-eligible part storing the
-// fewest. Without it, nothing keeps the hubs apart: on a power-law
-// graph one part can get most of them (R-MAT, 20 k nodes, seeds 1 and
-// 3: 1.07 / 1.19 × the mean of stored edges into 2 parts, 1.16 / 1.28
-// into 4; with it 1.03–1.05, for 0.3–1.7 points of local reads; see
-// TestAssignFreqBalanceEdges). The seed chunks are placed first, whatever their edges, so
-// a part whose trainer's seeds alone pass the bound stays over it, and
-// the report says so.
+// fewest, and repairEdges then moves or swaps placed nodes out of the
+// parts left over the bound. Without it, nothing keeps the hubs apart:
+// on a power-law graph one part can get most of them (R-MAT, 20 k
+// nodes, seeds 1–5: 1.06–1.19 × the mean of stored edges into 2 parts,
+// 1.10–1.42 into 4, 1.12–1.57 into 8; with it 1.030 on every one, for
+// 0–1.7 points of local reads; see TestAssignFreqBalanceEdges). The
+// seed chunks are placed first, whatever their edges, and never move,
+// so a part whose trainer's seeds alone pass the bound stays over it,
+// and the report says so.
 func assignFreq(ctx context.Context, g *Graph, adj *Adj, opts AssignOptions) ([]uint32, error) {
 	n, P := g.NumNodes, opts.Parts
 	if len(g.Train) == 0 {
@@ -282,6 +284,9 @@ func assignFreq(ctx context.Context, g *Graph, adj *Adj, opts AssignOptions) ([]
 		eb = newEdgeBound(adj, chunks, opts.Imbalance)
 	}
 	placeByHeat(rest, heat.At, lo, hi, size, eb, out, rng)
+	if eb != nil {
+		repairEdges(rest, heat.At, lo, hi, size, eb, out)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
