@@ -182,7 +182,18 @@ func (c *Client) Sample(ctx context.Context, part int, req *SampleRequest, resp 
 		if id, ok := fitU32(req.IDs); !ok {
 			return fmt.Errorf("mesh: sample: id %d in a narrow request (ids below 2^32 only): %w", id, ErrMalformed)
 		}
+		if id, ok := fitU32(req.ExcludeIDs); !ok {
+			return fmt.Errorf("mesh: sample: excluded id %d in a narrow request (ids below 2^32 only): %w", id, ErrMalformed)
+		}
 		want, decode = TypeSampleResponseNarrow, DecodeSampleResponseNarrow
+	}
+	if len(req.ExcludeAt) > 0 || len(req.ExcludeCounts) > 0 || len(req.ExcludeIDs) > 0 {
+		if len(req.ExcludeAt) == 0 {
+			return fmt.Errorf("mesh: sample: exclude: %d counts, %d ids for no node: %w", len(req.ExcludeCounts), len(req.ExcludeIDs), ErrMalformed)
+		}
+		if err := CheckExclusion(req); err != nil {
+			return fmt.Errorf("mesh: sample: exclude: %w: %w", err, ErrMalformed)
+		}
 	}
 	b, start := beginMessage(resp.request[:0], TypeSampleRequest)
 	b = AppendSampleRequest(b, req)

@@ -63,7 +63,7 @@
 //	1     Hello           c → s      version u16, 0 u16, part u32, cluster, node, checksum (u16-length strings)
 //	2     HelloAck        s → c      as Hello, the server's values
 //	3     Error           s → c      code u16, 0 u16, message (u32 length, ≤ 64 KiB)
-//	4     SampleRequest   c → s      key [32]byte, hop u16, flags u16 (1 = weighted, 2 = narrow), fanout i32 (-1 = all), ids []u64 ([]u32 when narrow)
+//	4     SampleRequest   c → s      key [32]byte, hop u16, flags u16 (1 = weighted, 2 = narrow, 4 = exclude), fanout i32 (-1 = all), ids []u64 ([]u32 when narrow); with flag 4: exclude at []u32, exclude counts []u32, exclude ids []u64 ([]u32 when narrow)
 //	5     SampleResponse  s → c      counts []u32 (one per id), neighbours []u64 (sum(counts) long)
 //	6     PullRequest     c → s      ids []u64
 //	7     PullResponse    s → c      dtype u8, 0 [3]u8, row size u32, count u32, rows (count × row size bytes)
@@ -90,6 +90,18 @@
 // sets of up to 2^32 nodes (the node sets the flag when its book has no
 // more). The client refuses to send an id that does not fit; a server
 // whose answer holds a neighbour that does not fit answers CodeHandler.
+//
+// A SampleRequest with flag 4 carries exclusions: edges the peer leaves
+// out of the graph before it draws (a link batch's seed edges, at hop
+// 0). Node ids[at[j]] is sampled as if its edges from the counts[j] ids
+// of run j did not exist; at is strictly ascending and within ids, each
+// run is non-empty and strictly ascending, and the counts add up to the
+// excluded ids (the decoder checks all of it). A request without
+// exclusions has neither the flag nor the arrays, so it is byte for byte
+// what it was before they existed. A node built before them answers a
+// request with flag 4 CodeMalformed ("flags: unknown bits 0x4"), so a
+// link batch that excludes its seed edges fails, naming that peer,
+// rather than being drawn without leaving them out.
 //
 // Types 14–17 are served when the Handler also implements SplitHandler
 // and LabelHandler (split.go); otherwise they are answered CodeUnsupported.

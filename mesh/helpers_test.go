@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -60,17 +61,28 @@ func (h *testHandler) SampleNeighbors(ctx context.Context, req *SampleRequest) (
 	return expectSample(req), nil
 }
 
+// expectSample answers id with min(id%5, fanout) neighbours id*10+k+salt
+// (salt: the key's first 8 bytes), less those the request excludes for
+// id.
 func expectSample(req *SampleRequest) *SampleResponse {
 	r := &SampleResponse{Counts: make([]uint32, len(req.IDs))}
 	salt := binary.LittleEndian.Uint64(req.Key[:])
+	j, o := 0, 0
 	for i, id := range req.IDs {
+		var ex []uint64
+		if j < len(req.ExcludeAt) && int(req.ExcludeAt[j]) == i {
+			ex = req.ExcludeIDs[o : o+int(req.ExcludeCounts[j])]
+			j, o = j+1, o+len(ex)
+		}
 		n := id % 5
 		if req.Fanout >= 0 {
 			n = min(n, uint64(req.Fanout))
 		}
-		r.Counts[i] = uint32(n)
 		for k := range n {
-			r.Neighbors = append(r.Neighbors, id*10+k+salt)
+			if u := id*10 + k + salt; !slices.Contains(ex, u) {
+				r.Neighbors = append(r.Neighbors, u)
+				r.Counts[i]++
+			}
 		}
 	}
 	return r

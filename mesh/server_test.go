@@ -124,6 +124,47 @@ func TestSampleNarrow(t *testing.T) {
 	}
 }
 
+// TestSampleExclusion: a request's exclusions reach the handler as sent,
+// wide and narrow (the test handler leaves the excluded neighbours out);
+// the client refuses, before anything is sent, exclusions that do not fit
+// the request and an excluded id that does not fit a narrow one.
+func TestSampleExclusion(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", nil)
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer()}, nil)
+	ctx := context.Background()
+	// ids 4 and 9 have 4 neighbours each: 40…43 and 90…93.
+	for _, narrow := range []bool{false, true} {
+		req := &SampleRequest{Fanout: -1, IDs: []uint64{4, 9, 3}, Narrow: narrow,
+			ExcludeAt: []uint32{0, 1}, ExcludeCounts: []uint32{2, 1}, ExcludeIDs: []uint64{41, 43, 90}}
+		var resp SampleResponse
+		if err := c.Sample(ctx, 1, req, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(resp.Counts, []uint32{2, 3, 3}) || !slices.Equal(resp.Neighbors, []uint64{40, 42, 91, 92, 93, 30, 31, 32}) {
+			t.Fatalf("narrow %v: counts %v, neighbours %v; want 4's and 9's less the excluded", narrow, resp.Counts, resp.Neighbors)
+		}
+	}
+	calls := srv.handler.calls.Load()
+	for _, tc := range []struct {
+		req  SampleRequest
+		text string
+	}{
+		{SampleRequest{IDs: []uint64{4}, ExcludeAt: []uint32{1}, ExcludeCounts: []uint32{1}, ExcludeIDs: []uint64{40}}, "node index 1, request of 1 nodes"},
+		{SampleRequest{IDs: []uint64{4}, ExcludeAt: []uint32{0}, ExcludeCounts: []uint32{2}, ExcludeIDs: []uint64{41, 40}}, "id 40 after 41"},
+		{SampleRequest{IDs: []uint64{4}, ExcludeCounts: []uint32{1}, ExcludeIDs: []uint64{40}}, "1 counts, 1 ids for no node"},
+		{SampleRequest{IDs: []uint64{4}, Narrow: true, ExcludeAt: []uint32{0}, ExcludeCounts: []uint32{1}, ExcludeIDs: []uint64{1 << 32}}, "excluded id 4294967296 in a narrow request"},
+	} {
+		var resp SampleResponse
+		if err := c.Sample(ctx, 1, &tc.req, &resp); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tc.text) {
+			t.Errorf("%+v: %v, want ErrMalformed saying %q", tc.req, err, tc.text)
+		}
+	}
+	if got := srv.handler.calls.Load(); got != calls {
+		t.Fatalf("%d refused requests reached the handler", got-calls)
+	}
+}
+
 func TestStatsIncludeOutbound(t *testing.T) {
 	dir := writeTestCluster(t, testCluster, "host0", "host1")
 	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", func(c *ServerConfig) {

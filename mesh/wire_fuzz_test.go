@@ -65,10 +65,17 @@ func FuzzDecodeSampleRequest(f *testing.F) {
 	f.Add(AppendSampleRequest(nil, r))
 	f.Add(AppendSampleRequest(nil, &SampleRequest{Fanout: -1}))
 	f.Add(AppendSampleRequest(nil, &SampleRequest{Fanout: 3, IDs: []uint64{1, 1<<32 - 1}, Narrow: true}))
+	f.Add(AppendSampleRequest(nil, &SampleRequest{Fanout: 15, IDs: []uint64{1, 2, 1 << 40},
+		ExcludeAt: []uint32{0, 2}, ExcludeCounts: []uint32{1, 2}, ExcludeIDs: []uint64{2, 1, 1 << 40}}))
+	f.Add(AppendSampleRequest(nil, &SampleRequest{Fanout: -1, IDs: []uint64{7}, Narrow: true,
+		ExcludeAt: []uint32{0}, ExcludeCounts: []uint32{2}, ExcludeIDs: []uint64{3, 1<<32 - 1}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		roundTrip(t, b, func(b []byte) ([]byte, error) {
 			var r SampleRequest
 			err := DecodeSampleRequest(b, &r)
+			if err == nil {
+				checkExclusion(t, &r)
+			}
 			return AppendSampleRequest(nil, &r), err
 		})
 	})
@@ -271,4 +278,30 @@ func FuzzDecodeFileMessages(f *testing.F) {
 			return AppendFileResponse(nil, &m), err
 		})
 	})
+}
+
+// checkExclusion fails t unless the exclusions of a decoded request are
+// what the handler may rely on: one count per listed node, nodes
+// ascending and within the ids, each run non-empty and strictly
+// ascending, the counts adding up to the ids.
+func checkExclusion(t *testing.T, r *SampleRequest) {
+	if len(r.ExcludeCounts) != len(r.ExcludeAt) {
+		t.Fatalf("%d counts for %d excluding nodes", len(r.ExcludeCounts), len(r.ExcludeAt))
+	}
+	o := 0
+	for j, at := range r.ExcludeAt {
+		c := int(r.ExcludeCounts[j])
+		if int(at) >= len(r.IDs) || j > 0 && at <= r.ExcludeAt[j-1] || c == 0 || o+c > len(r.ExcludeIDs) {
+			t.Fatalf("exclusion %d (node %d, %d ids) accepted: %+v", j, at, c, r)
+		}
+		for i := o + 1; i < o+c; i++ {
+			if r.ExcludeIDs[i] <= r.ExcludeIDs[i-1] {
+				t.Fatalf("exclusion %d not ascending accepted: %v", j, r.ExcludeIDs[o:o+c])
+			}
+		}
+		o += c
+	}
+	if o != len(r.ExcludeIDs) {
+		t.Fatalf("counts add up to %d, %d excluded ids accepted", o, len(r.ExcludeIDs))
+	}
 }

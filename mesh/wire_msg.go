@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 )
 
@@ -91,8 +92,10 @@ const KeySize = 32
 // opaque to the mesh: the sampler defines it (the batch's stream key), so
 // the peer's choice equals the one a local expansion would make.
 //
-//	key [32]byte | hop u16 | flags u16 (bit 0: weighted, bit 1: narrow) |
-//	fanout i32 | ids []u64, or []u32 when narrow
+//	key [32]byte | hop u16 | flags u16 (bit 0: weighted, bit 1: narrow,
+//	bit 2: exclude) | fanout i32 | ids []u64, or []u32 when narrow
+//	[ | exclude at []u32 | exclude counts []u32 | exclude ids []u64, or
+//	[]u32 when narrow ]   (only with bit 2)
 type SampleRequest struct {
 	Key      [KeySize]byte
 	Hop      uint16
@@ -104,15 +107,30 @@ type SampleRequest struct {
 	// bytes of sampling; every id of the partition set must be below 2^32
 	// (the client and the server check).
 	Narrow bool
+	// Exclusions: the node IDs[ExcludeAt[j]] is to be sampled as if its
+	// edges from the ExcludeCounts[j] ids of run j of ExcludeIDs did not
+	// exist (a link batch's seed edges, left out before the draw).
+	// ExcludeAt is strictly ascending, each count at least 1, each run
+	// strictly ascending, and the counts add up to len(ExcludeIDs)
+	// (CheckExclusion). A request without exclusions sends none of the
+	// three arrays, nor the flag: not a byte more than before they
+	// existed. A peer that predates them refuses a request that carries
+	// them as malformed ("flags: unknown bits 0x4"), so it never draws
+	// without leaving the edges out.
+	ExcludeAt     []uint32
+	ExcludeCounts []uint32
+	ExcludeIDs    []uint64
 }
 
 const (
 	sampleWeighted = 1
 	sampleNarrow   = 2
+	sampleExclude  = 4
 )
 
-// AppendSampleRequest appends r's payload to b. With Narrow every id
-// must fit in 32 bits (Client.Sample checks).
+// AppendSampleRequest appends r's payload to b. With Narrow every id,
+// excluded ones too, must fit in 32 bits, and the exclusions must pass
+// CheckExclusion (Client.Sample checks both).
 func AppendSampleRequest(b []byte, r *SampleRequest) []byte {
 	b = append(b, r.Key[:]...)
 	b = binary.LittleEndian.AppendUint16(b, r.Hop)
@@ -123,22 +141,33 @@ func AppendSampleRequest(b []byte, r *SampleRequest) []byte {
 	if r.Narrow {
 		flags |= sampleNarrow
 	}
+	exclude := len(r.ExcludeAt) > 0
+	if exclude {
+		flags |= sampleExclude
+	}
 	b = binary.LittleEndian.AppendUint16(b, flags)
 	b = binary.LittleEndian.AppendUint32(b, uint32(r.Fanout))
+	ids := appendU64s
 	if r.Narrow {
-		return appendU32sOf64(b, r.IDs)
+		ids = appendU32sOf64
 	}
-	return appendU64s(b, r.IDs)
+	b = ids(b, r.IDs)
+	if !exclude {
+		return b
+	}
+	b = appendU32s(b, r.ExcludeAt)
+	b = appendU32s(b, r.ExcludeCounts)
+	return ids(b, r.ExcludeIDs)
 }
 
 // DecodeSampleRequest decodes a SampleRequest payload into r, reusing
-// r.IDs' capacity.
+// the capacity of r's slices.
 func DecodeSampleRequest(p []byte, r *SampleRequest) error {
 	d := decoder{msg: "SampleRequest", b: p}
 	copy(r.Key[:], d.take("key", KeySize))
 	r.Hop = d.u16("hop")
 	flags := d.u16("flags")
-	if unknown := flags &^ (sampleWeighted | sampleNarrow); unknown != 0 {
+	if unknown := flags &^ (sampleWeighted | sampleNarrow | sampleExclude); unknown != 0 {
 		d.fail("flags", "unknown bits %#x", unknown)
 	}
 	r.Weighted = flags&sampleWeighted != 0
@@ -147,12 +176,60 @@ func DecodeSampleRequest(p []byte, r *SampleRequest) error {
 	if r.Fanout < -1 {
 		d.fail("fanout", "%d, want -1 (all) or >= 0", r.Fanout)
 	}
+	ids := d.u64s
 	if r.Narrow {
-		r.IDs = d.u32sAs64("ids", r.IDs)
-	} else {
-		r.IDs = d.u64s("ids", r.IDs)
+		ids = d.u32sAs64
+	}
+	r.IDs = ids("ids", r.IDs)
+	r.ExcludeAt, r.ExcludeCounts, r.ExcludeIDs = r.ExcludeAt[:0], r.ExcludeCounts[:0], r.ExcludeIDs[:0]
+	if flags&sampleExclude != 0 {
+		r.ExcludeAt = d.u32s("exclude at", r.ExcludeAt)
+		r.ExcludeCounts = d.u32s("exclude counts", r.ExcludeCounts)
+		r.ExcludeIDs = ids("exclude ids", r.ExcludeIDs)
+		if d.err == nil && len(r.ExcludeAt) == 0 {
+			d.fail("exclude", "flag set without exclusions")
+		}
+		if d.err == nil {
+			if err := CheckExclusion(r); err != nil {
+				d.fail("exclude", "%s", err.Error())
+			}
+		}
 	}
 	return d.end()
+}
+
+// CheckExclusion reports the first way r's exclusions do not fit it: a
+// count per listed node, nodes strictly ascending and within IDs, runs
+// not empty and strictly ascending, counts adding up to len(ExcludeIDs).
+func CheckExclusion(r *SampleRequest) error {
+	at, counts, ids := r.ExcludeAt, r.ExcludeCounts, r.ExcludeIDs
+	if len(counts) != len(at) {
+		return fmt.Errorf("%d counts for %d nodes", len(counts), len(at))
+	}
+	o := 0
+	for j, a := range at {
+		switch {
+		case int64(a) >= int64(len(r.IDs)):
+			return fmt.Errorf("exclusion %d: node index %d, request of %d nodes", j, a, len(r.IDs))
+		case j > 0 && a <= at[j-1]:
+			return fmt.Errorf("exclusion %d: node index %d after %d, want ascending", j, a, at[j-1])
+		case counts[j] == 0:
+			return fmt.Errorf("exclusion %d: no ids", j)
+		case uint64(counts[j]) > uint64(len(ids)-o):
+			return fmt.Errorf("exclusion %d: %d ids, %d left", j, counts[j], len(ids)-o)
+		}
+		run := ids[o : o+int(counts[j])]
+		for i := 1; i < len(run); i++ {
+			if run[i] <= run[i-1] {
+				return fmt.Errorf("exclusion %d: id %d after %d, want strictly ascending", j, run[i], run[i-1])
+			}
+		}
+		o += len(run)
+	}
+	if o != len(ids) {
+		return fmt.Errorf("counts add up to %d, %d ids given", o, len(ids))
+	}
+	return nil
 }
 
 // SampleResponse answers a SampleRequest: Counts[i] neighbours of IDs[i],

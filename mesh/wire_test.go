@@ -25,6 +25,13 @@ func TestCodecsRoundTrip(t *testing.T) {
 	sreq := &SampleRequest{Hop: 3, Weighted: true, Fanout: -1, IDs: []uint64{1, 1 << 40, 7}}
 	sreq.Key[31] = 0xee
 	nreq := &SampleRequest{Hop: 1, Fanout: 5, IDs: []uint64{1, 1<<32 - 1, 7}, Narrow: true}
+	xreq := &SampleRequest{Fanout: 15, IDs: []uint64{1, 1 << 40, 7, 9},
+		ExcludeAt: []uint32{1, 3}, ExcludeCounts: []uint32{2, 1}, ExcludeIDs: []uint64{5, 1 << 41, 8}}
+	xnreq := &SampleRequest{Fanout: -1, IDs: []uint64{1, 7}, Narrow: true,
+		ExcludeAt: []uint32{0}, ExcludeCounts: []uint32{3}, ExcludeIDs: []uint64{0, 7, 1<<32 - 1}}
+	sameExclusion := func(r, x *SampleRequest) bool {
+		return slices.Equal(r.ExcludeAt, x.ExcludeAt) && slices.Equal(r.ExcludeCounts, x.ExcludeCounts) && slices.Equal(r.ExcludeIDs, x.ExcludeIDs)
+	}
 	tests := []struct {
 		name    string
 		payload []byte
@@ -53,7 +60,25 @@ func TestCodecsRoundTrip(t *testing.T) {
 				if err := DecodeSampleRequest(p, &r); err != nil {
 					return err
 				}
-				return want(r.Key == sreq.Key && r.Hop == 3 && r.Weighted && r.Fanout == -1 && slices.Equal(r.IDs, sreq.IDs), "sample request %+v", r)
+				return want(r.Key == sreq.Key && r.Hop == 3 && r.Weighted && r.Fanout == -1 && slices.Equal(r.IDs, sreq.IDs) &&
+					r.ExcludeAt == nil && r.ExcludeCounts == nil && r.ExcludeIDs == nil, "sample request %+v", r)
+			}},
+		// Exclusions follow the ids: at []u32, counts []u32, ids []u64.
+		{"SampleRequest excluding", AppendSampleRequest(nil, xreq), 32 + 8 + (4 + 32) + (4 + 8) + (4 + 8) + (4 + 24),
+			func(p []byte) error {
+				var r SampleRequest
+				if err := DecodeSampleRequest(p, &r); err != nil {
+					return err
+				}
+				return want(r.Fanout == 15 && !r.Narrow && slices.Equal(r.IDs, xreq.IDs) && sameExclusion(&r, xreq), "excluding sample request %+v", r)
+			}},
+		{"SampleRequest narrow excluding", AppendSampleRequest(nil, xnreq), 32 + 8 + (4 + 8) + (4 + 4) + (4 + 4) + (4 + 12),
+			func(p []byte) error {
+				var r SampleRequest
+				if err := DecodeSampleRequest(p, &r); err != nil {
+					return err
+				}
+				return want(r.Fanout == -1 && r.Narrow && slices.Equal(r.IDs, xnreq.IDs) && sameExclusion(&r, xnreq), "narrow excluding sample request %+v", r)
 			}},
 		{"SampleResponse", AppendSampleResponse(nil, &SampleResponse{Counts: []uint32{2, 0, 1}, Neighbors: []uint64{9, 8, 7}}), 4 + 12 + 4 + 24,
 			func(p []byte) error {
@@ -149,7 +174,7 @@ func TestDecodeRejects(t *testing.T) {
 	}{
 		{"count beyond buffer", DecodePullRequest([]byte{0xff, 0xff, 0xff, 0x7f, 1, 2}, &PullRequest{}),
 			"count 2147483647 of 8-byte elements exceeds the 2 bytes left"},
-		{"unknown sample flag", DecodeSampleRequest(append(key, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0), &sr), "flags: unknown bits 0x4"},
+		{"unknown sample flag", DecodeSampleRequest(append(key, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0), &sr), "flags: unknown bits 0x8"},
 		{"narrow ids cut short", DecodeSampleRequest(append(key, 0, 0, 2, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0), &sr),
 			"ids: count 2 of 4-byte elements exceeds the 7 bytes left"},
 		{"narrow counts do not sum", DecodeSampleResponseNarrow([]byte{1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0}, &sresp),
@@ -165,6 +190,33 @@ func TestDecodeRejects(t *testing.T) {
 		{"bad stats direction", DecodeStatsResponse(append([]byte{0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 3, 0}, make([]byte, 48)...), &StatsResponse{}),
 			"dir: unknown direction 3"},
 	}
+	// A request for ids 1, 2, 3 (fanout 0) with the exclude flag, then
+	// the exclusion's arrays.
+	excluding := func(at, counts []uint32, ids []uint64) error {
+		p := append(key, 0, 0, 4, 0, 0, 0, 0, 0)
+		p = appendU64s(p, []uint64{1, 2, 3})
+		p = appendU32s(p, at)
+		p = appendU32s(p, counts)
+		return DecodeSampleRequest(appendU64s(p, ids), &sr)
+	}
+	tests = append(tests, []struct {
+		name string
+		err  error
+		text string
+	}{
+		{"exclude flag without exclusions", excluding(nil, nil, nil), "exclude: flag set without exclusions"},
+		{"exclusion counts fewer than nodes", excluding([]uint32{0, 1}, []uint32{1}, []uint64{5}), "exclude: 1 counts for 2 nodes"},
+		{"exclusion past the ids", excluding([]uint32{3}, []uint32{1}, []uint64{5}), "exclude: exclusion 0: node index 3, request of 3 nodes"},
+		{"exclusions out of order", excluding([]uint32{2, 1}, []uint32{1, 1}, []uint64{5, 6}), "node index 1 after 2, want ascending"},
+		{"exclusion listed twice", excluding([]uint32{1, 1}, []uint32{1, 1}, []uint64{5, 6}), "node index 1 after 1, want ascending"},
+		{"empty exclusion", excluding([]uint32{1}, []uint32{0}, nil), "exclusion 0: no ids"},
+		{"exclusion counts beyond ids", excluding([]uint32{0, 1}, []uint32{1, 2}, []uint64{5, 6}), "exclusion 1: 2 ids, 1 left"},
+		{"exclusion ids left over", excluding([]uint32{1}, []uint32{1}, []uint64{5, 6}), "counts add up to 1, 2 ids given"},
+		{"exclusion run not ascending", excluding([]uint32{1}, []uint32{2}, []uint64{6, 5}), "id 5 after 6, want strictly ascending"},
+		{"exclusion run repeats", excluding([]uint32{1}, []uint32{2}, []uint64{6, 6}), "id 6 after 6, want strictly ascending"},
+		{"exclusion counts beyond buffer", DecodeSampleRequest(append(appendU64s(append(key, 0, 0, 4, 0, 0, 0, 0, 0), []uint64{1}), 1, 0, 0, 0), &sr),
+			"exclude at: count 1 of 4-byte elements exceeds the 0 bytes left"},
+	}...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if !errors.Is(tt.err, ErrMalformed) || !strings.Contains(tt.err.Error(), tt.text) {
