@@ -15,16 +15,17 @@ import (
 
 // Input formats, the values of ReadOptions.Format.
 const (
-	FormatEdgeList = "edgelist" // src dst [weight] per line; see edgelist.go
-	FormatLINQS    = "linqs"    // <name>.content + <name>.cites (Cora, CiteSeer)
-	FormatKG       = "kg"       // entities.dict, relations.dict, train/valid/test.txt
-	FormatOGB      = "ogb"      // OGB node-property raw layout: raw/*.csv[.gz], split/
-	FormatMETIS    = "metis"    // METIS graph file
+	FormatEdgeList  = "edgelist"  // src dst [weight] per line; see edgelist.go
+	FormatLINQS     = "linqs"     // <name>.content + <name>.cites (Cora, CiteSeer)
+	FormatKG        = "kg"        // entities.dict, relations.dict, train/valid/test.txt
+	FormatOGB       = "ogb"       // OGB node-property raw layout: raw/*.csv[.gz], split/
+	FormatMETIS     = "metis"     // METIS graph file
+	FormatPlanetoid = "planetoid" // ind.<name>.{x,y,tx,ty,allx,ally,graph,test.index}
 )
 
 // Formats lists the formats Read accepts.
 func Formats() []string {
-	return []string{FormatEdgeList, FormatLINQS, FormatKG, FormatOGB, FormatMETIS}
+	return []string{FormatEdgeList, FormatLINQS, FormatKG, FormatOGB, FormatMETIS, FormatPlanetoid}
 }
 
 // Values of ReadOptions.Header.
@@ -45,7 +46,7 @@ const (
 // list with default policies.
 type ReadOptions struct {
 	Format string // one of Formats(); "" = DetectFormat(path)
-	Name   string // Graph.Name; "" = the base name of the path
+	Name   string // Graph.Name; "" = the base name of the path (Planetoid: also picks ind.<Name>.*)
 
 	// Edge lists.
 	Weighted  bool   // the third column is an edge weight
@@ -192,6 +193,8 @@ func Read(ctx context.Context, path string, opts ReadOptions) (*Graph, error) {
 		g, err = readOGB(ctx, path, opts)
 	case FormatMETIS:
 		g, err = readMETISFile(ctx, path, opts)
+	case FormatPlanetoid:
+		g, err = readPlanetoid(ctx, path, opts)
 	}
 	if err != nil {
 		return nil, err
@@ -213,15 +216,19 @@ func graphName(path string) string {
 
 // DetectFormat guesses the format of path: a directory with raw/ is OGB,
 // with entities.dict a knowledge graph, with *.content a LINQS graph
-// (either gzipped, with .gz); a file named *.content or *.cites is LINQS,
-// *.graph or *.metis METIS (with or without .gz), and anything else an
-// edge list.
+// (either gzipped, with .gz), with ind.<name>.* files Planetoid; a file
+// named ind.<name>.<suffix> of Planetoid is Planetoid, *.content or
+// *.cites LINQS, *.graph or *.metis METIS (with or without .gz), and
+// anything else an edge list.
 func DetectFormat(path string) (string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return "", fmt.Errorf("partition: %w", err)
 	}
 	if !st.IsDir() {
+		if planetoidName(path) != "" {
+			return FormatPlanetoid, nil
+		}
 		name := strings.TrimSuffix(filepath.Base(path), ".gz")
 		switch filepath.Ext(name) {
 		case ".content", ".cites":
@@ -243,7 +250,10 @@ func DetectFormat(path string) (string, error) {
 			return FormatLINQS, nil
 		}
 	}
-	return "", formatErrorf("%s: a directory, but not OGB (raw/), KG (entities.dict[.gz]) or LINQS (*.content[.gz]); set the format", path)
+	if len(planetoidNames(path)) > 0 {
+		return FormatPlanetoid, nil
+	}
+	return "", formatErrorf("%s: a directory, but not OGB (raw/), KG (entities.dict[.gz]), LINQS (*.content[.gz]) or Planetoid (ind.<name>.*); set the format", path)
 }
 
 // classes orders label names: numerically when all are integers (equal

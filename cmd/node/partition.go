@@ -41,7 +41,7 @@ func runPartition(ctx context.Context, a *app, args []string) error {
 	fs := newFlagSet(a, "partition", partitionSynopsis)
 	fs.StringVar(&f.input, "input", "", "input file or directory (required)")
 	fs.StringVar(&f.read.Format, "format", "", "input format: "+strings.Join(partition.Formats(), ", ")+" (default: guessed from the path)")
-	fs.StringVar(&f.read.Name, "name", "", "graph name recorded in graph.toml (default: the input's base name)")
+	fs.StringVar(&f.read.Name, "name", "", "graph name recorded in graph.toml (default: the input's base name); planetoid: also which ind.<name>.* files of the directory to read (default: the only ones)")
 	fs.IntVar(&f.parts, "parts", 1, "number of partitions")
 	fs.StringVar(&f.method, "method", partition.MethodRandom, "partitioner: random (balanced random), metis (multilevel edge cut), freq (access frequency of each trainer's sampling, as GLT's FrequencyPartitioner: part p holds rank p's training nodes and the nodes it reads most)")
 	fs.StringVar(&f.balance, "balance", "nodes", "quantities to balance, a list of nodes, edges (stored edges per part) and train (training nodes per part); nodes always; metis and freq balance all three (freq: train by construction), random nodes")
