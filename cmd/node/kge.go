@@ -88,7 +88,7 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.IntVar(&f.part, "part", -1, "the part whose triples to train on (-1: the part the node serves; required on a client node)")
 	fs.IntVar(&f.cfg.Rank, "rank", 0, "this trainer's rank: the part it trains (one trainer per part)")
 	fs.IntVar(&f.cfg.World, "world-size", 1, "trainers in the job: the number of parts")
-	fs.StringVar(&f.cfg.Model, "model", f.cfg.Model, "score function: transe_l2, transe_l1, distmult, complex, rotate")
+	fs.StringVar(&f.cfg.Model, "model", f.cfg.Model, "score function: transe_l2, transe_l1, distmult, complex, rotate (or as DGL-KE spells them: TransE_l2 or TransE, TransE_l1, DistMult, ComplEx, RotatE)")
 	fs.IntVar(&f.cfg.Hidden, "hidden", f.cfg.Hidden, "embedding size (entity rows are twice as wide for complex and rotate, relation rows for complex)")
 	fs.Float64Var(&f.cfg.Gamma, "gamma", f.cfg.Gamma, "margin of transe and rotate; also sets the initial range ±(gamma+2)/hidden")
 	fs.Float64Var(&f.lr, "lr", 0.1, "Adagrad learning rate, applied by the tables' owners")
@@ -111,6 +111,7 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
+	f.cfg.Model = kgeModelName(f.cfg.Model)
 	if f.socket == "" || f.parts == "" {
 		fmt.Fprintln(a.stderr, "node kge: --socket and --parts are required")
 		fs.Usage()
@@ -468,10 +469,13 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 		t.Optimizer, t.LR, t.Mode = "adagrad", f.lr, "async"
 		if _, err := kvc.Create(ctx, t); err != nil {
 			if tableClash(err) {
-				return fmt.Errorf("create kv table %s: %w (a table of an earlier job with another model or size keeps its name until kv_drop: pass another --table-prefix, or drop it with node kv drop --socket %s %s)", t.Name, err, f.socket, t.Name)
+				return fmt.Errorf("create kv table %s: %w (a table of an earlier job with another model or size keeps its name until kv_drop: pass another --table-prefix, or drop the job's tables with %s)", t.Name, err, f.dropCommand())
 			}
 			return fmt.Errorf("create kv table %s: %w", t.Name, err)
 		}
+	}
+	if err := f.checkModelRecord(ctx, kvc, cfg); err != nil {
+		return err
 	}
 	sync, err := client.NewSync(ctx, kvc, f.prefix+".sync", train.KGESyncLen, cfg.Rank, cfg.World)
 	if err != nil {

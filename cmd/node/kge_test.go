@@ -143,6 +143,13 @@ func TestKGEFB15k237(t *testing.T) {
 		{"other part", []string{"--socket", cl.sockets[0], "--parts", parts, "--part", "1", "--world-size", "2"}, "serves part 0"},
 		{"one trainer for two parts", []string{"--socket", cl.sockets[0], "--parts", parts}, "--world-size 1, but"},
 		{"tables of another size", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--hidden", "50", "--eval", "none"}, "pass another --table-prefix"},
+		// Rows as wide as the tables' (a TransE model of hidden 100 reads
+		// DistMult's rows of 100): refused by the model the tables record.
+		{"tables of another model", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--model", "transe_l2", "--hidden", "100",
+			"--eval", "none", "--steps-per-epoch", "1"}, "the tables kge.entity and kge.relation hold a distmult model of --hidden 100"},
+		// DGL-KE's TransE is TransE_l2.
+		{"tables of another model, DGL-KE's spelling", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--model", "TransE", "--hidden", "100",
+			"--eval", "none", "--steps-per-epoch", "1"}, "hold a distmult model of --hidden 100 (kge.model records it: an earlier job's, or a checkpoint's), not --model transe_l2 --hidden 100"},
 		{"rank of another part", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--rank", "1"}, "--rank 1 trains part 0"},
 		{"filter needs every part", []string{"--socket", cl.sockets[0], "--parts", own, "--world-size", "2"}, "node fetch --all -c node.toml"},
 		{"raw ranks need the test triples", []string{"--socket", cl.sockets[0], "--parts", fetched, "--world-size", "2", "--eval-filter=false"},

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"testing"
+
+	"graphnode/node/client"
+)
+
+// TestKGEModelName: node kge takes DGL-KE's spellings of the models it
+// implements (--model_name TransE_l2, ComplEx, RotatE; TransE is TransE_l2
+// in DGL-KE) and names the others as DGL-KE spells them, with the list.
+func TestKGEModelName(t *testing.T) {
+	for in, want := range map[string]string{
+		"transe_l2": "transe_l2", "TransE_l2": "transe_l2", "TransE": "transe_l2", "transe": "transe_l2",
+		"TransE_l1": "transe_l1", "DistMult": "distmult", "ComplEx": "complex", "RotatE": "rotate",
+		"RESCAL": "RESCAL", "transx": "transx",
+	} {
+		if got := kgeModelName(in); got != want {
+			t.Errorf("kgeModelName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestKGEModelRecord: the record of <prefix>.model reads back as written,
+// and a row that is no record (zeros: new tables, or of a build before the
+// record) reads as none.
+func TestKGEModelRecord(t *testing.T) {
+	for _, c := range []struct {
+		model  string
+		hidden int
+	}{{"transe_l2", 400}, {"distmult", 1}, {"rotate", 1 << 20}} {
+		v := kgeModelRecord(c.model, c.hidden)
+		if len(v) != client.SyncDim {
+			t.Fatalf("record of %d values, want a row of %d", len(v), client.SyncDim)
+		}
+		m, h, ok := parseKGEModelRecord(v)
+		if !ok || m != c.model || h != c.hidden {
+			t.Errorf("%s %d read back as %q %d %v", c.model, c.hidden, m, h, ok)
+		}
+	}
+	if m, h, ok := parseKGEModelRecord(make([]float32, client.SyncDim)); ok {
+		t.Errorf("zeros read as a record: %q %d", m, h)
+	}
+	bad := kgeModelRecord("distmult", 100)
+	bad[1] = 100.5
+	if _, _, ok := parseKGEModelRecord(bad); ok {
+		t.Error("a hidden of 100.5 read as a record")
+	}
+}
