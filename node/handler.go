@@ -70,7 +70,8 @@ func (h *handler) SampleNeighbors(ctx context.Context, req *mesh.SampleRequest) 
 	if err := h.sampleFits(ctx, req); err != nil {
 		return nil, err
 	}
-	nreq := sample.NeighborRequest{Key: key, Hop: int(req.Hop), Fanout: int(req.Fanout), Weighted: req.Weighted, Nodes: req.IDs}
+	nreq := sample.NeighborRequest{Key: key, Hop: int(req.Hop), Fanout: int(req.Fanout), Weighted: req.Weighted, Nodes: req.IDs,
+		Exclude: sample.Exclusion{At: req.ExcludeAt, Counts: req.ExcludeCounts, IDs: req.ExcludeIDs}}
 	resp := h.samples.get()
 	resp.Reset()
 	if err := sample.SampleNeighbors(h.part, &nreq, resp); err != nil {

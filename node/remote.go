@@ -12,7 +12,8 @@ import (
 )
 
 // meshRemote is a sampler's sample.Remote: one SampleRequest per peer
-// per hop, decoded straight into the sampler's reused response slices.
+// per hop (with the exclusions of its nodes, a link batch's hop 0),
+// decoded straight into the sampler's reused response slices.
 // The mesh responses (and the read buffers they keep) are reused.
 //
 // When every id of the partition set fits in 32 bits (up to 4 G nodes),
@@ -37,7 +38,8 @@ func newMeshRemote(c *mesh.Client, book partition.Book) meshRemote {
 const idleBuffers = 64
 
 func (r meshRemote) SampleNeighbors(ctx context.Context, part int, req *sample.NeighborRequest, resp *sample.NeighborResponse) error {
-	mreq := mesh.SampleRequest{Key: wireKey(req.Key), Hop: uint16(req.Hop), Weighted: req.Weighted, Fanout: int32(req.Fanout), IDs: req.Nodes, Narrow: r.narrow}
+	mreq := mesh.SampleRequest{Key: wireKey(req.Key), Hop: uint16(req.Hop), Weighted: req.Weighted, Fanout: int32(req.Fanout), IDs: req.Nodes, Narrow: r.narrow,
+		ExcludeAt: req.Exclude.At, ExcludeCounts: req.Exclude.Counts, ExcludeIDs: req.Exclude.IDs}
 	mresp := r.resps.get()
 	defer r.resps.put(mresp)
 	mresp.Counts, mresp.Neighbors = resp.Counts[:0], resp.Neighbors[:0]

@@ -326,10 +326,11 @@ type sampled map[int][]int
 // DESIGN.md §5 in the input's ids: seeds first, then each hop's new nodes
 // once; every edge an input edge into the node it was sampled for; every
 // node expanded once, at the hop after it was reached, with all of its
-// in-neighbours when they are at most the fanout and exactly fanout
-// distinct ones otherwise (less those of excluded, both ends reference
-// nodes, in either direction); x and y the input's rows. It returns each
-// expanded node's choice.
+// eligible in-neighbours when they are at most the fanout and exactly
+// fanout distinct ones otherwise, where the edges of excluded (both ends
+// reference nodes, in either direction) are left out before the draw, as
+// DGL does: none of them sampled, and not counted among the eligible; x
+// and y the input's rows. It returns each expanded node's choice.
 func checkBatch(g *refGraph, pv *partView, v *sample.View, seeds []int, fanouts []int, excluded map[[2]int]bool) (sampled, error) {
 	h := &v.Header
 	if int(h.BatchSize) != len(seeds) || len(v.NumSampledNodes) != len(fanouts)+1 || len(v.NumSampledEdges) != len(fanouts) {
@@ -401,6 +402,8 @@ func checkBatch(g *refGraph, pv *partView, v *sample.View, seeds []int, fanouts 
 			if len(distinct) != len(got) {
 				return nil, fmt.Errorf("batch %d hop %d: node %s got a neighbour twice: %v", h.Index, k, g.names[w], names(g, got))
 			}
+			// Excluded edges are left out before the draw: the node
+			// samples among the others (all, eligible).
 			var all []int
 			dropped := 0
 			for u := range g.in[w] {
@@ -418,12 +421,12 @@ func checkBatch(g *refGraph, pv *partView, v *sample.View, seeds []int, fanouts 
 			slices.Sort(all)
 			deg := len(g.in[w])
 			switch {
-			case fanout < 0 || deg <= fanout:
+			case fanout < 0 || len(all) <= fanout:
 				if !slices.Equal(distinct, all) {
-					return nil, fmt.Errorf("batch %d hop %d: node %s (in-degree %d, fanout %d) got %v, want all of %v",
-						h.Index, k, g.names[w], deg, fanout, names(g, distinct), names(g, all))
+					return nil, fmt.Errorf("batch %d hop %d: node %s (in-degree %d, %d excluded, fanout %d) got %v, want all of %v",
+						h.Index, k, g.names[w], deg, dropped, fanout, names(g, distinct), names(g, all))
 				}
-			case len(got) > fanout || len(got) < fanout-dropped:
+			case len(got) != fanout:
 				return nil, fmt.Errorf("batch %d hop %d: node %s (in-degree %d, %d excluded) got %d neighbours, want fanout %d",
 					h.Index, k, g.names[w], deg, dropped, len(got), fanout)
 			}

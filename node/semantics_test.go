@@ -257,10 +257,11 @@ func refOf(pv *partView, nid []uint64) []int {
 // the R-MAT, on 2 and 4 parts: a batch's seeds are its edges' ends, in
 // order of first appearance, then their negatives; edge_label_index pairs
 // each seed edge (label 1) and each of its neg_ratio negatives (its source
-// and a node of the graph, label 0); with exclude_seed_edges no sampled
-// edge joins the two ends of a seed edge of the batch, in either
-// direction, and every other neighbour follows the fanout rules; x and y
-// are the input's rows. Negatives fall on every part in proportion to its
+// and a node of the graph, label 0); with exclude_seed_edges the edges
+// joining the two ends of a seed edge of the batch, in either direction,
+// are left out before the draw: none is sampled, and a seed gets every
+// other in-neighbour when they are at most the fanout, exactly fanout of
+// them otherwise; x and y are the input's rows. Negatives fall on every part in proportion to its
 // nodes.
 func TestLinkSemanticsCora(t *testing.T) { testLinkSemantics(t, "cora") }
 

@@ -58,8 +58,13 @@
 // A link batch (SampleLink, link.go) takes seed edges instead: its seeds
 // are the edges' endpoints and negatives, once each in order of first
 // appearance, sampled as above (with LinkOptions.Exclude, the edges
-// between a seed edge's ends are dropped at every hop before they add
-// nodes), and it adds the pairs to score: edge_label_index (positions
+// between a seed edge's ends, either direction, are left out of the
+// graph before the draw, as DGL's as_edge_prediction_sampler(exclude=...)
+// does: a seed gets min(fanout, its other neighbours) of them, and a
+// Remote request carries the exclusions of its nodes, NeighborRequest.
+// Exclude, so that the peer draws the same; only hop 0 expands seeds,
+// so only its requests carry any), and it adds the pairs to score:
+// edge_label_index (positions
 // in n_id: the seed edges, then each one's NegRatio negatives (its
 // source, a uniform node drawn from NodeStream(batch, MaxHops, i))) and
 // edge_label (1, then 0).

@@ -1,9 +1,11 @@
 package sample
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Link prediction: a batch of seed edges (DGL's
@@ -27,10 +29,14 @@ type LinkOptions struct {
 	NegRatio int
 	// NumNodes bounds the negatives' ids: [0, NumNodes).
 	NumNodes uint64
-	// Exclude drops, at every hop, the sampled edges between the two ends
-	// of a seed edge (either direction), so that a model does not see the
-	// edges it is asked to predict (DGL's exclude="reverse_id" on a
-	// graph stored in both directions).
+	// Exclude leaves the edges between the two ends of a seed edge
+	// (either direction, every copy) out of the graph before the
+	// neighbours are drawn, so that a model does not see the edges it is
+	// asked to predict and a seed still gets min(fanout, its other
+	// neighbours) of them, as DGL's as_edge_prediction_sampler(exclude=
+	// "reverse_id") on a graph stored in both directions does. Only hop 0
+	// can meet such an edge: both its ends are seeds, and seeds are
+	// expanded at hop 0 alone.
 	Exclude bool
 }
 
@@ -69,11 +75,9 @@ func (s *Sampler) SampleLink(ctx context.Context, key BatchKey, src, dst []uint6
 		}
 	}
 	if o.Exclude {
-		for i := range p {
-			l.excluded[pairKey(src[i], dst[i])] = struct{}{}
-		}
+		l.excludeSeedEdges(src, dst)
+		s.exclude = &l.exclude
 	}
-	s.exclude = l.excluded
 	b, err := s.Sample(ctx, key, l.seeds)
 	s.exclude = nil
 	if err != nil {
@@ -97,20 +101,60 @@ func (s *Sampler) SampleLink(ctx context.Context, key BatchKey, src, dst []uint6
 
 // linkScratch is a Sampler's reusable state for link batches.
 type linkScratch struct {
-	seeds    []uint64
-	neg      []uint64
-	pos      map[uint64]int64 // seed node → its position in seeds
-	excluded map[[2]uint64]struct{}
+	seeds   []uint64
+	neg     []uint64
+	pos     map[uint64]int64 // seed node → its position in seeds
+	ends    []seedEnd
+	exclude Exclusion // by seed position
+}
+
+// seedEnd is a seed edge seen from one end: that end's seed position
+// and the other end's id, the neighbour it leaves out.
+type seedEnd struct {
+	at uint32
+	id uint64
 }
 
 func (l *linkScratch) reset() {
 	l.seeds = l.seeds[:0]
 	if l.pos == nil {
 		l.pos = map[uint64]int64{}
-		l.excluded = map[[2]uint64]struct{}{}
 	}
 	clear(l.pos)
-	clear(l.excluded)
+}
+
+// excludeSeedEdges sets l.exclude to the seed edges (src[i], dst[i]) in
+// both directions: for each seed, the other ends of its seed edges,
+// ascending, each once (a pair given twice or reversed is one; a self
+// pair leaves out the seed's self loops).
+func (l *linkScratch) excludeSeedEdges(src, dst []uint64) {
+	ends := l.ends[:0]
+	for i, u := range src {
+		v := dst[i]
+		ends = append(ends, seedEnd{uint32(l.pos[u]), v})
+		if u != v {
+			ends = append(ends, seedEnd{uint32(l.pos[v]), u})
+		}
+	}
+	slices.SortFunc(ends, func(a, b seedEnd) int {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	ends = slices.Compact(ends)
+	x := &l.exclude
+	x.reset()
+	for k := 0; k < len(ends); {
+		at, n := ends[k].at, 0
+		for ; k < len(ends) && ends[k].at == at; k++ {
+			x.IDs = append(x.IDs, ends[k].id)
+			n++
+		}
+		x.At = append(x.At, at)
+		x.Counts = append(x.Counts, uint32(n))
+	}
+	l.ends = ends
 }
 
 // add appends v to the seeds unless it is one already.
@@ -119,12 +163,4 @@ func (l *linkScratch) add(v uint64) {
 		l.pos[v] = int64(len(l.seeds))
 		l.seeds = append(l.seeds, v)
 	}
-}
-
-// pairKey is the unordered pair {u, v}.
-func pairKey(u, v uint64) [2]uint64 {
-	if u > v {
-		u, v = v, u
-	}
-	return [2]uint64{u, v}
 }

@@ -146,3 +146,11 @@ func testRing(t testing.TB, n, k int) *Mem {
 	}
 	return m
 }
+
+// pairKey is the unordered pair {u, v}.
+func pairKey(u, v uint64) [2]uint64 {
+	if u > v {
+		u, v = v, u
+	}
+	return [2]uint64{u, v}
+}

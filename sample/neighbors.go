@@ -13,6 +13,9 @@ type NeighborRequest struct {
 	Fanout   int    // neighbours per node; -1 = all
 	Weighted bool   // weighted sampling when the graph has weights
 	Nodes    []uint64
+	// Exclude leaves some nodes' edges out before their draw (a link
+	// batch's seed edges, at hop 0); empty otherwise.
+	Exclude Exclusion
 }
 
 // NeighborResponse is the answer: Counts[i] neighbours of Nodes[i], their
@@ -25,6 +28,8 @@ type NeighborResponse struct {
 
 	chooser Chooser
 	idx     []uint32
+	drop    []uint32              // sampleOneExcluding's left-out positions
+	weights []float32             // sampleOneExcluding's weights, left-out ones zero
 	lo, hi  [prefetchChunk]uint64 // list bounds of the chunk being sampled
 	cnt     [prefetchChunk]int32  // chosen per node of the chunk; -1 = all
 	sink    uint64                // keeps the prefetching loads alive
@@ -40,12 +45,15 @@ func (r *NeighborResponse) Reset() {
 // It is the one function that expands nodes: a Sampler calls it for its
 // own partition and a peer's server calls it for requests it receives, so
 // a node's sample is the same wherever it is drawn. The choice for node v
-// is Chooser.Uniform (or .Weighted) over v's neighbour list with stream
-// NodeStream(req.Key, req.Hop, v). Safe for concurrent use with distinct
-// responses.
+// is Chooser.Uniform (or .Weighted) over v's neighbour list, less the
+// edges req.Exclude leaves out, with stream NodeStream(req.Key, req.Hop,
+// v). Safe for concurrent use with distinct responses.
 func SampleNeighbors(g Local, req *NeighborRequest, resp *NeighborResponse) error {
 	if req.Fanout < -1 {
 		return fmt.Errorf("sample: hop %d: fanout %d: want -1 or ≥ 0: %w", req.Hop, req.Fanout, ErrInvalid)
+	}
+	if !req.Exclude.Empty() {
+		return resp.sampleExcluding(g, req)
 	}
 	start, n := g.Start(), g.End()-g.Start()
 	if f, ok := g.(flatCSR); ok {
@@ -222,7 +230,8 @@ func notOwned(v, start, n uint64) error {
 // the fanout, exactly as many neighbours as the counts add up to, and
 // every neighbour a node of the graph of numNodes nodes (an id outside it
 // would reach the batch's n_id at the last hop, or fail the next hop
-// without naming the peer that sent it).
+// without naming the peer that sent it), none of them one whose edge the
+// request left out.
 func (r *NeighborResponse) check(req *NeighborRequest, numNodes uint64) error {
 	if len(r.Counts) != len(req.Nodes) {
 		return fmt.Errorf("%d counts for %d nodes: %w", len(r.Counts), len(req.Nodes), ErrBadResponse)
@@ -245,6 +254,9 @@ func (r *NeighborResponse) check(req *NeighborRequest, numNodes uint64) error {
 			}
 		}
 		o += int(c)
+	}
+	if !req.Exclude.Empty() {
+		return r.checkExcluded(req)
 	}
 	return nil
 }

@@ -89,8 +89,10 @@ type Sampler struct {
 	wg      sync.WaitGroup
 	sink    uint64 // keeps touch's loads alive
 
-	link    linkScratch            // SampleLink's
-	exclude map[[2]uint64]struct{} // pairs whose edges merge drops (SampleLink)
+	link linkScratch // SampleLink's
+	// exclude is the edges SampleLink leaves out of its seeds' draws, by
+	// seed position; nil in a node batch.
+	exclude *Exclusion
 }
 
 // peer holds one hop's request to one partition and its answer.
@@ -100,6 +102,9 @@ type peer struct {
 	err  error
 	node int // merge cursor into req.Nodes
 	nbr  int // merge cursor into resp.Neighbors
+
+	excl Exclusion // req.Exclude's buffers, kept between hops
+	at   uint32    // splitExclusion's count of req.Nodes
 }
 
 // New checks cfg and makes a Sampler.
@@ -156,7 +161,13 @@ func (s *Sampler) Sample(ctx context.Context, key BatchKey, seeds []uint64) (*Ba
 			return nil, fmt.Errorf("sample: batch %d hop %d: %w", key.Batch, hop, err)
 		}
 		req := NeighborRequest{Key: stream, Hop: hop, Fanout: fanout, Weighted: s.cfg.Weighted}
-		if err := s.expand(ctx, req, b.NID[lo:hi]); err != nil {
+		var ex *Exclusion
+		if hop == 0 && s.exclude != nil && !s.exclude.Empty() {
+			// Both ends of an excluded pair are seeds, and only hop 0
+			// expands seeds.
+			ex = s.exclude
+		}
+		if err := s.expand(ctx, req, b.NID[lo:hi], ex); err != nil {
 			return nil, fmt.Errorf("sample: batch %d hop %d: %w", key.Batch, hop, err)
 		}
 		e0 := len(b.Row)
@@ -189,14 +200,19 @@ func (s *Sampler) Gather(ctx context.Context, b *Batch) error {
 }
 
 // expand samples the frontier: remote requests go out first, one per peer,
-// local nodes are sampled meanwhile, then all answers are checked.
-func (s *Sampler) expand(ctx context.Context, req NeighborRequest, frontier []uint64) error {
+// local nodes are sampled meanwhile, then all answers are checked. ex,
+// when not nil, is the frontier's exclusions by frontier position; each
+// request carries those of its nodes.
+func (s *Sampler) expand(ctx context.Context, req NeighborRequest, frontier []uint64, ex *Exclusion) error {
 	owned := s.local.req.Nodes[:0] // with Remote, the owned part of the last frontier
 	s.local.req = req
 	s.local.resp.Reset()
 	s.local.node, s.local.nbr = 0, 0
 	if s.cfg.Remote == nil {
 		s.local.req.Nodes = frontier
+		if ex != nil {
+			s.local.req.Exclude = *ex
+		}
 		return SampleNeighbors(s.cfg.Local, &s.local.req, &s.local.resp)
 	}
 	s.local.req.Nodes = owned
@@ -219,6 +235,9 @@ func (s *Sampler) expand(ctx context.Context, req NeighborRequest, frontier []ui
 		o := s.cfg.Book.Owner(v)
 		s.peers[o].req.Nodes = append(s.peers[o].req.Nodes, v)
 		s.owner = append(s.owner, int32(o))
+	}
+	if ex != nil {
+		s.splitExclusion(ex)
 	}
 	for i := range s.peers {
 		p := &s.peers[i]
@@ -249,6 +268,34 @@ func (s *Sampler) expand(ctx context.Context, req NeighborRequest, frontier []ui
 		}
 	}
 	return nil
+}
+
+// splitExclusion gives each request of the hop (expand's, s.owner set)
+// the exclusions ex of its nodes, renumbered to their positions in it.
+func (s *Sampler) splitExclusion(ex *Exclusion) {
+	s.local.excl.reset()
+	s.local.at = 0
+	for i := range s.peers {
+		s.peers[i].excl.reset()
+		s.peers[i].at = 0
+	}
+	j, o := 0, 0 // cursor into ex.At, offset of its run
+	for i, own := range s.owner {
+		p := &s.local
+		if own >= 0 {
+			p = &s.peers[own]
+		}
+		if j < len(ex.At) && int(ex.At[j]) == i {
+			c := int(ex.Counts[j])
+			p.excl.add(p.at, ex.IDs[o:o+c])
+			j, o = j+1, o+c
+		}
+		p.at++
+	}
+	s.local.req.Exclude = s.local.excl
+	for i := range s.peers {
+		s.peers[i].req.Exclude = s.peers[i].excl
+	}
 }
 
 // merge walks the frontier n_id[lo:hi] in order, takes each node's
@@ -290,23 +337,6 @@ func (s *Sampler) merge(lo, hi int) error {
 			col[e+k] = int64(i)
 		}
 		e += c
-	}
-	if len(s.exclude) > 0 && lo < b.BatchSize {
-		// Both ends of an excluded pair are seeds: only edges sampled
-		// for a seed (hop 0) can be one.
-		k := 0
-		for j, v := range nbrs {
-			drop := false
-			if c := col[j]; c < int64(b.BatchSize) {
-				_, drop = s.exclude[pairKey(b.NID[c], v)]
-			}
-			if !drop {
-				col[k], nbrs[k] = col[j], v
-				k++
-			}
-		}
-		nbrs, total = nbrs[:k], k
-		b.Col = b.Col[:e0+k]
 	}
 	if s.cfg.Remote != nil {
 		s.hopNbrs = nbrs
