@@ -55,7 +55,8 @@
 // node serves its part to peers (handler.go: mesh.Handler plus the
 // optional split and label handlers): SampleNeighbors calls
 // sample.SampleNeighbors on the mapped part with the request's key, hop,
-// fanout and weighting, so a remote expansion equals a local one; rows,
+// fanout, weighting and exclusions (a link batch's seed edges, left out
+// before drawing), so a remote expansion equals a local one; rows,
 // labels and split ids are read from the mapping. The server never waits
 // on samplers or loaders. The hello carries graph.toml's checksum, so a
 // node serving another partitioning is refused.

@@ -111,8 +111,10 @@ class Loader:
     batch_size seed edges per batch, neg_ratio negatives each (a whole
     number, ValueError for a fraction; the same source, a destination
     uniform over the graph), and with
-    exclude_seed_edges=True the sampled edges between a seed edge's ends
-    are left out. Batches then carry edge_label_index and edge_label."""
+    exclude_seed_edges=True the edges between a seed edge's ends are left
+    out of the graph before neighbours are drawn (as DGL's exclude), so a
+    seed still gets min(fanout, its other neighbours). Batches then carry
+    edge_label_index and edge_label."""
 
     def __init__(self, socket="/run/graphnode/node.sock", split=None, seed_ids=None, fanouts=(15, 10, 5),
                  batch_size=1024, shuffle=True, drop_last=False, epochs=1, seed=0, rank=0, world_size=1,
