@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"graphnode/csr"
@@ -107,7 +108,7 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&f.prefix, "table-prefix", "kge", "kv tables <prefix>.entity, <prefix>.relation and <prefix>.sync (the same on every trainer of the job)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
 	fs.BoolVar(&f.save, "save", false, "checkpoint every kv table (kv_save) after training")
-	fs.StringVar(&f.export, "export", "", "rank 0 writes entity.npy (rows by the input's entity ids), relation.npy and config.json into this directory after training (needs orig_ids.bin under --parts)")
+	fs.StringVar(&f.export, "export", "", "rank 0 writes entity.npy (rows by the input's entity ids), relation.npy and config.json into this directory after training, the arrays also under DGL-KE's names <graph>_<Model>_entity.npy / _relation.npy (needs orig_ids.bin under --parts)")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -250,6 +251,7 @@ type kgeInput struct {
 	eval   []train.Triple
 	filter *train.KGEFilter
 	orig   []uint64 // new id -> input entity id, for --export
+	export []string // --export's files (kgeExportFiles)
 }
 
 // load checks the node against the partition directory and reads the
@@ -301,7 +303,10 @@ func (f *kgeFlags) load(ctx context.Context) (*kgeInput, error) {
 		if err := checkOrigIDs(in.orig); err != nil {
 			return nil, fmt.Errorf("--export: %s: %w", f.parts, err)
 		}
-		if err := prepareKGEExport(f.export); err != nil {
+		if in.export, err = kgeExportFiles(m.Name, f.cfg.Model); err != nil {
+			return nil, fmt.Errorf("--export %s: %w", f.export, err)
+		}
+		if err := prepareKGEExport(f.export, in.export); err != nil {
 			return nil, fmt.Errorf("--export %s: %w", f.export, err)
 		}
 	}
@@ -521,14 +526,15 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 		if err != nil {
 			return err
 		}
-		meta := kgeExport{Dataset: m.Name, Model: cfg.Model, Hidden: cfg.Hidden, Gamma: cfg.Gamma, EntityDim: ed, RelationDim: rd,
-			Entities: cfg.Entities, Relations: cfg.Relations, Epochs: cfg.Epochs, Steps: cfg.StepsPerEpoch, BatchSize: cfg.BatchSize,
-			NegSize: cfg.NegSize, LR: f.lr, Seed: cfg.Seed, Last: &last}
-		if err := writeKGEExport(f.export, in.orig, ent, ed, rel, rd, meta); err != nil {
+		meta := kgeExport{Dataset: m.Name, Model: dglkeModelName(cfg.Model), Hidden: cfg.Hidden, Gamma: cfg.Gamma,
+			DoubleEnt: ed == 2*cfg.Hidden, DoubleRel: rd == 2*cfg.Hidden, BatchSize: cfg.BatchSize, NegSize: cfg.NegSize, LR: f.lr,
+			MaxStep: cfg.Epochs * cfg.StepsPerEpoch, EntityDim: ed, RelationDim: rd, Entities: cfg.Entities, Relations: cfg.Relations,
+			Epochs: cfg.Epochs, Steps: cfg.StepsPerEpoch, Seed: cfg.Seed, Last: &last}
+		if err := writeKGEExport(f.export, in.export, in.orig, ent, ed, rel, rd, meta); err != nil {
 			return err
 		}
 		if !f.jsonOut {
-			fmt.Fprintf(out, "wrote %s: %s, %s, %s\n", f.export, kgeEntityFile, kgeRelationFile, kgeConfigFile)
+			fmt.Fprintf(out, "wrote %s: %s\n", f.export, strings.Join(in.export, ", "))
 		}
 	}
 	if f.save {

@@ -8,34 +8,69 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
-// Files `node kge --export DIR` writes (DGL-KE saves the same two arrays
-// as <dataset>_<model>_entity.npy / _relation.npy).
+// Files `node kge --export DIR` writes. The two arrays are also linked
+// under DGL-KE's names (kgeExportFiles), so that `dglke_predict
+// --model_path DIR` and other DGL-KE readers load them as they load
+// dglke_train's: the score functions and row layouts are DGL-KE's
+// (train/kge_model.go).
 const (
 	kgeEntityFile   = "entity.npy"   // float32 [entities, entity dim], row = the input's entity id
 	kgeRelationFile = "relation.npy" // float32 [relations, relation dim], row = relation id
 	kgeConfigFile   = "config.json"
 )
 
-// kgeExport is config.json: what a reader of the arrays needs to score
-// with them, and how they were trained.
+// kgeExport is config.json: DGL-KE's keys (those its inference reads:
+// dataset, model, emb_size, gamma, double_ent, double_rel, emap_file,
+// rmap_file; and how the model was trained), then what DGL-KE's lacks.
 type kgeExport struct {
-	Dataset     string   `json:"dataset"`
-	Model       string   `json:"model"`
-	Hidden      int      `json:"hidden"`
-	Gamma       float64  `json:"gamma"`
+	Dataset   string  `json:"dataset"`
+	Model     string  `json:"model"`    // DGL-KE's spelling: TransE_l2, TransE_l1, DistMult, ComplEx, RotatE
+	Hidden    int     `json:"emb_size"` // --hidden
+	Gamma     float64 `json:"gamma"`
+	DoubleEnt bool    `json:"double_ent"` // entity rows are 2 × emb_size (ComplEx, RotatE)
+	DoubleRel bool    `json:"double_rel"` // relation rows are 2 × emb_size (ComplEx)
+	// EmapFile and RmapFile are null: rows are the input's ids
+	// (entities.dict, relations.dict), as DGL-KE's with built-in data.
+	EmapFile    *string  `json:"emap_file"`
+	RmapFile    *string  `json:"rmap_file"`
+	BatchSize   int      `json:"batch_size"`
+	NegSize     int      `json:"neg_sample_size"`
+	LR          float64  `json:"lr"`
+	MaxStep     int      `json:"max_train_step"` // epochs × steps per epoch
 	EntityDim   int      `json:"entity_dim"`
 	RelationDim int      `json:"relation_dim"`
 	Entities    uint64   `json:"entities"`
 	Relations   int      `json:"relations"`
 	Epochs      int      `json:"epochs"`
 	Steps       int      `json:"steps_per_epoch"`
-	BatchSize   int      `json:"batch_size"`
-	NegSize     int      `json:"neg_size"`
-	LR          float64  `json:"lr"`
 	Seed        uint64   `json:"seed"`
 	Last        *kgeLine `json:"last_epoch,omitempty"`
+}
+
+// dglkeModelName is DGL-KE's spelling of a model name of train
+// (dglke_train --model_name), or "" for none.
+func dglkeModelName(model string) string {
+	return map[string]string{"transe_l2": "TransE_l2", "transe_l1": "TransE_l1", "distmult": "DistMult",
+		"complex": "ComplEx", "rotate": "RotatE"}[model]
+}
+
+// kgeExportFiles lists the export's files: entity.npy, relation.npy,
+// config.json, then the arrays' DGL-KE names,
+// <dataset>_<model>_entity.npy and _relation.npy (DGL-KE's
+// KEModel.save_emb). The graph's name must fit in a file name.
+func kgeExportFiles(dataset, model string) ([]string, error) {
+	name := dglkeModelName(model)
+	switch {
+	case name == "":
+		return nil, fmt.Errorf("model %q has no DGL-KE name", model)
+	case dataset == "" || dataset == "." || dataset == ".." || strings.ContainsAny(dataset, "/\x00"):
+		return nil, fmt.Errorf("graph name %q cannot begin a file name (DGL-KE names the arrays <dataset>_<model>_entity.npy): partition again with another --name", dataset)
+	}
+	prefix := dataset + "_" + name
+	return []string{kgeEntityFile, kgeRelationFile, kgeConfigFile, prefix + "_entity.npy", prefix + "_relation.npy"}, nil
 }
 
 // checkOrigIDs checks that orig maps the new ids onto 0..n-1, the input's
@@ -56,7 +91,7 @@ func checkOrigIDs(orig []uint64) error {
 // cannot be made or written, or that holds a directory by the name of one
 // of the files, failed the export only once training was over, its
 // embeddings then left in the nodes' tables alone.
-func prepareKGEExport(dir string) error {
+func prepareKGEExport(dir string, files []string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -68,7 +103,7 @@ func prepareKGEExport(dir string) error {
 	if err := os.Remove(probe.Name()); err != nil {
 		return err
 	}
-	for _, name := range []string{kgeEntityFile, kgeRelationFile, kgeConfigFile} {
+	for _, name := range files {
 		if st, err := os.Stat(filepath.Join(dir, name)); err == nil && st.IsDir() {
 			return fmt.Errorf("%s is a directory, where the export writes a file", name)
 		}
@@ -78,8 +113,9 @@ func prepareKGEExport(dir string) error {
 
 // writeKGEExport writes the arrays and config.json into dir (created if
 // missing), each file through a temporary, fsynced and renamed, so a
-// reader sees whole files or none.
-func writeKGEExport(dir string, orig []uint64, ent []float32, entDim int, rel []float32, relDim int, meta kgeExport) error {
+// reader sees whole files or none, and links the arrays under their
+// DGL-KE names (files, from kgeExportFiles).
+func writeKGEExport(dir string, files []string, orig []uint64, ent []float32, entDim int, rel []float32, relDim int, meta kgeExport) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
@@ -95,11 +131,16 @@ func writeKGEExport(dir string, orig []uint64, ent []float32, entDim int, rel []
 		name string
 		data []byte
 	}{
-		{kgeEntityFile, npy(byOrig, len(orig), entDim)},
-		{kgeRelationFile, npy(rel, meta.Relations, relDim)},
-		{kgeConfigFile, append(cfg, '\n')},
+		{files[0], npy(byOrig, len(orig), entDim)},
+		{files[1], npy(rel, meta.Relations, relDim)},
+		{files[2], append(cfg, '\n')},
 	} {
 		if err := writeFileAtomic(filepath.Join(dir, f.name), f.data); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+	}
+	for i, link := range files[3:5] {
+		if err := linkAtomic(filepath.Join(dir, files[i]), filepath.Join(dir, link)); err != nil {
 			return fmt.Errorf("export: %w", err)
 		}
 	}
@@ -110,6 +151,27 @@ func writeKGEExport(dir string, orig []uint64, ent []float32, entDim int, rel []
 	defer d.Close()
 	if err := d.Sync(); err != nil { // the renames
 		return fmt.Errorf("export: sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// linkAtomic makes path a hard link of file, replacing what path held
+// in one rename.
+func linkAtomic(file, path string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	tmp.Close()
+	if err := os.Remove(tmp.Name()); err != nil {
+		return err
+	}
+	if err := os.Link(file, tmp.Name()); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return err
 	}
 	return nil
 }

@@ -209,7 +209,7 @@ func checkKGEExport(t *testing.T, dir, parts, socket string) {
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Model != "distmult" || cfg.EntityDim != 100 || cfg.Entities != 14541 || cfg.Relations != 237 || cfg.Dataset != "fb15k-237" || cfg.Last == nil || cfg.Last.Epoch != 1 {
+	if cfg.Model != "DistMult" || cfg.Hidden != 100 || cfg.DoubleEnt || cfg.DoubleRel || cfg.EntityDim != 100 || cfg.Entities != 14541 || cfg.Relations != 237 || cfg.Dataset != "fb15k-237" || cfg.Last == nil || cfg.Last.Epoch != 1 {
 		t.Errorf("config.json: %+v", cfg)
 	}
 	ent := readNPY(t, filepath.Join(dir, kgeEntityFile), 14541, 100)
@@ -228,9 +228,19 @@ func checkKGEExport(t *testing.T, dir, parts, socket string) {
 			t.Errorf("entity.npy row %d (new id %d) = %v…, kv holds %v…", orig[id], id, got[:3], row[:3])
 		}
 	}
-	py := exec.Command("/usr/bin/python3", "-c", `import sys, numpy as np
-e = np.load(sys.argv[1]); r = np.load(sys.argv[2])
-print(e.shape, e.dtype, r.shape, float(e[0, 0]))`, filepath.Join(dir, kgeEntityFile), filepath.Join(dir, kgeRelationFile))
+	// DGL-KE's inference (dglke_predict --model_path DIR) reads these
+	// keys of config.json and loads <dataset>_<model>_entity.npy: the same
+	// arrays as entity.npy.
+	py := exec.Command("/usr/bin/python3", "-c", `import sys, os, json, numpy as np
+d = sys.argv[1]
+c = json.load(open(os.path.join(d, "config.json")))
+assert c["model"] in ("TransE", "TransE_l1", "TransE_l2", "DistMult", "ComplEx", "RotatE"), c["model"]
+assert isinstance(c["emb_size"], int) and isinstance(c["double_ent"], bool) and isinstance(c["double_rel"], bool), c
+assert c["emap_file"] is None and c["rmap_file"] is None and isinstance(c["gamma"], (int, float)), c
+pre = os.path.join(d, c["dataset"] + "_" + c["model"])
+e = np.load(pre + "_entity.npy"); r = np.load(pre + "_relation.npy")
+assert (e == np.load(os.path.join(d, "entity.npy"))).all() and (r == np.load(os.path.join(d, "relation.npy"))).all()
+print(e.shape, e.dtype, r.shape, float(e[0, 0]))`, dir)
 	out, err := py.CombinedOutput()
 	if err != nil {
 		if os.Getenv("CI") != "" {
@@ -327,21 +337,30 @@ func TestPrepareKGEExport(t *testing.T) {
 	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	files, err := kgeExportFiles("fb15k-237", "complex")
+	if err != nil {
+		t.Fatal(err)
+	}
 	clash := filepath.Join(tmp, "clash")
 	if err := os.MkdirAll(filepath.Join(clash, kgeRelationFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dglClash := filepath.Join(tmp, "dglclash")
+	if err := os.MkdirAll(filepath.Join(dglClash, "fb15k-237_ComplEx_entity.npy"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ dir, want string }{
 		{file, "mkdir " + file + ": not a directory"},
 		{filepath.Join(file, "sub"), "mkdir " + file + ": not a directory"},
 		{clash, kgeRelationFile + " is a directory, where the export writes a file"},
+		{dglClash, "fb15k-237_ComplEx_entity.npy is a directory, where the export writes a file"},
 	} {
-		if err := prepareKGEExport(c.dir); err == nil || !strings.Contains(err.Error(), c.want) {
+		if err := prepareKGEExport(c.dir, files); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.dir, err, c.want)
 		}
 	}
 	made := filepath.Join(tmp, "new", "emb")
-	if err := prepareKGEExport(made); err != nil {
+	if err := prepareKGEExport(made, files); err != nil {
 		t.Fatalf("%s: %v", made, err)
 	}
 	if e, err := os.ReadDir(made); err != nil || len(e) != 0 {
@@ -457,5 +476,49 @@ func TestKGELineJSON(t *testing.T) {
 		if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, newKGELine(c.st, c.filtered)) {
 			t.Errorf("%s: %s reads back as %+v", c.name, b, back)
 		}
+	}
+}
+
+// TestKGEExportFiles: the arrays are also linked under DGL-KE's names,
+// <dataset>_<model>_entity.npy and _relation.npy, with its spelling of
+// the model, so dglke_predict loads the directory; a graph name that
+// cannot begin a file name is refused before training.
+func TestKGEExportFiles(t *testing.T) {
+	for model, want := range map[string]string{"transe_l2": "TransE_l2", "transe_l1": "TransE_l1", "distmult": "DistMult", "complex": "ComplEx", "rotate": "RotatE"} {
+		files, err := kgeExportFiles("wn18rr", model)
+		if err != nil || !slices.Equal(files, []string{kgeEntityFile, kgeRelationFile, kgeConfigFile, "wn18rr_" + want + "_entity.npy", "wn18rr_" + want + "_relation.npy"}) {
+			t.Errorf("%s: %v, %v", model, files, err)
+		}
+	}
+	for _, name := range []string{"", ".", "..", "a/b"} {
+		if _, err := kgeExportFiles(name, "distmult"); err == nil || !strings.Contains(err.Error(), "cannot begin a file name") {
+			t.Errorf("graph name %q: %v", name, err)
+		}
+	}
+	dir := t.TempDir()
+	files, err := kgeExportFiles("g", "rotate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A stale file under a DGL-KE name is replaced by the link.
+	if err := os.WriteFile(filepath.Join(dir, files[3]), []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	meta := kgeExport{Dataset: "g", Model: "RotatE", Hidden: 1, Relations: 1}
+	if err := writeKGEExport(dir, files, []uint64{1, 0}, []float32{1, 2, 3, 4}, 2, []float32{5}, 1, meta); err != nil {
+		t.Fatal(err)
+	}
+	for i, link := range files[3:] {
+		a, errA := os.Stat(filepath.Join(dir, files[i]))
+		b, errB := os.Stat(filepath.Join(dir, link))
+		if errA != nil || errB != nil || !os.SameFile(a, b) {
+			t.Errorf("%s is not %s: %v %v", link, files[i], errA, errB)
+		}
+	}
+	if got := readNPY(t, filepath.Join(dir, files[3]), 2, 2); !slices.Equal(got, []float32{3, 4, 1, 2}) {
+		t.Errorf("%s holds %v, want the rows by input id [3 4 1 2]", files[3], got)
+	}
+	if e, err := os.ReadDir(dir); err != nil || len(e) != 5 {
+		t.Errorf("export directory holds %v (%v), want the 5 files and no temporary", e, err)
 	}
 }
