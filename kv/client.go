@@ -264,6 +264,12 @@ func (c *Client) Push(ctx context.Context, table string, ids []uint64, grads []f
 // independently: after an error some may have applied the step and others
 // not, and the job should resume from a checkpoint (see doc.go).
 func (c *Client) PushSync(ctx context.Context, table string, step uint64, trainer, world int, grads []float32) error {
+	return c.PushSyncSession(ctx, table, step, trainer, world, 0, grads)
+}
+
+// PushSyncSession is PushSync for the trainer process of session (not 0:
+// see Store.PushSyncSession; 0 is PushSync).
+func (c *Client) PushSyncSession(ctx context.Context, table string, step uint64, trainer, world int, session uint64, grads []float32) error {
 	s, err := c.spec(table)
 	if err != nil {
 		return err
@@ -279,9 +285,9 @@ func (c *Client) PushSync(ctx context.Context, table string, step uint64, traine
 		lo, hi := s.Range(p)
 		g := grads[lo*uint64(s.Dim) : hi*uint64(s.Dim)]
 		if c.isLocal(p) {
-			return c.local.PushSync(ctx, table, step, trainer, world, g)
+			return c.local.PushSyncSession(ctx, table, step, trainer, world, session, g)
 		}
-		return c.tr.PushSync(ctx, p, &PushSyncRequest{Table: table, Step: step, Trainer: uint32(trainer), World: uint32(world), Grads: g})
+		return c.tr.PushSync(ctx, p, &PushSyncRequest{Table: table, Step: step, Trainer: uint32(trainer), World: uint32(world), Grads: g, Session: session})
 	})
 }
 
@@ -292,22 +298,28 @@ func (c *Client) Leave(ctx context.Context, trainer int) error {
 	for _, s := range c.specs {
 		parts = max(parts, s.Parts())
 	}
-	return c.leave(ctx, parts, "", trainer)
+	return c.leave(ctx, parts, "", trainer, 0)
 }
 
 // LeaveTable tells the shards of the Sync table named table that trainer
 // is gone from it (Store.LeaveTable); other tables' steps are untouched.
 func (c *Client) LeaveTable(ctx context.Context, table string, trainer int) error {
+	return c.LeaveTableSession(ctx, table, trainer, 0)
+}
+
+// LeaveTableSession is LeaveTable for the trainer process of session (0:
+// any; see Store.LeaveTableSession).
+func (c *Client) LeaveTableSession(ctx context.Context, table string, trainer int, session uint64) error {
 	s, err := c.spec(table)
 	if err != nil {
 		return err
 	}
-	return c.leave(ctx, s.Parts(), table, trainer)
+	return c.leave(ctx, s.Parts(), table, trainer, session)
 }
 
-// leave sends a LeaveRequest for table ("": every Sync table) to parts
-// 0..parts-1.
-func (c *Client) leave(ctx context.Context, parts int, table string, trainer int) error {
+// leave sends a LeaveRequest for table ("": every Sync table, and no
+// session) to parts 0..parts-1.
+func (c *Client) leave(ctx context.Context, parts int, table string, trainer int, session uint64) error {
 	all := make([]int, parts)
 	for p := range all {
 		all[p] = p
@@ -317,10 +329,10 @@ func (c *Client) leave(ctx context.Context, parts int, table string, trainer int
 			if table == "" {
 				c.local.Leave(trainer)
 			} else {
-				c.local.LeaveTable(table, trainer)
+				c.local.LeaveTableSession(table, trainer, session)
 			}
 			return nil
 		}
-		return c.tr.Leave(ctx, p, &LeaveRequest{Trainer: uint32(trainer), Table: table})
+		return c.tr.Leave(ctx, p, &LeaveRequest{Trainer: uint32(trainer), Table: table, Session: session})
 	})
 }

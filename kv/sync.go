@@ -3,31 +3,68 @@ package kv
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
 )
 
 // syncState is the step barrier of one Sync table shard.
+//
+// Sessions. A push may say which process it comes from (session, a
+// nonce of the trainer's connection; 0: not said, an older sender). The
+// table counts, per rank, the session whose push it took last as that
+// rank (ranks); a push of a session it has not taken for the rank is a
+// new process, of a new job (a rerun) or restarted. Departures are
+// numbered on the same counter (seq) as the sessions' first pushes, so a
+// departure fails the steps of the sessions that were there when it came
+// (its job's) and of none that came after it: a rerun's trainers, in any
+// order, do not fail for the departures of the job before, and the job's
+// own trainers still fail at once. A departure before a job mate's first
+// push cannot be told from an earlier job's: that step waits for the
+// departed rank's new process (the sync timeout, at worst). Two sessions
+// pushing one rank's step are two live processes with one rank: both are
+// told so (duplicateError).
 type syncState struct {
 	mu struct {
 		sync.Mutex
 		round *round // the step being gathered; nil between steps
-		// left: trainers that left, until one of them pushes again;
-		// true for one that timed out before it left (see timedOut).
-		left map[int]bool
+		// left: the last departure of each trainer. Pushes without a
+		// session are failed by every one that is not inert until one
+		// of them pushes again (which forgets them all); pushes with one
+		// by those after their session began (see Sessions).
+		left map[int]departure
 		// timedOut: trainers whose last push was in a step that timed out
 		// waiting for the others. One that leaves then is remembered only
 		// to tell a rerun (its push forgets the departures); its leaving
 		// fails nobody's step, since the trainers it waited for never
 		// came: a rerun's are no job mates of it.
 		timedOut map[int]struct{}
-		verCh    chan struct{} // closed (and replaced) at every version bump
-		avg      []float32     // reused averaging buffer
+		// ranks: the session each rank pushed under last (Sessions).
+		ranks map[int]*rankSession
+		seq   uint64        // numbers sessions' first pushes and departures
+		verCh chan struct{} // closed (and replaced) at every version bump
+		avg   []float32     // reused averaging buffer
 		// dropped: the table left its store (Store.Drop); every step and
 		// version wait fails from then on.
 		dropped bool
 	}
+}
+
+// departure is a trainer's leaving.
+type departure struct {
+	seq   uint64 // syncState.mu.seq when it came
+	inert bool   // its last step had timed out (see timedOut)
+}
+
+// rankSession is the process a rank's pushes came from last.
+type rankSession struct {
+	session uint64
+	since   uint64 // syncState.mu.seq of the session's first push taken
+	step    uint64 // the step of its last push taken
+	// dup: another session that pushed a step this one had pushed, told
+	// so then; this one's next push is told so too (duplicateError).
+	dup uint64
 }
 
 // round gathers the pushes of one step.
@@ -39,6 +76,7 @@ type round struct {
 	// done is closed, and the average is computed before done closes, so
 	// no slice is read after its caller returned.
 	grads  [][]float32
+	sess   []uint64 // sess[k]: the session of trainer k's push (0: none)
 	pushed int
 	done   chan struct{}
 	err    error // set before done closes
@@ -47,8 +85,9 @@ type round struct {
 
 func newSyncState() *syncState {
 	s := &syncState{}
-	s.mu.left = make(map[int]bool)
+	s.mu.left = make(map[int]departure)
 	s.mu.timedOut = make(map[int]struct{})
+	s.mu.ranks = make(map[int]*rankSession)
 	s.mu.verCh = make(chan struct{})
 	return s
 }
@@ -76,8 +115,14 @@ func (ss *syncState) failLocked(r *round, err error) {
 	close(r.done)
 }
 
-// pushSync is Store.PushSync for table t.
+// pushSync is Store.PushSync for table t: a push without a session.
 func (t *table) pushSync(ctx context.Context, step uint64, trainer, world int, grads []float32, timeout time.Duration) error {
+	return t.pushSyncSession(ctx, step, trainer, world, 0, grads, timeout)
+}
+
+// pushSyncSession is Store.PushSyncSession for table t (session 0: none
+// said, the rules of an older sender; see syncState).
+func (t *table) pushSyncSession(ctx context.Context, step uint64, trainer, world int, session uint64, grads []float32, timeout time.Duration) error {
 	name := t.spec.Name
 	if world < 1 || world > MaxWorld || trainer < 0 || trainer >= world {
 		return fmt.Errorf("kv: table %q step %d: trainer %d of world %d: %w", name, step, trainer, world, ErrStep)
@@ -94,19 +139,63 @@ func (t *table) pushSync(ctx context.Context, step uint64, trainer, world int, g
 		ss.mu.Unlock()
 		return t.droppedError()
 	}
+	// rs is the session the table counts as trainer, if it is this one.
+	rs := ss.mu.ranks[trainer]
+	other := session != 0 && rs != nil && rs.session != session
+	if session != 0 && !other && rs != nil && rs.dup != 0 {
+		ss.mu.Unlock()
+		return t.duplicateError(step, trainer, session, rs.dup)
+	}
 	if v := t.version.Load(); step != v {
+		if other && step < v && rs.step >= step {
+			// The session the table counts as trainer pushed this step:
+			// two processes are trainer.
+			err := t.duplicateError(step, trainer, rs.session, session)
+			ss.tellDuplicateLocked(trainer, rs, session, err)
+			ss.mu.Unlock()
+			return err
+		}
 		ss.mu.Unlock()
 		return fmt.Errorf("kv: table %q: trainer %d pushed step %d, shard is at version %d and expects step %d: %w", name, trainer, step, v, v, ErrStep)
 	}
 	r := ss.mu.round
-	if r != nil && r.step != step {
+	switch {
+	case r == nil:
+	case r.step != step:
 		// Load ends the round when it changes the version, so the round
 		// is always the version's step; never average two steps.
 		ss.mu.Unlock()
 		return fmt.Errorf("kv: table %q: trainer %d pushed step %d, the step being gathered is %d: %w", name, trainer, step, r.step, ErrStep)
+	case r.world != world:
+		ss.mu.Unlock()
+		return fmt.Errorf("kv: table %q step %d: trainer %d says world %d, step started with world %d: %w", name, step, trainer, world, r.world, ErrStep)
+	case r.grads[trainer] != nil && session != 0 && r.sess[trainer] != 0 && r.sess[trainer] != session:
+		err := t.duplicateError(step, trainer, r.sess[trainer], session)
+		ss.tellDuplicateLocked(trainer, rs, session, err)
+		ss.mu.Unlock()
+		return err
+	case r.grads[trainer] != nil:
+		ss.mu.Unlock()
+		return fmt.Errorf("kv: table %q step %d: trainer %d pushed twice: %w", name, step, trainer, ErrStep)
+	}
+	if session != 0 {
+		// A departure since this session began is of its job: the step
+		// cannot complete. It is refused, not failed: the others in the
+		// round may be a new job's (a rank restarted alone), which the
+		// departure does not concern.
+		since := ss.mu.seq + 1 // a new process: every departure came before it
+		if !other && rs != nil {
+			since = rs.since
+		}
+		for _, k := range slices.Sorted(maps.Keys(ss.mu.left)) {
+			if d := ss.mu.left[k]; k != trainer && k < world && !d.inert && d.seq > since {
+				ss.mu.Unlock()
+				return fmt.Errorf("kv: table %q step %d: trainer %d left; missing trainers %v: %w", name, step, k, missingWith(r, world, trainer), ErrStepFailed)
+			}
+		}
 	}
 	if r == nil {
-		r = &round{step: step, world: world, grads: make([][]float32, world), done: make(chan struct{})}
+		r = &round{step: step, world: world, grads: make([][]float32, world), sess: make([]uint64, world), done: make(chan struct{})}
 		ss.mu.round = r
 		r.timer = time.AfterFunc(timeout, func() {
 			ss.mu.Lock()
@@ -123,30 +212,35 @@ func (t *table) pushSync(ctx context.Context, step uint64, trainer, world int, g
 				name, step, timeout, r.missing(), world, ErrStepFailed))
 		})
 	}
-	switch {
-	case r.world != world:
-		ss.mu.Unlock()
-		return fmt.Errorf("kv: table %q step %d: trainer %d says world %d, step started with world %d: %w", name, step, trainer, world, r.world, ErrStep)
-	case r.grads[trainer] != nil:
-		ss.mu.Unlock()
-		return fmt.Errorf("kv: table %q step %d: trainer %d pushed twice: %w", name, step, trainer, ErrStep)
-	}
-	// Back: only a push the round takes says so. A trainer that left and
-	// pushes again is a new process, of a new job (a rerun) or restarted:
-	// the departures remembered until now are of the job that ended, and
-	// kept they failed the new job's first step at once; its trainers,
-	// leaving on that failure without kv_done, were remembered in turn,
-	// so every rerun after a crash failed the same way.
-	if _, back := ss.mu.left[trainer]; back {
-		clear(ss.mu.left)
+	if session == 0 {
+		// Back: only a push the round takes says so. A trainer that left
+		// and pushes again is a new process, of a new job (a rerun) or
+		// restarted: the departures remembered until now are of the job
+		// that ended, and kept they failed the new job's first step at
+		// once; its trainers, leaving on that failure without kv_done,
+		// were remembered in turn, so every rerun after a crash failed
+		// the same way. (With a session, the session tells.)
+		if _, back := ss.mu.left[trainer]; back {
+			clear(ss.mu.left)
+		}
+	} else {
+		if rs == nil || other {
+			ss.mu.seq++
+			rs = &rankSession{session: session, since: ss.mu.seq}
+			ss.mu.ranks[trainer] = rs
+		}
+		rs.step = step
 	}
 	delete(ss.mu.timedOut, trainer)
 	r.grads[trainer] = grads
+	r.sess[trainer] = session
 	r.pushed++
-	for k, inert := range ss.mu.left {
-		if !inert && k < world && r.grads[k] == nil {
-			ss.failLocked(r, fmt.Errorf("kv: table %q step %d: trainer %d left; missing trainers %v: %w", name, step, k, r.missing(), ErrStepFailed))
-			break
+	if session == 0 {
+		for k, d := range ss.mu.left {
+			if !d.inert && k < world && r.grads[k] == nil {
+				ss.failLocked(r, fmt.Errorf("kv: table %q step %d: trainer %d left; missing trainers %v: %w", name, step, k, r.missing(), ErrStepFailed))
+				break
+			}
 		}
 	}
 	if ss.mu.round == r && r.pushed == world {
@@ -196,21 +290,31 @@ func (t *table) applyRoundLocked(r *round) {
 	ss.bumpWaitersLocked()
 }
 
-// leave fails the current round if trainer belongs to it, and remembers
-// the trainer as gone until it pushes again, so a later round that waits
-// for it fails at once instead of timing out. A trainer whose last step
-// timed out waiting for the others fails no round: those it waited for
-// never came, and the round now gathered is a rerun's.
-func (t *table) leave(trainer int) {
+// leave is leaveSession for a trainer of any session.
+func (t *table) leave(trainer int) { t.leaveSession(trainer, 0) }
+
+// leaveSession fails the current round if trainer belongs to it, and
+// remembers the departure, so a later round that waits for it fails at
+// once instead of timing out (see syncState for which). A trainer whose
+// last step timed out waiting for the others fails no round: those it
+// waited for never came, and the round now gathered is a rerun's. A
+// session (not 0) other than the one the table counts as trainer is no
+// departure: a process that was refused as a second trainer of its rank,
+// or one that a new process of its rank replaced.
+func (t *table) leaveSession(trainer int, session uint64) {
 	ss := t.sync
 	if trainer < 0 || trainer >= MaxWorld {
 		return // in no step: remembering it would only grow the set
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	if rs := ss.mu.ranks[trainer]; session != 0 && rs != nil && rs.session != session {
+		return
+	}
 	_, inert := ss.mu.timedOut[trainer]
 	delete(ss.mu.timedOut, trainer)
-	ss.mu.left[trainer] = inert
+	ss.mu.seq++
+	ss.mu.left[trainer] = departure{seq: ss.mu.seq, inert: inert}
 	if inert {
 		return
 	}
@@ -218,6 +322,37 @@ func (t *table) leave(trainer int) {
 		ss.failLocked(r, fmt.Errorf("kv: table %q step %d: trainer %d left; missing trainers %v: %w",
 			t.spec.Name, r.step, trainer, r.missing(), ErrStepFailed))
 	}
+}
+
+// duplicateError is the error of two sessions pushing as trainer.
+func (t *table) duplicateError(step uint64, trainer int, first, second uint64) error {
+	return fmt.Errorf("kv: table %q step %d: two trainers push as rank %d (sessions %016x and %016x): give each trainer its own --rank: %w",
+		t.spec.Name, step, trainer, first, second, ErrStepFailed)
+}
+
+// tellDuplicateLocked tells the session the table counts as trainer (rs;
+// nil: none) that session pushes as trainer too, with err: the current
+// round fails if it holds trainer's push (a process waiting in it), and
+// rs's next push is refused (one between steps). ss.mu must be held.
+func (ss *syncState) tellDuplicateLocked(trainer int, rs *rankSession, session uint64, err error) {
+	if r := ss.mu.round; r != nil && trainer < r.world && r.grads[trainer] != nil {
+		ss.failLocked(r, err)
+	}
+	if rs != nil && rs.session != session {
+		rs.dup = session
+	}
+}
+
+// missingWith lists the trainers of a world of world that have not pushed
+// to r (nil: no push yet), pusher included.
+func missingWith(r *round, world, pusher int) []int {
+	var m []int
+	for k := range world {
+		if k == pusher || r == nil || r.grads[k] == nil {
+			m = append(m, k)
+		}
+	}
+	return m
 }
 
 // drop fails the current round and every version wait: the table has
@@ -262,4 +397,28 @@ func (t *table) waitVersion(ctx context.Context, v uint64) error {
 func (ss *syncState) bumpWaitersLocked() {
 	close(ss.mu.verCh)
 	ss.mu.verCh = make(chan struct{})
+}
+
+// PushSyncSession is PushSync for a trainer that says which process it
+// is: session, not 0, is a nonce of its connection (a new one for every
+// process), and it makes the shard tell a new job's trainers from the
+// departed ones of the job before (see syncState), and name two
+// processes that push as one rank. Session 0 is PushSync.
+func (s *Store) PushSyncSession(ctx context.Context, table string, step uint64, trainer, world int, session uint64, grads []float32) error {
+	t, err := s.table(table)
+	if err != nil {
+		return err
+	}
+	if t.sync == nil {
+		return fmt.Errorf("kv: table %q: sync push to an async table, use Push: %w", table, ErrMode)
+	}
+	return t.pushSyncSession(ctx, step, trainer, world, session, grads, s.syncTimeout)
+}
+
+// LeaveTableSession is LeaveTable for the process of session (0: any):
+// it is no departure when the table counts another session as trainer.
+func (s *Store) LeaveTableSession(table string, trainer int, session uint64) {
+	if t := s.set.Load().tables[table]; t != nil && t.sync != nil {
+		t.leaveSession(trainer, session)
+	}
 }

@@ -66,6 +66,10 @@ type PushSyncRequest struct {
 	Trainer uint32
 	World   uint32
 	Grads   []float32
+	// Session tells apart the processes that push as one trainer (a
+	// nonce of the pushing trainer's connection; see sync.go); 0: none
+	// given (an older sender), sent as no bytes.
+	Session uint64
 }
 
 // LeaveRequest reports that a trainer is gone from the Sync table Table
@@ -74,6 +78,9 @@ type PushSyncRequest struct {
 type LeaveRequest struct {
 	Trainer uint32
 	Table   string
+	// Session is the session of the trainer that left (PushSyncRequest);
+	// 0: any. Only a leave that names its table carries one.
+	Session uint64
 }
 
 // Ack answers a push, push-sync or leave with the table version after it
@@ -94,12 +101,14 @@ type ErrorMsg struct {
 //	PullRequest      name  minVersion u64  n u32  ids n×u64
 //	PullResponse     version u64  dim u32  n u32  rows n·dim×f32
 //	PushRequest      name  dim u32  n u32  ids n×u64  grads n·dim×f32
-//	PushSyncRequest  name  step u64  trainer u32  world u32  n u32  grads n×f32
-//	LeaveRequest     trainer u32  [name]     (no name: every Sync table)
+//	PushSyncRequest  name  step u64  trainer u32  world u32  n u32  grads n×f32  [session u64]
+//	LeaveRequest     trainer u32  [name  [session u64]]     (no name: every Sync table)
 //	Ack              version u64
 //	ErrorMsg         code u16  len u16  text
 //
-// name is [len u8][bytes], a valid table name (1..MaxNameLen bytes).
+// name is [len u8][bytes], a valid table name (1..MaxNameLen bytes). A
+// session is sent only when it is not 0 (the bytes an older sender wrote
+// are a message without one), and a decoder refuses an explicit 0.
 
 var le = binary.LittleEndian
 
@@ -159,16 +168,24 @@ func AppendPushSyncRequest(dst []byte, m *PushSyncRequest) []byte {
 	dst = le.AppendUint32(dst, m.Trainer)
 	dst = le.AppendUint32(dst, m.World)
 	dst = le.AppendUint32(dst, uint32(len(m.Grads)))
-	return appendF32s(dst, m.Grads)
+	return appendSession(appendF32s(dst, m.Grads), m.Session)
 }
 
 // AppendLeaveRequest appends the encoding of m to dst.
 func AppendLeaveRequest(dst []byte, m *LeaveRequest) []byte {
 	dst = le.AppendUint32(appendHeader(dst, KindLeaveRequest), m.Trainer)
 	if m.Table != "" {
-		dst = appendName(dst, m.Table)
+		dst = appendSession(appendName(dst, m.Table), m.Session)
 	}
 	return dst
+}
+
+// appendSession appends session unless it is 0 (none).
+func appendSession(dst []byte, session uint64) []byte {
+	if session == 0 {
+		return dst
+	}
+	return le.AppendUint64(dst, session)
 }
 
 // AppendAck appends the encoding of m to dst.

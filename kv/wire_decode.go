@@ -187,6 +187,7 @@ func DecodePushSyncRequest(b []byte, m *PushSyncRequest) error {
 	m.Trainer = r.u32("trainer")
 	m.World = r.u32("world")
 	m.Grads = r.f32s(uint64(r.u32("gradient count")), m.Grads, "gradient values")
+	m.Session = r.session()
 	return r.end()
 }
 
@@ -194,11 +195,26 @@ func DecodePushSyncRequest(b []byte, m *PushSyncRequest) error {
 func DecodeLeaveRequest(b []byte, m *LeaveRequest) error {
 	r := start(b, KindLeaveRequest)
 	m.Trainer = r.u32("trainer")
-	m.Table = ""
+	m.Table, m.Session = "", 0
 	if r.err == nil && r.left() > 0 {
 		m.Table = r.name()
+		m.Session = r.session()
 	}
 	return r.end()
+}
+
+// session reads the optional session that ends a message: none when no
+// byte is left; 8 bytes, not all zero, otherwise (an explicit 0 would not
+// re-encode to the same bytes).
+func (r *reader) session() uint64 {
+	if r.err != nil || r.left() == 0 {
+		return 0
+	}
+	s := r.u64("session")
+	if r.err == nil && s == 0 {
+		r.fail("session 0 (a message without a session has no session bytes)")
+	}
+	return s
 }
 
 // DecodeAck decodes b into m.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"reflect"
 	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -18,8 +19,8 @@ func samples() map[Kind][]byte {
 		KindPullRequest:     AppendPullRequest(nil, &PullRequest{Table: "ent", MinVersion: 3, IDs: []uint64{5, 1 << 40, 0}}),
 		KindPullResponse:    AppendPullResponse(nil, &PullResponse{Version: 9, Dim: 2, Rows: f32(1, -2, nan, 0.5)}),
 		KindPushRequest:     AppendPushRequest(nil, &PushRequest{Table: "rel.emb", Dim: 3, IDs: []uint64{7, 7}, Grads: f32(1, 2, 3, 4, 5, float32(math.Inf(-1)))}),
-		KindPushSyncRequest: AppendPushSyncRequest(nil, &PushSyncRequest{Table: "w", Step: 12, Trainer: 3, World: 4, Grads: f32(0.25, -0.25)}),
-		KindLeaveRequest:    AppendLeaveRequest(nil, &LeaveRequest{Trainer: 2, Table: "w"}),
+		KindPushSyncRequest: AppendPushSyncRequest(nil, &PushSyncRequest{Table: "w", Step: 12, Trainer: 3, World: 4, Grads: f32(0.25, -0.25), Session: 0x8a5c_0000_0000_01f3}),
+		KindLeaveRequest:    AppendLeaveRequest(nil, &LeaveRequest{Trainer: 2, Table: "w", Session: 0x8a5c_0000_0000_01f3}),
 		KindAck:             AppendAck(nil, &Ack{Version: 1 << 33}),
 		KindError:           AppendErrorMsg(nil, &ErrorMsg{Code: 6, Text: `kv: table "w" step 1: trainer 2 left`}),
 	}
@@ -70,12 +71,25 @@ func TestWireRoundTrip(t *testing.T) {
 			t.Fatalf("%s: re-encoded\n%x\nwant\n%x", kind, got, b)
 		}
 		// Every strict prefix and every extension is refused, but for a
-		// LeaveRequest without its optional table name (every table).
+		// LeaveRequest without its optional table name (every table), and
+		// a PushSyncRequest or LeaveRequest without its optional session
+		// (an older sender's).
 		for n := range len(b) {
-			if kind == KindLeaveRequest && n == 6 {
+			if kind == KindLeaveRequest && (n == 6 || n == len(b)-8) {
+				want := LeaveRequest{Trainer: 2}
+				if n > 6 {
+					want.Table = "w"
+				}
 				var m LeaveRequest
-				if err := DecodeLeaveRequest(b[:n], &m); err != nil || m != (LeaveRequest{Trainer: 2}) {
-					t.Fatalf("LeaveRequest without a table: %+v, %v", m, err)
+				if err := DecodeLeaveRequest(b[:n], &m); err != nil || m != want {
+					t.Fatalf("LeaveRequest of %d bytes: %+v, %v; want %+v", n, m, err, want)
+				}
+				continue
+			}
+			if kind == KindPushSyncRequest && n == len(b)-8 {
+				var m PushSyncRequest
+				if err := DecodePushSyncRequest(b[:n], &m); err != nil || m.Session != 0 || m.Step != 12 || m.Trainer != 3 || m.World != 4 || !slices.Equal(m.Grads, f32(0.25, -0.25)) {
+					t.Fatalf("PushSyncRequest without a session: %+v, %v", m, err)
 				}
 				continue
 			}
@@ -126,6 +140,12 @@ func TestWireRefusesLies(t *testing.T) {
 		// canonical form of "every table".
 		"leave empty table": {KindLeaveRequest, append(AppendLeaveRequest(nil, &LeaveRequest{Trainer: 1}), 0)},
 		"leave bad table":   {KindLeaveRequest, AppendLeaveRequest(nil, &LeaveRequest{Trainer: 1, Table: "a b"})},
+		// No session is sent as no bytes, never as 0; a leave of every
+		// table carries none.
+		"push_sync session 0": {KindPushSyncRequest, le.AppendUint64(AppendPushSyncRequest(nil, &PushSyncRequest{Table: "w", World: 1}), 0)},
+		"leave session 0":     {KindLeaveRequest, le.AppendUint64(AppendLeaveRequest(nil, &LeaveRequest{Trainer: 1, Table: "w"}), 0)},
+		"leave short session": {KindLeaveRequest, AppendLeaveRequest(nil, &LeaveRequest{Trainer: 1, Table: "w", Session: 7})[:15]},
+		"leave session alone": {KindLeaveRequest, le.AppendUint64(AppendLeaveRequest(nil, &LeaveRequest{Trainer: 1}), 7)},
 	}
 	for name, c := range cases {
 		var before, after runtime.MemStats

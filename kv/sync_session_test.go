@@ -1,0 +1,222 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Sessions of the trainer processes of the tests: a job's, its rerun's,
+// and a second process started with a rank already taken.
+const (
+	sessA0, sessA1 = 0xa0, 0xa1
+	sessB0, sessB1 = 0xb0, 0xb1
+	sessDup        = 0xd0
+)
+
+// pushAsync runs a session push in the background; its error comes on
+// the channel.
+func pushAsync(s *Store, step uint64, trainer, world int, session uint64) chan error {
+	errc := make(chan error, 1)
+	go func() {
+		errc <- s.PushSyncSession(context.Background(), "w", step, trainer, world, session, grad(4, trainer, step))
+	}()
+	return errc
+}
+
+// stepTogether runs one step of world 2 with sessions s0 and s1.
+func stepTogether(t *testing.T, s *Store, step uint64, s0, s1 uint64) {
+	t.Helper()
+	e0 := pushAsync(s, step, 0, 2, s0)
+	waitPushed(t, s, "w", 1)
+	if err := s.PushSyncSession(context.Background(), "w", step, 1, 2, s1, grad(4, 1, step)); err != nil {
+		t.Fatalf("step %d, trainer 1: %v", step, err)
+	}
+	if err := <-e0; err != nil {
+		t.Fatalf("step %d, trainer 0: %v", step, err)
+	}
+}
+
+func wantLeft(t *testing.T, what string, err error, k int) {
+	t.Helper()
+	if !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), fmt.Sprintf("trainer %d left", k)) {
+		t.Fatalf("%s: %v, want a failed step naming trainer %d", what, err, k)
+	}
+}
+
+func wantDuplicate(t *testing.T, what string, err error) {
+	t.Helper()
+	const want = "two trainers push as rank 0 (sessions 00000000000000a0 and 00000000000000d0): give each trainer its own --rank"
+	if !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("%s: %v, want %q", what, err, want)
+	}
+}
+
+// TestSyncSessionRerun: job A's trainer 0 is interrupted mid-job, and
+// its trainer 1's departure never reached this shard (its node died with
+// it) or did. The rerun (new sessions) trains whichever rank pushes
+// first. Before, a rerun whose trainer 1 pushed first failed at once
+// ("trainer 0 left; missing trainers [0]"), and its trainer 0 then waited
+// out the sync timeout for a trainer 1 that had gone.
+func TestSyncSessionRerun(t *testing.T) {
+	for _, c := range []struct {
+		first    int
+		a1Leaves bool
+	}{{1, false}, {1, true}, {0, false}, {0, true}} {
+		t.Run(fmt.Sprintf("first=%d/a1_leaves=%v", c.first, c.a1Leaves), func(t *testing.T) {
+			s := newStore(t, 0, spec("w", 2, 2, SGD(1), Sync, 1))
+			ctx := context.Background()
+			stepTogether(t, s, 0, sessA0, sessA1)
+			// Trainer 1 waits in step 1; trainer 0 is interrupted.
+			e1 := pushAsync(s, 1, 1, 2, sessA1)
+			waitPushed(t, s, "w", 1)
+			s.LeaveTableSession("w", 0, sessA0)
+			wantLeft(t, "job A, trainer 1", <-e1, 0)
+			if c.a1Leaves {
+				s.LeaveTableSession("w", 1, sessA1)
+			}
+
+			sess := [2]uint64{sessB0, sessB1}
+			first := pushAsync(s, 1, c.first, 2, sess[c.first])
+			waitPushed(t, s, "w", 1)
+			if err := s.PushSyncSession(ctx, "w", 1, 1-c.first, 2, sess[1-c.first], grad(4, 1-c.first, 1)); err != nil {
+				t.Fatalf("rerun, trainer %d: %v", 1-c.first, err)
+			}
+			if err := <-first; err != nil {
+				t.Fatalf("rerun, trainer %d: %v", c.first, err)
+			}
+			// Step 0 added -(1+2)/2, step 1 -(2+4)/2.
+			got, v, err := s.PullVersion(ctx, "w", 2, allIDs(2), nil)
+			if err != nil || v != 2 || !slices.Equal(got, f32(-4.5, -4.5, -4.5, -4.5)) {
+				t.Fatalf("after the rerun's step: rows %v version %d, %v; want -4.5 at version 2", got, v, err)
+			}
+		})
+	}
+}
+
+// TestSyncSessionLeaveFailsJob: a departure fails the steps of the
+// trainers that were there when it came, at once, whether they wait in
+// the step or push after it: the rows stay.
+func TestSyncSessionLeaveFailsJob(t *testing.T) {
+	const world = 3
+	s := newStore(t, 0, spec("w", 2, 2, SGD(1), Sync, 1))
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for k := range world {
+		wg.Go(func() {
+			if err := s.PushSyncSession(ctx, "w", 0, k, world, 0xa0+uint64(k), grad(4, k, 0)); err != nil {
+				t.Errorf("step 0, trainer %d: %v", k, err)
+			}
+		})
+	}
+	wg.Wait()
+	e0 := pushAsync(s, 1, 0, world, 0xa0)
+	waitPushed(t, s, "w", 1)
+	start := time.Now()
+	s.LeaveTableSession("w", 2, 0xa2)
+	wantLeft(t, "trainer 0, waiting", <-e0, 2)
+	wantLeft(t, "trainer 1, pushing after", s.PushSyncSession(ctx, "w", 1, 1, world, 0xa1, grad(4, 1, 1)), 2)
+	wantLeft(t, "trainer 0, again", s.PushSyncSession(ctx, "w", 1, 0, world, 0xa0, grad(4, 0, 1)), 2)
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("the steps took %v to fail", d)
+	}
+	if v, _ := s.Version("w"); v != 1 {
+		t.Fatalf("version %d after the failed steps, want 1", v)
+	}
+}
+
+// TestSyncSessionRestartAlone: trainer 0 of a running job is restarted
+// alone. Trainer 1, there when trainer 0 left, fails at its next push,
+// without failing the restarted trainer's step: the job it belongs to
+// is over. Its departure then fails the restarted trainer's step (it
+// was there when trainer 1 left), and once that trainer goes too, a
+// rerun of both trains; a late leave of the first trainer 0 is no
+// departure of the rerun's.
+func TestSyncSessionRestartAlone(t *testing.T) {
+	const sessC0 = 0xc0
+	s := newStore(t, 0, spec("w", 2, 2, SGD(1), Sync, 1))
+	ctx := context.Background()
+	stepTogether(t, s, 0, sessA0, sessA1)
+	s.LeaveTableSession("w", 0, sessA0)
+	b0 := pushAsync(s, 1, 0, 2, sessB0)
+	waitPushed(t, s, "w", 1)
+	wantLeft(t, "trainer 1 of the job", s.PushSyncSession(ctx, "w", 1, 1, 2, sessA1, grad(4, 1, 1)), 0)
+	waitPushed(t, s, "w", 1) // the restarted trainer 0 still waits
+	s.LeaveTableSession("w", 1, sessA1)
+	wantLeft(t, "restarted trainer 0", <-b0, 1)
+	wantLeft(t, "restarted trainer 0, again", s.PushSyncSession(ctx, "w", 1, 0, 2, sessB0, grad(4, 0, 1)), 1)
+	s.LeaveTableSession("w", 0, sessB0)
+	s.LeaveTableSession("w", 0, sessA0)
+	stepTogether(t, s, 1, sessC0, sessB1)
+	if v, _ := s.Version("w"); v != 2 {
+		t.Fatalf("version %d, want 2", v)
+	}
+}
+
+// TestSyncSessionDuplicateRank: two processes push as rank 0. Whichever
+// way their pushes meet, both are told, in words, that two trainers share
+// a rank; before, one read "trainer 0 pushed twice" and the other
+// "trainer 0 left".
+func TestSyncSessionDuplicateRank(t *testing.T) {
+	t.Run("same step", func(t *testing.T) {
+		s := newStore(t, 0, spec("w", 2, 2, SGD(1), Sync, 1))
+		e0 := pushAsync(s, 0, 0, 2, sessA0)
+		waitPushed(t, s, "w", 1)
+		wantDuplicate(t, "second rank 0", s.PushSyncSession(context.Background(), "w", 0, 0, 2, sessDup, grad(4, 0, 0)))
+		wantDuplicate(t, "first rank 0", <-e0)
+	})
+	t.Run("behind", func(t *testing.T) {
+		// The first rank 0 stepped with trainer 1 before the second
+		// pushed: the second's push is of a step gone by.
+		s := newStore(t, 0, spec("w", 2, 2, SGD(1), Sync, 1))
+		ctx := context.Background()
+		stepTogether(t, s, 0, sessA0, sessA1)
+		wantDuplicate(t, "second rank 0", s.PushSyncSession(ctx, "w", 0, 0, 2, sessDup, grad(4, 0, 0)))
+		e1 := pushAsync(s, 1, 1, 2, sessA1)
+		waitPushed(t, s, "w", 1)
+		// The second going fails nobody: it never was the table's rank 0.
+		s.LeaveTableSession("w", 0, sessDup)
+		wantDuplicate(t, "first rank 0", s.PushSyncSession(ctx, "w", 1, 0, 2, sessA0, grad(4, 0, 1)))
+		s.LeaveTableSession("w", 0, sessA0)
+		wantLeft(t, "trainer 1", <-e1, 0)
+	})
+}
+
+// TestHandleSyncSession: HandleSync gives the shard the sessions the
+// messages carry (a peer's pushes of two rank-0 processes are named as
+// such), and a leave of a session the table does not count is none.
+func TestHandleSyncSession(t *testing.T) {
+	s := newStore(t, 0, spec("w", 2, 2, SGD(1), Sync, 1))
+	h := NewHandler(s)
+	ctx := context.Background()
+	answer := func(b []byte) error {
+		if k, _ := PeekKind(b); k != KindError {
+			var a Ack
+			return DecodeAck(b, &a)
+		}
+		var m ErrorMsg
+		if err := DecodeErrorMsg(b, &m); err != nil {
+			return err
+		}
+		return &RemoteError{Code: m.Code, Text: m.Text}
+	}
+	push := func(session uint64) []byte {
+		return AppendPushSyncRequest(nil, &PushSyncRequest{Table: "w", World: 2, Grads: grad(4, 0, 0), Session: session})
+	}
+	first := make(chan error, 1)
+	go func() { first <- answer(h.HandleSync(ctx, push(sessA0), nil)) }()
+	waitPushed(t, s, "w", 1)
+	// A leave of the second process before it pushed: not the table's
+	// rank 0, so the first one's step goes on.
+	if err := answer(h.HandleSync(ctx, AppendLeaveRequest(nil, &LeaveRequest{Trainer: 0, Table: "w", Session: sessDup}), nil)); err != nil {
+		t.Fatal(err)
+	}
+	waitPushed(t, s, "w", 1)
+	wantDuplicate(t, "second rank 0", answer(h.HandleSync(ctx, push(sessDup), nil)))
+	wantDuplicate(t, "first rank 0", <-first)
+}
