@@ -18,7 +18,7 @@ import (
 // minor version of CheckpointMajor and refuses every other major version.
 const (
 	CheckpointMajor = 1
-	CheckpointMinor = 0
+	CheckpointMinor = 1 // 1: the save id (checkpoint_saveid.go)
 )
 
 // Checkpoint file layout (see the diagram in doc.go).
@@ -39,8 +39,8 @@ func FileName(table string, part int) string { return fmt.Sprintf("%s.part%d.kvt
 // memory (Spec.ShardBytes), which New and Create bounded.
 func (t *table) bodyLen() int64 { return int64(t.n) * int64(t.spec.rowBytes()) }
 
-// header encodes the checkpoint header of t. t.mu is held.
-func (t *table) header(part int) []byte {
+// header encodes the checkpoint header of t, of save info. t.mu is held.
+func (t *table) header(part int, info SaveInfo) []byte {
 	s := &t.spec
 	h := make([]byte, 0, ckHeaderLen)
 	h = append(h, ckMagic...)
@@ -68,7 +68,9 @@ func (t *table) header(part int) []byte {
 	copy(name[:], s.Name)
 	h = append(h, name[:]...)
 	h = le.AppendUint32(h, crc32.Checksum(h, crcTable()))
-	return h[:ckHeaderLen] // zero padding up to the body
+	h = h[:ckHeaderLen]
+	putSaveInfo(h, info)
+	return h
 }
 
 // Save writes one checkpoint file per table shard into dir as one
@@ -81,13 +83,59 @@ func (t *table) header(part int) []byte {
 // failing) keeps them, and the next Save, Load or Recover finishes the
 // save; so a checkpoint is never some tables new and some old. Each table
 // is written under its exclusive lock, so each file is one consistent
-// snapshot; pushes to that table wait meanwhile.
+// snapshot; pushes to that table wait meanwhile. The files are of a new
+// save (NewSaveID), and replace this part's exit save.
 func (s *Store) Save(dir string) error {
-	p, err := s.PrepareSave(context.Background(), dir)
+	p, err := s.PrepareSave(context.Background(), dir, NewSaveID())
 	if err != nil {
 		return err
 	}
 	return p.Commit()
+}
+
+// SaveExit is Save for a node stopping on its own: the files are of an
+// exit save, ExitFileName, written beside this part's files of the last
+// coordinated save instead of over them (the other nodes keep theirs of
+// that save: replacing this node's would leave the cluster's checkpoint
+// of two saves). A previous exit save of the part is replaced. It
+// returns what the files record.
+func (s *Store) SaveExit(dir string) (SaveInfo, error) {
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
+	if _, err := recoverSave("save", dir, s.part); err != nil {
+		return SaveInfo{}, err
+	}
+	info := SaveInfo{ID: NewSaveID(), Exit: true, Base: s.coordinatedInPlace(dir)}
+	ents, err := s.writeAll(dir, info)
+	if err != nil {
+		return SaveInfo{}, err
+	}
+	if committed, err := commitJournal(dir, s.part, ents, s.syncDir); err != nil {
+		if !committed {
+			removeTemps(dir, ents)
+		}
+		return SaveInfo{}, err
+	}
+	if err := applyJournal(dir, s.part, ents); err != nil {
+		return SaveInfo{}, fmt.Errorf("kv: save: %w", err)
+	}
+	return info, nil
+}
+
+// coordinatedInPlace is the save of this part's FileName files in dir
+// when they are all of one (0 otherwise, and for legacy files): the
+// save an exit save written now follows. s.saveMu is held.
+func (s *Store) coordinatedInPlace(dir string) SaveID {
+	set := s.set.Load()
+	id := SaveID(0)
+	for i, name := range set.names {
+		info, ok, err := peekSave(filepath.Join(dir, FileName(name, s.part)))
+		if err != nil || !ok || info.Exit || (i > 0 && info.ID != id) {
+			return 0
+		}
+		id = info.ID
+	}
+	return id
 }
 
 // PreparedSave is Save cut in two, for a checkpoint of several nodes
@@ -104,15 +152,22 @@ type PreparedSave struct {
 	done atomic.Bool
 }
 
+// Every file of a prepared save records its id: the coordinator's,
+// the same on every node (see checkpoint_saveid.go).
+
 // ErrSaveEnded is returned by Commit of a PreparedSave already committed
 // or aborted.
 var ErrSaveEnded = errors.New("kv: save already committed or aborted")
 
-// PrepareSave is the first half of Save (see PreparedSave). It waits
+// PrepareSave is the first half of Save (see PreparedSave), of save id
+// (not 0: every node of a coordinated save is given the same). It waits
 // for a save or load of the store under way until ctx ends: two nodes
 // preparing saves of each other at once then fail instead of waiting on
 // each other for ever.
-func (s *Store) PrepareSave(ctx context.Context, dir string) (*PreparedSave, error) {
+func (s *Store) PrepareSave(ctx context.Context, dir string, id SaveID) (*PreparedSave, error) {
+	if id == 0 {
+		return nil, fmt.Errorf("kv: save %s: save id 0 is the legacy save's: %w", dir, ErrSpec)
+	}
 	for wait := time.Millisecond; !s.saveMu.TryLock(); wait = min(2*wait, 50*time.Millisecond) {
 		t := time.NewTimer(wait)
 		select {
@@ -126,7 +181,7 @@ func (s *Store) PrepareSave(ctx context.Context, dir string) (*PreparedSave, err
 		s.saveMu.Unlock()
 		return nil, err
 	}
-	ents, err := s.writeAll(dir)
+	ents, err := s.writeAll(dir, SaveInfo{ID: id})
 	if err != nil {
 		s.saveMu.Unlock()
 		return nil, err
@@ -151,6 +206,7 @@ func (p *PreparedSave) Commit() error {
 	if err := applyJournal(p.dir, s.part, p.ents); err != nil {
 		return fmt.Errorf("kv: save: %w", err)
 	}
+	removeExitFiles(p.dir, s.part, p.ents)
 	return nil
 }
 
@@ -165,18 +221,23 @@ func (p *PreparedSave) Abort() {
 }
 
 // writeAll writes every table of s to its temporary file in dir and
-// returns the journal entries that put them in place. On an error it
-// removes the temporaries it wrote.
-func (s *Store) writeAll(dir string) ([]journalEntry, error) {
+// returns the journal entries that put them in place: FileName files, or
+// ExitFileName ones for an exit save. On an error it removes the
+// temporaries it wrote.
+func (s *Store) writeAll(dir string, info SaveInfo) ([]journalEntry, error) {
 	set := s.set.Load()
 	ents := make([]journalEntry, 0, len(set.names))
 	for _, name := range set.names {
-		tmp, err := set.tables[name].write(dir, s.part)
+		final := FileName(name, s.part)
+		if info.Exit {
+			final = ExitFileName(name, s.part)
+		}
+		tmp, err := set.tables[name].write(dir, s.part, final, info)
 		if err != nil {
 			removeTemps(dir, ents)
 			return nil, err
 		}
-		ents = append(ents, journalEntry{tmp: filepath.Base(tmp), final: FileName(name, s.part)})
+		ents = append(ents, journalEntry{tmp: filepath.Base(tmp), final: final})
 	}
 	return ents, nil
 }
@@ -188,11 +249,11 @@ func removeTemps(dir string, ents []journalEntry) {
 	}
 }
 
-// write writes t's shard of part to a new temporary file in dir, fsynced
-// and closed, and returns its name.
-func (t *table) write(dir string, part int) (_ string, err error) {
-	path := filepath.Join(dir, FileName(t.spec.Name, part))
-	f, err := os.CreateTemp(dir, tempPrefix(FileName(t.spec.Name, part))+"*")
+// write writes t's shard of part, of save info, to a new temporary file
+// in dir that replaces final, fsynced and closed, and returns its name.
+func (t *table) write(dir string, part int, final string, info SaveInfo) (_ string, err error) {
+	path := filepath.Join(dir, final)
+	f, err := os.CreateTemp(dir, tempPrefix(final)+"*")
 	if err != nil {
 		return "", fmt.Errorf("kv: save %s: %w", path, err)
 	}
@@ -204,7 +265,7 @@ func (t *table) write(dir string, part int) (_ string, err error) {
 		}
 	}()
 	t.mu.Lock()
-	err = t.writeLocked(f, part)
+	err = t.writeLocked(f, part, info)
 	t.mu.Unlock()
 	if err != nil {
 		return "", err
@@ -219,9 +280,9 @@ func (t *table) write(dir string, part int) (_ string, err error) {
 }
 
 // writeLocked streams the header, body and body CRC. t.mu is held.
-func (t *table) writeLocked(f io.Writer, part int) error {
+func (t *table) writeLocked(f io.Writer, part int, info SaveInfo) error {
 	w := bufio.NewWriterSize(f, 1<<20)
-	if _, err := w.Write(t.header(part)); err != nil {
+	if _, err := w.Write(t.header(part, info)); err != nil {
 		return err
 	}
 	crc := uint32(0)

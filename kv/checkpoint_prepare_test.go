@@ -42,7 +42,7 @@ func TestPrepareSaveAbort(t *testing.T) {
 	}
 	before := dirFiles(t, dir)
 	train(t, s, 3, 6)
-	p, err := s.PrepareSave(context.Background(), dir)
+	p, err := s.PrepareSave(context.Background(), dir, NewSaveID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestPrepareSaveCommit(t *testing.T) {
 	s := newStore(t, 1, ckTables()...)
 	train(t, s, 0, 4)
 	want := snapshot(t, s)
-	p, err := s.PrepareSave(context.Background(), dir)
+	p, err := s.PrepareSave(context.Background(), dir, NewSaveID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,14 +108,14 @@ func TestPrepareSaveCommit(t *testing.T) {
 func TestPrepareSaveWaitsUntilCtx(t *testing.T) {
 	dir := t.TempDir()
 	s := newStore(t, 1, ckTables()...)
-	p, err := s.PrepareSave(context.Background(), dir)
+	p, err := s.PrepareSave(context.Background(), dir, NewSaveID())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Abort()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
-	if _, err := s.PrepareSave(ctx, dir); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting for another save or load of part 1 to end") {
+	if _, err := s.PrepareSave(ctx, dir, NewSaveID()); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting for another save or load of part 1 to end") {
 		t.Fatalf("second prepare: %v, want it to give up at its deadline", err)
 	}
 }

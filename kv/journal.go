@@ -107,10 +107,13 @@ func clip(s string) string {
 	return s
 }
 
-// isCheckpointName reports whether name is FileName(table, part) of a
-// valid table name.
+// isCheckpointName reports whether name is FileName(table, part) or
+// ExitFileName(table, part) of a valid table name.
 func isCheckpointName(name string, part int) bool {
 	table, ok := strings.CutSuffix(name, fmt.Sprintf(".part%d.kvt", part))
+	if !ok {
+		table, ok = strings.CutSuffix(name, fmt.Sprintf(".part%d.exit.kvt", part))
+	}
 	return ok && validName(table)
 }
 

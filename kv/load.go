@@ -22,6 +22,13 @@ import (
 // values before Load returns the error. A synchronous step being gathered
 // on a table that Load restores (or resets) fails with ErrStepFailed. A
 // save that a crash interrupted is finished or undone first (Recover).
+//
+// Each table is loaded from this part's exit save when it is newer than
+// its file of the last coordinated save, from that file otherwise (see
+// pickFile; Loaded says which). Files of different saves are refused
+// before any table changes (ErrMixedSaves, naming each file and its
+// save); that the other nodes loaded the same generation is the
+// caller's to check (Loaded).
 func (s *Store) Load(dir string) error {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
@@ -29,11 +36,38 @@ func (s *Store) Load(dir string) error {
 		return err
 	}
 	set := s.set.Load()
-	for _, name := range set.names {
-		if err := set.tables[name].load(dir, s.part); err != nil {
+	picked := make([]Loaded, len(set.names))
+	for i, name := range set.names {
+		l, err := set.tables[name].pickFile(dir, s.part)
+		if err != nil {
+			return err
+		}
+		picked[i] = l
+	}
+	if err := sameSave(picked); err != nil {
+		return err
+	}
+	for i, name := range set.names {
+		if err := s.loadPicked(set.tables[name], picked[i]); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// loadPicked loads t from l and records it (Loaded). s.saveMu is held.
+func (s *Store) loadPicked(t *table, l Loaded) error {
+	s.loadedMu.Lock()
+	delete(s.loaded, t.spec.Name)
+	s.loadedMu.Unlock()
+	// The kind the file's name says, not the one its header claims.
+	exit := filepath.Base(l.Path) == ExitFileName(t.spec.Name, s.part)
+	if err := t.load(l.Path, s.part, exit); err != nil {
+		return err
+	}
+	s.loadedMu.Lock()
+	s.loaded[t.spec.Name] = l
+	s.loadedMu.Unlock()
 	return nil
 }
 
@@ -49,11 +83,16 @@ func (s *Store) LoadTable(dir, name string) error {
 	if _, err := recoverSave("load", dir, s.part); err != nil {
 		return err
 	}
-	return t.load(dir, s.part)
+	l, err := t.pickFile(dir, s.part)
+	if err != nil {
+		return err
+	}
+	return s.loadPicked(t, l)
 }
 
-func (t *table) load(dir string, part int) error {
-	path := filepath.Join(dir, FileName(t.spec.Name, part))
+// load restores t from the checkpoint file at path, an exit save's when
+// exit is set.
+func (t *table) load(path string, part int, exit bool) error {
 	fail := func(err error, format string, args ...any) error {
 		return fmt.Errorf("kv: load %s: %s: %w", path, fmt.Sprintf(format, args...), err)
 	}
@@ -85,8 +124,15 @@ func (t *table) load(dir string, part int) error {
 	}
 	wantState := t.spec.Opt.hasState()
 	flags := le.Uint32(h[12:])
-	if hasState := flags&flagState != 0; hasState != wantState || flags&^flagState != 0 {
+	if hasState := flags&flagState != 0; hasState != wantState || flags&^(flagState|flagExit) != 0 {
 		return fail(ErrCorrupt, "flags %#x for optimiser %s", flags, t.spec.Opt.Kind)
+	}
+	info, err := decodeSaveInfo(h)
+	if err != nil {
+		return fmt.Errorf("kv: load %s: header: %w", path, err)
+	}
+	if info.Exit != exit {
+		return fail(ErrCorrupt, "%s in a file named as one of the other kind", info)
 	}
 	size := int64(ckHeaderLen) + t.bodyLen() + 4
 	if hs := le.Uint64(h[16:]); hs != uint64(size) || st.Size() != size {

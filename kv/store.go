@@ -61,6 +61,8 @@ type Store struct {
 	maxBytes    uint64    // Config.MaxBytes
 	bytes       uint64    // ShardBytes of the tables held; under createMu after New
 	scratch     sync.Pool // *scratch
+	loadedMu    sync.Mutex
+	loaded      map[string]Loaded // by table: the file it was loaded from (Loaded); under loadedMu
 	// syncDir fsyncs the checkpoint directory when Save commits its
 	// journal: the package's syncDir; tests make it fail.
 	syncDir func(dir string) error
@@ -81,7 +83,7 @@ func New(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{part: cfg.Part, syncTimeout: cfg.SyncTimeout, maxBytes: cfg.MaxBytes, syncDir: syncDir}
+	s := &Store{part: cfg.Part, syncTimeout: cfg.SyncTimeout, maxBytes: cfg.MaxBytes, syncDir: syncDir, loaded: map[string]Loaded{}}
 	if s.syncTimeout == 0 {
 		s.syncTimeout = DefaultSyncTimeout
 	}
@@ -176,6 +178,9 @@ func (s *Store) Drop(name string) bool {
 	slices.Sort(set.names)
 	s.set.Store(set)
 	s.bytes -= t.spec.ShardBytes(s.part)
+	s.loadedMu.Lock()
+	delete(s.loaded, name)
+	s.loadedMu.Unlock()
 	if t.sync != nil {
 		t.drop()
 	}
