@@ -67,6 +67,15 @@ func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward boo
 		if err != nil {
 			return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the other nodes: %v%s", err, undo), KVCode: kv.ErrorCode(err)}
 		}
+		if s.cfg.KV.Load {
+			if err := s.checkSaves(ctx, sp.Name); err != nil {
+				// Refused everywhere, not served mixed: a retry checks again.
+				if _, derr := s.drop(ctx, sp.Name, true); derr != nil {
+					err = fmt.Errorf("%w (dropping it again on the other nodes failed: %v)", err, derr)
+				}
+				return nil, &control.Error{Key: "table", Msg: err.Error()}
+			}
+		}
 	}
 	v, _ := s.store.Version(sp.Name)
 	return &control.TableInfo{Name: sp.Name, Rows: sp.Rows, Dim: sp.Dim, Bounds: sp.Bounds, Created: created, Version: v}, nil
@@ -136,18 +145,24 @@ func (s *kvServer) loadCreated(sp kv.Spec) error {
 	if !s.cfg.KV.Load {
 		return nil
 	}
-	path := filepath.Join(s.cfg.KV.CheckpointDir, kv.FileName(sp.Name, s.part))
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+	found := false
+	for _, name := range []string{kv.FileName(sp.Name, s.part), kv.ExitFileName(sp.Name, s.part)} {
+		if _, err := os.Stat(filepath.Join(s.cfg.KV.CheckpointDir, name)); err == nil {
+			found = true
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			// A file that may be there but cannot be looked at is no
+			// absent one: the initial rows would pass for resumed ones.
+			return fmt.Errorf("kv: load: %w", err)
+		}
+	}
+	if !found {
 		return nil
-	} else if err != nil {
-		// A file that may be there but cannot be looked at is no
-		// absent one: the initial rows would pass for resumed ones.
-		return fmt.Errorf("kv: load: %w", err)
 	}
 	if err := s.store.LoadTable(s.cfg.KV.CheckpointDir, sp.Name); err != nil {
 		return err
 	}
-	s.log.Info("kv table loaded", "table", sp.Name, "path", path)
+	l, _ := s.store.Loaded(sp.Name)
+	s.log.Info("kv table loaded", "table", sp.Name, "path", l.Path, "save", l.Save.String())
 	return nil
 }
 

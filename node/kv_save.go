@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
+	"strconv"
 	"time"
 
 	"graphnode/kv"
@@ -66,6 +66,7 @@ const (
 	saveCommit     = "commit"
 	saveAbort      = "abort"
 	saveCoordinate = "coordinate" // to the coordinator: run a save for the sender
+	saveCheck      = "check"      // does the peer hold table Table of save Save? (kv_save_check.go)
 )
 
 // saveCoordinator is the part whose node coordinates every save.
@@ -81,6 +82,10 @@ type peerSaveRequest struct {
 	// which runs one save at a time; an earlier build had every node
 	// coordinate its own saves and sends none.
 	Coordinated bool `json:"coordinated,omitempty"`
+	// Table and File are a check's (phase "check"): the table and what
+	// the sender loaded it from (Save is that save's key, loadedKey).
+	Table string `json:"check_table,omitempty"` // not "table": node-level requests share control.Request's keys
+	File  string `json:"check_file,omitempty"`
 }
 
 // preparedSave is a save a peer prepared on this node.
@@ -92,13 +97,15 @@ type preparedSave struct {
 
 // save checkpoints the kv shards. Without forward (a node stopping) it
 // saves this node's at once, after dropping the saves peers prepared on
-// it. With forward (a trainer's kv_save) it saves every node's, all or
+// it, as an exit save: beside this node's part of the last coordinated
+// save, not over it (kv.Store.SaveExit), for the other nodes keep
+// theirs of that save. With forward (a trainer's kv_save) it saves every node's, all or
 // none (see above); on a client node, which holds no shard, every
 // sampling node's (Dir is then "").
 func (s *kvServer) save(ctx context.Context, forward bool) (*control.SaveInfo, error) {
 	if !forward {
 		s.abortPrepared("this node is stopping", nil)
-		return s.saveLocal()
+		return s.saveExit()
 	}
 	dir := ""
 	if s.store != nil {
@@ -150,11 +157,11 @@ func (s *kvServer) coordinate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	local, err := s.store.PrepareSave(ctx, dir)
+	id := kv.NewSaveID().String()
+	local, err := s.store.PrepareSave(ctx, dir, kv.ParseSaveID(id))
 	if err != nil {
 		return err
 	}
-	id := fmt.Sprintf("%016x", rand.Uint64())
 	if err := s.sendSave(ctx, savePrepare, id); err != nil {
 		local.Abort()
 		s.abortPeers(ctx, id)
@@ -181,6 +188,21 @@ func (s *kvServer) saveLocal() (*control.SaveInfo, error) {
 	if err := s.store.Save(dir); err != nil {
 		return nil, err
 	}
+	return &control.SaveInfo{Dir: dir, Tables: s.store.Tables()}, nil
+}
+
+// saveExit writes this node's exit save (a node stopping).
+func (s *kvServer) saveExit() (*control.SaveInfo, error) {
+	dir, err := s.checkpointDir()
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.store.SaveExit(dir)
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("kv exit save written beside this node's part of the last coordinated save, which a restart with kv.load loads on every node",
+		"dir", dir, "save", info.ID.String(), "after", info.Base.String(), "files", "<table>.part"+strconv.Itoa(s.part)+".exit.kvt")
 	return &control.SaveInfo{Dir: dir, Tables: s.store.Tables()}, nil
 }
 
@@ -245,7 +267,7 @@ func (s *kvServer) peerSave(ctx context.Context, req []byte) error {
 		}
 		wctx, cancel := context.WithTimeout(ctx, savePrepareWait)
 		defer cancel()
-		p, err := s.store.PrepareSave(wctx, dir)
+		p, err := s.store.PrepareSave(wctx, dir, kv.ParseSaveID(r.Save))
 		if err != nil {
 			return err
 		}
@@ -279,6 +301,8 @@ func (s *kvServer) peerSave(ctx context.Context, req []byte) error {
 			ps.p.Abort()
 		}
 		return nil
+	case saveCheck:
+		return s.checkLoaded(&r)
 	}
 	return fmt.Errorf("node: kv_save from a peer: phase %q: %w", r.Phase, kv.ErrMalformed)
 }

@@ -1,0 +1,92 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"graphnode/kv"
+)
+
+// With kv.load, a table's shards must come back from one save on every
+// node: node 0's rows of one save beside node 1's of another are a model
+// no training produced. Each node picks its file (kv.Store.Load: its exit
+// save when newer than its part of the last coordinated save, that part
+// otherwise); the exit saves of every node, after one coordinated save,
+// are the cluster's shutdown checkpoint and agree. A trainer's kv_create of a loaded
+// table then asks every peer whether its shard came from the same save
+// (phase "check" of a peer kv_save, carrying the save's key and file).
+// A peer that holds another answers an error naming both files and
+// saves, and the table is dropped on every node: it is refused, not
+// served mixed. A peer of an earlier build answers that it does not know
+// the phase; it cannot tell, and the check passes with a warning.
+
+// loadedKey is what table's shard on this node was loaded from: its
+// generation (kv.Loaded.Generation: a coordinated save's id, "exit after
+// <id>", "legacy"), or "none" (its initial rows), and the file.
+func (s *kvServer) loadedKey(table string) (key, file string) {
+	l, ok := s.store.Loaded(table)
+	if !ok {
+		return "none", ""
+	}
+	return l.Generation(), l.Path
+}
+
+// describeLoaded says, in an error, that who loaded key from file.
+func describeLoaded(who, key, file string) string {
+	switch key {
+	case "none":
+		return who + " holds its initial rows (no checkpoint file loaded)"
+	case "legacy":
+		return fmt.Sprintf("%s loaded %s, of the legacy save (written before save ids)", who, file)
+	}
+	if strings.HasPrefix(key, "exit after ") {
+		return fmt.Sprintf("%s loaded %s, its exit save (%s)", who, file, key)
+	}
+	return fmt.Sprintf("%s loaded %s, of save %s", who, file, key)
+}
+
+// checkSaves asks every peer whether its shard of table was loaded from
+// the save this node's was; on a mismatch the error names each node's
+// file and save and what to do.
+func (s *kvServer) checkSaves(ctx context.Context, table string) error {
+	key, file := s.loadedKey(table)
+	body, err := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: saveCheck, Save: key, Table: table, File: file})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range s.peers() {
+		err := s.sendAck(ctx, p, body)
+		if errors.Is(err, kv.ErrMalformed) && strings.Contains(err.Error(), fmt.Sprintf("phase %q", saveCheck)) {
+			s.log.Warn("kv: a peer of an earlier build cannot tell which save its shard was loaded from: not checked", "part", p, "table", table)
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		if key == "legacy" {
+			s.log.Info("kv: table loaded from checkpoint files written before save ids: every node's are taken as one legacy save", "table", table, "path", file)
+		}
+		return nil
+	}
+	return fmt.Errorf("table %q: the nodes' checkpoint files are of different saves, which loaded together would mix rows no training produced: %s; %v. "+
+		"The table is not served. To load the last coordinated save (<table>.part<K>.kvt, kept on every node), move aside the exit saves "+
+		"(<table>.part<K>.exit.kvt, written by a node stopping on its own) on the nodes that loaded one; a node that lacks the save every other holds "+
+		"(a save split between prepare and commit) cannot be loaded with them: remove the files to start afresh; then create the table again: %w",
+		table, describeLoaded(fmt.Sprintf("part %d", s.part), key, file), errors.Join(errs...), kv.ErrMixedSaves)
+}
+
+// checkLoaded serves a peer's check: nil when this node's shard of
+// r.Table was loaded from save r.Save, an error naming both otherwise.
+func (s *kvServer) checkLoaded(r *peerSaveRequest) error {
+	key, file := s.loadedKey(r.Table)
+	if key == r.Save {
+		return nil
+	}
+	return fmt.Errorf("node: table %q: %s; %s: different saves", r.Table, describeLoaded(fmt.Sprintf("part %d", s.part), key, file), describeLoaded("the node that asked", r.Save, r.File))
+}

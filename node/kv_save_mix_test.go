@@ -1,0 +1,184 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"graphnode/kv"
+	"graphnode/node/control"
+	"graphnode/partition"
+)
+
+// kvPair is parts 0 and 1 of a two-part cluster, each with its own
+// checkpoint directory, each's messages to its peer served by the
+// other's KV (as the mesh would), and table "w" (rows 0–4 on part 0,
+// 5–9 on part 1) created on both.
+func kvPair(t *testing.T, dirs [2]string, load bool) ([2]*kvServer, control.TableSpec) {
+	t.Helper()
+	var ss [2]*kvServer
+	for p := range ss {
+		cfg := &Config{KV: KVConfig{CheckpointDir: dirs[p], Load: load, SyncTimeout: "5s"}}
+		cfg.Node.Part = p
+		s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss[p] = s
+	}
+	for p, s := range ss {
+		peer := ss[1-p]
+		s.send = func(ctx context.Context, part int, req []byte) ([]byte, error) {
+			if part != 1-p {
+				t.Errorf("part %d sent to part %d", p, part)
+			}
+			return peer.KV(ctx, req)
+		}
+	}
+	ts := control.TableSpec{Name: "w", Rows: control.Rows{N: 10}, Dim: 2, Optimizer: "sgd", LR: 1, Mode: "async"}
+	if err := ts.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return ss, ts
+}
+
+// train pushes a gradient of g to every row of each node's shard.
+func train(t *testing.T, ss [2]*kvServer, g float32) {
+	t.Helper()
+	for p, s := range ss {
+		ids := []uint64{uint64(5 * p), uint64(5*p + 4)}
+		if err := s.store.Push("w", ids, []float32{g, -g, 2 * g, g}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// shard is part p's rows of "w" and its version.
+func shard(t *testing.T, s *kvServer) ([]float32, uint64) {
+	t.Helper()
+	lo := uint64(5 * s.part)
+	rows, err := s.store.Pull("w", []uint64{lo, lo + 1, lo + 2, lo + 3, lo + 4}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := s.store.Version("w")
+	return rows, v
+}
+
+// TestKVExitSaveKeepsTheCoordinatedSave: node 1 stopped (SIGTERM) while
+// trainers trained, after a coordinated save, writes its checkpoint at
+// exit; that must not replace its part of the coordinated save, which
+// node 0 keeps. A restart with load = true must not serve node 0's rows
+// of that save with node 1's newer ones: the table is refused, naming
+// both files, and once node 1's exit save is moved aside both nodes
+// load the coordinated save.
+func TestKVExitSaveKeepsTheCoordinatedSave(t *testing.T) {
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss, ts := kvPair(t, dirs, false)
+	ctx := context.Background()
+	if _, err := ss[0].create(ctx, &ts, true); err != nil {
+		t.Fatal(err)
+	}
+	train(t, ss, 1)
+	if _, err := ss[0].save(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	var saved [2][]float32
+	var savedV [2]uint64
+	for p := range ss {
+		saved[p], savedV[p] = shard(t, ss[p])
+	}
+	coord1, err := os.ReadFile(filepath.Join(dirs[1], kv.FileName("w", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	train(t, ss, 3)
+	exitRows, _ := shard(t, ss[1])
+	if _, err := ss[1].save(ctx, false); err != nil { // node 1 stopping
+		t.Fatal(err)
+	}
+	if after, err := os.ReadFile(filepath.Join(dirs[1], kv.FileName("w", 1))); err != nil || string(after) != string(coord1) {
+		t.Fatalf("node 1's part of the coordinated save was replaced by its exit save (err %v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(dirs[1], "w.part1.exit.kvt")); err != nil {
+		t.Fatalf("the exit save is not kept beside the coordinated one: %v", err)
+	}
+
+	rs, ts := kvPair(t, dirs, true)
+	_, err = rs[0].create(ctx, &ts, true)
+	for _, want := range []string{filepath.Join(dirs[0], kv.FileName("w", 0)), filepath.Join(dirs[1], kv.ExitFileName("w", 1)), "different saves", "move aside the exit saves"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("kv_create with node 1's exit save beside node 0's coordinated save: error %v does not say %q", err, want)
+		}
+	}
+	if err := os.Rename(filepath.Join(dirs[1], kv.ExitFileName("w", 1)), filepath.Join(dirs[1], "aside")); err != nil {
+		t.Fatal(err)
+	}
+	rs, ts = kvPair(t, dirs, true)
+	if _, err := rs[1].create(ctx, &ts, true); err != nil {
+		t.Fatal(err)
+	}
+	for p := range rs {
+		rows, v := shard(t, rs[p])
+		if !slices.Equal(rows, saved[p]) || v != savedV[p] {
+			t.Errorf("part %d loaded rows %v at version %d, want the coordinated save's %v at %d (exit save's rows %v)", p, rows, v, saved[p], savedV[p], exitRows)
+		}
+	}
+}
+
+// TestKVLoadRefusesASplitSave: a coordinated save that node 0 committed
+// and node 1 did not (node 1 killed between prepare and commit) leaves
+// the nodes on two saves; a restart with load = true must refuse the
+// table with an error naming both files and saves, not serve node 0's
+// new rows with node 1's old ones.
+func TestKVLoadRefusesASplitSave(t *testing.T) {
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss, ts := kvPair(t, dirs, false)
+	ctx := context.Background()
+	if _, err := ss[0].create(ctx, &ts, true); err != nil {
+		t.Fatal(err)
+	}
+	train(t, ss, 1)
+	if _, err := ss[0].save(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	train(t, ss, 3)
+	deliver := ss[0].send
+	ss[0].send = func(ctx context.Context, part int, req []byte) ([]byte, error) {
+		var r peerSaveRequest
+		if json.Unmarshal(req, &r) == nil && r.Phase == saveCommit {
+			// Node 1 dies before the commit reaches it: its prepared
+			// save is dropped, its previous checkpoint kept.
+			ss[1].abortPrepared("killed", nil)
+			return nil, context.Canceled
+		}
+		return deliver(ctx, part, req)
+	}
+	if _, err := ss[0].save(ctx, true); err == nil || !strings.Contains(err.Error(), "commit on the other nodes") {
+		t.Fatalf("save split between the nodes: %v", err)
+	}
+
+	for asked := range 2 {
+		rs, ts := kvPair(t, dirs, true)
+		_, err := rs[asked].create(ctx, &ts, true)
+		if err == nil {
+			t.Fatalf("kv_create on part %d loaded a checkpoint split between two saves", asked)
+		}
+		for _, want := range []string{kv.FileName("w", 0), kv.FileName("w", 1), "different saves"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("kv_create on part %d: error %q does not say %q", asked, err, want)
+			}
+		}
+		for p, s := range rs {
+			if _, err := s.store.Version("w"); err == nil {
+				t.Errorf("kv_create on part %d: part %d still serves the table loaded from a split checkpoint", asked, p)
+			}
+		}
+	}
+}
