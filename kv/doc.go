@@ -28,7 +28,11 @@
 //     trainer's connection drops, and cancels that trainer's in-flight
 //     requests; Client.Leave leaves every Sync table, the tables of other
 //     jobs whose ranks have the same numbers included;
-//  5. calls Store.Save(dir) on request and on SIGTERM, after trainers stop.
+//  5. calls Store.PrepareSave(ctx, dir, id) and commits it on every node
+//     for a kv_save (id the coordinator's), and Store.SaveExit(dir) on
+//     SIGTERM, after trainers stop: an exit save is written beside the
+//     node's part of the last coordinated save, never over it
+//     (checkpoint_saveid.go).
 //
 // Trainers only see Client: Pull, Push (Async tables), PushSync and
 // PullVersion (Sync tables). The Client splits ids by owner (binary search
@@ -120,8 +124,9 @@
 //	offset  size  field
 //	     0     8  magic "GNODEKVT"
 //	     8     2  major version (1)     readers refuse any other
-//	    10     2  minor version (0)
+//	    10     2  minor version (1; 0 is read as one legacy save)
 //	    12     4  flags                 bit 0: optimiser state follows rows
+//	                                    bit 1: an exit save (SaveExit)
 //	    16     8  file size
 //	    24     4  part K                28  4  parts P
 //	    32     8  rows (whole table)    40  8  shard start   48  8  shard end
@@ -133,7 +138,9 @@
 //	    96     8  version (sync steps or pushes applied)
 //	   104    64  name, NUL-padded
 //	   168     4  CRC-32C of bytes [0, 168)
-//	   172    20  zero
+//	   172     8  save id (minor 1; zero in minor 0, as the rest to 192)
+//	   180     8  exit save: the coordinated save it follows, else 0
+//	   188     4  CRC-32C of bytes [0, 188)
 //	   192        body, n = shard rows:
 //	              rows           n·dim float32
 //	              adagrad: acc   n float32
