@@ -277,16 +277,18 @@ func (s *kvServer) forget(name string) bool {
 
 // leave tells every shard that trainer rank is gone from the Sync table
 // named table ("": from every Sync table), so that a step it belongs to
-// fails for the others at once instead of timing out.
-func (s *kvServer) leave(ctx context.Context, table string, rank int) {
+// fails for the others at once instead of timing out. session is the
+// departed connection's (0: any; never with table ""): a shard that
+// counts another session as the rank ignores it.
+func (s *kvServer) leave(ctx context.Context, table string, rank int, session uint64) {
 	if s.store != nil {
 		if table == "" {
 			s.store.Leave(rank)
 		} else {
-			s.store.LeaveTable(table, rank)
+			s.store.LeaveTableSession(table, rank, session)
 		}
 	}
-	req := kv.AppendLeaveRequest(nil, &kv.LeaveRequest{Trainer: uint32(rank), Table: table})
+	req := kv.AppendLeaveRequest(nil, &kv.LeaveRequest{Trainer: uint32(rank), Table: table, Session: session})
 	var wg sync.WaitGroup
 	for _, p := range s.peers() {
 		wg.Go(func() {
@@ -307,7 +309,7 @@ func (s *kvServer) leave(ctx context.Context, table string, rank int) {
 // kv_save forwarded by the peer that a trainer asked.
 func (s *kvServer) KV(ctx context.Context, req []byte) ([]byte, error) {
 	if req[0] != '{' {
-		return s.handler.Handle(ctx, req, nil), nil
+		return s.handler.HandleSync(ctx, req, nil), nil
 	}
 	var r control.Request
 	err := json.Unmarshal(req, &r)

@@ -3,6 +3,8 @@ package node
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"slices"
@@ -49,6 +51,25 @@ type kvConn struct {
 	ranks map[syncRank]struct{}
 	done  bool
 	rows  []float32
+	// session is the connection's nonce, drawn at its first synchronous
+	// push (0 until then): the node sends it with the connection's pushes
+	// and departures, so that the shards tell this process's steps from
+	// those of another process with the same rank, an earlier job's
+	// included (kv.Store.PushSyncSession).
+	session uint64
+}
+
+// newSession draws a connection's session: random, so that the
+// connections of every node (and of a node that restarts) differ, and
+// never 0, which means none.
+func newSession() uint64 {
+	var b [8]byte
+	for {
+		rand.Read(b[:]) // never fails (crypto/rand)
+		if s := binary.LittleEndian.Uint64(b[:]); s != 0 {
+			return s
+		}
+	}
 }
 
 // syncRank is a trainer's rank in the job of one Sync table.
@@ -123,9 +144,14 @@ func (s *kvServer) serveTrainerErr(ctx context.Context, body []byte, kc *kvConn)
 			return nil, err
 		}
 		// From here on, this connection speaks for trainer m.Trainer: if it
-		// drops, the trainer has left the job.
+		// drops, the trainer has left the job. Its pushes go under its
+		// session; a session the trainer sent is replaced, since the
+		// departures the shards learn of are the connection's.
 		kc.ranks[syncRank{m.Table, int(m.Trainer)}] = struct{}{}
-		if err := c.PushSync(ctx, m.Table, m.Step, int(m.Trainer), int(m.World), m.Grads); err != nil {
+		if kc.session == 0 {
+			kc.session = newSession()
+		}
+		if err := c.PushSyncSession(ctx, m.Table, m.Step, int(m.Trainer), int(m.World), kc.session, m.Grads); err != nil {
 			return nil, err
 		}
 		return kv.AppendAck(nil, &kv.Ack{Version: m.Step + 1}), nil
@@ -134,7 +160,7 @@ func (s *kvServer) serveTrainerErr(ctx context.Context, body []byte, kc *kvConn)
 		if err := kv.DecodeLeaveRequest(body, &m); err != nil {
 			return nil, err
 		}
-		s.leave(ctx, m.Table, int(m.Trainer))
+		s.leave(ctx, m.Table, int(m.Trainer), m.Session)
 		return kv.AppendAck(nil, &kv.Ack{}), nil
 	}
 	return nil, fmt.Errorf("node: kv: a %s is not a request: %w", kind, kv.ErrMalformed)
@@ -155,6 +181,6 @@ func (s *kvServer) closeConn(kc *kvConn) {
 		return cmp.Or(strings.Compare(a.table, b.table), cmp.Compare(a.rank, b.rank))
 	}) {
 		s.log.Warn("trainer left without kv_done; failing its synchronous steps", "table", r.table, "trainer", r.rank)
-		s.leave(ctx, r.table, r.rank)
+		s.leave(ctx, r.table, r.rank, kc.session)
 	}
 }

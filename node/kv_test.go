@@ -225,21 +225,26 @@ func TestKVTrainerLeavesOnlyItsTable(t *testing.T) {
 	parts := clusterParts(t, 2)
 	c := startClusterWith(t, parts, 2, "5s", func(int) string { return "[kv]\nsync_timeout = \"60s\"\n" })
 	ctx := context.Background()
-	ka := dialKV(t, c.sockets[0])
+	ka, ka1 := dialKV(t, c.sockets[0]), dialKV(t, c.sockets[1])
 	kb0, kb1 := dialKV(t, c.sockets[0]), dialKV(t, c.sockets[1])
 	ta, tb := kvTables()[0], kvTables()[0]
 	ta.Name, tb.Name = "job-a", "job-b"
-	for _, k := range []*client.KV{ka, kb0, kb1} {
+	for _, k := range []*client.KV{ka, ka1, kb0, kb1} {
 		for _, ts := range []control.TableSpec{ta, tb} {
 			if _, err := k.Create(ctx, ts); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	// Job A (world 1): its trainer 0 steps once, so its connection
-	// speaks for trainer 0 of job-a.
-	if err := ka.PushSync(ctx, "job-a", 0, 0, 1, grad(0, 0, 33)); err != nil {
-		t.Fatal(err)
+	// Job A (world 2): its trainers step once, so their connections
+	// speak for trainers 0 and 1 of job-a.
+	var wg sync.WaitGroup
+	var ea0, ea1 error
+	wg.Go(func() { ea0 = ka.PushSync(ctx, "job-a", 0, 0, 2, grad(0, 0, 33)) })
+	wg.Go(func() { ea1 = ka1.PushSync(ctx, "job-a", 0, 1, 2, grad(1, 0, 33)) })
+	wg.Wait()
+	if ea0 != nil || ea1 != nil {
+		t.Fatal(ea0, ea1)
 	}
 	// Job B (world 2): trainer 1 pushes step 0 through the other node and
 	// waits for trainer 0.
@@ -258,11 +263,102 @@ func TestKVTrainerLeavesOnlyItsTable(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("job B, trainer 1: %v", err)
 	}
-	// Job A's table did see its trainer leave: a step of world 2 that
-	// needs trainer 0 fails at once.
-	err := kb1.PushSync(ctx, "job-a", 1, 1, 2, grad(1, 1, 33))
+	// Job A's table did see its trainer leave: its trainer 1's next step
+	// fails at once.
+	err := ka1.PushSync(ctx, "job-a", 1, 1, 2, grad(1, 1, 33))
 	if !errors.Is(err, kv.ErrStepFailed) || !strings.Contains(err.Error(), "trainer 0 left") {
 		t.Fatalf("job A after its trainer 0 left: %v, want ErrStepFailed naming trainer 0", err)
+	}
+}
+
+// TestKVRerunAfterInterrupt: rank 0 of a job is interrupted (its
+// connection drops) while rank 1 waits in a step; rank 1 fails, naming
+// it, and says kv_done on its way out (or its departure never reached the
+// shards, as when its node died). A rerun whose rank 1 pushes first
+// trains: before, its first step failed at once ("trainer 0 left;
+// missing trainers [0]") and its rank 0 waited out the sync timeout.
+func TestKVRerunAfterInterrupt(t *testing.T) {
+	parts := clusterParts(t, 2)
+	c := startClusterWith(t, parts, 2, "5s", func(int) string { return "[kv]\nsync_timeout = \"60s\"\n" })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ts := kvTables()[0]
+	job := func() [2]*client.KV {
+		ks := [2]*client.KV{dialKV(t, c.sockets[0]), dialKV(t, c.sockets[1])}
+		for _, k := range ks {
+			if _, err := k.Create(ctx, ts); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return ks
+	}
+	step := func(ks [2]*client.KV, s int) {
+		t.Helper()
+		var errs [2]error
+		var wg sync.WaitGroup
+		for r := range 2 {
+			wg.Go(func() { errs[r] = ks[r].PushSync(ctx, "dense", uint64(s), r, 2, grad(r, s, 33)) })
+			time.Sleep(100 * time.Millisecond) // rank 1 pushes last
+		}
+		wg.Wait()
+		if errs[0] != nil || errs[1] != nil {
+			t.Fatalf("step %d: %v, %v", s, errs[0], errs[1])
+		}
+	}
+	a := job()
+	step(a, 0)
+	done := make(chan error, 1)
+	go func() { done <- a[1].PushSync(ctx, "dense", 1, 1, 2, grad(1, 1, 33)) }()
+	time.Sleep(200 * time.Millisecond)
+	a[0].Close()
+	if err := <-done; !errors.Is(err, kv.ErrStepFailed) || !strings.Contains(err.Error(), "trainer 0 left") {
+		t.Fatalf("job A, rank 1: %v, want ErrStepFailed naming trainer 0", err)
+	}
+	if err := a[1].Done(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a[1].Close()
+
+	b := job()
+	began := time.Now()
+	go func() { done <- b[1].PushSync(ctx, "dense", 1, 1, 2, grad(1, 1, 33)) }()
+	time.Sleep(200 * time.Millisecond)
+	if err := b[0].PushSync(ctx, "dense", 1, 0, 2, grad(0, 1, 33)); err != nil {
+		t.Fatalf("rerun, rank 0: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("rerun, rank 1 (pushed first): %v", err)
+	}
+	step(b, 2)
+	if d := time.Since(began); d > 10*time.Second {
+		t.Fatalf("the rerun's steps took %v", d)
+	}
+}
+
+// TestKVDuplicateRank: two trainers started with --rank 0 (world 2), on
+// different nodes. Both are told that two trainers push as rank 0;
+// before, one read "trainer 0 pushed twice" and the other waited for the
+// sync timeout, or read "trainer 0 left" once the first went.
+func TestKVDuplicateRank(t *testing.T) {
+	parts := clusterParts(t, 2)
+	c := startClusterWith(t, parts, 2, "5s", func(int) string { return "[kv]\nsync_timeout = \"60s\"\n" })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ka, kb := dialKV(t, c.sockets[0]), dialKV(t, c.sockets[1])
+	for _, k := range []*client.KV{ka, kb} {
+		if _, err := k.Create(ctx, kvTables()[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- ka.PushSync(ctx, "dense", 0, 0, 2, grad(0, 0, 33)) }()
+	time.Sleep(200 * time.Millisecond)
+	errb := kb.PushSync(ctx, "dense", 0, 0, 2, grad(0, 0, 33))
+	for i, err := range []error{<-done, errb} {
+		if !errors.Is(err, kv.ErrStepFailed) || !strings.Contains(err.Error(), "two trainers push as rank 0 (sessions ") ||
+			!strings.Contains(err.Error(), "give each trainer its own --rank") {
+			t.Errorf("trainer %d: %v, want two trainers named as rank 0", i, err)
+		}
 	}
 }
 
