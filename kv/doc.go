@@ -85,11 +85,16 @@
 // checkpoint's, or the initial ones if the load fails); otherwise the rows
 // and version stay as they were. A push whose step is not the step being
 // gathered is refused (ErrStep). A departed trainer is remembered, so a
-// later step that needs it fails at once, until a departed trainer pushes
-// again: that is a new process, a rerun of the job or a restarted
-// trainer, and every departure remembered until then is forgotten (the
-// trainers of a crashed job have all left; their rerun waits for each
-// of them as for any trainer). Each shard decides on its own: when a step fails on one shard after it
+// later step that needs it fails at once. Which later steps: a push or
+// leave may carry a session, a nonce of the trainer's connection that the
+// node draws (PushSyncSession, LeaveTableSession). With sessions, a
+// departure fails the steps of the processes there when it came, and of
+// no process that pushed first after it (a rerun of a crashed job trains
+// whichever rank pushes first), and two sessions pushing one rank's step
+// are both told that two trainers share the rank (see syncState in
+// sync.go). Without (an older sender), a departure counts until a
+// departed trainer pushes again: that is a new process, and every
+// departure remembered until then is forgotten. Each shard decides on its own: when a step fails on one shard after it
 // succeeded on another, the shards' versions differ and the job should
 // resume from the last checkpoint (as a failed collective ends a PyTorch
 // DDP job). PullVersion(v) waits until version >= v and returns rows of

@@ -93,7 +93,11 @@ func NewHandler(s *Store) *Handler {
 }
 
 // Handle decodes one request, runs it against the store and appends the
-// encoded answer (PullResponse, Ack or ErrorMsg) to dst. It never fails:
+// encoded answer (PullResponse, Ack or ErrorMsg) to dst. A
+// PushSyncRequest or LeaveRequest that carries a session goes to the
+// store with it (PushSyncSession, LeaveTableSession; none is session 0,
+// the rules of an older sender), so a trainer's session reaches the
+// shards of other nodes. It never fails:
 // every problem, a malformed request included, becomes an ErrorMsg. It
 // blocks as long as the request does (a PushSync until its step ends, a
 // Pull with MinVersion until the version exists), bounded by ctx. Safe for
@@ -155,7 +159,7 @@ func (h *Handler) handle(ctx context.Context, req, dst []byte) ([]byte, error) {
 		if err != nil {
 			return dst, err
 		}
-		if err := s.PushSync(ctx, m.Table, m.Step, int(m.Trainer), int(m.World), m.Grads); err != nil {
+		if err := s.PushSyncSession(ctx, m.Table, m.Step, int(m.Trainer), int(m.World), m.Session, m.Grads); err != nil {
 			return dst, err
 		}
 		return AppendAck(dst, &Ack{Version: t.version.Load()}), nil
@@ -167,7 +171,7 @@ func (h *Handler) handle(ctx context.Context, req, dst []byte) ([]byte, error) {
 		if m.Table == "" {
 			s.Leave(int(m.Trainer))
 		} else {
-			s.LeaveTable(m.Table, int(m.Trainer))
+			s.LeaveTableSession(m.Table, int(m.Trainer), m.Session)
 		}
 		return AppendAck(dst, &Ack{}), nil
 	}

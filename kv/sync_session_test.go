@@ -187,10 +187,10 @@ func TestSyncSessionDuplicateRank(t *testing.T) {
 	})
 }
 
-// TestHandleSyncSession: HandleSync gives the shard the sessions the
+// TestHandleSession: Handle gives the shard the sessions the
 // messages carry (a peer's pushes of two rank-0 processes are named as
 // such), and a leave of a session the table does not count is none.
-func TestHandleSyncSession(t *testing.T) {
+func TestHandleSession(t *testing.T) {
 	s := newStore(t, 0, spec("w", 2, 2, SGD(1), Sync, 1))
 	h := NewHandler(s)
 	ctx := context.Background()
@@ -209,14 +209,14 @@ func TestHandleSyncSession(t *testing.T) {
 		return AppendPushSyncRequest(nil, &PushSyncRequest{Table: "w", World: 2, Grads: grad(4, 0, 0), Session: session})
 	}
 	first := make(chan error, 1)
-	go func() { first <- answer(h.HandleSync(ctx, push(sessA0), nil)) }()
+	go func() { first <- answer(h.Handle(ctx, push(sessA0), nil)) }()
 	waitPushed(t, s, "w", 1)
 	// A leave of the second process before it pushed: not the table's
 	// rank 0, so the first one's step goes on.
-	if err := answer(h.HandleSync(ctx, AppendLeaveRequest(nil, &LeaveRequest{Trainer: 0, Table: "w", Session: sessDup}), nil)); err != nil {
+	if err := answer(h.Handle(ctx, AppendLeaveRequest(nil, &LeaveRequest{Trainer: 0, Table: "w", Session: sessDup}), nil)); err != nil {
 		t.Fatal(err)
 	}
 	waitPushed(t, s, "w", 1)
-	wantDuplicate(t, "second rank 0", answer(h.HandleSync(ctx, push(sessDup), nil)))
+	wantDuplicate(t, "second rank 0", answer(h.Handle(ctx, push(sessDup), nil)))
 	wantDuplicate(t, "first rank 0", <-first)
 }

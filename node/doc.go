@@ -163,11 +163,17 @@
 // and every rank the connection pushed steps for leaves every shard
 // (Store.Leave here, LeaveRequest to the peers), so the step fails at
 // once for the other trainers with an error naming the rank, instead of
-// at the sync timeout. kv_done before closing marks a clean finish.
+// at the sync timeout. kv_done before closing marks a clean finish. The
+// connection's synchronous pushes and leaves carry a session drawn at its
+// first push (kv_conn.go), so the shards tell a rerun's trainers from the
+// departed ones of the job before, and name two trainers of one rank.
 //
 // kv_save checkpoints this node's shards into kv.checkpoint_dir and asks
 // every peer to do the same; at shutdown (SIGTERM), after the control
-// connections have ended, the node checkpoints again (kv.save_on_exit).
+// connections have ended, the node checkpoints again (kv.save_on_exit),
+// beside its part of the last kv_save, never over it; a kv_create that
+// loads a table asks every peer which save its shard came from and
+// refuses a mix (kv_save_check.go).
 // With kv.load, the declared tables are restored at start and created
 // tables when their checkpoint file exists.
 //

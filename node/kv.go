@@ -309,7 +309,7 @@ func (s *kvServer) leave(ctx context.Context, table string, rank int, session ui
 // kv_save forwarded by the peer that a trainer asked.
 func (s *kvServer) KV(ctx context.Context, req []byte) ([]byte, error) {
 	if req[0] != '{' {
-		return s.handler.HandleSync(ctx, req, nil), nil
+		return s.handler.Handle(ctx, req, nil), nil
 	}
 	var r control.Request
 	err := json.Unmarshal(req, &r)
