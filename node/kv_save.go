@@ -201,7 +201,7 @@ func (s *kvServer) saveExit() (*control.SaveInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.log.Info("kv exit save written beside this node's part of the last coordinated save, which a restart with kv.load loads on every node",
+	s.log.Info("kv exit save written; this node's files of the last kv_save, if any, stay beside it",
 		"dir", dir, "save", info.ID.String(), "after", info.Base.String(), "files", "<table>.part"+strconv.Itoa(s.part)+".exit.kvt")
 	return &control.SaveInfo{Dir: dir, Tables: s.store.Tables()}, nil
 }
