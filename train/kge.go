@@ -47,6 +47,8 @@ type KGEConfig struct {
 	// Epochs of StepsPerEpoch steps each. Every trainer runs the same
 	// number of steps (the caller sizes an epoch to the largest part's
 	// triples), cycling through its own triples in a fresh order per pass.
+	// Epochs 0 trains nothing: Run evaluates the tables as they are
+	// (DGL-KE's dglke_eval of a saved model).
 	Epochs, StepsPerEpoch int
 	Seed                  uint64
 	Rank, World           int
@@ -101,8 +103,8 @@ func (c *KGEConfig) Validate() error {
 	if advOK && regOK && (c.AdvTemp < 0 || c.RegCoef < 0 || c.RegNorm < 1 && c.RegCoef > 0) {
 		bad("adversarial temperature %g, regularisation %g (norm %d): want >= 0 (norm >= 1)", c.AdvTemp, c.RegCoef, c.RegNorm)
 	}
-	if c.Epochs < 1 || c.StepsPerEpoch < 1 {
-		bad("%d epochs of %d steps: both must be positive", c.Epochs, c.StepsPerEpoch)
+	if c.Epochs < 0 || c.StepsPerEpoch < 1 {
+		bad("%d epochs of %d steps: want epochs >= 0 and steps >= 1", c.Epochs, c.StepsPerEpoch)
 	}
 	if c.World < 1 || c.Rank < 0 || c.Rank >= c.World {
 		bad("rank %d of world %d", c.Rank, c.World)
@@ -226,11 +228,28 @@ func (k *KGE) checkTriples(ts []Triple) error {
 }
 
 // Run trains cfg.Epochs epochs on data.Train, evaluating as cfg says when
-// data.Eval is not empty, and calls report after every epoch. All
-// trainers must call Run with the same Eval list and Filter presence. An
-// evaluation triple naming an entity or relation outside the tables is an
-// error (ErrInvalid, naming it) before the first step.
+// data.Eval is not empty, and calls report after every epoch. With
+// cfg.Epochs 0 it trains nothing and evaluates the tables once, reported
+// as epoch 0 of no step. All trainers must call Run with the same Eval
+// list and Filter presence. An evaluation triple naming an entity or
+// relation outside the tables is an error (ErrInvalid, naming it) before
+// the first step.
 func (k *KGE) Run(ctx context.Context, data KGEData, report func(KGEEpochStats)) ([]KGEEpochStats, error) {
+	if k.cfg.Epochs == 0 {
+		if err := k.checkTriples(data.Eval); err != nil {
+			return nil, fmt.Errorf("train: kge: evaluation %w", err)
+		}
+		st := KGEEpochStats{}
+		if len(data.Eval) > 0 {
+			if err := k.evalInto(ctx, data, &st, make([]float32, KGESyncLen)); err != nil {
+				return nil, fmt.Errorf("train: kge: evaluation: %w", err)
+			}
+		}
+		if report != nil {
+			report(st)
+		}
+		return []KGEEpochStats{st}, nil
+	}
 	if len(data.Train) == 0 {
 		return nil, fmt.Errorf("train: kge: rank %d has no training triples: %w", k.cfg.Rank, ErrInvalid)
 	}
@@ -284,17 +303,9 @@ func (k *KGE) Run(ctx context.Context, data KGEData, report func(KGEEpochStats))
 		st.Loss = float64(vec[0]) / math.Max(float64(vec[1]), 1)
 		st.Triples = int64(vec[2])
 		if evalNow {
-			t := time.Now()
-			m, err := k.evaluate(ctx, data.Eval, data.Filter)
-			if err != nil {
+			if err := k.evalInto(ctx, data, &st, vec); err != nil {
 				return all, fmt.Errorf("train: kge: evaluation after epoch %d: %w", epoch, err)
 			}
-			clear(vec)
-			m.vector(vec[3:])
-			if err := k.allReduce(ctx, vec); err != nil {
-				return all, fmt.Errorf("train: kge: evaluation after epoch %d: %w", epoch, err)
-			}
-			st.Evaluated, st.Eval, st.EvalTime = true, kgeMetricsFrom(vec[3:]), time.Since(t)
 		}
 		all = append(all, st)
 		if report != nil {
@@ -302,4 +313,22 @@ func (k *KGE) Run(ctx context.Context, data KGEData, report func(KGEEpochStats))
 		}
 	}
 	return all, nil
+}
+
+// evalInto ranks data.Eval, this trainer's share, merges every trainer's
+// metrics through the sync table (vec, KGESyncLen long, is its scratch)
+// and sets st's evaluation.
+func (k *KGE) evalInto(ctx context.Context, data KGEData, st *KGEEpochStats, vec []float32) error {
+	t := time.Now()
+	m, err := k.evaluate(ctx, data.Eval, data.Filter)
+	if err != nil {
+		return err
+	}
+	clear(vec)
+	m.vector(vec[3:])
+	if err := k.allReduce(ctx, vec); err != nil {
+		return err
+	}
+	st.Evaluated, st.Eval, st.EvalTime = true, kgeMetricsFrom(vec[3:]), time.Since(t)
+	return nil
 }

@@ -297,12 +297,12 @@ func TestKGELossGrad(t *testing.T) {
 
 func TestKGEConfigValidate(t *testing.T) {
 	c := DefaultKGEConfig()
-	c.Model, c.Hidden, c.BatchSize, c.Epochs, c.Rank, c.World, c.Entities, c.RelationTable = "transx", 0, 0, 0, 2, 2, 1, c.EntityTable
+	c.Model, c.Hidden, c.BatchSize, c.Epochs, c.Rank, c.World, c.Entities, c.RelationTable = "transx", 0, 0, -1, 2, 2, 1, c.EntityTable
 	err := c.Validate()
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("err = %v", err)
 	}
-	for _, want := range []string{"transx", "hidden 0", "batch size 0", "0 epochs", "rank 2 of world 2", "1 entities", "two distinct names"} {
+	for _, want := range []string{"transx", "hidden 0", "batch size 0", "-1 epochs", "rank 2 of world 2", "1 entities", "two distinct names"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not say %q:\n%v", want, err)
 		}
@@ -313,6 +313,10 @@ func TestKGEConfigValidate(t *testing.T) {
 	good := kgeTestConfig("rotate", 10)
 	if err := good.Validate(); err != nil {
 		t.Errorf("valid config: %v", err)
+	}
+	good.Epochs = 0 // evaluate only
+	if err := good.Validate(); err != nil {
+		t.Errorf("0 epochs: %v", err)
 	}
 }
 

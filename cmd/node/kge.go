@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -98,7 +99,7 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.Float64Var(&f.cfg.AdvTemp, "adv-temp", 0, "self-adversarial negative weighting with this temperature (0: off)")
 	fs.Float64Var(&f.cfg.RegCoef, "reg-coef", f.cfg.RegCoef, "coefficient of the Lp regulariser over the rows of each step (0: off)")
 	fs.IntVar(&f.cfg.RegNorm, "reg-norm", f.cfg.RegNorm, "p of the regulariser")
-	fs.IntVar(&f.cfg.Epochs, "epochs", f.cfg.Epochs, "epochs; an epoch is as many steps as the largest part needs to go through its triples once")
+	fs.IntVar(&f.cfg.Epochs, "epochs", f.cfg.Epochs, "epochs; an epoch is as many steps as the largest part needs to go through its triples once (0: train nothing, evaluate and --export the tables as they are, as dglke_eval)")
 	fs.IntVar(&f.cfg.StepsPerEpoch, "steps-per-epoch", 0, "steps per epoch (0: the largest part's triples / batch size, rounded up)")
 	fs.Uint64Var(&f.cfg.Seed, "seed", 1, "seed of the initial embeddings, the order and the negatives")
 	fs.StringVar(&f.eval, "eval", "test", "triples to rank after training: test, valid or none")
@@ -109,6 +110,10 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
 	fs.BoolVar(&f.save, "save", false, "checkpoint every kv table (kv_save) after training")
 	fs.StringVar(&f.export, "export", "", "rank 0 writes entity.npy (rows by the input's entity ids), relation.npy and config.json into this directory after training, the arrays also under DGL-KE's names <graph>_<Model>_entity.npy / _relation.npy (needs orig_ids.bin under --parts)")
+	if hint := dglkeFlagHint(fs, args); hint != "" {
+		fmt.Fprintf(a.stderr, "node kge: %s; node kge --help lists its flags\n", hint)
+		return errUsage
+	}
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -123,6 +128,53 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 		return errUsage
 	}
 	return f.run(ctx, a.stdout, newProgress(a.stderr))
+}
+
+// dglkeFlags maps dglke_train's flags that node kge spells otherwise (or
+// has no match for) to what it takes; the flags of the same name (--lr,
+// --gamma) need none.
+var dglkeFlags = map[string]string{
+	"model_name":               "--model",
+	"hidden_dim":               "--hidden",
+	"max_step":                 "--epochs and --steps-per-epoch",
+	"batch_size":               "--batch-size",
+	"neg_sample_size":          "--neg-size",
+	"neg_adversarial_sampling": "--adv-temp (self-adversarial weighting at a temperature > 0)",
+	"adv":                      "--adv-temp (self-adversarial weighting at a temperature > 0)",
+	"adversarial_temperature":  "--adv-temp",
+	"a":                        "--adv-temp",
+	"regularization_coef":      "--reg-coef",
+	"rc":                       "--reg-coef",
+	"regularization_norm":      "--reg-norm",
+	"rn":                       "--reg-norm",
+	"g":                        "--gamma",
+	"data_path":                "--parts (a directory of node partition --format kg)",
+	"dataset":                  "--parts (a directory of node partition --format kg)",
+	"save_path":                "--export (the embeddings as .npy) or --save (a kv checkpoint)",
+	"eval_interval":            "--eval-every (in epochs)",
+	"test":                     "--eval test",
+	"valid":                    "--eval valid",
+	"no_eval_filter":           "--eval-filter=false",
+	"eval_percent":             "--eval-sample (a count of triples)",
+	"num_proc":                 "one node kge per part (--rank, --world-size)",
+}
+
+// dglkeFlagHint says which flag of node kge a dglke_train flag in args
+// is, for the first one fs does not define; "" when there is none.
+func dglkeFlagHint(fs *flag.FlagSet, args []string) string {
+	for _, a := range args {
+		if a == "--" {
+			return ""
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || fs.Lookup(name) != nil {
+			continue
+		}
+		if ours, ok := dglkeFlags[name]; ok {
+			return fmt.Sprintf("%s is dglke_train's flag: node kge takes %s", strings.SplitN(a, "=", 2)[0], ours)
+		}
+	}
+	return ""
 }
 
 // check reports every bad flag before anything connects or is read: they
@@ -148,8 +200,11 @@ func (f *kgeFlags) check() error {
 	if lr := float64(float32(f.lr)); !(lr > 0) || math.IsInf(lr, 0) {
 		bad("--lr %g: want > 0 and finite as a float32", f.lr)
 	}
-	if f.cfg.Epochs < 1 {
-		bad("--epochs %d: want ≥ 1", f.cfg.Epochs)
+	switch {
+	case f.cfg.Epochs < 0:
+		bad("--epochs %d: want ≥ 0 (0: evaluate or export the tables as they are)", f.cfg.Epochs)
+	case f.cfg.Epochs == 0 && f.eval == "none" && f.export == "" && !f.save:
+		bad("--epochs 0 --eval none: nothing to do (with --epochs 0 give --eval, --export or --save)")
 	}
 	if f.cfg.StepsPerEpoch < 0 {
 		bad("--steps-per-epoch %d: want ≥ 0 (0: the largest part's triples / batch size)", f.cfg.StepsPerEpoch)
@@ -200,7 +255,7 @@ func (f *kgeFlags) check() error {
 	cfg := f.cfg
 	cfg.Entities, cfg.Relations = 2, 1
 	cfg.EntityTable, cfg.RelationTable = f.prefix+".entity", f.prefix+".relation"
-	cfg.Epochs, cfg.StepsPerEpoch = max(cfg.Epochs, 1), max(cfg.StepsPerEpoch, 1)
+	cfg.Epochs, cfg.StepsPerEpoch = max(cfg.Epochs, 0), max(cfg.StepsPerEpoch, 1)
 	cfg.BatchSize, cfg.NegSize, cfg.Hidden, cfg.EvalEvery = max(cfg.BatchSize, 1), max(cfg.NegSize, 1), max(cfg.Hidden, 1), max(cfg.EvalEvery, 0)
 	cfg.World, cfg.Rank = 1, 0
 	cfg.AdvTemp, cfg.RegCoef, cfg.RegNorm = max(cfg.AdvTemp, 0), max(cfg.RegCoef, 0), max(cfg.RegNorm, 1)

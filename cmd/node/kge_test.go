@@ -121,6 +121,28 @@ func TestKGEFB15k237(t *testing.T) {
 
 	checkKGEExport(t, export, parts, cl.sockets[1])
 
+	// --epochs 0 evaluates (and exports) the tables as they are, as
+	// dglke_eval does a saved model: the same ranks as the evaluation
+	// after the last step, and no row moves.
+	before := pullKGERows(t, cl.sockets[0])
+	again := filepath.Join(t.TempDir(), "again")
+	evalOnly := runKGEJob(t, bin, cl.sockets, parts, append(common, "--epochs", "0", "--eval-filter=false", "--export", again)...)
+	for r, ls := range evalOnly {
+		if len(ls) != 1 || ls[0].Epoch != 0 || ls[0].Steps != 0 || !ls[0].Evaluated || ls[0].KGEEval == nil {
+			t.Fatalf("rank %d, --epochs 0: %+v, want one evaluated line of epoch 0 and no step", r, ls)
+		}
+		if e := ls[0]; e.MRR != raw.MRR || e.MR != raw.MR || e.Hits10 != raw.Hits10 || e.Ranks != raw.Ranks {
+			t.Errorf("rank %d, --epochs 0: MRR %v MR %v hits@10 %v over %d ranks, want the last job's %v %v %v over %d",
+				r, e.MRR, e.MR, e.Hits10, e.Ranks, raw.MRR, raw.MR, raw.Hits10, raw.Ranks)
+		}
+	}
+	if after := pullKGERows(t, cl.sockets[0]); !slices.Equal(before, after) {
+		t.Errorf("--epochs 0 moved the rows")
+	}
+	if a, b := readNPY(t, filepath.Join(export, kgeEntityFile), 14541, 100), readNPY(t, filepath.Join(again, kgeEntityFile), 14541, 100); !slices.Equal(a, b) {
+		t.Errorf("--epochs 0 exported other entity rows than the job before")
+	}
+
 	own := filepath.Join(t.TempDir(), "own")
 	copyHostParts(t, parts, own, 0)
 	// What `node fetch` without --all gives a host: graph.toml and its part.
@@ -298,7 +320,8 @@ func TestKGEFlagErrors(t *testing.T) {
 		{[]string{"--lr", "1e300"}, "--lr 1e+300: want > 0 and finite"},
 		{[]string{"--lr", "1e-50"}, "--lr 1e-50: want > 0 and finite as a float32"},
 		// Named by their flags, not by a "1 steps" nobody gave.
-		{[]string{"--epochs", "0"}, "--epochs 0: want ≥ 1"},
+		{[]string{"--epochs", "-1"}, "--epochs -1: want ≥ 0 (0: evaluate or export the tables as they are)"},
+		{[]string{"--epochs", "0", "--eval", "none"}, "--epochs 0 --eval none: nothing to do"},
 		{[]string{"--steps-per-epoch", "-1"}, "--steps-per-epoch -1: want ≥ 0"},
 		{[]string{"--model", "transx"}, `kge model "transx": unknown`},
 		// Named by their flags: "batch size 0 and negatives 256", "rank 0
@@ -319,6 +342,12 @@ func TestKGEFlagErrors(t *testing.T) {
 		// Refused by kv_create only once every triple was read.
 		{[]string{"--table-prefix", ""}, `--table-prefix "": the tables' names (".entity")`},
 		{[]string{"--table-prefix", "my/job"}, `--table-prefix "my/job": the tables' names ("my/job.entity")`},
+		// dglke_train's flags name ours, not only "flag provided but not
+		// defined" and the usage.
+		{[]string{"--model_name", "TransE_l2"}, "node kge: --model_name is dglke_train's flag: node kge takes --model; node kge --help lists its flags\n"},
+		{[]string{"--hidden_dim=400"}, "node kge: --hidden_dim is dglke_train's flag: node kge takes --hidden; node kge --help lists its flags\n"},
+		{[]string{"-adv"}, "node kge: -adv is dglke_train's flag: node kge takes --adv-temp (self-adversarial weighting at a temperature > 0); node kge --help lists its flags\n"},
+		{[]string{"--max_step", "80000"}, "node kge: --max_step is dglke_train's flag: node kge takes --epochs and --steps-per-epoch; node kge --help lists its flags\n"},
 	} {
 		args := append([]string{"kge", "--socket", filepath.Join(dir, "none.sock"), "--parts", filepath.Join(dir, "parts")}, tc.flags...)
 		code, _, stderr := runNode(t, args...)
@@ -521,4 +550,26 @@ func TestKGEExportFiles(t *testing.T) {
 	if e, err := os.ReadDir(dir); err != nil || len(e) != 5 {
 		t.Errorf("export directory holds %v (%v), want the 5 files and no temporary", e, err)
 	}
+}
+
+// pullKGERows pulls a few entity and relation rows of the kge tables.
+func pullKGERows(t *testing.T, socket string) []float32 {
+	t.Helper()
+	kvc, err := client.DialKV(context.Background(), socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kvc.Close()
+	var rows []float32
+	for _, q := range []struct {
+		table string
+		ids   []uint64
+	}{{"kge.entity", []uint64{0, 7000, 14540}}, {"kge.relation", []uint64{0, 236}}} {
+		r, err := kvc.Pull(context.Background(), q.table, q.ids, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, r...)
+	}
+	return rows
 }
