@@ -140,6 +140,10 @@ func (n *Node) awaitPeers(ctx context.Context) {
 		err := n.mesh.cli.WaitReady(rctx)
 		cancel()
 		if err == nil {
+			if n.kv != nil {
+				// Before ready: trainers wait for it.
+				n.kv.checkLoadedAtStart(ctx)
+			}
 			n.becomeReady()
 			return
 		}

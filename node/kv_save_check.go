@@ -90,3 +90,27 @@ func (s *kvServer) checkLoaded(r *peerSaveRequest) error {
 	}
 	return fmt.Errorf("node: table %q: %s; %s: different saves", r.Table, describeLoaded(fmt.Sprintf("part %d", s.part), key, file), describeLoaded("the node that asked", r.Save, r.File))
 }
+
+// checkLoadedAtStart runs checkSaves, once the peers answer, for every
+// table that kv.load brought back at start ([[kv.tables]]): those are
+// served before any trainer's kv_create, the check's other occasion. A
+// table whose shards came from different saves is left out on this node
+// (each node checks, so every node leaves it out) and the error logged;
+// a trainer's kv_create of it loads it again and is refused with that
+// error.
+func (s *kvServer) checkLoadedAtStart(ctx context.Context) {
+	if s.store == nil || !s.cfg.KV.Load {
+		return
+	}
+	for _, name := range s.store.Tables() {
+		if _, ok := s.store.Loaded(name); !ok {
+			continue
+		}
+		if err := s.checkSaves(ctx, name); err != nil {
+			s.createMu.Lock()
+			s.forget(name)
+			s.createMu.Unlock()
+			s.log.Error("kv: table loaded at start left out", "table", name, "err", err)
+		}
+	}
+}

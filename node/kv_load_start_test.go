@@ -1,0 +1,78 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestKVLoadAtStartRefusesMixedSaves: a table of [[kv.tables]] is loaded
+// at start (kv.load), before any trainer's kv_create, so the check that
+// kv_create makes never ran for it, and node 1's exit save beside node
+// 0's part of the last kv_save was served mixed. The nodes now compare
+// what they loaded once their peers answer, before they say ready, and
+// leave the table out on a mismatch; a trainer's kv_create of it then
+// gets the error naming both files.
+func TestKVLoadAtStartRefusesMixedSaves(t *testing.T) {
+	parts := clusterParts(t, 2)
+	dirs := []string{t.TempDir(), t.TempDir()}
+	c := startClusterWith(t, parts, 2, "5s", func(p int) string {
+		// Node 0 writes no exit save: its part of the kv_save stays the
+		// newest it holds, while node 1's exit save is newer than its.
+		return fmt.Sprintf("[kv]\ncheckpoint_dir = %q\nload = false\nsave_on_exit = %v\n"+
+			"[[kv.tables]]\nname = \"emb\"\nrows = \"nodes\"\ndim = 4\ninit = \"uniform\"\ninit_scale = 0.5\ninit_seed = 9\noptimizer = \"adagrad\"\nlr = 0.1\nmode = \"async\"\n",
+			dirs[p], p == 1)
+	})
+	ctx := context.Background()
+	k1 := dialKV(t, c.sockets[1])
+	ids := []uint64{0, 1, 2999, 1500}
+	if err := k1.Push(ctx, "emb", ids, grad(0, 0, 16)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k1.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := k1.Push(ctx, "emb", ids, grad(1, 1, 16)); err != nil {
+		t.Fatal(err)
+	}
+	k1.Done(ctx)
+	k1.Close()
+	for p := range 2 {
+		c.nodes[p].stop()
+	}
+	if !c.nodes[1].logHas("kv exit save written") || c.nodes[0].logHas("kv exit save written") {
+		t.Fatalf("want an exit save on node 1 alone; logs:\n%s\n%s", c.nodes[0].log, c.nodes[1].log)
+	}
+	for p := range 2 {
+		b, err := os.ReadFile(c.configs[p])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(c.configs[p], bytes.Replace(b, []byte("load = false"), []byte("load = true"), 1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c.nodes[p] = startDaemon(t, c.bin, c.configs[p], c.sockets[p], c.rings[p])
+	}
+	for p := range 2 {
+		c.waitReady(p)
+	}
+	for p := range 2 {
+		k := dialKV(t, c.sockets[p])
+		if _, err := k.Pull(ctx, "emb", ids, nil); err == nil || !strings.Contains(err.Error(), "unknown table") {
+			t.Errorf("node %d served the mixed table: pull %v", p, err)
+		}
+		if !c.nodes[p].logHas("different saves", "emb") {
+			t.Errorf("node %d did not log the mix:\n%s", p, c.nodes[p].log)
+		}
+		k.Close()
+	}
+	k0 := dialKV(t, c.sockets[0])
+	defer k0.Close()
+	_, err := k0.Create(ctx, kvTables()[1])
+	if err == nil || !strings.Contains(err.Error(), "emb.part0.kvt") || !strings.Contains(err.Error(), "emb.part1.exit.kvt") {
+		t.Errorf("kv_create of the mixed table: %v, want the error naming both files", err)
+	}
+}
