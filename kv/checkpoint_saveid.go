@@ -213,14 +213,19 @@ func (t *table) pickFile(dir string, part int) (Loaded, error) {
 		return Loaded{}, err
 	}
 	ei, eok, err := peekSave(exit)
-	if err != nil && !mok {
+	if err != nil {
+		// The newer checkpoint when it is whole: not passed over for the
+		// older one without a word.
+		if mok {
+			return Loaded{}, fmt.Errorf("%w (the exit save beside %s, of %s; move it aside to load that save)", err, main, mi)
+		}
 		return Loaded{}, err
 	}
 	if !mok && !eok {
 		_, err := os.Stat(main)
 		return Loaded{}, fmt.Errorf("kv: load: %w", err)
 	}
-	if err == nil && eok && (!mok || ei.Base == mi.ID) {
+	if eok && (!mok || ei.Base == mi.ID) {
 		return Loaded{Path: exit, Save: ei}, nil
 	}
 	return Loaded{Path: main, Save: mi}, nil

@@ -205,3 +205,24 @@ func TestDecodeSaveInfo(t *testing.T) {
 }
 
 func putCRC2(h []byte) { le.PutUint32(h[ckSaveCRC:], crc32.Checksum(h[:ckSaveCRC], crcTable())) }
+
+// TestLoadRefusesUnreadableExitSave: an exit save that cannot be read
+// beside a good file of the last coordinated save is an error naming
+// it, not passed over for the older save: it was the newer checkpoint.
+func TestLoadRefusesUnreadableExitSave(t *testing.T) {
+	sp := spec("w", 8, 2, SGD(1), Async, 1)
+	dir := t.TempDir()
+	s := newStore(t, 0, sp)
+	pushAll(t, s, 1)
+	if err := s.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	exit := filepath.Join(dir, ExitFileName("w", 0))
+	if err := os.WriteFile(exit, []byte("GNODEKVT but not a header"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := newStore(t, 0, sp).Load(dir)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), exit) || !strings.Contains(err.Error(), "move it aside") {
+		t.Fatalf("load beside an unreadable exit save: %v, want ErrCorrupt naming %s and what to do", err, exit)
+	}
+}
