@@ -253,7 +253,16 @@ func TestRemoteLoaderFailures(t *testing.T) {
 	rs.Close()
 	<-h.ended
 
-	before := sumStats(srv.srv.Metrics())
+	// The six requests so far, four of them failed, are counted when the
+	// server is done with them, which can be after their client saw the
+	// answer: a count taken at once missed the last one on a busy host.
+	before := sumStats(waitRequests(srv.srv, 6))
+	for deadline := time.Now().Add(5 * time.Second); before.Errors < 4 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		before = sumStats(srv.srv.Metrics())
+	}
+	if before.Requests != 6 || before.Errors != 4 {
+		t.Fatalf("server before the blocking loader: %d requests, %d errors; want 6, 4", before.Requests, before.Errors)
+	}
 	l, err = c.OpenLoader(ctx, 1, []byte("0 block"))
 	if err != nil {
 		t.Fatal(err)
