@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"graphnode/node/control"
 	"graphnode/sample"
@@ -78,6 +79,11 @@ func (n *Node) openLoader(ctx context.Context, o control.LoaderOptions) (*loader
 	return l, nil
 }
 
+// maxLoadersRefusal is in the error of a loader refused at
+// samplers.max_loaders; a client node retries such a refusal of a
+// sampling node it has just closed a loader on (startRelay).
+const maxLoadersRefusal = "samplers.max_loaders = "
+
 // reserveLoader takes a loader slot and id, unless the node is stopping
 // or serves samplers.max_loaders already. The caller fills the loader in
 // (startLoader, startRelay), then calls doneStarting.
@@ -88,8 +94,8 @@ func (n *Node) reserveLoader() (*loader, error) {
 	case n.mu.draining:
 		return nil, errStopping()
 	case len(n.mu.loaders) >= n.cfg.Samplers.MaxLoaders:
-		return nil, &control.Error{Msg: fmt.Sprintf("node serves %d loaders already (samplers.max_loaders = %d)",
-			len(n.mu.loaders), n.cfg.Samplers.MaxLoaders)}
+		return nil, &control.Error{Msg: fmt.Sprintf("node serves %d loaders already (%s%d)",
+			len(n.mu.loaders), maxLoadersRefusal, n.cfg.Samplers.MaxLoaders)}
 	}
 	n.mu.nextID++
 	l := &loader{id: n.mu.nextID}
@@ -235,6 +241,9 @@ func (n *Node) closeLoader(l *loader, why string) {
 		wg.Wait()
 		if relay != nil {
 			relay.stop()
+			n.mu.Lock()
+			n.mu.relayClosed[relay.server] = time.Now()
+			n.mu.Unlock()
 		}
 		if ring != nil {
 			if err := ring.Remove(); err != nil {

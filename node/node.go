@@ -107,6 +107,9 @@ type Node struct {
 		releasing int
 		// released, when not nil, is closed when releasing changes.
 		released chan struct{}
+		// relayClosed: when this node (a client node) last closed a
+		// loader sampled by each part's node (startRelay).
+		relayClosed map[int]time.Time
 		// holders are the control connections that own loaders: one
 		// whose trainer hung up gives its slots back as soon as its
 		// reader sees the end, which may come after the trainer's next
@@ -135,6 +138,7 @@ func New(cfg Config, log *slog.Logger) (*Node, error) {
 			return nil, err
 		}
 		n.mu.loaders = map[uint64]*loader{}
+		n.mu.relayClosed = map[int]time.Time{}
 		return n, nil
 	}
 	part := PartPath(cfg.Node.Parts, cfg.Node.Part)
@@ -171,6 +175,7 @@ func New(cfg Config, log *slog.Logger) (*Node, error) {
 	}
 	n.Executable = exe
 	n.mu.loaders = map[uint64]*loader{}
+	n.mu.relayClosed = map[int]time.Time{}
 	return n, nil
 }
 
@@ -542,11 +547,19 @@ func (n *Node) holding(c *net.UnixConn, held bool) {
 
 // holderGoneLocked reports whether the trainer of a connection that owns
 // loaders has hung up, though the node may not have read the end yet:
-// the kernel has marked the socket as soon as the trainer closed it.
-// n.mu must be held.
+// the kernel has marked the socket as soon as the trainer closed it. So
+// has a client node whose connection of a remote loader has ended
+// before the loader's close has begun (context.AfterFunc runs it on a
+// goroutine of its own: on a busy host a client node's next open came
+// first, 1 in 20 reopens). n.mu must be held.
 func (n *Node) holderGoneLocked() bool {
 	for c := range n.mu.holders {
 		if hungUp(c) {
+			return true
+		}
+	}
+	for _, l := range n.mu.loaders {
+		if rl := l.remote; rl != nil && rl.conn.Err() != nil {
 			return true
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"graphnode/mesh"
 	"graphnode/node/control"
@@ -42,6 +43,41 @@ func (r *relay) stop() {
 	r.wg.Wait()
 	r.remote.Close()
 }
+
+// relayReopenGrace is how long after closing a loader sampled by a
+// part's node a refusal of that node at samplers.max_loaders is asked
+// again: the sampling node learns of the close when the loader's
+// connection ends, and a trainer's next open_loader, sent at once, could
+// reach it first (the sampling node waits for closes it has seen,
+// awaitSlot, not for one still on the way).
+const relayReopenGrace = 2 * time.Second
+
+// openRemoteAgain opens the remote loader on server's node, asking again
+// every relayReopenRetry while it refuses at samplers.max_loaders within
+// relayReopenGrace of this node's closing a loader there.
+func (n *Node) openRemoteAgain(ctx context.Context, server int, body []byte) (*mesh.RemoteLoader, error) {
+	for {
+		remote, err := n.mesh.cli.OpenLoader(ctx, server, body)
+		var re *mesh.RemoteError
+		if err == nil || !errors.As(err, &re) || !strings.Contains(re.Message, maxLoadersRefusal) {
+			return remote, err
+		}
+		n.mu.Lock()
+		closed, ok := n.mu.relayClosed[server]
+		n.mu.Unlock()
+		if !ok || time.Since(closed) > relayReopenGrace {
+			return remote, err
+		}
+		select {
+		case <-ctx.Done():
+			return remote, err
+		case <-time.After(relayReopenRetry):
+		}
+	}
+}
+
+// relayReopenRetry is the pause between openRemoteAgain's asks.
+const relayReopenRetry = 20 * time.Millisecond
 
 // relayServer is the part whose node samples rank's loader: seeds are
 // split over the ranks in part order, so rank r of W holds mostly the
@@ -85,7 +121,7 @@ func (n *Node) startRelay(ctx context.Context, l *loader, o control.LoaderOption
 		case <-octx.Done():
 		}
 	}()
-	remote, err := n.mesh.cli.OpenLoader(octx, server, body)
+	remote, err := n.openRemoteAgain(octx, server, body)
 	cancelOpen()
 	if err != nil {
 		select {

@@ -31,6 +31,7 @@ const remoteAttachTimeout = 30 * time.Second
 type remoteLoader struct {
 	l      *loader
 	peer   string
+	conn   context.Context // the peer's connection: the loader closes with it
 	cons   *shm.Consumer
 	ctx    context.Context // ends when the loader closes: streams stop
 	cancel context.CancelFunc
@@ -79,7 +80,7 @@ func (n *Node) openRemote(ctx, conn context.Context, peer string, options []byte
 		n.closeLoader(l, "remote loader: describe")
 		return 0, nil, err
 	}
-	rl := &remoteLoader{l: l, peer: peer, cons: cons, claimed: make([]bool, l.info.SubRings), left: l.info.SubRings}
+	rl := &remoteLoader{l: l, peer: peer, conn: conn, cons: cons, claimed: make([]bool, l.info.SubRings), left: l.info.SubRings}
 	rl.ctx, rl.cancel = context.WithCancel(context.Background())
 	n.mu.Lock()
 	l.remote = rl
