@@ -176,6 +176,11 @@ func peekSave(path string) (info SaveInfo, ok bool, err error) {
 type Loaded struct {
 	Path string
 	Save SaveInfo
+	// Sync: the table is synchronous, and Version the step it loaded at.
+	// The exit saves of every node after one coordinated save agree only
+	// at one step (a node killed mid-training stopped at another).
+	Sync    bool
+	Version uint64
 }
 
 // Generation is the key under which the nodes of a cluster compare

@@ -65,6 +65,7 @@ func (s *Store) loadPicked(t *table, l Loaded) error {
 	if err := t.load(l.Path, s.part, exit); err != nil {
 		return err
 	}
+	l.Sync, l.Version = t.sync != nil, t.version.Load()
 	s.loadedMu.Lock()
 	s.loaded[t.spec.Name] = l
 	s.loadedMu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"graphnode/kv"
@@ -25,13 +26,19 @@ import (
 
 // loadedKey is what table's shard on this node was loaded from: its
 // generation (kv.Loaded.Generation: a coordinated save's id, "exit after
-// <id>", "legacy"), or "none" (its initial rows), and the file.
+// <id>", "legacy"; for the exit save of a synchronous table, " at step
+// <version>" after it: the nodes' exit saves after one coordinated save
+// agree only at one step), or "none" (its initial rows), and the file.
 func (s *kvServer) loadedKey(table string) (key, file string) {
 	l, ok := s.store.Loaded(table)
 	if !ok {
 		return "none", ""
 	}
-	return l.Generation(), l.Path
+	key = l.Generation()
+	if l.Save.Exit && l.Sync {
+		key += " at step " + strconv.FormatUint(l.Version, 10)
+	}
+	return key, l.Path
 }
 
 // describeLoaded says, in an error, that who loaded key from file.

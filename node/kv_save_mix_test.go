@@ -182,3 +182,50 @@ func TestKVLoadRefusesASplitSave(t *testing.T) {
 		}
 	}
 }
+
+// TestKVLoadRefusesExitSavesOfOtherSteps: every node's exit save follows
+// the same coordinated save, but node 1 stopped (killed mid-training)
+// at step 2 of a synchronous table and node 0 later, at step 3: loaded
+// together they are a model no step produced. The exit saves of a
+// synchronous table agree only at one step.
+func TestKVLoadRefusesExitSavesOfOtherSteps(t *testing.T) {
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss, _ := kvPair(t, dirs, false)
+	ts := control.TableSpec{Name: "s", Rows: control.Rows{N: 10}, Dim: 2, Optimizer: "sgd", LR: 1, Mode: "sync"}
+	if err := ts.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := ss[0].create(ctx, &ts, true); err != nil {
+		t.Fatal(err)
+	}
+	// One trainer (world 1): each of its pushes is a step on a shard.
+	step := func(p int) {
+		t.Helper()
+		v, _ := ss[p].store.Version("s")
+		if err := ss[p].store.PushSync(ctx, "s", v, 0, 1, make([]float32, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(0)
+	step(1)
+	if _, err := ss[0].save(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	step(0)
+	step(1)
+	if _, err := ss[1].save(ctx, false); err != nil { // node 1 killed at step 2
+		t.Fatal(err)
+	}
+	step(0)
+	if _, err := ss[0].save(ctx, false); err != nil { // node 0 stopped at step 3
+		t.Fatal(err)
+	}
+	rs, _ := kvPair(t, dirs, true)
+	_, err := rs[0].create(ctx, &ts, true)
+	for _, want := range []string{kv.ExitFileName("s", 0), kv.ExitFileName("s", 1), "different saves", "at step 2", "at step 3"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("kv_create of exit saves at steps 2 and 3: error %v does not say %q", err, want)
+		}
+	}
+}
