@@ -235,10 +235,15 @@ func (k *KGE) checkTriples(ts []Triple) error {
 // relation outside the tables is an error (ErrInvalid, naming it) before
 // the first step.
 func (k *KGE) Run(ctx context.Context, data KGEData, report func(KGEEpochStats)) ([]KGEEpochStats, error) {
+	if k.cfg.Epochs > 0 && len(data.Train) == 0 {
+		return nil, fmt.Errorf("train: kge: rank %d has no training triples: %w", k.cfg.Rank, ErrInvalid)
+	}
+	// Checked before training, not when the first evaluation would index
+	// the tables with them (a panic, after the epochs it ends).
+	if err := k.checkTriples(data.Eval); err != nil {
+		return nil, fmt.Errorf("train: kge: evaluation %w", err)
+	}
 	if k.cfg.Epochs == 0 {
-		if err := k.checkTriples(data.Eval); err != nil {
-			return nil, fmt.Errorf("train: kge: evaluation %w", err)
-		}
 		st := KGEEpochStats{}
 		if len(data.Eval) > 0 {
 			if err := k.evalInto(ctx, data, &st, make([]float32, KGESyncLen)); err != nil {
@@ -249,14 +254,6 @@ func (k *KGE) Run(ctx context.Context, data KGEData, report func(KGEEpochStats))
 			report(st)
 		}
 		return []KGEEpochStats{st}, nil
-	}
-	if len(data.Train) == 0 {
-		return nil, fmt.Errorf("train: kge: rank %d has no training triples: %w", k.cfg.Rank, ErrInvalid)
-	}
-	// Checked before training, not when the first evaluation would index
-	// the tables with them (a panic, after the epochs it ends).
-	if err := k.checkTriples(data.Eval); err != nil {
-		return nil, fmt.Errorf("train: kge: evaluation %w", err)
 	}
 	order := make([]int32, len(data.Train))
 	pos := len(order) // next position in order; a pass reshuffles
