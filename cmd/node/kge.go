@@ -166,12 +166,13 @@ func dglkeFlagHint(fs *flag.FlagSet, args []string) string {
 		if a == "--" {
 			return ""
 		}
-		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		given, _, _ := strings.Cut(a, "=")
+		name := strings.TrimLeft(given, "-")
 		if !strings.HasPrefix(a, "-") || fs.Lookup(name) != nil {
 			continue
 		}
 		if ours, ok := dglkeFlags[name]; ok {
-			return fmt.Sprintf("%s is dglke_train's flag: node kge takes %s", strings.SplitN(a, "=", 2)[0], ours)
+			return fmt.Sprintf("%s is dglke_train's flag: node kge takes %s", given, ours)
 		}
 	}
 	return ""

@@ -50,12 +50,14 @@ type kgeExport struct {
 	Last        *kgeLine `json:"last_epoch,omitempty"`
 }
 
-// dglkeModelName is DGL-KE's spelling of a model name of train
-// (dglke_train --model_name), or "" for none.
-func dglkeModelName(model string) string {
-	return map[string]string{"transe_l2": "TransE_l2", "transe_l1": "TransE_l1", "distmult": "DistMult",
-		"complex": "ComplEx", "rotate": "RotatE"}[model]
-}
+// dglkeModels spells each model name of train as DGL-KE does
+// (dglke_train --model_name); kgeModelName reads them back.
+var dglkeModels = map[string]string{"transe_l2": "TransE_l2", "transe_l1": "TransE_l1", "distmult": "DistMult",
+	"complex": "ComplEx", "rotate": "RotatE"}
+
+// dglkeModelName is DGL-KE's spelling of a model name of train, or ""
+// for none.
+func dglkeModelName(model string) string { return dglkeModels[model] }
 
 // kgeExportFiles lists the export's files: entity.npy, relation.npy,
 // config.json, then the arrays' DGL-KE names,

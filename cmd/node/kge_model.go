@@ -16,10 +16,11 @@ import (
 // TransE_l2, DistMult, ComplEx, RotatE; its TransE is TransE_l2). Other
 // names are returned as given, for train to refuse with the list.
 func kgeModelName(name string) string {
-	switch l := strings.ToLower(name); l {
-	case "transe":
+	l := strings.ToLower(name)
+	if l == "transe" {
 		return "transe_l2"
-	case "transe_l2", "transe_l1", "distmult", "complex", "rotate":
+	}
+	if _, ok := dglkeModels[l]; ok {
 		return l
 	}
 	return name
