@@ -87,16 +87,12 @@ func (r *NeighborResponse) sampleExcluding(g Local, req *NeighborRequest) error 
 			}
 		}
 		v := req.Nodes[at]
-		l := v - start
-		if l >= n {
-			return notOwned(v, start, n)
-		}
-		var w []float32
-		if req.Weighted {
-			w = g.Weights(uint32(l))
+		nb, w, err := localRow(g, req.Weighted, v, start, n)
+		if err != nil {
+			return err
 		}
 		c := int(x.Counts[j])
-		if err := r.sampleOneExcluding(req, h, v, g.Neighbors(uint32(l)), w, x.IDs[o:o+c]); err != nil {
+		if err := r.sampleOneExcluding(req, h, v, nb, w, x.IDs[o:o+c]); err != nil {
 			return err
 		}
 		next, o = int(at)+1, o+c

@@ -61,15 +61,11 @@ func SampleNeighbors(g Local, req *NeighborRequest, resp *NeighborResponse) erro
 	}
 	h := hopStream(req.Key, req.Hop)
 	for _, v := range req.Nodes {
-		l := v - start
-		if l >= n {
-			return notOwned(v, start, n)
+		nb, w, err := localRow(g, req.Weighted, v, start, n)
+		if err != nil {
+			return err
 		}
-		var w []float32
-		if req.Weighted {
-			w = g.Weights(uint32(l))
-		}
-		if err := resp.sampleOne(req, h, v, g.Neighbors(uint32(l)), w); err != nil {
+		if err := resp.sampleOne(req, h, v, nb, w); err != nil {
 			return err
 		}
 	}
@@ -220,6 +216,20 @@ func (r *NeighborResponse) choose(req *NeighborRequest, h, v uint64, deg int, w 
 		return r.chooser.Weighted(stream, w, req.Fanout, idx), false
 	}
 	return r.chooser.Uniform(stream, deg, req.Fanout, idx), false
+}
+
+// localRow is node v's neighbour list in g (which holds [start,
+// start+n)) and, when weighted, its weights.
+func localRow(g Local, weighted bool, v, start, n uint64) ([]uint64, []float32, error) {
+	l := v - start
+	if l >= n {
+		return nil, nil, notOwned(v, start, n)
+	}
+	var w []float32
+	if weighted {
+		w = g.Weights(uint32(l))
+	}
+	return g.Neighbors(uint32(l)), w, nil
 }
 
 func notOwned(v, start, n uint64) error {
