@@ -70,15 +70,10 @@ func shard(t *testing.T, s *kvServer) ([]float32, uint64) {
 	return rows, v
 }
 
-// TestKVExitSaveKeepsTheCoordinatedSave: node 1 stopped (SIGTERM) while
-// trainers trained, after a coordinated save, writes its checkpoint at
-// exit; that must not replace its part of the coordinated save, which
-// node 0 keeps. A restart with load = true must not serve node 0's rows
-// of that save with node 1's newer ones: the table is refused, naming
-// both files, and once node 1's exit save is moved aside both nodes
-// load the coordinated save.
-func TestKVExitSaveKeepsTheCoordinatedSave(t *testing.T) {
-	dirs := [2]string{t.TempDir(), t.TempDir()}
+// coordinatedSave makes a kvPair, creates "w" on both nodes, trains it
+// once and saves it (kv_save, coordinated by part 0).
+func coordinatedSave(t *testing.T, dirs [2]string) [2]*kvServer {
+	t.Helper()
 	ss, ts := kvPair(t, dirs, false)
 	ctx := context.Background()
 	if _, err := ss[0].create(ctx, &ts, true); err != nil {
@@ -88,6 +83,20 @@ func TestKVExitSaveKeepsTheCoordinatedSave(t *testing.T) {
 	if _, err := ss[0].save(ctx, true); err != nil {
 		t.Fatal(err)
 	}
+	return ss
+}
+
+// TestKVExitSaveKeepsTheCoordinatedSave: node 1 stopped (SIGTERM) while
+// trainers trained, after a coordinated save, writes its checkpoint at
+// exit; that must not replace its part of the coordinated save, which
+// node 0 keeps. A restart with load = true must not serve node 0's rows
+// of that save with node 1's newer ones: the table is refused, naming
+// both files, and once node 1's exit save is moved aside both nodes
+// load the coordinated save.
+func TestKVExitSaveKeepsTheCoordinatedSave(t *testing.T) {
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss := coordinatedSave(t, dirs)
+	ctx := context.Background()
 	var saved [2][]float32
 	var savedV [2]uint64
 	for p := range ss {
@@ -139,15 +148,8 @@ func TestKVExitSaveKeepsTheCoordinatedSave(t *testing.T) {
 // new rows with node 1's old ones.
 func TestKVLoadRefusesASplitSave(t *testing.T) {
 	dirs := [2]string{t.TempDir(), t.TempDir()}
-	ss, ts := kvPair(t, dirs, false)
+	ss := coordinatedSave(t, dirs)
 	ctx := context.Background()
-	if _, err := ss[0].create(ctx, &ts, true); err != nil {
-		t.Fatal(err)
-	}
-	train(t, ss, 1)
-	if _, err := ss[0].save(ctx, true); err != nil {
-		t.Fatal(err)
-	}
 	train(t, ss, 3)
 	deliver := ss[0].send
 	ss[0].send = func(ctx context.Context, part int, req []byte) ([]byte, error) {
