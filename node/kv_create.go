@@ -67,14 +67,8 @@ func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward boo
 		if err != nil {
 			return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the other nodes: %v%s", err, undo), KVCode: kv.ErrorCode(err)}
 		}
-		if s.cfg.KV.Load {
-			if err := s.checkSaves(ctx, sp.Name); err != nil {
-				// Refused everywhere, not served mixed: a retry checks again.
-				if _, derr := s.drop(ctx, sp.Name, true); derr != nil {
-					err = fmt.Errorf("%w (dropping it again on the other nodes failed: %v)", err, derr)
-				}
-				return nil, &control.Error{Key: "table", Msg: err.Error()}
-			}
+		if err := s.refuseMixed(ctx, sp.Name); err != nil {
+			return nil, &control.Error{Key: "table", Msg: err.Error()}
 		}
 	}
 	v, _ := s.store.Version(sp.Name)
@@ -205,6 +199,9 @@ func (s *kvServer) endCreate(name string, pc *pendingCreate, ok bool) createOutc
 func (s *kvServer) createRemote(ctx context.Context, t *control.TableSpec, sp kv.Spec) (*control.TableInfo, error) {
 	if err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: t}); err != nil {
 		return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the sampling nodes: %v", err), KVCode: kv.ErrorCode(err)}
+	}
+	if err := s.verifyRemote(ctx, sp.Name); err != nil {
+		return nil, &control.Error{Key: "table", Msg: err.Error()}
 	}
 	c, err := kv.NewClient([]kv.Spec{sp}, nil, s.tr)
 	if err != nil {

@@ -363,11 +363,17 @@ func TestKVCreateOnClientNodeTakesTheNewSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var sent []int // parts asked
-	s.send = func(_ context.Context, part int, _ []byte) ([]byte, error) {
+	var sent []int // parts asked to create
+	s.send = func(_ context.Context, part int, req []byte) ([]byte, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		sent = append(sent, part)
+		var r control.Request
+		if err := json.Unmarshal(req, &r); err != nil {
+			t.Errorf("request to part %d: %v", part, err)
+		}
+		if r.Op == control.OpKVCreate { // the other: the check of its loads (phase "verify")
+			sent = append(sent, part)
+		}
 		return kv.AppendAck(nil, &kv.Ack{}), nil
 	}
 	for _, dim := range []int{4, 8, 8} {

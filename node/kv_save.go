@@ -67,6 +67,7 @@ const (
 	saveAbort      = "abort"
 	saveCoordinate = "coordinate" // to the coordinator: run a save for the sender
 	saveCheck      = "check"      // does the peer hold table Table of save Save? (kv_save_check.go)
+	saveVerify     = "verify"     // from a client node: check table Table on every node (kv_save_check.go)
 )
 
 // saveCoordinator is the part whose node coordinates every save.
@@ -303,6 +304,8 @@ func (s *kvServer) peerSave(ctx context.Context, req []byte) error {
 		return nil
 	case saveCheck:
 		return s.checkLoaded(&r)
+	case saveVerify:
+		return s.refuseMixed(ctx, r.Table)
 	}
 	return fmt.Errorf("node: kv_save from a peer: phase %q: %w", r.Phase, kv.ErrMalformed)
 }

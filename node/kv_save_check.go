@@ -121,3 +121,42 @@ func (s *kvServer) checkLoadedAtStart(ctx context.Context) {
 		}
 	}
 }
+
+// refuseMixed runs checkSaves for table, with kv.load, after a trainer's
+// kv_create of it: on a mismatch the table is dropped on every node,
+// refused rather than served mixed, and a retry checks again.
+func (s *kvServer) refuseMixed(ctx context.Context, table string) error {
+	if !s.cfg.KV.Load {
+		return nil
+	}
+	err := s.checkSaves(ctx, table)
+	if err == nil {
+		return nil
+	}
+	if _, derr := s.drop(ctx, table, true); derr != nil {
+		err = fmt.Errorf("%w (dropping it again on the other nodes failed: %v)", err, derr)
+	}
+	return err
+}
+
+// verifyRemote is a client node's check after a trainer's kv_create: the
+// client node holds no shard and may not know kv.load, so the sampling
+// node of part saveCoordinator runs refuseMixed (phase "verify") for it.
+// A sampling node of an earlier build does not know the phase: the table
+// is served unchecked, with a warning, as checkSaves does with such a
+// peer.
+func (s *kvServer) verifyRemote(ctx context.Context, table string) error {
+	body, err := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: saveVerify, Table: table})
+	if err != nil {
+		return err
+	}
+	err = s.sendAck(ctx, saveCoordinator, body)
+	if errors.Is(err, kv.ErrMalformed) && strings.Contains(err.Error(), fmt.Sprintf("phase %q", saveVerify)) {
+		s.log.Warn("kv: the sampling node of an earlier build cannot check which saves the shards were loaded from: not checked", "part", saveCoordinator, "table", table)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("check of the loaded shards by the node of part %d: %w", saveCoordinator, err)
+	}
+	return nil
+}

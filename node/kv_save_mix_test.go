@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -228,6 +229,103 @@ func TestKVLoadRefusesExitSavesOfOtherSteps(t *testing.T) {
 	for _, want := range []string{kv.ExitFileName("s", 0), kv.ExitFileName("s", 1), "different saves", "at step 2", "at step 3"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("kv_create of exit saves at steps 2 and 3: error %v does not say %q", err, want)
+		}
+	}
+}
+
+// TestKVClientNodeCreateRefusesMixedSaves: in server-client mode a
+// trainer's kv_create reaches a client node, which holds no shard and
+// forwards the create to the sampling nodes. Their shards, loaded from
+// node 0's part of the coordinated save and node 1's exit save, must be
+// refused as on a sampling node, not served mixed; once the exit save is
+// moved aside the client node's kv_create serves the coordinated save.
+func TestKVClientNodeCreateRefusesMixedSaves(t *testing.T) {
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss := coordinatedSave(t, dirs)
+	ctx := context.Background()
+	var saved [2][]float32
+	for p := range ss {
+		saved[p], _ = shard(t, ss[p])
+	}
+	train(t, ss, 3)
+	if _, err := ss[1].save(ctx, false); err != nil { // node 1 stopping
+		t.Fatal(err)
+	}
+
+	clientNode := func(rs [2]*kvServer) *kvServer {
+		cfg := &Config{}
+		cfg.Node.Role = RoleClient
+		c, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.send = func(ctx context.Context, part int, req []byte) ([]byte, error) { return rs[part].KV(ctx, req) }
+		return c
+	}
+	rs, ts := kvPair(t, dirs, true)
+	_, err := clientNode(rs).create(ctx, &ts, true)
+	for _, want := range []string{kv.FileName("w", 0), kv.ExitFileName("w", 1), "different saves", "move aside the exit saves"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("kv_create through a client node with node 1's exit save beside node 0's coordinated save: error %v does not say %q", err, want)
+		}
+	}
+	for p, s := range rs {
+		if _, err := s.store.Version("w"); err == nil {
+			t.Errorf("part %d still serves the table loaded from two saves", p)
+		}
+	}
+
+	if err := os.Rename(filepath.Join(dirs[1], kv.ExitFileName("w", 1)), filepath.Join(dirs[1], "aside")); err != nil {
+		t.Fatal(err)
+	}
+	rs, ts = kvPair(t, dirs, true)
+	if _, err := clientNode(rs).create(ctx, &ts, true); err != nil {
+		t.Fatal(err)
+	}
+	for p := range rs {
+		if rows, _ := shard(t, rs[p]); !slices.Equal(rows, saved[p]) {
+			t.Errorf("part %d loaded rows %v, want the coordinated save's %v", p, rows, saved[p])
+		}
+	}
+}
+
+// TestKVCheckWithAnEarlierBuild: a peer of an earlier build answers the
+// phases "check" and "verify" as malformed, as it answers any phase it
+// does not know. It cannot tell which save its shard came from, so the
+// kv_create passes, on a sampling node and on a client node, with a
+// warning saying that the loads were not checked.
+func TestKVCheckWithAnEarlierBuild(t *testing.T) {
+	earlier := func(t *testing.T) func(context.Context, int, []byte) ([]byte, error) {
+		return func(_ context.Context, part int, req []byte) ([]byte, error) {
+			var r peerSaveRequest
+			if err := json.Unmarshal(req, &r); err != nil {
+				t.Errorf("request to part %d: %v", part, err)
+			}
+			if r.Op == control.OpKVSave {
+				err := fmt.Errorf("node: kv_save from a peer: phase %q: %w", r.Phase, kv.ErrMalformed)
+				return kv.AppendErrorMsg(nil, kv.NewErrorMsg(err)), nil
+			}
+			return kv.AppendAck(nil, &kv.Ack{}), nil
+		}
+	}
+	ts := control.TableSpec{Name: "w", Rows: control.Rows{N: 10}, Dim: 2, Optimizer: "sgd", LR: 1, Mode: "async"}
+	if err := ts.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range []string{RoleServer, RoleClient} {
+		var logged strings.Builder
+		cfg := &Config{KV: KVConfig{CheckpointDir: t.TempDir(), Load: true, SyncTimeout: "5s"}}
+		cfg.Node.Role = role
+		s, err := newKVServer(cfg, slog.New(slog.NewTextHandler(&logged, nil)), partition.Book{Bounds: []uint64{0, 5, 10}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.send = earlier(t)
+		if _, err := s.create(context.Background(), &ts, true); err != nil {
+			t.Fatalf("%s node: kv_create beside a peer of an earlier build: %v", role, err)
+		}
+		if !strings.Contains(logged.String(), "earlier build") || !strings.Contains(logged.String(), "not checked") {
+			t.Errorf("%s node: no warning that the loads were not checked; log:\n%s", role, logged.String())
 		}
 	}
 }
