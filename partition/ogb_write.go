@@ -78,6 +78,15 @@ func WriteOGB(ctx context.Context, dir string, g *Graph, opts OGBWriteOptions) (
 			}
 		}()
 	}
+	if _, serr := os.Lstat(dir); errors.Is(serr, fs.ErrNotExist) {
+		// A write that fails leaves no empty dir behind it, as it found
+		// none (os.Remove leaves a directory that is not empty).
+		defer func() {
+			if err != nil {
+				os.Remove(dir)
+			}
+		}()
+	}
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return fmt.Errorf("partition: write ogb: %w", err)
 	}

@@ -425,3 +425,24 @@ func TestWriteOGBSchemeIsOneFolder(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteOGBFailureLeavesNoNewDir: a write into a directory it had to
+// make (node gen -o NEW) that fails half way (here its context is
+// cancelled once the edge file is written; a full disk fails the same
+// way) removes that directory again, leaving nothing behind.
+func TestWriteOGBFailureLeavesNoNewDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err := WriteOGB(ctx, dir, ogbTestGraph(), OGBWriteOptions{Progress: func(stage string, done, total int64) {
+		if strings.HasPrefix(stage, "write raw/edge") && done == total {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the failed write left %s behind: %v", dir, err)
+	}
+}
