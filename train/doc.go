@@ -64,7 +64,7 @@
 // # Knowledge-graph embeddings
 //
 // KGE trains DGL-KE's models (kge_model.go: TransE with L1 or L2
-// distance, DistMult, ComplEx, RotatE; scores, higher is more plausible,
+// distance, DistMult, ComplEx, RotatE, RESCAL, SimplE; scores, higher is more plausible,
 // and their gradients written by hand) on embeddings held in a parameter
 // server (KGEParams: kv.Client, or node/client.KV through a node). The
 // caller (cmd/node's kge command, or a test) does, on every host:

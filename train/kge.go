@@ -18,7 +18,9 @@ type Triple struct {
 // KGEParams is the parameter server as the KG trainer uses it: kv.Client
 // in one process, node/client.KV through a node. Pull appends the rows of
 // ids to dst[:0]; Push hands gradients to the owners' optimisers
-// (asynchronous tables: applied as they arrive, as DGL-KE does).
+// (asynchronous tables: applied as they arrive, as DGL-KE does). The ids
+// of a Push are distinct rows, each with its gradient summed over the
+// step, so a Push may be cut into several by rows.
 type KGEParams interface {
 	Pull(ctx context.Context, table string, ids []uint64, dst []float32) ([]float32, error)
 	Push(ctx context.Context, table string, ids []uint64, grads []float32) error
@@ -28,8 +30,8 @@ type KGEParams interface {
 // are DGL-KE's: hidden 400, gamma 12, batches of 1024 with 256 shared
 // negatives per chunk, log-sigmoid loss, L3 regularisation 2e-6.
 type KGEConfig struct {
-	Model  string  // transe_l2, transe_l1, distmult, complex, rotate
-	Hidden int     // hidden size (entity rows are 2×Hidden for complex and rotate)
+	Model  string  // transe_l2, transe_l1, distmult, complex, rotate, rescal, simple
+	Hidden int     // hidden size (entity rows are 2×Hidden for complex, rotate and simple; see kgeModel)
 	Gamma  float64 // margin of transe and rotate
 	// BatchSize positives per step, in chunks of NegSize that share
 	// NegSize negative entities (DGL-KE's chunked negative sampling);

@@ -17,11 +17,18 @@ import (
 //	distmult   Σ_k h_k r_k t_k
 //	complex    Σ_k Re(h_k r_k conj(t_k))
 //	rotate     γ − Σ_k |h_k e^{iθ_k} − t_k|,  θ_k = r_k π / ((γ + 2)/hidden)
+//	rescal     hᵀ M_r t,  M_r the relation row as a hidden × hidden matrix
+//	simple     clamp(½ Σ_k (h_k r_k t'_k + t_k r'_k h'_k), −20, 20)
 //
 // Rows are float32, row-major, one row per triple or entity. transe_l1,
-// transe_l2 and distmult rows are hidden wide. complex entity and
-// relation rows and rotate entity rows are 2·hidden wide, laid out as
-// [re (hidden) | im (hidden)]; a rotate relation row holds hidden phases.
+// transe_l2, distmult and rescal entity rows are hidden wide. complex
+// entity and relation rows and rotate entity rows are 2·hidden wide, laid
+// out as [re (hidden) | im (hidden)]; a rotate relation row holds hidden
+// phases. A rescal relation row is M_r row by row (M_r[j][k] at j·hidden
+// + k), hidden² wide. simple entity rows are [h (hidden) | h' (hidden)],
+// its relation rows [r (hidden) | r' (the inverse relation's, hidden)],
+// and its score is clamped as DGL-KE's is (a clamped score has gradient
+// 0).
 // Inputs are only read; gradients are added to what the caller's slices
 // hold.
 //
@@ -52,7 +59,7 @@ type kgeModel interface {
 
 // kgeModelNames lists the names newKGEModel accepts, in that order.
 func kgeModelNames() []string {
-	return []string{"transe_l1", "transe_l2", "distmult", "complex", "rotate"}
+	return []string{"transe_l1", "transe_l2", "distmult", "complex", "rotate", "rescal", "simple"}
 }
 
 // Kinds of kgeScore, in the order of kgeModelNames.
@@ -62,10 +69,21 @@ const (
 	kgeDistMult
 	kgeComplEx
 	kgeRotatE
+	kgeRESCAL
+	kgeSimplE
 )
 
+// kgeRESCALMaxHidden bounds rescal's hidden size: its relation rows are
+// hidden² values, and one must fit a kv message with room to spare (16
+// MiB at 2048; DGL-KE's examples use 500).
+const kgeRESCALMaxHidden = 2048
+
+// kgeSimplEClamp is the bound of simple's scores (DGL-KE's, after the
+// reference implementation, "to avoid NaN output").
+const kgeSimplEClamp = 20
+
 // newKGEModel returns the model named name for hidden size hidden and
-// margin gamma (unused by distmult and complex).
+// margin gamma (used by transe and rotate only).
 func newKGEModel(name string, hidden int, gamma float32) (kgeModel, error) {
 	names := kgeModelNames()
 	kind := -1
@@ -88,6 +106,14 @@ func newKGEModel(name string, hidden int, gamma float32) (kgeModel, error) {
 	case kgeRotatE:
 		m.ent = 2 * hidden
 		m.phase = math.Pi / ((gamma + 2) / float32(hidden))
+	case kgeRESCAL:
+		if hidden > kgeRESCALMaxHidden {
+			return nil, fmt.Errorf("train: kge model rescal: hidden %d: relation rows are hidden² = %d values, want hidden ≤ %d: %w",
+				hidden, hidden*hidden, kgeRESCALMaxHidden, ErrInvalid)
+		}
+		m.rel = hidden * hidden
+	case kgeSimplE:
+		m.ent, m.rel = 2*hidden, 2*hidden
 	}
 	return m, nil
 }
@@ -101,12 +127,14 @@ func newKGEModel(name string, hidden int, gamma float32) (kgeModel, error) {
 //	rotate    x = h∘ρ         x = t∘conj(ρ)   γ − Σ_k |x_k − e_k|
 //	distmult  x = h∘r         x = t∘r         x·e
 //	complex   x = h∘r         x = t∘conj(r)   x·e over [re | im]
+//	rescal    x = hᵀM_r       x = M_r t       x·e
+//	simple    x = ½[r'∘h' | r∘h]  x = ½[r∘t' | r'∘t]  x·e
 //
 // with ρ_k = e^{iθ_k} and ∘ the elementwise (complex) product; the head
 // forms hold as |ρ_k| = 1 and Re(h r conj(t)) = Re(h conj(conj(r) t)).
 // pair is symmetric in x and e. Pos is pair(x_i, t_i), so every score goes
-// through the same code. Neg is the product X·Eᵀ for distmult and
-// complex, and for transe_l2 goes through ‖x − e‖² = ‖x‖² + ‖e‖² − 2x·e;
+// through the same code (simple's then clamped). Neg is the product X·Eᵀ
+// for distmult, complex, rescal and simple, and for transe_l2 goes through ‖x − e‖² = ‖x‖² + ‖e‖² − 2x·e;
 // transe_l1 and rotate loop over the pairs.
 type kgeScore struct {
 	name       string
@@ -138,8 +166,23 @@ func (m *kgeScore) RelDim() int  { return m.rel }
 func (m *kgeScore) Pos(h, r, t []float32, c int, s []float32) {
 	x := m.kept(h, r, nil, c, false)
 	for i := range c {
-		s[i] = m.pair(x.row(i), t[i*m.ent:(i+1)*m.ent])
+		s[i] = m.clamp(m.pair(x.row(i), t[i*m.ent:(i+1)*m.ent]))
 	}
+}
+
+// clamp bounds simple's scores to ±kgeSimplEClamp; it returns the others
+// as they are.
+func (m *kgeScore) clamp(s float32) float32 {
+	if m.kind != kgeSimplE {
+		return s
+	}
+	return max(-kgeSimplEClamp, min(kgeSimplEClamp, s))
+}
+
+// clamped reports whether clamp changes s: its gradient is then 0 (as
+// torch.clamp's outside its bounds).
+func (m *kgeScore) clamped(s float32) bool {
+	return m.kind == kgeSimplE && (s < -kgeSimplEClamp || s > kgeSimplEClamp)
 }
 
 func (m *kgeScore) PosGrad(h, r, t []float32, c int, g []float32, dh, dr, dt []float32) {
@@ -148,7 +191,11 @@ func (m *kgeScore) PosGrad(h, r, t []float32, c int, g []float32, dh, dr, dt []f
 	dx := view(m.dx, c, m.ent)
 	dx.zero()
 	for i := range c {
-		m.pairGrad(g[i], x.row(i), t[i*m.ent:(i+1)*m.ent], dx.row(i), dt[i*m.ent:(i+1)*m.ent])
+		ti := t[i*m.ent : (i+1)*m.ent]
+		if m.kind == kgeSimplE && m.clamped(m.pair(x.row(i), ti)) {
+			continue
+		}
+		m.pairGrad(g[i], x.row(i), ti, dx.row(i), dt[i*m.ent:(i+1)*m.ent])
 	}
 	m.keptGrad(h, r, nil, dx, false, dh, dr, nil)
 }
@@ -157,8 +204,13 @@ func (m *kgeScore) Neg(h, r, t, e []float32, c, n int, head bool, s []float32) {
 	x := m.kept(h, r, t, c, head)
 	E, S := view(e, n, m.ent), view(s, c, n)
 	switch m.kind {
-	case kgeDistMult, kgeComplEx:
+	case kgeDistMult, kgeComplEx, kgeRESCAL:
 		gemm(nt, x, E, 0, S)
+	case kgeSimplE:
+		gemm(nt, x, E, 0, S)
+		for k, v := range S.data[:c*n] {
+			S.data[k] = m.clamp(v)
+		}
 	case kgeTransEL2:
 		m.sqNorms(x, E)
 		gemm(nt, x, E, 0, S)
@@ -182,8 +234,11 @@ func (m *kgeScore) NegGrad(h, r, t, e []float32, c, n int, head bool, g []float3
 	m.dx = grow(m.dx, c*m.ent)
 	dx := view(m.dx, c, m.ent)
 	E, G, dE := view(e, n, m.ent), view(g, c, n), view(de, n, m.ent)
+	if m.kind == kgeSimplE {
+		G = m.unclamped(x, E, G)
+	}
 	switch m.kind {
-	case kgeDistMult, kgeComplEx:
+	case kgeDistMult, kgeComplEx, kgeRESCAL, kgeSimplE:
 		gemm(tn, G, x, 1, dE)
 		gemm(nn, G, E, 0, dx)
 	case kgeTransEL2:
@@ -200,6 +255,21 @@ func (m *kgeScore) NegGrad(h, r, t, e []float32, c, n int, head bool, g []float3
 		m.gradRows(x, E, G, dx, dE, 0, c)
 	}
 	m.keptGrad(h, r, t, dx, head, dh, dr, dt)
+}
+
+// unclamped is G with 0 where simple's score of the pair (recomputed,
+// x·Eᵀ) is clamped, in m.w: the caller's G is only read.
+func (m *kgeScore) unclamped(x, E, G mat[float32]) mat[float32] {
+	m.w = grow(m.w, G.rows*G.cols)
+	W := view(m.w, G.rows, G.cols)
+	gemm(nt, x, E, 0, W)
+	for k, s := range W.data[:G.rows*G.cols] {
+		W.data[k] = G.data[k]
+		if m.clamped(s) {
+			W.data[k] = 0
+		}
+	}
+	return W
 }
 
 // kept fills m.x with the rows x_i that stand for the kept sides of the
@@ -229,6 +299,18 @@ func (m *kgeScore) kept(h, r, t []float32, c int, head bool) mat[float32] {
 			}
 		case kgeComplEx:
 			kgeRotate(xi, ai, ri[:hd], ri[hd:], sg)
+		case kgeRESCAL:
+			kgeMatVec(xi, ai, ri, head)
+		case kgeSimplE:
+			// Tail replaced: x = ½[r'∘h' | r∘h]; head replaced: x = ½[r∘t' | r'∘t].
+			f, b := ri[:hd], ri[hd:]
+			if head {
+				f, b = b, f
+			}
+			for k := range hd {
+				xi[k] = 0.5 * b[k] * ai[hd+k]
+				xi[hd+k] = 0.5 * f[k] * ai[k]
+			}
 		case kgeRotatE:
 			cs, sn := m.cos[i*hd:(i+1)*hd], m.sin[i*hd:(i+1)*hd]
 			for k, p := range ri {
@@ -239,6 +321,23 @@ func (m *kgeScore) kept(h, r, t []float32, c int, head bool) mat[float32] {
 		}
 	}
 	return x
+}
+
+// kgeMatVec sets x = aᵀM (x_k = Σ_j a_j M[j][k]), or x = M·a (x_j = Σ_k
+// M[j][k] a_k) when right is set, for the square matrix M of len(a)² values
+// row by row.
+func kgeMatVec(x, a, M []float32, right bool) {
+	d := len(a)
+	if right {
+		for j := range d {
+			x[j] = kgeDot(M[j*d:(j+1)*d], a)
+		}
+		return
+	}
+	clear(x[:d])
+	for j, v := range a {
+		axpy(v, M[j*d:(j+1)*d], x[:d])
+	}
 }
 
 // kgeRotate sets x = a·(re + i·sg·im) elementwise, complex rows as
@@ -288,6 +387,31 @@ func (m *kgeScore) keptGrad(h, r, t []float32, dx mat[float32], head bool, dh, d
 				daim[k] += gk*rr[k] - g*s
 				drr[k] += g*ar[k] + gk*aim[k]
 				drim[k] += sg * (gk*ar[k] - g*aim[k])
+			}
+		case kgeRESCAL:
+			// x = aᵀM: da_j = Σ_k M_jk dx_k, dM_jk = a_j dx_k;
+			// x = M·a: da_k = Σ_j M_jk dx_j, dM_jk = dx_j a_k.
+			for j := range d {
+				Mj, dMj := ri[j*d:(j+1)*d], dri[j*d:(j+1)*d]
+				if head {
+					axpy(gi[j], Mj, dai)
+					axpy(gi[j], ai, dMj)
+				} else {
+					dai[j] += kgeDot(Mj, gi)
+					axpy(ai[j], gi, dMj)
+				}
+			}
+		case kgeSimplE:
+			f, b, df, db := ri[:hd], ri[hd:], dri[:hd], dri[hd:]
+			if head {
+				f, b, df, db = b, f, db, df
+			}
+			for k := range hd {
+				g1, g2 := 0.5*gi[k], 0.5*gi[hd+k]
+				dai[hd+k] += g1 * b[k]
+				db[k] += g1 * ai[hd+k]
+				dai[k] += g2 * f[k]
+				df[k] += g2 * ai[k]
 			}
 		case kgeRotatE:
 			// x = a·ρ̃: da = dx·conj(ρ̃); ∂x/∂θ = sg·i·x, so dθ = sg·Im(conj(x)·dx).

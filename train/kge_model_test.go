@@ -15,7 +15,8 @@ import (
 // kgeRef is the score of one triple straight from the formula of the
 // model in float64, and how far the triple is from the score's kink (the
 // smallest |h_k + r_k − t_k| for transe_l1, the norm for transe_l2, the
-// smallest modulus for rotate; +Inf where there is none).
+// smallest modulus for rotate, the distance to the clamp's bounds for
+// simple; +Inf where there is none).
 func kgeRef(name string, h, r, t []float64, hidden int, gamma float64) (score, kink float64) {
 	kink = math.Inf(1)
 	switch name {
@@ -51,6 +52,20 @@ func kgeRef(name string, h, r, t []float64, hidden int, gamma float64) (score, k
 			kink = min(kink, m)
 		}
 		score += gamma
+	case "rescal":
+		d := hidden
+		for j := range d {
+			for k := range d {
+				score += h[j] * r[j*d+k] * t[k]
+			}
+		}
+	case "simple":
+		d := hidden
+		for k := range d {
+			score += 0.5 * (h[k]*r[k]*t[d+k] + t[k]*r[d+k]*h[d+k])
+		}
+		kink = min(math.Abs(score-20), math.Abs(score+20))
+		score = max(-20, min(20, score))
 	}
 	return score, kink
 }
@@ -208,6 +223,7 @@ func TestKGEGradients(t *testing.T) {
 	const hidden, gamma = 5, 6
 	dims := map[string][2]int{ // EntDim, RelDim
 		"transe_l1": {5, 5}, "transe_l2": {5, 5}, "distmult": {5, 5}, "complex": {10, 10}, "rotate": {10, 5},
+		"rescal": {5, 25}, "simple": {10, 10},
 	}
 	for _, name := range kgeModelNames() {
 		t.Run("model="+name, func(t *testing.T) {
@@ -311,6 +327,12 @@ func TestKGEScoreValues(t *testing.T) {
 		// embInit = (6+2)/2 = 4, so r = (2, 0) turns h_0 = 1 by π/2 to i
 		// and leaves h_1 = 3+4i: 6 − |i − 1| − |3+4i − 0|.
 		{"rotate", 2, 6, []float32{1, 3, 0, 4}, []float32{2, 0}, []float32{1, 0, 0, 0}, 6 - sqrt2 - 5},
+		// hᵀM = (1·1 + 2·3, 1·2 + 2·4) = (7, 10), then · (5, 6).
+		{"rescal", 2, 0, []float32{1, 2}, []float32{1, 2, 3, 4}, []float32{5, 6}, 7*5 + 10*6},
+		// ½(Σ h r t' + Σ t r' h') = ½((0 + 2·6·1) + (1·7·3 + 0)).
+		{"simple", 2, 0, []float32{1, 2, 3, 4}, []float32{5, 6, 7, 8}, []float32{1, 0, 0, 1}, 16.5},
+		{"simple", 2, 0, []float32{20, 20, 20, 20}, []float32{1, 1, 1, 1}, []float32{1, 1, 1, 1}, 20},
+		{"simple", 2, 0, []float32{-20, -20, -20, -20}, []float32{1, 1, 1, 1}, []float32{1, 1, 1, 1}, -20},
 	} {
 		t.Run("model="+tc.name, func(t *testing.T) {
 			m, err := newKGEModel(tc.name, tc.hidden, tc.gamma)
@@ -368,6 +390,7 @@ func TestNewKGEModelErrors(t *testing.T) {
 		{"", 4, kgeModelNames()},
 		{"rotate", 0, []string{"rotate", "hidden 0"}},
 		{"distmult", -3, []string{"distmult", "hidden -3"}},
+		{"rescal", 2049, []string{"rescal", "hidden 2049", "4198401", "≤ 2048"}},
 	} {
 		m, err := newKGEModel(tc.name, tc.hidden, 12)
 		if m != nil || err == nil || !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), "train: ") {
@@ -380,7 +403,7 @@ func TestNewKGEModelErrors(t *testing.T) {
 			}
 		}
 	}
-	if got := strings.Join(kgeModelNames(), ","); got != "transe_l1,transe_l2,distmult,complex,rotate" {
+	if got := strings.Join(kgeModelNames(), ","); got != "transe_l1,transe_l2,distmult,complex,rotate,rescal,simple" {
 		t.Errorf("kgeModelNames() = %s", got)
 	}
 }
@@ -457,5 +480,54 @@ func BenchmarkKGEModel(b *testing.B) {
 			}
 			b.ReportMetric(float64(c*n)*float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
 		})
+	}
+}
+
+// TestKGESimplEClampedGradient: a simple score past the clamp's bounds
+// (DGL-KE's ±20) has gradient 0 for its rows, as torch.clamp's, whether
+// it is scored as a positive or as a negative; a triple within the bounds
+// beside it keeps its gradient.
+func TestKGESimplEClampedGradient(t *testing.T) {
+	m, err := newKGEModel("simple", 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Triple 0 scores ½(40 + 40) = 40, clamped to 20; triple 1 ½(2 + 2).
+	h := []float32{10, 10, 10, 10, 1, 1, 1, 1}
+	r := []float32{2, 2, 2, 2, 1, 1, 1, 1}
+	tl := []float32{1, 1, 1, 1, 1, 1, 1, 1}
+	s := make([]float32, 2)
+	m.Pos(h, r, tl, 2, s)
+	if s[0] != 20 || s[1] != 2 {
+		t.Fatalf("Pos = %v, want [20 2]", s)
+	}
+	g := []float32{1, 1}
+	dh, dr, dt := make([]float32, 8), make([]float32, 8), make([]float32, 8)
+	m.PosGrad(h, r, tl, 2, g, dh, dr, dt)
+	for _, d := range [][]float32{dh, dr, dt} {
+		if !slices.Equal(d[:4], make([]float32, 4)) || slices.Equal(d[4:], make([]float32, 4)) {
+			t.Errorf("PosGrad: %v, want 0 for the clamped triple 0 and not for triple 1", d)
+		}
+	}
+	// As negatives: both triples' tails replaced by entity (1, 1 | 1, 1).
+	g = []float32{1, 1}
+	s = make([]float32, 2)
+	m.Neg(h, r, nil, tl[:4], 2, 1, false, s)
+	if s[0] != 20 || s[1] != 2 {
+		t.Fatalf("Neg = %v, want [20 2]", s)
+	}
+	dh, dr, de := make([]float32, 8), make([]float32, 8), make([]float32, 4)
+	m.NegGrad(h, r, nil, tl[:4], 2, 1, false, g, dh, dr, nil, de)
+	for _, d := range [][]float32{dh, dr} {
+		if !slices.Equal(d[:4], make([]float32, 4)) || slices.Equal(d[4:], make([]float32, 4)) {
+			t.Errorf("NegGrad: %v, want 0 for the clamped triple 0 and not for triple 1", d)
+		}
+	}
+	// de holds triple 1's gradient alone: ½(r'∘h' | r∘h) of triple 1.
+	if want := []float32{0.5, 0.5, 0.5, 0.5}; !slices.Equal(de, want) {
+		t.Errorf("NegGrad de = %v, want %v (triple 1's alone)", de, want)
+	}
+	if g[0] != 1 || g[1] != 1 {
+		t.Errorf("NegGrad changed the caller's g: %v", g)
 	}
 }

@@ -90,8 +90,8 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.IntVar(&f.part, "part", -1, "the part whose triples to train on (-1: the part the node serves; required on a client node)")
 	fs.IntVar(&f.cfg.Rank, "rank", 0, "this trainer's rank: the part it trains (one trainer per part)")
 	fs.IntVar(&f.cfg.World, "world-size", 1, "trainers in the job: the number of parts")
-	fs.StringVar(&f.cfg.Model, "model", f.cfg.Model, "score function: transe_l2, transe_l1, distmult, complex, rotate (or as DGL-KE spells them: TransE_l2 or TransE, TransE_l1, DistMult, ComplEx, RotatE)")
-	fs.IntVar(&f.cfg.Hidden, "hidden", f.cfg.Hidden, "embedding size (entity rows are twice as wide for complex and rotate, relation rows for complex)")
+	fs.StringVar(&f.cfg.Model, "model", f.cfg.Model, "score function: transe_l2, transe_l1, distmult, complex, rotate, rescal, simple (or as DGL-KE spells them: TransE_l2 or TransE, TransE_l1, DistMult, ComplEx, RotatE, RESCAL, SimplE)")
+	fs.IntVar(&f.cfg.Hidden, "hidden", f.cfg.Hidden, "embedding size (entity rows are twice as wide for complex, rotate and simple, relation rows for complex and simple; rescal's relation rows are hidden² wide)")
 	fs.Float64Var(&f.cfg.Gamma, "gamma", f.cfg.Gamma, "margin of transe and rotate; also sets the initial range ±(gamma+2)/hidden")
 	fs.Float64Var(&f.lr, "lr", 0.1, "Adagrad learning rate, applied by the tables' owners")
 	fs.IntVar(&f.cfg.BatchSize, "batch-size", f.cfg.BatchSize, "positive triples per step")
@@ -542,7 +542,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 	if err != nil {
 		return err
 	}
-	k, err := train.NewKGE(cfg, kvc, sync)
+	k, err := train.NewKGE(cfg, kgeParams{kvc}, sync)
 	if err != nil {
 		return err
 	}
@@ -583,7 +583,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 			return err
 		}
 		meta := kgeExport{Dataset: m.Name, Model: dglkeModelName(cfg.Model), Hidden: cfg.Hidden, Gamma: cfg.Gamma,
-			DoubleEnt: ed == 2*cfg.Hidden, DoubleRel: rd == 2*cfg.Hidden, BatchSize: cfg.BatchSize, NegSize: cfg.NegSize, LR: f.lr,
+			DoubleEnt: dglkeDoubleEnt[cfg.Model], DoubleRel: dglkeDoubleRel[cfg.Model], BatchSize: cfg.BatchSize, NegSize: cfg.NegSize, LR: f.lr,
 			MaxStep: cfg.Epochs * cfg.StepsPerEpoch, EntityDim: ed, RelationDim: rd, Entities: cfg.Entities, Relations: cfg.Relations,
 			Epochs: cfg.Epochs, Steps: cfg.StepsPerEpoch, Seed: cfg.Seed, Last: &last}
 		if err := writeKGEExport(f.export, in.export, in.orig, ent, ed, rel, rd, meta); err != nil {
@@ -605,3 +605,15 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 // of that name exists with another spec (kv.ErrSpec, which reaches a
 // trainer as the text of a control error).
 func tableClash(err error) bool { return errors.Is(err, kv.ErrSpec) }
+
+// kgeParams is the trainer's parameter server: the node's kv, each
+// step's gradients pushed as distinct rows in as many messages as the
+// frame needs (client.KV.PushRows). A step's relation rows can pass a
+// frame: RESCAL's are hidden² values, 640 KB each at hidden 400, and a
+// step of FB15k-237 touches about 200 relations.
+type kgeParams struct{ *client.KV }
+
+// Push implements train.KGEParams: a step's ids are distinct rows.
+func (p kgeParams) Push(ctx context.Context, table string, ids []uint64, grads []float32) error {
+	return p.PushRows(ctx, table, ids, grads)
+}

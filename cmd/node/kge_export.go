@@ -27,11 +27,11 @@ const (
 // rmap_file; and how the model was trained), then what DGL-KE's lacks.
 type kgeExport struct {
 	Dataset   string  `json:"dataset"`
-	Model     string  `json:"model"`    // DGL-KE's spelling: TransE_l2, TransE_l1, DistMult, ComplEx, RotatE
+	Model     string  `json:"model"`    // DGL-KE's spelling: TransE_l2, TransE_l1, DistMult, ComplEx, RotatE, RESCAL, SimplE
 	Hidden    int     `json:"emb_size"` // --hidden
 	Gamma     float64 `json:"gamma"`
-	DoubleEnt bool    `json:"double_ent"` // entity rows are 2 × emb_size (ComplEx, RotatE)
-	DoubleRel bool    `json:"double_rel"` // relation rows are 2 × emb_size (ComplEx)
+	DoubleEnt bool    `json:"double_ent"` // entity rows are 2 × emb_size (ComplEx, RotatE, SimplE)
+	DoubleRel bool    `json:"double_rel"` // relation rows are 2 × emb_size (ComplEx, SimplE)
 	// EmapFile and RmapFile are null: rows are the input's ids
 	// (entities.dict, relations.dict), as DGL-KE's with built-in data.
 	EmapFile    *string  `json:"emap_file"`
@@ -53,7 +53,16 @@ type kgeExport struct {
 // dglkeModels spells each model name of train as DGL-KE does
 // (dglke_train --model_name); kgeModelName reads them back.
 var dglkeModels = map[string]string{"transe_l2": "TransE_l2", "transe_l1": "TransE_l1", "distmult": "DistMult",
-	"complex": "ComplEx", "rotate": "RotatE"}
+	"complex": "ComplEx", "rotate": "RotatE", "rescal": "RESCAL", "simple": "SimplE"}
+
+// dglkeDoubleEnt and dglkeDoubleRel are the models whose entity and
+// relation rows are twice the hidden size: DGL-KE's -de and -dr, which
+// its inference reads from config.json (double_ent, double_rel) to lay
+// out the rows. RESCAL's relation rows are hidden² wide, neither.
+var (
+	dglkeDoubleEnt = map[string]bool{"complex": true, "rotate": true, "simple": true}
+	dglkeDoubleRel = map[string]bool{"complex": true, "simple": true}
+)
 
 // dglkeModelName is DGL-KE's spelling of a model name of train, or ""
 // for none.

@@ -13,7 +13,8 @@ import (
 
 // kgeModelName is the model's name as train knows it, from DGL-KE's
 // spelling of the models node kge implements (dglke_train --model_name
-// TransE_l2, DistMult, ComplEx, RotatE; its TransE is TransE_l2). Other
+// TransE_l2, DistMult, ComplEx, RotatE, RESCAL, SimplE; its TransE is
+// TransE_l2). Other
 // names are returned as given, for train to refuse with the list.
 func kgeModelName(name string) string {
 	l := strings.ToLower(name)

@@ -4,16 +4,18 @@ import (
 	"testing"
 
 	"graphnode/node/client"
+	"graphnode/train"
 )
 
 // TestKGEModelName: node kge takes DGL-KE's spellings of the models it
-// implements (--model_name TransE_l2, ComplEx, RotatE; TransE is TransE_l2
-// in DGL-KE) and names the others as DGL-KE spells them, with the list.
+// implements (--model_name TransE_l2, ComplEx, RotatE, RESCAL, SimplE;
+// TransE is TransE_l2 in DGL-KE) and passes the others on as given, for
+// train to refuse with the list.
 func TestKGEModelName(t *testing.T) {
 	for in, want := range map[string]string{
 		"transe_l2": "transe_l2", "TransE_l2": "transe_l2", "TransE": "transe_l2", "transe": "transe_l2",
 		"TransE_l1": "transe_l1", "DistMult": "distmult", "ComplEx": "complex", "RotatE": "rotate",
-		"RESCAL": "RESCAL", "transx": "transx",
+		"RESCAL": "rescal", "SimplE": "simple", "simple": "simple", "TransR": "TransR", "transx": "transx",
 	} {
 		if got := kgeModelName(in); got != want {
 			t.Errorf("kgeModelName(%q) = %q, want %q", in, got, want)
@@ -45,5 +47,26 @@ func TestKGEModelRecord(t *testing.T) {
 	bad[1] = 100.5
 	if _, _, ok := parseKGEModelRecord(bad); ok {
 		t.Error("a hidden of 100.5 read as a record")
+	}
+}
+
+// TestKGEExportDoubles: config.json's double_ent and double_rel (DGL-KE's
+// -de and -dr, which its inference reads to lay out the rows) say which
+// models' rows are twice the hidden size, for every model of train: they
+// were derived from the widths, and RESCAL of hidden 2 (relation rows of
+// 2² = 2·2) would have read as double_rel.
+func TestKGEExportDoubles(t *testing.T) {
+	for model := range dglkeModels {
+		for _, hidden := range []int{2, 3} {
+			ed, rd, err := train.KGETableDims(train.KGEConfig{Model: model, Hidden: hidden, Gamma: 12})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantRel := rd == 2*hidden && model != "rescal"
+			if dglkeDoubleEnt[model] != (ed == 2*hidden) || dglkeDoubleRel[model] != wantRel {
+				t.Errorf("%s, hidden %d: entity rows %d, relation rows %d; double_ent %v, double_rel %v",
+					model, hidden, ed, rd, dglkeDoubleEnt[model], dglkeDoubleRel[model])
+			}
+		}
 	}
 }

@@ -258,7 +258,7 @@ func checkKGEExport(t *testing.T, dir, parts, socket string) {
 	py := exec.Command("/usr/bin/python3", "-c", `import sys, os, json, numpy as np
 d = sys.argv[1]
 c = json.load(open(os.path.join(d, "config.json")))
-assert c["model"] in ("TransE", "TransE_l1", "TransE_l2", "DistMult", "ComplEx", "RotatE"), c["model"]
+assert c["model"] in ("TransE", "TransE_l1", "TransE_l2", "DistMult", "ComplEx", "RotatE", "RESCAL", "SimplE"), c["model"]
 assert isinstance(c["emb_size"], int) and isinstance(c["double_ent"], bool) and isinstance(c["double_rel"], bool), c
 assert c["emap_file"] is None and c["rmap_file"] is None and isinstance(c["gamma"], (int, float)), c
 pre = os.path.join(d, c["dataset"] + "_" + c["model"])
@@ -515,7 +515,8 @@ func TestKGELineJSON(t *testing.T) {
 // the model, so dglke_predict loads the directory; a graph name that
 // cannot begin a file name is refused before training.
 func TestKGEExportFiles(t *testing.T) {
-	for model, want := range map[string]string{"transe_l2": "TransE_l2", "transe_l1": "TransE_l1", "distmult": "DistMult", "complex": "ComplEx", "rotate": "RotatE"} {
+	for model, want := range map[string]string{"transe_l2": "TransE_l2", "transe_l1": "TransE_l1", "distmult": "DistMult", "complex": "ComplEx", "rotate": "RotatE",
+		"rescal": "RESCAL", "simple": "SimplE"} {
 		files, err := kgeExportFiles("wn18rr", model)
 		if err != nil || !slices.Equal(files, []string{kgeEntityFile, kgeRelationFile, kgeConfigFile, "wn18rr_" + want + "_entity.npy", "wn18rr_" + want + "_relation.npy"}) {
 			t.Errorf("%s: %v, %v", model, files, err)

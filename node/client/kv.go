@@ -361,6 +361,30 @@ func (k *KV) Push(ctx context.Context, table string, ids []uint64, grads []float
 	return err
 }
 
+// PushRows is Push for ids that are distinct rows, in as many messages as
+// the frame needs: each row's gradient goes in one message whole, so each
+// row still takes one optimiser step, as Python's Embedding.step pushes
+// its merged rows. ids must not repeat (a row in two messages would take
+// two steps). An error of a push of several names the ids it held
+// (ids[lo:hi]); the pushes before it were applied.
+func (k *KV) PushRows(ctx context.Context, table string, ids []uint64, grads []float32) error {
+	if len(ids) == 0 || len(grads)%len(ids) != 0 {
+		return k.Push(ctx, table, ids, grads) // Push refuses a mismatch, naming it
+	}
+	dim := len(grads) / len(ids)
+	per := max(1, (k.frame-pushRequestHead-len(table))/(8+4*dim))
+	if len(ids) <= per {
+		return k.Push(ctx, table, ids, grads)
+	}
+	for lo := 0; lo < len(ids); lo += per {
+		hi := min(len(ids), lo+per)
+		if err := k.Push(ctx, table, ids[lo:hi], grads[lo*dim:hi*dim]); err != nil {
+			return fmt.Errorf("%w (ids[%d:%d] of %d, pushed in messages of %d; the ones before were applied)", err, lo, hi, len(ids), per)
+		}
+	}
+	return nil
+}
+
 // pushRequestHead is the size of a PushRequest besides its table name,
 // ids and gradients: kind, version, name length, dim u32, n u32.
 const pushRequestHead = 2 + 1 + 4 + 4

@@ -99,6 +99,36 @@ func TestPushOverFrame(t *testing.T) {
 	}
 }
 
+// TestPushRows: distinct rows whose push would pass the frame go in as
+// many messages as it needs, each row whole in one, so each takes one
+// step; a push that fits is one message.
+func TestPushRows(t *testing.T) {
+	socket, store := kvNode(t)
+	k, err := DialKV(context.Background(), socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	ctx := context.Background()
+	// A push of n ids of dim 2 to "e" is 12 + 16n bytes: 3 ids fit 60.
+	k.frame = 60
+	ids := []uint64{3, 0, 2, 1}
+	grads := []float32{3, 30, 0, 0, 2, 20, 1, 10}
+	if err := k.Push(ctx, "e", ids, grads); !errors.Is(err, control.ErrProtocol) {
+		t.Fatalf("Push of 4 ids over a 60-byte frame: %v, want it refused", err)
+	}
+	if err := k.PushRows(ctx, "e", ids, grads); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := store.Pull("e", []uint64{0, 1, 2, 3}, nil)
+	if want := []float32{0, 0, -1, -10, -2, -20, -3, -30}; err != nil || !slices.Equal(rows, want) {
+		t.Fatalf("rows after PushRows: %v, %v; want %v (one SGD step each)", rows, err, want)
+	}
+	if err := k.PushRows(ctx, "e", []uint64{1}, []float32{1}); !errors.Is(err, kv.ErrShape) {
+		t.Errorf("PushRows of 1 id with 1 value of a dim-2 table: %v, want a shape error", err)
+	}
+}
+
 // TestPushSyncTrainerRange: a trainer or world that is not a rank of a
 // job of that size is refused, naming both, before it is cut to the
 // wire's uint32: trainer -1 read "trainer 4294967295", and trainer 2^32
