@@ -158,6 +158,9 @@ func (s *kvServer) coordinate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.checkBeforeSave(ctx); err != nil {
+		return err
+	}
 	id := kv.NewSaveID().String()
 	local, err := s.store.PrepareSave(ctx, dir, kv.ParseSaveID(id))
 	if err != nil {

@@ -81,11 +81,40 @@ func (s *kvServer) checkSaves(ctx context.Context, table string) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("table %q: the nodes' checkpoint files are of different saves, which loaded together would mix rows no training produced: %s; %v. "+
-		"The table is not served. To load the last coordinated save (<table>.part<K>.kvt, kept on every node), move aside the exit saves "+
-		"(<table>.part<K>.exit.kvt, written by a node stopping on its own) on the nodes that loaded one; a node that lacks the save every other holds "+
-		"(a save split between prepare and commit) cannot be loaded with them: remove the files to start afresh; then create the table again: %w",
+	return fmt.Errorf("table %q: the nodes' checkpoint files are of different saves, which loaded together would mix rows no training produced: %s; %v: %w",
 		table, describeLoaded(fmt.Sprintf("part %d", s.part), key, file), errors.Join(errs...), kv.ErrMixedSaves)
+}
+
+// mixedLoadFix says how to load one save on every node, after an error
+// of checkSaves.
+const mixedLoadFix = "move aside the exit saves (<table>.part<K>.exit.kvt, written by a node stopping on its own) on the nodes that loaded one, " +
+	"to load the last coordinated save (<table>.part<K>.kvt, kept on every node); a node that lacks the save every other holds " +
+	"(a save split between prepare and commit) cannot be loaded with them: remove the files to start afresh"
+
+// refused is checkSaves's error for a table that is then not served.
+func refused(err error) error {
+	return fmt.Errorf("%w. The table is not served: %s; then create the table again", err, mixedLoadFix)
+}
+
+// checkBeforeSave runs checkSaves, with kv.load, for every table this
+// node loaded, before a coordinated save: shards of different saves that
+// no check has refused yet (loaded on a peer's kv_create whose sender
+// died before its check) would otherwise become one clean-looking save,
+// which the next load serves. A mix fails the save before any node
+// prepares it.
+func (s *kvServer) checkBeforeSave(ctx context.Context) error {
+	if !s.cfg.KV.Load {
+		return nil
+	}
+	for _, name := range s.store.Tables() {
+		if _, ok := s.store.Loaded(name); !ok {
+			continue
+		}
+		if err := s.checkSaves(ctx, name); err != nil {
+			return fmt.Errorf("nothing saved (every node keeps its checkpoint): saving would make the mix one save: %w. kv_drop the table, %s; then create it again", err, mixedLoadFix)
+		}
+	}
+	return nil
 }
 
 // checkLoaded serves a peer's check: nil when this node's shard of
@@ -117,7 +146,7 @@ func (s *kvServer) checkLoadedAtStart(ctx context.Context) {
 			s.createMu.Lock()
 			s.forget(name)
 			s.createMu.Unlock()
-			s.log.Error("kv: table loaded at start left out", "table", name, "err", err)
+			s.log.Error("kv: table loaded at start left out", "table", name, "err", refused(err))
 		}
 	}
 }
@@ -133,6 +162,7 @@ func (s *kvServer) refuseMixed(ctx context.Context, table string) error {
 	if err == nil {
 		return nil
 	}
+	err = refused(err)
 	if _, derr := s.drop(ctx, table, true); derr != nil {
 		err = fmt.Errorf("%w (dropping it again on the other nodes failed: %v)", err, derr)
 	}

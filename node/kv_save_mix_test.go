@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -327,5 +328,55 @@ func TestKVCheckWithAnEarlierBuild(t *testing.T) {
 		if !strings.Contains(logged.String(), "earlier build") || !strings.Contains(logged.String(), "not checked") {
 			t.Errorf("%s node: no warning that the loads were not checked; log:\n%s", role, logged.String())
 		}
+	}
+}
+
+// TestKVSaveRefusesAMixedLoad: shards loaded from different saves and not
+// yet checked (each node loaded on a peer's kv_create, whose sender died
+// before its check ran) must not be saved: a coordinated save of them
+// would make the mix one clean-looking save, which the next load would
+// serve. The save is refused, naming both files, and every node keeps
+// the files it had.
+func TestKVSaveRefusesAMixedLoad(t *testing.T) {
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss := coordinatedSave(t, dirs)
+	ctx := context.Background()
+	train(t, ss, 3)
+	if _, err := ss[1].save(ctx, false); err != nil { // node 1 stopping
+		t.Fatal(err)
+	}
+	snapshot := func() map[string]string {
+		files := map[string]string{}
+		for _, d := range dirs {
+			ents, err := os.ReadDir(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range ents {
+				b, _ := os.ReadFile(filepath.Join(d, e.Name()))
+				files[filepath.Join(d, e.Name())] = string(b)
+			}
+		}
+		return files
+	}
+	before := snapshot()
+
+	rs, ts := kvPair(t, dirs, true)
+	for _, s := range rs {
+		if _, err := s.create(ctx, &ts, false); err != nil { // a peer's kv_create: loads, does not check
+			t.Fatal(err)
+		}
+	}
+	_, err := rs[1].save(ctx, true)
+	for _, want := range []string{kv.FileName("w", 0), kv.ExitFileName("w", 1), "different saves", "nothing saved"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("kv_save of shards loaded from two saves: error %v does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "not served") {
+		t.Errorf("kv_save's refusal says the table is not served, which it still is: %v", err)
+	}
+	if after := snapshot(); !maps.Equal(after, before) {
+		t.Errorf("the refused kv_save changed the checkpoint files: %v → %v", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
 	}
 }
