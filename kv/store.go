@@ -129,8 +129,8 @@ func (s *Store) Create(spec Spec) (bool, error) {
 	defer s.createMu.Unlock()
 	old := s.set.Load()
 	if t, ok := old.tables[spec.Name]; ok {
-		if field := specDiff(&t.spec, &spec); field != "" {
-			return false, fmt.Errorf("kv: table %q: %s differs from the existing table's: %w", spec.Name, field, ErrSpec)
+		if diff := specDiff(&t.spec, &spec); diff != "" {
+			return false, fmt.Errorf("kv: table %q: %s: %w", spec.Name, diff, ErrSpec)
 		}
 		return false, nil
 	}
@@ -214,21 +214,26 @@ func byteSize(n uint64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// specDiff names the first field in which a and b differ, or "".
+// specDiff names the first field of spec b that differs from the
+// existing table's spec a, with both values ("dim 8 differs from the
+// existing table's 4"), or is "" when they are equal.
 func specDiff(a, b *Spec) string {
+	diff := func(field string, asked, have any) string {
+		return fmt.Sprintf("%s %v differs from the existing table's %v", field, asked, have)
+	}
 	switch {
 	case a.Rows != b.Rows:
-		return "rows"
+		return diff("rows", b.Rows, a.Rows)
 	case a.Dim != b.Dim:
-		return "dim"
+		return diff("dim", b.Dim, a.Dim)
 	case a.Init != b.Init:
-		return "init"
+		return diff("init", fmt.Sprintf("%+v", b.Init), fmt.Sprintf("%+v", a.Init))
 	case a.Opt != b.Opt:
-		return "optimiser"
+		return diff("optimiser", fmt.Sprintf("%+v", b.Opt), fmt.Sprintf("%+v", a.Opt))
 	case a.Mode != b.Mode:
-		return "mode"
+		return diff("mode", b.Mode, a.Mode)
 	case !slices.Equal(a.Bounds, b.Bounds):
-		return "bounds"
+		return diff("bounds", b.Bounds, a.Bounds)
 	}
 	return ""
 }

@@ -218,7 +218,7 @@ func TestStoreCreate(t *testing.T) {
 	}
 	other := spec
 	other.Dim = 3
-	if _, err := s.Create(other); !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), "dim differs") {
+	if _, err := s.Create(other); !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), "dim 3 differs from the existing table's 2") {
 		t.Fatalf("create with another dim: %v, want ErrSpec naming dim", err)
 	}
 	async := spec

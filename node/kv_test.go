@@ -100,7 +100,7 @@ func TestKVCluster(t *testing.T) {
 			bad.Dim = 4
 			// kv.ErrSpec crosses the control socket (kv_code): a trainer
 			// tells a clash from other failures without reading the text.
-			if _, err := kvs[n-1].Create(ctx, bad); !errors.Is(err, kv.ErrSpec) || !strings.Contains(err.Error(), "dim differs") {
+			if _, err := kvs[n-1].Create(ctx, bad); !errors.Is(err, kv.ErrSpec) || !strings.Contains(err.Error(), "dim 4 differs from the existing table's 3") {
 				t.Fatalf("create with another dim: %v, want kv.ErrSpec naming dim", err)
 			}
 
@@ -559,7 +559,7 @@ func TestKVDrop(t *testing.T) {
 	conf := control.TableSpec{Name: "conf", Rows: control.Rows{N: 10}, Dim: 8, Optimizer: "sgd", LR: 0.1, Mode: "async"}
 	var ce *control.Error
 	if _, err := k0.Create(ctx, conf); !errors.As(err, &ce) || ce.Key != "table" || !strings.Contains(ce.Msg, "part 1") ||
-		!strings.Contains(ce.Msg, "dim differs") || !strings.Contains(ce.Msg, "dropped again") || !errors.Is(err, kv.ErrSpec) {
+		!strings.Contains(ce.Msg, "dim 8 differs from the existing table's 4") || !strings.Contains(ce.Msg, "dropped again") || !errors.Is(err, kv.ErrSpec) {
 		t.Fatalf("create conf dim 8 against node 1's dim 4: %v", err)
 	}
 	conf.Dim = 4

@@ -244,7 +244,7 @@ class NodeTest(unittest.TestCase):
             with self.assertRaises(graphnode.ControlError) as cm:
                 kv.create("emb", rows="nodes", dim=8, optimizer="sgd", lr=0.5, mode="async")
             self.assertEqual((cm.exception.key, cm.exception.kv_code), ("table", 10))
-            self.assertIn("dim differs", str(cm.exception))
+            self.assertIn("dim 8 differs from the existing table's 4", str(cm.exception))
 
             ids = torch.tensor([0, 5, 1999])
             before = kv.pull("emb", ids)
