@@ -62,6 +62,12 @@ type KGEConfig struct {
 	// EvalEvery: evaluate after every N-th epoch and the last (0: only
 	// the last). EvalBlock triples are ranked at a time.
 	EvalEvery, EvalBlock int
+	// EvalNeg > 0 ranks each evaluation triple against EvalNeg distinct
+	// entities drawn uniformly for its block (DGL-KE's
+	// --neg_sample_size_eval), pulling only their rows, instead of
+	// against every entity with the whole entity table in memory; 0 (or
+	// at least Entities) ranks against every entity.
+	EvalNeg int
 	// Progress, when set, hears of every step ("epoch N": steps done of
 	// StepsPerEpoch) and evaluation block ("evaluation": triples ranked of
 	// this trainer's share).
@@ -117,8 +123,8 @@ func (c *KGEConfig) Validate() error {
 	if c.EntityTable == "" || c.RelationTable == "" || c.EntityTable == c.RelationTable {
 		bad("tables %q and %q: want two distinct names", c.EntityTable, c.RelationTable)
 	}
-	if c.EvalEvery < 0 || c.EvalBlock < 1 {
-		bad("eval every %d epochs in blocks of %d: want >= 0 and >= 1", c.EvalEvery, c.EvalBlock)
+	if c.EvalEvery < 0 || c.EvalBlock < 1 || c.EvalNeg < 0 {
+		bad("eval every %d epochs in blocks of %d against %d negatives: want >= 0, >= 1 and >= 0", c.EvalEvery, c.EvalBlock, c.EvalNeg)
 	}
 	return errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 )
 
@@ -110,18 +111,22 @@ func (k *KGE) pullAll(ctx context.Context, table string, rows uint64, dim int, d
 }
 
 // evaluate ranks this trainer's share of eval (every World-th triple from
-// Rank) against every entity, tails then heads.
+// Rank) against every entity, or against cfg.EvalNeg sampled ones, tails
+// then heads.
 func (k *KGE) evaluate(ctx context.Context, eval []Triple, f *KGEFilter) (KGEMetrics, error) {
 	m, cfg := k.model, &k.cfg
 	ed, rd := m.EntDim(), m.RelDim()
 	k.progress("evaluation", 0, int64((len(eval)-cfg.Rank+cfg.World-1)/cfg.World))
-	E, R, err := k.Embeddings(ctx)
-	if err != nil {
-		return KGEMetrics{}, err
-	}
 	var share []Triple
 	for i := cfg.Rank; i < len(eval); i += cfg.World {
 		share = append(share, eval[i])
+	}
+	if cfg.EvalNeg > 0 && uint64(cfg.EvalNeg) < cfg.Entities {
+		return k.evaluateSampled(ctx, share, f)
+	}
+	E, R, err := k.Embeddings(ctx)
+	if err != nil {
+		return KGEMetrics{}, err
 	}
 	N := int(cfg.Entities)
 	var h, r, t, s []float32
@@ -153,6 +158,106 @@ func (k *KGE) evaluate(ctx context.Context, eval []Triple, f *KGEFilter) (KGEMet
 		k.progress("evaluation", int64(lo+c), int64(len(share)))
 	}
 	return sum.mean(), nil
+}
+
+// kgeEvalSeed keys the draws of evaluation's negatives, apart from the
+// training order and negatives of the same seed.
+const kgeEvalSeed = 0x6b67652d6576616c // "kge-eval"
+
+// evaluateSampled is evaluate against cfg.EvalNeg distinct entities per
+// block of cfg.EvalBlock triples, drawn uniformly from the seed, the rank
+// and the block (the same for tails and heads), as DGL-KE's
+// --neg_sample_size_eval. Only the block's heads, tails and negatives
+// are pulled (and the relation table whole), so a graph whose entity
+// table does not fit a trainer is ranked all the same.
+func (k *KGE) evaluateSampled(ctx context.Context, share []Triple, f *KGEFilter) (KGEMetrics, error) {
+	m, cfg := k.model, &k.cfg
+	ed, rd := m.EntDim(), m.RelDim()
+	R, err := k.pullAll(ctx, cfg.RelationTable, uint64(cfg.Relations), rd, nil)
+	if err != nil {
+		return KGEMetrics{}, err
+	}
+	n := cfg.EvalNeg
+	var ids, neg []uint64
+	var rows, r, p, s []float32
+	var sum KGEMetrics
+	for b, lo := 0, 0; lo < len(share); b, lo = b+1, lo+cfg.EvalBlock {
+		if err := ctx.Err(); err != nil {
+			return KGEMetrics{}, err
+		}
+		blk := share[lo:min(len(share), lo+cfg.EvalBlock)]
+		c := len(blk)
+		rng := rand.New(rand.NewPCG(cfg.Seed^kgeEvalSeed, uint64(cfg.Rank)<<32|uint64(b)))
+		neg = kgeDistinct(rng, cfg.Entities, n, neg[:0])
+		ids = ids[:0]
+		for _, tr := range blk {
+			ids = append(ids, tr.Head)
+		}
+		for _, tr := range blk {
+			ids = append(ids, tr.Tail)
+		}
+		ids = append(ids, neg...)
+		if rows, err = k.params.Pull(ctx, cfg.EntityTable, ids, rows[:0]); err != nil {
+			return KGEMetrics{}, fmt.Errorf("pull %s: %w", cfg.EntityTable, err)
+		}
+		if len(rows) != len(ids)*ed {
+			return KGEMetrics{}, fmt.Errorf("pulled %d values of %s, want %d rows of %d: %w", len(rows), cfg.EntityTable, len(ids), ed, ErrInvalid)
+		}
+		h, t, E := rows[:c*ed], rows[c*ed:2*c*ed], rows[2*c*ed:]
+		r = grow(r, c*rd)
+		for i, tr := range blk {
+			copy(r[i*rd:(i+1)*rd], R[uint64(tr.Rel)*uint64(rd):])
+		}
+		p, s = grow(p, c), grow(s, c*n)
+		m.Pos(h, r, t, c, p)
+		for _, head := range []bool{false, true} {
+			m.Neg(h, r, t, E, c, n, head, s)
+			for i, tr := range blk {
+				target, from := tr.Tail, tr.Head
+				if head {
+					target, from = tr.Head, tr.Tail
+				}
+				sum.add(kgeRankSampled(p[i], s[i*n:(i+1)*n], neg, target, f.known(from, tr.Rel, head)))
+			}
+		}
+		k.progress("evaluation", int64(lo+c), int64(len(share)))
+	}
+	return sum.mean(), nil
+}
+
+// kgeDistinct appends n distinct ids of 0..m-1, drawn uniformly (Floyd's
+// algorithm), to dst; n must not pass m.
+func kgeDistinct(rng *rand.Rand, m uint64, n int, dst []uint64) []uint64 {
+	seen := make(map[uint64]struct{}, n)
+	for j := m - uint64(n); j < m; j++ {
+		x := rng.Uint64N(j + 1)
+		if _, dup := seen[x]; dup {
+			x = j
+		}
+		seen[x] = struct{}{}
+		dst = append(dst, x)
+	}
+	return dst
+}
+
+// kgeRankSampled is the rank of a triple whose true entity target scores
+// pos among candidates neg scoring scores: 1 + the candidates scoring at
+// least pos (ties against the model, a NaN pos ranks last), leaving out
+// the known entities (filtered ranking; sorted, target among them). A
+// candidate that is the target itself, not left out (raw ranking), counts
+// as a tie whatever the rounding of its two scores.
+func kgeRankSampled(pos float32, scores []float32, neg []uint64, target uint64, known []uint64) int {
+	nan := math.IsNaN(float64(pos))
+	rank := 1
+	for j, e := range neg {
+		if _, ok := slices.BinarySearch(known, e); ok {
+			continue
+		}
+		if e == target || nan || scores[j] >= pos {
+			rank++
+		}
+	}
+	return rank
 }
 
 // kgeRank is the rank of row[target] among row, leaving out the known

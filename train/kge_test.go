@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -665,4 +666,160 @@ func TestKGEConfigNonFinite(t *testing.T) {
 			t.Errorf("%v, want %s", err, c.want)
 		}
 	}
+}
+
+// TestKGERankSampled: a sampled candidate counts when it scores at least
+// the true entity's score, unless known (filtered); the true entity drawn
+// as a candidate counts in raw ranking (a tie, whatever the rounding of
+// its two scores) and is left out in filtered ranking; a NaN true score
+// ranks after every candidate left.
+func TestKGERankSampled(t *testing.T) {
+	neg := []uint64{7, 2, 9, 4, 5}
+	scores := []float32{0.5, 2, 1, 3, 0.99}
+	for _, c := range []struct {
+		pos    float32
+		target uint64
+		known  []uint64
+		want   int
+	}{
+		{1, 3, nil, 4},               // 2, 1 (a tie) and 3 score at least 1
+		{1, 3, []uint64{2, 3, 4}, 2}, // 2 and 4 known: left out
+		{1, 9, nil, 4},               // the target drawn (score 1) counts once, as a tie
+		{1.5, 9, nil, 4},             // ... even when its candidate score rounds lower
+		{1.5, 9, []uint64{3, 9}, 3},  // filtered: the target among the known, left out
+		{float32(math.NaN()), 3, nil, 6},
+		{float32(math.NaN()), 3, []uint64{7, 9}, 4},
+		{5, 3, nil, 1},
+	} {
+		if got := kgeRankSampled(c.pos, scores, neg, c.target, c.known); got != c.want {
+			t.Errorf("rank of score %g (target %d, known %v) = %d, want %d", c.pos, c.target, c.known, got, c.want)
+		}
+	}
+}
+
+// TestKGEDistinct: n distinct ids below m, the same for the same stream;
+// n = m is every id.
+func TestKGEDistinct(t *testing.T) {
+	for _, c := range []struct {
+		m uint64
+		n int
+	}{{10, 3}, {10, 10}, {1 << 40, 1000}, {5, 0}} {
+		got := kgeDistinct(rand.New(rand.NewPCG(1, 2)), c.m, c.n, nil)
+		again := kgeDistinct(rand.New(rand.NewPCG(1, 2)), c.m, c.n, nil)
+		seen := map[uint64]bool{}
+		for _, x := range got {
+			if x >= c.m || seen[x] {
+				t.Fatalf("m %d n %d: %v has %d out of range or twice", c.m, c.n, got, x)
+			}
+			seen[x] = true
+		}
+		if len(got) != c.n || !slices.Equal(got, again) {
+			t.Errorf("m %d n %d: %d ids %v, then %v", c.m, c.n, len(got), got, again)
+		}
+	}
+}
+
+// TestKGEEvalSampled: ranking against EvalNeg sampled entities gives, for
+// every triple, the rank its true entity has among those candidates in
+// the scores against every entity (the reference below redraws the
+// block's candidates from the same stream), while pulling only the
+// block's rows: no pull of the whole entity table.
+func TestKGEEvalSampled(t *testing.T) {
+	const n = 40
+	ts := kgeTestGraph(n)
+	for _, model := range []string{"distmult", "transe_l2", "simple"} {
+		for _, filtered := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/filtered=%v", model, filtered), func(t *testing.T) {
+				cfg := kgeTestConfig(model, n)
+				cfg.Epochs, cfg.StepsPerEpoch, cfg.EvalNeg = 2, 3, 12
+				var f *KGEFilter
+				if filtered {
+					f = NewKGEFilter(ts)
+				}
+				ed, rd, err := KGETableDims(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				kvc := kgeStore(t, cfg, 0.1)
+				rec := &kgeMaxPull{KGEParams: kvc}
+				k, err := NewKGE(cfg, rec, NoSync{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := k.Run(context.Background(), KGEData{Train: ts}, nil); err != nil {
+					t.Fatal(err)
+				}
+				rec.most = 0
+				got, err := k.evaluate(context.Background(), ts, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := 2*cfg.EvalBlock + cfg.EvalNeg; rec.most != want {
+					t.Errorf("the largest entity pull held %d ids, want %d (a block's heads, tails and negatives)", rec.most, want)
+				}
+
+				E, R, err := k.Embeddings(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := k.model
+				var want KGEMetrics
+				row, pos := make([]float32, n), make([]float32, 1)
+				for b, lo := 0, 0; lo < len(ts); b, lo = b+1, lo+cfg.EvalBlock {
+					rng := rand.New(rand.NewPCG(cfg.Seed^kgeEvalSeed, uint64(b)))
+					neg := kgeDistinct(rng, n, cfg.EvalNeg, nil)
+					for _, tr := range ts[lo:min(len(ts), lo+cfg.EvalBlock)] {
+						h, r, tl := E[tr.Head*uint64(ed):][:ed], R[uint64(tr.Rel)*uint64(rd):][:rd], E[tr.Tail*uint64(ed):][:ed]
+						m.Pos(h, r, tl, 1, pos)
+						for _, head := range []bool{false, true} {
+							m.Neg(h, r, tl, E, 1, n, head, row)
+							target, from := tr.Tail, tr.Head
+							if head {
+								target, from = tr.Head, tr.Tail
+							}
+							known := f.known(from, tr.Rel, head)
+							rank := 1
+							for _, e := range neg {
+								if _, ok := slices.BinarySearch(known, e); !ok && (e == target || row[e] >= pos[0]) {
+									rank++
+								}
+							}
+							want.add(rank)
+						}
+					}
+				}
+				want = want.mean()
+				// The same ranks; the sums of 1/rank differ in order only.
+				close := func(a, b float64) bool { return math.Abs(a-b) <= 1e-12 }
+				if got.Ranks != 2*len(ts) || got.Ranks != want.Ranks || !close(got.MRR, want.MRR) || got.MR != want.MR ||
+					got.Hits1 != want.Hits1 || got.Hits3 != want.Hits3 || got.Hits10 != want.Hits10 {
+					t.Errorf("sampled ranking %+v, want %+v", got, want)
+				}
+				full := k.cfg
+				full.EvalNeg = 0
+				k.cfg = full
+				all, err := k.evaluate(context.Background(), ts, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("MRR against %d sampled entities %.3f, against all %d %.3f", cfg.EvalNeg, got.MRR, n, all.MRR)
+				if filtered && (got.MRR < all.MRR || got.MR > all.MR) {
+					t.Errorf("filtered ranks among a subset of the entities are worse than among all: %+v against %+v", got, all)
+				}
+			})
+		}
+	}
+}
+
+// kgeMaxPull records the most ids of one pull of the entity table.
+type kgeMaxPull struct {
+	KGEParams
+	most int
+}
+
+func (p *kgeMaxPull) Pull(ctx context.Context, table string, ids []uint64, dst []float32) ([]float32, error) {
+	if table == "kge.entity" {
+		p.most = max(p.most, len(ids))
+	}
+	return p.KGEParams.Pull(ctx, table, ids, dst)
 }
