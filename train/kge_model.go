@@ -134,8 +134,9 @@ func newKGEModel(name string, hidden int, gamma float32) (kgeModel, error) {
 // forms hold as |ρ_k| = 1 and Re(h r conj(t)) = Re(h conj(conj(r) t)).
 // pair is symmetric in x and e. Pos is pair(x_i, t_i), so every score goes
 // through the same code (simple's then clamped). Neg is the product X·Eᵀ
-// for distmult, complex, rescal and simple, and for transe_l2 goes through ‖x − e‖² = ‖x‖² + ‖e‖² − 2x·e;
-// transe_l1 and rotate loop over the pairs.
+// for distmult, complex, rescal and simple, and for transe_l2 goes
+// through ‖x − e‖² = ‖x‖² + ‖e‖² − 2x·e; transe_l1 and rotate loop over
+// the pairs.
 type kgeScore struct {
 	name       string
 	kind       int

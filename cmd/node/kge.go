@@ -104,7 +104,7 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.Uint64Var(&f.cfg.Seed, "seed", 1, "seed of the initial embeddings, the order and the negatives")
 	fs.StringVar(&f.eval, "eval", "test", "triples to rank after training: test, valid or none")
 	fs.IntVar(&f.evalSample, "eval-sample", 0, "rank this many triples drawn from --seed (0: all)")
-	fs.IntVar(&f.cfg.EvalNeg, "eval-neg", 0, "rank each triple against this many distinct entities drawn uniformly per block, pulling only their rows, as DGL-KE's --neg_sample_size_eval (0: against every entity, with the whole entity table in each trainer)")
+	fs.IntVar(&f.cfg.EvalNeg, "eval-neg", 0, "rank each triple against this many distinct entities drawn uniformly per block, pulling only their rows, as DGL-KE's --neg_sample_size_eval (0, or as many as the entities: against every entity, with the whole entity table in each trainer)")
 	fs.IntVar(&f.cfg.EvalEvery, "eval-every", 0, "evaluate after every N-th epoch and after the last (0: after the last only, as node train)")
 	fs.BoolVar(&f.filter, "eval-filter", true, "filtered ranks (other known facts are not candidates; needs every part's triples under --parts); false: raw ranks")
 	fs.StringVar(&f.prefix, "table-prefix", "kge", "kv tables <prefix>.entity, <prefix>.relation and <prefix>.sync (the same on every trainer of the job)")
