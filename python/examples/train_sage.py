@@ -93,10 +93,10 @@ class SAGEConv(nn.Module):
 class SAGE(nn.Module):
     """layers × SAGEConv, ReLU and dropout between them. With the sampled
     counts per hop (num_sampled_nodes, num_sampled_edges), layer i works on
-    the hops that still matter only (PyG's trim_to_layer): layer i of L
-    reads the nodes of hops 0..L-i and the edges of hops 0..L-i-1, and
-    writes the nodes of hops 0..L-i-1. The seeds' outputs are the same as
-    without trimming."""
+    the hops that still matter only (PyG's trim_to_layer, through
+    graphnode.layer_sizes): layer i of L reads the nodes of hops 0..L-i and
+    the edges of hops 0..L-i-1, and writes the nodes of hops 0..L-i-1. The
+    seeds' outputs are the same as without trimming."""
 
     def __init__(self, in_channels, hidden, out_channels, layers, dropout, input_dropout=0.0):
         super().__init__()
@@ -114,14 +114,13 @@ class SAGE(nn.Module):
                 x = torch.sparse_coo_tensor(x.indices(), F.dropout(x.values(), self.input_dropout), x.shape)
             else:
                 x = F.dropout(x, self.input_dropout)
+        sizes = graphnode.layer_sizes(num_sampled_nodes, num_sampled_edges, L) if trim else None
         for i, conv in enumerate(self.convs):
             if trim:
-                k = L - i
-                n_in = sum(num_sampled_nodes[:k + 1])
+                num_edges, n_in, num_dst = sizes[i]
                 if n_in != x.size(0):
                     x = x[:n_in]
-                ei = edge_index[:, :sum(num_sampled_edges[:k])]
-                num_dst = sum(num_sampled_nodes[:k])
+                ei = edge_index[:, :num_edges]
             else:
                 ei, num_dst = edge_index, x.size(0)
             x = conv(x, ei, num_dst)

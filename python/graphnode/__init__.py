@@ -15,7 +15,7 @@ loader (Loader), origids (OrigIds), kv (KV, Embedding), nodedata
 (NodeData), errors.
 """
 
-from .batch import Batch, decode_batch
+from .batch import Batch, decode_batch, layer_sizes
 from .errors import ControlError, CorruptError, EndOfStream, LoaderError, ProducerDeadError, VersionError
 from .kv import KV, Embedding, KVError
 from .loader import Loader
@@ -25,5 +25,5 @@ from .record import Record, decode_record
 
 __all__ = [
     "Batch", "ControlError", "CorruptError", "Embedding", "EndOfStream", "KV", "KVError", "Loader", "LoaderError",
-    "NodeData", "NodeDataError", "OrigIds", "ProducerDeadError", "Record", "VersionError", "decode_batch", "decode_record",
+    "NodeData", "NodeDataError", "OrigIds", "ProducerDeadError", "Record", "VersionError", "decode_batch", "decode_record", "layer_sizes",
 ]

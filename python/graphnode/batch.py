@@ -80,6 +80,21 @@ class Batch:
         """A Batch copied into page-locked host memory (needs CUDA)."""
         return self._map(lambda t: t.pin_memory())
 
+    def layers(self, num_layers=None):
+        """The batch cut for each layer of a message-passing model, from
+        the input layer to the output one: a list of (edge_index, num_src,
+        num_dst), as PyG's trim_to_layer and DGL's message flow graphs
+        (blocks). Layer i of L reads the first num_src rows of x (the
+        nodes of hops 0..L-i), the edges sampled at hops 1..L-i (a prefix
+        of edge_index: rows = sources, cols = destinations) and writes the
+        first num_dst nodes (hops 0..L-i-1, which are also the first
+        sources, as a DGL block wants); the last layer's num_dst is
+        batch_size. For DGL: dgl.create_block((ei[0], ei[1]),
+        num_src_nodes=ns, num_dst_nodes=nd). num_layers (default: the hops
+        sampled) may be fewer than the hops: the outer ones are left out."""
+        return [(self.edge_index[:, :e], ns, nd)
+                for e, ns, nd in layer_sizes(self.num_sampled_nodes, self.num_sampled_edges, num_layers)]
+
     def check_edges(self):
         """Raise LoaderError unless every position in edge_index lies in
         [0, num_nodes) (O(E); sample.View.CheckEdges)."""
@@ -99,6 +114,24 @@ class Batch:
         return "Batch(epoch=%d, index=%d, x=%s, edge_index=%s, y=%s, n_id=%s, batch_size=%d%s)" % (
             self.epoch, self.index, shape(self.x), shape(self.edge_index), shape(self.y), shape(self.n_id),
             self.batch_size, link)
+
+
+def layer_sizes(num_sampled_nodes, num_sampled_edges, num_layers=None):
+    """Batch.layers as counts, from the per-hop counts alone (for a
+    model's forward that gets them, not the batch): a list of (num_edges,
+    num_src, num_dst) per layer, the input layer first."""
+    hops = len(num_sampled_edges)
+    if len(num_sampled_nodes) != hops + 1:
+        raise ValueError("layer_sizes: %d node counts for %d hops of edges: want one more (the seeds)"
+                         % (len(num_sampled_nodes), hops))
+    L = hops if num_layers is None else num_layers
+    if not 1 <= L <= hops:
+        raise ValueError("layer_sizes: %s layers of a batch of %d hops: want 1..%d" % (num_layers, hops, hops))
+    out = []
+    for i in range(L):
+        k = L - i
+        out.append((sum(num_sampled_edges[:k]), sum(num_sampled_nodes[:k + 1]), sum(num_sampled_nodes[:k])))
+    return out
 
 
 def _view(buf, offset, dtype, count):

@@ -148,6 +148,16 @@ class NodeTest(unittest.TestCase):
                 self.assertLess(int(row.max()), node_end[k + 1])
                 self.assertLessEqual(int(torch.bincount(col).max()), FANOUTS[k])
             e0 += ne
+        # Batch.layers: each layer's edges are exactly those into its first
+        # num_dst nodes, a prefix of edge_index, from its first num_src.
+        layers = b.layers()
+        self.assertEqual(len(layers), len(FANOUTS))
+        self.assertEqual((layers[0][1], layers[-1][2]), (n, bs))
+        for ei, ns, nd in layers:
+            self.assertEqual(ei.shape[1], int((b.edge_index[1] < nd).sum()))
+            if ei.numel():
+                self.assertLess(int(ei[1].max()), nd)
+                self.assertLess(int(ei[0].max()), ns)
 
     def test_two_epochs(self):
         lo = self.loader(epochs=2, shuffle=True, seed=11)

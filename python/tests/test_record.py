@@ -221,3 +221,27 @@ class RejectTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class LayersTest(unittest.TestCase):
+    """Batch.layers and layer_sizes cut a batch per model layer, the input
+    layer first (PyG's trim_to_layer, DGL's blocks)."""
+
+    def test_sizes(self):
+        # Seeds 2, hop 1 adds 3 nodes over 3 edges, hop 2 4 nodes over 5.
+        self.assertEqual(graphnode.layer_sizes([2, 3, 4], [3, 5]), [(8, 9, 5), (3, 5, 2)])
+        self.assertEqual(graphnode.layer_sizes([2, 3, 4], [3, 5], 1), [(3, 5, 2)])
+        self.assertEqual(graphnode.layer_sizes([4, 0], [0]), [(0, 4, 4)])
+        for nodes, edges, layers in (([2, 3], [3, 5], None), ([2, 3, 4], [3, 5], 3), ([2, 3, 4], [3, 5], 0)):
+            with self.assertRaises(ValueError):
+                graphnode.layer_sizes(nodes, edges, layers)
+
+    def test_batch_layers(self):
+        raw, want = golden()
+        b = graphnode.decode_batch(bytearray(raw))
+        layers = b.layers()
+        self.assertEqual(len(layers), want["hops"])
+        for (ei, ns, nd), (e, ns2, nd2) in zip(layers, graphnode.layer_sizes(b.num_sampled_nodes, b.num_sampled_edges)):
+            self.assertEqual((ei.shape[1], ns, nd), (e, ns2, nd2))
+            self.assertTrue(torch.equal(ei, b.edge_index[:, :e]))
+        self.assertEqual((layers[0][1], layers[-1][2]), (b.num_nodes, b.batch_size))
