@@ -159,6 +159,31 @@ var dglkeFlags = map[string]string{
 	"eval_percent":             "--eval-sample (a count of triples)",
 	"neg_sample_size_eval":     "--eval-neg",
 	"num_proc":                 "one node kge per part (--rank, --world-size)",
+	"save_emb":                 "--export",
+	"format":                   "node partition --format kg (DGL-KE's built-in layout: entities.dict, relations.dict, train.txt, …)",
+	"data_files":               "node partition --format kg --input DIR",
+	"log_interval":             "one line per epoch (--json for JSON)",
+	"num_thread":               "GOMAXPROCS (every core by default)",
+}
+
+// dglkeNoFlags are dglke_train's flags that node kge has no flag for,
+// and why, so that a pasted dglke_train command says what each means
+// here rather than only "flag provided but not defined".
+var dglkeNoFlags = map[string]string{
+	"double_ent":          "the rows' layout follows --model (ComplEx, RotatE and SimplE double the entity rows)",
+	"de":                  "the rows' layout follows --model (ComplEx, RotatE and SimplE double the entity rows)",
+	"double_rel":          "the rows' layout follows --model (ComplEx and SimplE double the relation rows)",
+	"dr":                  "the rows' layout follows --model (ComplEx and SimplE double the relation rows)",
+	"gpu":                 "it trains on the CPUs (the GPU tier is not built)",
+	"mix_cpu_gpu":         "it trains on the CPUs (the GPU tier is not built)",
+	"async_update":        "pushes are asynchronous already: the owning node applies them as they arrive (Hogwild)",
+	"rel_part":            "the relations are one kv table, pulled per step as the entities are",
+	"soft_rel_part":       "the relations are one kv table, pulled per step as the entities are",
+	"force_sync_interval": "the trainers meet once per epoch (and at each evaluation)",
+	"neg_deg_sample":      "negatives are drawn uniformly only",
+	"neg_deg_sample_eval": "--eval-neg draws uniformly only",
+	"no_save_emb":         "nothing is written without --export or --save",
+	"delimiter":           "node partition --format kg reads tab-separated triples",
 }
 
 // dglkeFlagHint says which flag of node kge a dglke_train flag in args
@@ -175,6 +200,9 @@ func dglkeFlagHint(fs *flag.FlagSet, args []string) string {
 		}
 		if ours, ok := dglkeFlags[name]; ok {
 			return fmt.Sprintf("%s is dglke_train's flag: node kge takes %s", given, ours)
+		}
+		if why, ok := dglkeNoFlags[name]; ok {
+			return fmt.Sprintf("%s is dglke_train's flag: node kge has none, %s", given, why)
 		}
 	}
 	return ""

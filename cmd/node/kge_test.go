@@ -350,6 +350,8 @@ func TestKGEFlagErrors(t *testing.T) {
 		{[]string{"--hidden_dim=400"}, "node kge: --hidden_dim is dglke_train's flag: node kge takes --hidden; node kge --help lists its flags\n"},
 		{[]string{"-adv"}, "node kge: -adv is dglke_train's flag: node kge takes --adv-temp (self-adversarial weighting at a temperature > 0); node kge --help lists its flags\n"},
 		{[]string{"--max_step", "80000"}, "node kge: --max_step is dglke_train's flag: node kge takes --epochs and --steps-per-epoch; node kge --help lists its flags\n"},
+		{[]string{"-de", "-dr"}, "node kge: -de is dglke_train's flag: node kge has none, the rows' layout follows --model (ComplEx, RotatE and SimplE double the entity rows); node kge --help lists its flags\n"},
+		{[]string{"--neg_sample_size_eval", "1000"}, "node kge: --neg_sample_size_eval is dglke_train's flag: node kge takes --eval-neg; node kge --help lists its flags\n"},
 	} {
 		args := append([]string{"kge", "--socket", filepath.Join(dir, "none.sock"), "--parts", filepath.Join(dir, "parts")}, tc.flags...)
 		code, _, stderr := runNode(t, args...)
