@@ -95,6 +95,25 @@ class Batch:
         return [(self.edge_index[:, :e], ns, nd)
                 for e, ns, nd in layer_sizes(self.num_sampled_nodes, self.num_sampled_edges, num_layers)]
 
+    def triplets(self):
+        """A link batch's pairs as PyG's LinkNeighborLoader gives them with
+        neg_sampling="triplet": (src_index, dst_pos_index, dst_neg_index),
+        positions in n_id of each seed edge's source (M,), its destination
+        (M,) and its neg_ratio negatives (M, neg_ratio), for ranking losses
+        (BPR and the like). They view edge_label_index, which holds the M
+        seed edges, then neg_ratio negatives per edge sharing its source.
+        A node batch raises LoaderError."""
+        if self.edge_label_index is None or self.edge_label is None:
+            raise LoaderError("batch: epoch %d batch %d: triplets of a node batch: open the loader with seed_edges"
+                              % (self.epoch, self.index))
+        p = int(self.edge_label_index.shape[1])
+        m = int((self.edge_label == 1).sum())
+        if m == 0 or p % m:
+            raise LoaderError("batch: epoch %d batch %d: %d pairs with %d seed edges: not seed edges then as many "
+                              "negatives each" % (self.epoch, self.index, p, m))
+        eli = self.edge_label_index
+        return eli[0, :m], eli[1, :m], eli[1, m:].view(m, p // m - 1)
+
     def check_edges(self):
         """Raise LoaderError unless every position in edge_index lies in
         [0, num_nodes) (O(E); sample.View.CheckEdges)."""

@@ -347,11 +347,20 @@ class NodeTest(unittest.TestCase):
             self.assertTrue(torch.equal(ends[0, p:], src[at:at + p].repeat_interleave(2)))
             self.assertTrue(bool((ends[1, p:] < 2000).all()))
             self.assertLess(int(lb.edge_label_index.max()), lb.batch_size)
+            # PyG's triplet layout: each edge's source, destination and
+            # its 2 negatives, which share the source.
+            s_i, d_i, n_i = lb.triplets()
+            self.assertEqual((tuple(s_i.shape), tuple(d_i.shape), tuple(n_i.shape)), ((p,), (p,), (p, 2)))
+            self.assertTrue(torch.equal(lb.n_id[s_i], src[at:at + p]) and torch.equal(lb.n_id[d_i], dst[at:at + p]))
+            self.assertTrue(torch.equal(n_i.reshape(-1), lb.edge_label_index[1, p:]))
+            self.assertTrue(torch.equal(lb.edge_label_index[0, p:].view(p, 2), s_i.unsqueeze(1).expand(p, 2)))
             seed_pairs = {tuple(sorted(e)) for e in zip(src[at:at + p].tolist(), dst[at:at + p].tolist())}
             sampled = zip(lb.n_id[lb.edge_index[0]].tolist(), lb.n_id[lb.edge_index[1]].tolist())
             self.assertFalse(seed_pairs & {tuple(sorted(e)) for e in sampled}, "a seed edge was sampled")
             at += p
         self.assertEqual(at, 100)
+        with self.assertRaises(graphnode.LoaderError):
+            b.triplets()  # a node batch
         with self.assertRaises(graphnode.ControlError) as cm:
             self.loader(seed_edges=([1, 2], [3]))
         self.assertEqual(cm.exception.key, "seed_edges")
