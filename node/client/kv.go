@@ -353,7 +353,7 @@ func (k *KV) Push(ctx context.Context, table string, ids []uint64, grads []float
 	// gradient), so the caller chooses where to cut.
 	if size := pushRequestHead + len(table) + 8*len(ids) + 4*len(grads); size > k.frame {
 		return fmt.Errorf("client: kv push: table %q: %d ids of dim %d make a %d-byte message, over the %d-byte frame: push at most %d ids of dim %d per call: %w",
-			table, len(ids), dim, size, k.frame, max(1, (k.frame-pushRequestHead-len(table))/(8+4*dim)), dim, control.ErrProtocol)
+			table, len(ids), dim, size, k.frame, pushPer(k.frame, table, dim), dim, control.ErrProtocol)
 	}
 	_, err := k.ack(ctx, "push", func(b []byte) []byte {
 		return kv.AppendPushRequest(b, &kv.PushRequest{Table: table, Dim: uint32(dim), IDs: ids, Grads: grads})
@@ -372,7 +372,7 @@ func (k *KV) PushRows(ctx context.Context, table string, ids []uint64, grads []f
 		return k.Push(ctx, table, ids, grads) // Push refuses a mismatch, naming it
 	}
 	dim := len(grads) / len(ids)
-	per := max(1, (k.frame-pushRequestHead-len(table))/(8+4*dim))
+	per := pushPer(k.frame, table, dim)
 	if len(ids) <= per {
 		return k.Push(ctx, table, ids, grads)
 	}
@@ -383,6 +383,12 @@ func (k *KV) PushRows(ctx context.Context, table string, ids []uint64, grads []f
 		}
 	}
 	return nil
+}
+
+// pushPer is how many ids of dim one push to table carries within a
+// frame of frame bytes. At least one.
+func pushPer(frame int, table string, dim int) int {
+	return max(1, (frame-pushRequestHead-len(table))/(8+4*dim))
 }
 
 // pushRequestHead is the size of a PushRequest besides its table name,

@@ -29,17 +29,25 @@ func kvNode(t *testing.T) (socket string, store *kv.Store) {
 	return socket, s
 }
 
-// TestPushShape: gradients that are not a whole row per id are the
-// caller's shape error (kv.ErrShape), refused before anything is sent;
-// they used to reach the node as a malformed message ("4 trailing
-// bytes"). The session stays usable.
-func TestPushShape(t *testing.T) {
+// kvNodeClient is a KV dialled to a kvNode (closed with the test) and
+// the node's store.
+func kvNodeClient(t *testing.T) (*KV, *kv.Store) {
+	t.Helper()
 	socket, store := kvNode(t)
 	k, err := DialKV(context.Background(), socket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer k.Close()
+	t.Cleanup(func() { k.Close() })
+	return k, store
+}
+
+// TestPushShape: gradients that are not a whole row per id are the
+// caller's shape error (kv.ErrShape), refused before anything is sent;
+// they used to reach the node as a malformed message ("4 trailing
+// bytes"). The session stays usable.
+func TestPushShape(t *testing.T) {
+	k, store := kvNodeClient(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		ids   []uint64
@@ -68,17 +76,12 @@ func TestPushShape(t *testing.T) {
 // kv push: control: message of 72000014 bytes exceeds 67108864:
 // protocol error" after encoding all of it. The session stays usable.
 func TestPushOverFrame(t *testing.T) {
-	socket, store := kvNode(t)
-	k, err := DialKV(context.Background(), socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
+	k, store := kvNodeClient(t)
 	ctx := context.Background()
 	// A push of n ids of dim 2 to "e" is 12 + 16n bytes: 6 ids fit 108.
 	k.frame = 108
 	ids := []uint64{0, 1, 2, 3, 0, 1, 2}
-	err = k.Push(ctx, "e", ids, make([]float32, 2*len(ids)))
+	err := k.Push(ctx, "e", ids, make([]float32, 2*len(ids)))
 	for _, want := range []string{`table "e"`, "7 ids of dim 2", "124-byte message", "108-byte frame", "at most 6 ids"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("push of 7 ids over a 108-byte frame: %v, want an error saying %q", err, want)
@@ -103,12 +106,7 @@ func TestPushOverFrame(t *testing.T) {
 // many messages as it needs, each row whole in one, so each takes one
 // step; a push that fits is one message.
 func TestPushRows(t *testing.T) {
-	socket, store := kvNode(t)
-	k, err := DialKV(context.Background(), socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
+	k, store := kvNodeClient(t)
 	ctx := context.Background()
 	// A push of n ids of dim 2 to "e" is 12 + 16n bytes: 3 ids fit 60.
 	k.frame = 60
@@ -134,12 +132,7 @@ func TestPushRows(t *testing.T) {
 // wire's uint32: trainer -1 read "trainer 4294967295", and trainer 2^32
 // pushed as trainer 0.
 func TestPushSyncTrainerRange(t *testing.T) {
-	socket, _ := kvNode(t)
-	k, err := DialKV(context.Background(), socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
+	k, _ := kvNodeClient(t)
 	for _, tc := range []struct{ trainer, world int }{{-1, 2}, {1 << 32, 2}, {0, 0}, {2, 2}, {0, 1<<32 + 1}, {0, -1}} {
 		err := k.PushSync(context.Background(), "e", 0, tc.trainer, tc.world, []float32{1, 2, 3, 4, 5, 6, 7, 8})
 		if !errors.Is(err, kv.ErrStep) || errors.Is(err, kv.ErrMode) {
