@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"graphnode/kv"
@@ -310,7 +311,20 @@ func (s *kvServer) peerSave(ctx context.Context, req []byte) error {
 	case saveVerify:
 		return s.refuseMixed(ctx, r.Table)
 	}
-	return fmt.Errorf("node: kv_save from a peer: phase %q: %w", r.Phase, kv.ErrMalformed)
+	return errUnknownPhase(r.Phase)
+}
+
+// errUnknownPhase is peerSave's answer to a phase it does not serve; a
+// node of a later build asking a phase this one lacks tells it with
+// unknownPhase.
+func errUnknownPhase(phase string) error {
+	return fmt.Errorf("node: kv_save from a peer: phase %q: %w", phase, kv.ErrMalformed)
+}
+
+// unknownPhase reports whether err is a peer's answer that it does not
+// serve phase (a peer of an earlier build).
+func unknownPhase(err error, phase string) bool {
+	return errors.Is(err, kv.ErrMalformed) && strings.Contains(err.Error(), fmt.Sprintf("phase %q", phase))
 }
 
 // takePrepared removes and returns the save a peer prepared under id, or

@@ -67,7 +67,7 @@ func (s *kvServer) checkSaves(ctx context.Context, table string) error {
 	var errs []error
 	for _, p := range s.peers() {
 		err := s.sendAck(ctx, p, body)
-		if errors.Is(err, kv.ErrMalformed) && strings.Contains(err.Error(), fmt.Sprintf("phase %q", saveCheck)) {
+		if unknownPhase(err, saveCheck) {
 			s.log.Warn("kv: a peer of an earlier build cannot tell which save its shard was loaded from: not checked", "part", p, "table", table)
 			continue
 		}
@@ -103,13 +103,7 @@ func refused(err error) error {
 // which the next load serves. A mix fails the save before any node
 // prepares it.
 func (s *kvServer) checkBeforeSave(ctx context.Context) error {
-	if !s.cfg.KV.Load {
-		return nil
-	}
-	for _, name := range s.store.Tables() {
-		if _, ok := s.store.Loaded(name); !ok {
-			continue
-		}
+	for _, name := range s.loadedTables() {
 		if err := s.checkSaves(ctx, name); err != nil {
 			return fmt.Errorf("nothing saved (every node keeps its checkpoint): saving would make the mix one save: %w. kv_drop the table, %s; then create it again", err, mixedLoadFix)
 		}
@@ -135,13 +129,7 @@ func (s *kvServer) checkLoaded(r *peerSaveRequest) error {
 // a trainer's kv_create of it loads it again and is refused with that
 // error.
 func (s *kvServer) checkLoadedAtStart(ctx context.Context) {
-	if s.store == nil || !s.cfg.KV.Load {
-		return
-	}
-	for _, name := range s.store.Tables() {
-		if _, ok := s.store.Loaded(name); !ok {
-			continue
-		}
+	for _, name := range s.loadedTables() {
 		if err := s.checkSaves(ctx, name); err != nil {
 			s.createMu.Lock()
 			s.forget(name)
@@ -149,6 +137,21 @@ func (s *kvServer) checkLoadedAtStart(ctx context.Context) {
 			s.log.Error("kv: table loaded at start left out", "table", name, "err", refused(err))
 		}
 	}
+}
+
+// loadedTables lists the tables this node loaded from its checkpoint
+// files with kv.load: none without it, or on a client node.
+func (s *kvServer) loadedTables() []string {
+	if s.store == nil || !s.cfg.KV.Load {
+		return nil
+	}
+	var names []string
+	for _, name := range s.store.Tables() {
+		if _, ok := s.store.Loaded(name); ok {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // refuseMixed runs checkSaves for table, with kv.load, after a trainer's
@@ -181,7 +184,7 @@ func (s *kvServer) verifyRemote(ctx context.Context, table string) error {
 		return err
 	}
 	err = s.sendAck(ctx, saveCoordinator, body)
-	if errors.Is(err, kv.ErrMalformed) && strings.Contains(err.Error(), fmt.Sprintf("phase %q", saveVerify)) {
+	if unknownPhase(err, saveVerify) {
 		s.log.Warn("kv: the sampling node of an earlier build cannot check which saves the shards were loaded from: not checked", "part", saveCoordinator, "table", table)
 		return nil
 	}
