@@ -148,10 +148,7 @@ func (k *KGE) evaluate(ctx context.Context, eval []Triple, f *KGEFilter) (KGEMet
 			m.Neg(h, r, t, E, c, N, head, s)
 			for i, tr := range blk {
 				row := s[i*N : (i+1)*N]
-				target, from := tr.Tail, tr.Head
-				if head {
-					target, from = tr.Head, tr.Tail
-				}
+				target, from := tr.predicted(head)
 				sum.add(kgeRank(row, target, f.known(from, tr.Rel, head)))
 			}
 		}
@@ -213,10 +210,7 @@ func (k *KGE) evaluateSampled(ctx context.Context, share []Triple, f *KGEFilter)
 		for _, head := range []bool{false, true} {
 			m.Neg(h, r, t, E, c, n, head, s)
 			for i, tr := range blk {
-				target, from := tr.Tail, tr.Head
-				if head {
-					target, from = tr.Head, tr.Tail
-				}
+				target, from := tr.predicted(head)
 				sum.add(kgeRankSampled(p[i], s[i*n:(i+1)*n], neg, target, f.known(from, tr.Rel, head)))
 			}
 		}
@@ -258,6 +252,15 @@ func kgeRankSampled(pos float32, scores []float32, neg []uint64, target uint64, 
 		}
 	}
 	return rank
+}
+
+// predicted is the entity that ranking t's head (head set) or tail
+// predicts, and the one kept from t.
+func (t Triple) predicted(head bool) (target, kept uint64) {
+	if head {
+		return t.Head, t.Tail
+	}
+	return t.Tail, t.Head
 }
 
 // kgeRank is the rank of row[target] among row, leaving out the known
