@@ -78,8 +78,10 @@
 //     Run(ctx, KGEData{Train: the part's triples, Eval, Filter}, report).
 //
 // A step takes BatchSize positives (a fresh shuffle per pass), splits them
-// into chunks of NegSize that share NegSize entities drawn uniformly,
-// corrupts tails on even steps and heads on odd ones, pulls every
+// into chunks of NegSize that share NegSize entities drawn uniformly
+// (under NegDeg also the chunk's own heads or tails, DGL-KE's
+// degree-proportional negatives, each positive's own masked to a score
+// of 0), corrupts tails on even steps and heads on odd ones, pulls every
 // distinct row once, computes DGL-KE's loss −(mean log σ(pos) + mean over
 // positives of the negatives' mean (or self-adversarially weighted sum)
 // of log σ(−neg))/2 plus RegCoef·Σ|x|^RegNorm over the rows as DGL-KE
@@ -91,7 +93,10 @@
 // are in, and, when it evaluates, one more of the metric sums: every
 // trainer ranks its share (every World-th triple from Rank) of
 // Eval, heads and tails, against every entity, with the whole tables
-// pulled, and leaves out the known facts of Filter (filtered ranks).
+// pulled, and leaves out the known facts of Filter (filtered ranks); or,
+// under EvalNeg, against that many entities drawn per block of EvalBlock
+// triples (plus, under EvalNegDeg, the block's own true entities, raw
+// ranks only), pulling only the block's rows.
 //
 // # Concurrency
 //

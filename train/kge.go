@@ -37,6 +37,13 @@ type KGEConfig struct {
 	// NegSize negative entities (DGL-KE's chunked negative sampling);
 	// steps alternate between corrupting tails and heads.
 	BatchSize, NegSize int
+	// NegDeg adds to a chunk's NegSize uniform negatives the chunk's own
+	// positive heads (a step corrupting heads) or tails, n of them for
+	// n positives: entities drawn in proportion to their degree, as
+	// DGL-KE's --neg_deg_sample. Positive i's own entity among them is
+	// masked as DGL-KE masks it: its score is taken as 0, a constant in
+	// the loss without a gradient.
+	NegDeg bool
 	// AdvTemp > 0 weighs each negative by softmax(AdvTemp × score) over its
 	// chunk (self-adversarial sampling, DGL-KE's -adv with -a); 0 averages.
 	AdvTemp float64
@@ -68,6 +75,13 @@ type KGEConfig struct {
 	// against every entity with the whole entity table in memory; 0 (or
 	// at least Entities) ranks against every entity.
 	EvalNeg int
+	// EvalNegDeg adds to the EvalNeg sampled candidates of a block the
+	// block's own true tails (tail ranking) or heads: DGL-KE's
+	// --neg_deg_sample_eval. A triple's own entity among them scores 0,
+	// as DGL-KE's mask leaves it, and the others are ranked as they score,
+	// a true entity as a tie. It needs EvalNeg and raw ranking (KGEData's
+	// Filter nil), as DGL-KE refuses it with the filter.
+	EvalNegDeg bool
 	// Progress, when set, hears of every step ("epoch N": steps done of
 	// StepsPerEpoch) and evaluation block ("evaluation": triples ranked of
 	// this trainer's share).
@@ -125,6 +139,9 @@ func (c *KGEConfig) Validate() error {
 	}
 	if c.EvalEvery < 0 || c.EvalBlock < 1 || c.EvalNeg < 0 {
 		bad("eval every %d epochs in blocks of %d against %d negatives: want >= 0, >= 1 and >= 0", c.EvalEvery, c.EvalBlock, c.EvalNeg)
+	}
+	if c.EvalNegDeg && (c.EvalNeg < 1 || uint64(c.EvalNeg) >= c.Entities) {
+		bad("degree-proportional evaluation negatives beside %d sampled ones of %d entities: they need sampled candidates (EvalNeg from 1 to the entities less one)", c.EvalNeg, c.Entities)
 	}
 	return errors.Join(errs...)
 }
@@ -245,6 +262,9 @@ func (k *KGE) checkTriples(ts []Triple) error {
 func (k *KGE) Run(ctx context.Context, data KGEData, report func(KGEEpochStats)) ([]KGEEpochStats, error) {
 	if k.cfg.Epochs > 0 && len(data.Train) == 0 {
 		return nil, fmt.Errorf("train: kge: rank %d has no training triples: %w", k.cfg.Rank, ErrInvalid)
+	}
+	if k.cfg.EvalNegDeg && data.Filter != nil && len(data.Eval) > 0 {
+		return nil, fmt.Errorf("train: kge: degree-proportional evaluation negatives are the block's true entities, which filtered ranking would leave out: rank raw (DGL-KE refuses --neg_deg_sample_eval with its filter): %w", ErrInvalid)
 	}
 	// Checked before training, not when the first evaluation would index
 	// the tables with them (a panic, after the epochs it ends).

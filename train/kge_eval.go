@@ -166,7 +166,8 @@ const kgeEvalSeed = 0x6b67652d6576616c // "kge-eval"
 // and the block (the same for tails and heads), as DGL-KE's
 // --neg_sample_size_eval. Only the block's heads, tails and negatives
 // are pulled (and the relation table whole), so a graph whose entity
-// table does not fit a trainer is ranked all the same.
+// table does not fit a trainer is ranked all the same. Under EvalNegDeg
+// the block's true tails (heads) are candidates too (see kgeRankDeg).
 func (k *KGE) evaluateSampled(ctx context.Context, share []Triple, f *KGEFilter) (KGEMetrics, error) {
 	m, cfg := k.model, &k.cfg
 	ed, rd := m.EntDim(), m.RelDim()
@@ -176,7 +177,7 @@ func (k *KGE) evaluateSampled(ctx context.Context, share []Triple, f *KGEFilter)
 	}
 	n := cfg.EvalNeg
 	var ids, neg []uint64
-	var rows, r, p, s []float32
+	var rows, r, p, s, sd []float32
 	var sum KGEMetrics
 	for b, lo := 0, 0; lo < len(share); b, lo = b+1, lo+cfg.EvalBlock {
 		if err := ctx.Err(); err != nil {
@@ -209,14 +210,52 @@ func (k *KGE) evaluateSampled(ctx context.Context, share []Triple, f *KGEFilter)
 		m.Pos(h, r, t, c, p)
 		for _, head := range []bool{false, true} {
 			m.Neg(h, r, t, E, c, n, head, s)
+			if cfg.EvalNegDeg {
+				// The block's true heads (tails) are h's (t's) rows.
+				own := t
+				if head {
+					own = h
+				}
+				sd = grow(sd, c*c)
+				m.Neg(h, r, t, own, c, c, head, sd)
+			}
 			for i, tr := range blk {
 				target, from := tr.predicted(head)
-				sum.add(kgeRankSampled(p[i], s[i*n:(i+1)*n], neg, target, f.known(from, tr.Rel, head)))
+				rank := kgeRankSampled(p[i], s[i*n:(i+1)*n], neg, target, f.known(from, tr.Rel, head))
+				if cfg.EvalNegDeg {
+					rank += kgeRankDeg(p[i], sd[i*c:(i+1)*c], blk, i, head)
+				}
+				sum.add(rank)
 			}
 		}
 		k.progress("evaluation", int64(lo+c), int64(len(share)))
 	}
 	return sum.mean(), nil
+}
+
+// kgeRankDeg counts, for triple i of blk whose true entity scores pos,
+// the candidates of DGL-KE's degree-proportional evaluation negatives
+// that rank at or above it: blk's true heads (head set) or tails, which
+// score scores. Triple i's own is masked as DGL-KE masks it, a score of
+// 0 (it counts when pos is at most 0); another triple's entity that is
+// i's true entity counts as a tie, as in kgeRankSampled, and a NaN pos
+// ranks below every candidate. There is no filter to leave any out.
+func kgeRankDeg(pos float32, scores []float32, blk []Triple, i int, head bool) int {
+	nan := math.IsNaN(float64(pos))
+	target, _ := blk[i].predicted(head)
+	n := 0
+	for j, tr := range blk {
+		e, _ := tr.predicted(head)
+		switch {
+		case j == i:
+			if nan || pos <= 0 {
+				n++
+			}
+		case e == target || nan || scores[j] >= pos:
+			n++
+		}
+	}
+	return n
 }
 
 // kgeDistinct appends n distinct ids of 0..m-1, drawn uniformly (Floyd's

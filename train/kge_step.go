@@ -22,6 +22,7 @@ type kgeStep struct {
 	// One chunk gathered: positives' heads, relations, tails, the
 	// negatives, their gradients, scores and upstream gradients.
 	hi, ri, ti, ni      []int32 // slots of the chunk's rows
+	nd                  []int32 // one chunk's negatives under NegDeg: its positives' heads or tails, then ni's
 	h, r, t, e          []float32
 	dh, dr, dt, de      []float32
 	pos, neg, gpos, gng []float32
@@ -85,17 +86,37 @@ func (k *KGE) trainStep(ctx context.Context, batch []Triple, corruptHead bool) (
 		lo, hi := c*C, min(B, (c+1)*C)
 		n := hi - lo
 		st.h, st.r, st.t = gather(st.h, st.E, st.hi[lo:hi], ed), gather(st.r, st.R, st.ri[lo:hi], rd), gather(st.t, st.E, st.ti[lo:hi], ed)
-		negs := st.ni[c*N : (c+1)*N]
+		negs, nn := st.ni[c*N:(c+1)*N], N
+		if cfg.NegDeg {
+			own := st.ti[lo:hi]
+			if corruptHead {
+				own = st.hi[lo:hi]
+			}
+			st.nd = append(append(st.nd[:0], own...), negs...)
+			negs, nn = st.nd, n+N
+		}
 		st.e = gather(st.e, st.E, negs, ed)
 		st.pos, st.gpos = growZero(st.pos, n), growZero(st.gpos, n)
-		st.neg, st.gng = growZero(st.neg, n*N), growZero(st.gng, n*N)
+		st.neg, st.gng = growZero(st.neg, n*nn), growZero(st.gng, n*nn)
 		m.Pos(st.h, st.r, st.t, n, st.pos)
-		m.Neg(st.h, st.r, st.t, st.e, n, N, corruptHead, st.neg)
-		loss += kgeLossGrad(st.pos, st.neg, st.gpos, st.gng, n, N, B, cfg.AdvTemp)
+		m.Neg(st.h, st.r, st.t, st.e, n, nn, corruptHead, st.neg)
+		if cfg.NegDeg {
+			// DGL-KE's mask: positive i against its own entity scores
+			// 0, in the mean (or the softmax) but without a gradient.
+			for i := range n {
+				st.neg[i*nn+i] = 0
+			}
+		}
+		loss += kgeLossGrad(st.pos, st.neg, st.gpos, st.gng, n, nn, B, cfg.AdvTemp)
+		if cfg.NegDeg {
+			for i := range n {
+				st.gng[i*nn+i] = 0
+			}
+		}
 		st.dh, st.dr, st.dt = growZero(st.dh, n*ed), growZero(st.dr, n*rd), growZero(st.dt, n*ed)
-		st.de = growZero(st.de, N*ed)
+		st.de = growZero(st.de, nn*ed)
 		m.PosGrad(st.h, st.r, st.t, n, st.gpos, st.dh, st.dr, st.dt)
-		m.NegGrad(st.h, st.r, st.t, st.e, n, N, corruptHead, st.gng, st.dh, st.dr, st.dt, st.de)
+		m.NegGrad(st.h, st.r, st.t, st.e, n, nn, corruptHead, st.gng, st.dh, st.dr, st.dt, st.de)
 		scatter(st.gE, st.dh, st.hi[lo:hi], ed)
 		scatter(st.gE, st.dt, st.ti[lo:hi], ed)
 		scatter(st.gR, st.dr, st.ri[lo:hi], rd)
@@ -179,7 +200,9 @@ func kgeLossGrad(pos, neg, gpos, gneg []float32, n, N, B int, adv float64) float
 // number of times DGL-KE's regulariser counts each of the step's rows. It
 // sums |x|^p over the embeddings the step gathered (KEModel.forward, curr_emb): the positive
 // subgraph's entities once each, every negative as often as it was
-// drawn (its chunks gather their own), and a relation row once per
+// drawn (its chunks gather their own; NegDeg's negatives are the
+// positives' rows, which DGL-KE takes from the positive subgraph and does
+// not count again), and a relation row once per
 // positive triple (pos_g.edata, one row per edge). Counting each
 // distinct row once regularised a relation of k triples in the batch k
 // times too weakly for the same --regularization_coef.

@@ -319,6 +319,34 @@ func TestKGEConfigValidate(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Errorf("0 epochs: %v", err)
 	}
+	// Degree-proportional evaluation negatives join sampled ones only.
+	for _, neg := range []int{0, 10} {
+		c := kgeTestConfig("distmult", 10)
+		c.EvalNegDeg, c.EvalNeg = true, neg
+		if err := c.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "degree-proportional evaluation negatives beside "+fmt.Sprint(neg)+" sampled ones of 10 entities") {
+			t.Errorf("EvalNegDeg with EvalNeg %d of 10 entities: %v", neg, err)
+		}
+	}
+}
+
+// TestKGENegDegEvalRefusesFilter: DGL-KE asserts that degree-based
+// evaluation negatives rank raw; Run refuses a filter before it trains.
+func TestKGENegDegEvalRefusesFilter(t *testing.T) {
+	ts := kgeTestGraph(20)
+	cfg := kgeTestConfig("distmult", 20)
+	cfg.EvalNeg, cfg.EvalNegDeg = 5, true
+	p := &kgeMaxPull{KGEParams: kgeStore(t, cfg, 0.1)}
+	k, err := NewKGE(cfg, p, NoSync{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = k.Run(context.Background(), KGEData{Train: ts, Eval: ts, Filter: NewKGEFilter(ts)}, nil)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "rank raw") {
+		t.Errorf("filtered ranking with degree negatives: %v", err)
+	}
+	if p.most != 0 {
+		t.Errorf("refused after pulling %d rows", p.most)
+	}
 }
 
 // TestKGEProgress: every step and evaluation block is reported, each
@@ -504,13 +532,16 @@ func (p *kgeRecParams) Push(_ context.Context, table string, ids []uint64, grads
 // slot, scattered back, regulariser included) against central
 // differences of the loss it returns; the same seed draws the same
 // negatives. Self-adversarial weights are detached (DGL-KE), so adv = 0.
+// Under NegDeg the masked pairs are constants of the loss: a gradient
+// through them would show here.
 func TestKGEStepGradient(t *testing.T) {
 	for _, name := range kgeModelNames() {
-		for _, head := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/head=%v", name, head), func(t *testing.T) {
+		for _, c := range []struct{ head, negDeg bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+			head := c.head
+			t.Run(fmt.Sprintf("%s/head=%v/negdeg=%v", name, head, c.negDeg), func(t *testing.T) {
 				cfg := DefaultKGEConfig()
 				cfg.Model, cfg.Hidden, cfg.Gamma = name, 3, 2
-				cfg.BatchSize, cfg.NegSize = 5, 2
+				cfg.BatchSize, cfg.NegSize, cfg.NegDeg = 5, 2, c.negDeg
 				cfg.Entities, cfg.Relations = 6, 2
 				cfg.StepsPerEpoch = 1
 				cfg.RegCoef, cfg.RegNorm = 0.01, 3
@@ -697,6 +728,109 @@ func TestKGERankSampled(t *testing.T) {
 	}
 }
 
+// TestKGENegDegLoss: a step under NegDeg has DGL-KE's loss for
+// --neg_deg_sample, computed here from the formulas (kgeRef): each chunk
+// of positives is scored against its own heads (tails), then its uniform
+// negatives, positive i against its own entity taken as a score of 0, the
+// mean (or self-adversarial sum) over all n+N of them; the last chunk is
+// short (5 positives in chunks of 2).
+func TestKGENegDegLoss(t *testing.T) {
+	for _, name := range []string{"transe_l2", "distmult", "complex", "rescal"} {
+		for _, adv := range []float64{0, 0.7} {
+			for _, head := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/adv=%v/head=%v", name, adv, head), func(t *testing.T) {
+					cfg := DefaultKGEConfig()
+					cfg.Model, cfg.Hidden, cfg.Gamma = name, 3, 2
+					cfg.BatchSize, cfg.NegSize, cfg.NegDeg, cfg.AdvTemp, cfg.RegCoef = 5, 2, true, adv, 0
+					cfg.Entities, cfg.Relations, cfg.StepsPerEpoch = 7, 2, 1
+					ed, rd, _ := KGETableDims(cfg)
+					rng := rand.New(rand.NewPCG(4, 4))
+					E, R := kgeRows(rng, int(cfg.Entities), ed), kgeRows(rng, cfg.Relations, rd)
+					batch := []Triple{{0, 1, 0}, {2, 3, 1}, {4, 5, 0}, {1, 6, 1}, {3, 2, 0}}
+					k, err := NewKGE(cfg, newKGERecParams(cfg, E, R), NoSync{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					loss, _, err := k.trainStep(context.Background(), batch, head)
+					if err != nil {
+						t.Fatal(err)
+					}
+					row := func(x []float32, i uint64, d int) []float64 { return kgeF64(x[int(i)*d : (int(i)+1)*d]) }
+					score := func(h, r, t uint64) float64 {
+						s, _ := kgeRef(name, row(E, h, ed), row(R, r, rd), row(E, t, ed), cfg.Hidden, cfg.Gamma)
+						return s
+					}
+					const B, N, C = 5, 2, 2
+					var want float64
+					for lo := 0; lo < B; lo += C {
+						chunk := batch[lo:min(B, lo+C)]
+						var cands []uint64
+						for _, tr := range chunk {
+							e, _ := tr.predicted(head)
+							cands = append(cands, e)
+						}
+						for _, s := range k.st.ni[lo/C*N : (lo/C+1)*N] {
+							cands = append(cands, k.st.ents[s])
+						}
+						for i, tr := range chunk {
+							want -= logSigmoid(score(tr.Head, uint64(tr.Rel), tr.Tail)) / (2 * B)
+							scores := make([]float64, len(cands))
+							for j, e := range cands {
+								switch {
+								case j == i:
+									scores[j] = 0 // DGL-KE's mask
+								case head:
+									scores[j] = score(e, uint64(tr.Rel), tr.Tail)
+								default:
+									scores[j] = score(tr.Head, uint64(tr.Rel), e)
+								}
+							}
+							var z float64
+							for _, x := range scores {
+								z += math.Exp(adv * x)
+							}
+							for _, x := range scores {
+								w := 1 / float64(len(scores))
+								if adv > 0 {
+									w = math.Exp(adv*x) / z
+								}
+								want -= w * logSigmoid(-x) / (2 * B)
+							}
+						}
+					}
+					if math.Abs(loss-want) > 1e-5*max(1, math.Abs(want)) {
+						t.Errorf("loss %.7g, DGL-KE's with --neg_deg_sample %.7g", loss, want)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestKGERankDeg: the block's own entities as evaluation candidates
+// (DGL-KE's --neg_deg_sample_eval): the triple's own is masked to a
+// score of 0, another triple's entity equal to the target is a tie, a
+// NaN score ranks below all.
+func TestKGERankDeg(t *testing.T) {
+	blk := []Triple{{Head: 1, Tail: 10}, {Head: 2, Tail: 11}, {Head: 1, Tail: 10}, {Head: 3, Tail: 12}}
+	scores := []float32{9, 0.5, -1, 2} // triple 0's row: candidates 10, 11, 10, 12
+	for _, c := range []struct {
+		pos  float32
+		head bool
+		want int
+	}{
+		{1, false, 2},    // own masked (0 < 1); 11 scores 0.5; 10 again: a tie; 12 scores 2
+		{-0.5, false, 4}, // own masked to 0 ≥ -0.5; 11's 0.5; the tie; 12's 2
+		{3, false, 1},    // only the duplicate of the target
+		{3, true, 1},     // heads 1, 2, 1, 3: triple 2's head 1 is the target
+		{float32(math.NaN()), false, 4},
+	} {
+		if got := kgeRankDeg(c.pos, scores, blk, 0, c.head); got != c.want {
+			t.Errorf("pos %g head %v: %d candidates at or above, want %d", c.pos, c.head, got, c.want)
+		}
+	}
+}
+
 // TestKGEDistinct: n distinct ids below m, the same for the same stream;
 // n = m is every id.
 func TestKGEDistinct(t *testing.T) {
@@ -728,10 +862,11 @@ func TestKGEEvalSampled(t *testing.T) {
 	const n = 40
 	ts := kgeTestGraph(n)
 	for _, model := range []string{"distmult", "transe_l2", "simple"} {
-		for _, filtered := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/filtered=%v", model, filtered), func(t *testing.T) {
+		for _, v := range []struct{ filtered, negDeg bool }{{false, false}, {true, false}, {false, true}} {
+			filtered := v.filtered
+			t.Run(fmt.Sprintf("%s/filtered=%v/negdeg=%v", model, filtered, v.negDeg), func(t *testing.T) {
 				cfg := kgeTestConfig(model, n)
-				cfg.Epochs, cfg.StepsPerEpoch, cfg.EvalNeg = 2, 3, 12
+				cfg.Epochs, cfg.StepsPerEpoch, cfg.EvalNeg, cfg.EvalNegDeg = 2, 3, 12, v.negDeg
 				var f *KGEFilter
 				if filtered {
 					f = NewKGEFilter(ts)
@@ -768,7 +903,8 @@ func TestKGEEvalSampled(t *testing.T) {
 				for b, lo := 0, 0; lo < len(ts); b, lo = b+1, lo+cfg.EvalBlock {
 					rng := rand.New(rand.NewPCG(cfg.Seed^kgeEvalSeed, uint64(b)))
 					neg := kgeDistinct(rng, n, cfg.EvalNeg, nil)
-					for _, tr := range ts[lo:min(len(ts), lo+cfg.EvalBlock)] {
+					blk := ts[lo:min(len(ts), lo+cfg.EvalBlock)]
+					for i, tr := range blk {
 						h, r, tl := E[tr.Head*uint64(ed):][:ed], R[uint64(tr.Rel)*uint64(rd):][:rd], E[tr.Tail*uint64(ed):][:ed]
 						m.Pos(h, r, tl, 1, pos)
 						for _, head := range []bool{false, true} {
@@ -782,6 +918,19 @@ func TestKGEEvalSampled(t *testing.T) {
 							for _, e := range neg {
 								if _, ok := slices.BinarySearch(known, e); !ok && (e == target || row[e] >= pos[0]) {
 									rank++
+								}
+							}
+							if v.negDeg {
+								// DGL-KE's degree candidates: the block's
+								// true heads (tails), its own masked to 0.
+								for j, o := range blk {
+									e := o.Tail
+									if head {
+										e = o.Head
+									}
+									if j == i && pos[0] <= 0 || j != i && (e == target || row[e] >= pos[0]) {
+										rank++
+									}
 								}
 							}
 							want.add(rank)
@@ -803,6 +952,9 @@ func TestKGEEvalSampled(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Logf("MRR against %d sampled entities %.3f, against all %d %.3f", cfg.EvalNeg, got.MRR, n, all.MRR)
+				if v.negDeg {
+					return // the block's entities are extra candidates: no bound against all
+				}
 				if filtered && (got.MRR < all.MRR || got.MR > all.MR) {
 					t.Errorf("filtered ranks among a subset of the entities are worse than among all: %+v against %+v", got, all)
 				}

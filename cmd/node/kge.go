@@ -96,6 +96,7 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.Float64Var(&f.lr, "lr", 0.1, "Adagrad learning rate, applied by the tables' owners")
 	fs.IntVar(&f.cfg.BatchSize, "batch-size", f.cfg.BatchSize, "positive triples per step")
 	fs.IntVar(&f.cfg.NegSize, "neg-size", f.cfg.NegSize, "negative entities per chunk of this many positives, uniform over all entities; steps alternate head and tail corruption")
+	fs.BoolVar(&f.cfg.NegDeg, "neg-deg", false, "also use each chunk's own heads (tails) as its negatives, entities in proportion to their degree, as DGL-KE's --neg_deg_sample (a positive's own entity is masked as DGL-KE masks it)")
 	fs.Float64Var(&f.cfg.AdvTemp, "adv-temp", 0, "self-adversarial negative weighting with this temperature (0: off)")
 	fs.Float64Var(&f.cfg.RegCoef, "reg-coef", f.cfg.RegCoef, "coefficient of the Lp regulariser over the rows of each step (0: off)")
 	fs.IntVar(&f.cfg.RegNorm, "reg-norm", f.cfg.RegNorm, "p of the regulariser")
@@ -105,6 +106,7 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&f.eval, "eval", "test", "triples to rank after training: test, valid or none")
 	fs.IntVar(&f.evalSample, "eval-sample", 0, "rank this many triples drawn from --seed (0: all)")
 	fs.IntVar(&f.cfg.EvalNeg, "eval-neg", 0, "rank each triple against this many distinct entities drawn uniformly per block, pulling only their rows, as DGL-KE's --neg_sample_size_eval (0, or as many as the entities: against every entity, with the whole entity table in each trainer)")
+	fs.BoolVar(&f.cfg.EvalNegDeg, "eval-neg-deg", false, "add each block's true tails (heads) to the --eval-neg candidates, as DGL-KE's --neg_deg_sample_eval; raw ranks only (--eval-filter=false), as there")
 	fs.IntVar(&f.cfg.EvalEvery, "eval-every", 0, "evaluate after every N-th epoch and after the last (0: after the last only, as node train)")
 	fs.BoolVar(&f.filter, "eval-filter", true, "filtered ranks (other known facts are not candidates; needs every part's triples under --parts); false: raw ranks")
 	fs.StringVar(&f.prefix, "table-prefix", "kge", "kv tables <prefix>.entity, <prefix>.relation and <prefix>.sync (the same on every trainer of the job)")
@@ -158,6 +160,8 @@ var dglkeFlags = map[string]string{
 	"no_eval_filter":           "--eval-filter=false",
 	"eval_percent":             "--eval-sample (a count of triples)",
 	"neg_sample_size_eval":     "--eval-neg",
+	"neg_deg_sample":           "--neg-deg",
+	"neg_deg_sample_eval":      "--eval-neg-deg (with --eval-neg N and --eval-filter=false)",
 	"num_proc":                 "one node kge per part (--rank, --world-size)",
 	"save_emb":                 "--export",
 	"format":                   "node partition --format kg (DGL-KE's built-in layout: entities.dict, relations.dict, train.txt, …)",
@@ -180,8 +184,6 @@ var dglkeNoFlags = map[string]string{
 	"rel_part":            "the relations are one kv table, pulled per step as the entities are",
 	"soft_rel_part":       "the relations are one kv table, pulled per step as the entities are",
 	"force_sync_interval": "the trainers meet once per epoch (and at each evaluation)",
-	"neg_deg_sample":      "negatives are drawn uniformly only",
-	"neg_deg_sample_eval": "--eval-neg draws uniformly only",
 	"no_save_emb":         "nothing is written without --export or --save",
 	"delimiter":           "node partition --format kg reads tab-separated triples",
 }
@@ -270,6 +272,14 @@ func (f *kgeFlags) check() error {
 	if c.EvalEvery < 0 {
 		bad("--eval-every %d: want ≥ 0 (0: after the last epoch only)", c.EvalEvery)
 	}
+	if c.EvalNegDeg {
+		if c.EvalNeg < 1 {
+			bad("--eval-neg-deg adds the block's true entities to sampled candidates: give --eval-neg N too")
+		}
+		if f.filter {
+			bad("--eval-neg-deg ranks raw, as DGL-KE refuses --neg_deg_sample_eval with its filter: pass --eval-filter=false")
+		}
+	}
 	if c.Hidden < 1 {
 		bad("--hidden %d: want ≥ 1", c.Hidden)
 	}
@@ -289,6 +299,7 @@ func (f *kgeFlags) check() error {
 	cfg.Epochs, cfg.StepsPerEpoch = max(cfg.Epochs, 0), max(cfg.StepsPerEpoch, 1)
 	cfg.BatchSize, cfg.NegSize, cfg.Hidden, cfg.EvalEvery = max(cfg.BatchSize, 1), max(cfg.NegSize, 1), max(cfg.Hidden, 1), max(cfg.EvalEvery, 0)
 	cfg.World, cfg.Rank = 1, 0
+	cfg.EvalNegDeg = false // checked above; its bound is the graph's entities
 	cfg.AdvTemp, cfg.RegCoef, cfg.RegNorm = max(cfg.AdvTemp, 0), max(cfg.RegCoef, 0), max(cfg.RegNorm, 1)
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
@@ -539,6 +550,9 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 		cfg.StepsPerEpoch = int((most + uint64(cfg.BatchSize) - 1) / uint64(max(cfg.BatchSize, 1)))
 	}
 	cfg.Progress = prog.report
+	if cfg.EvalNegDeg && uint64(cfg.EvalNeg) >= cfg.Entities {
+		return fmt.Errorf("--eval-neg %d --eval-neg-deg: %s has %d entities; the degree candidates join a sample of fewer (or drop --eval-neg-deg to rank against every entity)", cfg.EvalNeg, f.parts, cfg.Entities)
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -613,7 +627,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 			return err
 		}
 		meta := kgeExport{Dataset: m.Name, Model: dglkeModelName(cfg.Model), Hidden: cfg.Hidden, Gamma: cfg.Gamma,
-			DoubleEnt: dglkeDoubleEnt[cfg.Model], DoubleRel: dglkeDoubleRel[cfg.Model], BatchSize: cfg.BatchSize, NegSize: cfg.NegSize, LR: f.lr,
+			DoubleEnt: dglkeDoubleEnt[cfg.Model], DoubleRel: dglkeDoubleRel[cfg.Model], BatchSize: cfg.BatchSize, NegSize: cfg.NegSize, NegDeg: cfg.NegDeg, LR: f.lr,
 			MaxStep: cfg.Epochs * cfg.StepsPerEpoch, EntityDim: ed, RelationDim: rd, Entities: cfg.Entities, Relations: cfg.Relations,
 			Epochs: cfg.Epochs, Steps: cfg.StepsPerEpoch, Seed: cfg.Seed, Last: &last}
 		if err := writeKGEExport(f.export, in.export, in.orig, ent, ed, rel, rd, meta); err != nil {

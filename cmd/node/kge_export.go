@@ -38,6 +38,7 @@ type kgeExport struct {
 	RmapFile    *string  `json:"rmap_file"`
 	BatchSize   int      `json:"batch_size"`
 	NegSize     int      `json:"neg_sample_size"`
+	NegDeg      bool     `json:"neg_deg_sample"`
 	LR          float64  `json:"lr"`
 	MaxStep     int      `json:"max_train_step"` // epochs × steps per epoch
 	EntityDim   int      `json:"entity_dim"`
