@@ -129,13 +129,14 @@ func (k *KGE) evaluate(ctx context.Context, eval []Triple, f *KGEFilter) (KGEMet
 		return KGEMetrics{}, err
 	}
 	N := int(cfg.Entities)
+	block := kgeEvalBlock(cfg.EvalBlock, N)
 	var h, r, t, s []float32
 	var sum KGEMetrics
-	for lo := 0; lo < len(share); lo += cfg.EvalBlock {
+	for lo := 0; lo < len(share); lo += block {
 		if err := ctx.Err(); err != nil {
 			return KGEMetrics{}, err
 		}
-		blk := share[lo:min(len(share), lo+cfg.EvalBlock)]
+		blk := share[lo:min(len(share), lo+block)]
 		c := len(blk)
 		h, r, t = grow(h, c*ed), grow(r, c*rd), grow(t, c*ed)
 		for i, tr := range blk {
@@ -156,6 +157,18 @@ func (k *KGE) evaluate(ctx context.Context, eval []Triple, f *KGEFilter) (KGEMet
 	}
 	return sum.mean(), nil
 }
+
+// kgeEvalScoreBytes bounds the scores of one block ranked against every
+// entity: a DGL-KE --batch_size_eval of 1000 against 86 M entities would
+// be 344 GB.
+const kgeEvalScoreBytes = 256 << 20
+
+// kgeEvalBlock is how many of the triples ranked against all n entities
+// are scored at once: want (EvalBlock), but no more than fit
+// kgeEvalScoreBytes of scores. Against every entity a block is only a
+// unit of work, each triple's rank its own, so the metrics do not
+// depend on it.
+func kgeEvalBlock(want, n int) int { return max(1, min(want, kgeEvalScoreBytes/(4*n))) }
 
 // kgeEvalSeed keys the draws of evaluation's negatives, apart from the
 // training order and negatives of the same seed.

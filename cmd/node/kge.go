@@ -106,6 +106,7 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&f.eval, "eval", "test", "triples to rank after training: test, valid or none")
 	fs.IntVar(&f.evalSample, "eval-sample", 0, "rank this many triples drawn from --seed (0: all)")
 	fs.IntVar(&f.cfg.EvalNeg, "eval-neg", 0, "rank each triple against this many distinct entities drawn uniformly per block, pulling only their rows, as DGL-KE's --neg_sample_size_eval (0, or as many as the entities: against every entity, with the whole entity table in each trainer)")
+	fs.IntVar(&f.cfg.EvalBlock, "eval-batch", f.cfg.EvalBlock, "triples ranked at a time, as DGL-KE's --batch_size_eval: each block shares its --eval-neg draw, and under --eval-neg-deg its true entities are the block's")
 	fs.BoolVar(&f.cfg.EvalNegDeg, "eval-neg-deg", false, "add each block's true tails (heads) to the --eval-neg candidates, as DGL-KE's --neg_deg_sample_eval; raw ranks only (--eval-filter=false), as there")
 	fs.IntVar(&f.cfg.EvalEvery, "eval-every", 0, "evaluate after every N-th epoch and after the last (0: after the last only, as node train)")
 	fs.BoolVar(&f.filter, "eval-filter", true, "filtered ranks (other known facts are not candidates; needs every part's triples under --parts); false: raw ranks")
@@ -160,6 +161,7 @@ var dglkeFlags = map[string]string{
 	"no_eval_filter":           "--eval-filter=false",
 	"eval_percent":             "--eval-sample (a count of triples)",
 	"neg_sample_size_eval":     "--eval-neg",
+	"batch_size_eval":          "--eval-batch",
 	"neg_deg_sample":           "--neg-deg",
 	"neg_deg_sample_eval":      "--eval-neg-deg (with --eval-neg N and --eval-filter=false)",
 	"num_proc":                 "one node kge per part (--rank, --world-size)",
@@ -272,6 +274,9 @@ func (f *kgeFlags) check() error {
 	if c.EvalEvery < 0 {
 		bad("--eval-every %d: want ≥ 0 (0: after the last epoch only)", c.EvalEvery)
 	}
+	if c.EvalBlock < 1 {
+		bad("--eval-batch %d: want ≥ 1", c.EvalBlock)
+	}
 	if c.EvalNegDeg {
 		if c.EvalNeg < 1 {
 			bad("--eval-neg-deg adds the block's true entities to sampled candidates: give --eval-neg N too")
@@ -298,6 +303,7 @@ func (f *kgeFlags) check() error {
 	cfg.EntityTable, cfg.RelationTable = f.prefix+".entity", f.prefix+".relation"
 	cfg.Epochs, cfg.StepsPerEpoch = max(cfg.Epochs, 0), max(cfg.StepsPerEpoch, 1)
 	cfg.BatchSize, cfg.NegSize, cfg.Hidden, cfg.EvalEvery = max(cfg.BatchSize, 1), max(cfg.NegSize, 1), max(cfg.Hidden, 1), max(cfg.EvalEvery, 0)
+	cfg.EvalBlock = max(cfg.EvalBlock, 1)
 	cfg.World, cfg.Rank = 1, 0
 	cfg.EvalNegDeg = false // checked above; its bound is the graph's entities
 	cfg.AdvTemp, cfg.RegCoef, cfg.RegNorm = max(cfg.AdvTemp, 0), max(cfg.RegCoef, 0), max(cfg.RegNorm, 1)
