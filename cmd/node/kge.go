@@ -281,7 +281,7 @@ func (f *kgeFlags) check() error {
 		if c.EvalNeg < 1 {
 			bad("--eval-neg-deg adds the block's true entities to sampled candidates: give --eval-neg N too")
 		}
-		if f.filter {
+		if f.filter && f.eval != "none" {
 			bad("--eval-neg-deg ranks raw, as DGL-KE refuses --neg_deg_sample_eval with its filter: pass --eval-filter=false")
 		}
 	}

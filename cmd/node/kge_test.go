@@ -367,6 +367,13 @@ func TestKGEFlagErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, want 2 and %q before any dial; stderr:\n%s", tc.flags, code, tc.want, stderr)
 		}
 	}
+	// Without an evaluation the filter is not asked for: the flags pass,
+	// and the job fails on what follows (no partition here).
+	code, _, stderr := runNode(t, "kge", "--socket", filepath.Join(dir, "none.sock"), "--parts", filepath.Join(dir, "parts"),
+		"--eval-neg-deg", "--eval-neg", "100", "--eval", "none")
+	if code == 2 || strings.Contains(stderr, "--eval-filter") {
+		t.Errorf("--eval-neg-deg --eval none: exit %d, stderr:\n%s\nwant the flags accepted", code, stderr)
+	}
 }
 
 // TestPrepareKGEExport: node kge --export makes its directory and checks
