@@ -755,9 +755,8 @@ func TestKGENegDegLoss(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					row := func(x []float32, i uint64, d int) []float64 { return kgeF64(x[int(i)*d : (int(i)+1)*d]) }
 					score := func(h, r, t uint64) float64 {
-						s, _ := kgeRef(name, row(E, h, ed), row(R, r, rd), row(E, t, ed), cfg.Hidden, cfg.Gamma)
+						s, _ := kgeRef(name, kgeF64(kgeRow(E, int(h), ed)), kgeF64(kgeRow(R, int(r), rd)), kgeF64(kgeRow(E, int(t), ed)), cfg.Hidden, cfg.Gamma)
 						return s
 					}
 					const B, N, C = 5, 2, 2
