@@ -553,9 +553,14 @@ func TestKGEExportFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, files[3]), []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	meta := kgeExport{Dataset: "g", Model: "RotatE", Hidden: 1, Relations: 1}
+	meta := kgeExport{Dataset: "g", Model: "RotatE", Hidden: 1, Relations: 1, NegDeg: true}
 	if err := writeKGEExport(dir, files, []uint64{1, 0}, []float32{1, 2, 3, 4}, 2, []float32{5}, 1, meta); err != nil {
 		t.Fatal(err)
+	}
+	// How the model was trained, under DGL-KE's name of the flag.
+	var conf map[string]any
+	if b, err := os.ReadFile(filepath.Join(dir, kgeConfigFile)); err != nil || json.Unmarshal(b, &conf) != nil || conf["neg_deg_sample"] != true {
+		t.Errorf("config.json: %v (%v), want neg_deg_sample true", conf, err)
 	}
 	for i, link := range files[3:] {
 		a, errA := os.Stat(filepath.Join(dir, files[i]))
