@@ -47,6 +47,10 @@
 //     opening when the drain begins is waited for: it removes its ring,
 //     stops its samplers and answers "node is stopping" (a client
 //     node's, still waiting for its sampling node, gives up at once).
+//     Control connections answer the request in hand by the end of the
+//     drain's samplers.drain_timeout, or within answerGrace of the
+//     drain's end if that is later, so Run's drain lasts at most
+//     drain_timeout and answerGrace before the kv checkpoint.
 //
 // # Cluster
 //

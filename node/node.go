@@ -98,6 +98,9 @@ type Node struct {
 		loaders  map[uint64]*loader
 		nextID   uint64
 		draining bool
+		// drainBy is when the drain that began ends at the latest:
+		// its start plus samplers.drain_timeout (answerDeadline).
+		drainBy time.Time
 		// releasing counts the closings under way that will give
 		// loader slots back: a trainer that hung up or closed a loader
 		// (its samplers still stopping), a peer's remote loader ending.
@@ -482,8 +485,11 @@ func fileKind(m fs.FileMode) string {
 // (and closes it with the others) or refused with "node is stopping".
 func (n *Node) drain() {
 	n.mu.Lock()
-	if !n.mu.draining && n.stopping != nil {
-		close(n.stopping)
+	if !n.mu.draining {
+		if n.stopping != nil {
+			close(n.stopping)
+		}
+		n.mu.drainBy = time.Now().Add(n.cfg.DrainTimeoutDuration())
 	}
 	n.mu.draining = true
 	n.mu.Unlock()
@@ -505,6 +511,28 @@ func (n *Node) drain() {
 		wg.Go(func() { n.closeLoader(l, "node stopping") })
 	}
 	wg.Wait()
+}
+
+// answerGrace is how long a control connection still has to take the
+// answer to its request in hand once the drain has ended (answerDeadline).
+const answerGrace = time.Second
+
+// answerDeadline is the write deadline of a control connection once the
+// node stops serving it: the end of the drain's samplers.drain_timeout,
+// or answerGrace from now if that is later. The answer to the request in
+// hand (an open_loader refused with "node is stopping") reaches a client
+// that reads, and one that pipelines requests without reading holds the
+// shutdown up to the drain's bound and answerGrace, not a whole drain
+// timeout more (a drain_timeout of half the unit's TimeoutStopSec then
+// left the kv checkpoint no time at all).
+func (n *Node) answerDeadline() time.Time {
+	n.mu.Lock()
+	by := n.mu.drainBy
+	n.mu.Unlock()
+	if grace := time.Now().Add(answerGrace); by.Before(grace) {
+		return grace
+	}
+	return by
 }
 
 // beginRelease counts a closing under way that will give loader slots

@@ -25,12 +25,13 @@ func (n *Node) serveConn(ctx context.Context, c *net.UnixConn) {
 	var mu sync.Mutex // guards owned against the ctx watcher below
 	connCtx, cancel := context.WithCancel(ctx)
 	kc := &kvConn{ranks: map[syncRank]struct{}{}}
-	// When ctx ends, reads stop at once, but the request in hand is still
-	// answered (an open_loader that drain refused gets "node is
-	// stopping"), within the drain timeout; the deferred Close follows.
+	// When ctx ends (once the drain is over), reads stop at once, but the
+	// request in hand is still answered (an open_loader that drain
+	// refused gets "node is stopping"), by answerDeadline; the deferred
+	// Close follows.
 	stop := context.AfterFunc(ctx, func() {
 		c.SetReadDeadline(time.Now())
-		c.SetWriteDeadline(time.Now().Add(n.cfg.DrainTimeoutDuration()))
+		c.SetWriteDeadline(n.answerDeadline())
 	})
 	frames := make(chan []byte)
 	// released is set by the reader when the trainer hung up holding
