@@ -295,7 +295,7 @@ func TestKGEGradients(t *testing.T) {
 							}
 						}
 					}
-					m.NegGrad(hs, k.r, ts, k.e, c, n, head, g, dh, d[1], dt, d[3])
+					m.NegGrad(hs, k.r, ts, k.e, c, n, head, s, g, dh, d[1], dt, d[3])
 					if head {
 						kgeCheckGrad(t, "dt", f, tl, d[2], before[2])
 					} else {
@@ -368,7 +368,9 @@ func TestKGEKinks(t *testing.T) {
 		h, r := make([]float32, ed), make([]float32, rd) // h + r = h·e^{i0} = 0 = t
 		dh, dr, dt, de := make([]float32, ed), make([]float32, rd), make([]float32, ed), make([]float32, ed)
 		m.PosGrad(h, r, h, 1, []float32{1}, dh, dr, dt)
-		m.NegGrad(h, r, nil, h, 1, 1, false, []float32{1}, dh, dr, nil, de)
+		s := make([]float32, 1)
+		m.Neg(h, r, nil, h, 1, 1, false, s)
+		m.NegGrad(h, r, nil, h, 1, 1, false, s, []float32{1}, dh, dr, nil, de)
 		for _, d := range [][]float32{dh, dr, dt, de} {
 			for _, v := range d {
 				if v != 0 {
@@ -421,7 +423,7 @@ func TestKGENoAllocs(t *testing.T) {
 				k.m.Pos(k.h, k.r, k.t, c, s)
 				k.m.PosGrad(k.h, k.r, k.t, c, g, dh, dr, dt)
 				k.m.Neg(k.h, k.r, k.t, k.e, c, n, head, s)
-				k.m.NegGrad(k.h, k.r, k.t, k.e, c, n, head, g, dh, dr, dt, de)
+				k.m.NegGrad(k.h, k.r, k.t, k.e, c, n, head, s, g, dh, dr, dt, de)
 			}
 		})
 		if allocs != 0 {
@@ -445,7 +447,7 @@ func TestKGEThreadsAgree(t *testing.T) {
 				s := make([]float32, c*n)
 				dh, dr, dt, de := make([]float32, c*ed), make([]float32, c*rd), make([]float32, c*ed), make([]float32, n*ed)
 				k.m.Neg(k.h, k.r, k.t, k.e, c, n, head, s)
-				k.m.NegGrad(k.h, k.r, k.t, k.e, c, n, head, g, dh, dr, dt, de)
+				k.m.NegGrad(k.h, k.r, k.t, k.e, c, n, head, s, g, dh, dr, dt, de)
 				out[p] = slices.Concat(s, dh, dr, dt, de)
 			}
 			for i, v := range out[0] {
@@ -476,7 +478,7 @@ func BenchmarkKGEModel(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				m.Neg(h, r, nil, e, c, n, false, s)
-				m.NegGrad(h, r, nil, e, c, n, false, g, dh, dr, nil, de)
+				m.NegGrad(h, r, nil, e, c, n, false, s, g, dh, dr, nil, de)
 			}
 			b.ReportMetric(float64(c*n)*float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
 		})
@@ -517,7 +519,7 @@ func TestKGESimplEClampedGradient(t *testing.T) {
 		t.Fatalf("Neg = %v, want [20 2]", s)
 	}
 	dh, dr, de := make([]float32, 8), make([]float32, 8), make([]float32, 4)
-	m.NegGrad(h, r, nil, tl[:4], 2, 1, false, g, dh, dr, nil, de)
+	m.NegGrad(h, r, nil, tl[:4], 2, 1, false, s, g, dh, dr, nil, de)
 	for _, d := range [][]float32{dh, dr} {
 		if !slices.Equal(d[:4], make([]float32, 4)) || slices.Equal(d[4:], make([]float32, 4)) {
 			t.Errorf("NegGrad: %v, want 0 for the clamped triple 0 and not for triple 1", d)

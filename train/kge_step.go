@@ -116,7 +116,7 @@ func (k *KGE) trainStep(ctx context.Context, batch []Triple, corruptHead bool) (
 		st.dh, st.dr, st.dt = growZero(st.dh, n*ed), growZero(st.dr, n*rd), growZero(st.dt, n*ed)
 		st.de = growZero(st.de, nn*ed)
 		m.PosGrad(st.h, st.r, st.t, n, st.gpos, st.dh, st.dr, st.dt)
-		m.NegGrad(st.h, st.r, st.t, st.e, n, nn, corruptHead, st.gng, st.dh, st.dr, st.dt, st.de)
+		m.NegGrad(st.h, st.r, st.t, st.e, n, nn, corruptHead, st.neg, st.gng, st.dh, st.dr, st.dt, st.de)
 		scatter(st.gE, st.dh, st.hi[lo:hi], ed)
 		scatter(st.gE, st.dt, st.ti[lo:hi], ed)
 		scatter(st.gR, st.dr, st.ri[lo:hi], rd)

@@ -535,13 +535,29 @@ func (p *kgeRecParams) Push(_ context.Context, table string, ids []uint64, grads
 // Under NegDeg the masked pairs are constants of the loss: a gradient
 // through them would show here.
 func TestKGEStepGradient(t *testing.T) {
+	type stepCase struct {
+		head, negDeg bool
+		scale        float64 // of the initial rows, uniform in ±scale
+	}
 	for _, name := range kgeModelNames() {
-		for _, c := range []struct{ head, negDeg bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		cases := []stepCase{{false, false, 1}, {true, false, 1}, {false, true, 1}, {true, true, 1}}
+		if name == "simple" {
+			// Rows this large put some scores past the clamp (±20) and
+			// leave others within it: the step must hand NegGrad the
+			// scores of its negatives for it to cut the right pairs.
+			// One chunk (NegSize 5) of 5 × 5 scores, all of them in
+			// k.st.neg afterwards.
+			cases = append(cases, stepCase{false, false, 4.5}, stepCase{true, true, 4.5})
+		}
+		for _, c := range cases {
 			head := c.head
-			t.Run(fmt.Sprintf("%s/head=%v/negdeg=%v", name, head, c.negDeg), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/head=%v/negdeg=%v/scale=%g", name, head, c.negDeg, c.scale), func(t *testing.T) {
 				cfg := DefaultKGEConfig()
 				cfg.Model, cfg.Hidden, cfg.Gamma = name, 3, 2
 				cfg.BatchSize, cfg.NegSize, cfg.NegDeg = 5, 2, c.negDeg
+				if c.scale > 1 {
+					cfg.NegSize = 5
+				}
 				cfg.Entities, cfg.Relations = 6, 2
 				cfg.StepsPerEpoch = 1
 				cfg.RegCoef, cfg.RegNorm = 0.01, 3
@@ -550,10 +566,10 @@ func TestKGEStepGradient(t *testing.T) {
 				E := make([]float64, int(cfg.Entities)*ed)
 				R := make([]float64, cfg.Relations*rd)
 				for i := range E {
-					E[i] = rng.Float64()*2 - 1
+					E[i] = (rng.Float64()*2 - 1) * c.scale
 				}
 				for i := range R {
-					R[i] = rng.Float64()*2 - 1
+					R[i] = (rng.Float64()*2 - 1) * c.scale
 				}
 				batch := []Triple{{0, 1, 0}, {2, 3, 1}, {4, 5, 0}, {1, 0, 1}, {3, 2, 0}}
 				f32 := func(x []float64) []float32 {
@@ -563,10 +579,11 @@ func TestKGEStepGradient(t *testing.T) {
 					}
 					return y
 				}
+				var k *KGE
 				run := func() (float64, *kgeRecParams) {
 					p := newKGERecParams(cfg, f32(E), f32(R))
-					k, err := NewKGE(cfg, p, NoSync{})
-					if err != nil {
+					var err error
+					if k, err = NewKGE(cfg, p, NoSync{}); err != nil {
 						t.Fatal(err)
 					}
 					loss, _, err := k.trainStep(context.Background(), batch, head)
@@ -576,6 +593,19 @@ func TestKGEStepGradient(t *testing.T) {
 					return loss, p
 				}
 				_, p := run()
+				if c.scale > 1 {
+					var cut, kept int
+					for _, v := range k.st.neg {
+						if v == kgeSimplEClamp || v == -kgeSimplEClamp {
+							cut++
+						} else if v != 0 {
+							kept++
+						}
+					}
+					if cut == 0 || kept == 0 {
+						t.Fatalf("last chunk's negative scores %v: want some clamped and some not", k.st.neg)
+					}
+				}
 				check := func(tab string, x []float64, d int) {
 					const h = 1e-3
 					for i := range x {
