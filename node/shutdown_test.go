@@ -35,15 +35,11 @@ func TestShutdownWithinDrainTimeout(t *testing.T) {
 	ran := make(chan error, 1)
 	go func() { ran <- n.Run(ctx) }()
 	var c net.Conn
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	waitUntil(t, "the control socket accepting", func() bool {
 		var err error
-		if c, err = net.Dial("unix", n.cfg.Control.Socket); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("control socket: %v", err)
-		}
-	}
+		c, err = net.Dial("unix", n.cfg.Control.Socket)
+		return err == nil
+	})
 	defer c.Close()
 
 	o, info, seeds, ringBytes := smallLoader(t, n)
@@ -57,15 +53,10 @@ func TestShutdownWithinDrainTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Both samplers have set their trap once they wrote their pid.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	waitUntil(t, "both samplers writing their pid", func() bool {
 		b, _ := os.ReadFile(pids)
-		if len(strings.Fields(string(b))) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("samplers wrote pids %q, want 2", b)
-		}
-	}
+		return len(strings.Fields(string(b))) == 2
+	})
 
 	// Stats requests, never read: the node's answers fill the socket, its
 	// write blocks, and then so do the client's.
