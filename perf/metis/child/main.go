@@ -13,6 +13,9 @@
 // It prints, like gpmetis, the time it read and the time it partitioned
 // ("Partitioning: 0.012 sec"), and the edge cut. The collector runs at
 // Go's default GC percent unless the environment's GOGC says otherwise.
+// With CHILD_STATUS=1 in its environment it also prints, as it exits,
+// /proc/self/status, whose VmHWM (the peak), RssAnon (heap and stacks)
+// and RssFile (the binary) split what /usr/bin/time's peak does not.
 package main
 
 import (
@@ -74,8 +77,21 @@ func run(args []string) error {
 	if q, err := multilevel.Measure(g, parts, k); err == nil {
 		report += "edge cut " + strconv.FormatInt(q.EdgeCut, 10) + " of " + strconv.FormatInt(g.NumEdges(), 10) + " edges\n"
 	}
+	if os.Getenv("CHILD_STATUS") == "1" {
+		report += memoryStatus()
+	}
 	os.Stdout.WriteString(report)
 	return nil
+}
+
+// memoryStatus is /proc/self/status (grep VmHWM, the peak, RssAnon and
+// RssFile), or a line saying why it could not be read.
+func memoryStatus() string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "status: " + err.Error() + "\n"
+	}
+	return string(b)
 }
 
 func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }
