@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -37,6 +39,12 @@ type Report struct {
 	OnePart  bool // InspectOptions.Part: Parts holds that part alone
 	Parts    []PartReport
 	Files    []FileCheck // with Verify: one per file of graph.toml
+	// Unlisted, with Verify: what the directory holds besides graph.toml
+	// and the files it lists (slash paths, a directory once with a
+	// trailing slash): a part of another partitioning, a fetch cut off,
+	// files of the user's. They are reported, not checked: they fail
+	// nothing.
+	Unlisted []string
 
 	// Over all partitions.
 	Edges, Cut                             uint64
@@ -120,6 +128,9 @@ func Inspect(ctx context.Context, dir string, opts InspectOptions) (*Report, err
 		r.Parts = append(r.Parts, inspectPart(dir, m, p, opts.Verify))
 	}
 	if opts.Verify {
+		if r.Unlisted, err = unlisted(dir, m); err != nil {
+			return nil, err
+		}
 		for _, f := range m.File {
 			if err := ctx.Err(); err != nil {
 				return nil, err
@@ -323,6 +334,47 @@ func verifyFile(dir string, f FileEntry, parts []PartReport) FileCheck {
 	return fc
 }
 
+// unlisted walks dir for the entries that are neither graph.toml, nor a
+// file graph.toml lists, nor a directory on the way to one. A directory
+// that leads to no listed file is one entry and is not entered; links
+// are not followed (a listed path may be a link).
+func unlisted(dir string, m *Manifest) ([]string, error) {
+	listed := map[string]bool{ManifestFile: true}
+	lead := map[string]bool{}
+	for _, f := range m.File {
+		listed[f.Path] = true
+		for d := path.Dir(f.Path); d != "."; d = path.Dir(d) {
+			lead[d] = true
+		}
+	}
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		switch {
+		case listed[rel]:
+			return nil
+		case lead[rel]:
+			return nil // a directory is entered, a link is not
+		case d.IsDir():
+			out = append(out, rel+"/")
+			return filepath.SkipDir
+		}
+		out = append(out, rel)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("partition: %s: listing the directory: %w", dir, err)
+	}
+	return out, nil
+}
+
 // totals computes the whole-directory figures.
 func (r *Report) totals() {
 	var maxN, maxE, maxT, sumN, sumT uint64
@@ -454,6 +506,9 @@ func (r *Report) Format(w io.Writer) error {
 			fmt.Fprintf(tw, "  %s\tOK\n", f.Path)
 		}
 		tw.Flush()
+		if len(r.Unlisted) > 0 {
+			fmt.Fprintf(&b, "\nnot in graph.toml, not checked: %s\n", strings.Join(r.Unlisted, ", "))
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

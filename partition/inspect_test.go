@@ -49,6 +49,57 @@ func TestInspect(t *testing.T) {
 	}
 }
 
+// TestInspectUnlisted: --verify names what the directory holds besides
+// graph.toml and its files (a part of another partitioning, a fetch cut
+// off, a file of the user's), each directory once, and fails on none of
+// it; a listed directory reached through a link is no stray.
+func TestInspectUnlisted(t *testing.T) {
+	dir, m := writtenDir(t)
+	r, err := Inspect(context.Background(), dir, InspectOptions{Verify: true})
+	if err != nil || r.Unlisted != nil {
+		t.Fatalf("as written: unlisted %q, %v", r.Unlisted, err)
+	}
+	for _, f := range []string{"part-3/part.csr", "part-3/ids/x", "notes.txt", "part-1/part.csr.fetch"} {
+		p := filepath.Join(dir, filepath.FromSlash(f))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// part-0 moved elsewhere and linked back, as a host with two disks may hold it.
+	elsewhere := filepath.Join(t.TempDir(), "part-0")
+	if err := os.Rename(filepath.Join(dir, "part-0"), elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(dir, "part-0")); err != nil {
+		t.Fatal(err)
+	}
+	r, err = Inspect(context.Background(), dir, InspectOptions{Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"notes.txt", "part-1/part.csr.fetch", "part-3/"}
+	if !r.OK() || len(r.Files) != len(m.File) || strings.Join(r.Unlisted, " ") != strings.Join(want, " ") {
+		t.Errorf("OK %v, %d files checked, unlisted %q; want OK, %d, %q", r.OK(), len(r.Files), r.Unlisted, len(m.File), want)
+	}
+	var out strings.Builder
+	r.Format(&out)
+	if line := "not in graph.toml, not checked: notes.txt, part-1/part.csr.fetch, part-3/\n"; !strings.Contains(out.String(), line) {
+		t.Errorf("report lacks %q:\n%s", line, out.String())
+	}
+	// Without --verify the directory is not listed.
+	if r, err := Inspect(context.Background(), dir, InspectOptions{}); err != nil || r.Unlisted != nil {
+		t.Errorf("without verify: unlisted %q, %v", r.Unlisted, err)
+	}
+	// One host's copy: the same, around part 1 alone.
+	one := 1
+	if r, err := Inspect(context.Background(), dir, InspectOptions{Verify: true, Part: &one}); err != nil || strings.Join(r.Unlisted, " ") != strings.Join(want, " ") {
+		t.Errorf("part 1 alone: unlisted %q, %v", r.Unlisted, err)
+	}
+}
+
 func TestInspectVerifyCorruption(t *testing.T) {
 	dir, _ := writtenDir(t)
 	path := filepath.Join(dir, PartFile(1))

@@ -12,7 +12,7 @@ import (
 // when a check fails.
 func runInspect(ctx context.Context, a *app, args []string) error {
 	fs := newFlagSet(a, "inspect", "DIR [--verify] [--part K] [--fanouts 15,10,5] [--batch-size N]")
-	verify := fs.Bool("verify", false, "check every section's CRC-32C and every file's CRC-32C and size against graph.toml, and the expected read shares against graph.toml's")
+	verify := fs.Bool("verify", false, "check every section's CRC-32C and every file's CRC-32C and size against graph.toml, and the expected read shares against graph.toml's; name what the directory holds that graph.toml does not list")
 	fanouts := fs.String("fanouts", "", "fanouts of the expected local / cached / remote feature-read shares (default: graph.toml's)")
 	batch := fs.Int("batch-size", -1, "batch size of that estimate (-1: graph.toml's; 0 = count visits)")
 	part := fs.Int("part", -1, "inspect (and verify) graph.toml and part K alone: what one host of a cluster holds")
