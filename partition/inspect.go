@@ -337,7 +337,7 @@ func verifyFile(dir string, f FileEntry, parts []PartReport) FileCheck {
 // unlisted walks dir for the entries that are neither graph.toml, nor a
 // file graph.toml lists, nor a directory on the way to one. A directory
 // that leads to no listed file is one entry and is not entered; links
-// are not followed (a listed path may be a link).
+// inside dir are not followed (a listed path may be a link).
 func unlisted(dir string, m *Manifest) ([]string, error) {
 	listed := map[string]bool{ManifestFile: true}
 	lead := map[string]bool{}
@@ -347,12 +347,18 @@ func unlisted(dir string, m *Manifest) ([]string, error) {
 			lead[d] = true
 		}
 	}
+	// The walk does not follow links, the directory's own included
+	// (a parts/ linked to a larger disk).
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("partition: %s: listing the directory: %w", dir, err)
+	}
 	var out []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(dir, p)
+		rel, err := filepath.Rel(root, p)
 		if err != nil || rel == "." {
 			return err
 		}

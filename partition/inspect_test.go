@@ -52,7 +52,8 @@ func TestInspect(t *testing.T) {
 // TestInspectUnlisted: --verify names what the directory holds besides
 // graph.toml and its files (a part of another partitioning, a fetch cut
 // off, a file of the user's), each directory once, and fails on none of
-// it; a listed directory reached through a link is no stray.
+// it; a listed directory reached through a link is no stray, and a
+// directory reached through a link is walked.
 func TestInspectUnlisted(t *testing.T) {
 	dir, m := writtenDir(t)
 	r, err := Inspect(context.Background(), dir, InspectOptions{Verify: true})
@@ -88,6 +89,14 @@ func TestInspectUnlisted(t *testing.T) {
 	r.Format(&out)
 	if line := "not in graph.toml, not checked: notes.txt, part-1/part.csr.fetch, part-3/\n"; !strings.Contains(out.String(), line) {
 		t.Errorf("report lacks %q:\n%s", line, out.String())
+	}
+	// The directory reached through a link is walked all the same.
+	link := filepath.Join(t.TempDir(), "parts")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Inspect(context.Background(), link, InspectOptions{Verify: true}); err != nil || strings.Join(r.Unlisted, " ") != strings.Join(want, " ") {
+		t.Errorf("through a link: unlisted %q, %v", r.Unlisted, err)
 	}
 	// Without --verify the directory is not listed.
 	if r, err := Inspect(context.Background(), dir, InspectOptions{}); err != nil || r.Unlisted != nil {
