@@ -334,6 +334,10 @@ func verifyFile(dir string, f FileEntry, parts []PartReport) FileCheck {
 	return fc
 }
 
+// unlistedShown is how many of Report.Unlisted Format names; the rest
+// it counts.
+const unlistedShown = 20
+
 // unlisted walks dir for the entries that are neither graph.toml, nor a
 // file graph.toml lists, nor a directory on the way to one. A directory
 // that leads to no listed file is one entry and is not entered; links
@@ -513,7 +517,11 @@ func (r *Report) Format(w io.Writer) error {
 		}
 		tw.Flush()
 		if len(r.Unlisted) > 0 {
-			fmt.Fprintf(&b, "\nnot in graph.toml, not checked: %s\n", strings.Join(r.Unlisted, ", "))
+			names := strings.Join(r.Unlisted[:min(len(r.Unlisted), unlistedShown)], ", ")
+			if more := len(r.Unlisted) - unlistedShown; more > 0 {
+				names += fmt.Sprintf(" and %d more", more)
+			}
+			fmt.Fprintf(&b, "\nnot in graph.toml, not checked: %s\n", names)
 		}
 	}
 	_, err := io.WriteString(w, b.String())

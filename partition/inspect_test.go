@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,6 +90,16 @@ func TestInspectUnlisted(t *testing.T) {
 	r.Format(&out)
 	if line := "not in graph.toml, not checked: notes.txt, part-1/part.csr.fetch, part-3/\n"; !strings.Contains(out.String(), line) {
 		t.Errorf("report lacks %q:\n%s", line, out.String())
+	}
+	// Many are counted past the first unlistedShown.
+	many := &Report{Manifest: r.Manifest, Files: r.Files, Parts: r.Parts}
+	for i := range unlistedShown + 3 {
+		many.Unlisted = append(many.Unlisted, fmt.Sprintf("x%02d", i))
+	}
+	out.Reset()
+	many.Format(&out)
+	if line := ", x19 and 3 more\n"; !strings.Contains(out.String(), line) || strings.Contains(out.String(), "x20") {
+		t.Errorf("report of %d unlisted lacks %q or names x20:\n%s", len(many.Unlisted), line, out.String())
 	}
 	// The directory reached through a link is walked all the same.
 	link := filepath.Join(t.TempDir(), "parts")
