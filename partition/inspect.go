@@ -343,42 +343,39 @@ const unlistedShown = 20
 // that leads to no listed file is one entry and is not entered; links
 // inside dir are not followed (a listed path may be a link).
 func unlisted(dir string, m *Manifest) ([]string, error) {
-	listed := map[string]bool{ManifestFile: true}
 	lead := map[string]bool{}
 	for _, f := range m.File {
-		listed[f.Path] = true
 		for d := path.Dir(f.Path); d != "."; d = path.Dir(d) {
 			lead[d] = true
 		}
 	}
+	var out []string
 	// The walk does not follow links, the directory's own included
 	// (a parts/ linked to a larger disk).
 	root, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return nil, fmt.Errorf("partition: %s: listing the directory: %w", dir, err)
-	}
-	var out []string
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		switch {
-		case listed[rel]:
+	if err == nil {
+		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, err := filepath.Rel(root, p)
+			if err != nil || rel == "." {
+				return err
+			}
+			rel = filepath.ToSlash(rel)
+			switch {
+			case rel == ManifestFile || m.Lookup(rel) != nil:
+				return nil
+			case lead[rel]:
+				return nil // a directory is entered, a link is not
+			case d.IsDir():
+				out = append(out, rel+"/")
+				return filepath.SkipDir
+			}
+			out = append(out, rel)
 			return nil
-		case lead[rel]:
-			return nil // a directory is entered, a link is not
-		case d.IsDir():
-			out = append(out, rel+"/")
-			return filepath.SkipDir
-		}
-		out = append(out, rel)
-		return nil
-	})
+		})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("partition: %s: listing the directory: %w", dir, err)
 	}
