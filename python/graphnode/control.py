@@ -17,6 +17,31 @@ OP_CLOSE_LOADER = "close_loader"
 OP_STATS = "stats"
 
 
+def socket_path(path):
+    """path (a str, bytes or os.PathLike, as open() takes) as os.fspath
+    gives it; ValueError naming the argument for anything else."""
+    try:
+        return os.fspath(path)
+    except TypeError:
+        raise ValueError("control: socket %r: want a path (str, bytes or os.PathLike) of the node's "
+                         "control socket ([control] socket in node.toml)" % (path,)) from None
+
+
+def check_timeout(timeout):
+    """timeout (seconds per request) as a float, or None for no bound;
+    ValueError for zero, a negative or a non-number: socket.settimeout(0)
+    would make every request fail at once with EAGAIN."""
+    if timeout is None:
+        return None
+    try:
+        t = float(timeout)
+    except (TypeError, ValueError):
+        raise ValueError("control: timeout %r: want seconds (a positive number) or None" % (timeout,)) from None
+    if not t > 0 or t == float("inf"):
+        raise ValueError("control: timeout %r: want seconds (a positive number) or None (no bound)" % (timeout,))
+    return t
+
+
 class Connection:
     """One control connection to a node. Not safe for concurrent use.
 
@@ -28,17 +53,22 @@ class Connection:
     keeps the loader alive), closes its socket."""
 
     def __init__(self, path, timeout=60.0, close_on_break=True):
+        path = socket_path(path)
+        timeout = check_timeout(timeout)
         self.path = path
         self._pid = os.getpid()
         self._broken = None
         self._close_on_break = close_on_break
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.settimeout(timeout)
         try:
+            self._sock.settimeout(timeout)
             self._sock.connect(path)
         except OSError as e:
             self._sock.close()
             raise LoaderError("control: connect to node socket %s: %s" % (path, e)) from e
+        except BaseException:
+            self._sock.close()
+            raise
 
     def request(self, obj, timeout=None):
         """Send one request and return the response object. An error

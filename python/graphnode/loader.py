@@ -69,20 +69,37 @@ def _id_list(ids, what):
 
 
 def _whole(v, name, what):
-    """v (neg_ratio, batch_size) as an int. Refuses a fraction, which int()
+    """v (neg_ratio, batch_size, ...) as an int; what names its unit ("" for
+    none). Refuses a fraction, which int()
     would truncate (PyG's neg_sampling_ratio=0.5 would become no
     negatives, a batch_size of 2.7 two seeds): the node takes a whole
     number of what."""
     if isinstance(v, torch.Tensor) and v.numel() == 1:
         v = v.item()
+    if isinstance(v, bool):
+        raise ValueError("loader: %s %r: want a whole number%s, not a boolean" % (name, v, what and " of " + what))
     try:
         return operator.index(v)
     except TypeError:
         pass
-    f = float(v)
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise ValueError("loader: %s %r: want a whole number%s" % (name, v, what and " of " + what)) from None
     if not f.is_integer():
-        raise ValueError("loader: %s %r: want a whole number of %s" % (name, v, what))
+        raise ValueError("loader: %s %r: want a whole number%s" % (name, v, what and " of " + what))
     return int(f)
+
+
+def _fanouts(fanouts):
+    """fanouts (one whole number per hop, -1 for all neighbours) as a list
+    of ints; ValueError for a single number or a fraction, which int()
+    would truncate (0.5 would reach the node as 0)."""
+    if isinstance(fanouts, torch.Tensor):
+        fanouts = fanouts.tolist()
+    if isinstance(fanouts, (str, bytes)) or not hasattr(fanouts, "__iter__"):
+        raise ValueError("loader: fanouts %r: want one number of neighbours per hop, e.g. (15, 10, 5)" % (fanouts,))
+    return [_whole(f, "fanouts[%d]" % i, "neighbours (-1 for all)") for i, f in enumerate(fanouts)]
 
 
 def _size_text(v):
@@ -103,7 +120,10 @@ class Loader:
     (2, 4 and "1GB" unless node.toml changes them). features / labels
     turn x / y off. copy=True yields batches that own their memory.
     timeout bounds each control request in seconds (opening a loader
-    spawns its samplers).
+    spawns its samplers): a positive number, or None for no bound.
+    socket is a str, bytes or os.PathLike. Whole-number arguments
+    (fanouts, batch_size, epochs, seed, rank, world_size, neg_ratio)
+    refuse fractions with ValueError rather than truncate them.
 
     Link prediction (PyG's LinkNeighborLoader, DGL's
     as_edge_prediction_sampler): seed_edges, a (2, M) tensor or a pair of
@@ -120,9 +140,10 @@ class Loader:
                  batch_size=1024, shuffle=True, drop_last=False, epochs=1, seed=0, rank=0, world_size=1,
                  workers=None, concurrency=None, ring_size=None, features=True, labels=True, copy=False,
                  timeout=60.0, seed_edges=None, neg_ratio=0, exclude_seed_edges=False):
-        req = {"op": OP_OPEN_LOADER, "fanouts": [int(f) for f in fanouts], "batch_size": _whole(batch_size, "batch_size", "seeds per batch"),
-               "shuffle": bool(shuffle), "drop_last": bool(drop_last), "epochs": int(epochs), "seed": int(seed),
-               "rank": int(rank), "world_size": int(world_size), "features": bool(features),
+        req = {"op": OP_OPEN_LOADER, "fanouts": _fanouts(fanouts), "batch_size": _whole(batch_size, "batch_size", "seeds per batch"),
+               "shuffle": bool(shuffle), "drop_last": bool(drop_last), "epochs": _whole(epochs, "epochs", "passes"),
+               "seed": _whole(seed, "seed", ""), "rank": _whole(rank, "rank", ""),
+               "world_size": _whole(world_size, "world_size", "trainers"), "features": bool(features),
                "labels": bool(labels)}
         if seed_edges is not None:
             if split is not None or seed_ids is not None:

@@ -3,6 +3,7 @@ view lifetime, copies, and every way a stream can fail."""
 
 import gc
 import os
+import pathlib
 import shutil
 import signal
 import tempfile
@@ -131,11 +132,25 @@ class IterateTest(LoaderTestCase):
                         (dict(seed_edges=([0], [1]), neg_ratio=torch.tensor(1.5)), "neg_ratio 1.5"),
                         # int() made 2.7 seeds per batch 2
                         (dict(split="train", batch_size=2.7), "batch_size 2.7: want a whole number of seeds per batch"),
+                        (dict(split="train", batch_size=None), "batch_size None: want a whole number of seeds per batch"),
+                        (dict(split="train", batch_size=True), "batch_size True: .* not a boolean"),
+                        # int() made fanouts [2.7, 0.5] reach the node as [2, 0]
+                        (dict(split="train", fanouts=[2.7, 1]), "fanouts\\[0\\] 2.7: want a whole number of neighbours"),
+                        (dict(split="train", fanouts=[1, 0.5]), "fanouts\\[1\\] 0.5"),
+                        (dict(split="train", fanouts=5), "fanouts 5: want one number of neighbours per hop"),
+                        (dict(split="train", fanouts=None), "fanouts None: want one number"),
+                        (dict(split="train", epochs=2.5), "epochs 2.5: want a whole number of passes"),
+                        (dict(split="train", rank=1.5), "rank 1.5: want a whole number"),
+                        (dict(split="train", world_size=2.9), "world_size 2.9: want a whole number of trainers"),
+                        (dict(split="train", seed="x"), "seed 'x': want a whole number"),
+                        # settimeout(0) made every request fail with EAGAIN
+                        (dict(split="train", timeout=0), "timeout 0: want seconds"),
+                        (dict(split="train", timeout=-1), "timeout -1: want seconds"),
                         # the node refuses them without seed_edges; they were left out of the request
                         (dict(split="train", neg_ratio=1), "need seed_edges"),
                         (dict(seed_ids=[1], exclude_seed_edges=True), "need seed_edges")):
             with self.assertRaisesRegex(ValueError, msg):
-                graphnode.Loader(n.sock_path, fanouts=[2], **kw)
+                graphnode.Loader(n.sock_path, **{"fanouts": [2], **kw})
         self.assertEqual(n.requests, [])
         for i, edges in enumerate((torch.tensor([[0, 1, 2], [3, 4, 5]]), ([0, 1, 2], (3, 4, 5)))):
             if i:
@@ -160,6 +175,24 @@ class FailureTest(LoaderTestCase):
     def test_no_node(self):
         with self.assertRaisesRegex(graphnode.LoaderError, "connect to node socket %s/none.sock" % self.dir):
             graphnode.Loader(os.path.join(self.dir, "none.sock"))
+
+    def test_socket_argument(self):
+        # A pathlib.Path is a path (it raised a bare TypeError and left the
+        # socket open); a number is no path and is named as the socket.
+        n = self.node(workers=1, per_epoch=1)
+        with graphnode.Loader(pathlib.Path(n.sock_path), fanouts=[2]) as lo:
+            self.assertEqual(lo.info["loader_id"], 1)
+        def fds():
+            return set(os.listdir("/proc/self/fd"))
+        gc.collect()  # earlier tests' garbage may close fds of its own
+        before = fds()
+        with self.assertRaisesRegex(graphnode.LoaderError, "connect to node socket %s/none.sock" % self.dir):
+            graphnode.Loader(pathlib.Path(self.dir, "none.sock"))
+        for bad in (lambda: graphnode.Loader(3), lambda: graphnode.NodeData(3)):
+            with self.assertRaisesRegex(ValueError, "socket 3: want a path"):
+                bad()
+        gc.collect()
+        self.assertEqual(fds() - before, set())
 
     def test_error_record(self):
         def bad(w, workers, epochs, per_epoch):
