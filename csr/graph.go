@@ -75,7 +75,7 @@ func Open(path string, opts OpenOptions) (*Graph, error) {
 		return nil, fmt.Errorf("csr: open %s: %w", path, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("csr: open %s: not a regular file (%s): %w", path, fi.Mode().Type(), ErrCorrupt)
+		return nil, fmt.Errorf("csr: open %s: not a regular file (%s): %w", path, fi.Mode(), ErrCorrupt)
 	}
 	size := fi.Size()
 	hb := make([]byte, min(size, HeaderSize))

@@ -498,7 +498,7 @@ func (m *Manifest) fileProblems(dir, file string, onDisk func(string) bool) []er
 				}
 				errs = append(errs, fmt.Errorf("partition: %s (%s key %q lists it): %w", p, ManifestFile, key+".path", err))
 			case !st.Mode().IsRegular():
-				errs = append(errs, fmt.Errorf("partition: %s: not a regular file (%s), %s key %q lists a file: %w", p, st.Mode().Type(), ManifestFile, key+".path", csr.ErrCorrupt))
+				errs = append(errs, fmt.Errorf("partition: %s: not a regular file (%s), %s key %q lists a file: %w", p, st.Mode(), ManifestFile, key+".path", csr.ErrCorrupt))
 			case st.Size() != f.Size:
 				errs = append(errs, fmt.Errorf("partition: %s: %d bytes on disk, %s key %q records %d (truncated, or replaced by another file): %w", p, st.Size(), ManifestFile, key+".size", f.Size, csr.ErrCorrupt))
 			default:

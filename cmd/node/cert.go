@@ -75,11 +75,17 @@ func certInit(a *app, args []string) error {
 	if err := mesh.CheckName("cluster", cluster); err != nil {
 		bad = append(bad, fmt.Sprintf("--cluster %q: %v", cluster, err))
 	}
+	seen := make(map[string]bool, len(names))
 	for _, n := range names {
 		if err := mesh.CheckName("node", n); err != nil {
 			bad = append(bad, fmt.Sprintf("--nodes %q: %v", nodes, err))
 			break
 		}
+		if seen[n] {
+			bad = append(bad, fmt.Sprintf("--nodes %q: node %q listed twice", nodes, n))
+			break
+		}
+		seen[n] = true
 	}
 	if st, err := os.Stat(out); err == nil && !st.IsDir() {
 		// WriteCluster said "ca.key exists: a new CA would lock out
