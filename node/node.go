@@ -75,6 +75,9 @@ type Node struct {
 		err    error
 	}
 
+	// bound is set once Run has bound the control socket: from then on
+	// the socket file is this node's to remove (Abandon).
+	bound        atomic.Bool
 	started      time.Time
 	maxDeg       int  // largest degree of the partition set (of this part with an older graph.toml), bounds fanout -1
 	maxDegExact  bool // maxDeg is the set's (graph.toml records every part's, or there is one part)
@@ -282,6 +285,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	n.bound.Store(true)
 	if err := n.startMesh(); err != nil {
 		ln.Close()
 		os.Remove(n.cfg.Control.Socket)
@@ -369,6 +373,27 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.log.Info("node stopped", "socket", n.cfg.Control.Socket)
 	return errors.Join(acceptErr, saveErr)
+}
+
+// Abandon removes the files of this node that would outlive its process:
+// the rings of its loaders and, once Run has bound it, the control
+// socket. It is for a process about to exit without the drain (a second
+// stop signal): a ring on a tmpfs holds its memory (rings.size, 1 GB by
+// default, per loader) until the file goes, which without Abandon is the
+// next start's sweep of stale rings. Samplers and trainers keep what they
+// have mapped. Safe to call concurrently with Run; it returns the paths
+// removed, and its errors name the file.
+func (n *Node) Abandon() ([]string, error) {
+	removed, err := shm.RemoveOwn(n.cfg.Rings.Dir, RingPrefix, os.Getpid())
+	if n.bound.Load() {
+		path := n.cfg.Control.Socket
+		if e := os.Remove(path); e == nil {
+			removed = append(removed, path)
+		} else if !errors.Is(e, fs.ErrNotExist) {
+			err = errors.Join(err, fmt.Errorf("node: remove control socket: %w", e))
+		}
+	}
+	return removed, err
 }
 
 // acceptRetries reports whether an accept error passes by itself: the

@@ -86,6 +86,34 @@ func RemoveStale(dir, prefix string) ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
+// RemoveOwn deletes the ring files in dir that process pid created
+// (named by Name with this prefix and pid), whatever their state: for a
+// creator about to exit without closing its rings (a node stopped by a
+// second signal), whose files would otherwise hold their tmpfs memory
+// until the next RemoveStale. A process that has a ring mapped keeps its
+// pages until it unmaps them. It returns the paths removed; errors name
+// the file and do not stop the sweep.
+func RemoveOwn(dir, prefix string, pid int) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("shm: remove rings of pid %d in %s: %w", pid, dir, err)
+	}
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		if p, ok := parseName(e.Name(), prefix); !ok || p != pid || !e.Type().IsRegular() {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("shm: remove ring %s: %w", path, err))
+			continue
+		}
+		removed = append(removed, path)
+	}
+	return removed, errors.Join(errs...)
+}
+
 // staleFile reports whether the creator of the ring file at path, named
 // with pid, is gone (see RemoveStale). A file that cannot be opened is
 // not known to be stale.

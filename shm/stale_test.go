@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -98,6 +99,43 @@ func TestRemoveStale(t *testing.T) {
 	}
 	if _, err := RemoveStale(filepath.Join(dir, "missing"), "gn"); err == nil {
 		t.Fatal("RemoveStale of a missing directory: nil error")
+	}
+}
+
+// TestRemoveOwn: a creator removes its own rings, live (its lock held,
+// a ring still open) or not, and nobody else's.
+func TestRemoveOwn(t *testing.T) {
+	dir := testDir(t)
+	self, other := os.Getpid(), os.Getppid()
+	opts := Options{SubRings: 1, Capacity: PageSize}
+	open1, err := Create(filepath.Join(dir, Name("gn", self, 1)), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open1.Close()
+	closed, err := Create(filepath.Join(dir, Name("gn", self, 2)), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	keep := []string{filepath.Join(dir, Name("gn", other, 1)), filepath.Join(dir, Name("other", self, 3)), filepath.Join(dir, "gn-notes.txt")}
+	for _, p := range keep {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := RemoveOwn(dir, "gn", self)
+	want := []string{filepath.Join(dir, Name("gn", self, 1)), filepath.Join(dir, Name("gn", self, 2))}
+	if slices.Sort(removed); err != nil || !slices.Equal(removed, want) {
+		t.Fatalf("removed %v, %v; want %v", removed, err, want)
+	}
+	for _, p := range keep {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v, want it kept", p, err)
+		}
+	}
+	if _, err := RemoveOwn(filepath.Join(dir, "missing"), "gn", self); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("RemoveOwn of a missing directory: %v", err)
 	}
 }
 

@@ -13,7 +13,9 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"graphnode/node"
 )
@@ -33,6 +35,29 @@ type app struct {
 	// memory is the machine's memory plus swap in bytes, 0 when unknown
 	// (node.MachineMemory; tests pose as a smaller machine).
 	memory func() uint64
+
+	// aborts run when a second stop signal ends the process (onAbort).
+	abortMu sync.Mutex
+	aborts  []func()
+}
+
+// onAbort registers fn to run if a second stop signal ends the process
+// before the command returns: what must not outlive it even then (a
+// node's rings on a tmpfs). fn must be quick and safe to call while the
+// command runs.
+func (a *app) onAbort(fn func()) {
+	a.abortMu.Lock()
+	defer a.abortMu.Unlock()
+	a.aborts = append(a.aborts, fn)
+}
+
+// abort runs the functions onAbort registered, last first.
+func (a *app) abort() {
+	a.abortMu.Lock()
+	defer a.abortMu.Unlock()
+	for i := len(a.aborts) - 1; i >= 0; i-- {
+		a.aborts[i]()
+	}
 }
 
 // newApp is the app of a command line writing to stdout and stderr.
@@ -69,17 +94,31 @@ func main() {
 		sigs = append(sigs, syscall.SIGHUP)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
+	a := newApp(os.Stdout, os.Stderr)
 	if secondSignalEnds(os.Args[1:]) {
 		// The first signal asks the command to stop; the second ends the
-		// process (the default action), as without a handler: a command
-		// stuck where it does not look at ctx (an open of a FIFO nobody
+		// process by that signal, as without a handler: a command stuck
+		// where it does not look at ctx (an open of a FIFO nobody
 		// writes, a wedged disk) ignored every later Ctrl-C and SIGTERM.
+		// What the command registered with onAbort runs first: a node
+		// stopped so left its rings (1 GB of tmpfs each by default) and
+		// its socket until its next start.
 		go func() {
 			<-ctx.Done()
+			second := make(chan os.Signal, 1)
+			signal.Notify(second, sigs...)
 			stop()
+			sig := <-second
+			a.abort()
+			signal.Reset(sigs...)
+			if s, ok := sig.(syscall.Signal); ok {
+				syscall.Kill(os.Getpid(), s)
+				time.Sleep(time.Second) // the runtime's handler ends the process meanwhile
+			}
+			os.Exit(1)
 		}()
 	}
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := a.run(ctx, os.Args[1:])
 	stop()
 	os.Exit(code)
 }

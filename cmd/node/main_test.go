@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -159,6 +160,115 @@ func TestSecondSignalEnds(t *testing.T) {
 	}
 }
 
+// TestSecondSignalDuringDrain: a second SIGTERM while node run drains a
+// loader whose trainer reads nothing ends the process by SIGTERM at once,
+// but not before it removes its rings and its socket, and says so. The
+// default action had left each ring (rings.size of tmpfs) and the socket
+// until the next start, with nothing in the log.
+func TestSecondSignalDuringDrain(t *testing.T) {
+	bin := nodeBinary(t)
+	dir := t.TempDir()
+	parts := onePart(t, bin, dir)
+	sock, rings := filepath.Join(dir, "node.sock"), filepath.Join(dir, "rings")
+	if err := os.Mkdir(rings, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "node.toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`version = 1
+[node]
+parts = %q
+[control]
+socket = %q
+[rings]
+dir = %q
+size = "1MB"
+[samplers]
+workers = 1
+drain_timeout = "5m"
+`, parts, sock, rings)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logb := &syncBuffer{}
+	cmd := exec.Command(bin, "run", "-c", cfg)
+	cmd.Stdout, cmd.Stderr = logb, logb
+	exited := startChild(t, cmd)
+	for {
+		if st, err := client.Stats(t.Context(), sock); err == nil && st.Ready {
+			break
+		}
+		select {
+		case err := <-exited:
+			exited <- err // for the cleanup
+			t.Fatalf("node run exited at start: %v\n%s", err, logb)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	// A loader whose ring fills and is never read: its samplers block,
+	// and the drain waits for them up to drain_timeout.
+	o := client.DefaultOptions()
+	o.SeedIDs, o.BatchSize, o.Epochs, o.Fanouts = []uint64{0, 1, 2, 3}, 1, 1<<20, []int{-1}
+	l, err := client.OpenLoader(t.Context(), sock, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	// The ring is full when the batches written stop growing.
+	for last := uint64(0); ; {
+		time.Sleep(200 * time.Millisecond)
+		st, err := client.Stats(t.Context(), sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Batches > 0 && st.Batches == last {
+			break
+		}
+		last = st.Batches
+	}
+	ringFiles := func() []string {
+		names, _ := filepath.Glob(filepath.Join(rings, "*.ring"))
+		return names
+	}
+	if got := ringFiles(); len(got) != 1 {
+		t.Fatalf("rings before the stop: %v, want one", got)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	safety := time.After(time.Minute) // a safety net, not a timing
+	for !strings.Contains(logb.String(), "draining") {
+		select {
+		case err := <-exited:
+			exited <- err // for the cleanup
+			t.Fatalf("node run ended before a second signal: %v\n%s", err, logb)
+		case <-safety:
+			t.Fatalf("no drain a minute after SIGTERM; log:\n%s", logb)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		exited <- err // for the cleanup
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || !ee.Sys().(syscall.WaitStatus).Signaled() || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
+			t.Fatalf("node run after a second SIGTERM: %v, want killed by SIGTERM; log:\n%s", err, logb)
+		}
+	case <-safety:
+		t.Fatalf("node run still runs after a second SIGTERM; log:\n%s", logb)
+	}
+	if got := ringFiles(); len(got) != 0 {
+		t.Errorf("rings left after a second SIGTERM: %v; log:\n%s", got, logb)
+	}
+	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
+		t.Errorf("socket %s left after a second SIGTERM (%v)", sock, err)
+	}
+	if !strings.Contains(logb.String(), "second stop signal: exiting without draining") {
+		t.Errorf("no word of the second signal in the log:\n%s", logb)
+	}
+}
+
 // TestSecondSignalEndsNotSampler: a sampler keeps its handler for every
 // signal: the Ctrl-C that stops a node run in a terminal reaches its
 // samplers too, and the node's SIGTERM that follows must let them finish
@@ -234,4 +344,23 @@ func onePart(t *testing.T, bin, dir string) string {
 		t.Fatalf("partition: %v\n%s", err, out)
 	}
 	return parts
+}
+
+// syncBuffer is a bytes.Buffer that a child's output may be copied into
+// while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

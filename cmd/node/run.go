@@ -63,6 +63,11 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	defer n.Close()
+	a.onAbort(func() {
+		removed, err := n.Abandon()
+		log.Warn("second stop signal: exiting without draining; samplers end with the node, a kv save_on_exit is not written",
+			"removed", removed, "err", err)
+	})
 	interval, err := watchdogInterval(os.Getenv("WATCHDOG_USEC"), os.Getenv("WATCHDOG_PID"), os.Getpid())
 	if err != nil {
 		return fmt.Errorf("node run: systemd watchdog: %w", err)
