@@ -382,8 +382,8 @@ func (r *edgeList) edge(s *lineScanner, f *[edgeSplit][]byte) error {
 		}
 	}
 	if !r.strs {
-		x, okx := parseUint(f[0])
-		y, oky := parseUint(f[1])
+		x, okx := r.intID(f[0])
+		y, oky := r.intID(f[1])
 		if !okx || !oky {
 			bad := f[0]
 			if okx {
@@ -433,7 +433,9 @@ func fastPair(line []byte) (a, b uint64, ok bool) {
 		a = a*10 + uint64(line[i]-'0')
 		i++
 	}
-	if i == 0 || i > 19 {
+	// A leading zero leaves the line to edge, which decides what it
+	// means (intID).
+	if i == 0 || i > 19 || (line[0] == '0' && i > 1) {
 		return 0, 0, false
 	}
 	j, commas := i, 0
@@ -448,7 +450,7 @@ func fastPair(line []byte) (a, b uint64, ok bool) {
 		b = b*10 + uint64(line[k]-'0')
 		k++
 	}
-	if j == i || commas > 1 || k == j || k-j > 19 || k != len(line) {
+	if j == i || commas > 1 || k == j || k-j > 19 || k != len(line) || (line[j] == '0' && k-j > 1) {
 		return 0, 0, false
 	}
 	return a, b, true

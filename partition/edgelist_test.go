@@ -46,6 +46,15 @@ func TestReadEdgeList(t *testing.T) {
 			src: []uint32{2, 0, 4}, dst: []uint32{3, 1, 5}, n: 6, names: []string{"1", "2", "a", "b", "c", "d"}, stats: Stats{Lines: 3, EdgesRead: 3}},
 		{name: "header of 3 fields, ints, strings", input: "from to w\n1 2\nc d\n",
 			src: []uint32{0, 2}, dst: []uint32{1, 3}, n: 4, names: []string{"1", "2", "c", "d"}, stats: Stats{Lines: 2, EdgesRead: 2}},
+		// A leading zero makes the ids strings as spelt (it made them
+		// integers: "00260882" read before a string id and after it
+		// became two nodes, "260882" and "00260882").
+		{name: "leading zeros are names", input: "00260881 00260882\n00260882 n01\n",
+			src: []uint32{0, 1}, dst: []uint32{1, 2}, n: 3, names: []string{"00260881", "00260882", "n01"}, stats: Stats{Lines: 2, EdgesRead: 2}},
+		{name: "ints then a leading zero", input: "1 2\n02 2\n",
+			src: []uint32{0, 2}, dst: []uint32{1, 1}, n: 3, names: []string{"1", "2", "02"}, stats: Stats{Lines: 2, EdgesRead: 2}},
+		{name: "forced ints read zeros", input: "007 7\n", opts: ReadOptions{IDs: IDsInt},
+			src: []uint32{0}, dst: []uint32{0}, n: 1, ints: []uint64{7}, stats: Stats{Lines: 1, EdgesRead: 1, SelfLoops: 1}},
 		{name: "forced strings keep zeros", input: "007 7\n", opts: ReadOptions{IDs: IDsString},
 			src: []uint32{0}, dst: []uint32{1}, n: 2, names: []string{"007", "7"}, stats: Stats{Lines: 1, EdgesRead: 1}},
 		{name: "weighted", input: "0 1 0.5\n1 0 2e1\n", opts: ReadOptions{Weighted: true},
@@ -131,6 +140,10 @@ func TestReadEdgeListNodeFile(t *testing.T) {
 		{name: "string node file add", nodes: "2\n1\nzero\n0\n", dangling: Add, src: []uint32{3, 1, 0}, dst: []uint32{1, 4, 3},
 			names: []string{"2", "1", "zero", "0", "7"}, n: 5, stats: Stats{Lines: 3, EdgesRead: 3, Dangling: 1}},
 		{name: "twice", nodes: "0\n1\n0\n", err: "partition: N: node 0 listed twice (second time as id number 3): bad input"},
+		// "07" is a name, not 7: the edge 1 7 is dangling (it was the
+		// node file's "07" read as 7, then named "7" by the edges' ids).
+		{name: "leading zero", nodes: "0\n1\n2\n07\n", dangling: Drop, src: []uint32{0, 2}, dst: []uint32{1, 0},
+			names: []string{"0", "1", "2", "07"}, n: 4, stats: Stats{Lines: 3, EdgesRead: 3, Dangling: 1, DanglingDrop: 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()

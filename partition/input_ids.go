@@ -265,6 +265,21 @@ func (r *edgeList) finishInts() {
 	}
 }
 
+// intID parses an id as an integer. Until the ids are decided (IDs auto)
+// a number spelt with a leading zero is not one: "007" and "7" would be
+// one node as integers, and once a later id turned the ids into strings
+// the node would be named "7", apart from a "007" read after the switch
+// (the graph split a node in two, or dropped its edges as dangling).
+// Such an id makes the ids strings, spelt as written; with --ids int it
+// is the number.
+func (r *edgeList) intID(b []byte) (uint64, bool) {
+	v, ok := parseUint(b)
+	if ok && !r.decided && len(b) > 1 && b[0] == '0' {
+		return 0, false
+	}
+	return v, ok
+}
+
 // toStrings turns the integer ids read so far into names (IDs auto, on the
 // first id that is not an integer).
 func (r *edgeList) toStrings() {
@@ -318,7 +333,7 @@ func (r *edgeList) readNodes(path string) error {
 			return s.errorf("%s", msg)
 		}
 		if !r.strs {
-			if id, ok := parseUint(f[0]); ok {
+			if id, ok := r.intID(f[0]); ok {
 				ints = append(ints, id)
 				return nil
 			}

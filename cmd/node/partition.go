@@ -63,7 +63,7 @@ func runPartition(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&f.out, "o", "", "output directory (required)")
 	fs.BoolVar(&f.read.Weighted, "weighted", false, "edge lists: the third column is an edge weight")
 	fs.StringVar(&f.header, "header", "auto", "edge lists: the first line is a header: auto, yes or no")
-	fs.StringVar(&f.ids, "ids", "auto", "edge lists: node ids are int, string, or auto (integers until one is not)")
+	fs.StringVar(&f.ids, "ids", "auto", "edge lists: node ids are int, string, or auto (integers until one is not, or is spelt with a leading zero: then strings as spelt)")
 	fs.StringVar(&f.read.NodeFile, "node-file", "", "edge lists: file of node ids, one per line (adds isolated nodes, defines the known nodes)")
 	fs.StringVar(&f.read.LabelFile, "label-file", "", "edge lists: file of \"id label\" lines (an id given twice or more is multi-label; label -1 or nan: none)")
 	fs.StringVar(&f.read.SplitScheme, "split-scheme", "", "ogb: the folder under split/ (default: the only one)")
