@@ -40,6 +40,12 @@ func CheckOutput(dir string, force bool) error {
 func checkOutput(dir string, force bool) (replacing bool, err error) {
 	st, err := os.Stat(dir)
 	if os.IsNotExist(err) {
+		if lst, lerr := os.Lstat(dir); lerr == nil && lst.Mode()&fs.ModeSymlink != 0 {
+			// Write would make the partitioning beside the link and fail
+			// to rename it over the link, once the work was done.
+			to, _ := os.Readlink(dir)
+			return false, fmt.Errorf("partition: output %s is a link to %s, which does not exist: make that directory (mkdir -p) or give another output", dir, to)
+		}
 		return false, nil
 	}
 	if err != nil {

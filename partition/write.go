@@ -91,6 +91,11 @@ func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32,
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = real
 	}
+	// "." and ".." by their names: renaming "." aside fails (EBUSY), and
+	// the temporary directory beside "." is inside it.
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
 	rl := relabel(assign, opts.Parts)
 	tmp, into, err := makeTemp(dir, replacing)
 	if err != nil {

@@ -323,6 +323,54 @@ func TestWriteForce(t *testing.T) {
 	}
 }
 
+// TestWriteForceDot: -o . --force replaces the working directory's
+// partitioning. It ran the whole partitioning and then failed to move
+// "." aside (EBUSY), having made its temporary directory inside ".".
+func TestWriteForceDot(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "parts")
+	partitionTo(t, testGraph(50, 200, false, false), dir, csr.In, 2, WriteOptions{})
+	t.Chdir(dir)
+	g := testGraph(50, 200, false, false)
+	adj, _ := BuildAdj(context.Background(), g, csr.In, CleanOptions{}, nil)
+	if err := CheckOutput(".", true); err != nil {
+		t.Fatalf("CheckOutput: %v", err)
+	}
+	m, err := Write(context.Background(), ".", g, adj, make([]uint32, 50), WriteOptions{Parts: 1, Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := OpenDir(dir); err != nil || got.Parts != 1 || got.Checksum != m.Checksum {
+		t.Fatalf("after -o . --force: %+v, %v", got, err)
+	}
+	if ents, _ := os.ReadDir(parent); len(ents) != 1 {
+		t.Errorf("parent holds %d entries (temporary dirs left?)", len(ents))
+	}
+}
+
+// TestCheckOutputDanglingLink: an output that is a link to nothing is
+// refused before the work, naming where it points; Write made the
+// partitioning beside the link and failed to rename it over the link.
+func TestCheckOutputDanglingLink(t *testing.T) {
+	root := t.TempDir()
+	link, target := filepath.Join(root, "parts"), filepath.Join(root, "missing")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	want := "partition: output " + link + " is a link to " + target + ", which does not exist"
+	if err := CheckOutput(link, false); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckOutput: %v, want %q", err, want)
+	}
+	g := testGraph(20, 40, false, false)
+	adj, _ := BuildAdj(context.Background(), g, csr.In, CleanOptions{}, nil)
+	if _, err := Write(context.Background(), link, g, adj, make([]uint32, 20), WriteOptions{Parts: 1}); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Write: %v, want %q", err, want)
+	}
+	if ents, _ := os.ReadDir(root); len(ents) != 1 {
+		t.Errorf("%s holds %d entries, want the link alone", root, len(ents))
+	}
+}
+
 // TestWriteMakesParents: an output whose parent directories do not exist
 // yet is written, the parents made as by mkdir -p (as node gen makes its
 // output); it failed once the whole partitioning was done.
