@@ -33,6 +33,14 @@ func runInspect(ctx context.Context, a *app, args []string) error {
 		fs.Usage()
 		return errUsage
 	}
+	var fans []int
+	if *fanouts != "" {
+		// A bad value is a usage error, found before graph.toml is read.
+		if fans, err = parseFanouts(*fanouts); err != nil {
+			fmt.Fprintf(a.stderr, "node inspect: %v\n", err)
+			return errUsage
+		}
+	}
 	opts := partition.InspectOptions{Verify: *verify}
 	if *part >= 0 {
 		opts.Part = part
@@ -49,9 +57,7 @@ func runInspect(ctx context.Context, a *app, args []string) error {
 			opts.BatchSize = partition.DefaultBatchSize
 		}
 		if *fanouts != "" {
-			if opts.Fanouts, err = parseFanouts(*fanouts); err != nil {
-				return err
-			}
+			opts.Fanouts = fans
 		}
 		if *batch >= 0 {
 			opts.BatchSize = *batch

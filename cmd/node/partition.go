@@ -46,7 +46,7 @@ func runPartition(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&f.method, "method", partition.MethodRandom, "partitioner: random (balanced random), metis (multilevel edge cut), freq (access frequency of each trainer's sampling, as GLT's FrequencyPartitioner: part p holds rank p's training nodes and the nodes it reads most)")
 	fs.StringVar(&f.balance, "balance", "nodes", "quantities to balance, a list of nodes, edges (stored edges per part) and train (training nodes per part); nodes always; metis and freq balance all three (freq: train by construction), random nodes")
 	fs.Float64Var(&f.imbalance, "imbalance", partition.DefaultImbalance, "largest allowed max/mean of every balanced quantity (metis, freq; random is exact)")
-	fs.StringVar(&f.fanouts, "fanouts", "15,10,5", "sampling fanouts per hop (-1 = all) for the freq heat estimate, the cache ranking and the expected read shares; \"none\" skips the estimate")
+	fs.StringVar(&f.fanouts, "fanouts", "15,10,5", "sampling fanouts per hop (-1 = all) for the freq heat estimate, the cache ranking and the expected read shares; \"none\" skips the estimate (not with --method freq, which places nodes by it)")
 	fs.IntVar(&f.batchSize, "batch-size", partition.DefaultBatchSize, "the trainers' batch size, for the estimate's per-batch deduplication (0 = count visits)")
 	fs.Float64Var(&f.cacheRatio, "cache-ratio", 0, "cache in every part file the hottest nodes it does not own, up to this fraction of the nodes it owns (0.2 = 20%)")
 	fs.StringVar(&f.cacheBytes, "cache-bytes", "", "instead of --cache-ratio: cache up to this many bytes per part, feature rows and their 8-byte ids (64MB, 1GiB, ...)")
@@ -138,6 +138,10 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	}
 	if cache.On() && fanouts == nil {
 		return badFlags(fmt.Errorf("--cache-ratio/--cache-bytes need --fanouts to rank the hot nodes"))
+	}
+	if f.method == "freq" && fanouts == nil {
+		// It took 15,10,5 without a word, and graph.toml recorded none.
+		return badFlags(fmt.Errorf("--method freq places nodes by the heat of sampling with --fanouts: give the trainers' fanouts, not none"))
 	}
 	if f.batchSize < 0 {
 		return badFlags(fmt.Errorf("--batch-size %d: want ≥ 0", f.batchSize))

@@ -214,6 +214,12 @@ func TestPartitionMethodsCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "(fanouts 10,5, batch 32, trainer p reading share p of split train)") {
 		t.Errorf("inspect --batch-size 32: code %d\n%s", code, stdout)
 	}
+	// A bad --fanouts is a usage error, before graph.toml is read (it was
+	// exit 1, after reading it).
+	code, _, stderr := runNode(t, "inspect", filepath.Join(t.TempDir(), "missing"), "--fanouts", "abc")
+	if code != 2 || !strings.Contains(stderr, `node inspect: --fanouts "abc": "abc" is not an integer`) {
+		t.Errorf("inspect --fanouts abc: code %d, stderr %q; want 2", code, stderr)
+	}
 }
 
 func TestPartitionFlagErrors(t *testing.T) {
@@ -228,6 +234,8 @@ func TestPartitionFlagErrors(t *testing.T) {
 		{[]string{"--fanouts", "10,-3"}, 2, "hop 2 is -3"},
 		{[]string{"--cache-bytes", "64M"}, 2, `--cache-bytes: shm: size "64M": unit "M" is ambiguous`},
 		{[]string{"--cache-ratio", "0.2", "--fanouts", "none"}, 2, "need --fanouts"},
+		// freq took 15,10,5 without a word.
+		{[]string{"--method", "freq", "--fanouts", "none"}, 2, "--method freq places nodes by the heat of sampling with --fanouts"},
 		{[]string{"--method", "freq"}, 1, "has no training split"},
 		{[]string{"--method", "random", "--balance", "edges"}, 2, `method random cannot balance "edges"`},
 		{[]string{"--imbalance", "0.5", "--method", "metis"}, 2, "imbalance 0.5: want a number ≥ 1"},
