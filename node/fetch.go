@@ -57,13 +57,6 @@ type FetchOptions struct {
 	chunk int // tests only: bytes per request; 0 = FetchChunk
 }
 
-// evalTriples: path is a knowledge graph's valid or test triples, which
-// every node kge evaluation on the host reads (raw ranks too), small
-// beside a part file.
-func evalTriples(path string) bool {
-	return path == partition.TriplesValidFile || path == partition.TriplesTestFile
-}
-
 // FetchedFile is what Fetch did about one file.
 type FetchedFile struct {
 	Path    string   // slash path in the partition directory
@@ -134,7 +127,7 @@ func Fetch(ctx context.Context, cfg Config, log *slog.Logger, opts FetchOptions)
 	}
 	var want []partition.FileEntry
 	for _, e := range m.File {
-		if opts.All || !cfg.Client() && e.Path == partition.PartFile(cfg.Node.Part) || evalTriples(e.Path) {
+		if opts.All || !cfg.Client() && e.Path == partition.PartFile(cfg.Node.Part) || partition.EvalTriples(e.Path) {
 			want = append(want, e)
 		}
 	}

@@ -27,7 +27,8 @@ type InspectOptions struct {
 	Fanouts   []int
 	BatchSize int
 	// Part, when not nil, inspects that partition alone: what one host of
-	// a cluster holds (graph.toml and part-K/part.csr, see OpenPart). The
+	// a cluster holds (graph.toml, part-K/part.csr and a knowledge graph's
+	// evaluation triples, see OpenPart and EvalTriples). The
 	// read shares, which need every part, are then not estimated.
 	Part *int
 }
@@ -135,7 +136,7 @@ func Inspect(ctx context.Context, dir string, opts InspectOptions) (*Report, err
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			if opts.Part == nil || f.Path == PartFile(*opts.Part) {
+			if opts.Part == nil || f.Path == PartFile(*opts.Part) || EvalTriples(f.Path) {
 				r.Files = append(r.Files, verifyFile(dir, f, r.Parts))
 			}
 		}

@@ -41,6 +41,14 @@ const (
 // PartFile is the slash-separated path of partition p's file.
 func PartFile(p int) string { return fmt.Sprintf("part-%d/part.csr", p) }
 
+// EvalTriples reports whether path (a slash path graph.toml lists) is a
+// knowledge graph's valid or test triples: small beside a part file, and
+// read by every node kge evaluation, so every host holds them with its
+// part (node fetch brings them; inspect --part K checks them).
+func EvalTriples(path string) bool {
+	return path == TriplesValidFile || path == TriplesTestFile
+}
+
 // Manifest is graph.toml: what a parts/ directory holds and how it was
 // made. It is written last, so a directory with a valid manifest is whole.
 type Manifest struct {

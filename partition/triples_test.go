@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -180,5 +181,45 @@ func TestReadOrigIDs(t *testing.T) {
 	os.WriteFile(path, b[:16], 0o644)
 	if _, err := ReadOrigIDs(dir, m); err == nil || !strings.Contains(err.Error(), "16 bytes, want 8 × 3 nodes") {
 		t.Errorf("truncated: err = %v", err)
+	}
+}
+
+// TestInspectPartChecksTriples: inspect --verify --part K checks a
+// knowledge graph's evaluation triples, which every host holds with its
+// part (node fetch brings them); it passed a corrupt triples-test.bin
+// that the check of the whole directory caught.
+func TestInspectPartChecksTriples(t *testing.T) {
+	dir, _ := writeTestKG(t)
+	path := filepath.Join(dir, TriplesTestFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0x05
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range []*int{nil, new(int), func() *int { one := 1; return &one }()} {
+		r, err := Inspect(context.Background(), dir, InspectOptions{Verify: true, Part: part})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var checked, failed []string
+		for _, f := range r.Files {
+			checked = append(checked, f.Path)
+			if f.Err != nil {
+				failed = append(failed, f.Path)
+			}
+		}
+		which := "every part"
+		if part != nil {
+			which = "part " + strconv.Itoa(*part)
+		}
+		if r.OK() || strings.Join(failed, " ") != TriplesTestFile {
+			t.Errorf("%s: OK %v, checked %v, failed %v; want %s failed", which, r.OK(), checked, failed, TriplesTestFile)
+		}
+		if part != nil && len(checked) != 3 {
+			t.Errorf("part %d: checked %v, want its part file and both triples files", *part, checked)
+		}
 	}
 }
