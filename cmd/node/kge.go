@@ -112,7 +112,7 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.BoolVar(&f.filter, "eval-filter", true, "filtered ranks (other known facts are not candidates; needs every part's triples under --parts); false: raw ranks")
 	fs.StringVar(&f.prefix, "table-prefix", "kge", "kv tables <prefix>.entity, <prefix>.relation and <prefix>.sync (the same on every trainer of the job)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
-	fs.BoolVar(&f.save, "save", false, "checkpoint every kv table (kv_save) after training")
+	fs.BoolVar(&f.save, "save", false, "checkpoint every kv table (kv_save) after training (rank 0, once every trainer's pushes are in)")
 	fs.StringVar(&f.export, "export", "", "rank 0 writes entity.npy (rows by the input's entity ids), relation.npy and config.json into this directory after training, the arrays also under DGL-KE's names <graph>_<Model>_entity.npy / _relation.npy (needs orig_ids.bin under --parts)")
 	if hint := dglkeFlagHint(fs, args); hint != "" {
 		fmt.Fprintf(a.stderr, "node kge: %s; node kge --help lists its flags\n", hint)
@@ -643,7 +643,12 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 			fmt.Fprintf(out, "wrote %s: %s\n", f.export, strings.Join(in.export, ", "))
 		}
 	}
-	if f.save {
+	// Rank 0 alone checkpoints: Run's last loss round is the barrier
+	// after which every trainer's pushes are in, and kv_save writes every
+	// node's tables. Every rank saving wrote the checkpoint world-size
+	// times over, and on a disk with room for one, a rank failed after
+	// another had saved.
+	if f.save && cfg.Rank == 0 {
 		if _, err := kvc.Save(ctx); err != nil {
 			return err
 		}

@@ -100,7 +100,7 @@ func newTrainFlags(a *app) (*flag.FlagSet, *trainFlags) {
 	fs.StringVar(&f.table, "table", "graphsage.sync", "kv table that averages the gradients (the same on every trainer)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
 	fs.BoolVar(&f.eval, "eval", true, "evaluate on the val and test splits (false: train only, for timing)")
-	fs.BoolVar(&f.save, "save", false, "after training, store the last epoch's parameters (not the best epoch's) in kv table --params-table (rank 0) and checkpoint every kv table (kv_save)")
+	fs.BoolVar(&f.save, "save", false, "after training, store the last epoch's parameters (not the best epoch's) in kv table --params-table and checkpoint every kv table (kv_save; rank 0 does both)")
 	fs.StringVar(&f.paramsTable, "params-table", "graphsage.params", "kv table --save stores the trained parameters in: row i holds parameters 256i to 256i+255, per layer W_l, W_r (din × dout, row-major) and b")
 	return fs, f
 }
@@ -380,17 +380,18 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if f.save {
-		if cfg.Rank == 0 {
-			if err := storeParams(ctx, kvc, f.paramsTable, tr.Params()); err != nil {
-				return err
-			}
+	// Rank 0 alone stores the parameters and checkpoints every node's
+	// tables (see node kge): every rank saving wrote the checkpoint
+	// world-size times over.
+	if f.save && cfg.Rank == 0 {
+		if err := storeParams(ctx, kvc, f.paramsTable, tr.Params()); err != nil {
+			return err
 		}
 		si, err := kvc.Save(ctx)
 		if err != nil {
 			return err
 		}
-		if cfg.Rank == 0 && !f.jsonOut {
+		if !f.jsonOut {
 			fmt.Fprintf(out, "saved the %d trained parameters in kv table %q and checkpointed every kv table (kv_save: %s)\n", tr.NumParams(), f.paramsTable, si.Dir)
 		}
 	}
