@@ -375,6 +375,7 @@ func (c *Client) callWith(ctx context.Context, part int, op string, b []byte, st
 	defer cancel()
 	m := c.out.peer(p.name)
 	began, backoff := time.Now(), c.cfg.Backoff
+	resent := false
 	for attempt := 1; ; attempt++ {
 		payload, reached, err := c.attempt(ctx, st, p, b, want, buf)
 		if err == nil {
@@ -385,6 +386,17 @@ func (c *Client) callWith(ctx context.Context, part int, op string, b []byte, st
 		case <-c.done:
 			err = ErrClosed
 		default:
+		}
+		if !resent && statelessReset(err) && ctx.Err() == nil {
+			// The connection was one the peer no longer knows (its process
+			// restarted, or it timed the connection out): no live process
+			// handled the request, and whatever a crashed one did died with
+			// it. So it goes once more on a new connection, outside the
+			// retry budget: a kv push, never retried, failed at its first
+			// call after a peer's restart.
+			resent = true
+			attempt--
+			continue
 		}
 		// A call with a longer bound than Timeout (kv) waits that long
 		// for its answer, not for a peer it cannot reach.
@@ -557,6 +569,13 @@ func (c *Client) fail(p *peerConn, op string, err error) error {
 // a new connection: lost or reset connections, timeouts of one dial,
 // refused UDP. Refusals, peer errors, size limits, bad bytes, closing and
 // cancellation are final.
+// statelessReset reports whether err ended a connection by the peer's
+// stateless reset.
+func statelessReset(err error) bool {
+	var reset *quic.StatelessResetError
+	return errors.As(err, &reset)
+}
+
 func transient(err error) bool {
 	for _, final := range []error{ErrRefused, ErrRemote, ErrTooLarge, ErrMalformed, ErrClosed, ErrCert, context.Canceled} {
 		if errors.Is(err, final) {

@@ -73,8 +73,10 @@ func (c *Client) KVPull(ctx context.Context, part int, req []byte) ([]byte, erro
 }
 
 // KVPush sends a kv push, synchronous push or leave to the peer serving
-// part and returns the kv answer. It is never retried: a push that may
-// have been applied must not be applied again. Bounded by
+// part and returns the kv answer. It is not retried: a push that may
+// have been applied must not be applied again. (A push that meets the
+// peer's stateless reset is sent once more on a new connection, as every
+// call is: no live process handled it.) Bounded by
 // ClientConfig.KVTimeout, which must exceed the kv sync timeout.
 func (c *Client) KVPush(ctx context.Context, part int, req []byte) ([]byte, error) {
 	return c.kv(ctx, part, "kv push", TypeKVPushRequest, TypeKVPushResponse, req, 0)

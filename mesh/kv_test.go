@@ -91,3 +91,32 @@ func TestKVPushNotRetried(t *testing.T) {
 		t.Fatalf("pull from a peer that is down: %v, want unavailable after 3 attempts", err)
 	}
 }
+
+// TestKVPushAfterRestart: the first push after a peer crashed and came
+// back goes through. It went on the old connection, got the new process's
+// stateless reset, and failed unretried ("peer unavailable after 1
+// attempt in 1ms: received a stateless reset"): no live process had
+// handled it, so it is sent again, once, on a new connection.
+func TestKVPushAfterRestart(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	kvServer := func(addr string) *testNode {
+		h := &kvHandler{testHandler: testHandler{rowSize: 16}, ended: make(chan error, 1)}
+		return startServer(t, dir, "host1", 1, addr, func(c *ServerConfig) { c.Handler = h })
+	}
+	srv := kvServer("127.0.0.1:0")
+	addr := srv.srv.Addr().String()
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer()}, func(c *ClientConfig) { c.KVTimeout = 20 * time.Second })
+	ctx := context.Background()
+	if _, err := c.KVPush(ctx, 1, []byte{1, 1}); err != nil {
+		t.Fatal(err)
+	}
+	// A crash: no CONNECTION_CLOSE reaches the client.
+	srv.srv.tr.Close()
+	srv.srv.udp.Close()
+	srv.srv.Close()
+	kvServer(addr)
+	got, err := c.KVPush(ctx, 1, []byte{4, 1, 9})
+	if err != nil || !slices.Equal(got, []byte{5, 1, 9}) {
+		t.Fatalf("first push after the restart: % x, %v; want 05 01 09", got, err)
+	}
+}
