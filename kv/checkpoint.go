@@ -18,7 +18,7 @@ import (
 // minor version of CheckpointMajor and refuses every other major version.
 const (
 	CheckpointMajor = 1
-	CheckpointMinor = 1 // 1: the save id (checkpoint_saveid.go)
+	CheckpointMinor = 2 // 1: the save id (checkpoint_saveid.go); 2: the id set (Spec.IDSet)
 )
 
 // Checkpoint file layout (see the diagram in doc.go).
@@ -26,6 +26,7 @@ const (
 	ckMagic     = "GNODEKVT"
 	ckHeaderLen = 192 // fixed header region; the body starts here
 	ckHeaderCRC = 168 // offset of the header CRC
+	ckIDSet     = 92  // Spec.IDSet (minor 2; zero before)
 	flagState   = 1   // optimiser state follows the rows
 )
 
@@ -60,9 +61,10 @@ func (t *table) header(part int, info SaveInfo) []byte {
 	h = le.AppendUint32(h, uint32(t.dim))
 	h = append(h, byte(s.Init.Kind), byte(s.Opt.Kind), byte(s.Mode), byte(len(s.Name)))
 	h = le.AppendUint64(h, s.Init.Seed)
-	for _, f := range []float32{s.Init.Scale, s.Opt.LR, s.Opt.Eps, s.Opt.Beta1, s.Opt.Beta2, 0} {
+	for _, f := range []float32{s.Init.Scale, s.Opt.LR, s.Opt.Eps, s.Opt.Beta1, s.Opt.Beta2} {
 		h = le.AppendUint32(h, math.Float32bits(f))
 	}
+	h = le.AppendUint32(h, s.IDSet) // ckIDSet; zero before minor 2
 	h = le.AppendUint64(h, t.version.Load())
 	var name [MaxNameLen]byte
 	copy(name[:], s.Name)

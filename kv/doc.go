@@ -123,13 +123,14 @@
 // is refused with ErrCorrupt, before any rename). Load refuses a file whose magic,
 // major version, CRCs or size are wrong (ErrCorrupt, ErrVersion), or whose
 // table differs from the configured one in name, part, parts, rows, shard
-// range, dim, optimiser or mode (ErrMismatch, naming the field); the error
-// names the file.
+// range, dim, optimiser or mode, or whose rows are numbered by another
+// partitioning (id set, when both name one) (ErrMismatch, naming the
+// field); the error names the file.
 //
 //	offset  size  field
 //	     0     8  magic "GNODEKVT"
 //	     8     2  major version (1)     readers refuse any other
-//	    10     2  minor version (1; 0 is read as one legacy save)
+//	    10     2  minor version (2; 0 is read as one legacy save)
 //	    12     4  flags                 bit 0: optimiser state follows rows
 //	                                    bit 1: an exit save (SaveExit)
 //	    16     8  file size
@@ -139,7 +140,8 @@
 //	    60     1  init kind             61  1  optimiser     62  1  mode
 //	    63     1  name length
 //	    64     8  init seed
-//	    72  6×4   init scale, lr, eps, beta1, beta2, 0   (float32)
+//	    72  5×4   init scale, lr, eps, beta1, beta2   (float32)
+//	    92     4  id set (Spec.IDSet; minor 2, zero before: unknown)
 //	    96     8  version (sync steps or pushes applied)
 //	   104    64  name, NUL-padded
 //	   168     4  CRC-32C of bytes [0, 168)

@@ -209,6 +209,11 @@ func (t *table) checkHeader(h []byte, part int) error {
 			return fmt.Errorf("field %s: file has %v, table has %v", c.field, c.file, c.cfg)
 		}
 	}
+	if set := le.Uint32(h[ckIDSet:]); set != 0 && s.IDSet != 0 && set != s.IDSet {
+		return fmt.Errorf("field id set: the file's rows are the node ids of partitioning %08x, this table's of %08x: "+
+			"another partitioning of the graph numbers its nodes otherwise, so the rows would be other nodes' "+
+			"(serve the partitioning it was saved with, or move its files aside to start afresh)", set, s.IDSet)
+	}
 	return nil
 }
 

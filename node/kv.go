@@ -25,14 +25,17 @@ import (
 // (node.role = "client") has no shard: store is nil and every request
 // goes to the sampling nodes.
 type kvServer struct {
-	cfg     *Config
-	log     *slog.Logger
-	part    int // -1 on a client node
-	book    partition.Book
-	store   *kv.Store   // nil on a client node
-	handler *kv.Handler // nil on a client node
-	tr      *kv.WireTransport
-	cli     atomic.Pointer[mesh.Client] // the node's mesh client; nil without a mesh
+	cfg  *Config
+	log  *slog.Logger
+	part int // -1 on a client node
+	book partition.Book
+	// numbering tags the node ids of the partition set (graph.toml's
+	// Numbering): the kv.Spec.IDSet of "nodes" tables.
+	numbering uint32
+	store     *kv.Store   // nil on a client node
+	handler   *kv.Handler // nil on a client node
+	tr        *kv.WireTransport
+	cli       atomic.Pointer[mesh.Client] // the node's mesh client; nil without a mesh
 
 	mu      sync.Mutex
 	clients map[string]*kv.Client
@@ -70,8 +73,8 @@ type kvServer struct {
 
 // newKVServer builds the store with the tables of [kv] and, with
 // kv.load, restores them from the checkpoint directory.
-func newKVServer(cfg *Config, log *slog.Logger, book partition.Book) (*kvServer, error) {
-	s := &kvServer{cfg: cfg, log: log, part: cfg.ownPart(), book: book, clients: map[string]*kv.Client{}, creating: map[string]*pendingCreate{}, prepared: map[string]*preparedSave{}, prepareHold: savePrepareHold, saving: make(chan struct{}, 1)}
+func newKVServer(cfg *Config, log *slog.Logger, book partition.Book, numbering uint32) (*kvServer, error) {
+	s := &kvServer{cfg: cfg, log: log, part: cfg.ownPart(), book: book, numbering: numbering, clients: map[string]*kv.Client{}, creating: map[string]*pendingCreate{}, prepared: map[string]*preparedSave{}, prepareHold: savePrepareHold, saving: make(chan struct{}, 1)}
 	s.send = s.call
 	specs := make([]kv.Spec, 0, len(cfg.KV.Tables))
 	for i := range cfg.KV.Tables {
@@ -132,13 +135,17 @@ func newKVServer(cfg *Config, log *slog.Logger, book partition.Book) (*kvServer,
 
 // resolve gives a checked TableSpec its shape under the node's book (see
 // resolveSpec).
-func (s *kvServer) resolve(t *control.TableSpec) kv.Spec { return resolveSpec(s.book, t) }
+func (s *kvServer) resolve(t *control.TableSpec) kv.Spec { return resolveSpec(s.book, s.numbering, t) }
 
 // resolveSpec gives a checked TableSpec its shape: "nodes" tables follow
-// the partition book, dense ones are split evenly over the parts.
-func resolveSpec(book partition.Book, t *control.TableSpec) kv.Spec {
+// the partition book, and their rows are the node ids of numbering (a
+// checkpoint of another partitioning is refused: its rows would be other
+// nodes'); dense ones are split evenly over the parts.
+func resolveSpec(book partition.Book, numbering uint32, t *control.TableSpec) kv.Spec {
 	if t.Rows.Nodes {
-		return kvSpec(t, book.NumNodes(), slices.Clone(book.Bounds))
+		sp := kvSpec(t, book.NumNodes(), slices.Clone(book.Bounds))
+		sp.IDSet = numbering
+		return sp
 	}
 	return kvSpec(t, t.Rows.N, kv.EvenBounds(t.Rows.N, book.Parts()))
 }

@@ -25,7 +25,7 @@ import (
 func loadingKVServer(t *testing.T, dir string) (*kvServer, control.TableSpec) {
 	t.Helper()
 	cfg := &Config{KV: KVConfig{CheckpointDir: dir, Load: true, SyncTimeout: "5s"}}
-	s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10}})
+	s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func (p *peerStub) send(ctx context.Context, part int, req []byte) ([]byte, erro
 // to a peerStub, and the spec of its async table "w" (10 rows × 2).
 func twoPartKVServer(t *testing.T) (*kvServer, *peerStub, control.TableSpec) {
 	t.Helper()
-	s, err := newKVServer(&Config{}, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}})
+	s, err := newKVServer(&Config{}, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestKVCreateKeepsTableAPeerAccepted(t *testing.T) {
 // were refused.
 func TestKVCreateOnClientNodeTakesTheNewSpec(t *testing.T) {
 	cfg := &Config{Node: NodeConfig{Role: RoleClient}, KV: KVConfig{SyncTimeout: "5s"}}
-	s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10, 20}})
+	s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10, 20}}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +436,7 @@ func TestKVCreateSyncPushFits(t *testing.T) {
 	}
 	for _, role := range []string{"", RoleClient} {
 		cfg := &Config{Node: NodeConfig{Role: role}, KV: KVConfig{SyncTimeout: "5s"}}
-		s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10, 20}})
+		s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10, 20}}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -460,7 +460,7 @@ func TestKVCreateSyncPushFits(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := &Config{KV: KVConfig{SyncTimeout: "5s", Tables: []control.TableSpec{nodes}}}
-	_, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 1 << 18, 1 << 20}})
+	_, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 1 << 18, 1 << 20}}, 0)
 	if want := `node: kv.tables[0]: node: kv: table "n" (mode sync): a trainer's push of one step carries all 1048576 rows × dim 64 (256MiB)`; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("a sync \"nodes\" table of 2^20 nodes × dim 64 in [[kv.tables]]: %v, want %s…", err, want)
 	}
@@ -485,5 +485,54 @@ func TestKVCreateUnreadableCheckpoint(t *testing.T) {
 	}
 	if names := s.store.Tables(); len(names) != 0 {
 		t.Fatalf("tables after the failed load: %v, want none", names)
+	}
+}
+
+// TestKVLoadOtherNumbering: a node refuses, at start, the checkpoint of
+// a "nodes" table saved under another partitioning of the graph into the
+// same ranges (its rows are other nodes'); it loaded it without a word.
+// A counted table's rows are its own and load whatever the numbering.
+func TestKVLoadOtherNumbering(t *testing.T) {
+	dir := t.TempDir()
+	tables := []control.TableSpec{
+		{Name: "emb", Rows: control.Rows{Nodes: true}, Dim: 2, Optimizer: "sgd", LR: 1, Mode: "async"},
+		{Name: "w", Rows: control.Rows{N: 4}, Dim: 2, Optimizer: "sgd", LR: 1, Mode: "async"},
+	}
+	for i := range tables {
+		if err := tables[i].Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	server := func(numbering uint32, load bool, only ...string) (*kvServer, error) {
+		var ts []control.TableSpec
+		for _, sp := range tables {
+			if len(only) == 0 || slices.Contains(only, sp.Name) {
+				ts = append(ts, sp)
+			}
+		}
+		cfg := &Config{KV: KVConfig{CheckpointDir: dir, Load: load, SyncTimeout: "5s", Tables: ts}}
+		return newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10}}, numbering)
+	}
+	s, err := server(7, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp, _ := s.store.Spec("emb"); sp.IDSet != 7 {
+		t.Fatalf("nodes table id set %d, want the node's numbering 7", sp.IDSet)
+	}
+	if sp, _ := s.store.Spec("w"); sp.IDSet != 0 {
+		t.Fatalf("counted table id set %d, want 0", sp.IDSet)
+	}
+	if err := s.store.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server(9, true); !errors.Is(err, kv.ErrMismatch) || !strings.Contains(err.Error(), "emb.part0.kvt") || !strings.Contains(err.Error(), "field id set") {
+		t.Fatalf("another numbering: %v, want ErrMismatch naming emb.part0.kvt and the id set", err)
+	}
+	if _, err := server(9, true, "w"); err != nil {
+		t.Fatalf("a counted table under another numbering: %v", err)
+	}
+	if _, err := server(7, true); err != nil {
+		t.Fatalf("the same numbering: %v", err)
 	}
 }

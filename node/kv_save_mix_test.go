@@ -27,7 +27,7 @@ func kvPair(t *testing.T, dirs [2]string, load bool) ([2]*kvServer, control.Tabl
 	for p := range ss {
 		cfg := &Config{KV: KVConfig{CheckpointDir: dirs[p], Load: load, SyncTimeout: "5s"}}
 		cfg.Node.Part = p
-		s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}})
+		s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +256,7 @@ func TestKVClientNodeCreateRefusesMixedSaves(t *testing.T) {
 	clientNode := func(rs [2]*kvServer) *kvServer {
 		cfg := &Config{}
 		cfg.Node.Role = RoleClient
-		c, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}})
+		c, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -317,7 +317,7 @@ func TestKVCheckWithAnEarlierBuild(t *testing.T) {
 		var logged strings.Builder
 		cfg := &Config{KV: KVConfig{CheckpointDir: t.TempDir(), Load: true, SyncTimeout: "5s"}}
 		cfg.Node.Role = role
-		s, err := newKVServer(cfg, slog.New(slog.NewTextHandler(&logged, nil)), partition.Book{Bounds: []uint64{0, 5, 10}})
+		s, err := newKVServer(cfg, slog.New(slog.NewTextHandler(&logged, nil)), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

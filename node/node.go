@@ -232,7 +232,7 @@ func (n *Node) openSet() error {
 			return fmt.Errorf("node: %w", err)
 		}
 	}
-	if n.kv, err = newKVServer(&n.cfg, n.log, book); err != nil {
+	if n.kv, err = newKVServer(&n.cfg, n.log, book, n.manifest.Numbering()); err != nil {
 		return err
 	}
 	if n.cfg.MeshEnabled() {

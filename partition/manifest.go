@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -242,6 +243,23 @@ func (m *Manifest) Lookup(p string) *FileEntry {
 		}
 	}
 	return nil
+}
+
+// Numbering is a 32-bit tag of the node numbering: the CRC-32C that
+// graph.toml records of orig_ids.bin (new id -> original id), never 0. Two
+// partitionings of one graph into the same ranges number the nodes
+// otherwise (kv checkpoints of "nodes" tables record it); 0 when graph.toml
+// lists no orig_ids.bin.
+func (m *Manifest) Numbering() uint32 {
+	f := m.Lookup(OrigIDsFile)
+	if f == nil {
+		return 0
+	}
+	v, err := strconv.ParseUint(f.CRC32C, 16, 32)
+	if err != nil {
+		return 0
+	}
+	return max(uint32(v), 1)
 }
 
 // Encode writes m as TOML.

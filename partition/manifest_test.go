@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -349,5 +350,35 @@ func TestManifestFilePaths(t *testing.T) {
 		if refused == tt.ok {
 			t.Errorf("path %q: %v, want refused %v", tt.path, err, !tt.ok)
 		}
+	}
+}
+
+// TestNumbering: two partitionings of one graph into the same ranges
+// number its nodes otherwise, and their Numbering differs; the same
+// partitioning written twice has the same.
+func TestNumbering(t *testing.T) {
+	g := testGraph(60, 200, false, false)
+	write := func(assign []uint32) *Manifest {
+		adj, err := BuildAdj(context.Background(), g, csr.In, CleanOptions{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := Write(context.Background(), filepath.Join(t.TempDir(), "parts"), g, adj, assign, WriteOptions{Parts: 2, Method: "given"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	a, b := make([]uint32, 60), make([]uint32, 60)
+	for v := range a {
+		a[v], b[v] = uint32(v%2), uint32(v/30) // 30 nodes a part both ways
+	}
+	ma, mb, ma2 := write(a), write(b), write(a)
+	if ma.Part[0].End != mb.Part[0].End || ma.Numbering() == 0 || ma.Numbering() == mb.Numbering() || ma.Numbering() != ma2.Numbering() {
+		t.Fatalf("ranges %v / %v, numbering %08x / %08x / %08x: want equal ranges, distinct nonzero numberings, the same again",
+			ma.Part[0].End, mb.Part[0].End, ma.Numbering(), mb.Numbering(), ma2.Numbering())
+	}
+	if (&Manifest{}).Numbering() != 0 {
+		t.Fatal("a manifest without orig_ids.bin has a numbering")
 	}
 }
