@@ -205,13 +205,9 @@ func samplerExecutable() (string, error) {
 // checksum every peer must share), checks the part file against it, and
 // loads the mesh identity when the node joins a mesh.
 func (n *Node) openSet() error {
-	open := func(dir string) (*partition.Manifest, error) { return partition.OpenPart(dir, n.cfg.Node.Part) }
-	if n.cfg.Client() {
-		open = partition.OpenManifest
-	}
-	m, err := open(n.cfg.Node.Parts)
+	m, err := openManifest(&n.cfg)
 	if err != nil {
-		return fmt.Errorf("node: node.parts: %w", err)
+		return err
 	}
 	book, err := m.Book()
 	if err != nil {
@@ -236,15 +232,61 @@ func (n *Node) openSet() error {
 		return err
 	}
 	if n.cfg.MeshEnabled() {
-		if n.mesh.id, err = mesh.LoadIdentity(n.cfg.Mesh.Certs, n.cfg.Node.Name); err != nil {
-			return fmt.Errorf("node: mesh.certs: %w", err)
-		}
-		if n.mesh.id.Cluster != n.cfg.Mesh.Cluster {
-			return fmt.Errorf("node: mesh.cluster = %q, but the CA in %s is of cluster %q: %w",
-				n.cfg.Mesh.Cluster, n.cfg.Mesh.Certs, n.mesh.id.Cluster, ErrConfig)
+		if n.mesh.id, err = loadIdentity(&n.cfg); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// openManifest reads graph.toml of node.parts and checks this node's part
+// file against it (graph.toml alone for a client node).
+func openManifest(cfg *Config) (*partition.Manifest, error) {
+	open := func(dir string) (*partition.Manifest, error) { return partition.OpenPart(dir, cfg.Node.Part) }
+	if cfg.Client() {
+		open = partition.OpenManifest
+	}
+	m, err := open(cfg.Node.Parts)
+	if err != nil {
+		return nil, fmt.Errorf("node: node.parts: %w", err)
+	}
+	if _, err := m.Book(); err != nil {
+		return nil, fmt.Errorf("node: node.parts: %w", err)
+	}
+	return m, nil
+}
+
+// loadIdentity loads the node's mesh certificate, key and CA from
+// mesh.certs and checks that the CA is of mesh.cluster.
+func loadIdentity(cfg *Config) (*mesh.Identity, error) {
+	id, err := mesh.LoadIdentity(cfg.Mesh.Certs, cfg.Node.Name)
+	if err != nil {
+		return nil, fmt.Errorf("node: mesh.certs: %w", err)
+	}
+	if id.Cluster != cfg.Mesh.Cluster {
+		return nil, fmt.Errorf("node: mesh.cluster = %q, but the CA in %s is of cluster %q: %w",
+			cfg.Mesh.Cluster, cfg.Mesh.Certs, id.Cluster, ErrConfig)
+	}
+	return id, nil
+}
+
+// CheckFiles checks, as node run does at start but without serving,
+// what cfg (valid as LoadConfig returns it) names on disk: graph.toml and
+// this node's part file (node.parts), and with a mesh the certificate, key
+// and CA (mesh.certs) and the CA's cluster (mesh.cluster). It returns
+// every problem, joined, each naming its key; node config check reports
+// them with the configuration's own.
+func CheckFiles(cfg Config) error {
+	var errs []error
+	if _, err := openManifest(&cfg); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.MeshEnabled() {
+		if _, err := loadIdentity(&cfg); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // PartPath is the partition file of part p in a parts/ directory (DESIGN.md §4).

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,15 +16,14 @@ func cliRun(args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
+// writeNodeTOML writes body, with $DIR replaced by a new directory that
+// holds a partitioning of one part in $DIR/parts, as $DIR/node.toml.
 func writeNodeTOML(t *testing.T, body string) (dir, path string) {
 	t.Helper()
 	dir = t.TempDir()
 	parts := filepath.Join(dir, "parts")
-	if err := os.MkdirAll(parts, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(parts, "graph.toml"), nil, 0o644); err != nil {
-		t.Fatal(err)
+	if code, _, stderr := cliRun("partition", "--input", writeEdgeList(t, 20), "--format", "edgelist", "--parts", "1", "--method", "random", "-o", parts); code != 0 {
+		t.Fatalf("partition: exit %d: %s", code, stderr)
 	}
 	body = strings.ReplaceAll(body, "$DIR", dir)
 	path = filepath.Join(dir, "node.toml")
@@ -134,5 +134,66 @@ func TestConfigCheckSaysDerivedListen(t *testing.T) {
 	_, out, _ := cliRun("config", "check", "-c", path)
 	if want := "# mesh.listen: 127.0.0.1:7100, this part's [[mesh.peers]] entry\n"; !strings.Contains(out, want) {
 		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+}
+
+// TestConfigCheckFiles: config check reads what the keys name on disk as
+// node run does at start, and lists each problem with its key: a CA of
+// another cluster, another node's certificate, a key others may read, a
+// graph.toml that does not parse. Each passed the check (exit 0) and
+// failed the run.
+func TestConfigCheckFiles(t *testing.T) {
+	dir := t.TempDir()
+	parts := filepath.Join(dir, "parts")
+	if code, _, stderr := cliRun("partition", "--input", writeEdgeList(t, 20), "--format", "edgelist", "--parts", "2", "--method", "random", "-o", parts); code != 0 {
+		t.Fatalf("partition: exit %d: %s", code, stderr)
+	}
+	for _, c := range []struct{ cluster, out string }{{"c1", "certs"}, {"c2", "certs2"}} {
+		if code, _, stderr := cliRun("cert", "init", "--cluster", c.cluster, "--nodes", "host0,host1", "-o", filepath.Join(dir, c.out)); code != 0 {
+			t.Fatalf("cert init: exit %d: %s", code, stderr)
+		}
+	}
+	body := func(certs, cluster string) string {
+		return fmt.Sprintf("version = 1\n[node]\nparts = %q\nname = \"host0\"\n[control]\nsocket = %q\n"+
+			"[mesh]\ncerts = %q\ncluster = %q\n"+
+			"[[mesh.peers]]\npart = 0\nname = \"host0\"\naddr = \"127.0.0.1:7100\"\n"+
+			"[[mesh.peers]]\npart = 1\nname = \"host1\"\naddr = \"127.0.0.1:7101\"\n",
+			parts, filepath.Join(dir, "s.sock"), filepath.Join(dir, certs), cluster)
+	}
+	check := func(t *testing.T, cfg string) (int, string) {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "node.toml")
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, _, stderr := cliRun("config", "check", "-c", path)
+		return code, stderr
+	}
+	if code, stderr := check(t, body("certs", "c1")); code != 0 {
+		t.Fatalf("good files: exit %d: %s", code, stderr)
+	}
+	if code, stderr := check(t, body("certs2", "c1")); code != 1 || !strings.Contains(stderr, `mesh.cluster = "c1", but the CA in `+filepath.Join(dir, "certs2")+` is of cluster "c2"`) {
+		t.Errorf("CA of another cluster: exit %d: %s", code, stderr)
+	}
+	key := filepath.Join(dir, "certs", "host0.key")
+	if err := os.Chmod(key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, stderr := check(t, body("certs", "c1")); code != 1 || !strings.Contains(stderr, "mesh.certs") || !strings.Contains(stderr, "0644") {
+		t.Errorf("key readable by others: exit %d: %s", code, stderr)
+	}
+	if err := os.Chmod(key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(parts, "graph.toml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("garbage = [\n")
+	f.Close()
+	// Both problems at once, each with its key.
+	if code, stderr := check(t, body("certs2", "c1")); code != 1 || !strings.Contains(stderr, "2 problem(s)") ||
+		!strings.Contains(stderr, "node.parts: partition: "+filepath.Join(parts, "graph.toml")) || !strings.Contains(stderr, "mesh.cluster") {
+		t.Errorf("graph.toml that does not parse and a CA of another cluster: exit %d: %s", code, stderr)
 	}
 }
