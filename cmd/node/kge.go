@@ -580,6 +580,12 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 		t.Optimizer, t.LR, t.Mode = "adagrad", f.lr, "async"
 		if _, err := kvc.Create(ctx, t); err != nil {
 			if tableClash(err) {
+				if hyperClash(err) {
+					// Same shape: the job that made it had other --seed,
+					// --gamma (the init's scale) or --lr. Going on, or
+					// evaluating with --epochs 0, takes that job's values.
+					return fmt.Errorf("create kv table %s: %w (the table exists, made by a job with another --seed, --gamma or --lr, as the field above says: pass that job's values to go on training or evaluating it, or another --table-prefix to start afresh, or drop the job's tables with %s)", t.Name, err, f.dropCommand())
+				}
 				return fmt.Errorf("create kv table %s: %w (a table of an earlier job with another model or size keeps its name until kv_drop: pass another --table-prefix, or drop the job's tables with %s)", t.Name, err, f.dropCommand())
 			}
 			return fmt.Errorf("create kv table %s: %w", t.Name, err)
@@ -660,6 +666,15 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 // of that name exists with another spec (kv.ErrSpec, which reaches a
 // trainer as the text of a control error).
 func tableClash(err error) bool { return errors.Is(err, kv.ErrSpec) }
+
+// hyperClash reports whether the clash tableClash found is of the
+// initialiser or the optimiser only (kv names the first field that
+// differs: "init {...} differs from the existing table's {...}"), not of
+// the table's shape.
+func hyperClash(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "init {") || strings.Contains(s, "optimiser {")
+}
 
 // kgeParams is the trainer's parameter server: the node's kv, each
 // step's gradients pushed as distinct rows in as many messages as the

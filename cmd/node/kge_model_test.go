@@ -3,6 +3,7 @@ package main
 import (
 	"testing"
 
+	"graphnode/kv"
 	"graphnode/node/client"
 	"graphnode/train"
 )
@@ -67,6 +68,36 @@ func TestKGEExportDoubles(t *testing.T) {
 				t.Errorf("%s, hidden %d: entity rows %d, relation rows %d; double_ent %v, double_rel %v",
 					model, hidden, ed, rd, dglkeDoubleEnt[model], dglkeDoubleRel[model])
 			}
+		}
+	}
+}
+
+// TestHyperClash: a table that exists with another --lr or --seed (the
+// optimiser or the initialiser) is told apart from one of another shape,
+// so that the refusal says which flags to pass rather than blaming the
+// model or size.
+func TestHyperClash(t *testing.T) {
+	spec := kv.Spec{Name: "e", Rows: 4, Dim: 2, Bounds: []uint64{0, 4}, Opt: kv.Adagrad(0.1, 1e-10), Mode: kv.Async,
+		Init: kv.Init{Kind: kv.InitUniform, Scale: 0.1, Seed: 1}}
+	s, err := kv.New(kv.Config{Part: 0, Tables: []kv.Spec{spec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		f     func(*kv.Spec)
+		hyper bool
+	}{
+		{"lr", func(s *kv.Spec) { s.Opt = kv.Adagrad(0.05, 1e-10) }, true},
+		{"seed", func(s *kv.Spec) { s.Init.Seed = 2 }, true},
+		{"dim", func(s *kv.Spec) { s.Dim = 4 }, false},
+		{"rows", func(s *kv.Spec) { s.Rows, s.Bounds = 8, []uint64{0, 8} }, false},
+	} {
+		other := spec
+		c.f(&other)
+		_, err := s.Create(other)
+		if !tableClash(err) || hyperClash(err) != c.hyper {
+			t.Errorf("%s: %v: clash %v, hyper %v; want a clash, hyper %v", c.name, err, tableClash(err), hyperClash(err), c.hyper)
 		}
 	}
 }
