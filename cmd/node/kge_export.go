@@ -34,21 +34,31 @@ type kgeExport struct {
 	DoubleRel bool    `json:"double_rel"` // relation rows are 2 × emb_size (ComplEx, SimplE)
 	// EmapFile and RmapFile are null: rows are the input's ids
 	// (entities.dict, relations.dict), as DGL-KE's with built-in data.
-	EmapFile    *string  `json:"emap_file"`
-	RmapFile    *string  `json:"rmap_file"`
-	BatchSize   int      `json:"batch_size"`
-	NegSize     int      `json:"neg_sample_size"`
-	NegDeg      bool     `json:"neg_deg_sample"`
-	LR          float64  `json:"lr"`
-	MaxStep     int      `json:"max_train_step"` // epochs × steps per epoch
-	EntityDim   int      `json:"entity_dim"`
-	RelationDim int      `json:"relation_dim"`
-	Entities    uint64   `json:"entities"`
-	Relations   int      `json:"relations"`
-	Epochs      int      `json:"epochs"`
-	Steps       int      `json:"steps_per_epoch"`
-	Seed        uint64   `json:"seed"`
-	Last        *kgeLine `json:"last_epoch,omitempty"`
+	EmapFile    *string `json:"emap_file"`
+	RmapFile    *string `json:"rmap_file"`
+	EntityDim   int     `json:"entity_dim"`
+	RelationDim int     `json:"relation_dim"`
+	Entities    uint64  `json:"entities"`
+	Relations   int     `json:"relations"`
+	// How this run trained the tables; nil (its keys left out) for an
+	// export of --epochs 0, whose tables an earlier job trained with
+	// settings this run does not know: it wrote its own flags' defaults
+	// there (batch_size 1024, max_train_step 0), describing no training.
+	*kgeTrained
+	Last *kgeLine `json:"last_epoch,omitempty"`
+}
+
+// kgeTrained is the part of config.json that says how the tables were
+// trained, under DGL-KE's names of its flags.
+type kgeTrained struct {
+	BatchSize int     `json:"batch_size"`
+	NegSize   int     `json:"neg_sample_size"`
+	NegDeg    bool    `json:"neg_deg_sample"`
+	LR        float64 `json:"lr"`
+	MaxStep   int     `json:"max_train_step"` // epochs × steps per epoch
+	Epochs    int     `json:"epochs"`
+	Steps     int     `json:"steps_per_epoch"`
+	Seed      uint64  `json:"seed"`
 }
 
 // dglkeModels spells each model name of train as DGL-KE does

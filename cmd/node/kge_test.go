@@ -553,7 +553,7 @@ func TestKGEExportFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, files[3]), []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	meta := kgeExport{Dataset: "g", Model: "RotatE", Hidden: 1, Relations: 1, NegDeg: true}
+	meta := kgeExport{Dataset: "g", Model: "RotatE", Hidden: 1, Relations: 1, kgeTrained: &kgeTrained{NegDeg: true}}
 	if err := writeKGEExport(dir, files, []uint64{1, 0}, []float32{1, 2, 3, 4}, 2, []float32{5}, 1, meta); err != nil {
 		t.Fatal(err)
 	}
@@ -561,6 +561,22 @@ func TestKGEExportFiles(t *testing.T) {
 	var conf map[string]any
 	if b, err := os.ReadFile(filepath.Join(dir, kgeConfigFile)); err != nil || json.Unmarshal(b, &conf) != nil || conf["neg_deg_sample"] != true {
 		t.Errorf("config.json: %v (%v), want neg_deg_sample true", conf, err)
+	}
+	// An export of --epochs 0 says nothing of a training it did not do
+	// (it wrote its own defaults: batch_size 1024, max_train_step 0).
+	untrained := t.TempDir()
+	meta.kgeTrained = nil
+	if err := writeKGEExport(untrained, files, []uint64{1, 0}, []float32{1, 2, 3, 4}, 2, []float32{5}, 1, meta); err != nil {
+		t.Fatal(err)
+	}
+	conf = nil
+	if b, err := os.ReadFile(filepath.Join(untrained, kgeConfigFile)); err != nil || json.Unmarshal(b, &conf) != nil || conf["model"] != "RotatE" {
+		t.Fatalf("config.json of --epochs 0: %v (%v)", conf, err)
+	}
+	for _, key := range []string{"batch_size", "neg_sample_size", "lr", "max_train_step", "epochs", "seed"} {
+		if v, ok := conf[key]; ok {
+			t.Errorf("config.json of --epochs 0 holds %s = %v", key, v)
+		}
 	}
 	for i, link := range files[3:] {
 		a, errA := os.Stat(filepath.Join(dir, files[i]))
