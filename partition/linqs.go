@@ -54,8 +54,15 @@ func readLINQS(ctx context.Context, path string, opts ReadOptions) (*Graph, erro
 			// The first line sets the width, and may be the short one.
 			return s.errorf("got %d fields, line %d has %d (id, %d features, label)", len(fields), firstLine, g.FeatDim+2, g.FeatDim)
 		}
+		if len(fields[0]) == 0 {
+			return s.errorf("empty paper id (the first field)")
+		}
 		if _, dup := names.lookup(fields[0]); dup {
 			return s.errorf("paper %q listed twice", fields[0])
+		}
+		if len(fields[len(fields)-1]) == 0 {
+			// It became a class named "" beside the real ones.
+			return s.errorf("paper %q: empty label (the last field)", fields[0])
 		}
 		names.add(string(fields[0]))
 		for k, f := range fields[1 : len(fields)-1] {
@@ -166,12 +173,18 @@ func linqsFiles(path string) (content, cites string, err error) {
 	return content, cites, nil
 }
 
-// existing is name, or name.gz when only that exists.
+// existing is name, or name.gz when only that exists; both is an error.
 func existing(name string) (string, error) {
-	if _, err := os.Stat(name); err == nil {
+	_, plain := os.Stat(name)
+	_, gz := os.Stat(name + ".gz")
+	switch {
+	case plain == nil && gz == nil:
+		// The plain one was read, the other ignored without a word,
+		// though it may be the newer download.
+		return "", formatErrorf("both %s and %s.gz: keep the one to read and move the other away", name, name)
+	case plain == nil:
 		return name, nil
-	}
-	if _, err := os.Stat(name + ".gz"); err == nil {
+	case gz == nil:
 		return name + ".gz", nil
 	}
 	return "", fmt.Errorf("partition: %s: no such file (nor %s.gz): %w", name, name, os.ErrNotExist)

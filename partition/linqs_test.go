@@ -62,6 +62,9 @@ func TestReadLINQSErrors(t *testing.T) {
 		{"a\t1\t0\tX\nb\t1\t0.5e\tX\n", "", "D/g.content:2: feature 2: \"0.5e\" is not a number"},
 		{"a\t1\t0\tX\nb\tnan\t0\tX\n", "", "D/g.content:2: feature 1: \"nan\" is not a finite number"},
 		{"a\t1\t0\tX\na\t1\t0\tX\n", "", "D/g.content:2: paper \"a\" listed twice"},
+		// They became a class named "" and a paper named "".
+		{"a\t1\t0\tX\nb\t1\t0\t\n", "", "D/g.content:2: paper \"b\": empty label (the last field)"},
+		{"a\t1\t0\tX\n\t1\t0\tX\n", "", "D/g.content:2: empty paper id (the first field)"},
 		{"a\t1\t0\tX\n", "a\ta\na a\n", "D/g.cites:2: want 2 fields (cited, citing), got 1"},
 	} {
 		dir := t.TempDir()

@@ -126,6 +126,12 @@ func TestReadOGBErrors(t *testing.T) {
 			want: "D/split: no split scheme \"x\"; there are: time: bad input"},
 		{name: "split index", edit: map[string]string{"split/time/test.csv": "3\n5\n"},
 			want: "D/split/time/test.csv:2: \"5\" is not a node index below 5", isLine: true},
+		// The plain file was read, the .gz ignored without a word.
+		{name: "plain and gz", edit: map[string]string{"raw/edge.csv.gz": "0,1\n"},
+			want: "both D/raw/edge.csv and D/raw/edge.csv.gz: keep the one to read and move the other away: bad input"},
+		// It was dropped later without a word.
+		{name: "split index twice", edit: map[string]string{"split/time/train.csv": "0\n2\n0\n"},
+			want: "D/split/time/train.csv:3: node 0 listed twice", isLine: true},
 		{name: "missing label error", edit: map[string]string{}, opts: ReadOptions{MissingLabel: Error},
 			want: "D/raw/node-label.csv: node 1 has no label: bad input"},
 	} {
