@@ -43,6 +43,11 @@ func readKG(ctx context.Context, dir string, opts ReadOptions) (*Graph, error) {
 	if err := kg.triples(train, &t, &g.Stats); err != nil {
 		return nil, err
 	}
+	if len(t.Head) == 0 {
+		// The parts were written with no edge type section, and node kge
+		// then said they were not partitioned with --format kg.
+		return nil, formatErrorf("%s: no training triples", train)
+	}
 	g.Src, g.Etypes, g.Dst = t.Head, t.Rel, t.Tail
 	for _, part := range []struct {
 		name string

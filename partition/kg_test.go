@@ -57,6 +57,16 @@ func TestReadKGErrors(t *testing.T) {
 	if err == nil || err.Error() != "partition: "+dir+"/entities.dict: ids are not contiguous: 1 is missing (line 2 has id 2; 2 entries hold ids 0..1): bad input" {
 		t.Errorf("gap: %v", err)
 	}
+	// No training triples: the parts had no edge type section, and node
+	// kge said they were not partitioned with --format kg.
+	dir = t.TempDir()
+	rdWrite(t, dir, "entities.dict", "0\ta\n1\tb\n", false)
+	rdWrite(t, dir, "relations.dict", "0\tr\n", false)
+	rdWrite(t, dir, "train.txt", "", false)
+	_, err = Read(context.Background(), dir, ReadOptions{Format: FormatKG})
+	if err == nil || err.Error() != "partition: "+dir+"/train.txt: no training triples: bad input" {
+		t.Errorf("empty train.txt: %v", err)
+	}
 }
 
 // TestReadKGDictHugeID: a dictionary id far beyond its entry count is an

@@ -642,7 +642,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 			DoubleEnt: dglkeDoubleEnt[cfg.Model], DoubleRel: dglkeDoubleRel[cfg.Model],
 			EntityDim: ed, RelationDim: rd, Entities: cfg.Entities, Relations: cfg.Relations, Last: &last}
 		if cfg.Epochs > 0 {
-			meta.kgeTrained = &kgeTrained{BatchSize: cfg.BatchSize, NegSize: cfg.NegSize, NegDeg: cfg.NegDeg, LR: f.lr,
+			meta.KGETrained = &KGETrained{BatchSize: cfg.BatchSize, NegSize: cfg.NegSize, NegDeg: cfg.NegDeg, LR: f.lr,
 				MaxStep: cfg.Epochs * cfg.StepsPerEpoch, Epochs: cfg.Epochs, Steps: cfg.StepsPerEpoch, Seed: cfg.Seed}
 		}
 		if err := writeKGEExport(f.export, in.export, in.orig, ent, ed, rel, rd, meta); err != nil {

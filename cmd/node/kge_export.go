@@ -44,13 +44,14 @@ type kgeExport struct {
 	// export of --epochs 0, whose tables an earlier job trained with
 	// settings this run does not know: it wrote its own flags' defaults
 	// there (batch_size 1024, max_train_step 0), describing no training.
-	*kgeTrained
+	*KGETrained
 	Last *kgeLine `json:"last_epoch,omitempty"`
 }
 
-// kgeTrained is the part of config.json that says how the tables were
-// trained, under DGL-KE's names of its flags.
-type kgeTrained struct {
+// KGETrained is the part of config.json that says how the tables were
+// trained, under DGL-KE's names of its flags. Exported for encoding/json,
+// which cannot fill an embedded pointer to an unexported struct.
+type KGETrained struct {
 	BatchSize int     `json:"batch_size"`
 	NegSize   int     `json:"neg_sample_size"`
 	NegDeg    bool    `json:"neg_deg_sample"`

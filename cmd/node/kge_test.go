@@ -553,7 +553,7 @@ func TestKGEExportFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, files[3]), []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	meta := kgeExport{Dataset: "g", Model: "RotatE", Hidden: 1, Relations: 1, kgeTrained: &kgeTrained{NegDeg: true}}
+	meta := kgeExport{Dataset: "g", Model: "RotatE", Hidden: 1, Relations: 1, KGETrained: &KGETrained{NegDeg: true}}
 	if err := writeKGEExport(dir, files, []uint64{1, 0}, []float32{1, 2, 3, 4}, 2, []float32{5}, 1, meta); err != nil {
 		t.Fatal(err)
 	}
@@ -565,7 +565,7 @@ func TestKGEExportFiles(t *testing.T) {
 	// An export of --epochs 0 says nothing of a training it did not do
 	// (it wrote its own defaults: batch_size 1024, max_train_step 0).
 	untrained := t.TempDir()
-	meta.kgeTrained = nil
+	meta.KGETrained = nil
 	if err := writeKGEExport(untrained, files, []uint64{1, 0}, []float32{1, 2, 3, 4}, 2, []float32{5}, 1, meta); err != nil {
 		t.Fatal(err)
 	}
