@@ -191,6 +191,12 @@ func TestConfigCheckFiles(t *testing.T) {
 	}
 	f.WriteString("garbage = [\n")
 	f.Close()
+	// With fetch = true the run fetches the parts first: no graph.toml yet
+	// is no problem.
+	fetching := strings.Replace(body("certs", "c1"), "name = \"host0\"\n", "name = \"host0\"\nfetch = true\n", 1)
+	if code, stderr := check(t, strings.Replace(fetching, parts, filepath.Join(dir, "not-yet"), 1)); code != 0 {
+		t.Errorf("fetch = true, parts not fetched yet: exit %d: %s", code, stderr)
+	}
 	// Both problems at once, each with its key.
 	if code, stderr := check(t, body("certs2", "c1")); code != 1 || !strings.Contains(stderr, "2 problem(s)") ||
 		!strings.Contains(stderr, "node.parts: partition: "+filepath.Join(parts, "graph.toml")) || !strings.Contains(stderr, "mesh.cluster") {
