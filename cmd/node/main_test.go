@@ -47,22 +47,10 @@ func TestNoPositionalArgs(t *testing.T) {
 // directory, and waits until it is ready. It returns the process, the
 // channel of its exit (see startChild), its socket, its checkpoint
 // directory and its log.
-func startKVNode(t *testing.T, bin string) (cmd *exec.Cmd, exited chan error, sock, ckpt string, logb *bytes.Buffer) {
+func startKVNode(t *testing.T, bin string) (cmd *exec.Cmd, exited chan error, sock, ckpt string, logb *syncBuffer) {
 	t.Helper()
-	dir := t.TempDir()
-	parts := onePart(t, bin, dir)
-	sock, ckpt = filepath.Join(dir, "node.sock"), filepath.Join(dir, "kv")
-	if err := os.Mkdir(ckpt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "node.toml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`version = 1
-[node]
-parts = %q
-[control]
-socket = %q
-[kv]
-checkpoint_dir = %q
+	cmd, exited, dir, sock, logb := startRun(t, bin, `[kv]
+checkpoint_dir = "$DIR/kv"
 [[kv.tables]]
 name = "emb"
 rows = "nodes"
@@ -70,20 +58,42 @@ dim = 4
 optimizer = "sgd"
 lr = 0.1
 mode = "async"
-`, parts, sock, ckpt)), 0o644); err != nil {
+`, "kv")
+	return cmd, exited, sock, filepath.Join(dir, "kv"), logb
+}
+
+// startRun starts `node run` of bin on a 20-node ring in one part, with
+// node.toml's [node] and [control] and the sections of more ($DIR: its
+// directory, where dirs are made first), and waits until it is ready. It
+// returns the process, the channel of its exit (see startChild), the
+// directory, the socket and the log, which may be read while it runs.
+func startRun(t *testing.T, bin, more string, dirs ...string) (cmd *exec.Cmd, exited chan error, dir, sock string, logb *syncBuffer) {
+	t.Helper()
+	dir = t.TempDir()
+	parts := onePart(t, bin, dir)
+	sock = filepath.Join(dir, "node.sock")
+	for _, d := range dirs {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := filepath.Join(dir, "node.toml")
+	body := fmt.Sprintf("version = 1\n[node]\nparts = %q\n[control]\nsocket = %q\n", parts, sock) + strings.ReplaceAll(more, "$DIR", dir)
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logb = new(bytes.Buffer)
+	logb = &syncBuffer{}
 	cmd = exec.Command(bin, "run", "-c", cfg)
 	cmd.Stdout, cmd.Stderr = logb, logb
 	exited = startChild(t, cmd)
 	for {
 		st, err := client.Stats(t.Context(), sock)
 		if err == nil && st.Ready {
-			return cmd, exited, sock, ckpt, logb
+			return cmd, exited, dir, sock, logb
 		}
 		select {
 		case err := <-exited:
+			exited <- err // for the cleanup
 			t.Fatalf("node run exited at start: %v\n%s", err, logb)
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -167,42 +177,14 @@ func TestSecondSignalEnds(t *testing.T) {
 // until the next start, with nothing in the log.
 func TestSecondSignalDuringDrain(t *testing.T) {
 	bin := nodeBinary(t)
-	dir := t.TempDir()
-	parts := onePart(t, bin, dir)
-	sock, rings := filepath.Join(dir, "node.sock"), filepath.Join(dir, "rings")
-	if err := os.Mkdir(rings, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "node.toml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`version = 1
-[node]
-parts = %q
-[control]
-socket = %q
-[rings]
-dir = %q
+	cmd, exited, dir, sock, logb := startRun(t, bin, `[rings]
+dir = "$DIR/rings"
 size = "1MB"
 [samplers]
 workers = 1
 drain_timeout = "5m"
-`, parts, sock, rings)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logb := &syncBuffer{}
-	cmd := exec.Command(bin, "run", "-c", cfg)
-	cmd.Stdout, cmd.Stderr = logb, logb
-	exited := startChild(t, cmd)
-	for {
-		if st, err := client.Stats(t.Context(), sock); err == nil && st.Ready {
-			break
-		}
-		select {
-		case err := <-exited:
-			exited <- err // for the cleanup
-			t.Fatalf("node run exited at start: %v\n%s", err, logb)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+`, "rings")
+	rings := filepath.Join(dir, "rings")
 	// A loader whose ring fills and is never read: its samplers block,
 	// and the drain waits for them up to drain_timeout.
 	o := client.DefaultOptions()
