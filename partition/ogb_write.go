@@ -277,7 +277,7 @@ func ogbCheckDir(dir string, force bool) ([]os.DirEntry, error) {
 	ents, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return nil, nil
+		return nil, danglingLink(dir) // MkdirAll failed on it: "file exists"
 	case err != nil:
 		return nil, fmt.Errorf("partition: write ogb: %w", err)
 	case len(ents) > 0 && !force:

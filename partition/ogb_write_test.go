@@ -187,6 +187,24 @@ func TestWriteOGBExisting(t *testing.T) {
 	}
 }
 
+// TestWriteOGBDanglingLink: an output that is a link to nothing is
+// refused by the check before generating, naming where it points (node
+// gen said "mkdir DIR: file exists" once the graph was drawn).
+func TestWriteOGBDanglingLink(t *testing.T) {
+	root := t.TempDir()
+	link, target := filepath.Join(root, "g"), filepath.Join(root, "missing")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	want := "partition: output " + link + " is a link to " + target + ", which does not exist"
+	if err := CheckOGBOutput(link, false); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckOGBOutput: %v, want %q", err, want)
+	}
+	if err := WriteOGB(context.Background(), link, ogbTestGraph(), OGBWriteOptions{}); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("WriteOGB: %v, want %q", err, want)
+	}
+}
+
 // TestWriteOGBForceFailureKeepsOld: a forced write that fails half way
 // (here its context is cancelled once the edge file is written; a full
 // disk fails the same way, see cmd/node's TestFullDisk) leaves the

@@ -40,13 +40,9 @@ func CheckOutput(dir string, force bool) error {
 func checkOutput(dir string, force bool) (replacing bool, err error) {
 	st, err := os.Stat(dir)
 	if os.IsNotExist(err) {
-		if lst, lerr := os.Lstat(dir); lerr == nil && lst.Mode()&fs.ModeSymlink != 0 {
-			// Write would make the partitioning beside the link and fail
-			// to rename it over the link, once the work was done.
-			to, _ := os.Readlink(dir)
-			return false, fmt.Errorf("partition: output %s is a link to %s, which does not exist: make that directory (mkdir -p) or give another output", dir, to)
-		}
-		return false, nil
+		// Write would make the partitioning beside the link and fail to
+		// rename it over the link, once the work was done.
+		return false, danglingLink(dir)
 	}
 	if err != nil {
 		return false, fmt.Errorf("partition: output: %w", err)
@@ -67,6 +63,20 @@ func checkOutput(dir string, force bool) (replacing bool, err error) {
 		return false, fmt.Errorf("partition: output %s is a mount point, which --force cannot move aside to replace it whole: empty it (the partitioning is then written into it) or write into a directory inside it", dir)
 	}
 	return len(ents) > 0, nil
+}
+
+// danglingLink refuses a dir that is a symbolic link to nothing, naming
+// where it points: a writer that makes dir fails on it once the work
+// is done ("file exists", "not a directory"). nil otherwise.
+func danglingLink(dir string) error {
+	if st, err := os.Lstat(dir); err != nil || st.Mode()&fs.ModeSymlink == 0 {
+		return nil
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	to, _ := os.Readlink(dir)
+	return fmt.Errorf("partition: output %s is a link to %s, which does not exist: make that directory (mkdir -p) or give another output", dir, to)
 }
 
 // probeWritable makes and removes a directory in where or, when where
