@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"graphnode/node/client"
 	"graphnode/node/control"
@@ -83,8 +84,17 @@ func parseKGEModelRecord(v []float32) (model string, hidden int, ok bool) {
 	return string(b), int(v[1]), true
 }
 
+// kgeRecordWait bounds how long a rank other than 0 waits for rank 0 to
+// record the job's model in tables that hold no record yet; a variable
+// for tests.
+var kgeRecordWait = kgeReadyTimeout
+
 // checkModelRecord refuses tables that hold another model or hidden size
 // than cfg's, and has rank 0 record cfg's in tables that hold no record.
+// Another rank finding no record waits for rank 0's (up to
+// kgeRecordWait): it passed at once, so a rank started before rank 0
+// with another --model of the same width trained it on the same tables
+// without a word.
 func (f *kgeFlags) checkModelRecord(ctx context.Context, kvc *client.KV, cfg train.KGEConfig) error {
 	name := f.kgeModelTable()
 	spec := control.TableSpec{Name: name, Rows: control.Rows{N: 1}, Dim: client.SyncDim, Init: "zeros", Optimizer: "sgd", LR: 1, Mode: "async"}
@@ -98,15 +108,27 @@ func (f *kgeFlags) checkModelRecord(ctx context.Context, kvc *client.KV, cfg tra
 	if err != nil {
 		return fmt.Errorf("read the model kv table %s records: %w", name, err)
 	}
-	if model, hidden, ok := parseKGEModelRecord(row); ok {
+	model, hidden, ok := parseKGEModelRecord(row)
+	for deadline := time.Now().Add(kgeRecordWait); !ok && cfg.Rank != 0; {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("rank %d: rank 0 has not recorded the job's --model and --hidden in kv table %s within %v: start rank 0 of the job (with the same --table-prefix)", cfg.Rank, name, kgeRecordWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if row, err = kvc.Pull(ctx, name, []uint64{0}, row[:0]); err != nil {
+			return fmt.Errorf("read the model kv table %s records: %w", name, err)
+		}
+		model, hidden, ok = parseKGEModelRecord(row)
+	}
+	if ok {
 		if model != cfg.Model || hidden != cfg.Hidden {
-			return fmt.Errorf("the tables %s.entity and %s.relation hold a %s model of --hidden %d (%s records it: an earlier job's, or a checkpoint's), "+
+			return fmt.Errorf("the tables %s.entity and %s.relation hold a %s model of --hidden %d (%s records it: rank 0's of this job, an earlier job's, or a checkpoint's), "+
 				"not --model %s --hidden %d: pass --model %s --hidden %d to go on training it, or another --table-prefix to start afresh "+
 				"(%s removes them from the nodes, but with [kv] load their checkpoint files bring them back)", f.prefix, f.prefix, model, hidden, name, cfg.Model, cfg.Hidden, model, hidden, f.dropCommand())
 		}
-		return nil
-	}
-	if cfg.Rank != 0 {
 		return nil
 	}
 	rec := kgeModelRecord(cfg.Model, cfg.Hidden)

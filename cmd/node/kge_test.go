@@ -173,7 +173,7 @@ func TestKGEFB15k237(t *testing.T) {
 			"--eval", "none", "--steps-per-epoch", "1"}, "the tables kge.entity and kge.relation hold a distmult model of --hidden 100"},
 		// DGL-KE's TransE is TransE_l2.
 		{"tables of another model, DGL-KE's spelling", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--model", "TransE", "--hidden", "100",
-			"--eval", "none", "--steps-per-epoch", "1"}, "hold a distmult model of --hidden 100 (kge.model records it: an earlier job's, or a checkpoint's), not --model transe_l2 --hidden 100"},
+			"--eval", "none", "--steps-per-epoch", "1"}, "hold a distmult model of --hidden 100 (kge.model records it: rank 0's of this job, an earlier job's, or a checkpoint's), not --model transe_l2 --hidden 100"},
 		{"rank of another part", []string{"--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--rank", "1"}, "--rank 1 trains part 0"},
 		{"filter needs every part", []string{"--socket", cl.sockets[0], "--parts", own, "--world-size", "2"}, "node fetch --all -c node.toml"},
 		{"raw ranks need the test triples", []string{"--socket", cl.sockets[0], "--parts", fetched, "--world-size", "2", "--eval-filter=false"},
@@ -189,6 +189,23 @@ func TestKGEFB15k237(t *testing.T) {
 		if err == nil || !strings.Contains(string(out), c.want) {
 			t.Errorf("%s: err %v, output:\n%s\nwant it to say %q", c.name, err, out, c.want)
 		}
+	}
+
+	// Rank 1 started before rank 0 with another model of the same width
+	// waits for rank 0's record and is refused by it; it went on at once
+	// and trained its own model on the same tables.
+	early := exec.Command(bin, "kge", "--socket", cl.sockets[1], "--parts", parts, "--world-size", "2", "--rank", "1", "--table-prefix", "early",
+		"--model", "transe_l2", "--hidden", "100", "--eval", "none", "--epochs", "1", "--steps-per-epoch", "1")
+	var earlyOut bytes.Buffer
+	early.Stdout, early.Stderr = &earlyOut, &earlyOut
+	earlyDone := startChild(t, early)
+	time.Sleep(time.Second) // rank 1 is waiting for the record by now, or still starting: either way it meets it
+	late, lateErr := exec.Command(bin, "kge", "--socket", cl.sockets[0], "--parts", parts, "--world-size", "2", "--rank", "0", "--table-prefix", "early",
+		"--model", "distmult", "--hidden", "100", "--eval", "none", "--epochs", "1", "--steps-per-epoch", "1").CombinedOutput()
+	err := <-earlyDone
+	earlyDone <- err // for the cleanup
+	if want := "hold a distmult model of --hidden 100 (early.model records it: rank 0's of this job"; err == nil || !strings.Contains(earlyOut.String(), want) {
+		t.Errorf("rank 1 with transe_l2 started before rank 0 with distmult: %v\n%s\nwant it to say %q (rank 0: %v\n%s)", err, &earlyOut, want, lateErr, late)
 	}
 }
 
