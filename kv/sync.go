@@ -151,6 +151,12 @@ func (t *table) pushSyncSession(ctx context.Context, step uint64, trainer, world
 			// The session the table counts as trainer pushed this step:
 			// two processes are trainer.
 			err := t.duplicateError(step, trainer, rs.session, session)
+			if step+1 < v {
+				// Far behind: a process started with the table steps ago
+				// pushes from there, not this one; more likely a job that
+				// took its base from another shard, at another version.
+				err = t.behindError(step, v, trainer, rs, session)
+			}
 			ss.tellDuplicateLocked(trainer, rs, session, err)
 			ss.mu.Unlock()
 			return err
@@ -328,6 +334,20 @@ func (t *table) leaveSession(trainer int, session uint64) {
 func (t *table) duplicateError(step uint64, trainer int, first, second uint64) error {
 	return fmt.Errorf("kv: table %q step %d: two trainers push as rank %d (sessions %016x and %016x): give each trainer its own --rank: %w",
 		t.spec.Name, step, trainer, first, second, ErrStepFailed)
+}
+
+// behindError is the error of a session pushing as trainer a step more
+// than one behind the shard's version v, which rs (the session the table
+// counts as trainer) pushed: a second process of that rank, or, more
+// likely, a new job whose base version is another shard's. A node that
+// restarted without the table's checkpoint holds it at version 0 while
+// the others kept theirs, and each new job then took its base from the
+// lowest; the error said only "give each trainer its own --rank".
+func (t *table) behindError(step, v uint64, trainer int, rs *rankSession, session uint64) error {
+	return fmt.Errorf("kv: table %q: rank %d (session %016x) pushed step %d, but this shard is at version %d and "+
+		"session %016x of rank %d pushed up to step %d: two trainers of rank %d, or a job that began at another shard's version "+
+		"(a node restarted without this table's checkpoint leaves its shards at different versions: node kv drop %s starts them afresh): %w",
+		t.spec.Name, trainer, session, step, v, rs.session, trainer, rs.step, trainer, t.spec.Name, ErrStepFailed)
 }
 
 // tellDuplicateLocked tells the session the table counts as trainer (rs;

@@ -187,6 +187,24 @@ func TestSyncSessionDuplicateRank(t *testing.T) {
 	})
 }
 
+// TestSyncSessionFarBehind: a new session pushes, as a rank the table
+// counts, a step far behind the shard's version: a job that took its
+// base from another shard (one that restarted without the checkpoint).
+// It is refused, naming the versions and the way out, not only as "two
+// trainers push as rank 0 ... give each trainer its own --rank".
+func TestSyncSessionFarBehind(t *testing.T) {
+	s := newStore(t, 0, spec("w", 2, 2, SGD(1), Sync, 1))
+	for step := range uint64(4) {
+		stepTogether(t, s, step, sessA0, sessA1)
+	}
+	err := s.PushSyncSession(context.Background(), "w", 0, 0, 2, sessB0, grad(4, 0, 0))
+	const want = `rank 0 (session 00000000000000b0) pushed step 0, but this shard is at version 4 and session 00000000000000a0 of rank 0 pushed up to step 3: ` +
+		`two trainers of rank 0, or a job that began at another shard's version (a node restarted without this table's checkpoint leaves its shards at different versions: node kv drop w starts them afresh)`
+	if !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("push far behind: %v, want %q", err, want)
+	}
+}
+
 // TestHandleSession: Handle gives the shard the sessions the
 // messages carry (a peer's pushes of two rank-0 processes are named as
 // such), and a leave of a session the table does not count is none.
