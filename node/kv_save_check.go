@@ -45,7 +45,7 @@ func (s *kvServer) loadedKey(table string) (key, file string) {
 func describeLoaded(who, key, file string) string {
 	switch key {
 	case "none":
-		return who + " holds its initial rows (no checkpoint file loaded)"
+		return who + " loaded no checkpoint file (its rows are its initial ones and what was trained into them since it started)"
 	case "legacy":
 		return fmt.Sprintf("%s loaded %s, of the legacy save (written before save ids)", who, file)
 	}

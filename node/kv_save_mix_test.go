@@ -380,3 +380,19 @@ func TestKVSaveRefusesAMixedLoad(t *testing.T) {
 		t.Errorf("the refused kv_save changed the checkpoint files: %v → %v", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
 	}
 }
+
+// TestDescribeLoaded: a shard that loaded no file is not said to hold its
+// initial rows: a node that trained since it started holds trained rows
+// that no file has, and the refusal of a mix said "initial rows" of them.
+func TestDescribeLoaded(t *testing.T) {
+	for _, c := range []struct{ key, file, want string }{
+		{"none", "", "part 0 loaded no checkpoint file (its rows are its initial ones and what was trained into them since it started)"},
+		{"legacy", "/c/w.part0.kvt", "part 0 loaded /c/w.part0.kvt, of the legacy save (written before save ids)"},
+		{"exit after 00000000000000ab", "/c/w.part0.exit.kvt", "part 0 loaded /c/w.part0.exit.kvt, its exit save (exit after 00000000000000ab)"},
+		{"00000000000000ab", "/c/w.part0.kvt", "part 0 loaded /c/w.part0.kvt, of save 00000000000000ab"},
+	} {
+		if got := describeLoaded("part 0", c.key, c.file); got != c.want {
+			t.Errorf("%q: %q, want %q", c.key, got, c.want)
+		}
+	}
+}
