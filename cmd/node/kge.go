@@ -416,6 +416,9 @@ func (f *kgeFlags) load(ctx context.Context) (*kgeInput, error) {
 	if in.train, err = readPartTriples(f.parts, m, in.part); err != nil {
 		return nil, err
 	}
+	if err := checkPartTriples(len(in.train), f.cfg.Epochs, in.part, f.parts); err != nil {
+		return nil, err
+	}
 	var evalFile string
 	switch f.eval {
 	case "test":
@@ -663,6 +666,18 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 		}
 	}
 	return kvc.Done(ctx)
+}
+
+// checkPartTriples refuses to train (epochs > 0) on a part that holds no
+// training triples, before any table is made and with what to do; the
+// trainer said only "rank 1 has no training triples", and its peers then
+// waited a minute for it.
+func checkPartTriples(n, epochs, part int, dir string) error {
+	if n > 0 || epochs == 0 {
+		return nil
+	}
+	return fmt.Errorf("part %d of %s holds no training triples (a triple lives with its head, and no head is on this part): "+
+		"partition again with --balance nodes,edges, which spreads the triples over the parts, or train with fewer parts", part, dir)
 }
 
 // tableClash reports whether err is a kv_create refused because a table

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"graphnode/kv"
@@ -99,5 +100,21 @@ func TestHyperClash(t *testing.T) {
 		if !tableClash(err) || hyperClash(err) != c.hyper {
 			t.Errorf("%s: %v: clash %v, hyper %v; want a clash, hyper %v", c.name, err, tableClash(err), hyperClash(err), c.hyper)
 		}
+	}
+}
+
+// TestCheckPartTriples: a part without training triples is refused when
+// there is training to do, saying how to partition again; evaluation
+// alone (--epochs 0) needs none.
+func TestCheckPartTriples(t *testing.T) {
+	err := checkPartTriples(0, 1, 1, "parts")
+	if err == nil || !strings.Contains(err.Error(), "part 1 of parts holds no training triples") || !strings.Contains(err.Error(), "--balance nodes,edges") {
+		t.Errorf("no triples, 1 epoch: %v", err)
+	}
+	if err := checkPartTriples(0, 0, 1, "parts"); err != nil {
+		t.Errorf("no triples, --epochs 0: %v", err)
+	}
+	if err := checkPartTriples(5, 1, 1, "parts"); err != nil {
+		t.Errorf("5 triples: %v", err)
 	}
 }
