@@ -41,6 +41,10 @@ type app struct {
 	aborts  []func()
 }
 
+// abortTimeout bounds what onAbort's functions may take once a second
+// stop signal came: the process then ends whether they are done or not.
+const abortTimeout = 2 * time.Second
+
 // onAbort registers fn to run if a second stop signal ends the process
 // before the command returns: what must not outlive it even then (a
 // node's rings on a tmpfs). fn must be quick and safe to call while the
@@ -57,6 +61,25 @@ func (a *app) abort() {
 	defer a.abortMu.Unlock()
 	for i := len(a.aborts) - 1; i >= 0; i-- {
 		a.aborts[i]()
+	}
+}
+
+// abortWithin runs abort for at most d and reports whether it ended: a
+// function stuck on a wedged disk must not keep the process alive, which
+// is what the second signal is for.
+func (a *app) abortWithin(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		a.abort()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
 	}
 }
 
@@ -109,7 +132,7 @@ func main() {
 			signal.Notify(second, sigs...)
 			stop()
 			sig := <-second
-			a.abort()
+			a.abortWithin(abortTimeout)
 			signal.Reset(sigs...)
 			if s, ok := sig.(syscall.Signal); ok {
 				syscall.Kill(os.Getpid(), s)

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -345,4 +347,24 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestAbortWithin: the functions a second signal runs are given a bound:
+// one stuck (on a wedged disk, say) does not keep the process from
+// ending, which is what the second signal is for.
+func TestAbortWithin(t *testing.T) {
+	a := newApp(io.Discard, io.Discard)
+	var ran []int
+	a.onAbort(func() { ran = append(ran, 1) })
+	a.onAbort(func() { ran = append(ran, 2) })
+	if !a.abortWithin(time.Minute) || !slices.Equal(ran, []int{2, 1}) {
+		t.Fatalf("quick functions: ran %v, want [2 1] (last registered first) and done", ran)
+	}
+	stuck := make(chan struct{})
+	defer close(stuck)
+	b := newApp(io.Discard, io.Discard)
+	b.onAbort(func() { <-stuck })
+	if b.abortWithin(50 * time.Millisecond) {
+		t.Fatal("a function that never returns was reported done")
+	}
 }
