@@ -439,6 +439,15 @@ func (c *Client) attempt(ctx context.Context, stall *stall, p *peerConn, msg []b
 		return nil, false, err
 	}
 	payload, err = c.exchange(ctx, stall, conn, msg, want, buf)
+	if statelessReset(err) {
+		// The reset ends the connection, but its context may end just
+		// after the stream's error: wait for it, so that the next
+		// attempt dials anew instead of taking the dead connection again.
+		select {
+		case <-conn.Context().Done():
+		case <-ctx.Done():
+		}
+	}
 	return payload, true, err
 }
 
@@ -569,13 +578,6 @@ func (c *Client) fail(p *peerConn, op string, err error) error {
 // a new connection: lost or reset connections, timeouts of one dial,
 // refused UDP. Refusals, peer errors, size limits, bad bytes, closing and
 // cancellation are final.
-// statelessReset reports whether err ended a connection by the peer's
-// stateless reset.
-func statelessReset(err error) bool {
-	var reset *quic.StatelessResetError
-	return errors.As(err, &reset)
-}
-
 func transient(err error) bool {
 	for _, final := range []error{ErrRefused, ErrRemote, ErrTooLarge, ErrMalformed, ErrClosed, ErrCert, context.Canceled} {
 		if errors.Is(err, final) {
@@ -583,4 +585,11 @@ func transient(err error) bool {
 		}
 	}
 	return true
+}
+
+// statelessReset reports whether err ended a connection by the peer's
+// stateless reset.
+func statelessReset(err error) bool {
+	var reset *quic.StatelessResetError
+	return errors.As(err, &reset)
 }
