@@ -60,30 +60,9 @@ func parseName(base, prefix string) (pid int, ok bool) {
 // (a restarted container's daemon gets the same pid). It returns the
 // paths removed; errors name the file and do not stop the sweep.
 func RemoveStale(dir, prefix string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("shm: remove stale rings in %s: %w", dir, err)
-	}
 	self := os.Getpid()
 	gone := func(pid int) bool { return pid == self || pidGone(pid) }
-	var removed []string
-	var errs []error
-	for _, e := range entries {
-		pid, ok := parseName(e.Name(), prefix)
-		if !ok || !e.Type().IsRegular() {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
-		if !staleFile(path, pid, gone) {
-			continue
-		}
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("shm: remove stale ring %s: %w", path, err))
-			continue
-		}
-		removed = append(removed, path)
-	}
-	return removed, errors.Join(errs...)
+	return removeRings(dir, prefix, "stale", func(path string, pid int) bool { return staleFile(path, pid, gone) })
 }
 
 // RemoveOwn deletes the ring files in dir that process pid created
@@ -94,19 +73,31 @@ func RemoveStale(dir, prefix string) ([]string, error) {
 // pages until it unmaps them. It returns the paths removed; errors name
 // the file and do not stop the sweep.
 func RemoveOwn(dir, prefix string, pid int) ([]string, error) {
+	return removeRings(dir, prefix, "own", func(_ string, p int) bool { return p == pid })
+}
+
+// removeRings deletes the regular files in dir named by Name with this
+// prefix for which doomed (given the path and the creator pid in the
+// name) says so; kind names them in errors ("stale", "own"). It returns
+// the paths removed; errors name the file and do not stop the sweep.
+func removeRings(dir, prefix, kind string, doomed func(path string, pid int) bool) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("shm: remove rings of pid %d in %s: %w", pid, dir, err)
+		return nil, fmt.Errorf("shm: remove %s rings in %s: %w", kind, dir, err)
 	}
 	var removed []string
 	var errs []error
 	for _, e := range entries {
-		if p, ok := parseName(e.Name(), prefix); !ok || p != pid || !e.Type().IsRegular() {
+		pid, ok := parseName(e.Name(), prefix)
+		if !ok || !e.Type().IsRegular() {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
+		if !doomed(path, pid) {
+			continue
+		}
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, fmt.Errorf("shm: remove ring %s: %w", path, err))
+			errs = append(errs, fmt.Errorf("shm: remove %s ring %s: %w", kind, path, err))
 			continue
 		}
 		removed = append(removed, path)
