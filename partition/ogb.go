@@ -266,7 +266,7 @@ func (o *ogbReader) splits(dir string) error {
 		ids := []uint32{}
 		// A repeat was dropped later without a word (the split's count
 		// said 2, its kept nodes 1). One bit a node: 14 MB for papers100M.
-		seen := make([]uint64, (o.n+63)/64)
+		seen := newIDSet(uint64(o.n), 0)
 		err = scanFile(o.ctx, path, o.opts.Progress, func(s *lineScanner, line []byte) error {
 			if len(line) == 0 {
 				return nil
@@ -275,10 +275,9 @@ func (o *ogbReader) splits(dir string) error {
 			if !ok || v >= uint64(o.n) {
 				return s.errorf("%q is not a node index below %d", line, o.n)
 			}
-			if seen[v/64]&(1<<(v%64)) != 0 {
+			if !seen.add(v) {
 				return s.errorf("node %d listed twice", v)
 			}
-			seen[v/64] |= 1 << (v % 64)
 			ids = append(ids, uint32(v))
 			return nil
 		})
