@@ -146,9 +146,10 @@ type Spec struct {
 	Mode   Mode
 	Bounds []uint64
 	// IDSet, when not 0, names the numbering of the rows: they are the
-	// node ids of one partitioning (the node sets a hash of graph.toml's
-	// checksum for rows = "nodes"), which another partitioning of the
-	// same graph into the same ranges gives to other nodes. A checkpoint
+	// node ids of one partitioning (the node sets graph.toml's CRC-32C
+	// of orig_ids.bin, partition.Manifest.Numbering, for rows = "nodes"),
+	// which another partitioning of the same graph into the same ranges
+	// gives to other nodes. A checkpoint
 	// records it, and Load refuses a file of another nonzero IDSet
 	// (ErrMismatch). 0: the rows are the table's own.
 	IDSet uint32

@@ -205,13 +205,9 @@ func samplerExecutable() (string, error) {
 // checksum every peer must share), checks the part file against it, and
 // loads the mesh identity when the node joins a mesh.
 func (n *Node) openSet() error {
-	m, err := openManifest(&n.cfg)
+	m, book, err := openManifest(&n.cfg)
 	if err != nil {
 		return err
-	}
-	book, err := m.Book()
-	if err != nil {
-		return fmt.Errorf("node: node.parts: %w", err)
 	}
 	var enc bytes.Buffer
 	if err := m.Encode(&enc); err != nil {
@@ -239,21 +235,23 @@ func (n *Node) openSet() error {
 	return nil
 }
 
-// openManifest reads graph.toml of node.parts and checks this node's part
-// file against it (graph.toml alone for a client node).
-func openManifest(cfg *Config) (*partition.Manifest, error) {
+// openManifest reads graph.toml of node.parts, checks this node's part
+// file against it (graph.toml alone for a client node) and returns its
+// partition book.
+func openManifest(cfg *Config) (*partition.Manifest, partition.Book, error) {
 	open := func(dir string) (*partition.Manifest, error) { return partition.OpenPart(dir, cfg.Node.Part) }
 	if cfg.Client() {
 		open = partition.OpenManifest
 	}
 	m, err := open(cfg.Node.Parts)
 	if err != nil {
-		return nil, fmt.Errorf("node: node.parts: %w", err)
+		return nil, partition.Book{}, fmt.Errorf("node: node.parts: %w", err)
 	}
-	if _, err := m.Book(); err != nil {
-		return nil, fmt.Errorf("node: node.parts: %w", err)
+	book, err := m.Book()
+	if err != nil {
+		return nil, partition.Book{}, fmt.Errorf("node: node.parts: %w", err)
 	}
-	return m, nil
+	return m, book, nil
 }
 
 // loadIdentity loads the node's mesh certificate, key and CA from
@@ -280,7 +278,7 @@ func loadIdentity(cfg *Config) (*mesh.Identity, error) {
 func CheckFiles(cfg Config) error {
 	var errs []error
 	if !cfg.Node.Fetch {
-		if _, err := openManifest(&cfg); err != nil {
+		if _, _, err := openManifest(&cfg); err != nil {
 			errs = append(errs, err)
 		}
 	}
