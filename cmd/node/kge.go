@@ -601,6 +601,9 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 	if err != nil {
 		return err
 	}
+	if err := agreeJob(ctx, sync, kgeSettings(cfg, f, in)); err != nil {
+		return err
+	}
 	k, err := train.NewKGE(cfg, kgeParams{kvc}, sync)
 	if err != nil {
 		return err

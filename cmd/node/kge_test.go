@@ -212,6 +212,26 @@ func TestKGEFB15k237(t *testing.T) {
 	if want := "hold a distmult model of --hidden 100 (early.model records it: rank 0's of this job"; err == nil || !strings.Contains(earlyOut.String(), want) {
 		t.Errorf("rank 1 with transe_l2 started before rank 0 with distmult: %v\n%s\nwant it to say %q", err, &earlyOut, want)
 	}
+
+	// Ranks started with other --neg-size and --epochs are refused in the
+	// round before their first step, each naming both flags; rank 1 ran
+	// its own negatives and, past rank 0's last epoch, waited for rounds
+	// rank 0 never ran.
+	apart := []string{"--table-prefix", "apart", "--model", "distmult", "--hidden", "20", "--eval", "none", "--steps-per-epoch", "2"}
+	var outs [2]bytes.Buffer
+	var done [2]chan error
+	for r, extra := range [][]string{{"--neg-size", "16", "--epochs", "1"}, {"--neg-size", "32", "--epochs", "2"}} {
+		c := exec.Command(bin, slices.Concat([]string{"kge", "--socket", cl.sockets[r], "--parts", parts, "--world-size", "2", "--rank", strconv.Itoa(r)}, apart, extra)...)
+		c.Stdout, c.Stderr = &outs[r], &outs[r]
+		done[r] = startChild(t, c)
+	}
+	for r := range done {
+		err := <-done[r]
+		done[r] <- err // for the cleanup
+		if want := "the trainers of this job were started with different --neg-size, --epochs: every trainer of a job needs the same"; err == nil || !strings.Contains(outs[r].String(), want) {
+			t.Errorf("rank %d of ranks with other --neg-size and --epochs: %v\n%s\nwant it to say %q", r, err, &outs[r], want)
+		}
+	}
 }
 
 // copyHostParts gives dir what a host of part p holds, plus the

@@ -344,9 +344,14 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		if tableClash(err) {
 			// The sync table is as long as the model: one of an earlier job
-			// of another size stays on the nodes.
-			return fmt.Errorf("%w (an earlier job's sync table of another model keeps the name %q until kv_drop: pass another --table, or drop it with node kv drop --socket %s %s)", err, f.table, f.socket, f.table)
+			// of another size stays on the nodes, or another trainer of
+			// this job made it for another size.
+			return fmt.Errorf("%w (an earlier job's sync table of another model keeps the name %q until kv_drop: pass another --table, or drop it with node kv drop --socket %s %s; "+
+				"or another trainer of this job was started with another --hidden or --layers, and every trainer of a job needs the same)", err, f.table, f.socket, f.table)
 		}
+		return err
+	}
+	if err := agreeJob(ctx, sync, trainSettings(cfg, f, fan, evalFan, trainL.BatchesPerEpoch())); err != nil {
 		return err
 	}
 	tr, err := train.New(cfg, sync)

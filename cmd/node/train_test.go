@@ -352,6 +352,36 @@ func TestTrainerKilled(t *testing.T) {
 	}
 }
 
+// TestTrainRanksDisagree: trainers of one job started with another
+// --seed and --epochs are refused in the round before their first step,
+// each naming both flags. Rank 1 trained parameters of its own seed under
+// averaged gradients, and ended past rank 0's last epoch waiting for a
+// round rank 0 never ran.
+func TestTrainRanksDisagree(t *testing.T) {
+	bin := nodeBinary(t)
+	parts := filepath.Join(t.TempDir(), "parts")
+	f := demoFlags{nodes: 2000, featDim: 8, classes: 4, parts: 2, method: "random", fanouts: "5,5", batch: 64, seed: 1}
+	if err := f.partition(context.Background(), newApp(io.Discard, io.Discard), parts); err != nil {
+		t.Fatal(err)
+	}
+	cl := testCluster(t, bin, parts)
+	var trs []*trainer
+	for r, extra := range [][]string{{"--seed", "1", "--epochs", "2"}, {"--seed", "2", "--epochs", "3"}} {
+		trs = append(trs, startTrainer(t, bin, append([]string{"--socket", cl.sockets[r], "--rank", strconv.Itoa(r), "--world-size", "2",
+			"--fanouts", "5,5", "--batch-size", "64", "--workers", "1", "--threads", "1"}, extra...)...))
+	}
+	for r, tr := range trs {
+		n := 0
+		for range tr.lines {
+			n++
+		}
+		err := <-tr.done
+		if want := "the trainers of this job were started with different --epochs, --seed: every trainer of a job needs the same"; err == nil || n > 0 || !strings.Contains(tr.stderr.String(), want) {
+			t.Errorf("rank %d: %v after %d epochs, stderr:\n%s\nwant no epoch and %q", r, err, n, &tr.stderr, want)
+		}
+	}
+}
+
 // TestTrainSaveParams: node train --save on two nodes and two trainers
 // stores the trained parameters in kv table graphsage.params and
 // checkpoints it on every node; a trainer given the pulled parameters

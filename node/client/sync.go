@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
+	"math"
 
 	"graphnode/node/control"
 )
@@ -65,4 +67,65 @@ func (s *Sync) AllReduce(ctx context.Context, step int, v []float32) error {
 	}
 	copy(v, s.out[:s.n])
 	return nil
+}
+
+// Setting is one value every trainer of a job must share (a flag, or a
+// number derived from the input), named as the user knows it.
+type Setting struct{ Name, Value string }
+
+// agreeWidth is the values of the round Agree spends on one setting:
+// four 4-bit pieces of the setting's 16-bit hash, each with its square.
+const agreeWidth = 8
+
+// Agree runs one round, before the job's first step, in which every
+// trainer offers its settings (the same names in the same order on
+// every trainer), and returns the names of those whose values differ
+// among the trainers, nil when all agree: the same list on every
+// trainer, so that all of them stop or none. The steps of AllReduce
+// count from after it. A trainer started with another --epochs or
+// --seed than the rest trained a model of its own (parameters drawn from
+// another seed stay apart under averaged gradients) or left the others
+// waiting for rounds it never ran, without a word.
+//
+// Each setting is a 16-bit hash of its value: the round averages its
+// 4-bit pieces q and their squares, and the trainers agree on a piece
+// exactly when world·Σq² = (Σq)² (the sums are whole numbers far below
+// float32's exact range for any world under 18 000). Two values of a
+// setting are told apart unless their hashes collide (one in 65 536).
+func (s *Sync) Agree(ctx context.Context, settings []Setting) ([]string, error) {
+	if n := len(settings) * agreeWidth; n > len(s.buf) {
+		return nil, fmt.Errorf("client: sync table %q: %d settings to agree on, a round holds %d", s.table, len(settings), len(s.buf)/agreeWidth)
+	}
+	clear(s.buf)
+	for i, st := range settings {
+		h := fnv.New32a()
+		h.Write([]byte(st.Value))
+		x := h.Sum32()
+		x ^= x >> 16
+		for j := range 4 {
+			q := float32(x >> (4 * j) & 15)
+			s.buf[i*agreeWidth+2*j], s.buf[i*agreeWidth+2*j+1] = q, q*q
+		}
+	}
+	if err := s.kv.PushSync(ctx, s.table, s.base, s.rank, s.world, s.buf); err != nil {
+		return nil, err
+	}
+	var err error
+	if s.out, _, err = s.kv.PullVersion(ctx, s.table, s.base+1, s.ids, s.out[:0]); err != nil {
+		return nil, err
+	}
+	s.base++
+	w := float64(s.world)
+	sum := func(i int) float64 { return math.Round(float64(s.out[i]) * w) }
+	var differ []string
+	for i, st := range settings {
+		for j := range 4 {
+			k := i*agreeWidth + 2*j
+			if q, q2 := sum(k), sum(k+1); w*q2 != q*q {
+				differ = append(differ, st.Name)
+				break
+			}
+		}
+	}
+	return differ, nil
 }

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"graphnode/node/client"
+	"graphnode/train"
+)
+
+// agreeJob has the job's trainers compare the settings that must be the
+// same on all of them (client.Sync.Agree), in the round before their
+// first step, and refuses a job whose trainers were started with
+// different ones, on every trainer alike. Without it a rank with another
+// --seed trained a model of its own under averaged gradients, and one
+// with another --epochs or --eval-every ran rounds the others did not
+// (a gradient averaged with evaluation counts, or a wait to the
+// timeout).
+func agreeJob(ctx context.Context, s *client.Sync, set []client.Setting) error {
+	differ, err := s.Agree(ctx, set)
+	if err != nil {
+		return fmt.Errorf("compare the job's settings with its other trainers: %w", err)
+	}
+	if len(differ) > 0 {
+		return fmt.Errorf("the trainers of this job were started with different %s: every trainer of a job needs the same (compare the command lines of its ranks)", strings.Join(differ, ", "))
+	}
+	return nil
+}
+
+// setting is a client.Setting of a number or a flag's value.
+func setting[T int | uint64 | bool | string | float64](name string, v T) client.Setting {
+	switch x := any(v).(type) {
+	case float64:
+		return client.Setting{Name: name, Value: strconv.FormatFloat(x, 'g', -1, 64)}
+	default:
+		return client.Setting{Name: name, Value: fmt.Sprint(x)}
+	}
+}
+
+// trainSettings are what every GraphSAGE trainer of a job must share:
+// the model, its optimiser and seed, the rounds it runs (epochs,
+// evaluations, early stop) and the batches of an epoch.
+func trainSettings(cfg train.Config, f *trainFlags, fan, evalFan []int, batchesPerEpoch int) []client.Setting {
+	return []client.Setting{
+		setting("--fanouts", fmt.Sprint(fan)), setting("--eval-fanouts", fmt.Sprint(evalFan)),
+		setting("--batch-size", f.batch), setting("--eval-batch-size", f.evalBatch),
+		setting("--epochs", cfg.Epochs), setting("--hidden", cfg.Hidden), setting("--layers", cfg.Layers),
+		setting("--dropout", cfg.Dropout), setting("--input-dropout", cfg.InputDropout), setting("--normalize", cfg.Normalize),
+		setting("--lr", cfg.LR), setting("--weight-decay", cfg.WeightDecay), setting("--seed", cfg.Seed),
+		setting("--eval", f.eval), setting("--eval-every", cfg.EvalEvery), setting("--patience", cfg.Patience),
+		setting("training batches per epoch (the node's partition and --batch-size)", batchesPerEpoch),
+	}
+}
+
+// kgeSettings are what every KGE trainer of a job must share: the model
+// and its initialisation, the steps and their negatives, the evaluation,
+// and the knowledge graph itself.
+func kgeSettings(cfg train.KGEConfig, f *kgeFlags, in *kgeInput) []client.Setting {
+	return []client.Setting{
+		setting("--model", cfg.Model), setting("--hidden", cfg.Hidden), setting("--gamma", cfg.Gamma),
+		setting("--lr", f.lr), setting("--seed", cfg.Seed),
+		setting("--batch-size", cfg.BatchSize), setting("--neg-size", cfg.NegSize), setting("--neg-deg", cfg.NegDeg),
+		setting("--adv-temp", cfg.AdvTemp), setting("--reg-coef", cfg.RegCoef), setting("--reg-norm", cfg.RegNorm),
+		setting("--epochs", cfg.Epochs), setting("--steps-per-epoch", cfg.StepsPerEpoch),
+		setting("--eval", f.eval), setting("--eval-sample", f.evalSample), setting("--eval-neg", cfg.EvalNeg),
+		setting("--eval-batch", cfg.EvalBlock), setting("--eval-neg-deg", cfg.EvalNegDeg),
+		setting("--eval-every", cfg.EvalEvery), setting("--eval-filter", in.filter != nil),
+		setting("entities (--parts)", cfg.Entities), setting("relations (--parts)", cfg.Relations),
+		setting("evaluation triples (--parts, --eval, --eval-sample)", len(in.eval)),
+	}
+}
