@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -219,7 +220,7 @@ func byteSize(n uint64) string {
 // existing table's 4"), or is "" when they are equal.
 func specDiff(a, b *Spec) string {
 	diff := func(field string, asked, have any) string {
-		return fmt.Sprintf("%s %v differs from the existing table's %v", field, asked, have)
+		return fmt.Sprintf("%s %v"+specDiffText+"%v", field, asked, have)
 	}
 	switch {
 	case a.Rows != b.Rows:
@@ -234,6 +235,36 @@ func specDiff(a, b *Spec) string {
 		return diff("mode", b.Mode, a.Mode)
 	case !slices.Equal(a.Bounds, b.Bounds):
 		return diff("bounds", b.Bounds, a.Bounds)
+	}
+	return ""
+}
+
+// specDiffText joins the field and value a create asked for to the
+// existing table's value in specDiff's message.
+const specDiffText = " differs from the existing table's "
+
+// SpecField is the field a spec clash names: Create's ErrSpec error, as
+// specDiff words it ("kv: table "t": dim 4 differs from the existing
+// table's 3"), also when it reached a trainer as the text of a node's
+// error. It is "rows", "dim", "init", "optimiser", "mode" or "bounds",
+// and "" for any other error, so that a caller tells a table of another
+// shape from one of other hyper-parameters without matching text of its
+// own.
+func SpecField(err error) string {
+	if !errors.Is(err, ErrSpec) {
+		return ""
+	}
+	_, rest, ok := strings.Cut(err.Error(), `kv: table "`)
+	if !ok {
+		return ""
+	}
+	if _, rest, ok = strings.Cut(rest, `": `); !ok || !strings.Contains(rest, specDiffText) {
+		return ""
+	}
+	field, _, _ := strings.Cut(rest, " ")
+	switch field {
+	case "rows", "dim", "init", "optimiser", "mode", "bounds":
+		return field
 	}
 	return ""
 }

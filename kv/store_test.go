@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -201,6 +202,49 @@ func TestConcurrentPushes(t *testing.T) {
 	}
 	if v, _ := s.Version("e"); v != trainers*pushes {
 		t.Fatalf("version %d, want %d", v, trainers*pushes)
+	}
+}
+
+// TestSpecField: the field of a clash comes back from Create's error and
+// from its text as a node passes it on (a wrapped message, the sentinel
+// from the wire code); other errors name none.
+func TestSpecField(t *testing.T) {
+	spec := Spec{Name: "t.x-1", Rows: 4, Dim: 2, Init: Init{Kind: InitUniform, Scale: 0.1, Seed: 1},
+		Opt: Adagrad(0.1, 1e-10), Mode: Async, Bounds: []uint64{0, 4}}
+	s, err := New(Config{Tables: []Spec{spec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		field  string
+		change func(*Spec)
+	}{
+		{"rows", func(s *Spec) { s.Rows, s.Bounds = 8, []uint64{0, 8} }},
+		{"dim", func(s *Spec) { s.Dim = 3 }},
+		{"init", func(s *Spec) { s.Init.Seed = 2 }},
+		{"optimiser", func(s *Spec) { s.Opt = Adagrad(0.2, 1e-10) }},
+		{"mode", func(s *Spec) { s.Mode = Sync }},
+		{"bounds", func(s *Spec) { s.Bounds = []uint64{0, 2, 4} }},
+	} {
+		other := spec
+		c.change(&other)
+		_, err := s.Create(other)
+		if got := SpecField(err); got != c.field {
+			t.Errorf("%s: %v: field %q", c.field, err, got)
+		}
+		passed := fmt.Errorf("client: kv_create: %s: %w", err.Error(), ErrSpec)
+		if got := SpecField(passed); got != c.field {
+			t.Errorf("%s passed on: %v: field %q", c.field, passed, got)
+		}
+		if got := SpecField(errors.New(err.Error())); got != "" {
+			t.Errorf("%s without ErrSpec: field %q", c.field, got)
+		}
+	}
+	for _, err := range []error{nil, ErrSpec, fmt.Errorf("kv: table %q: part 3 outside its 2 shards: %w", "t", ErrSpec),
+		fmt.Errorf("kv: table %q: colour red differs from the existing table's blue: %w", "t", ErrSpec)} {
+		if got := SpecField(err); got != "" {
+			t.Errorf("%v: field %q, want none", err, got)
+		}
 	}
 }
 

@@ -689,12 +689,11 @@ func checkPartTriples(n, epochs, part int, dir string) error {
 func tableClash(err error) bool { return errors.Is(err, kv.ErrSpec) }
 
 // hyperClash reports whether the clash tableClash found is of the
-// initialiser or the optimiser only (kv names the first field that
-// differs: "init {...} differs from the existing table's {...}"), not of
-// the table's shape.
+// initialiser or the optimiser only (the first field that differs, as kv
+// names it), not of the table's shape.
 func hyperClash(err error) bool {
-	s := err.Error()
-	return strings.Contains(s, "init {") || strings.Contains(s, "optimiser {")
+	f := kv.SpecField(err)
+	return f == "init" || f == "optimiser"
 }
 
 // kgeParams is the trainer's parameter server: the node's kv, each
