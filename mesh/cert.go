@@ -84,6 +84,33 @@ func CheckName(kind, s string) error {
 	return nil
 }
 
+// CheckNodeName reports whether name can be a node's: a name CheckName
+// takes, and not "ca", whose files are the CA's.
+func CheckNodeName(name string) error {
+	if err := CheckName("node", name); err != nil {
+		return err
+	}
+	if name == "ca" {
+		return fmt.Errorf("mesh: node name %q is reserved for the CA files", name)
+	}
+	return nil
+}
+
+// CheckNodes reports every problem of a cluster's node names: each name
+// CheckNodeName refuses, and each listed twice (once).
+func CheckNodes(names []string) []error {
+	var errs []error
+	seen := make(map[string]int, len(names))
+	for _, n := range names {
+		if err := CheckNodeName(n); err != nil {
+			errs = append(errs, err)
+		} else if seen[n]++; seen[n] == 2 {
+			errs = append(errs, fmt.Errorf("mesh: node %q listed twice", n))
+		}
+	}
+	return errs
+}
+
 // WriteCluster creates dir (mode 0700 if new) and writes a new cluster CA
 // (ca.crt, ca.key) and, for each node, NODE.crt and NODE.key signed by
 // it. Every file is written with mode 0600, through a temporary file and
@@ -99,17 +126,7 @@ func WriteCluster(dir string, spec ClusterSpec) error {
 	if len(spec.Nodes) == 0 {
 		errs = append(errs, errors.New("mesh: no nodes"))
 	}
-	seen := make(map[string]bool)
-	for _, n := range spec.Nodes {
-		if err := CheckName("node", n); err != nil {
-			errs = append(errs, err)
-		} else if n == "ca" {
-			errs = append(errs, fmt.Errorf("mesh: node name %q is reserved for the CA files", n))
-		} else if seen[n] {
-			errs = append(errs, fmt.Errorf("mesh: node %q listed twice", n))
-		}
-		seen[n] = true
-	}
+	errs = append(errs, CheckNodes(spec.Nodes)...)
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -191,11 +208,8 @@ type NodeSpec struct {
 // new certificates for the others. The certificate ends with the CA at
 // the latest. It returns the certificate written.
 func AddNode(dir string, spec NodeSpec) (*x509.Certificate, error) {
-	if err := CheckName("node", spec.Node); err != nil {
+	if err := CheckNodeName(spec.Node); err != nil {
 		return nil, err
-	}
-	if spec.Node == "ca" {
-		return nil, fmt.Errorf("mesh: node name %q is reserved for the CA files", spec.Node)
 	}
 	caPath, caKeyPath := filepath.Join(dir, CAcertFile), filepath.Join(dir, CAKeyFile)
 	var missing []string

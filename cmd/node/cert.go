@@ -75,17 +75,8 @@ func certInit(a *app, args []string) error {
 	if err := mesh.CheckName("cluster", cluster); err != nil {
 		bad = append(bad, fmt.Sprintf("--cluster %q: %v", cluster, err))
 	}
-	seen := make(map[string]bool, len(names))
-	for _, n := range names {
-		if err := mesh.CheckName("node", n); err != nil {
-			bad = append(bad, fmt.Sprintf("--nodes %q: %v", nodes, err))
-			break
-		}
-		if seen[n] {
-			bad = append(bad, fmt.Sprintf("--nodes %q: node %q listed twice", nodes, n))
-			break
-		}
-		seen[n] = true
+	for _, err := range mesh.CheckNodes(names) {
+		bad = append(bad, fmt.Sprintf("--nodes %q: %v", nodes, err))
 	}
 	if st, err := os.Stat(out); err == nil && !st.IsDir() {
 		// WriteCluster said "ca.key exists: a new CA would lock out
@@ -127,7 +118,7 @@ func certAdd(a *app, args []string) error {
 	if err := checkCertFlags(a, fs, "add", pos, days, flagValue{"--certs", dir}, flagValue{"--node", name}); err != nil {
 		return err
 	}
-	if err := mesh.CheckName("node", name); err != nil {
+	if err := mesh.CheckNodeName(name); err != nil {
 		return certUsage(a, "add", fmt.Sprintf("--node %q: %v", name, err))
 	}
 	cert, err := mesh.AddNode(dir, mesh.NodeSpec{Node: name, Validity: time.Duration(days) * 24 * time.Hour, Force: force})

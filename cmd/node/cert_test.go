@@ -147,7 +147,11 @@ func TestCertUsage(t *testing.T) {
 		{[]string{"cert", "init", "--cluster", "c"}, 2, "missing --nodes, -o"},
 		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a/b", "-o", "x"}, 2, `node cert init: --nodes "a/b": mesh: node name "a/b"`},
 		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a,,b", "-o", "x"}, 2, `node cert init: --nodes "a,,b": mesh: node name ""`},
-		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a,b,a", "-o", "x"}, 2, `node cert init: --nodes "a,b,a": node "a" listed twice`},
+		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a,b,a", "-o", "x"}, 2, `node cert init: --nodes "a,b,a": mesh: node "a" listed twice`},
+		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a,ca", "-o", "x"}, 2, `node cert init: --nodes "a,ca": mesh: node name "ca" is reserved for the CA files`},
+		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a,a,b/c,a", "-o", "x"}, 2,
+			"node cert init: --nodes \"a,a,b/c,a\": mesh: node \"a\" listed twice\nnode cert init: --nodes \"a,a,b/c,a\": mesh: node name \"b/c\""},
+		{[]string{"cert", "add", "--certs", "x", "--node", "ca"}, 2, `node cert add: --node "ca": mesh: node name "ca" is reserved for the CA files`},
 		{[]string{"cert", "init", "--cluster", "c d", "--nodes", "a", "-o", "x"}, 2, `node cert init: --cluster "c d": mesh: cluster name "c d"`},
 		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a", "-o", "x", "--days", "0"}, 2, "node cert init: --days 0: want 1 to 36500 days\n"},
 		// It said "x/ca.key exists: a new CA would lock out every node".
