@@ -215,58 +215,84 @@ func byteSize(n uint64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// specDiff names the first field of spec b that differs from the
-// existing table's spec a, with both values ("dim 8 differs from the
-// existing table's 4"), or is "" when they are equal.
+// specDiff names every field of spec b that differs from the existing
+// table's spec a, with both values ("dim 8 differs from the existing
+// table's 4, optimiser {…} differs from the existing table's {…}"), or
+// is "" when they are equal. Every field, not the first: a caller that
+// replaces a table of its own only when the rows alone differ (node
+// train --save, whose parameter table is as long as the model) must
+// not take a table of another kind for one of its own.
 func specDiff(a, b *Spec) string {
-	diff := func(field string, asked, have any) string {
-		return fmt.Sprintf("%s %v"+specDiffText+"%v", field, asked, have)
+	var d []string
+	diff := func(field string, asked, have any) {
+		d = append(d, fmt.Sprintf("%s %v"+specDiffText+"%v", field, asked, have))
 	}
-	switch {
-	case a.Rows != b.Rows:
-		return diff("rows", b.Rows, a.Rows)
-	case a.Dim != b.Dim:
-		return diff("dim", b.Dim, a.Dim)
-	case a.Init != b.Init:
-		return diff("init", fmt.Sprintf("%+v", b.Init), fmt.Sprintf("%+v", a.Init))
-	case a.Opt != b.Opt:
-		return diff("optimiser", fmt.Sprintf("%+v", b.Opt), fmt.Sprintf("%+v", a.Opt))
-	case a.Mode != b.Mode:
-		return diff("mode", b.Mode, a.Mode)
-	case !slices.Equal(a.Bounds, b.Bounds):
-		return diff("bounds", b.Bounds, a.Bounds)
+	if a.Rows != b.Rows {
+		diff("rows", b.Rows, a.Rows)
 	}
-	return ""
+	if a.Dim != b.Dim {
+		diff("dim", b.Dim, a.Dim)
+	}
+	if a.Init != b.Init {
+		diff("init", fmt.Sprintf("%+v", b.Init), fmt.Sprintf("%+v", a.Init))
+	}
+	if a.Opt != b.Opt {
+		diff("optimiser", fmt.Sprintf("%+v", b.Opt), fmt.Sprintf("%+v", a.Opt))
+	}
+	if a.Mode != b.Mode {
+		diff("mode", b.Mode, a.Mode)
+	}
+	if !slices.Equal(a.Bounds, b.Bounds) {
+		diff("bounds", b.Bounds, a.Bounds)
+	}
+	return strings.Join(d, ", ")
 }
 
 // specDiffText joins the field and value a create asked for to the
 // existing table's value in specDiff's message.
 const specDiffText = " differs from the existing table's "
 
-// SpecField is the field a spec clash names: Create's ErrSpec error, as
-// specDiff words it ("kv: table "t": dim 4 differs from the existing
+// specFields are the fields specDiff names, in its order.
+var specFields = []string{"rows", "dim", "init", "optimiser", "mode", "bounds"}
+
+// SpecFields are the fields a spec clash names: Create's ErrSpec error,
+// as specDiff words it ("kv: table "t": dim 4 differs from the existing
 // table's 3"), also when it reached a trainer as the text of a node's
-// error. It is "rows", "dim", "init", "optimiser", "mode" or "bounds",
-// and "" for any other error, so that a caller tells a table of another
-// shape from one of other hyper-parameters without matching text of its
-// own.
-func SpecField(err error) string {
+// error. They are some of "rows", "dim", "init", "optimiser", "mode" and
+// "bounds", in that order, and none for any other error, so that a
+// caller tells a table of another shape from one of other
+// hyper-parameters without matching text of its own.
+func SpecFields(err error) []string {
 	if !errors.Is(err, ErrSpec) {
-		return ""
+		return nil
 	}
 	_, rest, ok := strings.Cut(err.Error(), `kv: table "`)
 	if !ok {
-		return ""
+		return nil
 	}
-	if _, rest, ok = strings.Cut(rest, `": `); !ok || !strings.Contains(rest, specDiffText) {
-		return ""
+	if _, rest, ok = strings.Cut(rest, `": `); !ok {
+		return nil
 	}
-	field, _, _ := strings.Cut(rest, " ")
-	switch field {
-	case "rows", "dim", "init", "optimiser", "mode", "bounds":
-		return field
+	// "rows 8" + text + "4, dim 3" + text + "2: invalid table spec":
+	// the first field opens the first segment, the others follow the
+	// last ", " of theirs.
+	seg := strings.Split(rest, specDiffText)
+	var fields []string
+	for i, s := range seg[:len(seg)-1] {
+		if i > 0 {
+			k := strings.LastIndex(s, ", ")
+			if k < 0 {
+				return nil
+			}
+			s = s[k+2:]
+		}
+		f, _, _ := strings.Cut(s, " ")
+		if !slices.Contains(specFields, f) {
+			return nil
+		}
+		fields = append(fields, f)
 	}
-	return ""
+	return fields
 }
 
 // Spec is the spec of a table.

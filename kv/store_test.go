@@ -205,10 +205,11 @@ func TestConcurrentPushes(t *testing.T) {
 	}
 }
 
-// TestSpecField: the field of a clash comes back from Create's error and
-// from its text as a node passes it on (a wrapped message, the sentinel
-// from the wire code); other errors name none.
-func TestSpecField(t *testing.T) {
+// TestSpecFields: the fields of a clash, every one that differs, come
+// back from Create's error and from its text as a node passes it on (a
+// wrapped message, the sentinel from the wire code); other errors name
+// none.
+func TestSpecFields(t *testing.T) {
 	spec := Spec{Name: "t.x-1", Rows: 4, Dim: 2, Init: Init{Kind: InitUniform, Scale: 0.1, Seed: 1},
 		Opt: Adagrad(0.1, 1e-10), Mode: Async, Bounds: []uint64{0, 4}}
 	s, err := New(Config{Tables: []Spec{spec}})
@@ -216,34 +217,40 @@ func TestSpecField(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		field  string
+		fields []string
 		change func(*Spec)
 	}{
-		{"rows", func(s *Spec) { s.Rows, s.Bounds = 8, []uint64{0, 8} }},
-		{"dim", func(s *Spec) { s.Dim = 3 }},
-		{"init", func(s *Spec) { s.Init.Seed = 2 }},
-		{"optimiser", func(s *Spec) { s.Opt = Adagrad(0.2, 1e-10) }},
-		{"mode", func(s *Spec) { s.Mode = Sync }},
-		{"bounds", func(s *Spec) { s.Bounds = []uint64{0, 2, 4} }},
+		{[]string{"rows", "bounds"}, func(s *Spec) { s.Rows, s.Bounds = 8, []uint64{0, 8} }},
+		{[]string{"dim"}, func(s *Spec) { s.Dim = 3 }},
+		{[]string{"init"}, func(s *Spec) { s.Init.Seed = 2 }},
+		{[]string{"optimiser"}, func(s *Spec) { s.Opt = Adagrad(0.2, 1e-10) }},
+		{[]string{"init", "optimiser"}, func(s *Spec) { s.Init.Scale, s.Opt = 0.2, Adagrad(0.2, 1e-10) }},
+		{[]string{"mode"}, func(s *Spec) { s.Mode = Sync }},
+		{[]string{"bounds"}, func(s *Spec) { s.Bounds = []uint64{0, 2, 4} }},
+		// What node train --save's parameter table looks like beside it.
+		{[]string{"rows", "dim", "init", "optimiser", "mode", "bounds"}, func(s *Spec) {
+			*s = Spec{Name: s.Name, Rows: 41, Dim: 256, Opt: Average(), Mode: Sync, Bounds: []uint64{0, 41}}
+		}},
 	} {
 		other := spec
 		c.change(&other)
 		_, err := s.Create(other)
-		if got := SpecField(err); got != c.field {
-			t.Errorf("%s: %v: field %q", c.field, err, got)
+		if got := SpecFields(err); !slices.Equal(got, c.fields) {
+			t.Errorf("%v: %v: fields %q", c.fields, err, got)
 		}
 		passed := fmt.Errorf("client: kv_create: %s: %w", err.Error(), ErrSpec)
-		if got := SpecField(passed); got != c.field {
-			t.Errorf("%s passed on: %v: field %q", c.field, passed, got)
+		if got := SpecFields(passed); !slices.Equal(got, c.fields) {
+			t.Errorf("%v passed on: %v: fields %q", c.fields, passed, got)
 		}
-		if got := SpecField(errors.New(err.Error())); got != "" {
-			t.Errorf("%s without ErrSpec: field %q", c.field, got)
+		if got := SpecFields(errors.New(err.Error())); got != nil {
+			t.Errorf("%v without ErrSpec: fields %q", c.fields, got)
 		}
 	}
 	for _, err := range []error{nil, ErrSpec, fmt.Errorf("kv: table %q: part 3 outside its 2 shards: %w", "t", ErrSpec),
-		fmt.Errorf("kv: table %q: colour red differs from the existing table's blue: %w", "t", ErrSpec)} {
-		if got := SpecField(err); got != "" {
-			t.Errorf("%v: field %q, want none", err, got)
+		fmt.Errorf("kv: table %q: colour red differs from the existing table's blue: %w", "t", ErrSpec),
+		fmt.Errorf("kv: table %q: dim 3 differs from the existing table's 2 and colour red differs from the existing table's blue: %w", "t", ErrSpec)} {
+		if got := SpecFields(err); got != nil {
+			t.Errorf("%v: fields %q, want none", err, got)
 		}
 	}
 }

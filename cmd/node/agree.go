@@ -50,6 +50,9 @@ func trainSettings(cfg train.Config, f *trainFlags, fan, evalFan []int, batchesP
 		setting("--dropout", cfg.Dropout), setting("--input-dropout", cfg.InputDropout), setting("--normalize", cfg.Normalize),
 		setting("--lr", cfg.LR), setting("--weight-decay", cfg.WeightDecay), setting("--seed", cfg.Seed),
 		setting("--eval", f.eval), setting("--eval-every", cfg.EvalEvery), setting("--patience", cfg.Patience),
+		// Rank 0 alone saves: a --save given to another rank only saved
+		// nothing, without a word.
+		setting("--save", f.save),
 		setting("training batches per epoch (the node's partition and --batch-size)", batchesPerEpoch),
 	}
 }
@@ -67,6 +70,9 @@ func kgeSettings(cfg train.KGEConfig, f *kgeFlags, in *kgeInput) []client.Settin
 		setting("--eval", f.eval), setting("--eval-sample", f.evalSample), setting("--eval-neg", cfg.EvalNeg),
 		setting("--eval-batch", cfg.EvalBlock), setting("--eval-neg-deg", cfg.EvalNegDeg),
 		setting("--eval-every", cfg.EvalEvery), setting("--eval-filter", in.filter != nil),
+		// Rank 0 alone saves and exports (each into its own host's
+		// directory): either given to another rank only did nothing.
+		setting("--save", f.save), setting("--export (given or not)", f.export != ""),
 		setting("entities (--parts)", cfg.Entities), setting("relations (--parts)", cfg.Relations),
 		setting("evaluation triples (--parts, --eval, --eval-sample)", len(in.eval)),
 	}

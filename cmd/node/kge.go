@@ -11,6 +11,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -112,8 +113,8 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.BoolVar(&f.filter, "eval-filter", true, "filtered ranks (other known facts are not candidates; needs every part's triples under --parts); false: raw ranks")
 	fs.StringVar(&f.prefix, "table-prefix", "kge", "kv tables <prefix>.entity, <prefix>.relation and <prefix>.sync (the same on every trainer of the job)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
-	fs.BoolVar(&f.save, "save", false, "checkpoint every kv table (kv_save) after training (rank 0, once every trainer's pushes are in)")
-	fs.StringVar(&f.export, "export", "", "rank 0 writes entity.npy (rows by the input's entity ids), relation.npy and config.json into this directory after training, the arrays also under DGL-KE's names <graph>_<Model>_entity.npy / _relation.npy (needs orig_ids.bin under --parts)")
+	fs.BoolVar(&f.save, "save", false, "checkpoint every kv table (kv_save) after training (rank 0, once every trainer's pushes are in; give it to every trainer of the job, or to none)")
+	fs.StringVar(&f.export, "export", "", "rank 0 writes entity.npy (rows by the input's entity ids), relation.npy and config.json into this directory after training, the arrays also under DGL-KE's names <graph>_<Model>_entity.npy / _relation.npy (needs orig_ids.bin under --parts; give it to every trainer of the job, or to none)")
 	if hint := dglkeFlagHint(fs, args); hint != "" {
 		fmt.Fprintf(a.stderr, "node kge: %s; node kge --help lists its flags\n", hint)
 		return errUsage
@@ -689,11 +690,11 @@ func checkPartTriples(n, epochs, part int, dir string) error {
 func tableClash(err error) bool { return errors.Is(err, kv.ErrSpec) }
 
 // hyperClash reports whether the clash tableClash found is of the
-// initialiser or the optimiser only (the first field that differs, as kv
-// names it), not of the table's shape.
+// initialiser or the optimiser only (the fields that differ, as kv names
+// them), not of the table's shape.
 func hyperClash(err error) bool {
-	f := kv.SpecField(err)
-	return f == "init" || f == "optimiser"
+	f := kv.SpecFields(err)
+	return len(f) > 0 && !slices.ContainsFunc(f, func(f string) bool { return f != "init" && f != "optimiser" })
 }
 
 // kgeParams is the trainer's parameter server: the node's kv, each

@@ -91,7 +91,9 @@ func TestHyperClash(t *testing.T) {
 	}{
 		{"lr", func(s *kv.Spec) { s.Opt = kv.Adagrad(0.05, 1e-10) }, true},
 		{"seed", func(s *kv.Spec) { s.Init.Seed = 2 }, true},
+		{"lr and seed", func(s *kv.Spec) { s.Opt, s.Init.Seed = kv.Adagrad(0.05, 1e-10), 2 }, true},
 		{"dim", func(s *kv.Spec) { s.Dim = 4 }, false},
+		{"dim and seed", func(s *kv.Spec) { s.Dim, s.Init.Seed = 4, 2 }, false},
 		{"rows", func(s *kv.Spec) { s.Rows, s.Bounds = 8, []uint64{0, 8} }, false},
 	} {
 		other := spec

@@ -100,7 +100,7 @@ func newTrainFlags(a *app) (*flag.FlagSet, *trainFlags) {
 	fs.StringVar(&f.table, "table", "graphsage.sync", "kv table that averages the gradients (the same on every trainer)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
 	fs.BoolVar(&f.eval, "eval", true, "evaluate on the val and test splits (false: train only, for timing)")
-	fs.BoolVar(&f.save, "save", false, "after training, store the last epoch's parameters (not the best epoch's) in kv table --params-table and checkpoint every kv table (kv_save; rank 0 does both)")
+	fs.BoolVar(&f.save, "save", false, "after training, store the last epoch's parameters (not the best epoch's) in kv table --params-table and checkpoint every kv table (kv_save; rank 0 does both; give it to every trainer of the job, or to none)")
 	fs.StringVar(&f.paramsTable, "params-table", "graphsage.params", "kv table --save stores the trained parameters in: row i holds parameters 256i to 256i+255, per layer W_l, W_r (din × dout, row-major) and b")
 	return fs, f
 }
@@ -213,6 +213,12 @@ func checkSave(st *control.Stats, socket string) error {
 func storeParams(ctx context.Context, kvc *client.KV, name string, params []float32) error {
 	s, err := client.NewSync(ctx, kvc, name, len(params), 0, 1)
 	if err != nil && tableClash(err) {
+		// Only a table that differs in length alone is one of ours: any
+		// other (a user's embedding table given as --params-table) was
+		// dropped, checkpoint included, and its rows lost.
+		if f := kv.SpecFields(err); len(f) == 0 || slices.ContainsFunc(f, func(f string) bool { return f != "rows" && f != "bounds" }) {
+			return fmt.Errorf("--params-table %q: %w: it is not a table of parameters that node train --save stored (those differ in rows alone), and it stays as it is: pass another --params-table", name, err)
+		}
 		if _, err := kvc.Drop(ctx, name); err != nil {
 			return fmt.Errorf("--params-table %q: drop the earlier model's table: %w", name, err)
 		}

@@ -495,6 +495,56 @@ func TestTrainSaveParams(t *testing.T) {
 		t.Fatalf("stored parameters score %d of %d test seeds (%.4f), the job reported %.4f for its last epoch", correct, count, acc, reported)
 	}
 	t.Logf("stored parameters: test accuracy %.4f (%d of %d), as reported", reported, correct, count)
+
+	// --save given to one rank only is refused on both before training:
+	// rank 1's --save saved nothing, without a word.
+	one := func(r int, save bool) []string {
+		a := append(args(r)[:len(args(r))-1], "--table", "one.sync", "--epochs", "1")
+		if save {
+			a = append(a, "--save")
+		}
+		return a
+	}
+	trs = []*trainer{startTrainer(t, bin, one(0, false)...), startTrainer(t, bin, one(1, true)...)}
+	for r, tr := range trs {
+		for range tr.lines {
+		}
+		if err := <-tr.done; err == nil || !strings.Contains(tr.stderr.String(), "were started with different --save:") {
+			t.Errorf("rank %d of a job with --save on rank 1 alone: %v, stderr:\n%s\nwant --save named", r, err, &tr.stderr)
+		}
+	}
+
+	// A --params-table that is a table of another kind (a user's
+	// embedding table) is refused and left as it is: it was dropped,
+	// checkpoint included, for the parameters.
+	kvc, err := client.DialKV(ctx, cl.sockets[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kvc.Close()
+	if _, err := kvc.Create(ctx, control.TableSpec{Name: "user.emb", Rows: control.Rows{N: 5}, Dim: 4, Init: "uniform", InitScale: 1, InitSeed: 3,
+		Optimizer: "adagrad", LR: 0.1, Mode: "async"}); err != nil {
+		t.Fatal(err)
+	}
+	ids := []uint64{0, 1, 2, 3, 4}
+	before, err := kvc.Pull(ctx, "user.emb", ids, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "train", "--socket", cl.sockets[0], "--fanouts", "10,5", "--hidden", "8", "--epochs", "1", "--eval=false",
+		"--workers", "1", "--table", "alone.sync", "--save", "--params-table", "user.emb").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `--params-table "user.emb": `) || !strings.Contains(string(out), "it is not a table of parameters that node train --save stored") {
+		t.Errorf("--params-table of a user's table: %v, output:\n%s\nwant it refused", err, out)
+	}
+	if after, err := kvc.Pull(ctx, "user.emb", ids, nil); err != nil || !slices.Equal(before, after) {
+		t.Errorf("the user's table after the refused --save: %v, %v; want its rows %v", after, err, before)
+	}
+	// The parameters of a model of another size replace the stored ones.
+	out, err = exec.Command(bin, "train", "--socket", cl.sockets[0], "--fanouts", "10,5", "--hidden", "4", "--epochs", "1", "--eval=false",
+		"--workers", "1", "--table", "small.sync", "--save").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `trained parameters in kv table "graphsage.params"`) {
+		t.Errorf("--save of a smaller model over the stored parameters: %v, output:\n%s", err, out)
+	}
 }
 
 func lastLine(s string) string {
