@@ -24,7 +24,9 @@ import (
 // push cannot be told from an earlier job's: that step waits for the
 // departed rank's new process (the sync timeout, at worst). Two sessions
 // pushing one rank's step are two live processes with one rank: both are
-// told so (duplicateError).
+// told so (duplicateError), unless the first belongs to a running job
+// (heldLocked): then the newcomer alone is refused (heldError), a second
+// job on the table or a late second process of the rank.
 type syncState struct {
 	mu struct {
 		sync.Mutex
@@ -61,7 +63,10 @@ type departure struct {
 type rankSession struct {
 	session uint64
 	since   uint64 // syncState.mu.seq of the session's first push taken
+	first   uint64 // the step of its first push taken
 	step    uint64 // the step of its last push taken
+	last    time.Time
+	ended   bool // a round it pushed to failed: its job is over
 	// dup: another session that pushed a step this one had pushed, told
 	// so then; this one's next push is told so too (duplicateError).
 	dup uint64
@@ -113,6 +118,25 @@ func (ss *syncState) failLocked(r *round, err error) {
 	r.err = err
 	r.timer.Stop()
 	close(r.done)
+	for k, sess := range r.sess {
+		if rs := ss.mu.ranks[k]; sess != 0 && rs != nil && rs.session == sess {
+			rs.ended = true
+		}
+	}
+}
+
+// heldLocked reports whether rs, the session the table counts as
+// trainer, holds the rank against another session: it is a running
+// job's, having pushed steps that completed (its first push is behind
+// the version), pushed within timeout (a live job's every rank pushes at
+// least that often, or its round fails), and neither left nor pushed to
+// a round that failed. ss.mu must be held.
+func (ss *syncState) heldLocked(trainer int, rs *rankSession, version uint64, timeout time.Duration) bool {
+	if rs == nil || rs.ended || rs.first >= version || time.Since(rs.last) >= timeout {
+		return false
+	}
+	d, left := ss.mu.left[trainer]
+	return !left || d.seq <= rs.since
 }
 
 // pushSync is Store.PushSync for table t: a push without a session.
@@ -146,23 +170,39 @@ func (t *table) pushSyncSession(ctx context.Context, step uint64, trainer, world
 		ss.mu.Unlock()
 		return t.duplicateError(step, trainer, session, rs.dup)
 	}
+	// A second job on the table, or a second process of a rank of a
+	// running job: the newcomer alone is refused. Told both, as two
+	// processes starting together are, the running job failed with it;
+	// and a push taken into the running job's round averaged another
+	// job's vector into its step.
+	held := other && ss.heldLocked(trainer, rs, t.version.Load(), timeout)
 	if v := t.version.Load(); step != v {
 		if other && step < v && rs.step >= step {
 			// The session the table counts as trainer pushed this step:
 			// two processes are trainer.
 			err := t.duplicateError(step, trainer, rs.session, session)
-			if step+1 < v {
+			switch {
+			case step+1 < v:
 				// Far behind: a process started with the table steps ago
 				// pushes from there, not this one; more likely a job that
 				// took its base from another shard, at another version.
 				err = t.behindError(step, v, trainer, rs, session)
+			case held:
+				err = t.heldError(step, trainer, rs, session)
 			}
-			ss.tellDuplicateLocked(trainer, rs, session, err)
+			if !held {
+				ss.tellDuplicateLocked(trainer, rs, session, err)
+			}
 			ss.mu.Unlock()
 			return err
 		}
 		ss.mu.Unlock()
 		return fmt.Errorf("kv: table %q: trainer %d pushed step %d, shard is at version %d and expects step %d: %w", name, trainer, step, v, v, ErrStep)
+	}
+	if held {
+		err := t.heldError(step, trainer, rs, session)
+		ss.mu.Unlock()
+		return err
 	}
 	r := ss.mu.round
 	switch {
@@ -232,10 +272,10 @@ func (t *table) pushSyncSession(ctx context.Context, step uint64, trainer, world
 	} else {
 		if rs == nil || other {
 			ss.mu.seq++
-			rs = &rankSession{session: session, since: ss.mu.seq}
+			rs = &rankSession{session: session, since: ss.mu.seq, first: step}
 			ss.mu.ranks[trainer] = rs
 		}
-		rs.step = step
+		rs.step, rs.last = step, time.Now()
 	}
 	delete(ss.mu.timedOut, trainer)
 	r.grads[trainer] = grads
@@ -334,6 +374,15 @@ func (t *table) leaveSession(trainer int, session uint64) {
 func (t *table) duplicateError(step uint64, trainer int, first, second uint64) error {
 	return fmt.Errorf("kv: table %q step %d: two trainers push as rank %d (sessions %016x and %016x): give each trainer its own --rank: %w",
 		t.spec.Name, step, trainer, first, second, ErrStepFailed)
+}
+
+// heldError is the error of session pushing as trainer while rs, a
+// running job's session, holds the rank (heldLocked).
+func (t *table) heldError(step uint64, trainer int, rs *rankSession, session uint64) error {
+	return fmt.Errorf("kv: table %q step %d: rank %d belongs to a running job (session %016x, pushing since step %d, last at step %d %v ago), "+
+		"and session %016x pushed as rank %d too: a second job on the table needs its own (node train --table, node kge --table-prefix), "+
+		"and each trainer of a job its own --rank; the running job goes on: %w",
+		t.spec.Name, step, trainer, rs.session, rs.first, rs.step, time.Since(rs.last).Round(time.Millisecond), session, trainer, ErrStepFailed)
 }
 
 // behindError is the error of a session pushing as trainer a step more

@@ -382,6 +382,42 @@ func TestTrainRanksDisagree(t *testing.T) {
 	}
 }
 
+// TestTrainSecondJob: a second job started on the sync table of a
+// running job (both on the default --table) is refused alone, naming the
+// way out, and the running job goes on. Before, both failed with "two
+// trainers push as rank 0 … give each trainer its own --rank".
+func TestTrainSecondJob(t *testing.T) {
+	bin := nodeBinary(t)
+	parts := filepath.Join(t.TempDir(), "parts")
+	f := demoFlags{nodes: 2000, featDim: 8, classes: 4, parts: 2, method: "random", fanouts: "5,5", batch: 64, seed: 1}
+	if err := f.partition(context.Background(), newApp(io.Discard, io.Discard), parts); err != nil {
+		t.Fatal(err)
+	}
+	cl := testCluster(t, bin, parts)
+	job := func(node, r, world int, epochs string) []string {
+		return []string{"--socket", cl.sockets[node], "--rank", strconv.Itoa(r), "--world-size", strconv.Itoa(world),
+			"--fanouts", "5,5", "--batch-size", "64", "--epochs", epochs, "--eval-every", "0", "--workers", "1", "--threads", "1"}
+	}
+	a := []*trainer{startTrainer(t, bin, job(0, 0, 2, "100000")...), startTrainer(t, bin, job(1, 1, 2, "100000")...)}
+	for r, tr := range a {
+		if _, ok := <-tr.lines; !ok {
+			t.Fatalf("job A, rank %d, ended before its first epoch: %v\n%s", r, <-tr.done, &tr.stderr)
+		}
+	}
+	out, err := exec.Command(bin, append([]string{"train"}, job(1, 0, 1, "2")...)...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `table "graphsage.sync"`) || !strings.Contains(string(out), "rank 0 belongs to a running job") ||
+		!strings.Contains(string(out), "a second job on the table needs its own (node train --table") {
+		t.Errorf("a second job on the running job's table: %v, output:\n%s\nwant it refused, naming --table", err, out)
+	}
+	for r, tr := range a {
+		for range 3 {
+			if _, ok := <-tr.lines; !ok {
+				t.Fatalf("job A, rank %d, ended after the second job: %v\n%s", r, <-tr.done, &tr.stderr)
+			}
+		}
+	}
+}
+
 // TestTrainSaveParams: node train --save on two nodes and two trainers
 // stores the trained parameters in kv table graphsage.params and
 // checkpoints it on every node; a trainer given the pulled parameters
