@@ -196,7 +196,9 @@ func BuildAdj(ctx context.Context, g *Graph, dir csr.Direction, opts CleanOption
 	if opts.SelfLoops == Drop {
 		g.Stats.SelfLoopsDrop = loops
 	}
-	g.Stats.ReverseAdded = reverse
+	// Added to the reader's: Planetoid's adds the reverses its lists
+	// lack before this; they were reported as none.
+	g.Stats.ReverseAdded += reverse
 	g.Src, g.Dst, g.Weights, g.Etypes = nil, nil, nil, nil
 
 	a := &Adj{Direction: dir, Indptr: indptr, Indices: indices, Weights: weights, Etypes: etypes}

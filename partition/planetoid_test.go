@@ -98,6 +98,8 @@ func TestReadPlanetoid(t *testing.T) {
 	}
 	rdEq(t, "edges", adj.NumEdges(), uint64(7))
 	rdEq(t, "row 0", adj.Row(0), []uint32{1, 505})
+	// The reader's reverses stay counted (they were reported as 0).
+	rdEq(t, "Stats.ReverseAdded after BuildAdj", g.Stats.ReverseAdded, int64(2))
 	removed, err := Split(g, SplitOptions{Mode: SplitKeep})
 	rdEq(t, "split", [4]any{removed, err, len(g.Val), g.Test}, [4]any{0, error(nil), 500, []uint32{503, 505}})
 

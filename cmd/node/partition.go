@@ -189,8 +189,13 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	}
 	prog.done()
 	read := g.Stats
-	fmt.Fprintf(a.stdout, "read %s: %d nodes, %d edges, %d features, %d classes, %d/%d/%d train/val/test\n",
-		f.input, g.NumNodes, len(g.Src), g.FeatDim, g.NumClasses, len(g.Train), len(g.Val), len(g.Test))
+	edges := fmt.Sprintf("%d edges", len(g.Src))
+	if read.ReverseAdded > 0 {
+		// Planetoid's adjacency lists, made symmetric as DGL does.
+		edges = fmt.Sprintf("%d edges (%d of them the reverses of listed ones the file lacks)", len(g.Src), read.ReverseAdded)
+	}
+	fmt.Fprintf(a.stdout, "read %s: %d nodes, %s, %d features, %d classes, %d/%d/%d train/val/test\n",
+		f.input, g.NumNodes, edges, g.FeatDim, g.NumClasses, len(g.Train), len(g.Val), len(g.Test))
 	if err := checkMemoryFloor(f.input, g, a.memory()); err != nil {
 		return err
 	}
