@@ -95,4 +95,8 @@ type Stats struct {
 	DanglingDrop  int64 // ... of which dropped by policy
 	MissingLabels int64 // nodes without a label
 	ReverseAdded  int64 // reverse edges added by --undirected
+	// EvalRepeats: knowledge-graph valid and test triples that repeat
+	// one before them in their file, kept or dropped by
+	// ReadOptions.EvalRepeats (a repeat counted twice in MRR and Hits@k).
+	EvalRepeats int64
 }

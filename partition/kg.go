@@ -20,7 +20,9 @@ import (
 // Node i is entity id i (IDs.Names[i] is its name); the training triples
 // become edges head -> tail with Etypes = relation; validation and test
 // triples go to Graph.KG. A triple naming an unknown entity or relation is
-// an error naming file and line. CRLF line ends (FB15k-237) are accepted,
+// an error naming file and line; a valid or test triple that repeats one
+// before it in its file is dropped, kept or refused (ReadOptions.
+// EvalRepeats) and counted in Stats.EvalRepeats. CRLF line ends (FB15k-237) are accepted,
 // and each file may be gzip-compressed (same name or name.gz).
 func readKG(ctx context.Context, dir string, opts ReadOptions) (*Graph, error) {
 	ents, err := readDict(ctx, filepath.Join(dir, "entities.dict"), opts.Progress)
@@ -40,7 +42,7 @@ func readKG(ctx context.Context, dir string, opts ReadOptions) (*Graph, error) {
 		return nil, err
 	}
 	var t Triples
-	if err := kg.triples(train, &t, &g.Stats); err != nil {
+	if err := kg.triples(train, &t, &g.Stats, nil); err != nil {
 		return nil, err
 	}
 	if len(t.Head) == 0 {
@@ -60,7 +62,7 @@ func readKG(ctx context.Context, dir string, opts ReadOptions) (*Graph, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := kg.triples(path, part.to, nil); err != nil {
+		if err := kg.triples(path, part.to, nil, &g.Stats.EvalRepeats); err != nil {
 			return nil, err
 		}
 	}
@@ -143,10 +145,17 @@ func readDict(ctx context.Context, name string, progress Progress) (*nameIDs, er
 }
 
 // triples reads "head \t relation \t tail" lines into t; stats, when not
-// nil, counts them as edges.
-func (k *kgReader) triples(path string, t *Triples, stats *Stats) error {
+// nil, counts them as edges. With repeats not nil (evaluation triples), a
+// triple that repeats one before it is dropped, kept or refused by
+// k.opts.EvalRepeats and counted there.
+func (k *kgReader) triples(path string, t *Triples, stats *Stats, repeats *int64) error {
 	fields := make([][]byte, 0, 4)
 	first := true
+	seen := make(map[[3]uint32]int64) // a triple's first line, with repeats
+	policy := k.opts.EvalRepeats
+	if policy == "" {
+		policy = Drop
+	}
 	return scanFile(k.ctx, path, k.opts.Progress, func(s *lineScanner, line []byte) error {
 		if len(line) == 0 {
 			return nil
@@ -170,6 +179,20 @@ func (k *kgReader) triples(path string, t *Triples, stats *Stats) error {
 		tl, ok := k.ents.lookup(fields[2])
 		if !ok {
 			return s.errorf("unknown entity %q", fields[2])
+		}
+		if repeats != nil {
+			key := [3]uint32{h, r, tl}
+			if at, ok := seen[key]; ok {
+				if policy == Error {
+					return s.errorf("triple (%s, %s, %s) repeats line %d: it would count twice in MRR and Hits@k (--duplicates drop drops it)", fields[0], fields[1], fields[2], at)
+				}
+				*repeats++
+				if policy == Drop {
+					return nil
+				}
+			} else {
+				seen[key] = s.line
+			}
 		}
 		t.Head, t.Rel, t.Tail = append(t.Head, h), append(t.Rel, r), append(t.Tail, tl)
 		if stats != nil {

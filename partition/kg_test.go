@@ -29,6 +29,41 @@ func TestReadKG(t *testing.T) {
 	}
 }
 
+// TestReadKGEvalRepeats: a valid or test triple listed again in its file
+// is dropped by default, kept or refused as asked, and counted; one in
+// both files, or in train, is no repeat. A repeat counted twice in MRR
+// and Hits@k, and --duplicates error let it pass.
+func TestReadKGEvalRepeats(t *testing.T) {
+	dir := t.TempDir()
+	rdWrite(t, dir, "entities.dict", "0\ta\n1\tb\n2\tc\n", false)
+	rdWrite(t, dir, "relations.dict", "0\tr\n1\tq\n", false)
+	rdWrite(t, dir, "train.txt", "a\tr\tb\n", false)
+	rdWrite(t, dir, "valid.txt", "a\tr\tb\nb\tq\tc\n", false)
+	rdWrite(t, dir, "test.txt", "b\tq\tc\nc\tr\ta\n\nb\tq\tc\nc\tr\ta\nc\tq\ta\n", false)
+	for _, c := range []struct {
+		policy  Policy
+		test    []uint32 // heads of the test triples read
+		repeats int64
+	}{
+		{"", []uint32{1, 2, 2}, 2},
+		{Drop, []uint32{1, 2, 2}, 2},
+		{Keep, []uint32{1, 2, 1, 2, 2}, 2},
+	} {
+		g, err := Read(context.Background(), dir, ReadOptions{Format: FormatKG, EvalRepeats: c.policy})
+		if err != nil {
+			t.Fatalf("%q: %v", c.policy, err)
+		}
+		rdEq(t, string(c.policy)+": valid", g.KG.Valid.Len(), 2)
+		rdEq(t, string(c.policy)+": test heads", g.KG.Test.Head, c.test)
+		rdEq(t, string(c.policy)+": repeats", g.Stats.EvalRepeats, c.repeats)
+	}
+	_, err := Read(context.Background(), dir, ReadOptions{Format: FormatKG, EvalRepeats: Error})
+	rdWantLineError(t, err, rdDir("partition: DIR/test.txt:4: triple (b, q, c) repeats line 1: it would count twice in MRR and Hits@k (--duplicates drop drops it)", dir))
+	if _, err := Read(context.Background(), dir, ReadOptions{Format: FormatKG, EvalRepeats: Add}); err == nil {
+		t.Error("EvalRepeats add: no error")
+	}
+}
+
 func TestReadKGErrors(t *testing.T) {
 	for _, c := range []struct {
 		name, ents, rels, train, want string

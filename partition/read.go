@@ -61,6 +61,10 @@ type ReadOptions struct {
 	// Error.
 	Dangling     Policy
 	MissingLabel Policy
+	// EvalRepeats is for a knowledge graph's valid or test triple that
+	// repeats one before it in its file: Drop (default), Keep or Error
+	// (node partition passes its --duplicates).
+	EvalRepeats Policy
 
 	SplitScheme string // OGB: the folder under split/; "" = the only one
 
@@ -87,6 +91,11 @@ func (o *ReadOptions) Validate() error {
 	if o.MissingLabel != "" {
 		if _, err := ParsePolicy(string(o.MissingLabel), Keep, Error); err != nil {
 			errs = append(errs, fmt.Errorf("%w (missing label)", err))
+		}
+	}
+	if o.EvalRepeats != "" {
+		if _, err := ParsePolicy(string(o.EvalRepeats), Drop, Keep, Error); err != nil {
+			errs = append(errs, fmt.Errorf("%w (repeated evaluation triples)", err))
 		}
 	}
 	if o.Format != "" {

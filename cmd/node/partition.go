@@ -153,7 +153,8 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	}
 	split.Seed = f.seed
 	f.read.MissingLabel = partition.Policy(f.missing)
-	if f.danglingSet { // else the reader's default: a format without the policy refuses it
+	f.read.EvalRepeats = partition.Policy(f.duplicates) // a knowledge graph's valid and test triples
+	if f.danglingSet {                                  // else the reader's default: a format without the policy refuses it
 		f.read.Dangling = partition.Policy(f.dangling)
 	}
 	f.read.Header = f.header
@@ -210,6 +211,13 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	s := g.Stats
 	fmt.Fprintf(a.stdout, "cleaned: %d edges stored (direction %s); self loops %d (dropped %d), duplicates dropped %d, reverse edges added %d, dangling %d (dropped %d), missing labels %d\n",
 		adj.NumEdges(), dir, s.SelfLoops, s.SelfLoopsDrop, s.Duplicates, s.ReverseAdded, read.Dangling, read.DanglingDrop, read.MissingLabels)
+	if read.EvalRepeats > 0 {
+		verb := "dropped"
+		if f.duplicates == string(partition.Keep) {
+			verb = "kept (each counts twice in MRR and Hits@k)"
+		}
+		fmt.Fprintf(a.stdout, "repeated valid/test triples (a triple listed again in its file): %d %s\n", read.EvalRepeats, verb)
+	}
 	removed, err := partition.Split(g, split)
 	if err != nil {
 		return err
