@@ -168,9 +168,12 @@ func (h *Handler) handle(ctx context.Context, req, dst []byte) ([]byte, error) {
 		if err := DecodeLeaveRequest(req, &m); err != nil {
 			return dst, err
 		}
-		if m.Table == "" {
+		switch {
+		case m.Table == "":
 			s.Leave(int(m.Trainer))
-		} else {
+		case m.Done:
+			s.FinishTableSession(m.Table, int(m.Trainer), m.Session)
+		default:
 			s.LeaveTableSession(m.Table, int(m.Trainer), m.Session)
 		}
 		return AppendAck(dst, &Ack{}), nil

@@ -66,7 +66,7 @@ type rankSession struct {
 	first   uint64 // the step of its first push taken
 	step    uint64 // the step of its last push taken
 	last    time.Time
-	ended   bool // a round it pushed to failed: its job is over
+	ended   bool // a round it pushed to failed, or it said kv_done: its job is over
 	// dup: another session that pushed a step this one had pushed, told
 	// so then; this one's next push is told so too (duplicateError).
 	dup uint64
@@ -482,6 +482,21 @@ func (s *Store) PushSyncSession(ctx context.Context, table string, step uint64, 
 		return fmt.Errorf("kv: table %q: sync push to an async table, use Push: %w", table, ErrMode)
 	}
 	return t.pushSyncSession(ctx, step, trainer, world, session, grads, s.syncTimeout)
+}
+
+// FinishTableSession tells table that the process of session finished
+// its job as trainer cleanly (kv_done): no departure, which would fail
+// the steps of the sessions there, but the rank is no longer held
+// (heldLocked) against another session, a rerun's started at once.
+func (s *Store) FinishTableSession(table string, trainer int, session uint64) {
+	if t := s.set.Load().tables[table]; t != nil && t.sync != nil {
+		ss := t.sync
+		ss.mu.Lock()
+		if rs := ss.mu.ranks[trainer]; rs != nil && rs.session == session {
+			rs.ended = true
+		}
+		ss.mu.Unlock()
+	}
 }
 
 // LeaveTableSession is LeaveTable for the process of session (0: any):

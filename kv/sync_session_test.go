@@ -226,6 +226,37 @@ func TestSyncSessionSecondJob(t *testing.T) {
 	stepTogether(t, s, 2, sessB0, sessB1)
 }
 
+// TestSyncSessionFinishedJob: a job whose trainers said kv_done holds no
+// rank: its rerun, started at once, trains. Through the Handler too (the
+// leave a node sends its peers). A finished trainer is no departure: the
+// steps of the others there are not failed.
+func TestSyncSessionFinishedJob(t *testing.T) {
+	s := newStore(t, 0, spec("w", 2, 2, SGD(1), Sync, 1))
+	ctx := context.Background()
+	stepTogether(t, s, 0, sessA0, sessA1)
+	s.FinishTableSession("w", 0, sessA0)
+	var ack Ack
+	if err := DecodeAck(NewHandler(s).Handle(ctx, AppendLeaveRequest(nil, &LeaveRequest{Trainer: 1, Table: "w", Session: sessA1, Done: true}), nil), &ack); err != nil {
+		t.Fatal(err)
+	}
+	stepTogether(t, s, 1, sessB0, sessB1)
+	// B0 finishes; B1, still at work, steps with a new rank 0.
+	s.FinishTableSession("w", 0, sessB0)
+	stepTogether(t, s, 2, sessA0+0x100, sessB1)
+	// A finish of a session the table does not count changes nothing:
+	// rank 1 stays B1's.
+	s.FinishTableSession("w", 1, sessA1)
+	wantHeldBy(t, s.PushSyncSession(ctx, "w", 3, 1, 2, sessDup, grad(4, 1, 3)), 1, sessB1)
+}
+
+func wantHeldBy(t *testing.T, err error, rank int, session uint64) {
+	t.Helper()
+	want := fmt.Sprintf("rank %d belongs to a running job (session %016x,", rank, session)
+	if !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("%v, want %q", err, want)
+	}
+}
+
 // TestSyncSessionFarBehind: a new session pushes, as a rank the table
 // counts, a step far behind the shard's version: a job that took its
 // base from another shard (one that restarted without the checkpoint).

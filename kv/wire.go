@@ -81,6 +81,11 @@ type LeaveRequest struct {
 	// Session is the session of the trainer that left (PushSyncRequest);
 	// 0: any. Only a leave that names its table carries one.
 	Session uint64
+	// Done: the session finished its job cleanly (the trainer said
+	// kv_done), which fails no step: the rank is free for another
+	// session at once (Store.FinishTableSession). Only a leave with a
+	// session carries it.
+	Done bool
 }
 
 // Ack answers a push, push-sync or leave with the table version after it
@@ -102,7 +107,7 @@ type ErrorMsg struct {
 //	PullResponse     version u64  dim u32  n u32  rows n·dim×f32
 //	PushRequest      name  dim u32  n u32  ids n×u64  grads n·dim×f32
 //	PushSyncRequest  name  step u64  trainer u32  world u32  n u32  grads n×f32  [session u64]
-//	LeaveRequest     trainer u32  [name  [session u64]]     (no name: every Sync table)
+//	LeaveRequest     trainer u32  [name  [session u64  [done u8 = 1]]]     (no name: every Sync table)
 //	Ack              version u64
 //	ErrorMsg         code u16  len u16  text
 //
@@ -176,6 +181,9 @@ func AppendLeaveRequest(dst []byte, m *LeaveRequest) []byte {
 	dst = le.AppendUint32(appendHeader(dst, KindLeaveRequest), m.Trainer)
 	if m.Table != "" {
 		dst = appendSession(appendName(dst, m.Table), m.Session)
+		if m.Done && m.Session != 0 {
+			dst = append(dst, 1)
+		}
 	}
 	return dst
 }

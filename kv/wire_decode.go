@@ -195,10 +195,17 @@ func DecodePushSyncRequest(b []byte, m *PushSyncRequest) error {
 func DecodeLeaveRequest(b []byte, m *LeaveRequest) error {
 	r := start(b, KindLeaveRequest)
 	m.Trainer = r.u32("trainer")
-	m.Table, m.Session = "", 0
+	m.Table, m.Session, m.Done = "", 0, false
 	if r.err == nil && r.left() > 0 {
 		m.Table = r.name()
 		m.Session = r.session()
+	}
+	if r.err == nil && m.Session != 0 && r.left() > 0 {
+		// Only 1 re-encodes to the same bytes.
+		if p := r.take(1, "done"); p != nil && p[0] != 1 {
+			r.fail("done byte %d (want 1, or no byte)", p[0])
+		}
+		m.Done = r.err == nil
 	}
 	return r.end()
 }

@@ -19,6 +19,7 @@ func fuzzKind(f *testing.F, kind Kind) {
 	case KindLeaveRequest:
 		f.Add(AppendLeaveRequest(nil, &LeaveRequest{Trainer: 1, Table: "w"}))
 		f.Add(AppendLeaveRequest(nil, &LeaveRequest{Trainer: 1, Table: "w", Session: 1}))
+		f.Add(AppendLeaveRequest(nil, &LeaveRequest{Trainer: 1, Table: "w", Session: 1, Done: true}))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got, err := roundTrip(kind, b)

@@ -176,3 +176,30 @@ func TestHandleMalformed(t *testing.T) {
 		}
 	}
 }
+
+// TestWireLeaveDone: a leave that says its session finished cleanly ends
+// with the byte 1 after the session, and round-trips; any other byte, or
+// one more, is refused, and without a session there is no such byte.
+func TestWireLeaveDone(t *testing.T) {
+	m := LeaveRequest{Trainer: 2, Table: "w", Session: 7, Done: true}
+	b := AppendLeaveRequest(nil, &m)
+	var got LeaveRequest
+	if err := DecodeLeaveRequest(b, &got); err != nil || got != m {
+		t.Fatalf("decoded %+v, %v; want %+v", got, err, m)
+	}
+	if again := AppendLeaveRequest(nil, &got); !bytes.Equal(again, b) {
+		t.Fatalf("re-encoded %x, want %x", again, b)
+	}
+	plain := AppendLeaveRequest(nil, &LeaveRequest{Trainer: 2, Table: "w", Session: 7})
+	if len(b) != len(plain)+1 || b[len(b)-1] != 1 {
+		t.Fatalf("done leave %x, plain %x: want the plain one and the byte 1", b, plain)
+	}
+	for _, bad := range [][]byte{append(bytes.Clone(plain), 0), append(bytes.Clone(plain), 2), append(bytes.Clone(b), 1)} {
+		if err := DecodeLeaveRequest(bad, &got); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%x: %v, want refused", bad, err)
+		}
+	}
+	if b := AppendLeaveRequest(nil, &LeaveRequest{Trainer: 2, Table: "w", Done: true}); !bytes.Equal(b, AppendLeaveRequest(nil, &LeaveRequest{Trainer: 2, Table: "w"})) {
+		t.Errorf("done without a session encoded as %x", b)
+	}
+}

@@ -288,14 +288,32 @@ func (s *kvServer) forget(name string) bool {
 // departed connection's (0: any; never with table ""): a shard that
 // counts another session as the rank ignores it.
 func (s *kvServer) leave(ctx context.Context, table string, rank int, session uint64) {
+	s.sendLeave(ctx, &kv.LeaveRequest{Trainer: uint32(rank), Table: table, Session: session})
+}
+
+// finish tells every shard of table that the session's rank finished its
+// job cleanly (the trainer said kv_done): no departure, but the rank is
+// free at once for another session, a rerun's (kv.Store.
+// FinishTableSession), which the shards otherwise refused as a second
+// job's while the finished one had pushed within the sync timeout.
+func (s *kvServer) finish(ctx context.Context, table string, rank int, session uint64) {
+	s.sendLeave(ctx, &kv.LeaveRequest{Trainer: uint32(rank), Table: table, Session: session, Done: true})
+}
+
+// sendLeave applies m to this node's shards and sends it to every peer.
+func (s *kvServer) sendLeave(ctx context.Context, m *kv.LeaveRequest) {
+	table, rank := m.Table, int(m.Trainer)
 	if s.store != nil {
-		if table == "" {
+		switch {
+		case table == "":
 			s.store.Leave(rank)
-		} else {
-			s.store.LeaveTableSession(table, rank, session)
+		case m.Done:
+			s.store.FinishTableSession(table, rank, m.Session)
+		default:
+			s.store.LeaveTableSession(table, rank, m.Session)
 		}
 	}
-	req := kv.AppendLeaveRequest(nil, &kv.LeaveRequest{Trainer: uint32(rank), Table: table, Session: session})
+	req := kv.AppendLeaveRequest(nil, m)
 	var wg sync.WaitGroup
 	for _, p := range s.peers() {
 		wg.Go(func() {

@@ -160,10 +160,34 @@ func (s *kvServer) serveTrainerErr(ctx context.Context, body []byte, kc *kvConn)
 		if err := kv.DecodeLeaveRequest(body, &m); err != nil {
 			return nil, err
 		}
-		s.leave(ctx, m.Table, int(m.Trainer), m.Session)
+		s.sendLeave(ctx, &m)
 		return kv.AppendAck(nil, &kv.Ack{}), nil
 	}
 	return nil, fmt.Errorf("node: kv: a %s is not a request: %w", kind, kv.ErrMalformed)
+}
+
+// doneConn is kv_done on a trainer connection: every rank it pushed
+// steps for finished its job cleanly, which every shard is told before
+// the answer (finish), so that a rerun started when kv_done returns is
+// not taken for a second job on the running one's table.
+func (s *kvServer) doneConn(kc *kvConn) {
+	kc.done = true
+	if len(kc.ranks) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	defer cancel()
+	for _, r := range kc.sortedRanks() {
+		s.finish(ctx, r.table, r.rank, kc.session)
+	}
+}
+
+// sortedRanks are the ranks the connection pushed steps for, by table
+// and rank.
+func (kc *kvConn) sortedRanks() []syncRank {
+	return slices.SortedFunc(maps.Keys(kc.ranks), func(a, b syncRank) int {
+		return cmp.Or(strings.Compare(a.table, b.table), cmp.Compare(a.rank, b.rank))
+	})
 }
 
 // closeConn runs when a trainer connection ends: each rank it pushed
@@ -177,9 +201,7 @@ func (s *kvServer) closeConn(kc *kvConn) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
 	defer cancel()
-	for _, r := range slices.SortedFunc(maps.Keys(kc.ranks), func(a, b syncRank) int {
-		return cmp.Or(strings.Compare(a.table, b.table), cmp.Compare(a.rank, b.rank))
-	}) {
+	for _, r := range kc.sortedRanks() {
 		s.log.Warn("trainer left without kv_done; failing its synchronous steps", "table", r.table, "trainer", r.rank)
 		s.leave(ctx, r.table, r.rank, kc.session)
 	}

@@ -174,7 +174,7 @@ func (n *Node) handle(ctx context.Context, body []byte, kc *kvConn, own func(*lo
 		}
 		return &control.Response{KVDrop: info}
 	case control.OpKVDone:
-		kc.done = true
+		n.kv.doneConn(kc)
 		return &control.Response{}
 	default: // control.OpStats; DecodeRequest refuses other ops
 		return &control.Response{Stats: n.stats()}
