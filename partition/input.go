@@ -184,6 +184,9 @@ type lineScanner struct {
 	eof        bool
 	line       int64 // number of the line last returned
 	err        error
+	// rerr is a read error that fill met behind lines not yet returned:
+	// it ends the scan once they are (readError names the last of them).
+	rerr error
 }
 
 func newLineScanner(ctx context.Context, in *inFile, progress Progress, stage string) *lineScanner {
@@ -214,11 +217,14 @@ func (s *lineScanner) next() ([]byte, bool) {
 			s.start += i + 1
 			return s.finish(line)
 		}
-		if s.eof || s.err != nil {
-			if s.start < s.end && s.err == nil {
+		if s.eof || s.err != nil || s.rerr != nil {
+			if s.start < s.end && s.err == nil && s.rerr == nil {
 				line := s.buf[s.start:s.end]
 				s.start = s.end
 				return s.finish(line)
+			}
+			if s.err == nil && s.rerr != nil {
+				s.err = s.readError(s.rerr)
 			}
 			return nil, false
 		}
@@ -256,9 +262,7 @@ func (s *lineScanner) fill() {
 	n, eof, err := readSome(s.in.r, s.buf[s.end:], false)
 	s.end += n
 	s.eof = eof
-	if err != nil {
-		s.err = s.readError(err)
-	}
+	s.rerr = err
 }
 
 // readSome reads into buf, at least one byte unless at the end, or all of

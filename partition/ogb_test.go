@@ -1,9 +1,12 @@
 package partition
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -376,5 +379,33 @@ func TestReadOGBTruncatedGzip(t *testing.T) {
 	// Half the compressed bytes hold roughly half the lines.
 	if after < n/4 || after >= n {
 		t.Errorf("err = %v: after line %d, want the last whole line read, about %d", err, after, n/2)
+	}
+}
+
+// TestReadTruncatedGzipSmall: in a file whose lines fit the first read,
+// the damage names the last whole line that decompressed; it said "after
+// line 0" (the lines handed out when the read met the damage), or some
+// line thousands before it.
+func TestReadTruncatedGzipSmall(t *testing.T) {
+	var text strings.Builder
+	for i := range 3000 {
+		fmt.Fprintf(&text, "%d\t%d\n", i, (i*7+1)%3000)
+	}
+	var z bytes.Buffer
+	w := gzip.NewWriter(&z)
+	w.Write([]byte(text.String()))
+	w.Close()
+	for _, keep := range []int{z.Len() / 3, z.Len() / 2, z.Len() - 40} {
+		// The whole lines the kept bytes decompress to.
+		part, _ := io.ReadAll(func() io.Reader { r, _ := gzip.NewReader(bytes.NewReader(z.Bytes()[:keep])); return r }())
+		want := bytes.Count(part, []byte("\n"))
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "graph.tsv.gz"), z.Bytes()[:keep], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Read(context.Background(), filepath.Join(dir, "graph.tsv.gz"), ReadOptions{Format: FormatEdgeList})
+		if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), fmt.Sprintf("after line %d: gzip: ", want)) {
+			t.Errorf("%d of %d compressed bytes (%d whole lines): %v, want it to say after line %d", keep, z.Len(), want, err, want)
+		}
 	}
 }
