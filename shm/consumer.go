@@ -17,6 +17,7 @@ type Consumer struct {
 	r      *Ring
 	subs   []consumerSub
 	closed atomic.Bool
+	ownNS  uint64 // this process's pid namespace, 0 unknown
 }
 
 // consumerSub is the consumer's view of one sub-ring.
@@ -28,6 +29,7 @@ type consumerSub struct {
 	dataSeq, dataWaiter    *uint32
 	spaceSeq, spaceWaiter  *uint32
 	state, pid, consumerSt *uint32
+	pidNS                  *uint64 // the producer's pid namespace, 0 unknown
 
 	rc   uint64 // next unread position; the shared read counter lags while a record is held
 	wc   uint64 // last write counter seen
@@ -37,15 +39,15 @@ type consumerSub struct {
 }
 
 // Consumer attaches this process as the ring's consumer: it marks every
-// sub-ring consumer-open with its pid (ErrBusy if a consumer attached
-// before). Call Close when done.
+// sub-ring consumer-open with its pid and pid namespace (ErrBusy if a
+// consumer attached before). Call Close when done.
 func (r *Ring) Consumer() (*Consumer, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mu.closed {
 		return nil, fmt.Errorf("shm: ring %s: Consumer after Close: %w", r.path, ErrOrder)
 	}
-	c := &Consumer{r: r, subs: make([]consumerSub, r.hdr.SubRings)}
+	c := &Consumer{r: r, subs: make([]consumerSub, r.hdr.SubRings), ownNS: pidNamespace()}
 	for w := range c.subs {
 		s := &c.subs[w]
 		*s = consumerSub{
@@ -54,12 +56,16 @@ func (r *Ring) Consumer() (*Consumer, error) {
 			dataSeq: r.u32(w, ctlDataSeq), dataWaiter: r.u32(w, ctlDataWaiter),
 			spaceSeq: r.u32(w, ctlSpaceSeq), spaceWaiter: r.u32(w, ctlSpaceWaiter),
 			state: r.u32(w, ctlProdState), pid: r.u32(w, ctlProdPID), consumerSt: r.u32(w, ctlConsState),
+			pidNS: r.u64(w, ctlProdPIDNS),
 		}
 		if !atomic.CompareAndSwapUint32(s.consumerSt, StateNone, StateOpen) {
 			c.unclaim(w)
 			return nil, fmt.Errorf("shm: ring %s sub-ring %d: consumer pid %d attached before (state %d): %w",
 				r.path, w, atomic.LoadUint32(r.u32(w, ctlConsPID)), atomic.LoadUint32(s.consumerSt), ErrBusy)
 		}
+		// The namespace first: a producer that reads the pid judges it
+		// by the namespace stored beside it (Producer.consumerPIDGone).
+		atomic.StoreUint64(r.u64(w, ctlConsPIDNS), c.ownNS)
 		atomic.StoreUint32(r.u32(w, ctlConsPID), uint32(os.Getpid()))
 		s.rc, s.wc = atomic.LoadUint64(s.read), atomic.LoadUint64(s.write)
 		if err := r.checkCounters(w, s.wc, s.rc); err != nil {
@@ -77,6 +83,7 @@ func (r *Ring) Consumer() (*Consumer, error) {
 func (c *Consumer) unclaim(n int) {
 	for i := range n {
 		atomic.StoreUint32(c.r.u32(i, ctlConsPID), 0)
+		atomic.StoreUint64(c.r.u64(i, ctlConsPIDNS), 0)
 		atomic.StoreUint32(c.subs[i].consumerSt, StateNone)
 	}
 }
@@ -182,7 +189,7 @@ func (c *Consumer) producerGone(w int, now time.Time) error {
 	case stale > DeadAfter:
 		return fmt.Errorf("shm: ring %s sub-ring %d: producer pid %d sent no heartbeat for %v: %w",
 			c.r.path, w, pid, stale.Round(time.Millisecond), ErrProducerDead)
-	case stale > goneAfter && pidGone(pid):
+	case stale > goneAfter && pidComparable(atomic.LoadUint64(s.pidNS), c.ownNS) && pidGone(pid):
 		return fmt.Errorf("shm: ring %s sub-ring %d: producer pid %d is gone (no heartbeat for %v): %w",
 			c.r.path, w, pid, stale.Round(time.Millisecond), ErrProducerDead)
 	}

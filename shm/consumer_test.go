@@ -3,6 +3,7 @@ package shm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -230,6 +231,54 @@ func TestHeartbeatStops(t *testing.T) {
 	}
 	if elapsed < DeadAfter || elapsed > DeadAfter+time.Second {
 		t.Fatalf("dead after %v, want between %v and %v", elapsed, DeadAfter, DeadAfter+time.Second)
+	}
+}
+
+// TestProducerPIDNamespace: the consumer judges a silent producer's pid
+// only when the producer recorded its pid namespace and it is the
+// consumer's own; otherwise the heartbeat alone decides (DeadAfter), not
+// a pid that names another process here, or none.
+func TestProducerPIDNamespace(t *testing.T) {
+	own := pidNamespace()
+	if own == 0 {
+		t.Skipf("no pid namespace to read at %s", pidNSPath)
+	}
+	dead := deadPID(t)
+	for _, tc := range []struct {
+		name string
+		ns   uint64 // the producer's recorded namespace
+		dead bool   // reported dead well before DeadAfter
+	}{
+		{"same namespace", own, true},
+		{"other namespace", own + 1, false},
+		{"namespace not recorded", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRing(t, 1, PageSize)
+			c, _ := r.Consumer()
+			p, err := r.Producer(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := atomic.LoadUint64(r.u64(0, ctlProdPIDNS)); got != own {
+				t.Fatalf("producer recorded pid namespace %d, want this process's %d", got, own)
+			}
+			p.stopHeartbeat()
+			atomic.StoreUint64(r.u64(0, ctlProdPIDNS), tc.ns)
+			atomic.StoreUint32(r.u32(0, ctlProdPID), uint32(dead))
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_, err = c.Next(ctx, 0)
+			if tc.dead {
+				if want := fmt.Sprintf("producer pid %d is gone", dead); !errors.Is(err, ErrProducerDead) || !strings.Contains(err.Error(), want) {
+					t.Fatalf("Next: %v, want ErrProducerDead saying %q", err, want)
+				}
+				return
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Next: %v, want it to wait out its ctx (heartbeat still for 1s < DeadAfter)", err)
+			}
+		})
 	}
 }
 

@@ -43,11 +43,22 @@ func helperSizes(w, count int) []int {
 // killed and reaped when the test ends, if it has not ended before.
 func startHelper(t testing.TB, env ...string) *exec.Cmd {
 	t.Helper()
+	return startHelperIn(t, 0, env...)
+}
+
+// startHelperIn is startHelper with clone(2) flags for the helper
+// (syscall.CLONE_NEWPID: a pid namespace of its own); the test skips
+// where this process may not create the namespaces asked for.
+func startHelperIn(t testing.TB, cloneflags uintptr, env ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Cloneflags: cloneflags}
 	if err := cmd.Start(); err != nil {
+		if cloneflags != 0 {
+			t.Skipf("cannot start a helper with clone flags %#x: %v", cloneflags, err)
+		}
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -248,6 +259,60 @@ func TestCrossProcessKill(t *testing.T) {
 				cmd.Wait()
 			}
 		})
+	}
+}
+
+// TestCrossProcessPIDNamespace: the producer in a pid namespace of its
+// own (a node in a container), the consumer outside it (the trainer on
+// the host) and slower than the producer. The consumer's pid names no
+// process in the producer's namespace; a producer waiting for room took
+// that for a dead consumer and gave up (ErrConsumerGone) as soon as the
+// sub-ring was full, and the consumer got ErrProducerDead.
+func TestCrossProcessPIDNamespace(t *testing.T) {
+	const capacity, size, reads = 64 << 10, 4000, 100 // 16 records of 4096 bytes fill the sub-ring
+	r := newTestRing(t, 1, capacity)
+	c, err := r.Consumer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := startHelperIn(t, syscall.CLONE_NEWPID, envMode+"=stream", envRing+"="+r.Path(), envSub+"=0", envRecord+"="+strconv.Itoa(size))
+	for deadline := time.Now().Add(20 * time.Second); r.Used(0) != capacity; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("helper published %d bytes in 20s, want %d", r.Used(0), capacity)
+		}
+	}
+	if pid := atomic.LoadUint32(r.u32(0, ctlProdPID)); pid != 1 {
+		t.Fatalf("producer pid %d, want 1: the helper is not in a pid namespace of its own", pid)
+	}
+	// The producer waits for room, judging the consumer once per slice.
+	time.Sleep(10 * waitSlice)
+	ctx := testCtx(t)
+	want := make([]byte, size)
+	gen(want, 0, 0)
+	for i := range reads {
+		rec, err := c.Next(ctx, 0)
+		if err != nil {
+			t.Fatalf("record %d of a producer in another pid namespace: %v", i, err)
+		}
+		if len(rec) != size || rec[0] != byte(i) || string(rec[1:]) != string(want[1:]) {
+			t.Fatalf("record %d: %d bytes starting %d, want %d bytes of stream record %d", i, len(rec), rec[0], size, i)
+		}
+		c.Release(0)
+		if i%16 == 15 {
+			time.Sleep(2 * waitSlice) // slower than the producer: it waits again
+		}
+	}
+	// The producer ends once the consumer closes (ErrConsumerGone), cleanly.
+	c.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("producer after the consumer closed: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("producer still running 10s after the consumer closed")
 	}
 }
 

@@ -32,7 +32,7 @@
 // Next as ErrProducerDead, naming the sub-ring and pid, within about a
 // second, after every record it published was read; never a hang.
 //
-// # File layout (format version 1.1)
+// # File layout (format version 1.2)
 //
 // All integers are little-endian; counters are uint64 and futex words
 // uint32, at the fixed offsets below. The file is exactly FileSize bytes.
@@ -40,7 +40,7 @@
 //	offset  size  file header (HeaderSize = 256 bytes, written once by the creator)
 //	0       8     magic "GNSHRING"
 //	8       2     major version = 1 (readers refuse another major)
-//	10      2     minor version = 1
+//	10      2     minor version = 2
 //	12      4     header size = 256
 //	16      4     W, number of sub-rings (1..4096)
 //	20      4     control block size = 256
@@ -63,7 +63,8 @@
 //	  +16   4     producer state: 0 none, 1 open, 2 closed│
 //	  +20   4     producer pid                            │
 //	  +24   8     producer heartbeat (a counter)          │
-//	  +32   32    zero                                   ─┘
+//	  +32   8     producer pid namespace (1.2; 0 unknown) │
+//	  +40   24    zero                                   ─┘
 //	  +64   8     read counter: bytes released, ever     ─┐ consumer line:
 //	  +72   4     space futex word: consumer adds 1 to    │ written only by
 //	              wake the producer                       │ the consumer
@@ -71,7 +72,8 @@
 //	              may sleep on the data futex             │
 //	  +80   4     consumer state: 0 none, 1 open, 2 closed│
 //	  +84   4     consumer pid                            │
-//	  +88   40    zero                                   ─┘
+//	  +88   8     consumer pid namespace (1.2; 0 unknown) │
+//	  +96   32    zero                                   ─┘
 //	  +128  128   zero
 //
 //	D + w*C       record area of sub-ring w, C bytes, page aligned
@@ -133,10 +135,12 @@
 //
 // # Liveness
 //
-// A producer stores its pid and state 1 when it attaches, then adds 1 to
-// its heartbeat at least every HeartbeatEvery (100 ms) from a goroutine
-// while it lives, and stores state 2 after its last write counter when it
-// closes. A consumer that finds no record pending judges the producer:
+// A producer claims its sub-ring with state 1 when it attaches, stores
+// its pid namespace and then its pid (a consumer does the same in each
+// consumer line), then adds 1 to its heartbeat at least every
+// HeartbeatEvery (100 ms) from a goroutine while it lives, and stores
+// state 2 after its last write counter when it closes. A consumer that
+// finds no record pending judges the producer:
 //
 //   - state 2 and write == read: end of stream, io.EOF;
 //   - state 0 (no producer attached yet): dead only if the creator is
@@ -152,17 +156,26 @@
 //     moved for 250 ms: dead. A producer that exits, however it exits, is
 //     therefore reported within about a quarter of a second.
 //
-// Producer and consumer must share a pid namespace for the fast pid
-// check; the heartbeat rule holds regardless. A producer that waits for
-// room gives up with ErrConsumerGone when the consumer's state is 2 or its
-// pid no longer exists. The consumer keeps no heartbeat.
+// A pid is judged only when the peer recorded its pid namespace (the
+// inode number of /proc/self/ns/pid; 0 when it cannot tell, and in files
+// older than 1.2) and that is the judge's own: a pid taken in another
+// namespace names another process here, or none (a node in a container,
+// its trainer on the host, which Kubernetes pods are by default). There
+// the heartbeat rule alone holds: a producer that exits is reported
+// within DeadAfter. A producer that waits for room gives up with
+// ErrConsumerGone when the consumer's state is 2 or, in the same
+// namespace, its pid no longer exists. The consumer keeps no heartbeat:
+// a consumer in another namespace (or one that recorded none) that dies
+// without closing leaves the producer waiting until its ctx ends (the
+// daemon stops the samplers of a loader whose trainer hung up).
 //
 // # Python
 //
 // A reader in Python needs only mmap, struct and, to sleep instead of
 // poll, ctypes' syscall(SYS_futex = 202 on x86-64): map the file, check
 // the header as above (fcntl.flock on its own descriptor answers whether
-// the creator is gone), store state 1 and its pid in every consumer line,
+// the creator is gone), store state 1, its pid namespace (os.stat of
+// /proc/self/ns/pid, st_ino) and its pid in every consumer line,
 // then per record read the write counter, validate, view the payload with
 // memoryview (torch.frombuffer on 64-byte-aligned sections), and store
 // the read counter when done. After that store it should read the

@@ -41,7 +41,7 @@ var (
 // of MajorVersion and refuse every other major version.
 const (
 	MajorVersion = 1
-	MinorVersion = 1
+	MinorVersion = 2
 )
 
 // Header flags (the uint32 at offset 64, added in format 1.1; zero in 1.0
@@ -109,12 +109,14 @@ const (
 	ctlProdState   = 16 // uint32 producer state (producer)
 	ctlProdPID     = 20 // uint32 producer pid (producer)
 	ctlHeartbeat   = 24 // uint64 producer heartbeat (producer)
+	ctlProdPIDNS   = 32 // uint64 producer's pid namespace, 0 unknown (producer; 1.2)
 
 	ctlRead       = 64 // uint64 read counter (consumer)
 	ctlSpaceSeq   = 72 // uint32 futex word: space available (consumer)
 	ctlDataWaiter = 76 // uint32 1 while the consumer may sleep on data (consumer)
 	ctlConsState  = 80 // uint32 consumer state (consumer)
 	ctlConsPID    = 84 // uint32 consumer pid (consumer)
+	ctlConsPIDNS  = 88 // uint64 consumer's pid namespace, 0 unknown (consumer; 1.2)
 )
 
 // Values of the producer and consumer state words.

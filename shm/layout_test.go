@@ -265,6 +265,7 @@ func TestGoldenRing(t *testing.T) {
 	img := seedRing(t)
 	binary.LittleEndian.PutUint32(img[ctl(0)+ctlProdPID:], 0)
 	binary.LittleEndian.PutUint64(img[ctl(0)+ctlHeartbeat:], 0)
+	binary.LittleEndian.PutUint64(img[ctl(0)+ctlProdPIDNS:], 0)
 	if os.Getenv("GRAPHNODE_UPDATE_GOLDEN") == "1" {
 		if err := os.WriteFile(goldenPath, img, 0o644); err != nil {
 			t.Fatal(err)

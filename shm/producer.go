@@ -22,6 +22,8 @@ type Producer struct {
 	dataSeq, dataWaiter               *uint32
 	spaceSeq, spaceWaiter             *uint32
 	state, consumerState, consumerPID *uint32
+	consumerNS                        *uint64 // the consumer's pid namespace, 0 unknown
+	ownNS                             uint64  // this process's pid namespace
 
 	wc        uint64      // next write position; only this producer moves it
 	published uint64      // last value stored to the shared write counter
@@ -37,7 +39,7 @@ type Producer struct {
 
 // Producer attaches this process as the producer of sub-ring w: it claims
 // the sub-ring (ErrBusy if another producer ever did), records its pid
-// and starts the heartbeat. Call Close when done.
+// and pid namespace and starts the heartbeat. Call Close when done.
 func (r *Ring) Producer(w int) (*Producer, error) {
 	if err := r.checkSub(w); err != nil {
 		return nil, err
@@ -53,6 +55,7 @@ func (r *Ring) Producer(w int) (*Producer, error) {
 		dataSeq: r.u32(w, ctlDataSeq), dataWaiter: r.u32(w, ctlDataWaiter),
 		spaceSeq: r.u32(w, ctlSpaceSeq), spaceWaiter: r.u32(w, ctlSpaceWaiter),
 		state: r.u32(w, ctlProdState), consumerState: r.u32(w, ctlConsState), consumerPID: r.u32(w, ctlConsPID),
+		consumerNS: r.u64(w, ctlConsPIDNS), ownNS: pidNamespace(),
 		reserved: -1,
 		stop:     make(chan struct{}), stopped: make(chan struct{}),
 	}
@@ -60,6 +63,9 @@ func (r *Ring) Producer(w int) (*Producer, error) {
 		return nil, fmt.Errorf("shm: ring %s sub-ring %d: producer pid %d attached before (state %d): %w",
 			r.path, w, atomic.LoadUint32(r.u32(w, ctlProdPID)), atomic.LoadUint32(p.state), ErrBusy)
 	}
+	// The namespace first: a consumer that reads the pid may judge it
+	// by the namespace stored beside it.
+	atomic.StoreUint64(r.u64(w, ctlProdPIDNS), p.ownNS)
 	atomic.StoreUint32(r.u32(w, ctlProdPID), uint32(os.Getpid()))
 	atomic.AddUint64(p.heartbeat, 1)
 	p.wc, p.rc = atomic.LoadUint64(p.write), atomic.LoadUint64(p.read)
@@ -68,6 +74,7 @@ func (r *Ring) Producer(w int) (*Producer, error) {
 		// Give the claim back: left open, with no heartbeat, it would
 		// read as a dead producer instead of a corrupt sub-ring.
 		atomic.StoreUint32(r.u32(w, ctlProdPID), 0)
+		atomic.StoreUint64(r.u64(w, ctlProdPIDNS), 0)
 		atomic.StoreUint32(p.state, StateNone)
 		return nil, err
 	}
@@ -223,7 +230,7 @@ func (p *Producer) waitSpace(ctx context.Context, need int64) error {
 		if atomic.LoadUint32(p.consumerState) == StateClosed {
 			return p.consumerGone("closed")
 		}
-		if pid := int(atomic.LoadUint32(p.consumerPID)); pidGone(pid) {
+		if gone, pid := p.consumerPIDGone(); gone {
 			return p.consumerGone(fmt.Sprintf("pid %d is gone", pid))
 		}
 		if err := ctx.Err(); err != nil {
@@ -231,6 +238,22 @@ func (p *Producer) waitSpace(ctx context.Context, need int64) error {
 		}
 		futexSleep(p.spaceSeq, seq, waitSlice)
 	}
+}
+
+// consumerPIDGone reports whether the consumer's pid names no live
+// process, judged only when the consumer recorded the pid namespace it
+// lives in and that is this producer's. Otherwise the pid means nothing
+// here (a trainer on the host, this sampler in a container's namespace:
+// no such process, or another one), and the consumer keeps no
+// heartbeat: its Close (state 2), or the end of the producer's ctx when
+// whoever runs the producer sees the consumer go, ends the wait instead.
+func (p *Producer) consumerPIDGone() (gone bool, pid int) {
+	// The consumer stored its namespace before its pid.
+	pid = int(atomic.LoadUint32(p.consumerPID))
+	if !pidComparable(atomic.LoadUint64(p.consumerNS), p.ownNS) {
+		return false, pid
+	}
+	return pidGone(pid), pid
 }
 
 func (p *Producer) consumerGone(why string) error {

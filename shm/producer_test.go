@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -215,5 +216,60 @@ func TestConsumerGone(t *testing.T) {
 	}
 	if err := p.Write(ctx, nil); !errors.Is(err, ErrConsumerGone) {
 		t.Fatalf("Write after consumer Close: %v, want ErrConsumerGone", err)
+	}
+}
+
+// TestConsumerPIDNamespace: a producer waiting for room judges the
+// consumer's pid only when the consumer recorded its pid namespace and
+// it is the producer's own. A trainer on the host and samplers in a
+// container's namespace: the trainer's pid names no process in the
+// samplers' namespace, and every loader died once its ring filled.
+func TestConsumerPIDNamespace(t *testing.T) {
+	own := pidNamespace()
+	if own == 0 {
+		t.Skipf("no pid namespace to read at %s", pidNSPath)
+	}
+	dead := deadPID(t)
+	for _, tc := range []struct {
+		name string
+		ns   uint64 // the consumer's recorded namespace
+		gone bool   // the producer gives up
+	}{
+		{"same namespace", own, true},
+		{"other namespace", own + 1, false},
+		{"namespace not recorded", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRing(t, 1, PageSize)
+			if _, err := r.Consumer(); err != nil {
+				t.Fatal(err)
+			}
+			if got := atomic.LoadUint64(r.u64(0, ctlConsPIDNS)); got != own {
+				t.Fatalf("consumer recorded pid namespace %d, want this process's %d", got, own)
+			}
+			// The consumer's pid is dead as this process sees it.
+			atomic.StoreUint64(r.u64(0, ctlConsPIDNS), tc.ns)
+			atomic.StoreUint32(r.u32(0, ctlConsPID), uint32(dead))
+			p, err := r.Producer(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Write(testCtx(t), make([]byte, PageSize-RecordHeaderSize)); err != nil {
+				t.Fatal(err)
+			}
+			// Several futex slices: the producer checks the consumer on each.
+			ctx, cancel := context.WithTimeout(context.Background(), 6*waitSlice)
+			defer cancel()
+			err = p.Write(ctx, []byte("x"))
+			if tc.gone {
+				if want := fmt.Sprintf("consumer pid %d is gone", dead); !errors.Is(err, ErrConsumerGone) || !strings.Contains(err.Error(), want) {
+					t.Fatalf("Write into a full ring: %v, want ErrConsumerGone saying %q", err, want)
+				}
+				return
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Write into a full ring: %v, want it to wait until its ctx ends", err)
+			}
+		})
 	}
 }

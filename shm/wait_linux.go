@@ -129,6 +129,29 @@ func zombie(pid int) bool {
 	return b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
+// pidNSPath names the calling process's pid namespace (Linux 3.8).
+const pidNSPath = "/proc/self/ns/pid"
+
+// pidNamespace identifies the pid namespace this process lives in: the
+// inode number of /proc/self/ns/pid, which every process of the
+// namespace sees and no other namespace of the host has (they all live
+// in the kernel's one nsfs). 0 means unknown: no /proc to ask.
+func pidNamespace() uint64 {
+	var st unix.Stat_t
+	if err := unix.Stat(pidNSPath, &st); err != nil {
+		return 0
+	}
+	return st.Ino
+}
+
+// pidComparable reports whether a pid a peer recorded in the ring names
+// the same process here, so that pidGone may judge it: only when the
+// peer recorded its pid namespace (format 1.2) and that is ours (own). A
+// pid of another namespace names another process here or none (a node in
+// a container and its trainer on the host), and a peer that recorded no
+// namespace (0: a client of format 1.1 or older) may be in one.
+func pidComparable(peer, own uint64) bool { return peer != 0 && peer == own }
+
 // liveness tracks one peer's heartbeat as seen by this process's clock:
 // the shared word is a counter, not a time, so the two processes need
 // no common clock.

@@ -104,6 +104,21 @@ def full_fence():
             unlock(addr)
 
 
+def pid_namespace():
+    """This process's pid namespace: the inode number of /proc/self/ns/pid,
+    as shm's pidNamespace; 0 when it cannot be read (unknown)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def pid_comparable(peer_ns, own_ns):
+    """Whether a pid a peer recorded with pid namespace peer_ns names the
+    same process here (shm's pidComparable): both known and the same."""
+    return peer_ns != 0 and peer_ns == own_ns
+
+
 # PID_MAX_LIMIT is the largest pid Linux can hand out (include/linux/threads.h).
 PID_MAX_LIMIT = 1 << 22
 

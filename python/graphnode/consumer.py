@@ -10,8 +10,8 @@ import time
 
 from . import _sys
 from .errors import CorruptError, EndOfStream, LoaderError, ProducerDeadError
-from .ring import (CTL_CONS_PID, CTL_CONS_STATE, CTL_DATA_SEQ, CTL_DATA_WAITER, CTL_HEARTBEAT, CTL_PROD_PID,
-                   CTL_PROD_STATE, CTL_READ, CTL_SPACE_SEQ, CTL_SPACE_WAITER, CTL_WRITE, DEAD_AFTER, GONE_AFTER,
+from .ring import (CTL_CONS_PID, CTL_CONS_PID_NS, CTL_CONS_STATE, CTL_DATA_SEQ, CTL_DATA_WAITER, CTL_HEARTBEAT,
+                   CTL_PROD_PID, CTL_PROD_PID_NS, CTL_PROD_STATE, CTL_READ, CTL_SPACE_SEQ, CTL_SPACE_WAITER, CTL_WRITE, DEAD_AFTER, GONE_AFTER,
                    LINE_SIZE, RECORD_HEADER_SIZE, SPIN_FOR, STATE_CLOSED, STATE_NONE, STATE_OPEN, WAIT_SLICE,
                    WRAP_MARKER)
 
@@ -45,7 +45,7 @@ class _Sub:
     """The consumer's state for one sub-ring; indices are into the ring's
     u64 / u32 views."""
     __slots__ = ("write", "read", "heartbeat", "data_seq", "data_waiter", "space_seq", "space_waiter",
-                 "state", "pid", "cons_state", "cons_pid", "area", "rc", "wc", "held", "next",
+                 "state", "pid", "pid_ns", "cons_state", "cons_pid", "cons_pid_ns", "area", "rc", "wc", "held", "next",
                  "hb_seen", "hb_changed")
 
 
@@ -58,6 +58,7 @@ class Consumer:
         self._closed = False
         u64, u32 = ring.u64, ring.u32
         pid = self._pid = os.getpid()
+        ns = self._pid_ns = _sys.pid_namespace()
         self._subs = []
         for w in range(ring.sub_rings):
             c = ring.ctl(w)
@@ -67,6 +68,7 @@ class Consumer:
             s.space_seq, s.space_waiter = (c + CTL_SPACE_SEQ) // 4, (c + CTL_SPACE_WAITER) // 4
             s.state, s.pid = (c + CTL_PROD_STATE) // 4, (c + CTL_PROD_PID) // 4
             s.cons_state, s.cons_pid = (c + CTL_CONS_STATE) // 4, (c + CTL_CONS_PID) // 4
+            s.pid_ns, s.cons_pid_ns = (c + CTL_PROD_PID_NS) // 8, (c + CTL_CONS_PID_NS) // 8
             s.area = ring.area(w)
             # Go attaches with a compare-and-swap; Python has none, so this
             # is a check then a store: two consumers racing to attach within
@@ -77,6 +79,8 @@ class Consumer:
                 raise LoaderError("ring: %s sub-ring %d: consumer pid %d attached before (state %d)"
                                   % (ring.path, w, u32[s.cons_pid], u32[s.cons_state]))
             u32[s.cons_state] = STATE_OPEN
+            # The namespace first: a producer judges the pid by it.
+            u64[s.cons_pid_ns] = ns
             u32[s.cons_pid] = pid
             s.rc, s.wc = u64[s.read], u64[s.write]
             try:
@@ -92,9 +96,10 @@ class Consumer:
         """Gives back the claims of an attach that failed, as Go's
         Consumer does, so that producers do not wait on a consumer that
         never reads and a later attach is not refused as busy."""
-        u32 = self.ring.u32
+        u32, u64 = self.ring.u32, self.ring.u64
         for t in subs:
             u32[t.cons_pid] = 0
+            u64[t.cons_pid_ns] = 0
             u32[t.cons_state] = STATE_NONE
 
     def _check_counters(self, w, wc, rc):
@@ -218,7 +223,8 @@ class Consumer:
         if stale > DEAD_AFTER:
             raise ProducerDeadError("ring: %s sub-ring %d: producer pid %d sent no heartbeat for %dms"
                                     % (self.ring.path, w, pid, stale * 1000), w, pid)
-        if stale > GONE_AFTER and _sys.pid_gone(pid):
+        # The producer stored its namespace before its pid, read above.
+        if stale > GONE_AFTER and _sys.pid_comparable(self.ring.u64[s.pid_ns], self._pid_ns) and _sys.pid_gone(pid):
             raise ProducerDeadError("ring: %s sub-ring %d: producer pid %d is gone (no heartbeat for %dms)"
                                     % (self.ring.path, w, pid, stale * 1000), w, pid)
 

@@ -32,7 +32,12 @@ before any producer attached, only the creator's end counts: in a file
 with FLAG_CREATOR_LOCK (format 1.1) the creator holds a shared flock(2) on
 it while it lives, so the creator is gone when an exclusive lock can be
 taken (neither a reused pid nor another pid namespace fools that); in a
-1.0 file, when its pid is gone.
+1.0 file, when its pid is gone. A pid is judged only when the producer
+recorded its pid namespace (format 1.2) and it is this process's: a pid of
+another namespace (the node in a container, the trainer on the host)
+names another process here, or none, so there the heartbeat alone
+decides. The consumer records its own namespace before its pid, for the
+producer's judgement of it.
 
 A Ring and its Consumer are not safe for concurrent use from several
 threads, except that different threads may each own different sub-rings.
@@ -64,6 +69,9 @@ _MAX_INT64 = (1 << 63) - 1
 # Control block offsets (relative to the block).
 CTL_WRITE, CTL_DATA_SEQ, CTL_SPACE_WAITER, CTL_PROD_STATE, CTL_PROD_PID, CTL_HEARTBEAT = 0, 8, 12, 16, 20, 24
 CTL_READ, CTL_SPACE_SEQ, CTL_DATA_WAITER, CTL_CONS_STATE, CTL_CONS_PID = 64, 72, 76, 80, 84
+# Pid namespaces (format 1.2; zero before, or when unknown): the uint64
+# inode number of /proc/self/ns/pid of the producer and of the consumer.
+CTL_PROD_PID_NS, CTL_CONS_PID_NS = 32, 88
 STATE_NONE, STATE_OPEN, STATE_CLOSED = 0, 1, 2
 
 # Header flags (the uint32 at offset 64, format 1.1): the creator holds a

@@ -27,8 +27,8 @@ if __name__ == "__main__":
     sys.modules["graphnode"] = _pkg
 
 from graphnode import _sys  # noqa: E402
-from graphnode.ring import (CTL_CONS_PID, CTL_CONS_STATE, CTL_DATA_SEQ, CTL_DATA_WAITER, CTL_HEARTBEAT, CTL_PROD_PID,  # noqa: E402
-                            CTL_PROD_STATE, CTL_READ, CTL_SPACE_SEQ, CTL_SPACE_WAITER, CTL_WRITE, CTL_SIZE,
+from graphnode.ring import (CTL_CONS_PID, CTL_CONS_PID_NS, CTL_CONS_STATE, CTL_DATA_SEQ, CTL_DATA_WAITER, CTL_HEARTBEAT, CTL_PROD_PID,  # noqa: E402
+                            CTL_PROD_PID_NS, CTL_PROD_STATE, CTL_READ, CTL_SPACE_SEQ, CTL_SPACE_WAITER, CTL_WRITE, CTL_SIZE,
                             HEADER_SIZE, MAGIC, RECORD_HEADER_SIZE, STATE_CLOSED, STATE_OPEN, WRAP_MARKER,
                             layout_for)
 
@@ -42,7 +42,7 @@ def create(path, w, capacity, creator_pid=None, flags=0):
     data, size = layout_for(w, capacity)
     hdr = bytearray(HEADER_SIZE)
     hdr[0:8] = MAGIC
-    struct.pack_into("<HHIIIQQQII", hdr, 8, 1, 1, HEADER_SIZE, w, CTL_SIZE, capacity, data, size,
+    struct.pack_into("<HHIIIQQQII", hdr, 8, 1, 2, HEADER_SIZE, w, CTL_SIZE, capacity, data, size,
                      os.getpid() if creator_pid is None else creator_pid, RECORD_HEADER_SIZE)
     struct.pack_into("<QI", hdr, 56, time.time_ns(), flags)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
@@ -75,12 +75,15 @@ class Producer:
         self.area = data + w * capacity
         c = HEADER_SIZE + w * CTL_SIZE
         self.o = {k: c + v for k, v in dict(write=CTL_WRITE, data_seq=CTL_DATA_SEQ, space_waiter=CTL_SPACE_WAITER,
-                                              state=CTL_PROD_STATE, pid=CTL_PROD_PID, hb=CTL_HEARTBEAT, read=CTL_READ,
+                                              state=CTL_PROD_STATE, pid=CTL_PROD_PID, pid_ns=CTL_PROD_PID_NS,
+                                              hb=CTL_HEARTBEAT, read=CTL_READ,
                                               space_seq=CTL_SPACE_SEQ, data_waiter=CTL_DATA_WAITER,
-                                              cons_state=CTL_CONS_STATE, cons_pid=CTL_CONS_PID).items()}
+                                              cons_state=CTL_CONS_STATE, cons_pid=CTL_CONS_PID,
+                                              cons_pid_ns=CTL_CONS_PID_NS).items()}
         self.wc = self.u64[self.o["write"] // 8]
         self._stop = threading.Event()
         if attach:
+            self.u64[self.o["pid_ns"] // 8] = _sys.pid_namespace()
             self.u32[self.o["pid"] // 4] = os.getpid()
             self.u32[self.o["state"] // 4] = STATE_OPEN
         if heartbeat:

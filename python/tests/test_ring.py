@@ -340,6 +340,32 @@ class CrossProcessTest(RingTestCase):
         with self.assertRaises(TimeoutError):
             cons.next(0, timeout=0.2)
 
+    def test_pid_namespace(self):
+        # Format 1.2: the consumer records its pid namespace (for the
+        # producer's judgement of its pid), and judges a silent producer's
+        # pid only when the producer recorded its namespace and it is this
+        # process's: a pid of another namespace (the node in a container)
+        # names another process here, or none; the heartbeat decides.
+        own = os.stat("/proc/self/ns/pid").st_ino
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        for ns, gone in ((own, True), (own + 1, False), (0, False)):
+            if os.path.exists(self.path):
+                os.remove(self.path)
+            create(self.path, 1, 4096)
+            ring, cons = self.open()
+            p = self.producer(0, heartbeat=False)
+            self.assertEqual(p.u64[p.o["cons_pid_ns"] // 8], own)
+            p.u64[p.o["pid_ns"] // 8] = ns
+            p.u32[p.o["pid"] // 4] = dead.pid
+            if gone:
+                with self.assertRaisesRegex(ProducerDeadError, "producer pid %d is gone" % dead.pid):
+                    cons.next(0, timeout=1)
+            else:
+                with self.assertRaises(TimeoutError):
+                    cons.next(0, timeout=1)
+            ring.close()
+
     def test_failed_attach_gives_claims_back(self):
         # Sub-ring 1's counters are corrupt: the attach fails and gives
         # back the claim it made on sub-ring 0, so a repaired ring attaches.
