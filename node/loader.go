@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -124,7 +123,7 @@ func errStopping() error { return &control.Error{Msg: "node is stopping"} }
 // refuses: drain does not close a loader still starting (it waits for
 // doneStarting), so nothing else would.
 func (n *Node) startLoader(ctx context.Context, l *loader, o control.LoaderOptions, info control.LoaderInfo, seeds []uint64, ringBytes int64) error {
-	path := filepath.Join(n.cfg.Rings.Dir, shm.Name(RingPrefix, os.Getpid(), l.id))
+	path := filepath.Join(n.cfg.Rings.Dir, shm.Name(RingPrefix, l.id))
 	spec := SamplerSpec{
 		Part: n.part, Ring: path, LoaderID: l.id, Workers: o.Workers,
 		Options: o, LogLevel: n.cfg.Log.Level, LogFormat: n.cfg.Log.Format,

@@ -29,7 +29,7 @@ import (
 var ErrServing = errors.New("socket in use")
 
 // RingPrefix starts the name of every ring file a node creates
-// (shm.Name): "graphnode-<node pid>-<loader id>.ring".
+// (shm.Name): "graphnode-<pid namespace>-<node pid>-<loader id>.ring".
 const RingPrefix = "graphnode"
 
 // Node is the daemon of one host: it serves one partition to trainers over
@@ -427,7 +427,7 @@ func (n *Node) Run(ctx context.Context) error {
 // have mapped. Safe to call concurrently with Run; it returns the paths
 // removed, and its errors name the file.
 func (n *Node) Abandon() ([]string, error) {
-	removed, err := shm.RemoveOwn(n.cfg.Rings.Dir, RingPrefix, os.Getpid())
+	removed, err := shm.RemoveOwn(n.cfg.Rings.Dir, RingPrefix)
 	if n.bound.Load() {
 		path := n.cfg.Control.Socket
 		if e := os.Remove(path); e == nil {

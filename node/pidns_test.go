@@ -3,7 +3,10 @@ package node_test
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -59,6 +62,49 @@ func TestNodeInPIDNamespace(t *testing.T) {
 		t.Fatalf("a sampler took the trainer for gone:\n%s", d.log)
 	}
 	closeAndWait(t, rings, l)
+}
+
+// TestNodesPID1ShareRingDir: two nodes, each pid 1 of its own pid
+// namespace (two containers), sharing one ring directory (/dev/shm). The
+// second named its first ring as the first had (graphnode-1-1.ring) and
+// refused open_loader with "file exists"; its sweep at start must not
+// remove the first's live ring either.
+func TestNodesPID1ShareRingDir(t *testing.T) {
+	bin, parts := setup(t)
+	cfg1, socket1, rings := newConfig(t, parts, "")
+	text, err := os.ReadFile(cfg1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir2 := t.TempDir()
+	socket2 := filepath.Join(dir2, "node.sock")
+	cfg2 := filepath.Join(dir2, "node.toml")
+	if err := os.WriteFile(cfg2, []byte(strings.Replace(string(text), socket1, socket2, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startDaemonInPIDNS(t, bin, cfg1, socket1, rings)
+	o := baseOptions()
+	o.Workers, o.Epochs, o.RingSize = 2, 1000, "2MiB"
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l1 := openReading(t, ctx, socket1, o, 1)
+	startDaemonInPIDNS(t, bin, cfg2, socket2, rings)
+	l2 := openReading(t, ctx, socket2, o, 3)
+	r1, r2 := l1.Info().Ring, l2.Info().Ring
+	if r1 == r2 {
+		t.Fatalf("both nodes' loaders read ring %s", r1)
+	}
+	for _, r := range []string{r1, r2} {
+		if _, err := os.Stat(r); err != nil {
+			t.Errorf("ring %s: %v", r, err)
+		}
+	}
+	for i := range 3 {
+		if _, err := l1.Next(ctx); err != nil {
+			t.Fatalf("the first node's loader, batch %d after the second node started: %v", i+2, err)
+		}
+	}
+	closeAndWait(t, rings, l1, l2)
 }
 
 // closeAndWait closes the loaders and waits until the node has removed

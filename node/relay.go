@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -145,7 +144,7 @@ func (n *Node) startRelay(ctx context.Context, l *loader, o control.LoaderOption
 		abandon()
 		return &control.Error{Msg: fmt.Sprintf("%s described its loader as %.200q (%v)", who, remote.Info, err)}
 	}
-	path := filepath.Join(n.cfg.Rings.Dir, shm.Name(RingPrefix, os.Getpid(), l.id))
+	path := filepath.Join(n.cfg.Rings.Dir, shm.Name(RingPrefix, l.id))
 	ring, err := shm.Create(path, shm.Options{
 		SubRings: info.SubRings, Capacity: info.RingSize,
 		Mode: n.cfg.RingMode(), GID: max(n.gid, 0), Prealloc: true,

@@ -6,7 +6,7 @@
 // # Contract
 //
 //  1. The creator (the daemon) calls RemoveStale(dir, prefix) once at
-//     start, then Create(filepath.Join(dir, Name(prefix, pid, id)), opts)
+//     start, then Create(filepath.Join(dir, Name(prefix, id)), opts)
 //     per loader. The file is created exclusively with mode 0600, or 0660
 //     and the configured group; Options.Capacity is the TOTAL record space
 //     of all sub-rings (see ParseSize for "1GB").

@@ -24,7 +24,7 @@ func TestCreateRefusesMoreThanMemory(t *testing.T) {
 	opts := Options{SubRings: 2, Capacity: ringBytes, Prealloc: true}
 	known := func(n int64) func() (int64, bool) { return func() (int64, bool) { return n, true } }
 	unknown := func() (int64, bool) { return 0, false }
-	path := filepath.Join(dir, Name("mem", os.Getpid(), 1))
+	path := filepath.Join(dir, Name("mem", 1))
 	_, err := create(path, opts, known(1<<20))
 	if !errors.Is(err, ErrNoMemory) || !strings.Contains(err.Error(), "only 1MiB is available") || !strings.Contains(err.Error(), path) {
 		t.Fatalf("create with 1 MiB available: %v, want ErrNoMemory naming the path and what is available", err)
@@ -42,7 +42,7 @@ func TestCreateRefusesMoreThanMemory(t *testing.T) {
 		{opts, unknown, dir},
 		{opts, known(1 << 20), t.TempDir()}, // not tmpfs (or skipped below)
 	} {
-		p := filepath.Join(c.dir, Name("mem", os.Getpid(), uint64(i+2)))
+		p := filepath.Join(c.dir, Name("mem", uint64(i+2)))
 		if i == 3 {
 			if unix.Statfs(c.dir, &st) != nil || st.Type == unix.TMPFS_MAGIC {
 				continue

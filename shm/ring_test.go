@@ -30,7 +30,7 @@ func testDir(t testing.TB) string {
 // newTestRing creates a ring of w sub-rings of perSub bytes each.
 func newTestRing(t testing.TB, w int, perSub int64) *Ring {
 	t.Helper()
-	path := filepath.Join(testDir(t), Name("test", os.Getpid(), 1))
+	path := filepath.Join(testDir(t), Name("test", 1))
 	r, err := Create(path, Options{SubRings: w, Capacity: int64(w) * perSub})
 	if err != nil {
 		t.Fatal(err)

@@ -38,7 +38,7 @@ func ringCmd(args []string) error {
 	fmt.Printf("ring: %s sub-ring in %s, producer and consumer in two processes, load %s\n",
 		*capacity, *dir, loadAvg())
 	for i, rec := range recs {
-		path := filepath.Join(*dir, shm.Name("graphnode-onehost", os.Getpid(), uint64(i+1)))
+		path := filepath.Join(*dir, shm.Name("graphnode-onehost", uint64(i+1)))
 		bytes, wall, cpu, err := ringOnce(path, capBytes, rec, time.Duration(*seconds*float64(time.Second)))
 		if err != nil {
 			return err
