@@ -110,6 +110,7 @@ func (n *Node) doneStarting(l *loader, err error) {
 	if err != nil {
 		n.mu.Lock()
 		delete(n.mu.loaders, l.id)
+		n.signalReleasedLocked()
 		n.mu.Unlock()
 	}
 	n.starting.Done()
@@ -251,6 +252,10 @@ func (n *Node) closeLoader(l *loader, why string) {
 		}
 		n.mu.Lock()
 		delete(n.mu.loaders, l.id)
+		// Its slot is free now: an open_loader waiting in awaitSlot
+		// takes it, not after the whole release this close is part of
+		// (a hung-up trainer's other loaders) or drain_timeout.
+		n.signalReleasedLocked()
 		n.mu.Unlock()
 		var batches uint64
 		for _, p := range procs {

@@ -80,9 +80,15 @@ func (n *Node) serveConn(ctx context.Context, c *net.UnixConn) {
 			n.beginRelease()
 			released = true
 		}
+		// At once: each close takes its samplers' stop (up to
+		// samplers.drain_timeout), and one after another a trainer that
+		// held samplers.max_loaders loaders kept their rings, samplers
+		// and slots for the sum.
+		var wg sync.WaitGroup
 		for _, l := range ls {
-			n.closeLoader(l, "trainer disconnected")
+			wg.Go(func() { n.closeLoader(l, "trainer disconnected") })
 		}
+		wg.Wait()
 		n.holding(c, false)
 		if released {
 			n.endRelease()
