@@ -74,9 +74,18 @@
 // A Graph is safe for concurrent use. The slices its methods return are
 // views into the mapping: read-only (writing to them faults), not to be
 // kept past Close, which unmaps them; a view used after Close faults.
-// Mask returns a fresh bitmap the caller owns. The file must not be
-// truncated or rewritten while it is mapped; Writer's rename never does
-// that to an open file.
+// Mask returns a fresh bitmap the caller owns.
+//
+// The file must not be truncated or rewritten in place while it is
+// mapped (cp or scp over it do both); Writer's rename never does that to
+// an open file. A reader that cannot rule it out, a daemon serving the
+// file for weeks, reads the views inside Graph.Read, once per request or
+// batch: a change found before or during the reads is then an error that
+// wraps ErrChanged and names the file, and stays one, instead of a SIGBUS
+// that ends the process (changed.go). The Graph keeps the file open for
+// that; Graph.File hands the descriptor to a child process, whose
+// OpenFile maps the inode its parent checked, and Identity tells one
+// file from another.
 //
 // Views are typed with unsafe.Slice over the mapping, so Open refuses to
 // run on a big-endian host.

@@ -29,6 +29,10 @@ type Graph struct {
 	meta     Meta
 	sections []Section
 	m        mmap.MMap // the whole file, read-only
+	f        *os.File  // open until Close: Check's fstat, File for samplers
+	id       Identity
+	header   []byte // as Open checked it, for Check to compare
+	watch    watch
 
 	// Typed views into m, set by Open and never written again.
 	indptr, indices []uint64
@@ -56,11 +60,9 @@ func littleEndian() bool { return binary.NativeEndian.Uint16([]byte{1, 0}) == 1 
 // structure (monotone indptr ending at the edge count, sorted neighbour
 // lists, ids below TotalNodes), labels, masks and cache ids. With
 // opts.Verify it also checks every section's CRC-32C. No view is handed
-// out before all checks pass.
+// out before all checks pass. The file stays open until Close (Read
+// watches it through the descriptor).
 func Open(path string, opts OpenOptions) (*Graph, error) {
-	if !littleEndian() {
-		return nil, fmt.Errorf("csr: open %s: this host is big-endian; partition files are mapped as little-endian views: %w", path, ErrVersion)
-	}
 	f, err := os.Open(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -69,48 +71,80 @@ func Open(path string, opts OpenOptions) (*Graph, error) {
 		}
 		return nil, fmt.Errorf("csr: open %s: %w", path, err)
 	}
-	defer f.Close() // the mapping outlives the descriptor
-	fi, err := f.Stat()
+	return openFile(f, path, opts)
+}
+
+// OpenFile is Open of a file already open for reading, such as a
+// descriptor a parent process handed down (Graph.File): the graph maps
+// the inode f is, whatever lies at its name now. The Graph owns f: Close
+// closes it, and so does an OpenFile that fails. Errors name f.Name().
+func OpenFile(f *os.File, opts OpenOptions) (*Graph, error) {
+	return openFile(f, f.Name(), opts)
+}
+
+func openFile(f *os.File, path string, opts OpenOptions) (*Graph, error) {
+	if !littleEndian() {
+		f.Close()
+		return nil, fmt.Errorf("csr: open %s: this host is big-endian; partition files are mapped as little-endian views: %w", path, ErrVersion)
+	}
+	g, err := mapFile(f, path, opts)
 	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("csr: open %s: %w", path, err)
 	}
+	return g, nil
+}
+
+// mapFile maps f and checks it; errors leave the path to openFile.
+func mapFile(f *os.File, path string, opts OpenOptions) (*Graph, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("csr: open %s: not a regular file (%s): %w", path, fi.Mode(), ErrCorrupt)
+		return nil, fmt.Errorf("not a regular file (%s): %w", fi.Mode(), ErrCorrupt)
 	}
 	size := fi.Size()
 	hb := make([]byte, min(size, HeaderSize))
 	if _, err := f.ReadAt(hb, 0); err != nil {
-		return nil, fmt.Errorf("csr: open %s: header: %w", path, err)
+		return nil, fmt.Errorf("header: %w", err)
 	}
 	h, err := decodeHeader(hb)
 	if err != nil {
-		return nil, fmt.Errorf("csr: open %s: %w", path, err)
+		return nil, err
 	}
 	for _, s := range h.Sections {
 		// DecodeHeader bounds offset+length by MaxInt64: no overflow.
 		if s.Offset+s.Length > uint64(size) {
-			return nil, fmt.Errorf("csr: open %s: section %q: offset %d + length %d beyond the end of the file (%d bytes): %w",
-				path, s.Name, s.Offset, s.Length, size, ErrCorrupt)
+			return nil, fmt.Errorf("section %q: offset %d + length %d beyond the end of the file (%d bytes): %w",
+				s.Name, s.Offset, s.Length, size, ErrCorrupt)
 		}
 	}
 	if uint64(size) != h.FileSize {
-		return nil, fmt.Errorf("csr: open %s: header: file is %d bytes, header says %d: %w", path, size, h.FileSize, ErrCorrupt)
+		return nil, fmt.Errorf("header: file is %d bytes, header says %d: %w", size, h.FileSize, ErrCorrupt)
 	}
 	// size >= HeaderSize > 0 here (FileSize covers the header), so the
 	// mapping is never of length 0, even for an empty partition.
 	m, err := mmap.Map(f, mmap.RDONLY, 0)
 	if err != nil {
-		return nil, fmt.Errorf("csr: open %s: mmap: %w", path, err)
+		return nil, fmt.Errorf("mmap: %w", err)
 	}
 	// Huge pages where the kernel has them for files: the pages that
 	// faults bring in come as 2 MiB folios mapped whole (see
 	// writeBufSize for the pages a fresh file is cached in). Advice only:
 	// a kernel without it refuses with EINVAL and the mapping is as good.
 	_ = unix.Madvise(m, unix.MADV_HUGEPAGE)
-	g := &Graph{path: path, meta: h.Meta, sections: h.Sections, m: m}
-	if err := g.load(opts); err != nil {
+	hlen := h.EncodedLen()
+	dev, ino := inodeOf(fi)
+	g := &Graph{path: path, meta: h.Meta, sections: h.Sections, m: m, f: f, header: hb[:hlen:hlen],
+		id: Identity{Dev: dev, Ino: ino, Size: size, HeaderCRC: binary.LittleEndian.Uint32(hb[hlen-4:])}}
+	st := stampOf(fi)
+	g.watch.last.Store(&st)
+	// Validation reads the whole mapping: a copy over the file meanwhile
+	// is an error here, not a fault that ends the process.
+	if err := g.guard(func() error { return g.load(opts) }); err != nil {
 		m.Unmap()
-		return nil, fmt.Errorf("csr: open %s: %w", path, err)
+		return nil, err
 	}
 	return g, nil
 }
@@ -187,8 +221,9 @@ func (g *Graph) load(opts OpenOptions) error {
 	return checkCacheIDs(m, g.cacheIDs)
 }
 
-// Close unmaps the file. It is idempotent. Views obtained before Close
-// must not be used after it: their memory is gone and reading it faults.
+// Close unmaps and closes the file. It is idempotent. Views obtained
+// before Close must not be used after it: their memory is gone and
+// reading it faults.
 func (g *Graph) Close() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -196,7 +231,11 @@ func (g *Graph) Close() error {
 		return nil
 	}
 	g.mu.closed = true
-	if err := g.m.Unmap(); err != nil {
+	err := g.m.Unmap()
+	if cerr := g.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return fmt.Errorf("csr: close %s: %w", g.path, err)
 	}
 	return nil
@@ -259,7 +298,8 @@ func (g *Graph) Labels() []int32 { return g.labels }
 
 // Mask decodes the roaring bitmap of local indices of a split section
 // (SecTrain, SecVal, SecTest). It returns an empty bitmap when the section
-// is absent. The bitmap is a fresh copy owned by the caller.
+// is absent. The bitmap is a fresh copy owned by the caller. It reads the
+// mapping through Read: a file changed under it is ErrChanged.
 func (g *Graph) Mask(name string) (*roaring.Bitmap, error) {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
@@ -273,7 +313,14 @@ func (g *Graph) Mask(name string) (*roaring.Bitmap, error) {
 		if s.Type != TypeRoaring {
 			return nil, fmt.Errorf("csr: %s: section %q: element type %s, not a roaring bitmap: %w", g.path, name, s.Type, ErrInvalid)
 		}
-		bm, err := decodeMask(name, g.raw(i), g.meta.End-g.meta.Start)
+		var bm *roaring.Bitmap
+		err := g.Read(func() (err error) {
+			bm, err = decodeMask(name, g.raw(i), g.meta.End-g.meta.Start)
+			return err
+		})
+		if errors.Is(err, ErrChanged) {
+			return nil, err // it names the file
+		}
 		if err != nil {
 			return nil, fmt.Errorf("csr: %s: %w", g.path, err)
 		}

@@ -18,6 +18,9 @@ var (
 	// ErrInvalid: a caller passed something the format cannot hold (an
 	// invalid Meta, a bad section name, a misused Writer).
 	ErrInvalid = errors.New("invalid argument")
+	// ErrChanged: the mapped file was truncated or rewritten in place
+	// after Open checked it (Graph.Read).
+	ErrChanged = errors.New("file changed while mapped")
 )
 
 // Format version written by this package. Readers accept any minor version

@@ -208,8 +208,13 @@ func checkCacheIDs(m Meta, ids []uint64) error {
 func decodeMask(name string, b []byte, nodes uint64) (bm *roaring.Bitmap, err error) {
 	// The roaring decoder is third-party code fed with bytes from disk; a
 	// panic in it must surface as a corrupt file, not take the process down.
+	// A fault on the mapping (under Graph.Read's SetPanicOnFault) is no
+	// malformed bitmap but a changed file: it goes on to Read.
 	defer func() {
 		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); fault {
+				panic(r)
+			}
 			bm, err = nil, corrupt(name, "malformed roaring bitmap (%v)", r)
 		}
 	}()
