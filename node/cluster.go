@@ -275,6 +275,7 @@ func (n *Node) askSplit(ctx context.Context, split string) ([]uint64, error) {
 	for p := range parts {
 		if p == n.cfg.Node.Part {
 			lists[p], errs[p] = n.handler.split(split)
+			errs[p] = n.partErr(errs[p]) // the mask is read from the mapped file
 			continue
 		}
 		wg.Go(func() {

@@ -60,8 +60,14 @@ func (n *Node) source() (dataSource, dataSchema, error) {
 }
 
 // serveData answers one node-data frame with the frame to send back.
+// The answer reads the mapped partition (its rows and labels, and the
+// cache ids when the source is made) through readPart.
 func (n *Node) serveData(ctx context.Context, body []byte) []byte {
-	out, err := n.answerData(ctx, body)
+	var out []byte
+	err := n.readPart(func() (err error) {
+		out, err = n.answerData(ctx, body)
+		return err
+	})
 	if err != nil {
 		return control.AppendDataError(nil, err.Error())
 	}

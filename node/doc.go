@@ -189,7 +189,10 @@
 // with Concurrency goroutines, one sample.Sampler each, writing records
 // strictly in batch order (see epochBatches), an end-of-epoch record after
 // each epoch and end-of-stream after the last. Progress lines on stdout
-// feed the node's stats.
+// feed the node's stats. Every read of the mapping, the node's and the
+// samplers', goes through csr.Graph.Read once per request or batch, so a
+// part file truncated or rewritten in place under the node is an error
+// that names it, not a SIGBUS (partfile.go).
 //
 // Node's methods are safe for concurrent use; Run is called once.
 package node

@@ -26,6 +26,10 @@ type handler struct {
 
 	mu     sync.Mutex
 	splits map[string][]uint64 // ascending global ids of each split asked for
+
+	// changed logs, once, that the partition file changed under the node
+	// (Node.partErr): every request after that fails the same way.
+	changed sync.Once
 }
 
 func newHandler(g *csr.Graph) (*handler, error) {

@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 
+	"graphnode/csr"
 	"graphnode/sample"
 )
 
@@ -69,15 +71,18 @@ func (r *samplerRun) epochBatches(ctx context.Context, stop <-chan struct{}, ep 
 			var x sample.FeatureSource // where write finds x; nil: in the batch, or none
 			var err error
 			if !stopped() {
-				if e := r.spec.Options.SeedEdges; e != nil {
-					src, dst = src[:0], dst[:0]
-					for _, i := range ep.Batch(b) {
-						src, dst = append(src, e.Src[i]), append(dst, e.Dst[i])
+				err = r.read(func() (err error) {
+					if e := r.spec.Options.SeedEdges; e != nil {
+						src, dst = src[:0], dst[:0]
+						for _, i := range ep.Batch(b) {
+							src, dst = append(src, e.Src[i]), append(dst, e.Dst[i])
+						}
+						batch, err = s.SampleLink(ctx, ep.Key(b), src, dst, r.link)
+					} else {
+						batch, err = s.Sample(ctx, ep.Key(b), ep.Batch(b))
 					}
-					batch, err = s.SampleLink(ctx, ep.Key(b), src, dst, r.link)
-				} else {
-					batch, err = s.Sample(ctx, ep.Key(b), ep.Batch(b))
-				}
+					return err
+				})
 				switch {
 				case err != nil || r.cfg.Features == nil:
 				case r.src == nil:
@@ -143,13 +148,19 @@ func (r *samplerRun) write(ctx context.Context, batch *sample.Batch, x sample.Fe
 		return err
 	}
 	var n int
-	if x != nil {
-		n, err = sample.EncodeGather(ctx, buf, batch, x)
-	} else {
-		n, err = sample.Encode(buf, batch)
-	}
+	err = r.read(func() (err error) { // rows are copied from the mapping
+		if x != nil {
+			n, err = sample.EncodeGather(ctx, buf, batch, x)
+		} else {
+			n, err = sample.Encode(buf, batch)
+		}
+		return err
+	})
 	if err != nil {
 		r.prod.Abandon() // the error record takes its place
+		if errors.Is(err, csr.ErrChanged) {
+			return err // it says what to do
+		}
 		return fmt.Errorf("node: encode batch %d: %w", batch.Index, err)
 	}
 	if err := r.prod.Commit(n); err != nil {

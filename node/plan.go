@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
@@ -25,7 +26,10 @@ func (n *Node) describe(ctx context.Context, o control.LoaderOptions) (control.L
 		seeds, err = loaderSeeds(n.graph, o)
 	}
 	if err != nil {
-		return control.LoaderInfo{}, nil, err
+		// The split is read from the mapped file (csr.Graph.Mask, through
+		// csr.Graph.Read): a file changed under the node fails here,
+		// before a sampler maps it.
+		return control.LoaderInfo{}, nil, n.partErr(err)
 	}
 	info, err := n.describeSeeds(o, seeds)
 	if !n.multi() || o.SeedEdges != nil {
@@ -92,6 +96,9 @@ func loaderSeeds(g *csr.Graph, o control.LoaderOptions) ([]uint64, error) {
 		return o.SeedIDs, nil
 	}
 	mask, err := g.Mask(o.Split)
+	if errors.Is(err, csr.ErrChanged) {
+		return nil, err // the file's fault, not the split's
+	}
 	if err != nil {
 		return nil, &control.Error{Key: "split", Msg: err.Error()}
 	}

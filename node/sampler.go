@@ -106,7 +106,7 @@ func (r *samplerRun) setup() error {
 	part, err := sample.FromCSR(g)
 	if err == nil {
 		r.graph, r.part = g, part
-		err = r.plans()
+		err = r.read(r.plans) // the split's mask, the cache ids
 	}
 	if err != nil {
 		g.Close()
@@ -114,6 +114,12 @@ func (r *samplerRun) setup() error {
 	}
 	return err
 }
+
+// read runs f, which reads the mapped partition, through csr.Graph.Read:
+// a file truncated or rewritten under the sampler is an error that says
+// what to do, which the trainer reads in the error record, not a SIGBUS
+// that kills the sampler with no word of the file.
+func (r *samplerRun) read(f func() error) error { return changedPart(r.graph.Read(f)) }
 
 func (r *samplerRun) plans() error {
 	o := r.spec.Options
