@@ -184,7 +184,9 @@
 // # Sampler processes
 //
 // RunSampler is the body of `node sampler`: it maps the partition (the
-// page cache is shared by every sampler and the node: no copy), attaches
+// page cache is shared by every sampler and the node: no copy) through
+// the descriptor the node hands down, and refuses a file that is not the
+// one the node opened and checked (openPart), attaches
 // as producer of sub-ring w, and makes batches w, w+W, … of each epoch
 // with Concurrency goroutines, one sample.Sampler each, writing records
 // strictly in batch order (see epochBatches), an end-of-epoch record after

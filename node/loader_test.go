@@ -198,9 +198,9 @@ func TestEncodeSpecRefusesTooManySeeds(t *testing.T) {
 		o              control.LoaderOptions
 	}{
 		{"split", "split", `split "train" has 3355443 seeds over the partition set: too many for one loader ` +
-			`(its sampler spec would be 70464807 bytes, a sampler reads at most 67108864)`, split},
+			`(its sampler spec would be 70464862 bytes, a sampler reads at most 67108864)`, split},
 		{"seed_ids", "seed_ids", `3355443 seed_ids: too many for one loader ` +
-			`(its sampler spec would be 70464791 bytes, a sampler reads at most 67108864)`, ids},
+			`(its sampler spec would be 70464846 bytes, a sampler reads at most 67108864)`, ids},
 	} {
 		spec := SamplerSpec{Part: "/p/part-0/part.csr", Ring: "/dev/shm/r.ring", LoaderID: 1, Workers: 2,
 			Options: tc.o, LogLevel: "info", LogFormat: "json", Seeds: seeds,
@@ -222,7 +222,7 @@ func TestSamplerSpecLimits(t *testing.T) {
 	}
 	o := control.DefaultLoaderOptions()
 	o.Fanouts, o.Workers, o.Concurrency = []int{5}, 1, 1
-	spec := &SamplerSpec{Part: "p.csr", Ring: "r.ring", Workers: 1, Options: o, LogLevel: "info", LogFormat: "json",
+	spec := &SamplerSpec{Part: "p.csr", PartID: csr.Identity{Size: 8192}, Ring: "r.ring", Workers: 1, Options: o, LogLevel: "info", LogFormat: "json",
 		Seeds: []uint64{3, 1, 2}, Mesh: &SamplerMesh{Part: 0, Bounds: []uint64{0, 2, 4}, Timeout: time.Second}}
 	body, err := spec.Encode()
 	if err != nil {

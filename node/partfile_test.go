@@ -2,7 +2,9 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"graphnode/csr"
 	"graphnode/node"
 	"graphnode/node/client"
+	"graphnode/partition"
 )
 
 // copyParts copies the fixture's parts/ directory, so that a test may
@@ -222,5 +226,66 @@ func TestPartFileRewrittenUnderNode(t *testing.T) {
 	t.Logf("%d requests failed during the copies; the node logged the change %d times", len(seen), changeLines(d))
 	if s := d.log.String(); strings.Contains(s, "fatal error") || strings.Contains(s, "SIGBUS") {
 		t.Errorf("a fault reached the log:\n%s", s)
+	}
+}
+
+// TestPartDirReplacedUnderNode: the partition directory replaced under a
+// running node (node partition --force to the same path) with a graph of
+// another train split. A new loader's samplers map the file the node
+// opened, which it describes: the same records as sampling the old
+// partition, not the new graph's (whose epoch ended where the trainer
+// wanted a batch).
+func TestPartDirReplacedUnderNode(t *testing.T) {
+	bin, fixtureParts := setup(t)
+	parts := copyParts(t, fixtureParts)
+	cfg, socket, rings := newConfig(t, parts, "")
+	startDaemon(t, bin, cfg, socket, rings)
+	o := baseOptions()
+	o.Epochs, o.Workers = 1, 2
+	want := unionReference(t, parts, o)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	g, err := partition.SBM(ctx, partition.SBMConfig{
+		Nodes: 3000, Blocks: 4, AvgDegree: 12, FeatDim: 16, Seed: 8,
+		TrainFrac: 0.2, ValFrac: 0.1, TestFrac: 0.1, Workers: 1,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adj, err := partition.BuildAdj(ctx, g, csr.In, partition.CleanOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := partition.Write(ctx, parts, g, adj, make([]uint32, g.NumNodes), partition.WriteOptions{Parts: 1, Method: "random", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if now := unionReference(t, parts, o); len(now[0]) == len(want[0]) {
+		t.Fatalf("the new partition has %d batches per epoch, as the old: no test", len(now[0]))
+	}
+
+	l, err := client.OpenLoader(ctx, socket, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.BatchesPerEpoch() != len(want[0]) {
+		t.Fatalf("the node describes %d batches per epoch, want the old partition's %d", l.BatchesPerEpoch(), len(want[0]))
+	}
+	n := 0
+	for b, err := range l.All(ctx) {
+		if err != nil {
+			t.Fatalf("batch %d: %v", n, err)
+		}
+		if n >= len(want[0]) || string(b.Record) != string(want[0][n]) {
+			t.Fatalf("batch %d differs from the old partition's", n)
+		}
+		n++
+	}
+	if n != len(want[0]) {
+		t.Fatalf("%d batches, want %d", n, len(want[0]))
+	}
+	if _, err := l.Next(ctx); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the epoch: %v, want io.EOF", err)
 	}
 }

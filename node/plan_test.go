@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"graphnode/csr"
 	"graphnode/node/control"
 	"graphnode/sample"
 )
@@ -83,7 +84,8 @@ func TestMaxRecord(t *testing.T) {
 func TestSamplerSpecRoundTrip(t *testing.T) {
 	o := control.DefaultLoaderOptions()
 	o.Split, o.Fanouts, o.Workers, o.Concurrency = "train", []int{5, 5}, 3, 2
-	spec := &SamplerSpec{Part: "p.csr", Ring: "r.ring", LoaderID: 4, Worker: 2, Workers: 3, Options: o, LogLevel: "info", LogFormat: "json"}
+	id := csr.Identity{Dev: 0x803, Ino: 1234, Size: 8192, HeaderCRC: 0xfeedf00d}
+	spec := &SamplerSpec{Part: "p.csr", PartFD: 3, PartID: id, Ring: "r.ring", LoaderID: 4, Worker: 2, Workers: 3, Options: o, LogLevel: "info", LogFormat: "json"}
 	body, err := spec.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -92,14 +94,14 @@ func TestSamplerSpecRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Worker != 2 || got.Ring != "r.ring" || got.Options.Concurrency != 2 || len(got.Options.Fanouts) != 2 {
+	if got.Worker != 2 || got.Ring != "r.ring" || got.PartFD != 3 || got.PartID != id || got.Options.Concurrency != 2 || len(got.Options.Fanouts) != 2 {
 		t.Fatalf("spec %+v", got)
 	}
 	bad := *spec
-	bad.Worker, bad.Part, bad.Options.Concurrency = 3, "", 0
+	bad.Worker, bad.Part, bad.PartFD, bad.PartID, bad.Options.Concurrency = 3, "", -1, csr.Identity{}, 0
 	body, _ = bad.Encode()
 	_, err = ReadSamplerSpec(bytes.NewReader(body))
-	for _, key := range []string{"part: missing", "worker: 3 is out of range 0..2", "options.concurrency"} {
+	for _, key := range []string{"part: missing", "part_fd: -1 is negative", "part_id: missing", "worker: 3 is out of range 0..2", "options.concurrency"} {
 		if err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("bad spec: err = %v, want %q", err, key)
 		}

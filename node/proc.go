@@ -48,11 +48,17 @@ type proc struct {
 	}
 }
 
+// samplerPartFD is the descriptor of the node's partition file in a
+// sampler: ExtraFiles[0] (startProc), after stdin, stdout and stderr.
+const samplerPartFD = 3
+
 // startProc re-executes this binary as `node sampler` for worker w, with
 // spec (its encoded SamplerSpec) on stdin. Its stdout carries progress
 // lines ("progress <batches> <epoch> <edges>"); its stderr is the node's.
 // Pdeathsig makes the kernel kill it if the node dies, so a sampler never
-// outlives its node.
+// outlives its node. It inherits the node's open partition file as
+// samplerPartFD, so that it maps what the node checked and describes, not
+// whatever the path holds now.
 //
 // The spec goes through a pipe the node writes and closes: given as
 // cmd.Stdin (a reader the command keeps), it stayed in the node's memory
@@ -62,6 +68,9 @@ func (n *Node) startProc(l *loader, w int, spec []byte) (*proc, error) {
 	cmd := exec.Command(n.Executable, "sampler")
 	cmd.Stderr = n.SamplerStderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if n.graph != nil { // a client node has none (and starts no sampler)
+		cmd.ExtraFiles = []*os.File{n.graph.File()}
+	}
 	in, specW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("node: loader %d worker %d: %w", l.id, w, err)

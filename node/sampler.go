@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,7 +101,7 @@ type samplerRun struct {
 // setup maps the partition (shared page cache: no copy) and builds the
 // plan, exactly as the node did when it described the loader.
 func (r *samplerRun) setup() error {
-	g, err := csr.Open(r.spec.Part, csr.OpenOptions{})
+	g, err := openPart(r.spec)
 	if err != nil {
 		return err
 	}
@@ -113,6 +115,39 @@ func (r *samplerRun) setup() error {
 		r.graph = nil
 	}
 	return err
+}
+
+// openPart maps the node's partition file: the descriptor the node
+// handed down (spec.PartFD), or spec.Part by path. A file that is not the
+// one the node opened and checked (spec.PartID: another inode, or the same
+// rewritten in place) is refused. Reopened by path, a partition directory
+// replaced under the running node (node partition --force to the same
+// path) gave samplers the new graph while the node described the old one:
+// other loader sizes and node-data answers, and, with another train split,
+// an epoch ending where the trainer wanted a batch.
+func openPart(spec *SamplerSpec) (*csr.Graph, error) {
+	var g *csr.Graph
+	var err error
+	if spec.PartFD > 0 {
+		g, err = csr.OpenFile(os.NewFile(uintptr(spec.PartFD), spec.Part), csr.OpenOptions{})
+	} else {
+		g, err = csr.Open(spec.Part, csr.OpenOptions{})
+	}
+	replaced := func(why error) error {
+		return fmt.Errorf("node: sampler: %s is not the partition file the node opened and checked: it was replaced or rewritten since the node started (%w); restart the node to serve the new partition",
+			spec.Part, why)
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, csr.ErrCorrupt), errors.Is(err, csr.ErrVersion), errors.Is(err, csr.ErrChanged):
+		return nil, replaced(err) // the node opened it, valid
+	case err != nil:
+		return nil, err
+	}
+	if id := g.Identity(); id != spec.PartID {
+		g.Close()
+		return nil, replaced(fmt.Errorf("%v now, %v when the node opened it", id, spec.PartID))
+	}
+	return g, nil
 }
 
 // read runs f, which reads the mapped partition, through csr.Graph.Read:

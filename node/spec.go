@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"graphnode/csr"
 	"graphnode/node/control"
 )
 
@@ -14,7 +15,15 @@ import (
 // its stdin: which partition to map, which ring and sub-ring to produce
 // into, and the loader's options (defaults resolved by the node).
 type SamplerSpec struct {
-	Part      string                `json:"part"` // partition file (part.csr)
+	Part string `json:"part"` // partition file (part.csr)
+	// PartFD, when not 0, is the node's open descriptor of Part, which
+	// the sampler inherits (startProc): it maps the inode the node
+	// opened and checked, even once another file has been renamed over
+	// Part. 0: the sampler opens Part by path.
+	PartFD int `json:"part_fd,omitempty"`
+	// PartID is the file the node opened and checked; the sampler
+	// refuses any other (openPart).
+	PartID    csr.Identity          `json:"part_id"`
 	Ring      string                `json:"ring"` // ring file, created by the node
 	LoaderID  uint64                `json:"loader_id"`
 	Worker    int                   `json:"worker"`  // w: the sub-ring, and batches w, w+W, …
@@ -88,6 +97,12 @@ func (s *SamplerSpec) validate() error {
 	var p problems
 	if s.Part == "" {
 		p.add("part", "missing")
+	}
+	if s.PartFD < 0 {
+		p.add("part_fd", "%d is negative", s.PartFD)
+	}
+	if s.PartID.Size <= 0 {
+		p.add("part_id", "missing: the identity of the node's partition file")
 	}
 	if s.Ring == "" {
 		p.add("ring", "missing")
