@@ -156,9 +156,15 @@ func New(cfg Config, log *slog.Logger) (*Node, error) {
 		g.Close()
 		return nil, fmt.Errorf("node: node.part = %d: %s holds partition %d: %w", cfg.Node.Part, part, m.Part, ErrConfig)
 	}
+	var maxDeg int
+	// The file may be copied over between Open and here, as at any read.
+	if err := g.Read(func() error { maxDeg = maxDegree(g.Indptr()); return nil }); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("node: node.part = %d: %w", cfg.Node.Part, err)
+	}
 	n := &Node{
 		cfg: cfg, log: log, graph: g, part: part, gid: gid,
-		SamplerStderr: os.Stderr, maxDeg: maxDegree(g.Indptr()), stopping: make(chan struct{}),
+		SamplerStderr: os.Stderr, maxDeg: maxDeg, stopping: make(chan struct{}),
 	}
 	if err := n.openSet(); err != nil {
 		g.Close()

@@ -101,7 +101,7 @@ func TestPartFileTruncatedUnderNode(t *testing.T) {
 			break
 		}
 	}
-	sampler := fmt.Sprintf("worker 0: node: partition file changed under the running node (csr: %s: ", part)
+	sampler := fmt.Sprintf("node: partition file changed under the running node (csr: %s: ", part)
 	if lerr == nil || !strings.Contains(lerr.Error(), sampler) || !strings.Contains(lerr.Error(), advice) {
 		t.Fatalf("running loader: %v\nwant %s…%s", lerr, sampler, advice)
 	}

@@ -72,8 +72,9 @@ func RunSampler(ctx context.Context, spec *SamplerSpec, log *slog.Logger, progre
 		log.Info("sampler stopped", "epoch", r.epoch.Load(), "batches", r.batches.Load())
 		return r.final(sample.KindEndOfStream, "")
 	}
-	msg := fmt.Sprintf("worker %d: %v", spec.Worker, err)
-	if ferr := r.final(sample.KindError, msg); ferr != nil {
+	// The trainer's client names the loader and worker the record came
+	// from; the record says what failed ("worker 0: worker 0: …" before).
+	if ferr := r.final(sample.KindError, err.Error()); ferr != nil {
 		log.Warn("could not write error record", "err", ferr)
 	}
 	return err

@@ -180,8 +180,8 @@ func TestNextErrors(t *testing.T) {
 	}{
 		{"error record", func(t *testing.T, f *fakeNode) {
 			f.batch(t, 0, 0, 0)
-			f.control(t, 1, sample.KindError, 0, "worker 1: sample: boom")
-		}, ErrSampler, "worker 1: worker 1: sample: boom"},
+			f.control(t, 1, sample.KindError, 0, "sample: boom")
+		}, ErrSampler, "loader 1 worker 1: sample: boom"},
 		{"early end of stream", func(t *testing.T, f *fakeNode) {
 			f.batch(t, 0, 0, 0)
 			f.control(t, 1, sample.KindEndOfStream, 0, "")
