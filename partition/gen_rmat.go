@@ -42,7 +42,7 @@ type RMATConfig struct {
 	Undirected bool
 
 	Seed    uint64
-	Workers int // goroutines; 0 = GOMAXPROCS. The graph does not depend on it.
+	Workers int // goroutines; 0 = GOMAXPROCS, at most MaxGenWorkers. The graph does not depend on it.
 }
 
 // DefaultRMATConfig is a small R-MAT graph with the Graph500 parameters,
@@ -66,9 +66,24 @@ func (c RMATConfig) withDefaults() RMATConfig {
 		c.TrainFrac, c.ValFrac, c.TestFrac = 0.1, 0.05, 0.05
 	}
 	if c.Workers <= 0 {
-		c.Workers = runtime.GOMAXPROCS(0)
+		c.Workers = min(runtime.GOMAXPROCS(0), MaxGenWorkers)
 	}
 	return c
+}
+
+// MaxGenWorkers bounds the goroutines of the generators and of WriteOGB:
+// more than any machine has cores to run, and each writer goroutine keeps
+// two formatted chunks (megabytes each) in flight, so that 100 million of
+// them went to the kernel's OOM killer (or the runtime's "out of memory"
+// crash) instead of writing.
+const MaxGenWorkers = 256
+
+// checkGenWorkers is the Validate problem of a Workers field, "" if none.
+func checkGenWorkers(workers int) string {
+	if workers > MaxGenWorkers {
+		return fmt.Sprintf("workers = %d: want 0 (all CPUs, at most %d) to %d", workers, MaxGenWorkers, MaxGenWorkers)
+	}
+	return ""
 }
 
 // Validate reports every bad field of c (after defaults), joined.
@@ -95,8 +110,13 @@ func (c RMATConfig) Validate() error {
 	if c.FeatDim < 0 || c.FeatDim > MaxGenFeatDim {
 		bad("feat dim = %d: want 0..%d", c.FeatDim, MaxGenFeatDim)
 	}
-	if c.Classes < 0 {
-		bad("classes = %d: want >= 0", c.Classes)
+	// Labels are int32 (Graph.Labels): 5e9 classes wrapped to negative
+	// labels, which read as missing ("nan").
+	if c.Classes < 0 || c.Classes > math.MaxInt32 {
+		bad("classes = %d: want 0..%d (labels are int32)", c.Classes, math.MaxInt32)
+	}
+	if p := checkGenWorkers(c.Workers); p != "" {
+		bad("%s", p)
 	}
 	errs = append(errs, genCheckFracs("rmat", c.TrainFrac, c.ValFrac, c.TestFrac)...)
 	return errors.Join(errs...)

@@ -213,6 +213,9 @@ func TestRMATConfigErrors(t *testing.T) {
 		{RMATConfig{Nodes: 8, A: math.NaN(), B: 0.2, C: 0.2}, []string{"a, b, c = NaN"}},
 		{RMATConfig{Nodes: 8, Noise: math.NaN()}, []string{"noise = NaN"}},
 		{RMATConfig{Nodes: 8, FeatDim: MaxGenFeatDim + 1}, []string{"feat dim = 1048577: want 0..1048576"}},
+		// Labels are int32: 5e9 classes made negative labels ("nan").
+		{RMATConfig{Nodes: 8, Classes: 5_000_000_000}, []string{"classes = 5000000000: want 0..2147483647 (labels are int32)"}},
+		{RMATConfig{Nodes: 8, Workers: MaxGenWorkers + 1}, []string{"workers = 257: want 0 (all CPUs, at most 256) to 256"}},
 	} {
 		err := tc.cfg.Validate()
 		if err == nil {

@@ -47,7 +47,7 @@ type SBMConfig struct {
 	TrainFrac, ValFrac, TestFrac float64
 
 	Seed    uint64
-	Workers int // goroutines; 0 = GOMAXPROCS. The graph does not depend on it.
+	Workers int // goroutines; 0 = GOMAXPROCS, at most MaxGenWorkers. The graph does not depend on it.
 
 	// Exact takes every field as given, zero included (the CLI, whose
 	// flags start at DefaultSBMConfig's values): otherwise a zero field
@@ -120,6 +120,9 @@ func (c SBMConfig) Validate() error {
 	}
 	if !(c.Signal >= 0 && c.Noise >= 0 && !math.IsInf(c.Signal, 0) && !math.IsInf(c.Noise, 0)) {
 		bad("signal, noise = %g, %g: want finite and >= 0", c.Signal, c.Noise)
+	}
+	if p := checkGenWorkers(c.Workers); p != "" {
+		bad("%s", p)
 	}
 	errs = append(errs, genCheckFracs("sbm", c.TrainFrac, c.ValFrac, c.TestFrac)...)
 	return errors.Join(errs...)

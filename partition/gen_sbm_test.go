@@ -196,12 +196,12 @@ func TestSBMSplits(t *testing.T) {
 }
 
 func TestSBMConfigErrors(t *testing.T) {
-	cfg := SBMConfig{Nodes: 10, Blocks: 6, Homophily: 2, FeatDim: -1, TrainFrac: 0.9, ValFrac: 0.9}
+	cfg := SBMConfig{Nodes: 10, Blocks: 6, Homophily: 2, FeatDim: -1, TrainFrac: 0.9, ValFrac: 0.9, Workers: 1 << 20}
 	err := cfg.Validate()
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{"partition: sbm: blocks = 6", "homophily = 2", "feat dim = -1", "fractions"} {
+	for _, want := range []string{"partition: sbm: blocks = 6", "homophily = 2", "feat dim = -1", "fractions", "workers = 1048576: want 0 (all CPUs, at most 256) to 256"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}

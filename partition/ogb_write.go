@@ -28,7 +28,7 @@ type OGBWriteOptions struct {
 	// the new ones are complete (a failed write leaves them as they
 	// were), anything else in it is left alone.
 	Force    bool
-	Workers  int // formatting goroutines; 0 = GOMAXPROCS
+	Workers  int // formatting goroutines; 0 = GOMAXPROCS (at most MaxGenWorkers)
 	Progress Progress
 }
 
@@ -55,8 +55,11 @@ func WriteOGB(ctx context.Context, dir string, g *Graph, opts OGBWriteOptions) (
 	if opts.Scheme == "." || opts.Scheme == ".." || strings.ContainsAny(opts.Scheme, `/\`) {
 		return fmt.Errorf("partition: write ogb %s: split scheme %q is not a single folder name (it names split/<scheme>/)", dir, opts.Scheme)
 	}
+	if p := checkGenWorkers(opts.Workers); p != "" {
+		return fmt.Errorf("partition: write ogb %s: %s", dir, p)
+	}
 	if opts.Workers <= 0 {
-		opts.Workers = runtime.GOMAXPROCS(0)
+		opts.Workers = min(runtime.GOMAXPROCS(0), MaxGenWorkers)
 	}
 	if len(g.Src) != len(g.Dst) {
 		return fmt.Errorf("partition: write ogb %s: %d sources but %d destinations", dir, len(g.Src), len(g.Dst))

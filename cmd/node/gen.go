@@ -35,8 +35,8 @@ func runGen(ctx context.Context, a *app, args []string) error {
 	kind, args := args[0], args[1:]
 	var w genWrite
 	var generate func() (*partition.Graph, error)
-	var validate func() error         // the generator's config, from the flags
-	var nodes, edges, featDim float64 // the graph's size, for the memory check
+	var validate func() error                  // the generator's config, from the flags
+	var nodes, edges, featDim, classes float64 // the graph's size, for the memory check
 	prog := newProgress(a.stderr)
 	defer prog.stop()
 
@@ -46,7 +46,7 @@ func runGen(ctx context.Context, a *app, args []string) error {
 		fl := newFlagSet(a, "gen rmat", "[flags] -o DIR")
 		fl.IntVar(&c.Nodes, "nodes", c.Nodes, "number of nodes (any count, not only powers of two)")
 		fl.Int64Var(&c.Edges, "edges", c.Edges, "number of generated edges (undirected pairs with --undirected)")
-		fl.Float64Var(&c.A, "a", c.A, "R-MAT probability of the top-left quadrant")
+		fl.Float64Var(&c.A, "a", c.A, "R-MAT probability of the top-left quadrant (--a, --b and --c all 0 are refused: d = 1 makes every edge the same self loop)")
 		fl.Float64Var(&c.B, "b", c.B, "R-MAT probability of the top-right quadrant")
 		fl.Float64Var(&c.C, "c", c.C, "R-MAT probability of the bottom-left quadrant (d = 1-a-b-c)")
 		fl.Float64Var(&c.Noise, "noise", c.Noise, "per-level noise on a,b,c,d that smooths the degree distribution (0 = plain R-MAT)")
@@ -57,8 +57,15 @@ func runGen(ctx context.Context, a *app, args []string) error {
 		if err := genParse(fl, args, &w); err != nil {
 			return err
 		}
+		// RMATConfig takes a, b and c all 0 as Graph500's 0.57, 0.19,
+		// 0.19, which the flags start from: given as 0, they were
+		// replaced without a word.
+		if c.A == 0 && c.B == 0 && c.C == 0 {
+			fmt.Fprintf(fl.Output(), "node %s: --a, --b, --c = 0, 0, 0: d = 1 makes every edge the same self loop: give the quadrant probabilities (Graph500's: 0.57, 0.19, 0.19)\n", fl.Name())
+			return errUsage
+		}
 		c.Workers = w.workers
-		nodes, edges, featDim = float64(c.Nodes), float64(c.Edges), float64(c.FeatDim)
+		nodes, edges, featDim, classes = float64(c.Nodes), float64(c.Edges), float64(c.FeatDim), float64(c.Classes)
 		if c.Undirected {
 			edges *= 2
 		}
@@ -71,7 +78,7 @@ func runGen(ctx context.Context, a *app, args []string) error {
 		fl.IntVar(&c.Nodes, "nodes", c.Nodes, "number of nodes")
 		fl.IntVar(&c.Blocks, "blocks", c.Blocks, "number of blocks (communities), which are also the label classes")
 		fl.Float64Var(&c.AvgDegree, "avg-degree", c.AvgDegree, "mean directed edges per node (every edge is written in both directions)")
-		fl.Float64Var(&c.Homophily, "homophily", c.Homophily, "fraction of edges that stay inside their block (1/blocks = no community signal)")
+		fl.Float64Var(&c.Homophily, "homophily", c.Homophily, "fraction of edges that stay inside their block (1/blocks = no community signal; with --blocks 1 every edge does)")
 		fl.IntVar(&c.FeatDim, "feat-dim", c.FeatDim, "float32 features per node; 0 = none")
 		fl.Float64Var(&c.Signal, "signal", c.Signal, "standard deviation of the block centroids' entries (feature signal)")
 		fl.Float64Var(&c.Noise, "noise", c.Noise, "standard deviation of the per-node feature noise")
@@ -79,8 +86,14 @@ func runGen(ctx context.Context, a *app, args []string) error {
 		if err := genParse(fl, args, &w); err != nil {
 			return err
 		}
+		// With one block there is no other for an edge to go to: a
+		// --homophily under 1 was ignored without a word.
+		if c.Blocks == 1 && c.Homophily != 1 && genFlagSet(fl, "homophily") {
+			fmt.Fprintf(fl.Output(), "node %s: --homophily %g with --blocks 1: every edge stays in the one block; give --blocks 2 or more\n", fl.Name(), c.Homophily)
+			return errUsage
+		}
 		c.Workers = w.workers
-		nodes, edges, featDim = float64(c.Nodes), float64(c.Nodes)*c.AvgDegree, float64(c.FeatDim)
+		nodes, edges, featDim, classes = float64(c.Nodes), float64(c.Nodes)*c.AvgDegree, float64(c.FeatDim), float64(c.Blocks)
 		generate = func() (*partition.Graph, error) { return partition.SBM(ctx, c, prog.report) }
 		validate = c.Validate
 	default:
@@ -95,12 +108,11 @@ func runGen(ctx context.Context, a *app, args []string) error {
 	if err := partition.CheckOGBOutput(w.out, w.force); err != nil {
 		return err
 	}
-	// The graph is held whole: 8 bytes an edge, 4 a feature, 8 a node.
 	// A size off by digits would end in the runtime's out-of-memory crash
 	// once every edge is drawn.
-	if need, have := 8*edges+4*nodes*featDim+8*nodes, a.memory(); have > 0 && need > float64(have) {
-		return fmt.Errorf("%s: %.0f nodes, %.0f edges and %.0f features a node hold %s, more than the %s of memory and swap of this machine",
-			kind, nodes, edges, featDim, partitionBytes(int64(min(need, math.MaxInt64))), partitionBytes(int64(have)))
+	if need, have := genMemory(nodes, edges, featDim, classes), a.memory(); have > 0 && need > float64(have) {
+		return fmt.Errorf("%s: %.0f nodes, %.0f edges, %.0f features a node and %.0f classes hold %s, more than the %s of memory and swap of this machine",
+			kind, nodes, edges, featDim, classes, partitionBytes(int64(min(need, math.MaxInt64))), partitionBytes(int64(have)))
 	}
 	start := time.Now()
 	g, err := generate()
@@ -125,6 +137,22 @@ func runGen(ctx context.Context, a *app, args []string) error {
 	return nil
 }
 
+// genMemory is what a generated graph holds, whole: 8 bytes an edge, 4
+// a feature, 8 a node (its label and split), and the class centroids its
+// features are drawn around, 8 bytes a value (classes × featDim: 1e8
+// classes of 1e5 features are 80 TB, which the estimate left out). In
+// float64, which no flag overflows.
+func genMemory(nodes, edges, featDim, classes float64) float64 {
+	return 8*edges + 4*nodes*featDim + 8*nodes + 8*max(classes, 1)*featDim
+}
+
+// genFlagSet reports whether flag name was given on fl's command line.
+func genFlagSet(fl *flag.FlagSet, name string) bool {
+	set := false
+	fl.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // genWrite holds the output flags both generators share.
 type genWrite struct {
 	out, scheme string
@@ -137,7 +165,7 @@ func genCommonFlags(fl *flag.FlagSet, train, val, test *float64, seed *uint64, w
 	fl.Float64Var(val, "val-frac", *val, "fraction of the non-isolated nodes in the validation split")
 	fl.Float64Var(test, "test-frac", *test, "fraction of the non-isolated nodes in the test split")
 	fl.Uint64Var(seed, "seed", *seed, "random seed; the same seed gives the same graph whatever --workers")
-	fl.IntVar(&w.workers, "workers", 0, "generator and writer goroutines (0 = all CPUs)")
+	fl.IntVar(&w.workers, "workers", 0, fmt.Sprintf("generator and writer goroutines (0 = all CPUs, at most %d)", partition.MaxGenWorkers))
 	fl.StringVar(&w.out, "o", "", "output `DIR` (required); created, must be empty unless --force")
 	fl.StringVar(&w.scheme, "split", "random", "split `scheme`: the folder name under split/")
 	fl.BoolVar(&w.gzip, "gzip", false, "gzip every file (*.csv.gz, as OGB ships them)")
@@ -162,12 +190,15 @@ func genParse(fl *flag.FlagSet, args []string, w *genWrite) error {
 	// The scheme is one folder under split/, as partition --split-scheme
 	// reads it: "a/b" nests it, and ".." reaches out of the output (or
 	// out of the temporary directory the files are written to first).
-	if w.scheme == "." || w.scheme == ".." || strings.ContainsAny(w.scheme, `/\`) {
+	// "" was taken as the default, random, without a word.
+	if w.scheme == "" || w.scheme == "." || w.scheme == ".." || strings.ContainsAny(w.scheme, `/\`) {
 		fmt.Fprintf(fl.Output(), "node %s: --split %q: want a folder name, without / or \\, not . or ..\n", fl.Name(), w.scheme)
 		return errUsage
 	}
-	if w.workers < 0 {
-		fmt.Fprintf(fl.Output(), "node %s: --workers %d: want 0 (all CPUs) or more\n", fl.Name(), w.workers)
+	// ogbPipeline keeps 2*workers+2 chunks in flight: --workers 1e8 went
+	// to the OOM killer, leaving the output's temporary directory.
+	if w.workers < 0 || w.workers > partition.MaxGenWorkers {
+		fmt.Fprintf(fl.Output(), "node %s: --workers %d: want 0 (all CPUs, at most %d) to %d\n", fl.Name(), w.workers, partition.MaxGenWorkers, partition.MaxGenWorkers)
 		return errUsage
 	}
 	return nil

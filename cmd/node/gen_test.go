@@ -83,6 +83,19 @@ func TestGenUsage(t *testing.T) {
 		{[]string{"gen", "rmat", "--nodes", "0", "-o", "x"}, 2, []string{"node gen: partition: rmat: nodes = 0"}},
 		// Refused before generating: no machine holds 16 PiB.
 		{[]string{"gen", "rmat", "--nodes", "4294967295", "--feat-dim", "1048576", "-o", "x"}, 1, []string{"node gen: rmat: 4294967295 nodes, ", "more than the ", "of memory and swap of this machine"}},
+		// The class centroids count: 1e8 classes of 1e5 features hold
+		// 80 TB (they were left out, and the run ended in the runtime's
+		// "out of memory" crash).
+		{[]string{"gen", "rmat", "--classes", "100000000", "--feat-dim", "100000", "-o", "x"}, 1, []string{"node gen: rmat: 65536 nodes, 1048576 edges, 100000 features a node and 100000000 classes hold 72.78 TiB, more than the "}},
+		// Labels are int32: 5e9 classes wrote 43 of 100 labels as nan,
+		// and 9e12 of 2^20 features overflowed the centroids' length
+		// (panic: makeslice).
+		{[]string{"gen", "rmat", "--nodes", "100", "--edges", "100", "--classes", "5000000000", "-o", "x"}, 2, []string{"node gen: partition: rmat: classes = 5000000000: want 0..2147483647 (labels are int32)"}},
+		{[]string{"gen", "rmat", "--nodes", "10", "--edges", "10", "--classes", "9000000000000", "--feat-dim", "1048576", "-o", "x"}, 2, []string{"classes = 9000000000000: want 0..2147483647"}},
+		// Given as 0, a, b and c became Graph500's 0.57, 0.19, 0.19
+		// without a word; with one block, --homophily was ignored.
+		{[]string{"gen", "rmat", "--a", "0", "--b", "0", "--c", "0", "-o", "x"}, 2, []string{"node gen rmat: --a, --b, --c = 0, 0, 0: d = 1 makes every edge the same self loop"}},
+		{[]string{"gen", "sbm", "--blocks", "1", "--homophily", "0", "-o", "x"}, 2, []string{"node gen sbm: --homophily 0 with --blocks 1: every edge stays in the one block"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, _, stderr := runNode(t, tc.args...)
@@ -134,7 +147,12 @@ func TestGenRefusesBadWriteFlags(t *testing.T) {
 		{[]string{"--split", "../../../x"}, `--split "../../../x": want a folder name`},
 		{[]string{"--split", "a/b"}, `--split "a/b": want a folder name`},
 		{[]string{"--split", ".."}, `--split "..": want a folder name`},
-		{[]string{"--workers", "-2"}, "--workers -2: want 0 (all CPUs) or more"},
+		{[]string{"--workers", "-2"}, "--workers -2: want 0 (all CPUs, at most 256) to 256"},
+		// The writer keeps 2*workers+2 chunks in flight: 1e8 ended in
+		// the OOM killer, leaving the output's temporary directory.
+		{[]string{"--workers", "100000000"}, "--workers 100000000: want 0 (all CPUs, at most 256) to 256"},
+		// "" wrote split/random/ without a word.
+		{[]string{"--split", ""}, `--split "": want a folder name`},
 	} {
 		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
 			root := t.TempDir()
