@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
+	"graphnode/kv"
+	"graphnode/node/client"
 	"graphnode/node/control"
 )
 
@@ -72,5 +75,24 @@ func TestRingNeed(t *testing.T) {
 			}
 			n.closeLoader(l, "test")
 		})
+	}
+}
+
+// TestMaxSyncLen: a sync table of client.MaxSyncLen values is one the
+// node creates (checkSyncPush), one of a row more is refused.
+func TestMaxSyncLen(t *testing.T) {
+	for _, name := range []string{"graphsage.sync", strings.Repeat("t", kv.MaxNameLen)} {
+		n := client.MaxSyncLen(name)
+		if n%client.SyncDim != 0 {
+			t.Fatalf("%s: MaxSyncLen %d is not whole rows of %d", name, n, client.SyncDim)
+		}
+		sp := kv.Spec{Name: name, Rows: uint64(n / client.SyncDim), Dim: client.SyncDim, Mode: kv.Sync}
+		if err := checkSyncPush(sp); err != nil {
+			t.Errorf("%s: %d rows (MaxSyncLen %d): %v", name, sp.Rows, n, err)
+		}
+		sp.Rows++
+		if err := checkSyncPush(sp); err == nil {
+			t.Errorf("%s: %d rows, a row over MaxSyncLen %d, passed", name, sp.Rows, n)
+		}
 	}
 }
