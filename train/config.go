@@ -130,6 +130,24 @@ func (c *Config) Evaluations() int {
 	return n
 }
 
+// SyncLen is what Trainer.SyncLen will be for c, before New allocates
+// the model: the parameters (per layer W_l and W_r, din × dout, and b)
+// plus the statistics. A caller checks it against what its Sync carries
+// (client.MaxSyncLen): a width off by digits made New's allocation crash
+// the process. It saturates at math.MaxInt instead of overflowing.
+func (c *Config) SyncLen() int {
+	n := float64(statsLen)
+	d := c.dims()
+	for l := range len(d) - 1 {
+		din, dout := float64(max(d[l], 0)), float64(max(d[l+1], 0))
+		n += 2*din*dout + dout
+	}
+	if n >= 1<<53 { // exact below; far beyond any memory above
+		return math.MaxInt
+	}
+	return int(n)
+}
+
 // dims are the layer widths: FeatDim, Hidden × (Layers−1), Classes.
 func (c *Config) dims() []int {
 	d := []int{c.FeatDim}

@@ -86,3 +86,30 @@ func TestEvaluations(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigSyncLen: SyncLen, computed before New, is New's SyncLen, and
+// saturates for a width whose model no machine holds (2^40: hidden² of
+// a 3-layer model overflows an int).
+func TestConfigSyncLen(t *testing.T) {
+	for _, layers := range []int{2, 3} {
+		c := validConfig()
+		c.Layers, c.Hidden = layers, 5
+		tr, err := New(c, NoSync{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := c.SyncLen(), tr.SyncLen(); got != want {
+			t.Errorf("%d layers: Config.SyncLen %d, Trainer.SyncLen %d", layers, got, want)
+		}
+	}
+	c := validConfig()
+	c.Layers, c.Hidden = 3, 1<<40
+	if got := c.SyncLen(); got != math.MaxInt {
+		t.Errorf("hidden 2^40, 3 layers: SyncLen %d, want math.MaxInt", got)
+	}
+	c.Layers, c.Hidden = 2, 3_000_000_000
+	// 8 features, 3 classes: 2·8·h + h + 2·h·3 + 3, and the statistics.
+	if got, want := c.SyncLen(), 23*3_000_000_000+3+statsLen; got != want {
+		t.Errorf("hidden 3e9, 2 layers: SyncLen %d, want %d", got, want)
+	}
+}
