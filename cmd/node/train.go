@@ -7,11 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
 
 	"graphnode/kv"
+	"graphnode/node"
 	"graphnode/node/client"
 	"graphnode/node/control"
 	"graphnode/sample"
@@ -134,25 +136,39 @@ func (f *trainFlags) check() error {
 			bad("%s %q: hop %d samples 0 neighbours: want -1 (all) or a count ≥ 1", c.flag, c.text, k+1)
 		}
 	}
+	// The upper bounds are open_loader's and kv's: they refused them once
+	// the loaders were open (--world-size 100000 trained a batch, then
+	// failed with "bad synchronous step").
 	if f.batch < 1 {
 		bad("--batch-size %d: want ≥ 1", f.batch)
+	} else if f.batch > control.MaxBatchSize {
+		bad("--batch-size %d: want at most %d (a loader's batch_size)", f.batch, control.MaxBatchSize)
 	}
 	if f.evalBatch < 1 {
 		bad("--eval-batch-size %d: want ≥ 1", f.evalBatch)
+	} else if f.evalBatch > control.MaxBatchSize {
+		bad("--eval-batch-size %d: want at most %d (a loader's batch_size)", f.evalBatch, control.MaxBatchSize)
 	}
-	if f.workers < 0 {
-		bad("--workers %d: want ≥ 0 (0: the node's default)", f.workers)
+	if f.workers < 0 || f.workers > control.MaxWorkers {
+		bad("--workers %d: want 0 (the node's default) to %d", f.workers, control.MaxWorkers)
+	}
+	if f.cfg.Epochs > control.MaxEpochs {
+		bad("--epochs %d: want at most %d (a loader's epochs)", f.cfg.Epochs, control.MaxEpochs)
 	}
 	// open_loader refused it, once the node had been reached.
 	if f.ringSize != "" {
+		// With --workers 0 the node's samplers.workers, 1 or more.
+		workers := min(max(f.workers, 1), control.MaxWorkers)
 		if n, err := shm.ParseSize(f.ringSize); err != nil {
 			bad("--ring-size %q: %v", f.ringSize, err)
 		} else if n <= 0 {
 			bad("--ring-size %q: want a positive size such as 256MB (\"\": the node's rings.size)", f.ringSize)
+		} else if least := node.MinRingSize(workers); n < least {
+			bad("--ring-size %q: want at least %s, %s", f.ringSize, shm.FormatSize(least), subRingsNeed(workers))
 		}
 	}
-	if f.worldSize < 1 {
-		bad("--world-size %d: want ≥ 1", f.worldSize)
+	if f.worldSize < 1 || f.worldSize > kv.MaxWorld {
+		bad("--world-size %d: want 1 to %d (the trainers of a kv synchronous step)", f.worldSize, kv.MaxWorld)
 	} else if f.cfg.Rank < 0 || f.cfg.Rank >= f.worldSize {
 		bad("--rank %d: want 0 to %d (--world-size %d)", f.cfg.Rank, f.worldSize-1, f.worldSize)
 	}
@@ -167,6 +183,10 @@ func (f *trainFlags) check() error {
 		}
 	}
 	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	} else if err := checkModelSize(cfg, f.table, "even on 1 feature and 2 classes"); err != nil {
+		// On the smallest graph: the partition's is checked once a
+		// loader says its features and classes (run).
 		errs = append(errs, err)
 	}
 	// A batch of fewer hops than the model's layers does not fit it: the
@@ -189,6 +209,34 @@ func (f *trainFlags) check() error {
 		bad("--eval-fanouts %q samples %s; the model (%d layers) needs one per layer", f.evalFanouts, hops(len(evalFan)), cfg.Layers)
 	}
 	return errors.Join(errs...)
+}
+
+// checkModelSize refuses a model that the sync table named table cannot
+// all-reduce (client.MaxSyncLen: a kv push is one control frame), before
+// train.New allocates it: --hidden 3000000000 ended in the runtime's
+// "out of memory" crash, 2^40 in a makeslice panic, once the loaders
+// had started.
+// graph says which features and classes cfg has.
+func checkModelSize(cfg train.Config, table, graph string) error {
+	n, most := cfg.SyncLen(), client.MaxSyncLen(table)
+	if n <= most {
+		return nil
+	}
+	size := fmt.Sprintf("%d values", n)
+	if n == math.MaxInt {
+		size = "more values than memory holds"
+	}
+	return fmt.Errorf("--hidden %d: a model of %d layers that wide, %s, is %s to average each step, more than the %d a kv sync table (--table) carries in one %s control frame: lower --hidden",
+		cfg.Hidden, cfg.Layers, graph, size, most, shm.FormatSize(control.MaxFrame))
+}
+
+// subRingsNeed says why a ring under node.MinRingSize(workers) is
+// refused.
+func subRingsNeed(workers int) string {
+	if workers == 1 {
+		return "what a loader's one sub-ring needs to hold a sampler's error record"
+	}
+	return fmt.Sprintf("what the %d sub-rings of a loader (--workers) need to hold a sampler's error record each", workers)
 }
 
 // checkSave refuses --save before training when the node at socket says
@@ -316,6 +364,9 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 	cfg.FeatDim, cfg.Classes = info.FeatDim, info.NumClasses
 	if cfg.FeatDim == 0 || info.LabelDim == 0 {
 		return fmt.Errorf("the partition has no features or labels (feat_dim %d, label_dim %d): GraphSAGE needs both", cfg.FeatDim, info.LabelDim)
+	}
+	if err := checkModelSize(cfg, f.table, fmt.Sprintf("on the partition's %d features and %d classes", cfg.FeatDim, cfg.Classes)); err != nil {
+		return err
 	}
 	data := train.Data{}
 	tb := &timedBatches{l: trainL}

@@ -600,9 +600,25 @@ func TestTrainFlagErrors(t *testing.T) {
 	}{
 		{[]string{"--batch-size", "0"}, "--batch-size 0: want ≥ 1"},
 		{[]string{"--eval-batch-size", "-1"}, "--eval-batch-size -1: want ≥ 1"},
-		{[]string{"--world-size", "0"}, "--world-size 0: want ≥ 1"},
+		{[]string{"--world-size", "0"}, "--world-size 0: want 1 to 65536"},
 		{[]string{"--rank", "2", "--world-size", "2"}, "--rank 2: want 0 to 1 (--world-size 2)"},
-		{[]string{"--workers", "-1"}, "--workers -1: want ≥ 0"},
+		{[]string{"--workers", "-1"}, "--workers -1: want 0 (the node's default) to 64"},
+		// The node's and kv's limits, refused once the loaders were open
+		// (exit 1); --world-size 100000 trained a batch first, then
+		// failed with "bad synchronous step".
+		{[]string{"--epochs", "9223372036854775807"}, "--epochs 9223372036854775807: want at most 1048576 (a loader's epochs)"},
+		{[]string{"--batch-size", "100000000"}, "--batch-size 100000000: want at most 1048576 (a loader's batch_size)"},
+		{[]string{"--eval-batch-size", "2000000000"}, "--eval-batch-size 2000000000: want at most 1048576 (a loader's batch_size)"},
+		{[]string{"--workers", "1000"}, "--workers 1000: want 0 (the node's default) to 64"},
+		{[]string{"--world-size", "100000", "--rank", "5"}, "--world-size 100000: want 1 to 65536 (the trainers of a kv synchronous step)"},
+		{[]string{"--ring-size", "4KB"}, `--ring-size "4KB": want at least 8KiB, what a loader's one sub-ring needs to hold a sampler's error record`},
+		{[]string{"--ring-size", "16KiB", "--workers", "4"}, `--ring-size "16KiB": want at least 32KiB, what the 4 sub-rings of a loader (--workers) need`},
+		// Allocated once the loaders were open: the runtime's "out of
+		// memory" crash, and for 2^40 a makeslice panic. A kv sync table
+		// carries 16776960 values at most.
+		{[]string{"--hidden", "3000000000"}, "--hidden 3000000000: a model of 2 layers that wide, even on 1 feature and 2 classes, is 21000000011 values to average each step, more than the 16776960 a kv sync table (--table) carries in one 64MiB control frame"},
+		{[]string{"--hidden", "1099511627776", "--fanouts", "5,5,5"}, "--hidden 1099511627776: a model of 3 layers that wide, even on 1 feature and 2 classes, is more values than memory holds"},
+		{[]string{"--hidden", "2897", "--fanouts", "5,5,5"}, "--hidden 2897: a model of 3 layers that wide, even on 1 feature and 2 classes, is 16808405 values"},
 		{[]string{"--eval-fanouts", "5,x"}, `--eval-fanouts "5,x": "x" is not an integer`},
 		{[]string{"--lr", "NaN"}, "lr NaN: want > 0"},
 		{[]string{"--epochs", "0"}, "epochs 0: want ≥ 1"},
@@ -628,6 +644,26 @@ func TestTrainFlagErrors(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Contains(stderr, "dial") {
 			t.Errorf("%v: exit %d, want 2 and %q before any dial; stderr:\n%s", tc.flags, code, tc.want, stderr)
 		}
+	}
+}
+
+// TestTrainModelTooWide: a --hidden that passes on the smallest graph
+// but whose model, on the partition's features, is more than a kv sync
+// table all-reduces is refused once a loader says the features, before
+// the model is allocated, naming the flag.
+func TestTrainModelTooWide(t *testing.T) {
+	bin := nodeBinary(t)
+	parts := filepath.Join(t.TempDir(), "parts")
+	f := demoFlags{nodes: 2000, featDim: 2000, classes: 4, parts: 2, method: "random", fanouts: "5,5", batch: 64, seed: 1}
+	if err := f.partition(context.Background(), newApp(io.Discard, io.Discard), parts); err != nil {
+		t.Fatal(err)
+	}
+	cl := testCluster(t, bin, parts)
+	code, _, stderr := runNode(t, "train", "--socket", cl.sockets[0], "--world-size", "2", "--fanouts", "5,5", "--hidden", "5000", "--workers", "1")
+	// 2·2000·5000 + 5000 + 2·5000·4 + 4 parameters, and 9 statistics.
+	want := "node train: --hidden 5000: a model of 2 layers that wide, on the partition's 2000 features and 4 classes, is 20045013 values to average each step, more than the 16776960 a kv sync table (--table) carries"
+	if code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d, want 1 and %q; stderr:\n%s", code, want, stderr)
 	}
 }
 
