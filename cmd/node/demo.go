@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -18,7 +19,6 @@ import (
 	"time"
 
 	"graphnode/csr"
-	"graphnode/node"
 	"graphnode/partition"
 	"graphnode/shm"
 )
@@ -28,6 +28,7 @@ import (
 type demoFlags struct {
 	input, format, split, method, workdir string
 	fanouts, ringSize                     string
+	ringBytes                             int64 // --ring-size
 	undirected, keep, normalize, eval     bool
 	nodes, featDim, classes               int
 	epochs, parts, batch, hidden, workers int
@@ -39,7 +40,49 @@ type demoFlags struct {
 // graph (or --input), trained with the built-in GraphSAGE trainer, one
 // `node train` per node; then everything is shut down and removed.
 func runDemo(ctx context.Context, a *app, args []string) error {
-	f := demoFlags{}
+	fs, f := newDemoFlags(a)
+	if err := parseNoArgs(fs, args); err != nil {
+		return err
+	}
+	if f.parts < 2 {
+		return badFlags(fmt.Errorf("--parts %d: a cluster needs at least 2", f.parts))
+	}
+	// What the partitioning takes is checked before a graph is generated
+	// or read (seconds to minutes), as node partition does.
+	if err := (partition.AssignOptions{Method: f.method, Parts: f.parts}).Validate(); err != nil {
+		return badFlags(err)
+	}
+	if err := (partition.CacheOptions{Ratio: f.cacheRatio}).Validate(-1); err != nil {
+		return badFlags(fmt.Errorf("--cache-ratio: %w", err))
+	}
+	if _, err := parseFanouts(f.fanouts); err != nil {
+		return badFlags(err)
+	}
+	ringSize, err := shm.ParseSize(f.ringSize)
+	if err != nil || ringSize <= 0 {
+		return badFlags(fmt.Errorf("--ring-size %q: want a size such as 256MB", f.ringSize))
+	}
+	f.ringBytes = ringSize
+	if f.input != "" {
+		if _, err := partition.ParseSplit(f.split); err != nil {
+			return badFlags(err)
+		}
+	}
+	if err := f.checkCluster(ringSize); err != nil {
+		return badFlags(err)
+	}
+	if err := f.checkMemory(a.memory()); err != nil {
+		return err
+	}
+	if err := f.checkRingSpace(ringSize, demoRingDir); err != nil {
+		return err
+	}
+	return f.run(ctx, a)
+}
+
+// newDemoFlags is `node demo`'s flag set and the settings it fills.
+func newDemoFlags(a *app) (*flag.FlagSet, *demoFlags) {
+	f := &demoFlags{}
 	fs := newFlagSet(a, "demo", "[flags]")
 	fs.StringVar(&f.input, "input", "", "a real dataset instead of the generated graph (any node partition --input)")
 	fs.StringVar(&f.format, "format", "", "format of --input (default: detected)")
@@ -65,109 +108,12 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the graph, the partitioning and the training")
 	fs.StringVar(&f.workdir, "workdir", "", "directory for the graph, certificates, configs and logs, new or empty (default: a new temporary one)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the work directory (it is removed otherwise)")
-	if err := parseNoArgs(fs, args); err != nil {
-		return err
-	}
-	if f.parts < 2 {
-		return badFlags(fmt.Errorf("--parts %d: a cluster needs at least 2", f.parts))
-	}
-	// What the partitioning takes is checked before a graph is generated
-	// or read (seconds to minutes), as node partition does.
-	if err := (partition.AssignOptions{Method: f.method, Parts: f.parts}).Validate(); err != nil {
-		return badFlags(err)
-	}
-	if err := (partition.CacheOptions{Ratio: f.cacheRatio}).Validate(-1); err != nil {
-		return badFlags(fmt.Errorf("--cache-ratio: %w", err))
-	}
-	if _, err := parseFanouts(f.fanouts); err != nil {
-		return badFlags(err)
-	}
-	ringSize, err := shm.ParseSize(f.ringSize)
-	if err != nil || ringSize == 0 {
-		return badFlags(fmt.Errorf("--ring-size %q: want a size such as 256MB", f.ringSize))
-	}
-	if err := f.checkRingSpace(ringSize, demoRingDir); err != nil {
-		return err
-	}
-	if f.input != "" {
-		if _, err := partition.ParseSplit(f.split); err != nil {
-			return badFlags(err)
-		}
-	}
-	if err := f.checkCluster(); err != nil {
-		return badFlags(err)
-	}
-	return f.run(ctx, a)
+	return fs, f
 }
 
 // demoRingDir is where the demo's nodes put their rings (a directory of
 // their own in it).
 const demoRingDir = "/dev/shm"
-
-// checkRingSpace refuses a --ring-size whose rings cannot all be made in
-// dir: every node's trainer holds a train loader and, with --eval, a val
-// and a test loader open at once, each a ring of ringSize reserved when
-// it opens. They were refused only once the graph was partitioned and
-// the cluster started (a container's 64 MiB /dev/shm against the default
-// 256MB), after the rings that did fit had filled the tmpfs, and with it
-// memory.
-func (f *demoFlags) checkRingSpace(ringSize int64, dir string) error {
-	free, _, err := shm.DirSpace(dir)
-	if err != nil {
-		return fmt.Errorf("--ring-size: %w", err)
-	}
-	loaders, which := 1, "train"
-	if f.eval {
-		loaders, which = 3, "train, val and test"
-	}
-	rings := int64(f.parts * loaders)
-	if ringSize <= free/rings {
-		return nil
-	}
-	return fmt.Errorf("--ring-size %s: the %d rings of the demo's loaders (%d nodes × %s) need %s in %s, which has %s free: lower --ring-size",
-		f.ringSize, rings, f.parts, which, demoBytes(float64(ringSize)*float64(rings)), dir, demoBytes(float64(free)))
-}
-
-// demoBytes prints n bytes in the units of --ring-size (powers of 1000).
-func demoBytes(n float64) string {
-	for _, u := range []string{"B", "KB", "MB", "GB", "TB", "PB"} {
-		if n < 1000 || u == "PB" {
-			return fmt.Sprintf("%.2f %s", n, u)
-		}
-		n /= 1000
-	}
-	return ""
-}
-
-// checkCluster refuses, before the graph is generated or read, what the
-// nodes and trainers would refuse only once it is partitioned and the
-// cluster started: the sampler count of the nodes' config, a generated
-// graph GraphSAGE cannot train on, and every setting the trainers check,
-// from the arguments they will be given.
-func (f *demoFlags) checkCluster() error {
-	var errs []error
-	trainer := *f
-	if f.workers < 1 || f.workers > node.MaxWorkers {
-		errs = append(errs, fmt.Errorf("--workers %d: want 1 to %d", f.workers, node.MaxWorkers))
-		trainer.workers = 1 // said once
-	}
-	if f.input == "" && f.featDim < 1 {
-		errs = append(errs, fmt.Errorf("--feat-dim %d: want ≥ 1 (GraphSAGE trains on features)", f.featDim))
-	}
-	if f.input == "" && f.classes < 2 {
-		errs = append(errs, fmt.Errorf("--classes %d: want ≥ 2", f.classes))
-	} else if f.input == "" {
-		errs = append(errs, f.sbmConfig().Validate()) // --nodes, and blocks per node
-	}
-	fs, tf := newTrainFlags(&app{stdout: io.Discard, stderr: io.Discard})
-	if err := parseNoArgs(fs, trainer.trainArgs("demo.sock", 0)[1:]); err != nil {
-		return fmt.Errorf("the trainers' arguments do not parse (a bug of the demo's): %v", err)
-	}
-	if err := tf.check(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
 
 // sbmConfig is the generated graph's configuration (without --input).
 func (f *demoFlags) sbmConfig() partition.SBMConfig {
@@ -181,7 +127,7 @@ func (f *demoFlags) sbmConfig() partition.SBMConfig {
 func (f *demoFlags) trainArgs(socket string, rank int) []string {
 	return []string{"train", "--socket", socket, "--rank", strconv.Itoa(rank), "--world-size", strconv.Itoa(f.parts),
 		"--epochs", strconv.Itoa(f.epochs), "--fanouts", f.fanouts, "--batch-size", strconv.Itoa(f.batch),
-		"--eval-batch-size", strconv.Itoa(max(f.batch, 1024)),
+		"--eval-batch-size", strconv.Itoa(f.evalBatch()),
 		"--hidden", strconv.Itoa(f.hidden), "--lr", strconv.FormatFloat(f.lr, 'g', -1, 64),
 		"--dropout", strconv.FormatFloat(f.dropout, 'g', -1, 64), "--input-dropout", strconv.FormatFloat(f.inDropout, 'g', -1, 64),
 		"--seed", strconv.FormatUint(f.seed, 10), "--workers", strconv.Itoa(f.workers), "--threads", "1", "--json",
@@ -213,6 +159,13 @@ func (f *demoFlags) run(ctx context.Context, a *app) (err error) {
 	}()
 	parts := filepath.Join(work, "parts")
 	if err := f.partition(ctx, a, parts); err != nil {
+		return err
+	}
+	m, err := partition.OpenManifest(parts)
+	if err != nil {
+		return err
+	}
+	if err := f.checkRings(m); err != nil {
 		return err
 	}
 	prog := newProgress(a.stderr)
@@ -291,6 +244,9 @@ func (f *demoFlags) partition(ctx context.Context, a *app, out string) error {
 			g.NumNodes, len(g.Src), g.FeatDim, g.NumClasses)
 	} else {
 		if g, err = partition.Read(ctx, f.input, partition.ReadOptions{Format: f.format, Progress: prog.report}); err != nil {
+			return err
+		}
+		if err := checkMemoryFloor(f.input, g, a.memory()); err != nil {
 			return err
 		}
 		if split, err = partition.ParseSplit(f.split); err != nil {

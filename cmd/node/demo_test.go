@@ -1,13 +1,16 @@
 package main
 
 import (
-	"graphnode/mesh"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
+
+	"graphnode/mesh"
 )
 
 // TestDemoWorkdir: `node demo --workdir DIR` removes only what it wrote.
@@ -92,6 +95,16 @@ func TestDemoChecksFlagsFirst(t *testing.T) {
 		{[]string{"--feat-dim", "0"}, 2, "--feat-dim 0: want ≥ 1"},
 		{[]string{"--classes", "1"}, 2, "--classes 1: want ≥ 2"},
 		{[]string{"--cache-ratio", "-1", "--input", "/nonexistent"}, 2, "cache ratio -1: want a number ≥ 0"},
+		// The nodes refused it at start, once the graph was partitioned.
+		{[]string{"--ring-size", "4KB"}, 2, "--ring-size 4KB: want at least 8KiB, what a loader's one sub-ring needs to hold a sampler's error record"},
+		{[]string{"--ring-size", "16KiB", "--workers", "3"}, 2, "--ring-size 16KiB: want at least 24KiB, what the 3 sub-rings of a loader (--workers) need"},
+		// The trainers refused them once the cluster ran.
+		{[]string{"--epochs", "2000000"}, 2, "--epochs 2000000: want at most 1048576"},
+		{[]string{"--batch-size", "2000000"}, 2, "--batch-size 2000000: want at most 1048576"},
+		{[]string{"--hidden", "3000000000"}, 2, "--hidden 3000000000: a model of 2 layers that wide"},
+		// node gen refuses this graph; the demo ended in the runtime's
+		// "out of memory" crash, leaving its work directory.
+		{[]string{"--nodes", "2000000000"}, 1, "--nodes 2000000000: the stochastic block model graph (40000000000 edges, 64 features, 16 classes) and its partitioning need at least "},
 		// 2 nodes × 3 loaders (train, val, test) of 100 TB each.
 		{[]string{"--ring-size", "100TB", "--input", "/nonexistent"}, 1, "--ring-size 100TB: the 6 rings of the demo's loaders (2 nodes × train, val and test) need 600.00 TB in /dev/shm, which has "},
 		{[]string{"--ring-size", "100TB", "--eval=false", "--parts", "3", "--input", "/nonexistent"}, 1, "--ring-size 100TB: the 3 rings of the demo's loaders (3 nodes × train) need 300.00 TB in /dev/shm"},
@@ -198,17 +211,43 @@ func TestDemoPorts(t *testing.T) {
 // TestDemoRemovedLogs: a trainer that fails once the cluster runs (here
 // its ring cannot hold a batch) is reported with the tail of its log,
 // named by path; the demo then removes its work directory, and says so
-// and how to keep it: the path named led nowhere.
+// and how to keep it: the path named led nowhere. The demo refuses such
+// a ring before it starts the cluster (checkRings), so the test tells
+// that check the ring is large.
 func TestDemoRemovedLogs(t *testing.T) {
 	work := filepath.Join(t.TempDir(), "w")
-	code, stdout, stderr := runNode(t, "demo", "--nodes", "2000", "--epochs", "1", "--ring-size", "20KB", "--workdir", work)
-	if code != 1 || !strings.Contains(stderr, "its log "+work) || !strings.Contains(stderr, "raise ring_size") {
-		t.Fatalf("demo with a ring too small for a batch: exit %d, want 1 and a trainer's log named\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	a := newApp(io.Discard, io.Discard)
+	fs, f := newDemoFlags(a)
+	if err := fs.Parse([]string{"--nodes", "2000", "--epochs", "1", "--ring-size", "20KB", "--workdir", work}); err != nil {
+		t.Fatal(err)
+	}
+	f.ringBytes = 1 << 40
+	err := f.run(t.Context(), a)
+	if err == nil || !strings.Contains(err.Error(), "its log "+work) || !strings.Contains(err.Error(), "raise ring_size") {
+		t.Fatalf("demo with a ring too small for a batch: %v, want a trainer's log named", err)
 	}
 	if _, err := os.Stat(work); !os.IsNotExist(err) {
 		t.Fatalf("the --workdir the demo made is left: %v", err)
 	}
-	if want := "(the logs named above were removed with the work directory " + work + ": --keep keeps it)"; !strings.Contains(stderr, want) {
-		t.Errorf("want %q in:\n%s", want, stderr)
+	if want := "(the logs named above were removed with the work directory " + work + ": --keep keeps it)"; !strings.Contains(err.Error(), want) {
+		t.Errorf("want %q in:\n%v", want, err)
+	}
+}
+
+// TestDemoRingSizeForTheGraph: a --ring-size the nodes would refuse the
+// trainers' loaders for is refused once the graph is partitioned, before
+// the cluster starts, naming the least that works; and that size works.
+// The demo started its cluster, and its trainers failed.
+func TestDemoRingSizeForTheGraph(t *testing.T) {
+	args := []string{"demo", "--nodes", "2000", "--epochs", "1", "--batch-size", "64"}
+	code, stdout, stderr := runNode(t, append(args, "--ring-size", "100KB", "--workdir", filepath.Join(t.TempDir(), "w"))...)
+	re := regexp.MustCompile(`--ring-size 100KB: the trainers' rings need at least (\S+), for the (train|val|test) loaders' batches \(\d+ seeds, fanouts 10,5, 64 features, 2000 nodes of largest degree \d+; --workers 1\): raise --ring-size`)
+	m := re.FindStringSubmatch(stderr)
+	if code != 1 || m == nil || strings.Contains(stdout, "training") {
+		t.Fatalf("a 100KB ring: exit %d, want 1 and the least ring size before the cluster starts\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runNode(t, append(args, "--ring-size", m[1], "--workdir", filepath.Join(t.TempDir(), "w"))...)
+	if code != 0 || !strings.Contains(stdout, "stopped 2 nodes; nothing left in /dev/shm") {
+		t.Fatalf("the advised --ring-size %s: exit %d\nstdout:\n%s\nstderr:\n%s", m[1], code, stdout, stderr)
 	}
 }
