@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -74,10 +75,37 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	if err := f.checkMemory(a.memory()); err != nil {
 		return err
 	}
+	// Rings of a demo killed outright (SIGKILL, the OOM killer) take the
+	// room checkRingSpace measures; they go first.
+	for _, parent := range []string{demoRingDir, os.TempDir()} {
+		removed, err := sweepDemoDirs(parent)
+		for _, dir := range removed {
+			fmt.Fprintf(a.stderr, "node demo: removed %s, left by a demo that was killed\n", dir)
+		}
+		if err != nil {
+			fmt.Fprintf(a.stderr, "node demo: %v\n", err)
+		}
+	}
 	if err := f.checkRingSpace(ringSize, demoRingDir); err != nil {
 		return err
 	}
-	return f.run(ctx, a)
+	// A closed stdout or stderr (node demo | head -5) stops the demo as
+	// Ctrl-C does: the nodes drain and remove their rings, and the work
+	// directory goes. Go ends a program by SIGPIPE at a failed write to
+	// fd 1 or 2 unless SIGPIPE is handled, and so it did the demo, its
+	// nodes with it (Pdeathsig), leaving gigabytes of rings in /dev/shm.
+	// Handled, the write fails with EPIPE instead (demoOutput). It stays
+	// handled until the process exits: the error printed on the way out
+	// may meet a closed stderr too.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	da := &app{stdout: &demoOutput{w: a.stdout, stop: stop}, stderr: &demoOutput{w: a.stderr, stop: stop}, log: a.log, memory: a.memory}
+	err = f.run(ctx, da)
+	if cause := context.Cause(ctx); errors.Is(cause, errOutputClosed) {
+		return fmt.Errorf("%w: stopped the nodes and removed the demo's directories", cause)
+	}
+	return err
 }
 
 // newDemoFlags is `node demo`'s flag set and the settings it fills.
@@ -140,12 +168,20 @@ func (f *demoFlags) run(ctx context.Context, a *app) (err error) {
 	if err != nil {
 		return err
 	}
-	work, created, err := demoWorkdir(f.workdir)
+	work, created, lock, err := demoWorkdir(f.workdir)
 	if err != nil {
 		return err
 	}
 	defer func() {
+		if lock != nil {
+			defer lock.Close()
+		}
 		if f.keep {
+			// Without its lock file a later demo leaves the directory
+			// alone (sweepDemoDirs).
+			if lock != nil {
+				os.Remove(lock.Name())
+			}
 			fmt.Fprintf(a.stdout, "kept %s\n", work)
 			return
 		}
@@ -187,27 +223,28 @@ func (f *demoFlags) run(ctx context.Context, a *app) (err error) {
 }
 
 // demoWorkdir makes the demo's work directory: dir, or a new temporary
-// one when dir is "". A dir that exists must be empty, since the demo
-// removes what is in it when done; created says whether the demo made
-// dir itself (and removes it too).
-func demoWorkdir(dir string) (work string, created bool, err error) {
+// one when dir is "", locked for its sweep (makeDemoDir) until lock is
+// closed. A dir that exists must be empty, since the demo removes what
+// is in it when done; created says whether the demo made dir itself (and
+// removes it too).
+func demoWorkdir(dir string) (work string, created bool, lock *os.File, err error) {
 	if dir == "" {
-		work, err = os.MkdirTemp("", "graphnode-demo-")
-		return work, true, err
+		work, lock, err = makeDemoDir(os.TempDir())
+		return work, true, lock, err
 	}
 	entries, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return "", false, fmt.Errorf("--workdir: %w", err)
+			return "", false, nil, fmt.Errorf("--workdir: %w", err)
 		}
-		return dir, true, nil
+		return dir, true, nil, nil
 	case err != nil:
-		return "", false, fmt.Errorf("--workdir: %w", err)
+		return "", false, nil, fmt.Errorf("--workdir: %w", err)
 	case len(entries) > 0:
-		return "", false, fmt.Errorf("--workdir %s is not empty (it holds %s): the demo removes its work directory's contents when done, so it takes a new or empty one", dir, entries[0].Name())
+		return "", false, nil, fmt.Errorf("--workdir %s is not empty (it holds %s): the demo removes its work directory's contents when done, so it takes a new or empty one", dir, entries[0].Name())
 	}
-	return dir, false, nil
+	return dir, false, nil, nil
 }
 
 // removeWorkdir removes what the demo wrote into work, and work itself

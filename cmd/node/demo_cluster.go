@@ -26,11 +26,13 @@ type demoCluster struct {
 	exe     string
 	work    string
 	ringDir string
-	configs []string
-	sockets []string
-	logs    []string
-	procs   []*exec.Cmd
-	exited  []chan error
+	// ringLock holds ringDir's lock while the cluster runs (makeDemoDir).
+	ringLock *os.File
+	configs  []string
+	sockets  []string
+	logs     []string
+	procs    []*exec.Cmd
+	exited   []chan error
 }
 
 // startDemoCluster writes certificates and configs and starts one node
@@ -76,7 +78,7 @@ func (c *demoCluster) portTaken() bool {
 func newDemoCluster(exe, work, parts string, n int, ringSize string, workers int) (*demoCluster, error) {
 	c := &demoCluster{exe: exe, work: work}
 	var err error
-	if c.ringDir, err = os.MkdirTemp(demoRingDir, "graphnode-demo-"); err != nil {
+	if c.ringDir, c.ringLock, err = makeDemoDir(demoRingDir); err != nil {
 		return c, fmt.Errorf("ring directory: %w", err)
 	}
 	names := make([]string, n)
@@ -230,11 +232,16 @@ func (c *demoCluster) stop() error {
 	if c.ringDir != "" {
 		left, _ := os.ReadDir(c.ringDir)
 		for _, e := range left {
-			errs = append(errs, fmt.Errorf("left behind in %s: %s", c.ringDir, e.Name()))
+			if e.Name() != demoLockName {
+				errs = append(errs, fmt.Errorf("left behind in %s: %s", c.ringDir, e.Name()))
+			}
 		}
 		if err := os.RemoveAll(c.ringDir); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if c.ringLock != nil {
+		c.ringLock.Close()
 	}
 	return errors.Join(errs...)
 }

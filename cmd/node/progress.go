@@ -25,8 +25,12 @@ type progress struct {
 
 func newProgress(w io.Writer) *progress { return &progress{w: w, tty: isTerminal(w)} }
 
-// isTerminal reports whether w is a terminal.
+// isTerminal reports whether w is a terminal, or a writer that wraps one
+// (Unwrap, as node demo's demoOutput).
 func isTerminal(w io.Writer) bool {
+	if u, ok := w.(interface{ Unwrap() io.Writer }); ok {
+		w = u.Unwrap()
+	}
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
