@@ -108,6 +108,8 @@ func (c *KGEConfig) Validate() error {
 	}
 	if c.BatchSize < 1 || c.NegSize < 1 {
 		bad("batch size %d and negatives %d must be positive", c.BatchSize, c.NegSize)
+	} else if e := c.StepEntities(); e > math.MaxInt32 {
+		bad("batch size %d and negatives %d: a step gathers up to %.0f entities, more than its int32 slots count", c.BatchSize, c.NegSize, e)
 	}
 	// The models hold gamma as a float32: 1e300 is +Inf there.
 	if !finite(float64(float32(c.Gamma))) {

@@ -28,6 +28,43 @@ type kgeStep struct {
 	pos, neg, gpos, gng []float32
 }
 
+// StepEntities is the most distinct entities one step of c gathers: its
+// positives' heads and tails and every chunk's negatives (the chunk's own
+// entities under NegDeg are among the former). Their slots are int32:
+// Validate refuses more.
+func (c *KGEConfig) StepEntities() float64 {
+	b, n := float64(max(c.BatchSize, 1)), float64(max(c.NegSize, 1))
+	chunks := math.Ceil(b / min(n, b))
+	return 2*b + chunks*n
+}
+
+// StepBytes is about what one step of c holds at once (kgeStep and the
+// model's scratch): the rows and gradients of its distinct entities and
+// relations, their ids and slots, and one chunk's gathered rows, scores
+// and score gradients. A caller checks it against the machine before
+// the trainer starts: a --batch-size or --neg-size off by digits made
+// the first step's allocations crash the process. In float64, which no
+// size overflows; 0 for a model Validate refuses.
+func (c *KGEConfig) StepBytes() float64 {
+	m, err := newKGEModel(c.Model, max(c.Hidden, 1), float32(c.Gamma))
+	if err != nil {
+		return 0
+	}
+	ed, rd := float64(m.EntDim()), float64(m.RelDim())
+	b, n := float64(max(c.BatchSize, 1)), float64(max(c.NegSize, 1))
+	chunk := min(n, b) // positives per chunk
+	nn := n            // negatives a chunk scores
+	if c.NegDeg {
+		nn += chunk
+	}
+	ents := c.StepEntities()
+	// Bytes of a row value; of an id, its int32 slot and its map entry.
+	const f32, idAndSlot = 4, 8 + 4 + 48
+	return 2*f32*(ents*ed+b*rd) + idAndSlot*(ents+b) + // pulled rows and their gradients
+		f32*(4*chunk*ed+2*chunk*rd+3*nn*ed) + // h, t, dh, dt; r, dr; e, de and the model's scratch
+		3*f32*chunk*nn // scores, their gradients, the model's weights
+}
+
 // slot returns id's index among the step's distinct ids, adding it.
 func slot(m map[uint64]int32, ids *[]uint64, id uint64) int32 {
 	s, ok := m[id]

@@ -1040,3 +1040,48 @@ func (p *kgeMaxPull) Pull(ctx context.Context, table string, ids []uint64, dst [
 	}
 	return p.KGEParams.Pull(ctx, table, ids, dst)
 }
+
+// TestKGEStepBytes: StepBytes bounds what a step's buffers hold once it
+// has run (the slot maps' entries aside, which it counts too), within a
+// factor that keeps it an estimate of them rather than a guard that
+// refuses sizes that fit; and Validate refuses a step of more entities
+// than int32 slots count.
+func TestKGEStepBytes(t *testing.T) {
+	for _, name := range kgeModelNames() {
+		for _, negDeg := range []bool{false, true} {
+			cfg := DefaultKGEConfig()
+			cfg.Model, cfg.Hidden, cfg.BatchSize, cfg.NegSize, cfg.NegDeg = name, 8, 64, 16, negDeg
+			cfg.Entities, cfg.Relations, cfg.StepsPerEpoch = 100_000, 50, 1
+			ed, rd, _ := KGETableDims(cfg)
+			p := newKGERecParams(cfg, make([]float32, int(cfg.Entities)*ed), make([]float32, cfg.Relations*rd))
+			k, err := NewKGE(cfg, p, NoSync{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch := make([]Triple, cfg.BatchSize)
+			for i := range batch {
+				batch[i] = Triple{Head: uint64(2 * i), Rel: uint32(i % cfg.Relations), Tail: uint64(2*i + 1)}
+			}
+			if _, _, err := k.trainStep(context.Background(), batch, negDeg); err != nil {
+				t.Fatal(err)
+			}
+			st := &k.st
+			var held int
+			for _, s := range [][]float32{st.E, st.R, st.gE, st.gR, st.h, st.r, st.t, st.e, st.dh, st.dr, st.dt, st.de, st.pos, st.neg, st.gpos, st.gng} {
+				held += 4 * cap(s)
+			}
+			for _, s := range [][]int32{st.hi, st.ri, st.ti, st.ni, st.nd} {
+				held += 4 * cap(s)
+			}
+			held += 8 * (cap(st.ents) + cap(st.rels) + cap(st.entW) + cap(st.relW))
+			if got := cfg.StepBytes(); float64(held) > got || got > 4*float64(held)+48*cfg.StepEntities() {
+				t.Errorf("%s, negdeg %v: a step holds %d bytes of buffers, StepBytes %.0f", name, negDeg, held, got)
+			}
+		}
+	}
+	cfg := kgeTestConfig("distmult", 10)
+	cfg.BatchSize, cfg.NegSize = 1<<30, 1<<30
+	if err := cfg.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "batch size 1073741824 and negatives 1073741824: a step gathers up to 3221225472 entities, more than its int32 slots count") {
+		t.Errorf("a step of 3·2^30 entities: %v", err)
+	}
+}
