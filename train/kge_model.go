@@ -111,8 +111,9 @@ func newKGEModel(name string, hidden int, gamma float32) (kgeModel, error) {
 		m.phase = math.Pi / ((gamma + 2) / float32(hidden))
 	case kgeRESCAL:
 		if hidden > kgeRESCALMaxHidden {
-			return nil, fmt.Errorf("train: kge model rescal: hidden %d: relation rows are hidden² = %d values, want hidden ≤ %d: %w",
-				hidden, hidden*hidden, kgeRESCALMaxHidden, ErrInvalid)
+			// hidden² in float64: an int wraps past 2^32 (2^40 read "0 values").
+			return nil, fmt.Errorf("train: kge model rescal: hidden %d: relation rows are hidden² = %.0f values, want hidden ≤ %d: %w",
+				hidden, float64(hidden)*float64(hidden), kgeRESCALMaxHidden, ErrInvalid)
 		}
 		m.rel = hidden * hidden
 	case kgeSimplE:
