@@ -20,6 +20,7 @@ import (
 	"graphnode/node/client"
 	"graphnode/node/control"
 	"graphnode/partition"
+	"graphnode/shm"
 	"graphnode/train"
 )
 
@@ -128,7 +129,7 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 		fs.Usage()
 		return errUsage
 	}
-	if err := f.check(); err != nil {
+	if err := f.check(a.memory()); err != nil {
 		fmt.Fprintf(a.stderr, "node kge: %v\n", err)
 		return errUsage
 	}
@@ -217,8 +218,9 @@ func dglkeFlagHint(fs *flag.FlagSet, args []string) string {
 // were found only after the wait for the node and the read of every
 // part's triples (--eval, the model's settings), or never (--eval-sample
 // -3 ranked every triple, --lr 0 trained nothing, a negative --lr away
-// from the facts).
-func (f *kgeFlags) check() error {
+// from the facts). have is the machine's memory and swap (0: unknown),
+// which a step must fit.
+func (f *kgeFlags) check(have uint64) error {
 	var errs []error
 	bad := func(format string, v ...any) { errs = append(errs, fmt.Errorf(format, v...)) }
 	switch f.eval {
@@ -267,8 +269,12 @@ func (f *kgeFlags) check() error {
 	if c.NegSize < 1 {
 		bad("--neg-size %d: want ≥ 1", c.NegSize)
 	}
+	// The trainers meet in a kv synchronous step (the sync table), of at
+	// most kv.MaxWorld; more was refused once every triple was read.
 	if c.World < 1 {
 		bad("--world-size %d: want ≥ 1 (one trainer per part)", c.World)
+	} else if c.World > kv.MaxWorld {
+		bad("--world-size %d: want at most %d (the trainers of a kv synchronous step)", c.World, kv.MaxWorld)
 	} else if c.Rank < 0 || c.Rank >= c.World {
 		bad("--rank %d: want 0 to %d (--world-size %d)", c.Rank, c.World-1, c.World)
 	}
@@ -310,6 +316,36 @@ func (f *kgeFlags) check() error {
 	cfg.AdvTemp, cfg.RegCoef, cfg.RegNorm = max(cfg.AdvTemp, 0), max(cfg.RegCoef, 0), max(cfg.RegNorm, 1)
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
+	} else {
+		errs = append(errs, f.checkSizes(cfg, have))
+	}
+	return errors.Join(errs...)
+}
+
+// checkSizes refuses, for a cfg that Validate passed, rows that no kv
+// message carries and a step this machine (have bytes of memory and
+// swap, 0: unknown) cannot hold: they were found once every part's
+// triples were read and the tables made (kv_create of a dim over 2^31),
+// or ended in the runtime's "out of memory" crash at the first step.
+func (f *kgeFlags) checkSizes(cfg train.KGEConfig, have uint64) error {
+	ent, rel, err := train.KGETableDims(cfg)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, t := range []struct {
+		table, what string
+		dim         int
+	}{{cfg.EntityTable, "entity", ent}, {cfg.RelationTable, "relation", rel}} {
+		if most := client.MaxRowDim(t.table); t.dim > most {
+			errs = append(errs, fmt.Errorf("--hidden %d: a %s %s row is %d values, more than the %d a kv message carries (one %s control frame): lower --hidden",
+				cfg.Hidden, cfg.Model, t.what, t.dim, most, shm.FormatSize(control.MaxFrame)))
+			break // the entity row, said once
+		}
+	}
+	if need := cfg.StepBytes(); len(errs) == 0 && have > 0 && need > float64(have) {
+		errs = append(errs, fmt.Errorf("--batch-size %d, --neg-size %d: a step of %s rows (--hidden %d) holds about %s, more than the %s of memory and swap of this machine: lower them",
+			cfg.BatchSize, cfg.NegSize, cfg.Model, cfg.Hidden, partitionBytes(int64(min(need, math.MaxInt64))), partitionBytes(int64(have))))
 	}
 	return errors.Join(errs...)
 }

@@ -374,6 +374,15 @@ func TestKGEFlagErrors(t *testing.T) {
 		{[]string{"--neg-size", "-1"}, "node kge: --neg-size -1: want ≥ 1\n"},
 		{[]string{"--rank", "2", "--world-size", "2"}, "node kge: --rank 2: want 0 to 1 (--world-size 2)\n"},
 		{[]string{"--world-size", "0"}, "node kge: --world-size 0: want ≥ 1 (one trainer per part)\n"},
+		// Upper bounds, found once every part's triples were read (the
+		// tables' kv_create, the sync table's step) or in the runtime's
+		// "out of memory" crash at the first step.
+		{[]string{"--world-size", "100000", "--rank", "5"}, "node kge: --world-size 100000: want at most 65536 (the trainers of a kv synchronous step)\n"},
+		{[]string{"--hidden", "1099511627776"}, "node kge: --hidden 1099511627776: a transe_l2 entity row is 1099511627776 values, more than the 16777208 a kv message carries (one 64MiB control frame): lower --hidden\n"},
+		{[]string{"--hidden", "10000000", "--model", "complex"}, "node kge: --hidden 10000000: a complex entity row is 20000000 values, more than the 16777208"},
+		{[]string{"--hidden", "1099511627776", "--model", "rescal"}, "relation rows are hidden² = 1208925819614629174706176 values, want hidden ≤ 2048"},
+		{[]string{"--batch-size", "100000000", "--hidden", "1000000"}, "node kge: --batch-size 100000000, --neg-size 256: a step of transe_l2 rows (--hidden 1000000) holds about "},
+		{[]string{"--batch-size", "1073741824", "--neg-size", "1073741824"}, "batch size 1073741824 and negatives 1073741824: a step gathers up to 3221225472 entities, more than its int32 slots count"},
 		{[]string{"--eval-every", "-1"}, "node kge: --eval-every -1: want ≥ 0 (0: after the last epoch only)\n"},
 		{[]string{"--hidden", "0"}, "node kge: --hidden 0: want ≥ 1\n"},
 		{[]string{"--adv-temp", "-1"}, "node kge: --adv-temp -1: want ≥ 0 (0: off)\n"},
