@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Identity is a node's TLS material: its certificate and key, and the
@@ -64,22 +65,29 @@ const (
 func CertFile(dir, node string) string { return filepath.Join(dir, node+".crt") }
 func KeyFile(dir, node string) string  { return filepath.Join(dir, node+".key") }
 
-// CheckName reports whether s can name a cluster or node: 1–253 bytes of
+// CheckName reports whether s can name a cluster or node: 1–253 ASCII
 // letters, digits, '.', '-', '_', not starting with '.' or '-' (node names
-// become file names and DNS names in certificates).
+// become file names and DNS names in certificates). A character not
+// allowed is named as the user typed it: the check went by bytes, and
+// called "é" the character 'Ã'.
 func CheckName(kind, s string) error {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		if r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
+			continue
+		}
+		what := fmt.Sprintf("character %q", r)
+		if r == utf8.RuneError && size == 1 {
+			what = fmt.Sprintf("byte %#x (not UTF-8)", s[i-1])
+		}
+		return fmt.Errorf("mesh: %s name %q: %s not allowed: want ASCII letters, digits, '.', '-', '_'", kind, s, what)
+	}
 	if s == "" || len(s) > 253 {
 		return fmt.Errorf("mesh: %s name %q: want 1 to 253 characters", kind, s)
 	}
 	if s[0] == '.' || s[0] == '-' {
 		return fmt.Errorf("mesh: %s name %q: must not start with %q", kind, s, s[0])
-	}
-	for _, c := range []byte(s) {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '.' || c == '-' || c == '_'
-		if !ok {
-			return fmt.Errorf("mesh: %s name %q: character %q not allowed (letters, digits, '.', '-', '_')", kind, s, c)
-		}
 	}
 	return nil
 }

@@ -192,6 +192,27 @@ func TestWriteClusterNames(t *testing.T) {
 	}
 }
 
+// TestCheckName: a name is ASCII letters, digits, '.', '-', '_'; a
+// character outside them is named as typed (by bytes, "é" was the
+// character 'Ã'), a byte that is not UTF-8 as a byte.
+func TestCheckName(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"node-1.x_Y", ""},
+		{"é", `mesh: node name "é": character 'é' not allowed: want ASCII letters, digits, '.', '-', '_'`},
+		{"host1\u200b", `mesh: node name "host1\u200b": character '\u200b' not allowed`},
+		{"b\xff", `mesh: node name "b\xff": byte 0xff (not UTF-8) not allowed`},
+		{"a b", `mesh: node name "a b": character ' ' not allowed`},
+		{"", `mesh: node name "": want 1 to 253 characters`},
+		{strings.Repeat("a", 254), "want 1 to 253 characters"},
+		{"-a", `mesh: node name "-a": must not start with '-'`},
+	} {
+		err := CheckName("node", tc.name)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("CheckName(%q) = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
 func TestLoadIdentityErrors(t *testing.T) {
 	dir := writeTestCluster(t, "c", "host0", "host1")
 	other := writeTestCluster(t, "c", "host0")

@@ -147,6 +147,8 @@ func TestCertUsage(t *testing.T) {
 		{[]string{"cert", "init", "--cluster", "c"}, 2, "missing --nodes, -o"},
 		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a/b", "-o", "x"}, 2, `node cert init: --nodes "a/b": mesh: node name "a/b"`},
 		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a,,b", "-o", "x"}, 2, `node cert init: --nodes "a,,b": mesh: node name ""`},
+		// It said "character 'Ã' not allowed": the check read bytes.
+		{[]string{"cert", "init", "--cluster", "c", "--nodes", "é,b", "-o", "x"}, 2, `node cert init: --nodes "é,b": mesh: node name "é": character 'é' not allowed: want ASCII letters, digits, '.', '-', '_'`},
 		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a,b,a", "-o", "x"}, 2, `node cert init: --nodes "a,b,a": mesh: node "a" listed twice`},
 		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a,ca", "-o", "x"}, 2, `node cert init: --nodes "a,ca": mesh: node name "ca" is reserved for the CA files`},
 		{[]string{"cert", "init", "--cluster", "c", "--nodes", "a,a,b/c,a", "-o", "x"}, 2,
