@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -77,35 +76,11 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	}
 	// Rings of a demo killed outright (SIGKILL, the OOM killer) take the
 	// room checkRingSpace measures; they go first.
-	for _, parent := range []string{demoRingDir, os.TempDir()} {
-		removed, err := sweepDemoDirs(parent)
-		for _, dir := range removed {
-			fmt.Fprintf(a.stderr, "node demo: removed %s, left by a demo that was killed\n", dir)
-		}
-		if err != nil {
-			fmt.Fprintf(a.stderr, "node demo: %v\n", err)
-		}
-	}
+	sweepKilledDemos(a.stderr)
 	if err := f.checkRingSpace(ringSize, demoRingDir); err != nil {
 		return err
 	}
-	// A closed stdout or stderr (node demo | head -5) stops the demo as
-	// Ctrl-C does: the nodes drain and remove their rings, and the work
-	// directory goes. Go ends a program by SIGPIPE at a failed write to
-	// fd 1 or 2 unless SIGPIPE is handled, and so it did the demo, its
-	// nodes with it (Pdeathsig), leaving gigabytes of rings in /dev/shm.
-	// Handled, the write fails with EPIPE instead (demoOutput). It stays
-	// handled until the process exits: the error printed on the way out
-	// may meet a closed stderr too.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	ctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	da := &app{stdout: &demoOutput{w: a.stdout, stop: stop}, stderr: &demoOutput{w: a.stderr, stop: stop}, log: a.log, memory: a.memory}
-	err = f.run(ctx, da)
-	if cause := context.Cause(ctx); errors.Is(cause, errOutputClosed) {
-		return fmt.Errorf("%w: stopped the nodes and removed the demo's directories", cause)
-	}
-	return err
+	return f.runUntilOutputCloses(ctx, a)
 }
 
 // newDemoFlags is `node demo`'s flag set and the settings it fills.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -25,9 +26,9 @@ import (
 // /dev/shm (rings and sockets) and in $TMPDIR (the work directory).
 const demoDirPrefix = "graphnode-demo-"
 
-// demoLockName is the lock file in each of them. The nodes never write a
-// name starting with '.' into their ring directory, so stop can tell it
-// from a ring a node left.
+// demoLockName is the lock file in each of them. The nodes write only
+// their rings (graphnode-*.ring) and sockets into their ring directory,
+// so stop tells the lock by its name from what a node left there.
 const demoLockName = ".demo.lock"
 
 // makeDemoDir makes a new directory demoDirPrefix* in parent and takes
@@ -130,3 +131,37 @@ func (o *demoOutput) Write(p []byte) (int, error) {
 
 // Unwrap is the stream written to (isTerminal looks at it).
 func (o *demoOutput) Unwrap() io.Writer { return o.w }
+
+// sweepKilledDemos removes, with sweepDemoDirs, what demos killed outright
+// left in /dev/shm and $TMPDIR, saying so on w.
+func sweepKilledDemos(w io.Writer) {
+	for _, parent := range []string{demoRingDir, os.TempDir()} {
+		removed, err := sweepDemoDirs(parent)
+		for _, dir := range removed {
+			fmt.Fprintf(w, "node demo: removed %s, left by a demo that was killed\n", dir)
+		}
+		if err != nil {
+			fmt.Fprintf(w, "node demo: %v\n", err)
+		}
+	}
+}
+
+// runUntilOutputCloses is f.run, stopped as Ctrl-C stops it when a write
+// to its stdout or stderr fails (node demo | head -5): the nodes drain
+// and remove their rings, and the work directory goes. Go ends a program
+// by SIGPIPE at a failed write to fd 1 or 2 unless SIGPIPE is handled,
+// and so it did the demo, its nodes with it (Pdeathsig), leaving
+// gigabytes of rings in /dev/shm. Handled, the write fails with EPIPE
+// instead (demoOutput). It stays handled until the process exits: the
+// error printed on the way out may meet a closed stderr too.
+func (f *demoFlags) runUntilOutputCloses(ctx context.Context, a *app) error {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	da := &app{stdout: &demoOutput{w: a.stdout, stop: stop}, stderr: &demoOutput{w: a.stderr, stop: stop}, log: a.log, memory: a.memory}
+	err := f.run(ctx, da)
+	if cause := context.Cause(ctx); errors.Is(cause, errOutputClosed) {
+		return fmt.Errorf("%w: stopped the nodes and removed the demo's directories", cause)
+	}
+	return err
+}
