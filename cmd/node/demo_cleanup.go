@@ -39,11 +39,18 @@ func makeDemoDir(parent string) (dir string, lock *os.File, err error) {
 	if dir, err = os.MkdirTemp(parent, demoDirPrefix); err != nil {
 		return "", nil, err
 	}
-	// Between MkdirTemp and the lock a sweeper finds no lock file, and
-	// leaves the directory alone (see sweepDemoDirs).
-	lock, err = os.OpenFile(filepath.Join(dir, demoLockName), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	// The lock file takes its name only once it is locked: until then a
+	// sweeper finds no lock file and leaves the directory alone (see
+	// sweepDemoDirs). Made under its name and then locked, it could be
+	// taken, and the live demo's directory removed, in between. The
+	// flock belongs to the open file, which the rename keeps.
+	tmp := filepath.Join(dir, demoLockName+".new")
+	lock, err = os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err == nil {
-		if err = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if err = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+			err = os.Rename(tmp, filepath.Join(dir, demoLockName))
+		}
+		if err != nil {
 			lock.Close()
 		}
 	}
