@@ -129,14 +129,20 @@ func (ss *syncState) failLocked(r *round, err error) {
 // trainer, holds the rank against another session: it is a running
 // job's, having pushed steps that completed (its first push is behind
 // the version), pushed within timeout (a live job's every rank pushes at
-// least that often, or its round fails), and neither left nor pushed to
-// a round that failed. ss.mu must be held.
-func (ss *syncState) heldLocked(trainer int, rs *rankSession, version uint64, timeout time.Duration) bool {
+// least that often, or its round fails), not pushed to a round that
+// failed nor said it is done, and no trainer has left since it began (a
+// departure fails its job's next step: the job is over, and a rerun
+// after a crash must not wait for the timeout). ss.mu must be held.
+func (ss *syncState) heldLocked(rs *rankSession, version uint64, timeout time.Duration) bool {
 	if rs == nil || rs.ended || rs.first >= version || time.Since(rs.last) >= timeout {
 		return false
 	}
-	d, left := ss.mu.left[trainer]
-	return !left || d.seq <= rs.since
+	for _, d := range ss.mu.left {
+		if !d.inert && d.seq > rs.since {
+			return false
+		}
+	}
+	return true
 }
 
 // pushSync is Store.PushSync for table t: a push without a session.
@@ -175,7 +181,7 @@ func (t *table) pushSyncSession(ctx context.Context, step uint64, trainer, world
 	// processes starting together are, the running job failed with it;
 	// and a push taken into the running job's round averaged another
 	// job's vector into its step.
-	held := other && ss.heldLocked(trainer, rs, t.version.Load(), timeout)
+	held := other && ss.heldLocked(rs, t.version.Load(), timeout)
 	if v := t.version.Load(); step != v {
 		if other && step < v && rs.step >= step {
 			// The session the table counts as trainer pushed this step:

@@ -249,6 +249,26 @@ func TestSyncSessionFinishedJob(t *testing.T) {
 	wantHeldBy(t, s.PushSyncSession(ctx, "w", 3, 1, 2, sessDup, grad(4, 1, 3)), 1, sessB1)
 }
 
+// TestSyncSessionRerunAfterCrash: job A's trainer 1 crashed between
+// steps (its departure came) while trainer 0's went nowhere (its node
+// died with it, say). A's job is over: a rerun's rank 0, pushing at
+// once, trains, instead of being refused as a second job for the sync
+// timeout after A's last push.
+func TestSyncSessionRerunAfterCrash(t *testing.T) {
+	s := newStore(t, 0, spec("w", 2, 2, SGD(1), Sync, 1))
+	ctx := context.Background()
+	stepTogether(t, s, 0, sessA0, sessA1)
+	s.LeaveTableSession("w", 1, sessA1)
+	b0 := pushAsync(s, 1, 0, 2, sessB0)
+	waitPushed(t, s, "w", 1)
+	if err := s.PushSyncSession(ctx, "w", 1, 1, 2, sessB1, grad(4, 1, 1)); err != nil {
+		t.Fatalf("rerun, rank 1: %v", err)
+	}
+	if err := <-b0; err != nil {
+		t.Fatalf("rerun, rank 0: %v", err)
+	}
+}
+
 func wantHeldBy(t *testing.T, err error, rank int, session uint64) {
 	t.Helper()
 	want := fmt.Sprintf("rank %d belongs to a running job (session %016x,", rank, session)
