@@ -127,6 +127,19 @@ func TestDemo(t *testing.T) {
 	}
 }
 
+// smallParts partitions a stochastic block model graph of nodes nodes
+// with featDim features and 4 classes into 2 random parts (the demo's
+// generator, batch 64, seed 1) in t's temp dir.
+func smallParts(t *testing.T, nodes, featDim int, fanouts string) string {
+	t.Helper()
+	parts := filepath.Join(t.TempDir(), "parts")
+	f := demoFlags{nodes: nodes, featDim: featDim, classes: 4, parts: 2, method: "random", fanouts: fanouts, batch: 64, seed: 1}
+	if err := f.partition(context.Background(), newApp(io.Discard, io.Discard), parts); err != nil {
+		t.Fatal(err)
+	}
+	return parts
+}
+
 // cluster starts a two-node demo cluster over parts in t's temp dir.
 func testCluster(t *testing.T, bin, parts string) *demoCluster {
 	t.Helper()
@@ -297,11 +310,7 @@ func trainPlanetoid(t *testing.T, dir, seed string) float64 {
 // in its way, and how to pass it.
 func TestTrainerKilled(t *testing.T) {
 	bin := nodeBinary(t)
-	parts := filepath.Join(t.TempDir(), "parts")
-	f := demoFlags{nodes: 4000, featDim: 16, classes: 4, parts: 2, method: "random", fanouts: "10,5", batch: 64, seed: 1}
-	if err := f.partition(context.Background(), newApp(io.Discard, io.Discard), parts); err != nil {
-		t.Fatal(err)
-	}
+	parts := smallParts(t, 4000, 16, "10,5")
 	cl := testCluster(t, bin, parts)
 	args := func(r int) []string {
 		return []string{"--socket", cl.sockets[r], "--rank", strconv.Itoa(r), "--world-size", "2", "--fanouts", "10,5",
@@ -359,11 +368,7 @@ func TestTrainerKilled(t *testing.T) {
 // round rank 0 never ran.
 func TestTrainRanksDisagree(t *testing.T) {
 	bin := nodeBinary(t)
-	parts := filepath.Join(t.TempDir(), "parts")
-	f := demoFlags{nodes: 2000, featDim: 8, classes: 4, parts: 2, method: "random", fanouts: "5,5", batch: 64, seed: 1}
-	if err := f.partition(context.Background(), newApp(io.Discard, io.Discard), parts); err != nil {
-		t.Fatal(err)
-	}
+	parts := smallParts(t, 2000, 8, "5,5")
 	cl := testCluster(t, bin, parts)
 	var trs []*trainer
 	for r, extra := range [][]string{{"--seed", "1", "--epochs", "2"}, {"--seed", "2", "--epochs", "3"}} {
@@ -388,11 +393,7 @@ func TestTrainRanksDisagree(t *testing.T) {
 // trainers push as rank 0 … give each trainer its own --rank".
 func TestTrainSecondJob(t *testing.T) {
 	bin := nodeBinary(t)
-	parts := filepath.Join(t.TempDir(), "parts")
-	f := demoFlags{nodes: 2000, featDim: 8, classes: 4, parts: 2, method: "random", fanouts: "5,5", batch: 64, seed: 1}
-	if err := f.partition(context.Background(), newApp(io.Discard, io.Discard), parts); err != nil {
-		t.Fatal(err)
-	}
+	parts := smallParts(t, 2000, 8, "5,5")
 	cl := testCluster(t, bin, parts)
 	job := func(node, r, world int, epochs string) []string {
 		return []string{"--socket", cl.sockets[node], "--rank", strconv.Itoa(r), "--world-size", strconv.Itoa(world),
@@ -426,11 +427,7 @@ func TestTrainSecondJob(t *testing.T) {
 // the last round's averaged statistics: the trained model was lost.
 func TestTrainSaveParams(t *testing.T) {
 	bin := nodeBinary(t)
-	parts := filepath.Join(t.TempDir(), "parts")
-	f := demoFlags{nodes: 2000, featDim: 16, classes: 4, parts: 2, method: "random", fanouts: "10,5", batch: 64, seed: 1}
-	if err := f.partition(context.Background(), newApp(io.Discard, io.Discard), parts); err != nil {
-		t.Fatal(err)
-	}
+	parts := smallParts(t, 2000, 16, "10,5")
 	ck := t.TempDir()
 	cl, err := newDemoCluster(bin, t.TempDir(), parts, 2, "64MB", 1)
 	t.Cleanup(func() {
@@ -653,11 +650,7 @@ func TestTrainFlagErrors(t *testing.T) {
 // the model is allocated, naming the flag.
 func TestTrainModelTooWide(t *testing.T) {
 	bin := nodeBinary(t)
-	parts := filepath.Join(t.TempDir(), "parts")
-	f := demoFlags{nodes: 2000, featDim: 2000, classes: 4, parts: 2, method: "random", fanouts: "5,5", batch: 64, seed: 1}
-	if err := f.partition(context.Background(), newApp(io.Discard, io.Discard), parts); err != nil {
-		t.Fatal(err)
-	}
+	parts := smallParts(t, 2000, 2000, "5,5")
 	cl := testCluster(t, bin, parts)
 	code, _, stderr := runNode(t, "train", "--socket", cl.sockets[0], "--world-size", "2", "--fanouts", "5,5", "--hidden", "5000", "--workers", "1")
 	// 2·2000·5000 + 5000 + 2·5000·4 + 4 parameters, and 9 statistics.
