@@ -62,11 +62,12 @@ type departure struct {
 // rankSession is the process a rank's pushes came from last.
 type rankSession struct {
 	session uint64
-	since   uint64 // syncState.mu.seq of the session's first push taken
-	first   uint64 // the step of its first push taken
-	step    uint64 // the step of its last push taken
-	last    time.Time
-	ended   bool // a round it pushed to failed, or it said kv_done: its job is over
+	since   uint64    // syncState.mu.seq of the session's first push taken
+	first   uint64    // the step of its first push taken
+	step    uint64    // the step of its last push taken
+	world   int       // the world its pushes said
+	last    time.Time // its last push taken, or the end of that push's round
+	ended   bool      // a round it pushed to failed, or it said kv_done: its job is over
 	// dup: another session that pushed a step this one had pushed, told
 	// so then; this one's next push is told so too (duplicateError).
 	dup uint64
@@ -125,24 +126,52 @@ func (ss *syncState) failLocked(r *round, err error) {
 	}
 }
 
-// heldLocked reports whether rs, the session the table counts as
-// trainer, holds the rank against another session: it is a running
-// job's, having pushed steps that completed (its first push is behind
-// the version), pushed within timeout (a live job's every rank pushes at
-// least that often, or its round fails), not pushed to a round that
-// failed nor said it is done, and no trainer has left since it began (a
-// departure fails its job's next step: the job is over, and a rerun
-// after a crash must not wait for the timeout). ss.mu must be held.
+// holdFor is how long after its last push (or that push's round) a
+// running job's session holds its rank with no other sign of life: its
+// ranks push at least once per sync timeout while they train, but an
+// evaluation runs between pushes for as long as it takes. Past it, a job
+// whose end reached no shard (its node died with its trainer, and no
+// other trainer of it failed a step) no longer bars a rerun.
+func holdFor(timeout time.Duration) time.Duration { return 5 * timeout }
+
+// heldLocked reports whether rs, the session the table counts as a rank,
+// holds the rank against another session: it is a running job's, having
+// pushed steps that completed (its first push is behind the version),
+// pushed within holdFor(timeout), not pushed to a round that failed nor
+// said it is done, and no trainer of its world has left since it began
+// (a departure fails its job's next step: the job is over, and a rerun
+// after a crash must not wait). ss.mu must be held.
 func (ss *syncState) heldLocked(rs *rankSession, version uint64, timeout time.Duration) bool {
-	if rs == nil || rs.ended || rs.first >= version || time.Since(rs.last) >= timeout {
+	if rs == nil || rs.ended || rs.first >= version || time.Since(rs.last) >= holdFor(timeout) {
 		return false
 	}
-	for _, d := range ss.mu.left {
-		if !d.inert && d.seq > rs.since {
+	for k, d := range ss.mu.left {
+		if k < rs.world && !d.inert && d.seq > rs.since {
 			return false
 		}
 	}
 	return true
+}
+
+// holderLocked is the running job's session that a push by session as
+// trainer of world must not join: the one holding trainer's rank, or,
+// for a push of another world, any that holds its rank (a second job of
+// a larger world opened a round of its own between the running job's
+// steps with a rank beyond them, and the running job's next push was
+// refused for its world). nil when none. ss.mu must be held.
+func (ss *syncState) holderLocked(trainer, world int, session, version uint64, timeout time.Duration) *rankSession {
+	if session == 0 {
+		return nil
+	}
+	if rs := ss.mu.ranks[trainer]; rs != nil && rs.session != session && ss.heldLocked(rs, version, timeout) {
+		return rs
+	}
+	for _, k := range slices.Sorted(maps.Keys(ss.mu.ranks)) {
+		if rs := ss.mu.ranks[k]; rs.session != session && rs.world != world && ss.heldLocked(rs, version, timeout) {
+			return rs
+		}
+	}
+	return nil
 }
 
 // pushSync is Store.PushSync for table t: a push without a session.
@@ -181,7 +210,8 @@ func (t *table) pushSyncSession(ctx context.Context, step uint64, trainer, world
 	// processes starting together are, the running job failed with it;
 	// and a push taken into the running job's round averaged another
 	// job's vector into its step.
-	held := other && ss.heldLocked(rs, t.version.Load(), timeout)
+	holder := ss.holderLocked(trainer, world, session, t.version.Load(), timeout)
+	held := holder != nil
 	if v := t.version.Load(); step != v {
 		if other && step < v && rs.step >= step {
 			// The session the table counts as trainer pushed this step:
@@ -194,7 +224,7 @@ func (t *table) pushSyncSession(ctx context.Context, step uint64, trainer, world
 				// took its base from another shard, at another version.
 				err = t.behindError(step, v, trainer, rs, session)
 			case held:
-				err = t.heldError(step, trainer, rs, session)
+				err = t.heldError(step, trainer, world, holder, session)
 			}
 			if !held {
 				ss.tellDuplicateLocked(trainer, rs, session, err)
@@ -206,7 +236,7 @@ func (t *table) pushSyncSession(ctx context.Context, step uint64, trainer, world
 		return fmt.Errorf("kv: table %q: trainer %d pushed step %d, shard is at version %d and expects step %d: %w", name, trainer, step, v, v, ErrStep)
 	}
 	if held {
-		err := t.heldError(step, trainer, rs, session)
+		err := t.heldError(step, trainer, world, holder, session)
 		ss.mu.Unlock()
 		return err
 	}
@@ -281,7 +311,7 @@ func (t *table) pushSyncSession(ctx context.Context, step uint64, trainer, world
 			rs = &rankSession{session: session, since: ss.mu.seq, first: step}
 			ss.mu.ranks[trainer] = rs
 		}
-		rs.step, rs.last = step, time.Now()
+		rs.step, rs.world, rs.last = step, world, time.Now()
 	}
 	delete(ss.mu.timedOut, trainer)
 	r.grads[trainer] = grads
@@ -339,6 +369,12 @@ func (t *table) applyRoundLocked(r *round) {
 	ss.mu.round = nil
 	r.timer.Stop()
 	close(r.done)
+	now := time.Now() // a rank that waited long for the others is alive too
+	for k, sess := range r.sess {
+		if rs := ss.mu.ranks[k]; sess != 0 && rs != nil && rs.session == sess {
+			rs.last = now
+		}
+	}
 	ss.bumpWaitersLocked()
 }
 
@@ -382,13 +418,17 @@ func (t *table) duplicateError(step uint64, trainer int, first, second uint64) e
 		t.spec.Name, step, trainer, first, second, ErrStepFailed)
 }
 
-// heldError is the error of session pushing as trainer while rs, a
-// running job's session, holds the rank (heldLocked).
-func (t *table) heldError(step uint64, trainer int, rs *rankSession, session uint64) error {
-	return fmt.Errorf("kv: table %q step %d: rank %d belongs to a running job (session %016x, pushing since step %d, last at step %d %v ago), "+
-		"and session %016x pushed as rank %d too: a second job on the table needs its own (node train --table, node kge --table-prefix), "+
+// heldError is the error of session pushing as trainer of world while
+// rs, a running job's session, holds its rank (holderLocked).
+func (t *table) heldError(step uint64, trainer, world int, rs *rankSession, session uint64) error {
+	whose := fmt.Sprintf("rank %d belongs to a running job", trainer)
+	if rs.world != world {
+		whose = fmt.Sprintf("the table belongs to a running job of world %d, not %d", rs.world, world)
+	}
+	return fmt.Errorf("kv: table %q step %d: %s (session %016x, pushing since step %d, last at step %d %v ago), "+
+		"and session %016x pushed as rank %d of world %d: a second job on the table needs its own (node train --table, node kge --table-prefix), "+
 		"and each trainer of a job its own --rank; the running job goes on: %w",
-		t.spec.Name, step, trainer, rs.session, rs.first, rs.step, time.Since(rs.last).Round(time.Millisecond), session, trainer, ErrStepFailed)
+		t.spec.Name, step, whose, rs.session, rs.first, rs.step, time.Since(rs.last).Round(time.Millisecond), session, trainer, world, ErrStepFailed)
 }
 
 // behindError is the error of a session pushing as trainer a step more

@@ -187,7 +187,7 @@ func TestSyncSessionDuplicateRank(t *testing.T) {
 func wantHeld(t *testing.T, what string, err error, session uint64) {
 	t.Helper()
 	want := fmt.Sprintf("rank 0 belongs to a running job (session 00000000000000a0, pushing since step 0, last at step ")
-	also := fmt.Sprintf("and session %016x pushed as rank 0 too: a second job on the table needs its own (node train --table, node kge --table-prefix)", session)
+	also := fmt.Sprintf("and session %016x pushed as rank 0 of world 2: a second job on the table needs its own (node train --table, node kge --table-prefix)", session)
 	if !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), also) {
 		t.Fatalf("%s: %v, want %q … %q", what, err, want, also)
 	}
@@ -267,6 +267,53 @@ func TestSyncSessionRerunAfterCrash(t *testing.T) {
 	if err := <-b0; err != nil {
 		t.Fatalf("rerun, rank 0: %v", err)
 	}
+}
+
+// TestSyncSessionSecondJobOtherWorld: a second job of a larger world
+// pushes between the running job's steps with a rank beyond them, and
+// with a rank it holds; each push is refused, and the refused rank's
+// going (a departure of a rank the running job does not have) does not
+// end the hold. Before, the first opened a round of world 3, and the
+// running job's next push was refused for its world.
+func TestSyncSessionSecondJobOtherWorld(t *testing.T) {
+	s := newStore(t, 0, spec("w", 2, 2, SGD(1), Sync, 1))
+	ctx := context.Background()
+	stepTogether(t, s, 0, sessA0, sessA1)
+	stepTogether(t, s, 1, sessA0, sessA1)
+	const sessB2 = 0xb2
+	want := "the table belongs to a running job of world 2, not 3 (session 00000000000000a"
+	for _, k := range []int{2, 0} {
+		err := s.PushSyncSession(ctx, "w", 2, k, 3, sessB0+uint64(k), grad(4, k, 2))
+		if !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("job B, rank %d of world 3: %v, want %q", k, err, want)
+		}
+		s.LeaveTableSession("w", k, sessB0+uint64(k))
+	}
+	if _, ok := s.set.Load().tables["w"].sync.mu.ranks[2]; ok {
+		t.Fatal("the refused rank 2 is counted as a rank of the table")
+	}
+	stepTogether(t, s, 2, sessA0, sessA1)
+}
+
+// TestSyncSessionHoldOutlivesEvaluation: a running job's ranks push
+// nothing while they evaluate, for longer than the sync timeout; a
+// second job's push meanwhile is refused, and the running job goes on.
+// Only once holdFor has passed without a push is the table free. Before,
+// the hold ended at the sync timeout, and the second job stepped the
+// running job's table.
+func TestSyncSessionHoldOutlivesEvaluation(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	s, err := New(Config{Tables: []Spec{spec("w", 2, 2, SGD(1), Sync, 1)}, SyncTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	stepTogether(t, s, 0, sessA0, sessA1)
+	time.Sleep(2 * timeout) // job A evaluates
+	wantHeldBy(t, s.PushSyncSession(ctx, "w", 1, 0, 2, sessB0, grad(4, 0, 1)), 0, sessA0)
+	stepTogether(t, s, 1, sessA0, sessA1)
+	time.Sleep(holdFor(timeout) + timeout/2) // job A ended without a word
+	stepTogether(t, s, 2, sessB0, sessB1)
 }
 
 func wantHeldBy(t *testing.T, err error, rank int, session uint64) {

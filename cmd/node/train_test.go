@@ -406,7 +406,7 @@ func TestTrainSecondJob(t *testing.T) {
 		}
 	}
 	out, err := exec.Command(bin, append([]string{"train"}, job(1, 0, 1, "2")...)...).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), `table "graphsage.sync"`) || !strings.Contains(string(out), "rank 0 belongs to a running job") ||
+	if err == nil || !strings.Contains(string(out), `table "graphsage.sync"`) || !strings.Contains(string(out), "the table belongs to a running job of world 2, not 1") ||
 		!strings.Contains(string(out), "a second job on the table needs its own (node train --table") {
 		t.Errorf("a second job on the running job's table: %v, output:\n%s\nwant it refused, naming --table", err, out)
 	}
