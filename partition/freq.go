@@ -309,7 +309,9 @@ func (t *transpose) heat(ctx context.Context, seeds [][]uint32, opts HeatOptions
 		}
 		err = parallelRanges(ctx, byEdge, func(lo, hi int) {
 			// acc: Π (1 − a) when batched (a product that underflows to
-			// 0 says "certain", as it should), Σ a when not.
+			// 0 says "certain", as it should), Σ a when not. 1 − a is
+			// taken in float64: in float32 a chance under 3·10⁻⁸ was 0,
+			// and a hub reached along many such branches read nothing.
 			acc := make([]float64, P)
 			for v := lo; v < hi; v++ {
 				back := prev[v*P : (v+1)*P]
@@ -327,11 +329,11 @@ func (t *transpose) heat(ctx context.Context, seeds [][]uint32, opts HeatOptions
 					switch {
 					case batched && recip:
 						for p := range acc {
-							acc[p] *= float64(1 - max(0, w[p]-r*back[p]))
+							acc[p] *= 1 - float64(max(0, w[p]-r*back[p]))
 						}
 					case batched:
 						for p := range acc {
-							acc[p] *= float64(1 - w[p])
+							acc[p] *= 1 - float64(w[p])
 						}
 					case recip:
 						for p := range acc {
