@@ -155,7 +155,11 @@ func (f *demoFlags) run(ctx context.Context, a *app) (err error) {
 			// Without its lock file a later demo leaves the directory
 			// alone (sweepDemoDirs).
 			if lock != nil {
-				os.Remove(lock.Name())
+				// By its final name: the file was made under another
+				// (makeDemoDir), which lock.Name() still says.
+				if rerr := os.Remove(filepath.Join(work, demoLockName)); rerr != nil {
+					err = errors.Join(err, fmt.Errorf("--keep: %w (a later demo would remove %s)", rerr, work))
+				}
 			}
 			fmt.Fprintf(a.stdout, "kept %s\n", work)
 			return

@@ -155,3 +155,25 @@ func TestDemoClosedStdout(t *testing.T) {
 		t.Errorf("the work directory: %v, want it removed", err)
 	}
 }
+
+// TestDemoKeepIsNotSwept: a directory node demo --keep kept is not taken
+// for a killed demo's by the next one. Its lock file, removed by the name
+// it was made under, stayed, and the next demo removed the kept logs.
+func TestDemoKeepIsNotSwept(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	code, stdout, stderr := runNode(t, "demo", "--nodes", "2000", "--epochs", "1", "--batch-size", "64", "--ring-size", "16MB", "--keep")
+	if code != 0 {
+		t.Fatalf("demo --keep: exit %d\n%s", code, stderr)
+	}
+	work, _ := filepath.Glob(filepath.Join(tmp, demoDirPrefix+"*"))
+	if len(work) != 1 || !strings.Contains(stdout, "kept "+work[0]) {
+		t.Fatalf("demo --keep: work directories %q, stdout:\n%s", work, stdout)
+	}
+	if removed, err := sweepDemoDirs(tmp); len(removed) > 0 || err != nil {
+		t.Fatalf("the next demo's sweep removed %q (%v)", removed, err)
+	}
+	if _, err := os.Stat(work[0]); err != nil {
+		t.Fatalf("kept directory: %v", err)
+	}
+}
