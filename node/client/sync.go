@@ -115,6 +115,7 @@ func (s *Sync) Agree(ctx context.Context, settings []Setting) ([]string, error) 
 		return nil, err
 	}
 	s.base++
+	clear(s.buf) // AllReduce copies only its n values: the padding stays zero
 	w := float64(s.world)
 	sum := func(i int) float64 { return math.Round(float64(s.out[i]) * w) }
 	var differ []string
