@@ -186,7 +186,7 @@ func TestSyncSessionDuplicateRank(t *testing.T) {
 
 func wantHeld(t *testing.T, what string, err error, session uint64) {
 	t.Helper()
-	want := fmt.Sprintf("rank 0 belongs to a running job (session 00000000000000a0, pushing since step 0, last at step ")
+	const want = "rank 0 belongs to a running job (session 00000000000000a0, pushing since step 0, last at step "
 	also := fmt.Sprintf("and session %016x pushed as rank 0 of world 2: a second job on the table needs its own (node train --table, node kge --table-prefix)", session)
 	if !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), also) {
 		t.Fatalf("%s: %v, want %q … %q", what, err, want, also)
@@ -280,7 +280,6 @@ func TestSyncSessionSecondJobOtherWorld(t *testing.T) {
 	ctx := context.Background()
 	stepTogether(t, s, 0, sessA0, sessA1)
 	stepTogether(t, s, 1, sessA0, sessA1)
-	const sessB2 = 0xb2
 	want := "the table belongs to a running job of world 2, not 3 (session 00000000000000a"
 	for _, k := range []int{2, 0} {
 		err := s.PushSyncSession(ctx, "w", 2, k, 3, sessB0+uint64(k), grad(4, k, 2))
