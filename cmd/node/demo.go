@@ -143,7 +143,7 @@ func (f *demoFlags) run(ctx context.Context, a *app) (err error) {
 	if err != nil {
 		return err
 	}
-	work, created, lock, err := demoWorkdir(f.workdir)
+	work, created, lock, err := demoWorkdir(f.workdir, f.keep)
 	if err != nil {
 		return err
 	}
@@ -152,16 +152,12 @@ func (f *demoFlags) run(ctx context.Context, a *app) (err error) {
 			defer lock.Close()
 		}
 		if f.keep {
-			// Without its lock file a later demo leaves the directory
-			// alone (sweepDemoDirs).
-			if lock != nil {
-				// By its final name: the file was made under another
-				// (makeDemoDir), which lock.Name() still says.
-				if rerr := os.Remove(filepath.Join(work, demoLockName)); rerr != nil {
-					err = errors.Join(err, fmt.Errorf("--keep: %w (a later demo would remove %s)", rerr, work))
-				}
+			// Made without a lock file (demoWorkdir): a later demo's
+			// sweep leaves it alone. Said on stderr too when stdout has
+			// closed (node demo --keep | head).
+			if _, werr := fmt.Fprintf(a.stdout, "kept %s\n", work); werr != nil {
+				fmt.Fprintf(a.stderr, "node demo: kept %s\n", work)
 			}
-			fmt.Fprintf(a.stdout, "kept %s\n", work)
 			return
 		}
 		if rerr := removeWorkdir(work, created); rerr != nil {
@@ -203,10 +199,16 @@ func (f *demoFlags) run(ctx context.Context, a *app) (err error) {
 
 // demoWorkdir makes the demo's work directory: dir, or a new temporary
 // one when dir is "", locked for its sweep (makeDemoDir) until lock is
-// closed. A dir that exists must be empty, since the demo removes what
-// is in it when done; created says whether the demo made dir itself (and
-// removes it too).
-func demoWorkdir(dir string) (work string, created bool, lock *os.File, err error) {
+// closed, unless keep is set: a kept directory holds no lock file from
+// the start, so that a later demo's sweep leaves it, the logs in it
+// included, even when this demo is killed outright. A dir that exists
+// must be empty, since the demo removes what is in it when done; created
+// says whether the demo made dir itself (and removes it too).
+func demoWorkdir(dir string, keep bool) (work string, created bool, lock *os.File, err error) {
+	if dir == "" && keep {
+		work, err = os.MkdirTemp(os.TempDir(), demoDirPrefix)
+		return work, true, nil, err
+	}
 	if dir == "" {
 		work, lock, err = makeDemoDir(os.TempDir())
 		return work, true, lock, err

@@ -168,6 +168,9 @@ func (f *demoFlags) runUntilOutputCloses(ctx context.Context, a *app) error {
 	da := &app{stdout: &demoOutput{w: a.stdout, stop: stop}, stderr: &demoOutput{w: a.stderr, stop: stop}, log: a.log, memory: a.memory}
 	err := f.run(ctx, da)
 	if cause := context.Cause(ctx); errors.Is(cause, errOutputClosed) {
+		if f.keep {
+			return fmt.Errorf("%w: stopped the nodes and removed their rings; the work directory is kept (--keep)", cause)
+		}
 		return fmt.Errorf("%w: stopped the nodes and removed the demo's directories", cause)
 	}
 	return err

@@ -177,3 +177,31 @@ func TestDemoKeepIsNotSwept(t *testing.T) {
 		t.Fatalf("kept directory: %v", err)
 	}
 }
+
+// TestDemoWorkdirKeep: the work directory of node demo --keep holds no
+// lock file from the start, so a demo killed outright with --keep leaves
+// it (and its logs) to the user, not to the next demo's sweep; without
+// --keep it is locked while the demo runs and swept once it is not.
+func TestDemoWorkdirKeep(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	kept, created, lock, err := demoWorkdir("", true)
+	if err != nil || !created || lock != nil {
+		t.Fatalf("--keep: %s, created %v, lock %v, %v", kept, created, lock, err)
+	}
+	work, _, lock, err := demoWorkdir("", false)
+	if err != nil || lock == nil {
+		t.Fatalf("without --keep: lock %v, %v", lock, err)
+	}
+	if removed, err := sweepDemoDirs(tmp); len(removed) > 0 || err != nil {
+		t.Fatalf("sweep while the demo runs: removed %q, %v", removed, err)
+	}
+	lock.Close() // the demo is killed
+	removed, err := sweepDemoDirs(tmp)
+	if err != nil || len(removed) != 1 || removed[0] != work {
+		t.Fatalf("sweep after the demo was killed: removed %q, %v; want %s alone", removed, err, work)
+	}
+	if _, err := os.Stat(kept); err != nil {
+		t.Fatalf("the kept directory: %v", err)
+	}
+}
