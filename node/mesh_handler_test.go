@@ -399,7 +399,24 @@ func TestRunSamplerMatchesUnion(t *testing.T) {
 				WorldSize: 1, Concurrency: 3, Features: true, Labels: true}
 			const W = 2
 			ringPath := filepath.Join(t.TempDir(), "ring")
-			ring, err := shm.Create(ringPath, shm.Options{SubRings: W, Capacity: W * 4 << 20})
+			specs := make([]*SamplerSpec, W)
+			for w := range W {
+				specs[w] = c.spec(t, 0, w, W, ringPath, o)
+			}
+			want := c.union(t, o, specs[0].Seeds)
+			// Sub-rings of about four batches: the samplers cannot run
+			// ahead of the reader to the end while the peer is still
+			// there, and miss its going (the vanish case passed or not
+			// by timing).
+			var most int
+			for _, ep := range want {
+				for _, rec := range ep {
+					most = max(most, len(rec))
+				}
+			}
+			sub := max(4*(most+shm.RecordHeaderSize), shm.RecordHeaderSize+maxControlRecord)
+			sub = (sub + shm.PageSize - 1) / shm.PageSize * shm.PageSize
+			ring, err := shm.Create(ringPath, shm.Options{SubRings: W, Capacity: int64(W * sub)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -409,11 +426,9 @@ func TestRunSamplerMatchesUnion(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cons.Close()
-			specs := make([]*SamplerSpec, W)
-			for w := range W {
-				specs[w] = c.spec(t, 0, w, W, ringPath, o)
+			if n := len(want[0]) + len(want[1]); n < 5+2*W*4+4 {
+				t.Fatalf("%d batches: too few to outlast the ring after the peer goes", n)
 			}
-			want := c.union(t, o, specs[0].Seeds)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan error, W)
