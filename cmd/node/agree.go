@@ -40,9 +40,9 @@ func setting[T int | uint64 | bool | string | float64](name string, v T) client.
 }
 
 // trainSettings are what every GraphSAGE trainer of a job must share:
-// the model, its optimiser and seed, the rounds it runs (epochs,
-// evaluations, early stop) and the batches of an epoch.
-func trainSettings(cfg train.Config, f *trainFlags, fan, evalFan []int, batchesPerEpoch int) []client.Setting {
+// the model, its optimiser and seed, and the rounds it runs (epochs,
+// evaluations, early stop).
+func trainSettings(cfg train.Config, f *trainFlags, fan, evalFan []int) []client.Setting {
 	return []client.Setting{
 		setting("--fanouts", fmt.Sprint(fan)), setting("--eval-fanouts", fmt.Sprint(evalFan)),
 		setting("--batch-size", f.batch), setting("--eval-batch-size", f.evalBatch),
@@ -53,7 +53,9 @@ func trainSettings(cfg train.Config, f *trainFlags, fan, evalFan []int, batchesP
 		// Rank 0 alone saves: a --save given to another rank only saved
 		// nothing, without a word.
 		setting("--save", f.save),
-		setting("training batches per epoch (the node's partition and --batch-size)", batchesPerEpoch),
+		// Not the batches per epoch: ranks whose shares of the split
+		// differ by a seed may differ by a batch, and the trainer keeps
+		// them in step.
 	}
 }
 

@@ -408,7 +408,7 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 		}
 		return err
 	}
-	if err := agreeJob(ctx, sync, trainSettings(cfg, f, fan, evalFan, trainL.BatchesPerEpoch())); err != nil {
+	if err := agreeJob(ctx, sync, trainSettings(cfg, f, fan, evalFan)); err != nil {
 		return err
 	}
 	tr, err := train.New(cfg, sync)

@@ -387,6 +387,32 @@ func TestTrainRanksDisagree(t *testing.T) {
 	}
 }
 
+// TestTrainUnevenShares: ranks whose shares of the split differ by a
+// seed, and so by a batch (201 training seeds in batches of 100: 2 and 1
+// batches), train together; the ranks' comparison took the batches per
+// epoch for a setting and refused the job.
+func TestTrainUnevenShares(t *testing.T) {
+	bin := nodeBinary(t)
+	parts := smallParts(t, 2010, 8, "5,5")
+	cl := testCluster(t, bin, parts)
+	var trs []*trainer
+	for r := range 2 {
+		trs = append(trs, startTrainer(t, bin, "--socket", cl.sockets[r], "--rank", strconv.Itoa(r), "--world-size", "2",
+			"--fanouts", "5,5", "--batch-size", "100", "--epochs", "2", "--workers", "1", "--threads", "1"))
+	}
+	for r, tr := range trs {
+		n := 0
+		for m := range tr.lines {
+			if _, ok := m["epoch"]; ok {
+				n++
+			}
+		}
+		if err := <-tr.done; err != nil || n != 2 {
+			t.Errorf("rank %d: %v after %d epochs, stderr:\n%s\nwant 2 epochs", r, err, n, &tr.stderr)
+		}
+	}
+}
+
 // TestTrainSecondJob: a second job started on the sync table of a
 // running job (both on the default --table) is refused alone, naming the
 // way out, and the running job goes on. Before, both failed with "two
