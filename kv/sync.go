@@ -66,7 +66,7 @@ type rankSession struct {
 	first   uint64    // the step of its first push taken
 	step    uint64    // the step of its last push taken
 	world   int       // the world its pushes said
-	last    time.Time // its last push taken, or the end of that push's round
+	last    time.Time // its last push taken, or the end of that push's round (for messages)
 	ended   bool      // a round it pushed to failed, or it said kv_done: its job is over
 	// dup: another session that pushed a step this one had pushed, told
 	// so then; this one's next push is told so too (duplicateError).
@@ -126,23 +126,20 @@ func (ss *syncState) failLocked(r *round, err error) {
 	}
 }
 
-// holdFor is how long after its last push (or that push's round) a
-// running job's session holds its rank with no other sign of life: its
-// ranks push at least once per sync timeout while they train, but an
-// evaluation runs between pushes for as long as it takes. Past it, a job
-// whose end reached no shard (its node died with its trainer, and no
-// other trainer of it failed a step) no longer bars a rerun.
-func holdFor(timeout time.Duration) time.Duration { return 5 * timeout }
-
 // heldLocked reports whether rs, the session the table counts as a rank,
 // holds the rank against another session: it is a running job's, having
 // pushed steps that completed (its first push is behind the version),
-// pushed within holdFor(timeout), not pushed to a round that failed nor
-// said it is done, and no trainer of its world has left since it began
-// (a departure fails its job's next step: the job is over, and a rerun
-// after a crash must not wait). ss.mu must be held.
-func (ss *syncState) heldLocked(rs *rankSession, version uint64, timeout time.Duration) bool {
-	if rs == nil || rs.ended || rs.first >= version || time.Since(rs.last) >= holdFor(timeout) {
+// not pushed to a round that failed nor said it is done (kv_done), and no
+// trainer of its world has left since it began (a departure fails its
+// job's next step: the job is over, and a rerun after a crash must not
+// wait). No time ends a hold: a job pushes to its sync table as seldom
+// as it likes (node kge once an epoch, which may take hours), and a
+// hold that lapsed let a second job step the table mid-epoch. A job
+// whose end reached no shard of the table (its node died with its only
+// trainer) holds it until `node kv drop` (heldError says so). ss.mu must
+// be held.
+func (ss *syncState) heldLocked(rs *rankSession, version uint64) bool {
+	if rs == nil || rs.ended || rs.first >= version {
 		return false
 	}
 	for k, d := range ss.mu.left {
@@ -159,15 +156,15 @@ func (ss *syncState) heldLocked(rs *rankSession, version uint64, timeout time.Du
 // a larger world opened a round of its own between the running job's
 // steps with a rank beyond them, and the running job's next push was
 // refused for its world). nil when none. ss.mu must be held.
-func (ss *syncState) holderLocked(trainer, world int, session, version uint64, timeout time.Duration) *rankSession {
+func (ss *syncState) holderLocked(trainer, world int, session, version uint64) *rankSession {
 	if session == 0 {
 		return nil
 	}
-	if rs := ss.mu.ranks[trainer]; rs != nil && rs.session != session && ss.heldLocked(rs, version, timeout) {
+	if rs := ss.mu.ranks[trainer]; rs != nil && rs.session != session && ss.heldLocked(rs, version) {
 		return rs
 	}
 	for _, k := range slices.Sorted(maps.Keys(ss.mu.ranks)) {
-		if rs := ss.mu.ranks[k]; rs.session != session && rs.world != world && ss.heldLocked(rs, version, timeout) {
+		if rs := ss.mu.ranks[k]; rs.session != session && rs.world != world && ss.heldLocked(rs, version) {
 			return rs
 		}
 	}
@@ -210,7 +207,7 @@ func (t *table) pushSyncSession(ctx context.Context, step uint64, trainer, world
 	// processes starting together are, the running job failed with it;
 	// and a push taken into the running job's round averaged another
 	// job's vector into its step.
-	holder := ss.holderLocked(trainer, world, session, t.version.Load(), timeout)
+	holder := ss.holderLocked(trainer, world, session, t.version.Load())
 	held := holder != nil
 	if v := t.version.Load(); step != v {
 		if other && step < v && rs.step >= step {
@@ -427,8 +424,9 @@ func (t *table) heldError(step uint64, trainer, world int, rs *rankSession, sess
 	}
 	return fmt.Errorf("kv: table %q step %d: %s (session %016x, pushing since step %d, last at step %d %v ago), "+
 		"and session %016x pushed as rank %d of world %d: a second job on the table needs its own (node train --table, node kge --table-prefix), "+
-		"and each trainer of a job its own --rank; the running job goes on: %w",
-		t.spec.Name, step, whose, rs.session, rs.first, rs.step, time.Since(rs.last).Round(time.Millisecond), session, trainer, world, ErrStepFailed)
+		"and each trainer of a job its own --rank; the running job goes on (if it ended without a word, its node dying with its trainer, "+
+		"node kv drop --socket <a node's control socket> %s frees the table): %w",
+		t.spec.Name, step, whose, rs.session, rs.first, rs.step, time.Since(rs.last).Round(time.Millisecond), session, trainer, world, t.spec.Name, ErrStepFailed)
 }
 
 // behindError is the error of a session pushing as trainer a step more
@@ -441,7 +439,7 @@ func (t *table) heldError(step uint64, trainer, world int, rs *rankSession, sess
 func (t *table) behindError(step, v uint64, trainer int, rs *rankSession, session uint64) error {
 	return fmt.Errorf("kv: table %q: rank %d (session %016x) pushed step %d, but this shard is at version %d and "+
 		"session %016x of rank %d pushed up to step %d: two trainers of rank %d, or a job that began at another shard's version "+
-		"(a node restarted without this table's checkpoint leaves its shards at different versions: node kv drop %s starts them afresh): %w",
+		"(a node restarted without this table's checkpoint leaves its shards at different versions: node kv drop --socket <a node's control socket> %s starts them afresh): %w",
 		t.spec.Name, trainer, session, step, v, rs.session, trainer, rs.step, trainer, t.spec.Name, ErrStepFailed)
 }
 

@@ -295,23 +295,24 @@ func TestSyncSessionSecondJobOtherWorld(t *testing.T) {
 }
 
 // TestSyncSessionHoldOutlivesEvaluation: a running job's ranks push
-// nothing while they evaluate, for longer than the sync timeout; a
-// second job's push meanwhile is refused, and the running job goes on.
-// Only once holdFor has passed without a push is the table free. Before,
-// the hold ended at the sync timeout, and the second job stepped the
+// nothing while they evaluate (node kge pushes once an epoch), for far
+// longer than the sync timeout; a second job's push meanwhile is
+// refused, and the running job goes on. Its kv_done frees the table.
+// Before, the hold ended at a time, and the second job stepped the
 // running job's table.
 func TestSyncSessionHoldOutlivesEvaluation(t *testing.T) {
-	const timeout = 200 * time.Millisecond
+	const timeout = 100 * time.Millisecond
 	s, err := New(Config{Tables: []Spec{spec("w", 2, 2, SGD(1), Sync, 1)}, SyncTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	stepTogether(t, s, 0, sessA0, sessA1)
-	time.Sleep(2 * timeout) // job A evaluates
+	time.Sleep(8 * timeout) // job A evaluates
 	wantHeldBy(t, s.PushSyncSession(ctx, "w", 1, 0, 2, sessB0, grad(4, 0, 1)), 0, sessA0)
 	stepTogether(t, s, 1, sessA0, sessA1)
-	time.Sleep(holdFor(timeout) + timeout/2) // job A ended without a word
+	s.FinishTableSession("w", 0, sessA0)
+	s.FinishTableSession("w", 1, sessA1)
 	stepTogether(t, s, 2, sessB0, sessB1)
 }
 
@@ -335,7 +336,7 @@ func TestSyncSessionFarBehind(t *testing.T) {
 	}
 	err := s.PushSyncSession(context.Background(), "w", 0, 0, 2, sessB0, grad(4, 0, 0))
 	const want = `rank 0 (session 00000000000000b0) pushed step 0, but this shard is at version 4 and session 00000000000000a0 of rank 0 pushed up to step 3: ` +
-		`two trainers of rank 0, or a job that began at another shard's version (a node restarted without this table's checkpoint leaves its shards at different versions: node kv drop w starts them afresh)`
+		`two trainers of rank 0, or a job that began at another shard's version (a node restarted without this table's checkpoint leaves its shards at different versions: node kv drop --socket <a node's control socket> w starts them afresh)`
 	if !errors.Is(err, ErrStepFailed) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("push far behind: %v, want %q", err, want)
 	}
