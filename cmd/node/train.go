@@ -258,7 +258,24 @@ func checkSave(st *control.Stats, socket string) error {
 // synchronous "average" table of one trainer, so a step sets its rows to
 // exactly what was pushed; a table of an earlier model of another size
 // under that name is dropped first (--save replaces the saved model).
-func storeParams(ctx context.Context, kvc *client.KV, name string, params []float32) error {
+//
+// It pushes on a connection of its own, which says kv_done at once: the
+// table's one rank is then free for the next --save (last save wins),
+// where the job's connection held it until the job's kv_save ended, and
+// a second job saving meanwhile was refused as a second job on it.
+func storeParams(ctx context.Context, socket, name string, params []float32) (err error) {
+	kvc, err := client.DialKV(ctx, socket)
+	if err != nil {
+		return fmt.Errorf("--params-table %q: %w", name, err)
+	}
+	defer kvc.Close()
+	defer func() {
+		if err == nil {
+			if err = kvc.Done(ctx); err != nil {
+				err = fmt.Errorf("--params-table %q: %w", name, err)
+			}
+		}
+	}()
 	s, err := client.NewSync(ctx, kvc, name, len(params), 0, 1)
 	if err != nil && tableClash(err) {
 		// Only a table that differs in length alone is one of ours: any
@@ -446,7 +463,7 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 	// tables (see node kge): every rank saving wrote the checkpoint
 	// world-size times over.
 	if f.save && cfg.Rank == 0 {
-		if err := storeParams(ctx, kvc, f.paramsTable, tr.Params()); err != nil {
+		if err := storeParams(ctx, f.socket, f.paramsTable, tr.Params()); err != nil {
 			return err
 		}
 		si, err := kvc.Save(ctx)

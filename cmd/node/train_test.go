@@ -598,6 +598,18 @@ func TestTrainSaveParams(t *testing.T) {
 	if after, err := kvc.Pull(ctx, "user.emb", ids, nil); err != nil || !slices.Equal(before, after) {
 		t.Errorf("the user's table after the refused --save: %v, %v; want its rows %v", after, err, before)
 	}
+	// storeParams leaves the table free at once: the next save, of
+	// another process, replaces it (last save wins). The job's own
+	// connection held it until the job ended, and a second job saving
+	// meanwhile was refused as a second job on the table.
+	for i, v := range []float32{1, 2} {
+		if err := storeParams(ctx, cl.sockets[1], "race.params", []float32{v, v, v}); err != nil {
+			t.Fatalf("save %d: %v", i, err)
+		}
+	}
+	if got, err := kvc.Pull(ctx, "race.params", []uint64{0}, nil); err != nil || got[0] != 2 || got[2] != 2 || got[3] != 0 {
+		t.Errorf("race.params after two saves: %v, %v; want the second's", got[:4], err)
+	}
 	// The parameters of a model of another size replace the stored ones.
 	out, err = exec.Command(bin, "train", "--socket", cl.sockets[0], "--fanouts", "10,5", "--hidden", "4", "--epochs", "1", "--eval=false",
 		"--workers", "1", "--table", "small.sync", "--save").CombinedOutput()
