@@ -63,11 +63,7 @@ func (n *Node) source() (dataSource, dataSchema, error) {
 // The answer reads the mapped partition (its rows and labels, and the
 // cache ids when the source is made) through readPart.
 func (n *Node) serveData(ctx context.Context, body []byte) []byte {
-	var out []byte
-	err := n.readPart(func() (err error) {
-		out, err = n.answerData(ctx, body)
-		return err
-	})
+	out, err := readAnswer(n, ctx, body, n.answerData)
 	if err != nil {
 		return control.AppendDataError(nil, err.Error())
 	}

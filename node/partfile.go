@@ -74,36 +74,29 @@ func (n *Node) partErr(err error) error {
 }
 
 // The mesh server calls these, not the handler's own: each request reads
-// the mapping through readPart.
+// the mapping through readPart (readAnswer).
 
-func (h meshHandler) SampleNeighbors(ctx context.Context, req *mesh.SampleRequest) (resp *mesh.SampleResponse, err error) {
-	err = h.node.readPart(func() (err error) {
-		resp, err = h.handler.SampleNeighbors(ctx, req)
+// readAnswer is answer(ctx, req), read through n.readPart.
+func readAnswer[Q, R any](n *Node, ctx context.Context, req Q, answer func(context.Context, Q) (R, error)) (resp R, err error) {
+	err = n.readPart(func() (err error) {
+		resp, err = answer(ctx, req)
 		return err
 	})
 	return resp, err
 }
 
-func (h meshHandler) PullFeatures(ctx context.Context, req *mesh.PullRequest) (resp *mesh.PullResponse, err error) {
-	err = h.node.readPart(func() (err error) {
-		resp, err = h.handler.PullFeatures(ctx, req)
-		return err
-	})
-	return resp, err
+func (h meshHandler) SampleNeighbors(ctx context.Context, req *mesh.SampleRequest) (*mesh.SampleResponse, error) {
+	return readAnswer(h.node, ctx, req, h.handler.SampleNeighbors)
 }
 
-func (h meshHandler) Labels(ctx context.Context, req *mesh.LabelRequest) (resp *mesh.LabelResponse, err error) {
-	err = h.node.readPart(func() (err error) {
-		resp, err = h.handler.Labels(ctx, req)
-		return err
-	})
-	return resp, err
+func (h meshHandler) PullFeatures(ctx context.Context, req *mesh.PullRequest) (*mesh.PullResponse, error) {
+	return readAnswer(h.node, ctx, req, h.handler.PullFeatures)
 }
 
-func (h meshHandler) SplitIDs(ctx context.Context, req *mesh.SplitRequest) (resp *mesh.SplitResponse, err error) {
-	err = h.node.readPart(func() (err error) {
-		resp, err = h.handler.SplitIDs(ctx, req)
-		return err
-	})
-	return resp, err
+func (h meshHandler) Labels(ctx context.Context, req *mesh.LabelRequest) (*mesh.LabelResponse, error) {
+	return readAnswer(h.node, ctx, req, h.handler.Labels)
+}
+
+func (h meshHandler) SplitIDs(ctx context.Context, req *mesh.SplitRequest) (*mesh.SplitResponse, error) {
+	return readAnswer(h.node, ctx, req, h.handler.SplitIDs)
 }
