@@ -66,7 +66,7 @@ type rankSession struct {
 	first   uint64    // the step of its first push taken
 	step    uint64    // the step of its last push taken
 	world   int       // the world its pushes said
-	last    time.Time // its last push taken, or the end of that push's round (for messages)
+	last    time.Time // when its last push was taken (for messages)
 	ended   bool      // a round it pushed to failed, or it said kv_done: its job is over
 	// dup: another session that pushed a step this one had pushed, told
 	// so then; this one's next push is told so too (duplicateError).
@@ -366,12 +366,6 @@ func (t *table) applyRoundLocked(r *round) {
 	ss.mu.round = nil
 	r.timer.Stop()
 	close(r.done)
-	now := time.Now() // a rank that waited long for the others is alive too
-	for k, sess := range r.sess {
-		if rs := ss.mu.ranks[k]; sess != 0 && rs != nil && rs.session == sess {
-			rs.last = now
-		}
-	}
 	ss.bumpWaitersLocked()
 }
 

@@ -295,7 +295,7 @@ func (s *kvServer) leave(ctx context.Context, table string, rank int, session ui
 // job cleanly (the trainer said kv_done): no departure, but the rank is
 // free at once for another session, a rerun's (kv.Store.
 // FinishTableSession), which the shards otherwise refused as a second
-// job's while the finished one had pushed within the sync timeout.
+// job's, the finished one holding the rank.
 func (s *kvServer) finish(ctx context.Context, table string, rank int, session uint64) {
 	s.sendLeave(ctx, &kv.LeaveRequest{Trainer: uint32(rank), Table: table, Session: session, Done: true})
 }
