@@ -325,7 +325,10 @@ func (t *transpose) heat(ctx context.Context, seeds [][]uint32, opts HeatOptions
 					u := int(t.src[e])
 					w := cur[u*P : (u+1)*P]
 					recip := t.recip[e/64]&(1<<(e%64)) != 0
-					r := ratio(u)
+					var r float32 // backtracking's, on reciprocal edges only
+					if recip {
+						r = ratio(u)
+					}
 					switch {
 					case batched && recip:
 						for p := range acc {
