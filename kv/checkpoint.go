@@ -108,7 +108,7 @@ func (s *Store) SaveExit(dir string) (SaveInfo, error) {
 		return SaveInfo{}, err
 	}
 	info := SaveInfo{ID: NewSaveID(), Exit: true, Base: s.coordinatedInPlace(dir)}
-	ents, err := s.writeAll(dir, info)
+	ents, snaps, err := s.writeAll(dir, info)
 	if err != nil {
 		return SaveInfo{}, err
 	}
@@ -121,6 +121,7 @@ func (s *Store) SaveExit(dir string) (SaveInfo, error) {
 	if err := applyJournal(dir, s.part, ents); err != nil {
 		return SaveInfo{}, fmt.Errorf("kv: save: %w", err)
 	}
+	saved(dir, ents, snaps, info)
 	return info, nil
 }
 
@@ -148,10 +149,12 @@ func (s *Store) coordinatedInPlace(dir string) SaveID {
 // previous checkpoint whole. Until one of them is called the Store's
 // other saves and loads wait, so the caller must end every PreparedSave.
 type PreparedSave struct {
-	s    *Store
-	dir  string
-	ents []journalEntry
-	done atomic.Bool
+	s     *Store
+	dir   string
+	info  SaveInfo
+	ents  []journalEntry
+	snaps []savedTable // of ents[i]
+	done  atomic.Bool
 }
 
 // Every file of a prepared save records its id: the coordinator's,
@@ -183,12 +186,13 @@ func (s *Store) PrepareSave(ctx context.Context, dir string, id SaveID) (*Prepar
 		s.saveMu.Unlock()
 		return nil, err
 	}
-	ents, err := s.writeAll(dir, SaveInfo{ID: id})
+	info := SaveInfo{ID: id}
+	ents, snaps, err := s.writeAll(dir, info)
 	if err != nil {
 		s.saveMu.Unlock()
 		return nil, err
 	}
-	return &PreparedSave{s: s, dir: dir, ents: ents}, nil
+	return &PreparedSave{s: s, dir: dir, info: info, ents: ents, snaps: snaps}, nil
 }
 
 // Commit puts a prepared save in place: its journal is committed, then
@@ -209,6 +213,7 @@ func (p *PreparedSave) Commit() error {
 		return fmt.Errorf("kv: save: %w", err)
 	}
 	removeExitFiles(p.dir, s.part, p.ents)
+	saved(p.dir, p.ents, p.snaps, p.info)
 	return nil
 }
 
@@ -222,26 +227,44 @@ func (p *PreparedSave) Abort() {
 	p.s.saveMu.Unlock()
 }
 
+// savedTable is a table as a save wrote it: the table and its version.
+type savedTable struct {
+	t       *table
+	version uint64
+}
+
+// saved records, once a save is in place, that each table's rows were
+// those of the save when written (Origin).
+func saved(dir string, ents []journalEntry, snaps []savedTable, info SaveInfo) {
+	for i, sn := range snaps {
+		l := Loaded{Path: filepath.Join(dir, ents[i].final), Save: info, Sync: sn.t.sync != nil, Version: sn.version}
+		sn.t.origin.Store(&Origin{Loaded: l})
+	}
+}
+
 // writeAll writes every table of s to its temporary file in dir and
-// returns the journal entries that put them in place: FileName files, or
-// ExitFileName ones for an exit save. On an error it removes the
-// temporaries it wrote.
-func (s *Store) writeAll(dir string, info SaveInfo) ([]journalEntry, error) {
+// returns the journal entries that put them in place (FileName files,
+// or ExitFileName ones for an exit save) and what each file holds. On
+// an error it removes the temporaries it wrote.
+func (s *Store) writeAll(dir string, info SaveInfo) ([]journalEntry, []savedTable, error) {
 	set := s.set.Load()
 	ents := make([]journalEntry, 0, len(set.names))
+	snaps := make([]savedTable, 0, len(set.names))
 	for _, name := range set.names {
 		final := FileName(name, s.part)
 		if info.Exit {
 			final = ExitFileName(name, s.part)
 		}
-		tmp, err := set.tables[name].write(dir, s.part, final, info)
+		t := set.tables[name]
+		tmp, v, err := t.write(dir, s.part, final, info)
 		if err != nil {
 			removeTemps(dir, ents)
-			return nil, err
+			return nil, nil, err
 		}
 		ents = append(ents, journalEntry{tmp: filepath.Base(tmp), final: final})
+		snaps = append(snaps, savedTable{t, v})
 	}
-	return ents, nil
+	return ents, snaps, nil
 }
 
 // removeTemps removes the temporary files of ents.
@@ -252,12 +275,13 @@ func removeTemps(dir string, ents []journalEntry) {
 }
 
 // write writes t's shard of part, of save info, to a new temporary file
-// in dir that replaces final, fsynced and closed, and returns its name.
-func (t *table) write(dir string, part int, final string, info SaveInfo) (_ string, err error) {
+// in dir that replaces final, fsynced and closed, and returns its name
+// and the version written.
+func (t *table) write(dir string, part int, final string, info SaveInfo) (_ string, version uint64, err error) {
 	path := filepath.Join(dir, final)
 	f, err := os.CreateTemp(dir, tempPrefix(final)+"*")
 	if err != nil {
-		return "", fmt.Errorf("kv: save %s: %w", path, err)
+		return "", 0, fmt.Errorf("kv: save %s: %w", path, err)
 	}
 	defer func() {
 		if err != nil {
@@ -268,17 +292,18 @@ func (t *table) write(dir string, part int, final string, info SaveInfo) (_ stri
 	}()
 	t.mu.Lock()
 	err = t.writeLocked(f, part, info)
+	version = t.version.Load() // the header's: no update runs under t.mu held
 	t.mu.Unlock()
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if err := f.Sync(); err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if err := f.Close(); err != nil {
-		return "", err
+		return "", 0, err
 	}
-	return f.Name(), nil
+	return f.Name(), version, nil
 }
 
 // writeLocked streams the header, body and body CRC. t.mu is held.

@@ -195,6 +195,36 @@ func (l Loaded) Generation() string {
 	return l.Save.ID.String()
 }
 
+// Origin is the checkpoint a table shard's rows last equalled in this
+// process: the file they were loaded from (Load, LoadTable), or the
+// last save of them this store put in place (Save, a committed
+// PreparedSave, SaveExit); Path "" when no checkpoint: the initial rows
+// (a new table, or one reset by a failed load). Version is the table's
+// version then (Loaded's fields). The rows have changed since when the
+// version has moved (Store.Origin): what a cluster must know of every
+// node's shard before it serves them together, as a node that restarts
+// and loads the last save beside peers that trained since would serve
+// rows of two points of training.
+type Origin struct {
+	Loaded
+	FromLoad bool // loaded from Path, not saved there
+}
+
+// Initial reports whether the rows are the table's initial ones (no
+// checkpoint loaded or saved since the table was created).
+func (o Origin) Initial() bool { return o.Path == "" }
+
+// Origin reports table's Origin and whether its rows have changed since
+// (an update applied: a push, a synchronous step).
+func (s *Store) Origin(table string) (o Origin, changed bool, err error) {
+	t, err := s.table(table)
+	if err != nil {
+		return Origin{}, false, err
+	}
+	o = *t.origin.Load()
+	return o, t.version.Load() != o.Version, nil
+}
+
 // Loaded reports the checkpoint file table was last loaded from; ok is
 // false when it holds rows of no checkpoint (never loaded, or reset).
 func (s *Store) Loaded(table string) (Loaded, bool) {

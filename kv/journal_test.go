@@ -50,7 +50,7 @@ func interruptedSave(t *testing.T, commit bool, renamed int) (dir string, first,
 	first = snapshot(t, s)
 	train(t, s, 3, 7)
 	second = snapshot(t, s)
-	ents, err := s.writeAll(dir, SaveInfo{ID: NewSaveID()})
+	ents, _, err := s.writeAll(dir, SaveInfo{ID: NewSaveID()})
 	if err != nil {
 		t.Fatal(err)
 	}

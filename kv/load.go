@@ -66,6 +66,7 @@ func (s *Store) loadPicked(t *table, l Loaded) error {
 		return err
 	}
 	l.Sync, l.Version = t.sync != nil, t.version.Load()
+	t.origin.Store(&Origin{Loaded: l, FromLoad: true})
 	s.loadedMu.Lock()
 	s.loaded[t.spec.Name] = l
 	s.loadedMu.Unlock()
@@ -248,4 +249,5 @@ func (t *table) resetLocked() {
 	clear(t.v)
 	clear(t.steps)
 	t.version.Store(0)
+	t.origin.Store(&Origin{Loaded: Loaded{Sync: t.sync != nil}})
 }

@@ -45,6 +45,9 @@ type table struct {
 	// pushes for Async tables.
 	version atomic.Uint64
 	sync    *syncState // nil for Async tables
+	// origin is the checkpoint the rows last equalled (see Origin);
+	// replaced whole, never changed in place.
+	origin atomic.Pointer[Origin]
 }
 
 func newTable(s Spec, part int) (*table, error) {
@@ -74,6 +77,7 @@ func newTable(s Spec, part int) (*table, error) {
 	if s.Mode == Sync {
 		t.sync = newSyncState()
 	}
+	t.origin.Store(&Origin{Loaded: Loaded{Sync: t.sync != nil}})
 	return t, nil
 }
 

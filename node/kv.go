@@ -69,6 +69,11 @@ type kvServer struct {
 	// (part saveCoordinator's node; kv_save.go): a buffered channel of
 	// one, so that a waiting save can give up with its context.
 	saving chan struct{}
+
+	// markMu guards mark, the files that say a shard was trained since
+	// its last save (kv_trained.go).
+	markMu sync.Mutex
+	mark   markers
 }
 
 // newKVServer builds the store with the tables of [kv] and, with
@@ -111,6 +116,9 @@ func newKVServer(cfg *Config, log *slog.Logger, book partition.Book, numbering u
 		if len(rec.Removed) > 0 {
 			log.Info("kv: removed the temporary files of a checkpoint save that did not complete", "dir", dir, "files", rec.Removed)
 		}
+	}
+	if err := s.readMarkers(); err != nil {
+		return nil, err
 	}
 	for _, sp := range specs {
 		if _, err := s.client(sp); err != nil {
@@ -260,6 +268,7 @@ func (s *kvServer) drop(ctx context.Context, name string, forward bool) (*contro
 	s.createMu.Lock()
 	dropped := s.forget(name)
 	s.createMu.Unlock()
+	s.forgetMarker(name)
 	if dropped {
 		s.log.Info("kv table dropped", "table", name)
 	}

@@ -5,8 +5,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestKVLoadAtStartRefusesMixedSaves: a table of [[kv.tables]] is loaded
@@ -74,5 +77,66 @@ func TestKVLoadAtStartRefusesMixedSaves(t *testing.T) {
 	_, err := k0.Create(ctx, kvTables()[1])
 	if err == nil || !strings.Contains(err.Error(), "emb.part0.kvt") || !strings.Contains(err.Error(), "emb.part1.exit.kvt") {
 		t.Errorf("kv_create of the mixed table: %v, want the error naming both files", err)
+	}
+}
+
+// TestKVRestartAfterKillRefusesLostTraining: node 1 is killed (SIGKILL:
+// no exit save) after both shards were trained since the last kv_save,
+// and restarted with kv.load. It loads its part of that save while node
+// 0 holds rows trained since: served together they were rows of two
+// points of training, which kge then evaluated without a word. Node 1
+// now finds the marker of its lost training, and once node 0 answers it
+// leaves the table out; a trainer's kv_create names both shards.
+func TestKVRestartAfterKillRefusesLostTraining(t *testing.T) {
+	parts := clusterParts(t, 2)
+	dirs := []string{t.TempDir(), t.TempDir()}
+	c := startClusterWith(t, parts, 2, "5s", func(p int) string {
+		return fmt.Sprintf("[kv]\ncheckpoint_dir = %q\nload = false\n"+
+			"[[kv.tables]]\nname = \"emb\"\nrows = \"nodes\"\ndim = 4\ninit = \"uniform\"\ninit_scale = 0.5\ninit_seed = 9\noptimizer = \"adagrad\"\nlr = 0.1\nmode = \"async\"\n",
+			dirs[p])
+	})
+	ctx := context.Background()
+	k1 := dialKV(t, c.sockets[1])
+	ids := []uint64{0, 1, 2999, 1500}
+	if _, err := k1.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := k1.Push(ctx, "emb", ids, grad(1, 1, 16)); err != nil {
+		t.Fatal(err)
+	}
+	k1.Close()
+	for p := range 2 {
+		marker := filepath.Join(dirs[p], fmt.Sprintf("emb.part%d.trained", p))
+		eventually(t, 5*time.Second, "marker "+marker, func() bool {
+			_, err := os.Stat(marker)
+			return err == nil
+		})
+	}
+	c.nodes[1].cmd.Process.Signal(syscall.SIGKILL)
+	<-c.nodes[1].done
+	b, err := os.ReadFile(c.configs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.configs[1], bytes.Replace(b, []byte("load = false"), []byte("load = true"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.restart(1)
+	k := dialKV(t, c.sockets[1])
+	defer k.Close()
+	if _, err := k.Pull(ctx, "emb", ids, nil); err == nil || !strings.Contains(err.Error(), "unknown table") {
+		t.Errorf("node 1 served its shard of the save beside node 0's trained rows: pull %v", err)
+	}
+	if !c.nodes[1].logHas("left out", "lost the rows trained since") {
+		t.Errorf("node 1 did not log the lost training:\n%s", c.nodes[1].log)
+	}
+	k0 := dialKV(t, c.sockets[0])
+	defer k0.Close()
+	if _, err := k0.Pull(ctx, "emb", ids[:2], nil); err != nil {
+		t.Errorf("node 0 no longer serves its own shard: %v", err)
+	}
+	_, err = k0.Create(ctx, kvTables()[1])
+	if err == nil || !strings.Contains(err.Error(), "lost the rows trained since") || !strings.Contains(err.Error(), "trained its rows since") {
+		t.Errorf("kv_create of the table: %v, want the error naming both shards", err)
 	}
 }

@@ -84,10 +84,15 @@ type peerSaveRequest struct {
 	// which runs one save at a time; an earlier build had every node
 	// coordinate its own saves and sends none.
 	Coordinated bool `json:"coordinated,omitempty"`
-	// Table and File are a check's (phase "check"): the table and what
-	// the sender loaded it from (Save is that save's key, loadedKey).
+	// Table and File are a check's (phase "check"): the table and the
+	// file of the sender's shard's origin (Save is its key, originKey).
 	Table string `json:"check_table,omitempty"` // not "table": node-level requests share control.Request's keys
 	File  string `json:"check_file,omitempty"`
+	// Loaded, Changed and Lost are the rest of the sender's shardState
+	// (a check; an earlier build sends none of them).
+	Loaded  bool `json:"check_loaded,omitempty"`
+	Changed bool `json:"check_changed,omitempty"`
+	Lost    bool `json:"check_lost,omitempty"`
 }
 
 // preparedSave is a save a peer prepared on this node.
@@ -104,14 +109,19 @@ type preparedSave struct {
 // theirs of that save. With forward (a trainer's kv_save) it saves every node's, all or
 // none (see above); on a client node, which holds no shard, every
 // sampling node's (Dir is then "").
-func (s *kvServer) save(ctx context.Context, forward bool) (*control.SaveInfo, error) {
+func (s *kvServer) save(ctx context.Context, forward bool) (_ *control.SaveInfo, err error) {
+	// A save moves the shards' origins: their markers follow at once.
+	defer func() {
+		if err == nil {
+			s.syncMarkers()
+		}
+	}()
 	if !forward {
 		s.abortPrepared("this node is stopping", nil)
 		return s.saveExit()
 	}
 	dir := ""
 	if s.store != nil {
-		var err error
 		if dir, err = s.checkpointDir(); err != nil {
 			return nil, err
 		}
@@ -299,7 +309,11 @@ func (s *kvServer) peerSave(ctx context.Context, req []byte) error {
 			return fmt.Errorf("node: kv_save %s: nothing prepared on this node to commit (dropped after %v without a commit, or the node stopped): its previous checkpoint is kept", r.Save, s.prepareHold)
 		}
 		ps.timer.Stop()
-		return ps.p.Commit()
+		if err := ps.p.Commit(); err != nil {
+			return err
+		}
+		s.syncMarkers()
+		return nil
 	case saveAbort:
 		if ps := s.takePrepared(r.Save); ps != nil {
 			ps.timer.Stop()
@@ -307,7 +321,7 @@ func (s *kvServer) peerSave(ctx context.Context, req []byte) error {
 		}
 		return nil
 	case saveCheck:
-		return s.checkLoaded(&r)
+		return s.checkShard(&r)
 	case saveVerify:
 		return s.refuseMixed(ctx, r.Table)
 	}

@@ -92,7 +92,7 @@ func TestKVSaveAllOrNone(t *testing.T) {
 	if after := readDir(t, dir); !maps.Equal(after, before) {
 		t.Errorf("this node's checkpoint changed though a peer failed: %v, was %v", slices.Sorted(maps.Keys(after)), slices.Sorted(maps.Keys(before)))
 	}
-	if want := []string{savePrepare, saveAbort}; !slices.Equal(peer.phases, want) {
+	if want := []string{saveCheck, savePrepare, saveAbort}; !slices.Equal(peer.phases, want) {
 		t.Errorf("phases sent %v, want %v", peer.phases, want)
 	}
 
@@ -103,7 +103,7 @@ func TestKVSaveAllOrNone(t *testing.T) {
 	if after := readDir(t, dir); maps.Equal(after, before) {
 		t.Error("a save every node prepared left the checkpoint as it was")
 	}
-	if want := []string{savePrepare, saveCommit}; !slices.Equal(peer.phases, want) {
+	if want := []string{saveCheck, savePrepare, saveCommit}; !slices.Equal(peer.phases, want) {
 		t.Errorf("phases sent %v, want %v", peer.phases, want)
 	}
 }
@@ -216,13 +216,16 @@ func TestKVSaveCommitsAfterTheTrainerLeft(t *testing.T) {
 			return nil, err
 		}
 		resp, err := peer.send(ctx, part, req)
-		hangUp() // once the peer has answered
+		var r peerSaveRequest
+		if json.Unmarshal(req, &r) == nil && r.Phase == savePrepare {
+			hangUp() // once the peer has prepared
+		}
 		return resp, err
 	}
 	if _, err := s.save(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{savePrepare, saveCommit}; !slices.Equal(peer.phases, want) {
+	if want := []string{saveCheck, savePrepare, saveCommit}; !slices.Equal(peer.phases, want) {
 		t.Errorf("phases sent %v, want %v", peer.phases, want)
 	}
 	if after := readDir(t, dir); maps.Equal(after, before) {

@@ -356,6 +356,9 @@ func (n *Node) Run(ctx context.Context) error {
 	readyCtx, stopReady := context.WithCancel(ctx)
 	var readyDone sync.WaitGroup
 	readyDone.Go(func() { n.awaitPeers(readyCtx) })
+	if n.kv != nil {
+		readyDone.Go(func() { n.kv.keepMarkers(readyCtx) })
+	}
 	defer func() {
 		stopReady()
 		readyDone.Wait()

@@ -1,0 +1,221 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"graphnode/node/control"
+	"graphnode/partition"
+)
+
+// restartPart replaces part p of ss by a new node on its checkpoint
+// directory, as after its process was killed (no exit save), with
+// kv.load as load and tables as [[kv.tables]], wired to the other.
+func restartPart(t *testing.T, ss [2]*kvServer, dirs [2]string, p int, load bool, tables ...control.TableSpec) [2]*kvServer {
+	t.Helper()
+	cfg := &Config{KV: KVConfig{CheckpointDir: dirs[p], Load: load, SyncTimeout: "5s", Tables: tables}}
+	cfg.Node.Part = p
+	s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss[p] = s
+	wirePair(t, ss)
+	return ss
+}
+
+// markAll is the markers' tick on both nodes.
+func markAll(ss [2]*kvServer) {
+	for _, s := range ss {
+		s.syncMarkers()
+	}
+}
+
+// served reports whether s serves table "w".
+func served(s *kvServer) bool {
+	_, err := s.store.Version("w")
+	return err == nil
+}
+
+// savedAndTrained is a pair of nodes with kv.load, table "w" created,
+// trained, saved (kv_save) and trained again on the parts in trainAfter,
+// with the markers' tick run; and the rows of the save.
+func savedAndTrained(t *testing.T, dirs [2]string, trainAfter ...int) ([2]*kvServer, control.TableSpec, [2][]float32) {
+	t.Helper()
+	ss, ts := kvPair(t, dirs, true)
+	ctx := context.Background()
+	if _, err := ss[0].create(ctx, &ts, true); err != nil {
+		t.Fatal(err)
+	}
+	train(t, ss, 1)
+	if _, err := ss[0].save(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	var saved [2][]float32
+	for p := range ss {
+		saved[p], _ = shard(t, ss[p])
+	}
+	for _, p := range trainAfter {
+		lo := uint64(5 * p)
+		if err := ss[p].store.Push("w", []uint64{lo}, []float32{3, 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	markAll(ss)
+	return ss, ts, saved
+}
+
+// TestKVRestartLostTraining: node 1 is killed after its shard was
+// trained since the last kv_save and restarted with kv.load: it loads
+// its part of that save, while node 0 holds rows trained since. Served
+// together they were a model no training produced (kge evaluated rows
+// of two points of training without a word). kv_create now refuses the
+// table, naming both shards, and drops it; created again, both nodes
+// load the save and serve it.
+func TestKVRestartLostTraining(t *testing.T) {
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss, ts, saved := savedAndTrained(t, dirs, 0, 1)
+	if _, err := os.Stat(filepath.Join(dirs[1], markerName("w", 1))); err != nil {
+		t.Fatalf("no marker of the training since the save: %v", err)
+	}
+	ss = restartPart(t, ss, dirs, 1, true)
+	ctx := context.Background()
+	for asked := range 2 {
+		_, err := ss[asked].create(ctx, &ts, true)
+		for _, want := range []string{"lost the rows trained since", "trained its rows since", "rows of a save beside rows trained since it", "every node goes back to that save"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("kv_create on part %d after node 1 lost its training: error %v does not say %q", asked, err, want)
+			}
+		}
+		for p := range ss {
+			if served(ss[p]) {
+				t.Fatalf("part %d serves the refused table", p)
+			}
+		}
+		if asked == 0 {
+			// The drop ended the mix; the next restart of node 1 finds
+			// no marker. Node 0's shard is trained again and node 1's
+			// lost once more, to refuse again from node 1.
+			if _, err := os.Stat(filepath.Join(dirs[1], markerName("w", 1))); !os.IsNotExist(err) {
+				t.Fatalf("marker kept after the table was dropped: %v", err)
+			}
+			ss, _, saved = savedAndTrained(t, dirs, 0, 1)
+			ss = restartPart(t, ss, dirs, 1, true)
+		}
+	}
+	if _, err := ss[1].create(ctx, &ts, true); err != nil {
+		t.Fatalf("kv_create once both nodes load the save: %v", err)
+	}
+	for p := range ss {
+		rows, _ := shard(t, ss[p])
+		if !slices.Equal(rows, saved[p]) {
+			t.Errorf("part %d: rows %v, want the save's %v", p, rows, saved[p])
+		}
+	}
+}
+
+// TestKVRestartUntouchedShard: a node killed when no trainer had
+// touched its shard since the kv_save lost nothing: restarted with
+// kv.load, it serves the save beside its peer's rows trained since, as
+// one point of training.
+func TestKVRestartUntouchedShard(t *testing.T) {
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss, ts, _ := savedAndTrained(t, dirs, 0)
+	if _, err := os.Stat(filepath.Join(dirs[1], markerName("w", 1))); !os.IsNotExist(err) {
+		t.Fatalf("marker of an untouched shard: %v", err)
+	}
+	ss = restartPart(t, ss, dirs, 1, true)
+	if _, err := ss[0].create(context.Background(), &ts, true); err != nil {
+		t.Fatalf("kv_create: %v", err)
+	}
+}
+
+// TestKVRestartAfterSave: node 0 never loaded the table, it saved it
+// (kv_save) and trained no more; node 1, killed and restarted with
+// kv.load, loads that save: one point of training. Both compare the
+// save their rows last equalled, not only what they loaded.
+func TestKVRestartAfterSave(t *testing.T) {
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss, ts, _ := savedAndTrained(t, dirs)
+	ss = restartPart(t, ss, dirs, 1, true)
+	if _, err := ss[0].create(context.Background(), &ts, true); err != nil {
+		t.Fatalf("kv_create: %v", err)
+	}
+	// Node 0 trains on; a save is refused while node 1 still holds the
+	// save's rows only if node 1 had lost training: it had not.
+	train(t, ss, 2)
+	if _, err := ss[0].save(context.Background(), true); err != nil {
+		t.Fatalf("kv_save: %v", err)
+	}
+}
+
+// TestKVRestartLostTrainingAtStart: a table of [[kv.tables]] is loaded
+// at start, before any kv_create: node 1, restarted after losing its
+// training, leaves it out once its peer answers, and so does a node
+// restarted without kv.load, whose initial rows lost the training since
+// they were created. A whole cluster back at the save (every node
+// restarted) serves it, and the markers are gone.
+func TestKVRestartLostTrainingAtStart(t *testing.T) {
+	ctx := context.Background()
+	for _, load := range []bool{true, false} {
+		dirs := [2]string{t.TempDir(), t.TempDir()}
+		var ss [2]*kvServer
+		_, ts := kvPair(t, dirs, false)
+		for p := range ss {
+			ss = restartPart(t, ss, dirs, p, false, ts) // no checkpoint to load yet
+		}
+		if load {
+			train(t, ss, 1)
+			if _, err := ss[0].save(ctx, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		train(t, ss, 2)
+		markAll(ss)
+		ss = restartPart(t, ss, dirs, 1, load, ts)
+		ss[1].checkLoadedAtStart(ctx)
+		if served(ss[1]) {
+			t.Fatalf("load %v: node 1 serves the table whose training it lost beside node 0's trained rows", load)
+		}
+		if !served(ss[0]) {
+			t.Fatalf("load %v: node 0 left its table out", load)
+		}
+
+		// Every node restarted: all back at the save (or the initial
+		// rows), the same point of training.
+		for p := range ss {
+			ss = restartPart(t, ss, dirs, p, load, ts)
+		}
+		for p := range ss {
+			ss[p].checkLoadedAtStart(ctx)
+		}
+		for p := range ss {
+			if !served(ss[p]) {
+				t.Fatalf("load %v: part %d left out the table after the whole cluster restarted", load, p)
+			}
+			ss[p].syncMarkers()
+			if _, err := os.Stat(filepath.Join(dirs[p], markerName("w", p))); !os.IsNotExist(err) {
+				t.Errorf("load %v: part %d keeps its marker once every node is back at the save: %v", load, p, err)
+			}
+		}
+	}
+}
+
+// TestKVMarkerCorrupt: a marker file that is not one line names itself.
+func TestKVMarkerCorrupt(t *testing.T) {
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	path := filepath.Join(dirs[0], markerName("w", 0))
+	if err := os.WriteFile(path, []byte("a\nb\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{KV: KVConfig{CheckpointDir: dirs[0], SyncTimeout: "5s"}}
+	_, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
+	if err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("start with a corrupt marker: %v", err)
+	}
+}
