@@ -125,9 +125,21 @@ func (s *Store) SaveExit(dir string) (SaveInfo, error) {
 	return info, nil
 }
 
+// coordinatedOf is the save of table name's FileName file of part in
+// dir: the save its exit file written now follows; 0 when there is none,
+// or a legacy or unreadable one.
+func coordinatedOf(dir, name string, part int) SaveID {
+	info, ok, err := peekSave(filepath.Join(dir, FileName(name, part)))
+	if err != nil || !ok || info.Exit {
+		return 0
+	}
+	return info.ID
+}
+
 // coordinatedInPlace is the save of this part's FileName files in dir
-// when they are all of one (0 otherwise, and for legacy files): the
-// save an exit save written now follows. s.saveMu is held.
+// when they are all of one (0 otherwise, and for legacy files): what an
+// exit save written now reports it follows (each table's file records
+// its own, coordinatedOf). s.saveMu is held.
 func (s *Store) coordinatedInPlace(dir string) SaveID {
 	set := s.set.Load()
 	id := SaveID(0)
@@ -256,7 +268,15 @@ func (s *Store) writeAll(dir string, info SaveInfo) ([]journalEntry, []savedTabl
 			final = ExitFileName(name, s.part)
 		}
 		t := set.tables[name]
-		tmp, v, err := t.write(dir, s.part, final, info)
+		ti := info
+		if info.Exit {
+			// The save this table's exit file follows is its own file's:
+			// a table created since the last coordinated save has none,
+			// and must not make the others' exit files look older than
+			// theirs (Load would then take their coordinated files).
+			ti.Base = coordinatedOf(dir, name, s.part)
+		}
+		tmp, v, err := t.write(dir, s.part, final, ti)
 		if err != nil {
 			removeTemps(dir, ents)
 			return nil, nil, err

@@ -281,9 +281,13 @@ func removeExitFiles(dir string, part int, ents []journalEntry) {
 // save, as an ErrMixedSaves error naming every file and its save; nil
 // when all are of one save.
 func sameSave(ls []Loaded) error {
+	// One node's files of one save: a coordinated save's id, or one exit
+	// save's (its tables may follow different coordinated saves: one
+	// created after the last has none).
+	key := func(l Loaded) SaveID { return l.Save.ID }
 	mixed := false
 	for _, l := range ls[min(1, len(ls)):] {
-		mixed = mixed || l.Generation() != ls[0].Generation()
+		mixed = mixed || key(l) != key(ls[0]) || l.Save.Exit != ls[0].Save.Exit
 	}
 	if !mixed {
 		return nil

@@ -227,3 +227,41 @@ func TestLoadRefusesUnreadableExitSave(t *testing.T) {
 		t.Fatalf("load beside an unreadable exit save: %v, want ErrCorrupt naming %s and what to do", err, exit)
 	}
 }
+
+// TestSaveExitTableCreatedAfterTheSave: a table created after the last
+// coordinated save has no file of it; the node's exit save must still
+// be taken over the coordinated files of the other tables. Each exit
+// file recorded one base for the whole store, 0 when any table lacked
+// a coordinated file, and the next load preferred the older
+// coordinated file of every table: the training since the save was
+// lost without a word (and the next exit save overwrote it).
+func TestSaveExitTableCreatedAfterTheSave(t *testing.T) {
+	dir := t.TempDir()
+	sp := spec("w", 8, 2, SGD(1), Async, 1)
+	other := spec("other", 4, 2, SGD(1), Async, 1)
+	s := newStore(t, 0, sp)
+	pushAll(t, s, 1)
+	if err := s.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	pushAll(t, s, 1)
+	trained := rowsOf(t, s)
+	if _, err := s.Create(other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SaveExit(dir); err != nil {
+		t.Fatal(err)
+	}
+	r := newStore(t, 0, sp, other)
+	if err := r.Load(dir); err != nil {
+		t.Fatal(err)
+	}
+	if got := rowsOf(t, r); !slices.Equal(got, trained) {
+		t.Fatalf("loaded rows %v, want the exit save's %v", got, trained)
+	}
+	for _, name := range []string{"w", "other"} {
+		if l, _ := r.Loaded(name); l.Path != filepath.Join(dir, ExitFileName(name, 0)) {
+			t.Errorf("table %s loaded from %s, want its exit file", name, l.Path)
+		}
+	}
+}
