@@ -175,7 +175,7 @@ func (s *kvServer) coordinate(ctx context.Context) error {
 	id := kv.NewSaveID().String()
 	local, err := s.store.PrepareSave(ctx, dir, kv.ParseSaveID(id))
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (no node's checkpoint changed: each keeps its previous one)", err)
 	}
 	if err := s.sendSave(ctx, savePrepare, id); err != nil {
 		local.Abort()

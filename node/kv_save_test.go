@@ -96,6 +96,22 @@ func TestKVSaveAllOrNone(t *testing.T) {
 		t.Errorf("phases sent %v, want %v", peer.phases, want)
 	}
 
+	// This node's own disk failing: the same outcome, said the same way.
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	peer.phases = nil
+	s.cfg.KV.CheckpointDir = file
+	_, err = s.save(context.Background(), true)
+	s.cfg.KV.CheckpointDir = dir
+	if err == nil || !strings.Contains(err.Error(), "no node's checkpoint changed") {
+		t.Fatalf("save failing on this node: %v", err)
+	}
+	if want := []string{saveCheck}; !slices.Equal(peer.phases, want) {
+		t.Errorf("phases sent %v, want %v", peer.phases, want)
+	}
+
 	peer.phases, peer.fail = nil, "none"
 	if _, err := s.save(context.Background(), true); err != nil {
 		t.Fatal(err)
