@@ -84,7 +84,14 @@ func shard(t *testing.T, s *kvServer) ([]float32, uint64) {
 // once and saves it (kv_save, coordinated by part 0).
 func coordinatedSave(t *testing.T, dirs [2]string) [2]*kvServer {
 	t.Helper()
-	ss, ts := kvPair(t, dirs, false)
+	ss, _ := coordinatedSaveLoad(t, dirs, false)
+	return ss
+}
+
+// coordinatedSaveLoad is coordinatedSave of nodes with kv.load as load.
+func coordinatedSaveLoad(t *testing.T, dirs [2]string, load bool) ([2]*kvServer, control.TableSpec) {
+	t.Helper()
+	ss, ts := kvPair(t, dirs, load)
 	ctx := context.Background()
 	if _, err := ss[0].create(ctx, &ts, true); err != nil {
 		t.Fatal(err)
@@ -93,7 +100,7 @@ func coordinatedSave(t *testing.T, dirs [2]string) [2]*kvServer {
 	if _, err := ss[0].save(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	return ss
+	return ss, ts
 }
 
 // TestKVExitSaveKeepsTheCoordinatedSave: node 1 stopped (SIGTERM) while

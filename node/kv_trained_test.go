@@ -47,15 +47,7 @@ func served(s *kvServer) bool {
 // with the markers' tick run; and the rows of the save.
 func savedAndTrained(t *testing.T, dirs [2]string, trainAfter ...int) ([2]*kvServer, control.TableSpec, [2][]float32) {
 	t.Helper()
-	ss, ts := kvPair(t, dirs, true)
-	ctx := context.Background()
-	if _, err := ss[0].create(ctx, &ts, true); err != nil {
-		t.Fatal(err)
-	}
-	train(t, ss, 1)
-	if _, err := ss[0].save(ctx, true); err != nil {
-		t.Fatal(err)
-	}
+	ss, ts := coordinatedSaveLoad(t, dirs, true)
 	var saved [2][]float32
 	for p := range ss {
 		saved[p], _ = shard(t, ss[p])
