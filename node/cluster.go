@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -151,10 +152,11 @@ func (n *Node) awaitPeers(ctx context.Context) {
 			return
 		}
 		// An unavailable peer's error counts its attempts: it differs
-		// every round.
-		if msg := err.Error(); msg != last && (errors.Is(err, mesh.ErrRefused) || time.Since(logged) >= peerWaitLog) {
+		// every round. A refusal is logged when it changes, which a
+		// certificate's validity does not do by the time it states.
+		if msg := refusalKey(err.Error()); msg != last && (errors.Is(err, mesh.ErrRefused) || time.Since(logged) >= peerWaitLog) {
 			n.log.Error("peers not ready", "err", err)
-			n.status("peers not ready: " + msg)
+			n.status("peers not ready: " + err.Error())
 			last, logged = msg, time.Now()
 		}
 		select {
@@ -164,6 +166,15 @@ func (n *Node) awaitPeers(ctx context.Context) {
 		}
 	}
 }
+
+// clockTimes matches the times an error states (x509: "current time
+// 2026-11-29T10:14:30Z is after 2026-11-29T10:14:28Z").
+var clockTimes = regexp.MustCompile(`\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})`)
+
+// refusalKey is msg without the times it states: an expired peer
+// certificate's refusal names the current time, and was logged (and
+// the status rewritten) every round, for as long as it lasted.
+func refusalKey(msg string) string { return clockTimes.ReplaceAllString(msg, "<time>") }
 
 // describeSelf is what the node serves, as log attributes.
 func (n *Node) describeSelf() []any {
