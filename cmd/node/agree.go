@@ -11,7 +11,7 @@ import (
 )
 
 // agreeJob has the job's trainers compare the settings that must be the
-// same on all of them (client.Sync.Agree), in the round before their
+// same on all of them (client.Sync.Agree), in the rounds before their
 // first step, and refuses a job whose trainers were started with
 // different ones, on every trainer alike. Without it a rank with another
 // --seed trained a model of its own under averaged gradients, and one

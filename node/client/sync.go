@@ -73,36 +73,59 @@ func (s *Sync) AllReduce(ctx context.Context, step int, v []float32) error {
 // number derived from the input), named as the user knows it.
 type Setting struct{ Name, Value string }
 
-// agreeWidth is the values of the round Agree spends on one setting:
-// four 4-bit pieces of the setting's 16-bit hash, each with its square.
-const agreeWidth = 8
+// agreeWidth is the values of a round Agree spends on one setting:
+// sixteen 4-bit pieces of the setting's 64-bit hash, each with its
+// square.
+const agreeWidth = 32
 
-// Agree runs one round, before the job's first step, in which every
-// trainer offers its settings (the same names in the same order on
-// every trainer), and returns the names of those whose values differ
-// among the trainers, nil when all agree: the same list on every
-// trainer, so that all of them stop or none. The steps of AllReduce
-// count from after it. A trainer started with another --epochs or
-// --seed than the rest trained a model of its own (parameters drawn from
-// another seed stay apart under averaged gradients) or left the others
-// waiting for rounds it never ran, without a word.
+// Agree compares, before the job's first step, the settings every
+// trainer offers (the same names in the same order on every trainer),
+// and returns the names of those whose values differ among the
+// trainers, nil when all agree: the same list on every trainer, so that
+// all of them stop or none. The steps of AllReduce count from after it.
+// A trainer started with another --epochs or --seed than the rest
+// trained a model of its own (parameters drawn from another seed stay
+// apart under averaged gradients) or left the others waiting for rounds
+// it never ran, without a word.
 //
-// Each setting is a 16-bit hash of its value: the round averages its
-// 4-bit pieces q and their squares, and the trainers agree on a piece
-// exactly when world·Σq² = (Σq)² (the sums are whole numbers far below
-// float32's exact range for any world under 18 000). Two values of a
-// setting are told apart unless their hashes collide (one in 65 536).
+// Each setting is the 64-bit FNV-1a hash of its value: a round averages
+// its sixteen 4-bit pieces q and their squares, and the trainers agree
+// on a piece exactly when world·Σq² = (Σq)². That holds in float32 for
+// every world kv allows (kv.MaxWorld, 2^16): the shard sums whole
+// numbers of at most 225·2^16 < 2^24, exactly, and divides once; the
+// mean, at most 225 < 2^8, is then within half of float32's spacing
+// there, 2^-17, of the true one, so mean·world lies within
+// world·2^-17 ≤ 1/2 of the sum (exactly on it for world 2^16, a power
+// of two) and rounds back to it; the products compared, below 2^40,
+// are exact in float64. Two values of a setting are told apart
+// unless their 64-bit hashes collide; the 16-bit hashes of before let
+// one pair in 65 536 through, seeds 105 and 303 among them.
+//
+// A round holds len(s.buf)/agreeWidth settings, 8 when the table is one
+// row (a KGE job's, or a small model's): Agree takes as many rounds as
+// the settings need, the same number on every trainer.
 func (s *Sync) Agree(ctx context.Context, settings []Setting) ([]string, error) {
-	if n := len(settings) * agreeWidth; n > len(s.buf) {
-		return nil, fmt.Errorf("client: sync table %q: %d settings to agree on, a round holds %d", s.table, len(settings), len(s.buf)/agreeWidth)
+	per := len(s.buf) / agreeWidth
+	var differ []string
+	for lo := 0; lo == 0 || lo < len(settings); lo += per {
+		d, err := s.agreeRound(ctx, settings[lo:min(lo+per, len(settings))])
+		if err != nil {
+			return nil, err
+		}
+		differ = append(differ, d...)
 	}
+	return differ, nil
+}
+
+// agreeRound is one round of Agree, of at most len(s.buf)/agreeWidth
+// settings.
+func (s *Sync) agreeRound(ctx context.Context, settings []Setting) ([]string, error) {
 	clear(s.buf)
 	for i, st := range settings {
-		h := fnv.New32a()
+		h := fnv.New64a()
 		h.Write([]byte(st.Value))
-		x := h.Sum32()
-		x ^= x >> 16
-		for j := range 4 {
+		x := h.Sum64()
+		for j := range agreeWidth / 2 {
 			q := float32(x >> (4 * j) & 15)
 			s.buf[i*agreeWidth+2*j], s.buf[i*agreeWidth+2*j+1] = q, q*q
 		}
@@ -116,17 +139,29 @@ func (s *Sync) Agree(ctx context.Context, settings []Setting) ([]string, error) 
 	}
 	s.base++
 	clear(s.buf) // AllReduce copies only its n values: the padding stays zero
-	w := float64(s.world)
-	sum := func(i int) float64 { return math.Round(float64(s.out[i]) * w) }
 	var differ []string
 	for i, st := range settings {
-		for j := range 4 {
+		for j := range agreeWidth / 2 {
 			k := i*agreeWidth + 2*j
-			if q, q2 := sum(k), sum(k+1); w*q2 != q*q {
+			if !agreed(s.out[k], s.out[k+1], s.world) {
 				differ = append(differ, st.Name)
 				break
 			}
 		}
 	}
 	return differ, nil
+}
+
+// agreed reports whether the world trainers whose pieces q averaged to
+// mean, and whose squares to mean2, offered the same q (see Agree for
+// why the sums are exact).
+func agreed(mean, mean2 float32, world int) bool {
+	q, q2 := agreeSum(mean, world), agreeSum(mean2, world)
+	return float64(world)*q2 == q*q
+}
+
+// agreeSum is the sum of world whole numbers whose mean a shard
+// returned.
+func agreeSum(mean float32, world int) float64 {
+	return math.Round(float64(mean) * float64(world))
 }
