@@ -213,14 +213,17 @@ func TestKGEFB15k237(t *testing.T) {
 		t.Errorf("rank 1 with transe_l2 started before rank 0 with distmult: %v\n%s\nwant it to say %q", err, &earlyOut, want)
 	}
 
-	// Ranks started with other --neg-size and --epochs are refused in the
-	// round before their first step, each naming both flags; rank 1 ran
-	// its own negatives and, past rank 0's last epoch, waited for rounds
-	// rank 0 never ran.
-	apart := []string{"--table-prefix", "apart", "--model", "distmult", "--hidden", "20", "--eval", "none", "--steps-per-epoch", "2"}
+	// Ranks started with other --neg-size, --epochs and
+	// --steps-per-epoch are refused in the rounds before their first step
+	// (four: a KGE job's sync table is one row), each naming all three
+	// flags; rank 1 ran its own negatives and, past rank 0's last epoch,
+	// waited for rounds rank 0 never ran. The steps, 105 and 303, have
+	// one 16-bit hash (client's TestAgreeOldCollision), which was all the
+	// ranks compared.
+	apart := []string{"--table-prefix", "apart", "--model", "distmult", "--hidden", "20", "--eval", "none"}
 	var outs [2]bytes.Buffer
 	var done [2]chan error
-	for r, extra := range [][]string{{"--neg-size", "16", "--epochs", "1"}, {"--neg-size", "32", "--epochs", "2"}} {
+	for r, extra := range [][]string{{"--neg-size", "16", "--epochs", "1", "--steps-per-epoch", "105"}, {"--neg-size", "32", "--epochs", "2", "--steps-per-epoch", "303"}} {
 		c := exec.Command(bin, slices.Concat([]string{"kge", "--socket", cl.sockets[r], "--parts", parts, "--world-size", "2", "--rank", strconv.Itoa(r)}, apart, extra)...)
 		c.Stdout, c.Stderr = &outs[r], &outs[r]
 		done[r] = startChild(t, c)
@@ -228,8 +231,8 @@ func TestKGEFB15k237(t *testing.T) {
 	for r := range done {
 		err := <-done[r]
 		done[r] <- err // for the cleanup
-		if want := "the trainers of this job were started with different --neg-size, --epochs: every trainer of a job needs the same"; err == nil || !strings.Contains(outs[r].String(), want) {
-			t.Errorf("rank %d of ranks with other --neg-size and --epochs: %v\n%s\nwant it to say %q", r, err, &outs[r], want)
+		if want := "the trainers of this job were started with different --neg-size, --epochs, --steps-per-epoch: every trainer of a job needs the same"; err == nil || !strings.Contains(outs[r].String(), want) {
+			t.Errorf("rank %d of ranks with other --neg-size, --epochs and --steps-per-epoch: %v\n%s\nwant it to say %q", r, err, &outs[r], want)
 		}
 	}
 }
