@@ -47,8 +47,8 @@ func TestLoaderMatchesInProcessSampling(t *testing.T) {
 				t.Fatal(err)
 			}
 			info := l.Info()
-			if info.SubRings != tc.workers || l.BatchesPerEpoch() != len(want[0]) || info.FeatDim != 16 || info.XDtype != "float32" || info.LabelDim != 1 {
-				t.Fatalf("info %+v: want %d sub-rings, %d batches, feat 16 float32, label 1", info, tc.workers, len(want[0]))
+			if info.SubRings != tc.workers || l.BatchesPerEpoch() != len(want[0]) || info.FeatDim != 16 || info.XDtype != "float32" || info.LabelDim != 1 || info.TotalNodes != 3000 {
+				t.Fatalf("info %+v: want %d sub-rings, %d batches, feat 16 float32, label 1, 3000 nodes", info, tc.workers, len(want[0]))
 			}
 			if st, err := os.Stat(info.Ring); err != nil || st.Mode().Perm() != 0o600 {
 				t.Fatalf("ring %s: %v, mode %v; want 0600", info.Ring, err, st.Mode())

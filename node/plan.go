@@ -56,7 +56,7 @@ func (n *Node) describeSeeds(o control.LoaderOptions, seeds []uint64) (control.L
 		NumSeeds: int64(plan.Len()), BatchesPerEpoch: int64(plan.NumBatches()),
 		Epochs: o.Epochs, BatchSize: o.BatchSize, Fanouts: o.Fanouts, Concurrency: o.Concurrency,
 		FeatDim: schema.FeatDim, LabelDim: schema.LabelDim,
-		Part: int(m.Part), NumParts: int(m.NumParts),
+		Part: int(m.Part), NumParts: int(m.NumParts), TotalNodes: m.TotalNodes,
 	}
 	if schema.FeatDim > 0 {
 		info.XDtype = map[sample.DType]string{sample.F32: "float32", sample.F16: "float16"}[schema.XType]

@@ -47,6 +47,10 @@ type LoaderInfo struct {
 	// Part is the partition this node serves, NumParts the set's size.
 	Part     int `json:"part"`
 	NumParts int `json:"num_parts"`
+	// TotalNodes is the whole graph's node count (every part): the most
+	// nodes a batch can hold, whatever its fanouts (node train bounds
+	// its buffers with it). 0 from a node of an earlier build.
+	TotalNodes uint64 `json:"total_nodes,omitempty"`
 }
 
 // Stats is the node's state: its loaders and their samplers.
