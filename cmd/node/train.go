@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,9 @@ type trainFlags struct {
 	table, paramsTable   string
 	jsonOut, save, eval  bool
 	cfg                  train.Config
+	// memory is the machine's memory and swap (app.memory; nil or 0:
+	// unknown).
+	memory func() uint64
 }
 
 // epochLine is one epoch as `node train --json` prints it (one JSON
@@ -76,7 +80,7 @@ func runTrain(ctx context.Context, a *app, args []string) error {
 // newTrainFlags is `node train`'s flag set and the settings it fills
 // (node demo checks the arguments it will give its trainers with it).
 func newTrainFlags(a *app) (*flag.FlagSet, *trainFlags) {
-	f := &trainFlags{cfg: train.DefaultConfig()}
+	f := &trainFlags{cfg: train.DefaultConfig(), memory: a.memory}
 	fs := newFlagSet(a, "train", "--socket PATH [flags]")
 	fs.StringVar(&f.socket, "socket", "", "control socket of this host's node run (required)")
 	fs.StringVar(&f.fanouts, "fanouts", "25,10", "neighbours sampled per hop for training, comma separated (-1 = all)")
@@ -228,6 +232,58 @@ func checkModelSize(cfg train.Config, table, graph string) error {
 	}
 	return fmt.Errorf("--hidden %d: a model of %d layers that wide, %s, is %s to average each step, more than the %d a kv sync table (--table) carries in one %s control frame: lower --hidden",
 		cfg.Hidden, cfg.Layers, graph, size, most, shm.FormatSize(control.MaxFrame))
+}
+
+// checkBatchMemory refuses a job whose trainer cannot hold its largest
+// batches in this machine's memory and swap: the activations of every
+// layer and their gradients, --hidden wide for as many nodes as a batch
+// of --batch-size (or --eval-batch-size) seeds reaches through the
+// fanouts, bounded by the graph (train.BlockNodes,
+// train.Config.BatchBytes). Unchecked, a large --hidden with a large
+// --batch-size allocated at the first batch until the OOM killer ended
+// the trainer. It needs what the train loader says (the graph's nodes,
+// the features and classes, this rank's seeds), and comes before the
+// evaluation loaders, the kv tables and the model. A graph of unknown
+// size (a node of an earlier build) with a fanout of -1 is not refused.
+func (f *trainFlags) checkBatchMemory(cfg train.Config, fan, evalFan []int, info control.LoaderInfo) error {
+	var have uint64
+	if f.memory != nil {
+		have = f.memory()
+	}
+	batch := int(min(int64(f.batch), info.NumSeeds))
+	trainB := train.BlockNodes(batch, fan, info.TotalNodes)
+	var evalB []float64
+	if f.eval {
+		evalB = train.BlockNodes(f.evalBatch, evalFan, info.TotalNodes)
+	}
+	need := cfg.BatchBytes(trainB, evalB)
+	if have == 0 || need <= float64(have) || math.IsInf(need, 0) {
+		return nil
+	}
+	nodes := func(b []float64) float64 { return b[min(cfg.Layers, len(b)-1)] } // the trainer reads cfg.Layers hops
+	flags := fmt.Sprintf("--hidden %d with --batch-size %d and --fanouts %s", cfg.Hidden, f.batch, joinInts(fan))
+	reach := fmt.Sprintf("a training batch may reach %.0f", nodes(trainB))
+	lower := "--hidden, --batch-size or --fanouts"
+	if evalB != nil {
+		flags += fmt.Sprintf(", --eval-batch-size %d and --eval-fanouts %s", f.evalBatch, joinInts(evalFan))
+		reach += fmt.Sprintf(" and an evaluation batch %.0f", nodes(evalB))
+		lower = "--hidden, --batch-size, --eval-batch-size or the fanouts"
+	}
+	reach += " nodes"
+	if info.TotalNodes > 0 {
+		reach += fmt.Sprintf(" of the graph's %d", info.TotalNodes)
+	}
+	return fmt.Errorf("%s: the trainer's buffers for its largest batches may take %s (%s within %d hops; %d features, %d classes), more than the %s of memory and swap of this machine: lower %s",
+		flags, partitionBytes(int64(min(need, math.MaxInt64))), reach, cfg.Layers, cfg.FeatDim, cfg.Classes, partitionBytes(int64(have)), lower)
+}
+
+// joinInts is fanouts as a flag gives them: 25,10.
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
 }
 
 // subRingsNeed says why a ring under node.MinRingSize(workers) is
@@ -384,6 +440,9 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 	}
 	if err := checkModelSize(cfg, f.table, fmt.Sprintf("on the partition's %d features and %d classes", cfg.FeatDim, cfg.Classes)); err != nil {
 		return err
+	}
+	if err := f.checkBatchMemory(cfg, fan, evalFan, info); err != nil {
+		return badFlags(err)
 	}
 	data := train.Data{}
 	tb := &timedBatches{l: trainL}

@@ -701,6 +701,43 @@ func TestTrainModelTooWide(t *testing.T) {
 	}
 }
 
+// TestTrainBatchTooLarge: a --hidden whose activations, for as many
+// nodes as a batch reaches through the fanouts (here the whole graph of
+// 2000), cannot fit the machine's memory (posed as 64 MiB) is refused as
+// a usage error once the train loader says the graph's size, naming the
+// flags, the estimate and the memory; a narrower model trains. The
+// trainer allocated until the OOM killer ended it.
+func TestTrainBatchTooLarge(t *testing.T) {
+	bin := nodeBinary(t)
+	parts := smallParts(t, 2000, 8, "5,5")
+	cl := testCluster(t, bin, parts)
+	train := func(hidden string) (int, string, string) {
+		var out, errb bytes.Buffer
+		a := newApp(&out, &errb)
+		a.memory = func() uint64 { return 64 << 20 }
+		code := a.run(context.Background(), []string{"train", "--socket", cl.sockets[0], "--fanouts", "5,5", "--batch-size", "128",
+			"--hidden", hidden, "--epochs", "1", "--workers", "1", "--threads", "1", "--table", "h" + hidden + ".sync"})
+		return code, out.String(), errb.String()
+	}
+	// Training batches (of 128 seeds: the rank has about 200) reach 128,
+	// 768 and 2000 nodes within 0, 1 and 2 hops, evaluation batches 1024,
+	// 2000 and 2000; of each buffer the largest (train.Config.BatchBytes):
+	// 2000·8 + 1024 features and labels; per layer 1/degree, output, and
+	// gather or projection, 2000 + 2000·4096 + 2000·4096 and 1024 +
+	// 1024·4 + 1024·4096; gradients 128·4, 2000·4096 and 128·4096 +
+	// 768·4096; and 4·102413 for the model: 32 874 628 float32s.
+	code, _, stderr := train("4096")
+	want := "node train: --hidden 4096 with --batch-size 128 and --fanouts 5,5, --eval-batch-size 1024 and --eval-fanouts 5,5: " +
+		"the trainer's buffers for its largest batches may take 125.41 MiB (a training batch may reach 2000 and an evaluation batch 2000 nodes of the graph's 2000 within 2 hops; 8 features, 4 classes), " +
+		"more than the 64.00 MiB of memory and swap of this machine: lower --hidden, --batch-size, --eval-batch-size or the fanouts"
+	if code != 2 || !strings.Contains(stderr, want) {
+		t.Errorf("--hidden 4096: exit %d, want 2 and %q; stderr:\n%s", code, want, stderr)
+	}
+	if code, out, stderr := train("64"); code != 0 || !strings.Contains(out, "best epoch 0:") {
+		t.Errorf("--hidden 64: exit %d, stdout:\n%s\nstderr:\n%s\nwant it trained", code, out, stderr)
+	}
+}
+
 // TestEvalEveryHelp: --eval-every 0 means after the last epoch only, for
 // node train as for node kge (node train evaluated every epoch), and both
 // --help texts say so.
