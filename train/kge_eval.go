@@ -88,11 +88,14 @@ func kgeMetricsFrom(v []float32) KGEMetrics {
 // whole tables (a pull is one message).
 const kgePullBytes = 4 << 20
 
-// pullAll reads every row of a table.
+// pullAll reads every row of a table. dst is sized for the whole table
+// first: grown by append, the entity table was held twice, the old
+// array and the larger one, each time it was copied (EvalBytes counts
+// it once).
 func (k *KGE) pullAll(ctx context.Context, table string, rows uint64, dim int, dst []float32) ([]float32, error) {
 	per := uint64(max(1, kgePullBytes/(4*dim)))
-	dst = dst[:0]
-	ids := make([]uint64, 0, per)
+	dst = slices.Grow(dst[:0], int(rows)*dim)
+	ids := make([]uint64, 0, min(per, rows))
 	for lo := uint64(0); lo < rows; lo += per {
 		ids = ids[:0]
 		for id := lo; id < min(rows, lo+per); id++ {
@@ -169,6 +172,46 @@ const kgeEvalScoreBytes = 256 << 20
 // unit of work, each triple's rank its own, so the metrics do not
 // depend on it.
 func kgeEvalBlock(want, n int) int { return max(1, min(want, kgeEvalScoreBytes/(4*n))) }
+
+// EvalBytes is about what a trainer of c holds at once while it ranks
+// its share (every World-th) of triples evaluation triples: against
+// EvalNeg sampled entities (evaluateSampled), a block's pulled rows (its
+// heads, its tails and the candidates), the candidates' scores for each
+// of its triples, their ids and the relation table; against every
+// entity (evaluate: EvalNeg 0, or at least Entities), the entity table
+// pulled whole and a block's scores against all of it. A caller checks
+// it against the machine before the trainer starts: evaluation
+// allocates only once training is over, and a size the machine lacks
+// (an --eval-batch and an --eval-neg of tens of thousands each, every
+// entity of a table larger than the machine) ended the trainer then. In
+// float64; 0 for a model Validate refuses.
+func (c *KGEConfig) EvalBytes(triples int) float64 {
+	m, err := newKGEModel(c.Model, max(c.Hidden, 1), float32(c.Gamma))
+	if err != nil {
+		return 0
+	}
+	ed, rd := float64(m.EntDim()), float64(m.RelDim())
+	world := max(c.World, 1)
+	share := float64((max(triples, 0) + world - 1) / world)
+	rel := float64(c.Relations) * rd
+	// Bytes of a row value; of an id, its map entry (as StepBytes).
+	const f32, id, entry = 4, 8, 48
+	if c.EvalNeg > 0 && uint64(c.EvalNeg) < c.Entities {
+		b, n := min(float64(max(c.EvalBlock, 1)), share), float64(c.EvalNeg)
+		scores := b * n
+		if c.EvalNegDeg {
+			scores += b * b
+		}
+		return f32*(rel+(2*b+n)*ed+b*rd+b+scores) + // rows; r, the positives' and the candidates' scores
+			f32*(b*ed+b+n) + // the model's scratch: the kept rows, the rows' norms
+			id*(2*b+2*n) + entry*n // the block's ids and the candidates', the draw's set
+	}
+	n := float64(max(c.Entities, 1))
+	b := min(float64(kgeEvalBlock(max(c.EvalBlock, 1), int(min(n, math.MaxInt32)))), share)
+	return f32 * (n*ed + rel + // the tables
+		b*(2*ed+rd) + b*n + // h, t, r of a block and its scores
+		b*ed + b + n) // the model's scratch
+}
 
 // kgeEvalSeed keys the draws of evaluation's negatives, apart from the
 // training order and negatives of the same seed.

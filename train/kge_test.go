@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -1039,6 +1040,62 @@ func (p *kgeMaxPull) Pull(ctx context.Context, table string, ids []uint64, dst [
 		p.most = max(p.most, len(ids))
 	}
 	return p.KGEParams.Pull(ctx, table, ids, dst)
+}
+
+// TestKGEEvalBytes: EvalBytes is within a third of what an evaluation
+// of one block allocates (every buffer of evaluate and evaluateSampled
+// is made in the call; the pulls of the test's params and gonum's
+// workers add a little), against every entity and against sampled ones,
+// for every model.
+func TestKGEEvalBytes(t *testing.T) {
+	for _, name := range kgeModelNames() {
+		for _, tc := range []struct {
+			neg int
+			deg bool
+		}{{0, false}, {1000, false}, {1000, true}} {
+			cfg := DefaultKGEConfig()
+			cfg.Model, cfg.Hidden = name, 8
+			cfg.Entities, cfg.Relations, cfg.StepsPerEpoch = 8000, 20, 1
+			cfg.EvalBlock, cfg.EvalNeg, cfg.EvalNegDeg = 200, tc.neg, tc.deg
+			ed, rd, _ := KGETableDims(cfg)
+			p := newKGERecParams(cfg, make([]float32, int(cfg.Entities)*ed), make([]float32, cfg.Relations*rd))
+			k, err := NewKGE(cfg, p, NoSync{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			eval := make([]Triple, cfg.EvalBlock)
+			for i := range eval {
+				eval[i] = Triple{Head: uint64(3 * i), Rel: uint32(i % cfg.Relations), Tail: uint64(3*i + 1)}
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			if _, err := k.evaluate(context.Background(), eval, nil); err != nil {
+				t.Fatal(err)
+			}
+			runtime.ReadMemStats(&after)
+			got := float64(after.TotalAlloc - before.TotalAlloc)
+			if est := cfg.EvalBytes(len(eval)); est < got/1.5 || est > 1.5*got {
+				t.Errorf("%s, --eval-neg %d, --eval-neg-deg %v: an evaluation allocated %.0f bytes, EvalBytes %.0f", name, tc.neg, tc.deg, got, est)
+			}
+		}
+	}
+	// The share of one trainer in blocks: 1000 triples over 4 trainers
+	// are blocks of at most 250, whatever --eval-batch.
+	cfg := DefaultKGEConfig()
+	cfg.Model, cfg.Hidden, cfg.Entities, cfg.Relations, cfg.EvalNeg, cfg.World = "distmult", 8, 1_000_000, 1, 10_000, 4
+	cfg.EvalBlock = 250
+	want := cfg.EvalBytes(1000)
+	cfg.EvalBlock = 100_000
+	if got := cfg.EvalBytes(1000); got != want {
+		t.Errorf("blocks of 100000 of a share of 250: EvalBytes %.0f, blocks of 250 %.0f", got, want)
+	}
+	// Against every entity the table is held whole: 10^8 entities of 400
+	// values are 160 GB before any score.
+	cfg.EvalNeg, cfg.Hidden, cfg.Entities = 0, 400, 100_000_000
+	if got := cfg.EvalBytes(1000); got < 1.6e11 {
+		t.Errorf("every entity of 10^8 rows of 400: EvalBytes %.0f, want at least the table's 1.6e11", got)
+	}
 }
 
 // TestKGEStepBytes: StepBytes bounds what a step's buffers hold once it
