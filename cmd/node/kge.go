@@ -36,6 +36,8 @@ type kgeFlags struct {
 	export        string
 	jsonOut, save bool
 	cfg           train.KGEConfig
+	// memory is the machine's memory and swap in bytes (0: unknown).
+	memory uint64
 }
 
 // kgeLine is one epoch as `node kge --json` prints it.
@@ -129,7 +131,8 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 		fs.Usage()
 		return errUsage
 	}
-	if err := f.check(a.memory()); err != nil {
+	f.memory = a.memory()
+	if err := f.check(f.memory); err != nil {
 		fmt.Fprintf(a.stderr, "node kge: %v\n", err)
 		return errUsage
 	}
@@ -350,6 +353,41 @@ func (f *kgeFlags) checkSizes(cfg train.KGEConfig, have uint64) error {
 	return errors.Join(errs...)
 }
 
+// checkEvalMemory refuses, once graph.toml says the graph's entities and
+// evaluation triples and before any triple is read, an evaluation that
+// this machine (f.memory bytes of memory and swap, 0: unknown) cannot
+// hold (train.KGEConfig.EvalBytes): --eval-batch triples each scored
+// against --eval-neg sampled entities, or with --eval-neg 0 the entity
+// table pulled whole and a block's scores against every entity.
+// Unchecked, they were allocated only once training was over, and a
+// size the machine lacks ended the trainer then (the runtime's
+// out-of-memory crash, or the OOM killer).
+func (f *kgeFlags) checkEvalMemory(m *partition.Manifest) error {
+	triples := m.TriplesTest
+	if f.eval == "valid" {
+		triples = m.TriplesValid
+	}
+	if f.eval == "none" || f.memory == 0 || triples == 0 { // none: load says so
+		return nil
+	}
+	if f.evalSample > 0 {
+		triples = min(triples, uint64(f.evalSample))
+	}
+	cfg := f.cfg
+	cfg.Entities, cfg.Relations = m.Nodes, m.Relations
+	need := cfg.EvalBytes(int(min(triples, math.MaxInt32)))
+	if need <= float64(f.memory) {
+		return nil
+	}
+	size, have := partitionBytes(int64(min(need, math.MaxInt64))), partitionBytes(int64(f.memory))
+	if cfg.EvalNeg > 0 && uint64(cfg.EvalNeg) < cfg.Entities {
+		return fmt.Errorf("--eval-batch %d, --eval-neg %d: ranking blocks of up to %d of this trainer's %s triples, each against %d sampled entities (%s rows, --hidden %d), holds about %s, more than the %s of memory and swap of this machine: lower them",
+			cfg.EvalBlock, cfg.EvalNeg, cfg.EvalBlock, f.eval, cfg.EvalNeg, cfg.Model, cfg.Hidden, size, have)
+	}
+	return fmt.Errorf("--eval-neg %d: ranking against every entity holds the entity table whole (%d %s rows, --hidden %d) and a block's scores against all of them, about %s, more than the %s of memory and swap of this machine: pass --eval-neg N to rank against N sampled entities (as DGL-KE's --neg_sample_size_eval), or lower --eval-batch",
+		cfg.EvalNeg, cfg.Entities, cfg.Model, cfg.Hidden, size, have)
+}
+
 // kgeReadyTimeout bounds how long `node kge` waits for its node to have
 // heard from every peer (a trainer started beside its node).
 const kgeReadyTimeout = 60 * time.Second
@@ -434,6 +472,9 @@ func (f *kgeFlags) load(ctx context.Context) (*kgeInput, error) {
 		// With distinct ranks (the first all-reduce refuses a rank twice)
 		// every part is then trained once.
 		return nil, fmt.Errorf("--rank %d trains part %d: run rank r on the host of part r", f.cfg.Rank, in.part)
+	}
+	if err := f.checkEvalMemory(m); err != nil {
+		return nil, badFlags(err)
 	}
 	if f.export != "" && f.cfg.Rank == 0 {
 		// Checked before training, not after it.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -233,6 +235,105 @@ func TestKGEFB15k237(t *testing.T) {
 		done[r] <- err // for the cleanup
 		if want := "the trainers of this job were started with different --neg-size, --epochs, --steps-per-epoch: every trainer of a job needs the same"; err == nil || !strings.Contains(outs[r].String(), want) {
 			t.Errorf("rank %d of ranks with other --neg-size, --epochs and --steps-per-epoch: %v\n%s\nwant it to say %q", r, err, &outs[r], want)
+		}
+	}
+}
+
+// syntheticKG writes a knowledge graph of entities entities, 4
+// relations, trainTriples random training triples and testTriples test
+// triples apart from them (DGL-KE's layout), and partitions it into 2
+// parts.
+func syntheticKG(t *testing.T, entities, trainTriples, testTriples int) string {
+	t.Helper()
+	in := t.TempDir()
+	var ents, rels strings.Builder
+	for e := range entities {
+		fmt.Fprintf(&ents, "%d\te%d\n", e, e)
+	}
+	for r := range 4 {
+		fmt.Fprintf(&rels, "%d\tr%d\n", r, r)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	seen := map[[3]int]bool{}
+	triples := func(n int) string {
+		var b strings.Builder
+		for n > 0 {
+			tr := [3]int{rng.IntN(entities), rng.IntN(4), rng.IntN(entities)}
+			if tr[0] == tr[2] || seen[tr] {
+				continue
+			}
+			seen[tr] = true
+			fmt.Fprintf(&b, "e%d\tr%d\te%d\n", tr[0], tr[1], tr[2])
+			n--
+		}
+		return b.String()
+	}
+	for name, text := range map[string]string{
+		"entities.dict": ents.String(), "relations.dict": rels.String(),
+		"train.txt": triples(trainTriples), "valid.txt": triples(1), "test.txt": triples(testTriples),
+	} {
+		if err := os.WriteFile(filepath.Join(in, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parts := filepath.Join(t.TempDir(), "parts")
+	if code, _, stderr := runNode(t, "partition", "--input", in, "--format", "kg", "--parts", "2", "--method", "random", "-o", parts); code != 0 {
+		t.Fatalf("partition: exit %d\n%s", code, stderr)
+	}
+	return parts
+}
+
+// TestKGEEvalTooLarge: an evaluation whose candidate scores (--eval-batch
+// × --eval-neg) or, with --eval-neg 0, whose entity table and scores
+// against every entity cannot fit the machine's memory (posed as 1 MiB)
+// is refused on every rank as a usage error, naming the flags, the
+// estimate and the memory, before any triple is read; with 64 MiB the
+// same job trains and evaluates. It was allocated once training was
+// over.
+func TestKGEEvalTooLarge(t *testing.T) {
+	bin := nodeBinary(t)
+	parts := syntheticKG(t, 4000, 8000, 400)
+	cl := testCluster(t, bin, parts)
+	job := func(memory uint64, args ...string) (codes [2]int, outs [2]string) {
+		var wg sync.WaitGroup
+		for r := range 2 {
+			wg.Go(func() {
+				var out bytes.Buffer
+				a := newApp(&out, &out)
+				a.memory = func() uint64 { return memory }
+				codes[r] = a.run(context.Background(), append([]string{"kge", "--socket", cl.sockets[r], "--parts", parts,
+					"--rank", strconv.Itoa(r), "--world-size", "2", "--model", "distmult", "--hidden", "8", "--batch-size", "64", "--neg-size", "16",
+					"--epochs", "1", "--steps-per-epoch", "1", "--eval-batch", "200", "--json"}, args...))
+				outs[r] = out.String()
+			})
+		}
+		wg.Wait()
+		return codes, outs
+	}
+	// Each rank ranks 200 of the 400 test triples, in one block. Against
+	// 2000 sampled entities: 4·(2·200 + 2000)·8 bytes of rows, 4·200·2000
+	// of scores, the relation table, ids and the draw's set, the model's
+	// scratch: 1 830 528 bytes. Against every entity: 4·4000·8 of table
+	// and 4·200·4000 of scores, and the rest: 3 370 528 bytes.
+	for _, c := range []struct {
+		neg  string
+		want string
+	}{
+		{"2000", "node kge: --eval-batch 200, --eval-neg 2000: ranking blocks of up to 200 of this trainer's test triples, each against 2000 sampled entities (distmult rows, --hidden 8), holds about 1.75 MiB, more than the 1.00 MiB of memory and swap of this machine: lower them\n"},
+		{"0", "node kge: --eval-neg 0: ranking against every entity holds the entity table whole (4000 distmult rows, --hidden 8) and a block's scores against all of them, about 3.21 MiB, more than the 1.00 MiB of memory and swap of this machine: pass --eval-neg N"},
+	} {
+		codes, outs := job(1<<20, "--eval-neg", c.neg)
+		for r := range 2 {
+			if codes[r] != 2 || !strings.Contains(outs[r], c.want) {
+				t.Errorf("--eval-neg %s, rank %d: exit %d, want 2 and %q; output:\n%s", c.neg, r, codes[r], c.want, outs[r])
+			}
+		}
+	}
+	codes, outs := job(64<<20, "--eval-neg", "2000")
+	for r := range 2 {
+		var l kgeLine
+		if codes[r] != 0 || json.Unmarshal([]byte(lastLine(outs[r])), &l) != nil || !l.Evaluated || l.Ranks != 800 {
+			t.Errorf("with 64 MiB, rank %d: exit %d, output:\n%s\nwant an evaluation of 800 ranks", r, codes[r], outs[r])
 		}
 	}
 }
