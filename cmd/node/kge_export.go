@@ -135,9 +135,8 @@ func prepareKGEExport(dir string, files []string) error {
 }
 
 // writeKGEExport writes the arrays and config.json into dir (created if
-// missing), each file through a temporary, fsynced and renamed, so a
-// reader sees whole files or none, and links the arrays under their
-// DGL-KE names (files, from kgeExportFiles).
+// missing) and links the arrays under their DGL-KE names (files, from
+// kgeExportFiles), as one set: see writeExportSet.
 func writeKGEExport(dir string, files []string, orig []uint64, ent []float32, entDim int, rel []float32, relDim int, meta kgeExport) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("export: %w", err)
@@ -150,53 +149,84 @@ func writeKGEExport(dir string, files []string, orig []uint64, ent []float32, en
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{
-		{files[0], npy(byOrig, len(orig), entDim)},
-		{files[1], npy(rel, meta.Relations, relDim)},
-		{files[2], append(cfg, '\n')},
-	} {
-		if err := writeFileAtomic(filepath.Join(dir, f.name), f.data); err != nil {
-			return fmt.Errorf("export: %w", err)
-		}
-	}
-	for i, link := range files[3:5] {
-		if err := linkAtomic(filepath.Join(dir, files[i]), filepath.Join(dir, link)); err != nil {
-			return fmt.Errorf("export: %w", err)
-		}
-	}
-	d, err := os.Open(dir)
-	if err != nil {
+	data := [][]byte{npy(byOrig, len(orig), entDim), npy(rel, meta.Relations, relDim), append(cfg, '\n')}
+	if err := writeExportSet(dir, files, data, writeAll); err != nil {
 		return fmt.Errorf("export: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil { // the renames
-		return fmt.Errorf("export: sync %s: %w", dir, err)
 	}
 	return nil
 }
 
-// linkAtomic makes path a hard link of file, replacing what path held
-// in one rename.
-func linkAtomic(file, path string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+// writeAll is writeExportSet's write outside tests.
+func writeAll(f *os.File, b []byte) error {
+	_, err := f.Write(b)
+	return err
+}
+
+// writeExportSet writes data[i] to files[i] and makes files[len(data)+i]
+// a hard link of files[i], in dir, so that a reader sees the old set or
+// the new one, never some files of each: every file and link is first
+// made as a temporary beside it, the files written with write and
+// fsynced, and only once all are there are they renamed into place. A
+// failure before that (a full disk) removes the temporaries and leaves
+// what dir held as it was. Its errors name the file as it would have
+// been, not the temporary.
+func writeExportSet(dir string, files []string, data [][]byte, write func(*os.File, []byte) error) (err error) {
+	tmps := make([]string, 0, len(files)) // tmps[i] becomes files[i]; "" once renamed
+	defer func() {
+		if err != nil {
+			for _, tmp := range tmps {
+				if tmp != "" {
+					os.Remove(tmp)
+				}
+			}
+		}
+	}()
+	for i, b := range data {
+		tmp, err := writeTemp(filepath.Join(dir, files[i]), b, write)
+		if err != nil {
+			return err
+		}
+		tmps = append(tmps, tmp)
+	}
+	for i, link := range files[len(data):] {
+		tmp, err := linkTemp(tmps[i], filepath.Join(dir, link))
+		if err != nil {
+			return err
+		}
+		tmps = append(tmps, tmp)
+	}
+	for i, tmp := range tmps {
+		if err := os.Rename(tmp, filepath.Join(dir, files[i])); err != nil {
+			return err
+		}
+		tmps[i] = ""
+	}
+	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
-	tmp.Close()
-	if err := os.Remove(tmp.Name()); err != nil {
-		return err
-	}
-	if err := os.Link(file, tmp.Name()); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
+	defer d.Close()
+	if err := d.Sync(); err != nil { // the renames
+		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// linkTemp makes a temporary beside path that is a hard link of file,
+// for a rename onto path, and returns its name.
+func linkTemp(file, path string) (string, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return "", fmt.Errorf("link %s: %w", path, err)
+	}
+	tmp.Close()
+	if err := os.Remove(tmp.Name()); err != nil {
+		return "", err
+	}
+	if err := os.Link(file, tmp.Name()); err != nil {
+		return "", fmt.Errorf("link %s: %w", path, err)
+	}
+	return tmp.Name(), nil
 }
 
 // npy encodes a float32 matrix in NumPy's .npy format, version 1.0: magic,
@@ -220,12 +250,13 @@ func npy(data []float32, rows, cols int) []byte {
 	return out
 }
 
-// writeFileAtomic writes b to path through a temporary in the same
-// directory, fsynced before the rename; on an error nothing is left.
-func writeFileAtomic(path string, b []byte) (err error) {
+// writeTemp writes b with write to a temporary beside path, fsynced and
+// readable by all, for a rename onto path, and returns its name; on an
+// error nothing is left.
+func writeTemp(path string, b []byte, write func(*os.File, []byte) error) (name string, err error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
 	if err != nil {
-		return err
+		return "", fmt.Errorf("create %s: %w", path, err)
 	}
 	defer func() {
 		if err != nil {
@@ -233,17 +264,17 @@ func writeFileAtomic(path string, b []byte) (err error) {
 			os.Remove(f.Name())
 		}
 	}()
-	if _, err = f.Write(b); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	if err = write(f, b); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	if err = f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", path, err)
+		return "", fmt.Errorf("sync %s: %w", path, err)
 	}
 	if err = f.Close(); err != nil {
-		return err
+		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	if err = os.Chmod(f.Name(), 0o644); err != nil {
-		return err
+		return "", err
 	}
-	return os.Rename(f.Name(), path)
+	return f.Name(), nil
 }

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -745,6 +746,65 @@ func TestKGEExportFiles(t *testing.T) {
 	}
 	if e, err := os.ReadDir(dir); err != nil || len(e) != 5 {
 		t.Errorf("export directory holds %v (%v), want the 5 files and no temporary", e, err)
+	}
+}
+
+// TestKGEExportSet: a write that fails part way (a disk filling up
+// after entity.npy) leaves the old export whole, every file and link of
+// it, and no temporary; the error names the file as it would have been.
+func TestKGEExportSet(t *testing.T) {
+	dir := t.TempDir()
+	files, err := kgeExportFiles("g", "distmult")
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := kgeExport{Dataset: "g", Model: "DistMult", Hidden: 2, Relations: 1}
+	if err := writeKGEExport(dir, files, []uint64{1, 0}, []float32{1, 2, 3, 4}, 2, []float32{5, 6}, 2, meta); err != nil {
+		t.Fatal(err)
+	}
+	old := map[string][]byte{}
+	for _, name := range files {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		old[name] = b
+	}
+	calls := 0
+	full := func(f *os.File, b []byte) error {
+		if calls++; calls == 2 {
+			f.Write(b[:len(b)/2])
+			return syscall.ENOSPC
+		}
+		return writeAll(f, b)
+	}
+	data := [][]byte{npy([]float32{7, 8, 9, 10}, 2, 2), npy([]float32{11, 12}, 1, 2), []byte("{}\n")}
+	err = writeExportSet(dir, files, data, full)
+	if want := "write " + filepath.Join(dir, kgeRelationFile) + ": no space left on device"; err == nil || err.Error() != want {
+		t.Errorf("error %v, want %q", err, want)
+	}
+	for _, name := range files {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || !bytes.Equal(b, old[name]) {
+			t.Errorf("%s changed (%v): the failed export replaced part of the old one", name, err)
+		}
+	}
+	for i, link := range files[3:] {
+		a, errA := os.Stat(filepath.Join(dir, files[i]))
+		b, errB := os.Stat(filepath.Join(dir, link))
+		if errA != nil || errB != nil || !os.SameFile(a, b) {
+			t.Errorf("%s is no longer %s: %v %v", link, files[i], errA, errB)
+		}
+	}
+	if e, err := os.ReadDir(dir); err != nil || len(e) != 5 {
+		t.Errorf("export directory holds %v (%v), want the 5 old files and no temporary", e, err)
+	}
+	// The same write, whole, replaces the set.
+	calls = 0
+	if err := writeExportSet(dir, files, data, writeAll); err != nil {
+		t.Fatal(err)
+	}
+	if got := readNPY(t, filepath.Join(dir, files[3]), 2, 2); !slices.Equal(got, []float32{7, 8, 9, 10}) {
+		t.Errorf("%s holds %v after a whole export, want [7 8 9 10]", files[3], got)
 	}
 }
 
