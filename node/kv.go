@@ -208,7 +208,7 @@ func (s *kvServer) peers() []int {
 	return ps
 }
 
-// broadcast sends a node-level JSON request (kv_create, kv_drop) to
+// broadcast sends a node-level JSON request (kv_create) to
 // every peer and waits for their kv answers.
 func (s *kvServer) broadcast(ctx context.Context, req *control.Request) error {
 	body, err := control.MarshalKVRequest(req)
@@ -221,18 +221,31 @@ func (s *kvServer) broadcast(ctx context.Context, req *control.Request) error {
 // broadcastBody sends body to every peer and waits for their acks; the
 // error names each part that failed.
 func (s *kvServer) broadcastBody(ctx context.Context, body []byte) error {
+	_, _, err := s.broadcastAcks(ctx, body)
+	return err
+}
+
+// broadcastAcks sends body to every peer and waits for their acks: the
+// peers' parts, and the Version of the ack of each that answered one; the
+// error names each part that failed.
+func (s *kvServer) broadcastAcks(ctx context.Context, body []byte) ([]int, []uint64, error) {
 	ps := s.peers()
+	acks := make([]uint64, len(ps))
 	errs := make([]error, len(ps))
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		wg.Go(func() {
-			if err := s.sendAck(ctx, p, body); err != nil {
+			resp, err := s.send(ctx, p, body)
+			if err == nil {
+				acks[i], err = ackOf(p, resp)
+			}
+			if err != nil {
 				errs[i] = fmt.Errorf("part %d: %w", p, err)
 			}
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return ps, acks, errors.Join(errs...)
 }
 
 // sendAck sends body to the node of part and decodes its Ack.
@@ -246,20 +259,36 @@ func (s *kvServer) sendAck(ctx context.Context, part int, body []byte) error {
 
 // ackError decodes a kv answer that should be an Ack.
 func ackError(part int, resp []byte) error {
+	_, err := ackOf(part, resp)
+	return err
+}
+
+// ackOf decodes a kv answer that should be an Ack, and returns its
+// Version.
+func ackOf(part int, resp []byte) (uint64, error) {
 	k, err := kv.PeekKind(resp)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if k == kv.KindError {
 		var m kv.ErrorMsg
 		if err := kv.DecodeErrorMsg(resp, &m); err != nil {
-			return err
+			return 0, err
 		}
-		return &kv.RemoteError{Part: part, Code: m.Code, Text: m.Text}
+		return 0, &kv.RemoteError{Part: part, Code: m.Code, Text: m.Text}
 	}
 	var a kv.Ack
-	return kv.DecodeAck(resp, &a)
+	err = kv.DecodeAck(resp, &a)
+	return a.Version, err
 }
+
+// A peer's Ack of a forwarded kv_drop says in its Version whether the
+// peer held the table; a node built before it answers 0, which says
+// neither.
+const (
+	dropAckAbsent uint64 = 1
+	dropAckHeld   uint64 = 2
+)
 
 // drop removes a table from this node's store and clients and, when
 // forward is set, from every peer. A node that does not hold it is not an
@@ -272,12 +301,30 @@ func (s *kvServer) drop(ctx context.Context, name string, forward bool) (*contro
 	if dropped {
 		s.log.Info("kv table dropped", "table", name)
 	}
-	if forward {
-		if err := s.broadcast(ctx, &control.Request{Op: control.OpKVDrop, Name: name}); err != nil {
-			return nil, &control.Error{Key: "name", Msg: fmt.Sprintf("drop %q on the other nodes: %v", name, err)}
+	info := &control.DropInfo{Name: name, Dropped: dropped}
+	if !forward {
+		return info, nil
+	}
+	body, err := control.MarshalKVRequest(&control.Request{Op: control.OpKVDrop, Name: name})
+	if err != nil {
+		return nil, err
+	}
+	ps, acks, err := s.broadcastAcks(ctx, body)
+	if err != nil {
+		return nil, &control.Error{Key: "name", Msg: fmt.Sprintf("drop %q on the other nodes: %v", name, err)}
+	}
+	for i, p := range ps {
+		switch acks[i] {
+		case dropAckHeld:
+			info.DroppedParts = append(info.DroppedParts, p)
+		case dropAckAbsent:
+		default:
+			info.UnknownParts = append(info.UnknownParts, p)
 		}
 	}
-	return &control.DropInfo{Name: name, Dropped: dropped}, nil
+	slices.Sort(info.DroppedParts)
+	slices.Sort(info.UnknownParts)
+	return info, nil
 }
 
 // forget drops table name from this node's store (none on a client
@@ -346,6 +393,7 @@ func (s *kvServer) KV(ctx context.Context, req []byte) ([]byte, error) {
 		return s.handler.Handle(ctx, req, nil), nil
 	}
 	var r control.Request
+	var ack kv.Ack // Version: a kv_drop's dropAck
 	err := json.Unmarshal(req, &r)
 	switch {
 	case err != nil:
@@ -357,14 +405,20 @@ func (s *kvServer) KV(ctx context.Context, req []byte) ([]byte, error) {
 	case r.Op == control.OpKVSave:
 		err = s.peerSave(ctx, req)
 	case r.Op == control.OpKVDrop && r.Name != "":
-		_, err = s.drop(ctx, r.Name, false)
+		var info *control.DropInfo
+		if info, err = s.drop(ctx, r.Name, false); err == nil {
+			ack.Version = dropAckAbsent
+			if info.Dropped {
+				ack.Version = dropAckHeld
+			}
+		}
 	default:
 		err = fmt.Errorf("node: kv request from a peer: op %q: %w", r.Op, kv.ErrMalformed)
 	}
 	if err != nil {
 		return kv.AppendErrorMsg(nil, kv.NewErrorMsg(err)), nil
 	}
-	return kv.AppendAck(nil, &kv.Ack{}), nil
+	return kv.AppendAck(nil, &ack), nil
 }
 
 // meshHandler is what the mesh server calls: the partition's handler

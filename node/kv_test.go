@@ -518,7 +518,8 @@ func TestKVDrop(t *testing.T) {
 	// Node 1 declares "conf" (dim 4) in its node.toml; node 0 does not.
 	c := startClusterWith(t, parts, 2, "5s", func(p int) string {
 		if p == 1 {
-			return "[[kv.tables]]\nname = \"conf\"\nrows = 10\ndim = 4\noptimizer = \"sgd\"\nlr = 0.1\nmode = \"async\"\n"
+			return "[[kv.tables]]\nname = \"conf\"\nrows = 10\ndim = 4\noptimizer = \"sgd\"\nlr = 0.1\nmode = \"async\"\n" +
+				"[[kv.tables]]\nname = \"only1\"\nrows = 10\ndim = 4\noptimizer = \"sgd\"\nlr = 0.1\nmode = \"async\"\n"
 		}
 		return ""
 	})
@@ -541,8 +542,19 @@ func TestKVDrop(t *testing.T) {
 			t.Errorf("node %d: pull after the drop: %v, want an unknown table", p, err)
 		}
 	}
-	if info, err := k1.Drop(ctx, "emb"); err != nil || info.Dropped {
+	if info, err := k1.Drop(ctx, "emb"); err != nil || info.Dropped || info.Any() {
 		t.Errorf("second drop: %+v, %v; want dropped false, no error", info, err)
+	}
+	// A table only node 1 holds, dropped through node 0: the answer
+	// says node 1 held it, not that no node did.
+	if info, err := k0.Drop(ctx, "only1"); err != nil || info.Dropped || !slices.Equal(info.DroppedParts, []int{1}) || len(info.UnknownParts) > 0 {
+		t.Errorf("drop only1 (node 1's) through node 0: %+v, %v; want dropped false, dropped_parts [1]", info, err)
+	}
+	if _, err := k1.Pull(ctx, "only1", ids, nil); !errors.Is(err, kv.ErrUnknownTable) {
+		t.Errorf("node 1: pull of only1 after the drop: %v, want an unknown table", err)
+	}
+	if info, err := k0.Drop(ctx, "only1"); err != nil || info.Any() || len(info.UnknownParts) > 0 {
+		t.Errorf("second drop of only1: %+v, %v; want no node", info, err)
 	}
 	wider := emb
 	wider.Dim = 8

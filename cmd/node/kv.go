@@ -5,8 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"graphnode/node/client"
+	"graphnode/node/control"
 )
 
 const kvSynopsis = "drop|save [flags]"
@@ -63,7 +66,7 @@ func kvFlags(a *app, fs *flag.FlagSet, args []string) (string, []string, error) 
 func kvDrop(ctx context.Context, a *app, args []string) error {
 	fs := newFlagSet(a, "kv drop", "--socket PATH NAME...\n\n"+
 		"Removes each table from every node of the cluster; its checkpoint files stay on disk.\n"+
-		"A step of a synchronous table in progress fails. A table this node does not hold is an error.")
+		"A step of a synchronous table in progress fails. A table that no node holds is an error.")
 	socket, names, err := kvFlags(a, fs, args)
 	if err != nil {
 		return err
@@ -89,16 +92,56 @@ func kvDrop(ctx context.Context, a *app, args []string) error {
 	var errs []error
 	for _, name := range names {
 		info, err := k.Drop(ctx, name)
-		switch {
-		case err != nil:
+		if err != nil {
 			errs = append(errs, fmt.Errorf("table %q: %w", name, err))
-		case !info.Dropped:
-			errs = append(errs, fmt.Errorf("table %q: this node holds no such table", name))
-		default:
-			fmt.Fprintf(a.stdout, "dropped table %q\n", name)
+			continue
 		}
+		msg, err := dropMessage(info)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintln(a.stdout, msg)
 	}
 	return errors.Join(errs...)
+}
+
+// dropMessage says which nodes held and dropped the table of a kv_drop's
+// answer; an error when none is known to have held it. The node asked
+// may hold none where a peer held it (a table of a peer's
+// [[kv.tables]]).
+func dropMessage(info *control.DropInfo) (string, error) {
+	var where []string
+	if info.Dropped {
+		where = append(where, "this node")
+	}
+	if len(info.DroppedParts) > 0 {
+		where = append(where, partList(info.DroppedParts))
+	}
+	older := ""
+	if len(info.UnknownParts) > 0 {
+		older = fmt.Sprintf(" (%s, of an older build, did not say whether it held it)", partList(info.UnknownParts))
+	}
+	if len(where) == 0 {
+		return "", fmt.Errorf("table %q: no node holds such a table%s", info.Name, older)
+	}
+	msg := fmt.Sprintf("dropped table %q on %s", info.Name, strings.Join(where, " and "))
+	if !info.Dropped {
+		msg += " (this node held none)"
+	}
+	return msg + older, nil
+}
+
+// partList is "part 1" or "parts 1, 2".
+func partList(parts []int) string {
+	s := make([]string, len(parts))
+	for i, p := range parts {
+		s[i] = strconv.Itoa(p)
+	}
+	if len(s) == 1 {
+		return "part " + s[0]
+	}
+	return "parts " + strings.Join(s, ", ")
 }
 
 // kvSave is `node kv save --socket PATH`.

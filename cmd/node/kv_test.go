@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"graphnode/node/control"
 )
 
 // TestKVCommand: node kv save checkpoints the node's tables into its
@@ -19,8 +21,8 @@ func TestKVCommand(t *testing.T) {
 		stdout, stderr string
 	}{
 		{[]string{"kv", "save", "--socket", sock}, 0, `saved 1 tables ["emb"] into ` + ckpt + " on every node\n", ""},
-		{[]string{"kv", "drop", "--socket", sock, "emb", "nope"}, 1, "dropped table \"emb\"\n", `table "nope": this node holds no such table`},
-		{[]string{"kv", "drop", "--socket", sock, "emb"}, 1, "", `table "emb": this node holds no such table`},
+		{[]string{"kv", "drop", "--socket", sock, "emb", "nope"}, 1, "dropped table \"emb\" on this node\n", `table "nope": no node holds such a table`},
+		{[]string{"kv", "drop", "--socket", sock, "emb"}, 1, "", `table "emb": no node holds such a table`},
 		{[]string{"kv", "drop", "emb"}, 2, "", "node kv drop: --socket is required"},
 		{[]string{"kv", "drop", "--socket", sock}, 2, "", "node kv drop: name the tables to drop"},
 		{[]string{"kv", "save", "--socket", sock, "now"}, 2, "", `node kv save: unexpected argument "now"`},
@@ -33,6 +35,29 @@ func TestKVCommand(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ckpt, "emb.part0.kvt")); err != nil {
 		t.Errorf("node kv save wrote no checkpoint: %v", err)
+	}
+}
+
+// TestKVDropMessage: node kv drop says which nodes held the table, the
+// node asked among them or not (a table of a peer's [[kv.tables]] only),
+// and is an error only where no node is known to have held it.
+func TestKVDropMessage(t *testing.T) {
+	for _, tc := range []struct {
+		info     control.DropInfo
+		msg, err string
+	}{
+		{control.DropInfo{Name: "t", Dropped: true}, `dropped table "t" on this node`, ""},
+		{control.DropInfo{Name: "t", DroppedParts: []int{1}}, `dropped table "t" on part 1 (this node held none)`, ""},
+		{control.DropInfo{Name: "t", Dropped: true, DroppedParts: []int{1, 2}}, `dropped table "t" on this node and parts 1, 2`, ""},
+		{control.DropInfo{Name: "t", DroppedParts: []int{2}, UnknownParts: []int{1}},
+			`dropped table "t" on part 2 (this node held none) (part 1, of an older build, did not say whether it held it)`, ""},
+		{control.DropInfo{Name: "t"}, "", `table "t": no node holds such a table`},
+		{control.DropInfo{Name: "t", UnknownParts: []int{1, 3}}, "", `table "t": no node holds such a table (parts 1, 3, of an older build, did not say whether it held it)`},
+	} {
+		msg, err := dropMessage(&tc.info)
+		if msg != tc.msg || (err == nil) != (tc.err == "") || err != nil && err.Error() != tc.err {
+			t.Errorf("%+v: %q, %v; want %q, %q", tc.info, msg, err, tc.msg, tc.err)
+		}
 	}
 }
 

@@ -133,7 +133,8 @@ func (k *KV) Create(ctx context.Context, spec control.TableSpec) (*control.Table
 }
 
 // Drop removes a table from every node (kv_drop); Dropped says whether
-// this node held it. Checkpoint files stay on disk.
+// this node held it, DroppedParts which peers did (Any: some node).
+// Checkpoint files stay on disk.
 func (k *KV) Drop(ctx context.Context, name string) (*control.DropInfo, error) {
 	k.learn(name, 0)
 	resp, err := k.request(ctx, &control.Request{Op: control.OpKVDrop, Name: name})

@@ -243,12 +243,22 @@ type SaveInfo struct {
 	Tables []string `json:"tables"` // tables saved
 }
 
-// DropInfo answers kv_drop: whether this node held the table (the peers
-// drop theirs too; one that did not hold it is not an error).
+// DropInfo answers kv_drop: whether this node held the table, and which
+// of the peers, which drop theirs too, held it (one that did not is not
+// an error). DroppedParts and UnknownParts are left out when empty, and
+// absent from the answers of nodes built before them.
 type DropInfo struct {
 	Name    string `json:"name"`
-	Dropped bool   `json:"dropped"`
+	Dropped bool   `json:"dropped"` // this node held it
+	// DroppedParts are the parts of the peers that held it, ascending.
+	DroppedParts []int `json:"dropped_parts,omitempty"`
+	// UnknownParts are the parts of peers of an older build, whose
+	// answer does not say whether they held it.
+	UnknownParts []int `json:"unknown_parts,omitempty"`
 }
+
+// Any reports whether some node is known to have held the table.
+func (d *DropInfo) Any() bool { return d.Dropped || len(d.DroppedParts) > 0 }
 
 // MarshalKVRequest is the JSON of a kv request for a peer node (the node
 // forwards kv_create and kv_save to every peer over the mesh).
