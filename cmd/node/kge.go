@@ -620,6 +620,20 @@ func kgeTriples(t partition.Triples) []train.Triple {
 	return out
 }
 
+// evalCandidates says what the evaluation of cfg ranks a triple's head
+// and tail against, as train's evaluate chooses: every entity, or
+// --eval-neg sampled ones (fewer than the entities) per block.
+func evalCandidates(cfg train.KGEConfig) string {
+	if cfg.EvalNeg == 0 || uint64(cfg.EvalNeg) >= cfg.Entities {
+		return "every entity"
+	}
+	s := fmt.Sprintf("%d sampled entities per block (--eval-neg)", cfg.EvalNeg)
+	if cfg.EvalNegDeg {
+		s += " plus the block's true entities"
+	}
+	return s
+}
+
 func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error {
 	defer prog.stop() // a failed epoch's status line
 	in, err := f.load(ctx)
@@ -694,7 +708,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 			if in.filter == nil {
 				kind = "raw"
 			}
-			fmt.Fprintf(out, "evaluation: %d %s triples, %s ranks of heads and tails against every entity\n", len(in.eval), f.eval, kind)
+			fmt.Fprintf(out, "evaluation: %d %s triples, %s ranks of heads and tails against %s\n", len(in.eval), f.eval, kind, evalCandidates(cfg))
 		}
 		fmt.Fprintln(out, "epoch    loss  triples/s  pull+push     MRR      MR  hits@1  hits@3  hits@10")
 	}

@@ -532,6 +532,30 @@ func TestKGEFlagErrors(t *testing.T) {
 	}
 }
 
+// TestEvalCandidates: the line before the epochs says what a triple is
+// ranked against as the evaluation does it: --eval-neg sampled entities
+// per block (plus the block's true ones under --eval-neg-deg), and every
+// entity only without --eval-neg or with as many as the graph has.
+func TestEvalCandidates(t *testing.T) {
+	for _, tc := range []struct {
+		neg  int
+		deg  bool
+		want string
+	}{
+		{0, false, "every entity"},
+		{5, false, "5 sampled entities per block (--eval-neg)"},
+		{5, true, "5 sampled entities per block (--eval-neg) plus the block's true entities"},
+		{99, false, "99 sampled entities per block (--eval-neg)"},
+		{100, false, "every entity"},
+		{1000, false, "every entity"},
+	} {
+		cfg := train.KGEConfig{Entities: 100, EvalNeg: tc.neg, EvalNegDeg: tc.deg}
+		if got := evalCandidates(cfg); got != tc.want {
+			t.Errorf("--eval-neg %d, --eval-neg-deg %v: %q, want %q", tc.neg, tc.deg, got, tc.want)
+		}
+	}
+}
+
 // TestPrepareKGEExport: node kge --export makes its directory and checks
 // that the files can be written there before training; each of these
 // failed the export only once training was over.
