@@ -114,6 +114,11 @@ func (s *kvServer) createLocal(ctx context.Context, sp kv.Spec, forward bool) (b
 	s.log.Info("kv table created", "table", sp.Name, "rows", sp.Rows, "dim", sp.Dim, "mode", sp.Mode.String(), "optimizer", sp.Opt.Kind.String())
 	if err := s.loadCreated(sp); err != nil {
 		s.forget(sp.Name)
+		if !forward {
+			// A peer's request: the trainer's node, whose broadcast
+			// this fails, says what each node keeps (create).
+			return false, nil, err
+		}
 		return false, nil, fmt.Errorf("%w (the table this request created on this node is dropped again)", err)
 	}
 	if _, err := s.client(sp); err != nil {

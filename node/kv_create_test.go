@@ -101,7 +101,7 @@ func TestKVCreateFailedLoadKeepsNoTable(t *testing.T) {
 	want := loadErr.Error() + " (the table this request created on this node is dropped again)"
 	ctx := context.Background()
 	for try := range 2 {
-		info, err := s.create(ctx, &ts, false)
+		info, err := s.create(ctx, &ts, true)
 		var ce *control.Error
 		if !errors.As(err, &ce) || ce.Key != "table" || ce.Msg != want {
 			t.Fatalf("try %d: kv_create with a corrupt checkpoint: %+v, %v\nwant %s", try, info, err, want)
@@ -116,8 +116,45 @@ func TestKVCreateFailedLoadKeepsNoTable(t *testing.T) {
 	if err := os.Rename(good, path); err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.create(ctx, &ts, false)
+	info, err := s.create(ctx, &ts, true)
 	checkLoaded(t, s, info, err, rows)
+}
+
+// TestKVCreatePeerFailedLoad: a trainer's kv_create that a peer fails
+// (its checkpoint is corrupt) says once what this node does with the
+// table it created: the peer's error, whose own table is gone with it,
+// does not say it again of "this node", meaning the peer.
+func TestKVCreatePeerFailedLoad(t *testing.T) {
+	dir := t.TempDir()
+	book := partition.Book{Bounds: []uint64{0, 5, 10}}
+	pc := &Config{KV: KVConfig{CheckpointDir: dir, Load: true, SyncTimeout: "5s"}}
+	pc.Node.Part = 1
+	peer, err := newKVServer(pc, slog.New(slog.DiscardHandler), book, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, kv.FileName("w", 1))
+	if err := os.WriteFile(path, []byte("junk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := newKVServer(&Config{KV: KVConfig{SyncTimeout: "5s"}}, slog.New(slog.DiscardHandler), book, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.send = func(ctx context.Context, part int, req []byte) ([]byte, error) { return peer.KV(ctx, req) }
+	ts := control.TableSpec{Name: "w", Rows: control.Rows{N: 10}, Dim: 2, Optimizer: "sgd", LR: 1, Mode: "async"}
+	_, err = s.create(context.Background(), &ts, true)
+	const undo = " (the table this request created on this node is dropped again; nodes that accepted it keep it until kv_drop)"
+	var ce *control.Error
+	if !errors.As(err, &ce) || !strings.HasPrefix(ce.Msg, "create on the other nodes: part 1: ") || !strings.Contains(ce.Msg, "kv: load "+path+": header: 4 of 192 bytes: ") ||
+		!strings.HasSuffix(ce.Msg, "corrupt checkpoint"+undo) || strings.Count(ce.Msg, "dropped again") != 1 {
+		t.Fatalf("kv_create with a corrupt checkpoint on part 1: %v\nwant one parenthetical, ending %q", err, "corrupt checkpoint"+undo)
+	}
+	for name, k := range map[string]*kvServer{"this node": s, "part 1": peer} {
+		if names := k.store.Tables(); len(names) != 0 {
+			t.Errorf("%s keeps tables %v after the failed kv_create", name, names)
+		}
+	}
 }
 
 // TestKVCreateWaitsForLoad: a kv_create of a table that another kv_create
@@ -139,7 +176,7 @@ func TestKVCreateWaitsForLoad(t *testing.T) {
 	create := func() <-chan result {
 		ch := make(chan result, 1)
 		go func() {
-			info, err := s.create(context.Background(), &ts, false)
+			info, err := s.create(context.Background(), &ts, true)
 			ch <- result{info, err}
 		}()
 		return ch
