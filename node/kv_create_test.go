@@ -573,3 +573,17 @@ func TestKVLoadOtherNumbering(t *testing.T) {
 		t.Fatalf("the same numbering: %v", err)
 	}
 }
+
+// TestKVSaveNoTables: a kv_save of a node without tables answers
+// "tables": [], not null (Python's KV.save() returned None for them).
+func TestKVSaveNoTables(t *testing.T) {
+	s, _ := loadingKVServer(t, t.TempDir())
+	info, err := s.save(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(&control.Response{KVSave: info})
+	if err != nil || !strings.Contains(string(b), `"tables":[]`) {
+		t.Errorf("kv_save of no tables: %s, %v; want \"tables\":[]", b, err)
+	}
+}

@@ -141,6 +141,9 @@ func (s *kvServer) save(ctx context.Context, forward bool) (_ *control.SaveInfo,
 		info.Tables = slices.Sorted(maps.Keys(s.clients))
 		s.mu.Unlock()
 	}
+	if info.Tables == nil { // "tables": [], not null, with none
+		info.Tables = []string{}
+	}
 	return info, nil
 }
 
