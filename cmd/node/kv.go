@@ -167,6 +167,16 @@ func kvSave(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "saved %d tables %q into %s on every node\n", len(info.Tables), info.Tables, info.Dir)
+	fmt.Fprintf(a.stdout, "saved %d tables %q into %s\n", len(info.Tables), info.Tables, savedWhere(info.Dir))
 	return nil
+}
+
+// savedWhere says where a kv_save that answered dir put the checkpoint:
+// dir on every node, or, from a client node, which holds no shard and
+// answers "", each sampling node's checkpoint_dir.
+func savedWhere(dir string) string {
+	if dir == "" {
+		return "each sampling node's [kv] checkpoint_dir"
+	}
+	return dir + " on every node"
 }

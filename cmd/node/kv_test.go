@@ -61,6 +61,20 @@ func TestKVDropMessage(t *testing.T) {
 	}
 }
 
+// TestSavedWhere: node kv save and node train --save say where the
+// checkpoint went; through a client node, whose kv_save answers no
+// directory, it is the sampling nodes' checkpoint_dir, not "".
+func TestSavedWhere(t *testing.T) {
+	for dir, want := range map[string]string{
+		"/var/lib/graphnode/kv": "/var/lib/graphnode/kv on every node",
+		"":                      "each sampling node's [kv] checkpoint_dir",
+	} {
+		if got := savedWhere(dir); got != want {
+			t.Errorf("savedWhere(%q) = %q, want %q", dir, got, want)
+		}
+	}
+}
+
 // TestKVUsageBeforeDial: node kv and node cert name an unknown
 // subcommand, and node kv refuses its bad arguments with exit 2 before
 // it dials (the socket here does not exist): a missing table name or an

@@ -530,7 +530,7 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 			return err
 		}
 		if !f.jsonOut {
-			fmt.Fprintf(out, "saved the %d trained parameters in kv table %q and checkpointed every kv table (kv_save: %s)\n", tr.NumParams(), f.paramsTable, si.Dir)
+			fmt.Fprintf(out, "saved the %d trained parameters in kv table %q and checkpointed every kv table into %s\n", tr.NumParams(), f.paramsTable, savedWhere(si.Dir))
 		}
 	}
 	if err := kvc.Done(ctx); err != nil {
