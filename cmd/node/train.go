@@ -118,26 +118,14 @@ func newTrainFlags(a *app) (*flag.FlagSet, *trainFlags) {
 func (f *trainFlags) check() error {
 	var errs []error
 	bad := func(format string, v ...any) { errs = append(errs, fmt.Errorf(format, v...)) }
-	fan, err := parseFanouts(f.fanouts)
+	fan, err := parseLoaderFanouts("--fanouts", f.fanouts)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	var evalFan []int
 	if f.evalFanouts != "" {
-		if evalFan, err = parseFanouts(f.evalFanouts); err != nil {
-			errs = append(errs, errors.New(strings.Replace(err.Error(), "--fanouts", "--eval-fanouts", 1)))
-		}
-	}
-	// parseFanouts takes 0 (node partition's heat estimate does), the
-	// node's loaders do not: they refused it once node train had
-	// connected, and node demo had generated, partitioned and started
-	// its cluster.
-	for _, c := range []struct {
-		flag, text string
-		hops       []int
-	}{{"--fanouts", f.fanouts, fan}, {"--eval-fanouts", f.evalFanouts, evalFan}} {
-		if k := slices.Index(c.hops, 0); k >= 0 {
-			bad("%s %q: hop %d samples 0 neighbours: want -1 (all) or a count ≥ 1", c.flag, c.text, k+1)
+		if evalFan, err = parseLoaderFanouts("--eval-fanouts", f.evalFanouts); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	// The upper bounds are open_loader's and kv's: they refused them once
@@ -546,4 +534,26 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "best epoch %d: val %.4f test %.4f\n", best.Epoch, best.ValAcc, best.TestAcc)
 	return nil
+}
+
+// parseLoaderFanouts parses node train's fanout flag named flag as the
+// node's loaders take it: each hop -1 (all) or a count ≥ 1. parseFanouts
+// also takes 0 (node partition's heat estimate does), and its message
+// says "≥ 0"; the loaders refused 0 once node train had connected, and
+// node demo had generated, partitioned and started its cluster.
+func parseLoaderFanouts(flag, s string) ([]int, error) {
+	for k, text := range strings.Split(s, ",") {
+		switch n, err := strconv.Atoi(strings.TrimSpace(text)); {
+		case err != nil:
+		case n == 0:
+			return nil, fmt.Errorf("%s %q: hop %d samples 0 neighbours: want -1 (all) or a count ≥ 1", flag, s, k+1)
+		case n < -1:
+			return nil, fmt.Errorf("%s %q: hop %d is %d: want -1 (all) or a count ≥ 1", flag, s, k+1, n)
+		}
+	}
+	hops, err := parseFanouts(s)
+	if err != nil {
+		return nil, errors.New(strings.Replace(err.Error(), "--fanouts", flag, 1))
+	}
+	return hops, nil
 }

@@ -668,6 +668,9 @@ func TestTrainFlagErrors(t *testing.T) {
 		{[]string{"--fanouts", "5", "--layers", "2"}, `--layers 2: --fanouts "5" samples 1 hop;`},
 		// The node's loaders refuse a hop of 0, once node train connected.
 		{[]string{"--fanouts", "5,0"}, `--fanouts "5,0": hop 2 samples 0 neighbours: want -1 (all) or a count ≥ 1`},
+		// The rule applied, ≥ 1, not node partition's ≥ 0.
+		{[]string{"--fanouts", "5,-2"}, `node train: --fanouts "5,-2": hop 2 is -2: want -1 (all) or a count ≥ 1` + "\n"},
+		{[]string{"--fanouts", "5,5", "--eval-fanouts", "-1,-7"}, `node train: --eval-fanouts "-1,-7": hop 2 is -7: want -1 (all) or a count ≥ 1` + "\n"},
 		{[]string{"--eval-fanouts", "0,-1"}, `--eval-fanouts "0,-1": hop 1 samples 0 neighbours: want -1 (all) or a count ≥ 1`},
 		// Refused by kv_create only once the loaders were open.
 		{[]string{"--table", "my/job.sync"}, `--table "my/job.sync": must be 1-64 bytes of [A-Za-z0-9_.-], not starting with '.'`},
