@@ -287,6 +287,9 @@ func (f *kgeFlags) check(have uint64) error {
 	if c.EvalBlock < 1 {
 		bad("--eval-batch %d: want ≥ 1", c.EvalBlock)
 	}
+	if c.EvalNeg < 0 {
+		bad("--eval-neg %d: want ≥ 0 (0: every entity)", c.EvalNeg)
+	}
 	if c.EvalNegDeg {
 		if c.EvalNeg < 1 {
 			bad("--eval-neg-deg adds the block's true entities to sampled candidates: give --eval-neg N too")
@@ -313,7 +316,7 @@ func (f *kgeFlags) check(have uint64) error {
 	cfg.EntityTable, cfg.RelationTable = f.prefix+".entity", f.prefix+".relation"
 	cfg.Epochs, cfg.StepsPerEpoch = max(cfg.Epochs, 0), max(cfg.StepsPerEpoch, 1)
 	cfg.BatchSize, cfg.NegSize, cfg.Hidden, cfg.EvalEvery = max(cfg.BatchSize, 1), max(cfg.NegSize, 1), max(cfg.Hidden, 1), max(cfg.EvalEvery, 0)
-	cfg.EvalBlock = max(cfg.EvalBlock, 1)
+	cfg.EvalBlock, cfg.EvalNeg = max(cfg.EvalBlock, 1), max(cfg.EvalNeg, 0)
 	cfg.World, cfg.Rank = 1, 0
 	cfg.EvalNegDeg = false // checked above; its bound is the graph's entities
 	cfg.AdvTemp, cfg.RegCoef, cfg.RegNorm = max(cfg.AdvTemp, 0), max(cfg.RegCoef, 0), max(cfg.RegNorm, 1)

@@ -509,6 +509,7 @@ func TestKGEFlagErrors(t *testing.T) {
 		{[]string{"-de", "-dr"}, "node kge: -de is dglke_train's flag: node kge has none, the rows' layout follows --model (ComplEx, RotatE and SimplE double the entity rows); node kge --help lists its flags\n"},
 		{[]string{"--neg_sample_size_eval", "1000"}, "node kge: --neg_sample_size_eval is dglke_train's flag: node kge takes --eval-neg; node kge --help lists its flags\n"},
 		{[]string{"--eval-batch", "0"}, "node kge: --eval-batch 0: want ≥ 1\n"},
+		{[]string{"--eval-neg", "-1"}, "node kge: --eval-neg -1: want ≥ 0 (0: every entity)\n"},
 		{[]string{"--batch_size_eval", "16"}, "node kge: --batch_size_eval is dglke_train's flag: node kge takes --eval-batch; node kge --help lists its flags\n"},
 		{[]string{"--neg_deg_sample"}, "node kge: --neg_deg_sample is dglke_train's flag: node kge takes --neg-deg; node kge --help lists its flags\n"},
 		{[]string{"--neg_deg_sample_eval"}, "node kge takes --eval-neg-deg (with --eval-neg N and --eval-filter=false)"},
