@@ -214,8 +214,13 @@ func Read(ctx context.Context, path string, opts ReadOptions) (*Graph, error) {
 	return g, nil
 }
 
-// graphName is the base name of path without its extensions.
+// graphName is the base name of path without its extensions. path is
+// made absolute first, so that "." and "./" name the directory they
+// are, not "." (which no export can begin a file name with).
 func graphName(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
 	base := filepath.Base(filepath.Clean(path))
 	if i := strings.IndexByte(base, '.'); i > 0 {
 		base = base[:i]

@@ -237,3 +237,27 @@ func TestReadFormatFileOrDir(t *testing.T) {
 		}
 	}
 }
+
+// TestGraphName: the default graph name is the input's base name without
+// extensions, of its absolute path: "." and "./" inside fb15k-237 name
+// it, not "." (node kge --export refused that name).
+func TestGraphName(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fb15k-237")
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Join(dir, "sub"))
+	for path, want := range map[string]string{
+		"..":                  "fb15k-237",
+		"../":                 "fb15k-237",
+		"../sub/..":           "fb15k-237",
+		".":                   "sub",
+		"./":                  "sub",
+		"edges.txt.gz":        "edges",
+		dir + "/cora.content": "cora",
+	} {
+		if got := graphName(path); got != want {
+			t.Errorf("graphName(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
