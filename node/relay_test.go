@@ -309,6 +309,15 @@ func TestServerClientStalledLoader(t *testing.T) {
 	rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer rcancel()
 	readAll(t, rctx, l2, want, "beside a stalled loader")
+
+	// The trainer of the stalled loader goes: the sampling node closes
+	// its loader, and says it ended early, not that every sub-ring was
+	// streamed (which it said of any relayed loader).
+	l.Close()
+	eventually(t, 10*time.Second, "the sampling node logs why the stalled loader closed", func() bool {
+		return c.nodes[0].logHas(`"msg":"loader closed"`, "ended before their end of stream") ||
+			c.nodes[1].logHas(`"msg":"loader closed"`, "ended before their end of stream")
+	})
 }
 
 // TestRelaySamplerPause: a relayed loader of 8 workers (2 MiB sub-rings)

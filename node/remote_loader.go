@@ -41,6 +41,7 @@ type remoteLoader struct {
 	claimed []bool // sub-rings a stream has asked for
 	left    int    // sub-rings whose stream has not ended
 	closing bool
+	ended   error // the first stream that ended before its end of stream
 }
 
 // meshHandler serves remote loaders with the node's loaders.
@@ -111,12 +112,12 @@ func refusal(err error) error {
 
 // streamRemote sends the records of sub-ring sub of peer's loader id
 // until the end of stream, releasing each once sent.
-func (n *Node) streamRemote(ctx context.Context, peer string, id uint64, sub int, send func(context.Context, []byte) error) error {
+func (n *Node) streamRemote(ctx context.Context, peer string, id uint64, sub int, send func(context.Context, []byte) error) (err error) {
 	rl, err := n.claim(peer, id, sub)
 	if err != nil {
 		return err
 	}
-	defer n.unclaim(rl)
+	defer func() { n.unclaim(rl, sub, err) }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(rl.ctx, cancel)
@@ -170,15 +171,26 @@ func (n *Node) claim(peer string, id uint64, sub int) (*remoteLoader, error) {
 	return l.remote, nil
 }
 
-// unclaim ends a stream; the last one closes the loader.
-func (n *Node) unclaim(rl *remoteLoader) {
+// unclaim ends the stream of sub-ring sub, with err unless it sent the
+// end of stream; the last one closes the loader, saying why: the client
+// node that closed a stream early (its trainer gone, say) did not see
+// every sub-ring streamed, which the log said of it.
+func (n *Node) unclaim(rl *remoteLoader, sub int, err error) {
 	n.mu.Lock()
 	rl.left--
 	last := rl.left == 0
+	if err != nil && rl.ended == nil {
+		rl.ended = fmt.Errorf("sub-ring %d: %w", sub, err)
+	}
+	ended := rl.ended
 	n.mu.Unlock()
 	rl.active.Done()
 	if last {
-		n.releaseLoader(rl.l, "every sub-ring streamed")
+		why := "every sub-ring streamed"
+		if ended != nil {
+			why = fmt.Sprintf("its streams ended before their end of stream (%v)", ended)
+		}
+		n.releaseLoader(rl.l, why)
 	}
 }
 
