@@ -47,7 +47,10 @@ type OGBWriteOptions struct {
 // the KG side are not written: OGB keeps weights in edge-feat.csv only for
 // some datasets, and knowledge graphs have their own layout. The files are
 // written and synced under a temporary directory in dir, and raw/ and
-// split/ renamed into place at the end (see ogbSwap).
+// split/ renamed into place at the end (see ogbSwap). Without
+// opts.Force, anything that appeared in dir while they were written is
+// left as it is: WriteOGB fails naming it and the temporary directory,
+// which it leaves holding the finished raw/ and split/.
 func WriteOGB(ctx context.Context, dir string, g *Graph, opts OGBWriteOptions) (err error) {
 	if opts.Scheme == "" {
 		opts.Scheme = "random"
@@ -100,7 +103,12 @@ func WriteOGB(ctx context.Context, dir string, g *Graph, opts OGBWriteOptions) (
 	if err != nil {
 		return fmt.Errorf("partition: write ogb: %w", err)
 	}
-	defer os.RemoveAll(tmp) // after the swap it holds the replaced raw/ and split/
+	kept := false
+	defer func() {
+		if !kept {
+			os.RemoveAll(tmp) // after the swap it holds the replaced raw/ and split/
+		}
+	}()
 	rawDir := filepath.Join(tmp, "raw")
 	splitDir := filepath.Join(tmp, "split", opts.Scheme)
 	for _, d := range []string{rawDir, splitDir} {
@@ -183,23 +191,44 @@ func WriteOGB(ctx context.Context, dir string, g *Graph, opts OGBWriteOptions) (
 			return err
 		}
 	}
-	return ogbSwap(dir, tmp)
+	if !opts.Force {
+		// dir was empty when checked; what appeared since is the user's
+		// (or another run's), and is neither replaced nor removed. tmp,
+		// the finished dataset, is kept for the user to take.
+		if others := outputEntries(dir, ogbTmpPrefix); len(others) > 0 {
+			kept = true
+			return outputChanged(tmp, dir, others, nil)
+		}
+	}
+	if err := ogbSwap(dir, tmp, opts.Force); err != nil {
+		if !opts.Force {
+			kept = true
+			return outputChanged(tmp, dir, outputEntries(dir, ogbTmpPrefix), err)
+		}
+		return err
+	}
+	return nil
 }
 
 // ogbTmpPrefix names WriteOGB's temporary directories inside the output.
 const ogbTmpPrefix = ".ogb.tmp-"
 
-// ogbSwap moves tmp's raw/ and split/ into dir, the ones there before
-// into tmp (which the caller removes). Renames within one directory
+// ogbSwap moves tmp's raw/ and split/ into dir, with force the ones
+// there before into tmp (which the caller removes); without force onto
+// no name that exists in dir. Renames within one directory
 // need no space, so once the files are written this does not fail for a
 // full disk; should a rename fail all the same, the renames already done
 // are undone, so that dir holds the old raw/ and split/, not the new raw/
 // beside the old split/.
-func ogbSwap(dir, tmp string) (err error) {
+func ogbSwap(dir, tmp string, force bool) (err error) {
 	type move struct{ from, to string }
 	var done []move
-	mv := func(from, to string) error {
-		if err := ogbRename(from, to); err != nil {
+	place := ogbRename
+	if !force {
+		place = renameNoReplace
+	}
+	mv := func(from, to string, rename func(string, string) error) error {
+		if err := rename(from, to); err != nil {
 			return err
 		}
 		done = append(done, move{from, to})
@@ -218,10 +247,12 @@ func ogbSwap(dir, tmp string) (err error) {
 	}()
 	for _, sub := range []string{"raw", "split"} {
 		cur, next := filepath.Join(dir, sub), filepath.Join(tmp, sub)
-		if err := mv(cur, filepath.Join(tmp, "old-"+sub)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("partition: write ogb: move the old %s aside: %w", sub, err)
+		if force {
+			if err := mv(cur, filepath.Join(tmp, "old-"+sub), ogbRename); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("partition: write ogb: move the old %s aside: %w", sub, err)
+			}
 		}
-		if err := mv(next, cur); err != nil {
+		if err := mv(next, cur, place); err != nil {
 			return fmt.Errorf("partition: write ogb: move %s into place: %w", sub, err)
 		}
 	}

@@ -464,3 +464,56 @@ func TestWriteOGBFailureLeavesNoNewDir(t *testing.T) {
 		t.Errorf("the failed write left %s behind: %v", dir, err)
 	}
 }
+
+// TestWriteOGBKeepsWhatAppears: without Force, what appears in the
+// output while WriteOGB runs is neither replaced nor removed (a raw/ made
+// there was moved aside and removed with the user's files in it), and
+// the finished dataset is kept where the error says.
+func TestWriteOGBKeepsWhatAppears(t *testing.T) {
+	for _, put := range []string{"notes.txt", "raw/mine.txt"} {
+		t.Run(put, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "g")
+			at := filepath.Join(dir, put)
+			err := WriteOGB(context.Background(), dir, ogbTestGraph(), OGBWriteOptions{Progress: func(stage string, done, total int64) {
+				if strings.HasPrefix(stage, "write raw/edge") && done == total {
+					os.MkdirAll(filepath.Dir(at), 0o755)
+					os.WriteFile(at, []byte("keep-me"), 0o644)
+				}
+			}})
+			first, _, _ := strings.Cut(put, "/")
+			if !errors.Is(err, ErrOutputNotEmpty) || !strings.Contains(err.Error(), "output "+dir+" was written to during the run (it now holds "+first+")") {
+				t.Fatalf("err = %v, want the output named as written to", err)
+			}
+			if b, err := os.ReadFile(at); err != nil || string(b) != "keep-me" {
+				t.Errorf("%s after the refused write: %q, %v", put, b, err)
+			}
+			_, kept, _ := strings.Cut(err.Error(), "left whole in ")
+			kept, _, _ = strings.Cut(kept, " (")
+			if got := ogbTestLines(t, filepath.Join(kept, "raw/num-node-list.csv"), false); !slices.Equal(got, []string{fmt.Sprint(ogbTestGraph().NumNodes)}) {
+				t.Errorf("the kept dataset %s: num-node-list %q", kept, got)
+			}
+		})
+	}
+}
+
+// TestWriteOGBNoReplace: without Force, a raw/ that appears between the
+// last look at the output and the move is not replaced, even empty.
+func TestWriteOGBNoReplace(t *testing.T) {
+	dir, tmp := t.TempDir(), t.TempDir()
+	for _, d := range []string{filepath.Join(tmp, "raw"), filepath.Join(tmp, "split"), filepath.Join(dir, "split")} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ogbSwap(dir, tmp, false); !errors.Is(err, syscall.EEXIST) {
+		t.Fatalf("err = %v, want EEXIST", err)
+	}
+	for _, d := range []string{filepath.Join(tmp, "raw"), filepath.Join(tmp, "split"), filepath.Join(dir, "split")} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s: %v", d, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "raw")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the new raw/ was left in %s beside the old split/: %v", dir, err)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // The output directory of Write: what may be written where, and how the
@@ -200,6 +202,106 @@ func moveInto(tmp, dir string) error {
 	}
 	if err := os.Remove(tmp); err != nil {
 		return fmt.Errorf("partition: %w", err)
+	}
+	return nil
+}
+
+// placeNew puts the complete partitioning in tmp at dir without --force:
+// dir was absent or empty when Write checked it, and whatever appeared
+// in it since (the user's files, another run's partitioning) is neither
+// replaced nor removed. tmp, beside dir, is renamed onto dir, which
+// rename(2) does only while dir is absent or an empty directory; tmp
+// inside dir (into) has its entries moved up, none onto a name that
+// exists. When dir was written to, the error names what it holds and
+// where the finished partitioning is: it took hours on the largest
+// graphs, so it is kept, and the caller does not remove tmp.
+func placeNew(tmp, dir string, into bool) error {
+	if into {
+		if others := outputEntries(dir, ".tmp-"); len(others) > 0 {
+			return outputChanged(tmp, dir, others, nil)
+		}
+		if err := moveIntoNoReplace(tmp, dir); err != nil {
+			return outputChanged(tmp, dir, outputEntries(dir, ".tmp-"), err)
+		}
+		if err := SyncDir(dir); err != nil {
+			return err
+		}
+		if err := os.Remove(tmp); err != nil {
+			return fmt.Errorf("partition: %w", err)
+		}
+		return nil
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return outputChanged(tmp, dir, outputEntries(dir, "."+filepath.Base(dir)+".tmp-"), err)
+	}
+	return SyncDir(filepath.Dir(dir))
+}
+
+// outputEntries lists dir's entries but the temporary directories of
+// writers running in it, named tmpPrefix (this one's among them: their
+// work is not yet the user's).
+func outputEntries(dir, tmpPrefix string) []os.DirEntry {
+	ents, _ := os.ReadDir(dir)
+	return slices.DeleteFunc(ents, func(e os.DirEntry) bool {
+		return e.IsDir() && strings.HasPrefix(e.Name(), tmpPrefix)
+	})
+}
+
+// outputChanged is the error of placeNew when dir was written to during
+// the run (others: what it holds now), or putting tmp there failed
+// (err); tmp is kept.
+func outputChanged(tmp, dir string, others []os.DirEntry, err error) error {
+	kept := fmt.Sprintf("the finished output is left whole in %s (move it where it belongs, or rerun with --force to replace what %s holds)", tmp, dir)
+	if len(others) > 0 || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.ENOTDIR) {
+		what := "something"
+		if len(others) > 0 {
+			what = entryNames(others, 3)
+		}
+		return fmt.Errorf("partition: output %s was written to during the run (it now holds %s) and without --force nothing there is replaced or removed; %s: %w", dir, what, kept, ErrOutputNotEmpty)
+	}
+	return fmt.Errorf("partition: output %s: %w; %s", dir, err, kept)
+}
+
+// moveIntoNoReplace moves the entries of tmp up into dir, graph.toml
+// last, as moveInto, but replaces none of dir's: an entry whose name
+// exists there fails the move, and the entries moved before it are
+// moved back into tmp, which it leaves.
+func moveIntoNoReplace(tmp, dir string) error {
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
+		return fmt.Errorf("partition: %w", err)
+	}
+	slices.SortStableFunc(ents, func(a, b os.DirEntry) int {
+		return boolCmp(a.Name() == ManifestFile, b.Name() == ManifestFile)
+	})
+	for i, e := range ents {
+		if err := renameNoReplace(filepath.Join(tmp, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+			for _, moved := range slices.Backward(ents[:i]) {
+				if uerr := os.Rename(filepath.Join(dir, moved.Name()), filepath.Join(tmp, moved.Name())); uerr != nil {
+					return fmt.Errorf("partition: move output into place: %w; moving %s back failed too: %v", err, moved.Name(), uerr)
+				}
+			}
+			return fmt.Errorf("partition: move output into place: %w", err)
+		}
+	}
+	return nil
+}
+
+// renameNoReplace is os.Rename but fails with EEXIST where to exists,
+// whatever it is: rename(2) replaces a file, a link or an empty
+// directory. A file system without RENAME_NOREPLACE gets a look before
+// the rename, which leaves a window.
+func renameNoReplace(from, to string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		if _, lerr := os.Lstat(to); lerr == nil {
+			err = unix.EEXIST
+		} else {
+			return os.Rename(from, to)
+		}
+	}
+	if err != nil {
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
 	}
 	return nil
 }

@@ -61,7 +61,10 @@ type WriteOptions struct {
 // entries are moved up, graph.toml last; an existing non-empty dir is
 // refused unless opts.Force, and then replaced by renaming it aside,
 // renaming the new one in, and removing the old: at every moment dir
-// holds a whole partitioning. (So replacing needs room for both; an
+// holds a whole partitioning. Without opts.Force nothing that appears in
+// dir while Write runs is replaced or removed: Write fails naming it and
+// the temporary directory that holds the finished partitioning, which
+// it leaves (see placeNew). (So replacing needs room for both; an
 // error for a full disk says so. A mount point cannot be replaced so and
 // is refused.) A dir that is a symbolic link is written where it points;
 // the link stays. Parent directories that do not exist are made, as by
@@ -101,9 +104,9 @@ func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32,
 	if err != nil {
 		return nil, err
 	}
-	ok, staging := false, true
+	ok, kept, staging := false, false, true
 	defer func() {
-		if !ok {
+		if !ok && !kept {
 			os.RemoveAll(tmp)
 		}
 		if err != nil && staging {
@@ -150,9 +153,16 @@ func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32,
 		return nil, err
 	}
 	staging = false // the errors of the moves name both places
-	if into {
+	switch {
+	case !opts.Force:
+		// Whatever appeared in dir since checkOutput is the user's:
+		// placeNew keeps it, and keeps tmp, the finished work, when dir
+		// cannot take it.
+		err = placeNew(tmp, dir, into)
+		kept = err != nil
+	case into:
 		err = moveInto(tmp, dir)
-	} else {
+	default:
 		err = replaceDir(tmp, dir)
 	}
 	if err != nil {

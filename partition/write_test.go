@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"graphnode/csr"
@@ -735,5 +737,140 @@ func TestCheckOutputNamesEntries(t *testing.T) {
 	err := CheckOutput(dir, false)
 	if err == nil || !strings.Contains(err.Error(), "exists and is not empty (--force replaces it): it holds .tmp-123") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestWriteKeepsWhatAppears: without Force, what appears in the output
+// while Write runs (a user's file, another run's partitioning) is
+// neither replaced nor removed, and the finished partitioning is kept
+// whole where the error says. An output made during the run was moved
+// aside and removed with all it held; one that existed empty had its
+// files overwritten by the moves.
+func TestWriteKeepsWhatAppears(t *testing.T) {
+	g := testGraph(50, 200, false, false)
+	adj, err := BuildAdj(context.Background(), g, csr.In, CleanOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assign := make([]uint32, 50)
+	for _, tt := range []struct {
+		name   string
+		exists bool   // the output exists, empty, before Write
+		put    string // what appears in it during the run
+	}{
+		{"new/user-file", false, "notes.txt"},
+		{"new/same-name", false, ManifestFile},
+		{"empty/user-file", true, "notes.txt"},
+		{"empty/same-name", true, "orig_ids.bin"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			parent := t.TempDir()
+			dir := filepath.Join(parent, "parts")
+			if tt.exists {
+				if err := os.Mkdir(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			put := func(string, int64, int64) {
+				os.MkdirAll(dir, 0o755)
+				if err := os.WriteFile(filepath.Join(dir, tt.put), []byte("keep-me"), 0o644); err != nil {
+					t.Error(err)
+				}
+			}
+			_, err := Write(context.Background(), dir, g, adj, assign, WriteOptions{Parts: 1, Progress: put})
+			if !errors.Is(err, ErrOutputNotEmpty) || !strings.Contains(err.Error(), "output "+dir+" was written to during the run (it now holds "+tt.put+")") {
+				t.Fatalf("err = %v, want the output named as written to", err)
+			}
+			if b, err := os.ReadFile(filepath.Join(dir, tt.put)); err != nil || string(b) != "keep-me" {
+				t.Errorf("%s after the refused write: %q, %v", tt.put, b, err)
+			}
+			_, kept, found := strings.Cut(err.Error(), "left whole in ")
+			kept, _, _ = strings.Cut(kept, " (")
+			if !found {
+				t.Fatalf("the error names no place for the finished output: %v", err)
+			}
+			if m, err := OpenDir(kept); err != nil || m.Parts != 1 {
+				t.Errorf("the kept partitioning %s: %v", kept, err)
+			}
+			// The kept temporary directory is in dir when it existed,
+			// else beside it.
+			inDir, inParent := 1, 2
+			if tt.exists {
+				inDir, inParent = 2, 1
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) != inDir {
+				t.Errorf("%s holds %s", dir, entryNames(ents, 5))
+			}
+			if ents, _ := os.ReadDir(parent); len(ents) != inParent {
+				t.Errorf("%s holds %s", parent, entryNames(ents, 5))
+			}
+		})
+	}
+}
+
+// TestWriteConcurrentRuns: two runs into one output that is new when
+// both start: the second to finish is refused and keeps its result,
+// where both said "wrote" and the first's partitioning was removed.
+func TestWriteConcurrentRuns(t *testing.T) {
+	g := testGraph(50, 200, false, false)
+	adj, err := BuildAdj(context.Background(), g, csr.In, CleanOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "parts")
+	var first *Manifest
+	var firstErr error
+	started := false
+	inner := func(string, int64, int64) {
+		if !started { // run the first write to its end inside the second's
+			started = true
+			first, firstErr = Write(context.Background(), dir, g, adj, make([]uint32, 50), WriteOptions{Parts: 1})
+		}
+	}
+	assign := make([]uint32, 50)
+	for v := range assign {
+		assign[v] = uint32(v % 2)
+	}
+	_, err = Write(context.Background(), dir, g, adj, assign, WriteOptions{Parts: 2, Progress: inner})
+	if firstErr != nil {
+		t.Fatal(firstErr)
+	}
+	if !errors.Is(err, ErrOutputNotEmpty) {
+		t.Fatalf("second write: err = %v, want ErrOutputNotEmpty", err)
+	}
+	if m, err := OpenDir(dir); err != nil || m.Checksum != first.Checksum {
+		t.Errorf("the first write's partitioning is gone: %v", err)
+	}
+}
+
+// TestMoveIntoNoReplace: a name that exists in the output fails the
+// move without replacing it, and the entries moved before it go back
+// into the temporary directory, which is whole again.
+func TestMoveIntoNoReplace(t *testing.T) {
+	dir := t.TempDir()
+	tmp := filepath.Join(dir, ".tmp-1")
+	for _, f := range []string{"a", "b", ManifestFile} {
+		if err := os.MkdirAll(tmp, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tmp, f), []byte("new"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "b"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := moveIntoNoReplace(tmp, dir)
+	if !errors.Is(err, syscall.EEXIST) {
+		t.Fatalf("err = %v, want EEXIST", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "b")); string(b) != "mine" {
+		t.Errorf("b = %q, want mine", b)
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 3 {
+		t.Errorf("tmp holds %s, want a, b and %s", entryNames(ents, 5), ManifestFile)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("dir holds %s, want .tmp-1 and b", entryNames(ents, 5))
 	}
 }
