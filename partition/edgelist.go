@@ -161,6 +161,9 @@ func (r *edgeList) resolveLabels() ([]nodeLabel, error) {
 		var ok bool
 		if r.strs {
 			if i, ok = r.names.lookup([]byte(p.id)); !ok && r.opts.Dangling == Add {
+				if msg := nameFault("node id", NamesFile, p.id); msg != "" {
+					return nil, l.errorf(p, "%s", msg)
+				}
 				r.g.Stats.Dangling++
 				i, ok = r.names.add(p.id), true
 			}
@@ -492,6 +495,9 @@ func (r *edgeList) edgeNames(s *lineScanner, f *[edgeSplit][]byte, w float32) er
 			g.Stats.Dangling++
 			switch r.opts.Dangling {
 			case Add:
+				if err := edgeNameFault(s, f); err != nil {
+					return err
+				}
 				a, b = r.names.intern(f[0]), r.names.intern(f[1])
 			case Error:
 				bad := f[0]
@@ -505,9 +511,22 @@ func (r *edgeList) edgeNames(s *lineScanner, f *[edgeSplit][]byte, w float32) er
 			}
 		}
 	} else {
+		if err := edgeNameFault(s, f); err != nil {
+			return err
+		}
 		a, b = r.names.intern(f[0]), r.names.intern(f[1])
 	}
 	r.add(a, b, w)
+	return nil
+}
+
+// edgeNameFault refuses an edge whose string ids names.txt cannot hold.
+func edgeNameFault(s *lineScanner, f *[edgeSplit][]byte) error {
+	for _, id := range f[:2] {
+		if msg := nameFault("node id", NamesFile, id); msg != "" {
+			return s.errorf("%s", msg)
+		}
+	}
 	return nil
 }
 

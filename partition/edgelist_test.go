@@ -372,6 +372,7 @@ func FuzzReadEdgeList(f *testing.F) {
 	f.Add(b.Bytes(), uint8(1))
 	f.Add([]byte("src,dst\n1,2\n2,x\n"), uint8(0))
 	f.Add([]byte("a b\r\nb c\n5000000000 1"), uint8(2))
+	f.Add([]byte("a\rb c\r\n"), uint8(0))
 	f.Fuzz(func(t *testing.T, data []byte, mode uint8) {
 		in, err := wrapInput(bytes.NewReader(data), "fuzz", int64(len(data)))
 		if err != nil {
@@ -393,6 +394,11 @@ func FuzzReadEdgeList(f *testing.F) {
 		}
 		if (g.IDs.Ints != nil && len(g.IDs.Ints) != g.NumNodes) || (g.IDs.Names != nil && len(g.IDs.Names) != g.NumNodes) {
 			t.Fatalf("ids: %d ints, %d names, %d nodes", len(g.IDs.Ints), len(g.IDs.Names), g.NumNodes)
+		}
+		for i, name := range g.IDs.Names { // names.txt can hold them all
+			if nameBreak(name) >= 0 {
+				t.Fatalf("name %d (%q) holds a line break", i, name)
+			}
 		}
 	})
 }

@@ -295,6 +295,19 @@ func (s *lineScanner) readError(err error) error {
 // Err is the error that ended the scan, nil at a clean end of input.
 func (s *lineScanner) Err() error { return s.err }
 
+// nameFault says why a name (what: "node id", "relation") cannot be
+// written to file, one name a line (nameBreak), or "" when it can. The
+// readers refuse such a name at the line that gives it: the write
+// failed for it at the very end, after all the partitioning, and
+// without its line.
+func nameFault[T ~string | ~[]byte](what, file string, name T) string {
+	i := nameBreak(name)
+	if i < 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s %q holds a line break (%q), which %s, one name a line, cannot hold", what, name, name[i:i+1], file)
+}
+
 // errorf is a LineError at the line last returned.
 func (s *lineScanner) errorf(format string, args ...any) error {
 	return &LineError{File: s.in.path, Line: s.line, Msg: fmt.Sprintf(format, args...)}

@@ -349,6 +349,9 @@ func (r *edgeList) readNodes(path string) error {
 		if _, ok := r.names.lookup(f[0]); ok {
 			return s.errorf("node %q listed twice", f[0])
 		}
+		if msg := nameFault("node id", NamesFile, f[0]); msg != "" {
+			return s.errorf("%s", msg)
+		}
 		r.names.add(string(f[0]))
 		return nil
 	})

@@ -25,11 +25,11 @@ import (
 // EvalRepeats) and counted in Stats.EvalRepeats. CRLF line ends (FB15k-237) are accepted,
 // and each file may be gzip-compressed (same name or name.gz).
 func readKG(ctx context.Context, dir string, opts ReadOptions) (*Graph, error) {
-	ents, err := readDict(ctx, filepath.Join(dir, "entities.dict"), opts.Progress)
+	ents, err := readDict(ctx, filepath.Join(dir, "entities.dict"), "entity", NamesFile, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
-	rels, err := readDict(ctx, filepath.Join(dir, "relations.dict"), opts.Progress)
+	rels, err := readDict(ctx, filepath.Join(dir, "relations.dict"), "relation", RelationsFile, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -79,8 +79,9 @@ type kgReader struct {
 // and the names distinct. Its memory follows the file, not the ids the
 // file states: names are mapped to their ids as read, and placed by id
 // once their count is known, so that a stray id of four billion is an error naming its
-// line, not 64 GB of empty names.
-func readDict(ctx context.Context, name string, progress Progress) (*nameIDs, error) {
+// line, not 64 GB of empty names. The names, of an entity or a relation
+// (what), are written to the name file to, one a line.
+func readDict(ctx context.Context, name, what, to string, progress Progress) (*nameIDs, error) {
 	path, err := existing(name)
 	if err != nil {
 		return nil, err
@@ -106,6 +107,9 @@ func readDict(ctx context.Context, name string, progress Progress) (*nameIDs, er
 		}
 		if _, dup := d.m[string(fields[1])]; dup {
 			return s.errorf("name %q listed twice", fields[1])
+		}
+		if msg := nameFault(what+" name", to, fields[1]); msg != "" {
+			return s.errorf("%s", msg)
 		}
 		e := entry{id: uint32(id), line: s.line, name: string(fields[1])}
 		d.m[e.name] = e.id

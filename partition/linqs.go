@@ -64,6 +64,9 @@ func readLINQS(ctx context.Context, path string, opts ReadOptions) (*Graph, erro
 			// It became a class named "" beside the real ones.
 			return s.errorf("paper %q: empty label (the last field)", fields[0])
 		}
+		if msg := nameFault("paper id", NamesFile, fields[0]); msg != "" {
+			return s.errorf("%s", msg)
+		}
 		names.add(string(fields[0]))
 		for k, f := range fields[1 : len(fields)-1] {
 			v, ok := float32(0), true
@@ -112,6 +115,11 @@ func readLINQS(ctx context.Context, path string, opts ReadOptions) (*Graph, erro
 				}
 				return s.errorf("paper %q is not in %s", bad, content)
 			case Add:
+				for _, id := range fields {
+					if msg := nameFault("paper id", NamesFile, id); msg != "" {
+						return s.errorf("%s", msg)
+					}
+				}
 				cited, citing = names.intern(fields[0]), names.intern(fields[1])
 			default:
 				g.Stats.DanglingDrop++

@@ -261,3 +261,53 @@ func TestGraphName(t *testing.T) {
 		}
 	}
 }
+
+// TestReadNameLineBreak: an id or name holding a carriage return (a line
+// break inside a line; a trailing one is the CRLF line end, stripped) is
+// refused at its line, by every reader of names. It was read, and the
+// write refused it at the very end, after the partitioning, naming no
+// line.
+func TestReadNameLineBreak(t *testing.T) {
+	const tail = ` holds a line break ("\r"), which names.txt, one name a line, cannot hold`
+	for _, c := range []struct {
+		name  string
+		files map[string]string // written in the test's directory
+		input string            // what Read reads in it: "" for the directory
+		opts  ReadOptions
+		want  string // D/ is the directory
+	}{
+		{"edge list", map[string]string{"e.txt": "a b\r\na\rb c\r\n"}, "e.txt", ReadOptions{},
+			`D/e.txt:2: node id "a\rb"` + tail},
+		{"edge list after ints", map[string]string{"e.txt": "0 1\n1 c\rd\n"}, "e.txt", ReadOptions{},
+			`D/e.txt:2: node id "c\rd"` + tail},
+		{"node file", map[string]string{"e.txt": "a b\n", "n.txt": "a\r\nb\rx\n"}, "e.txt", ReadOptions{NodeFile: "n.txt"},
+			`D/n.txt:2: node id "b\rx"` + tail},
+		{"edge list dangling add", map[string]string{"e.txt": "a b\nb c\rd\n", "n.txt": "a\nb\n"}, "e.txt", ReadOptions{NodeFile: "n.txt", Dangling: Add},
+			`D/e.txt:2: node id "c\rd"` + tail},
+		{"label file dangling add", map[string]string{"e.txt": "a b\n", "l.txt": "a 1\nc\rd 2\n"}, "e.txt", ReadOptions{LabelFile: "l.txt", Dangling: Add},
+			`D/l.txt:2: node id "c\rd"` + tail},
+		{"linqs content", map[string]string{"g.content": "a\t1\tX\r\nb\rc\t0\tY\n", "g.cites": ""}, "", ReadOptions{},
+			`D/g.content:2: paper id "b\rc"` + tail},
+		{"linqs cites dangling add", map[string]string{"g.content": "a\t1\tX\n", "g.cites": "a\ta\r\na\tb\rc\n"}, "", ReadOptions{Dangling: Add},
+			`D/g.cites:2: paper id "b\rc"` + tail},
+		{"kg entity", map[string]string{"entities.dict": "0\ta\r\n1\tb\rc\n", "relations.dict": "0\tr\n", "train.txt": ""}, "", ReadOptions{Format: FormatKG},
+			`D/entities.dict:2: entity name "b\rc"` + tail},
+		{"kg relation", map[string]string{"entities.dict": "0\ta\n", "relations.dict": "0\tr\rs\n", "train.txt": ""}, "", ReadOptions{Format: FormatKG},
+			`D/relations.dict:1: relation name "r\rs"` + strings.Replace(tail, NamesFile, RelationsFile, 1)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, text := range c.files {
+				rdWrite(t, dir, name, text, false)
+			}
+			opts := c.opts
+			for _, p := range []*string{&opts.NodeFile, &opts.LabelFile} {
+				if *p != "" {
+					*p = filepath.Join(dir, *p)
+				}
+			}
+			_, err := Read(context.Background(), filepath.Join(dir, c.input), opts)
+			rdWantLineError(t, err, "partition: "+strings.ReplaceAll(c.want, "D/", dir+"/"))
+		})
+	}
+}

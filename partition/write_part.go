@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -333,10 +332,12 @@ func writeIDs(ctx context.Context, tmp string, g *Graph, rl *relabeling) ([]File
 }
 
 // lines writes one name per line; a name holding a line break is an error.
+// The readers refuse such a name at the line that gives it (nameBreak),
+// so this guards names that come from elsewhere.
 func lines(names []string) func(c *chunkWriter) {
 	return func(c *chunkWriter) {
 		for i, s := range names {
-			if strings.ContainsAny(s, "\r\n") {
+			if nameBreak(s) >= 0 {
 				c.err = fmt.Errorf("partition: name %d (%q) holds a line break", i, s)
 				return
 			}
@@ -345,6 +346,19 @@ func lines(names []string) func(c *chunkWriter) {
 			c.maybeFlush()
 		}
 	}
+}
+
+// nameBreak returns the index of the first byte of name that the name
+// files (names.txt, relations.txt: one name a line) cannot hold, a line
+// break, or -1. lines refuses such a name, and the readers refuse it at
+// the line that gives it, with this one rule.
+func nameBreak[T ~string | ~[]byte](name T) int {
+	for i := 0; i < len(name); i++ {
+		if name[i] == '\n' || name[i] == '\r' {
+			return i
+		}
+	}
+	return -1
 }
 
 // castagnoli is the CRC-32C table (hardware-accelerated by hash/crc32),
