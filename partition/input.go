@@ -118,10 +118,32 @@ func wrapInput(r io.Reader, path string, size int64) (*inFile, error) {
 			return nil, fmt.Errorf("partition: %s: gzip: %v: %w", path, err, ErrFormat)
 		}
 		in.gz, in.r = gz, &bomSkipper{r: gz}
+	} else if kind := otherCompression(in.br); kind != "" {
+		// Read as text, it gave lines of garbage: string ids, numbers
+		// that do not parse, far from the cause.
+		return nil, fmt.Errorf("partition: %s: compressed with %s: decompress it first (gzip is read directly): %w", path, kind, ErrFormat)
 	} else if head, _ := in.br.Peek(len(utf8BOM)); string(head) == utf8BOM {
 		in.br.Discard(len(utf8BOM))
 	}
 	return in, nil
+}
+
+// otherCompression names the compression other than gzip that the
+// stream br starts with, by its magic, or "". bzip2's "BZh" is followed
+// by the block size and the magic of a first block or of the end, so
+// that a text starting "BZh" is still text.
+func otherCompression(br *bufio.Reader) string {
+	head, _ := br.Peek(10)
+	switch {
+	case len(head) >= 10 && string(head[:3]) == "BZh" && head[3] >= '1' && head[3] <= '9' &&
+		(string(head[4:]) == "\x31\x41\x59\x26\x53\x59" || string(head[4:]) == "\x17\x72\x45\x38\x50\x90"):
+		return "bzip2"
+	case len(head) >= 6 && string(head[:6]) == "\xfd7zXZ\x00":
+		return "xz"
+	case len(head) >= 4 && string(head[:4]) == "\x28\xb5\x2f\xfd":
+		return "zstd"
+	}
+	return ""
 }
 
 // utf8BOM is the UTF-8 encoding of U+FEFF, the byte order mark.
