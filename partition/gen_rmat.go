@@ -135,6 +135,7 @@ const (
 	streamFeat
 	streamSplit
 	streamLabel
+	streamRedraw
 )
 
 // RMAT generates an R-MAT graph. Each pair walks ceil(log2 Nodes) levels

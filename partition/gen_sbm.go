@@ -29,8 +29,9 @@ type SBMConfig struct {
 	Blocks int // communities = classes; default 16
 
 	// AvgDegree is the mean number of directed edges per node (default
-	// 20). Every node draws AvgDegree/2 partners and each draw adds both
-	// directions, so the graph is undirected by construction.
+	// 20), at most Nodes-1 (the complete graph). Every node draws
+	// AvgDegree/2 partners and each draw adds both directions, so the
+	// graph is undirected by construction; no pair is drawn twice.
 	AvgDegree float64
 	// Homophily is the probability that a draw stays in the node's block
 	// (default 0.5); the other draws pick one of the other blocks
@@ -111,6 +112,10 @@ func (c SBMConfig) Validate() error {
 	// Checks are written so that NaN fails them.
 	if !(c.AvgDegree >= 0 && c.AvgDegree <= 1e6) {
 		bad("avg degree = %g: want 0..1e6", c.AvgDegree)
+	} else if c.Nodes >= 2 && c.AvgDegree > float64(c.Nodes-1) {
+		// More pairs than a simple graph holds: the draws repeated pairs
+		// that the partitioner drops.
+		bad("avg degree = %g with %d nodes: want at most nodes-1 = %d, the complete graph", c.AvgDegree, c.Nodes, c.Nodes-1)
 	}
 	if !(c.Homophily >= 0 && c.Homophily <= 1) {
 		bad("homophily = %g: want 0..1", c.Homophily)
@@ -135,7 +140,9 @@ const sbmChunk = 4096
 // floor((u+1)m)-floor(um) partners (m = AvgDegree/2, so the total is
 // exactly floor(Nodes*m) pairs), each in u's block with probability
 // Homophily (never u itself) and otherwise uniformly in another block, and
-// every pair adds both directions. Blocks are equal-sized and assigned by
+// every pair adds both directions. No pair is drawn twice: a draw that
+// repeats an earlier pair is drawn again (sbmDistinct), so the graph has
+// exactly that many distinct pairs. Blocks are equal-sized and assigned by
 // a seeded shuffle, so ids carry no block locality. Labels are the blocks.
 func SBM(ctx context.Context, cfg SBMConfig, progress Progress) (*Graph, error) {
 	if err := cfg.Validate(); err != nil {
@@ -172,6 +179,7 @@ func SBM(ctx context.Context, cfg SBMConfig, progress Progress) (*Graph, error) 
 		fill[b]++
 	}
 
+	model := &sbmModel{labels: g.Labels, members: members, start: start, homophily: cfg.Homophily}
 	rep := &genReporter{p: progress}
 	var done atomic.Int64
 	chunks := (n + sbmChunk - 1) / sbmChunk
@@ -180,20 +188,8 @@ func SBM(ctx context.Context, cfg SBMConfig, progress Progress) (*Graph, error) 
 		lo, hi := c*sbmChunk, min((c+1)*sbmChunk, n)
 		p := pairOff(lo)
 		for u := lo; u < hi; u++ {
-			b := int(g.Labels[u])
 			for end := pairOff(u + 1); p < end; p++ {
-				ob := b
-				if nb > 1 && r.Float64() >= cfg.Homophily {
-					ob = r.IntN(nb - 1)
-					if ob >= b {
-						ob++
-					}
-				}
-				blk := members[start[ob]:start[ob+1]]
-				v := blk[r.IntN(len(blk))]
-				for v == uint32(u) {
-					v = blk[r.IntN(len(blk))]
-				}
+				v := model.partner(r, u)
 				g.Src[2*p], g.Dst[2*p] = uint32(u), v
 				g.Src[2*p+1], g.Dst[2*p+1] = v, uint32(u)
 			}
@@ -202,6 +198,9 @@ func SBM(ctx context.Context, cfg SBMConfig, progress Progress) (*Graph, error) 
 		return nil
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := sbmDistinct(ctx, g, model, cfg.Seed, cfg.Workers); err != nil {
 		return nil, err
 	}
 	g.Stats.EdgesRead = int64(len(g.Src))

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -209,6 +210,14 @@ func TestSBMConfigErrors(t *testing.T) {
 	if _, err := SBM(context.Background(), cfg, nil); err == nil {
 		t.Error("SBM accepted a bad config")
 	}
+	dense := SBMConfig{Nodes: 100, Blocks: 4, AvgDegree: 200}
+	if err := dense.Validate(); err == nil || !strings.Contains(err.Error(), "avg degree = 200 with 100 nodes: want at most nodes-1 = 99") {
+		t.Errorf("avg degree beyond the complete graph: %v", err)
+	}
+	dense.AvgDegree = 99
+	if err := dense.Validate(); err != nil {
+		t.Errorf("the complete graph: %v", err)
+	}
 	nan := SBMConfig{Nodes: 100, Blocks: 2, AvgDegree: math.NaN(), Homophily: math.NaN(), TrainFrac: math.NaN()}
 	err = nan.Validate()
 	for _, want := range []string{"avg degree = NaN", "homophily = NaN", "fractions = NaN"} {
@@ -268,4 +277,47 @@ func BenchmarkSBM(b *testing.B) {
 		edges = len(g.Src)
 	}
 	b.ReportMetric(float64(edges)*float64(b.N)/b.Elapsed().Seconds(), "edges/s")
+}
+
+// TestSBMDistinct: no pair is drawn twice, down to the complete graph
+// (100 nodes of degree 99 gave 4408 distinct pairs of 4950, which node
+// partition dropped to fewer edges than asked), and the graph still
+// depends on the seed alone.
+func TestSBMDistinct(t *testing.T) {
+	for _, tc := range []struct {
+		nodes, blocks  int
+		deg, homophily float64
+	}{
+		{100, 16, 99, 0.5}, // complete: the last pairs come from the free list
+		{100, 4, 60, 0.9},  // blocks of 25 cannot hold 90% of 3000 pairs
+		{101, 2, 7, 1},
+		{20_000, 16, 20, 0.5},
+	} {
+		t.Run(fmt.Sprintf("nodes=%d/blocks=%d/deg=%g/homophily=%g", tc.nodes, tc.blocks, tc.deg, tc.homophily), func(t *testing.T) {
+			gen := func(workers int) *Graph {
+				cfg := genSmallSBM()
+				cfg.Nodes, cfg.Blocks, cfg.AvgDegree, cfg.Homophily, cfg.FeatDim, cfg.Workers, cfg.Exact = tc.nodes, tc.blocks, tc.deg, tc.homophily, 0, workers, true
+				g, err := SBM(context.Background(), cfg, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return g
+			}
+			g := gen(1)
+			want := int(float64(tc.nodes) * tc.deg / 2)
+			seen := map[uint64]bool{}
+			for e := 0; e < len(g.Src); e += 2 {
+				if g.Src[e] != g.Dst[e+1] || g.Dst[e] != g.Src[e+1] || g.Src[e] == g.Dst[e] {
+					t.Fatalf("edges %d, %d: %d -> %d, %d -> %d", e, e+1, g.Src[e], g.Dst[e], g.Src[e+1], g.Dst[e+1])
+				}
+				seen[uint64(min(g.Src[e], g.Dst[e]))<<32|uint64(max(g.Src[e], g.Dst[e]))] = true
+			}
+			if len(g.Src) != 2*want || len(seen) != want {
+				t.Errorf("%d edges, %d distinct pairs; want %d pairs", len(g.Src), len(seen), want)
+			}
+			if !genSameGraph(g, gen(3)) {
+				t.Error("1 and 3 workers differ")
+			}
+		})
+	}
 }

@@ -77,7 +77,7 @@ func runGen(ctx context.Context, a *app, args []string) error {
 		fl := newFlagSet(a, "gen sbm", "[flags] -o DIR")
 		fl.IntVar(&c.Nodes, "nodes", c.Nodes, "number of nodes")
 		fl.IntVar(&c.Blocks, "blocks", c.Blocks, "number of blocks (communities), which are also the label classes")
-		fl.Float64Var(&c.AvgDegree, "avg-degree", c.AvgDegree, "mean directed edges per node (every edge is written in both directions)")
+		fl.Float64Var(&c.AvgDegree, "avg-degree", c.AvgDegree, "mean directed edges per node, at most --nodes - 1 (every edge is written in both directions, none twice)")
 		fl.Float64Var(&c.Homophily, "homophily", c.Homophily, "fraction of edges that stay inside their block (1/blocks = no community signal; with --blocks 1 every edge does)")
 		fl.IntVar(&c.FeatDim, "feat-dim", c.FeatDim, "float32 features per node; 0 = none")
 		fl.Float64Var(&c.Signal, "signal", c.Signal, "standard deviation of the block centroids' entries (feature signal)")

@@ -79,6 +79,9 @@ func TestGenUsage(t *testing.T) {
 		{[]string{"gen", "er"}, 2, []string{`unknown generator "er"`}},
 		// Bad values are usage errors, as in every command.
 		{[]string{"gen", "sbm", "--homophily", "3", "-o", "x"}, 2, []string{"node gen: partition: sbm: homophily = 3"}},
+		// More pairs than a simple graph of 100 nodes holds were drawn,
+		// and node partition dropped the repeats.
+		{[]string{"gen", "sbm", "--nodes", "100", "--avg-degree", "200", "-o", "x"}, 2, []string{"node gen: partition: sbm: avg degree = 200 with 100 nodes: want at most nodes-1 = 99"}},
 		{[]string{"gen", "rmat", "--train-frac", "NaN", "-o", "x"}, 2, []string{"node gen: partition: rmat: train, val, test fractions = NaN"}},
 		{[]string{"gen", "rmat", "--nodes", "0", "-o", "x"}, 2, []string{"node gen: partition: rmat: nodes = 0"}},
 		// Refused before generating: no machine holds 16 PiB.
