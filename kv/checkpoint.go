@@ -121,7 +121,7 @@ func (s *Store) SaveExit(dir string) (SaveInfo, error) {
 	if err := applyJournal(dir, s.part, ents); err != nil {
 		return SaveInfo{}, fmt.Errorf("kv: save: %w", err)
 	}
-	saved(dir, ents, snaps, info)
+	saved(dir, ents, snaps)
 	return info, nil
 }
 
@@ -163,7 +163,6 @@ func (s *Store) coordinatedInPlace(dir string) SaveID {
 type PreparedSave struct {
 	s     *Store
 	dir   string
-	info  SaveInfo
 	ents  []journalEntry
 	snaps []savedTable // of ents[i]
 	done  atomic.Bool
@@ -204,7 +203,7 @@ func (s *Store) PrepareSave(ctx context.Context, dir string, id SaveID) (*Prepar
 		s.saveMu.Unlock()
 		return nil, err
 	}
-	return &PreparedSave{s: s, dir: dir, info: info, ents: ents, snaps: snaps}, nil
+	return &PreparedSave{s: s, dir: dir, ents: ents, snaps: snaps}, nil
 }
 
 // Commit puts a prepared save in place: its journal is committed, then
@@ -225,7 +224,7 @@ func (p *PreparedSave) Commit() error {
 		return fmt.Errorf("kv: save: %w", err)
 	}
 	removeExitFiles(p.dir, s.part, p.ents)
-	saved(p.dir, p.ents, p.snaps, p.info)
+	saved(p.dir, p.ents, p.snaps)
 	return nil
 }
 
@@ -239,17 +238,20 @@ func (p *PreparedSave) Abort() {
 	p.s.saveMu.Unlock()
 }
 
-// savedTable is a table as a save wrote it: the table and its version.
+// savedTable is a table as a save wrote it: the table, its version and
+// what its file records of the save (an exit file: its own table's
+// coordinated save).
 type savedTable struct {
 	t       *table
 	version uint64
+	info    SaveInfo
 }
 
 // saved records, once a save is in place, that each table's rows were
-// those of the save when written (Origin).
-func saved(dir string, ents []journalEntry, snaps []savedTable, info SaveInfo) {
+// those of the save when written (Origin), as its file says.
+func saved(dir string, ents []journalEntry, snaps []savedTable) {
 	for i, sn := range snaps {
-		l := Loaded{Path: filepath.Join(dir, ents[i].final), Save: info, Sync: sn.t.sync != nil, Version: sn.version}
+		l := Loaded{Path: filepath.Join(dir, ents[i].final), Save: sn.info, Sync: sn.t.sync != nil, Version: sn.version}
 		sn.t.origin.Store(&Origin{Loaded: l})
 	}
 }
@@ -282,7 +284,7 @@ func (s *Store) writeAll(dir string, info SaveInfo) ([]journalEntry, []savedTabl
 			return nil, nil, err
 		}
 		ents = append(ents, journalEntry{tmp: filepath.Base(tmp), final: final})
-		snaps = append(snaps, savedTable{t, v})
+		snaps = append(snaps, savedTable{t, v, ti})
 	}
 	return ents, snaps, nil
 }

@@ -144,6 +144,7 @@ func (n *Node) awaitPeers(ctx context.Context) {
 			if n.kv != nil {
 				// Before ready: trainers wait for it.
 				n.kv.checkLoadedAtStart(ctx)
+				n.kv.checkLostAtStart(ctx)
 			}
 			n.becomeReady()
 			return

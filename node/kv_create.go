@@ -70,6 +70,9 @@ func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward boo
 		if err := s.refuseMixed(ctx, sp.Name); err != nil {
 			return nil, &control.Error{Key: "table", Msg: err.Error()}
 		}
+		if err := s.refuseLost(ctx, sp.Name); err != nil {
+			return nil, &control.Error{Key: "table", Msg: err.Error()}
+		}
 	}
 	v, _ := s.store.Version(sp.Name)
 	return &control.TableInfo{Name: sp.Name, Rows: sp.Rows, Dim: sp.Dim, Bounds: sp.Bounds, Created: created, Version: v}, nil

@@ -80,13 +80,15 @@ func TestKVLoadAtStartRefusesMixedSaves(t *testing.T) {
 	}
 }
 
-// TestKVRestartAfterKillRefusesLostTraining: node 1 is killed (SIGKILL:
-// no exit save) after both shards were trained since the last kv_save,
-// and restarted with kv.load. It loads its part of that save while node
-// 0 holds rows trained since: served together they were rows of two
-// points of training, which kge then evaluated without a word. Node 1
-// now finds the marker of its lost training, and once node 0 answers it
-// leaves the table out; a trainer's kv_create names both shards.
+// TestKVRestartAfterKillRefusesLostTraining: a cluster stopped after a
+// kv_save (SIGTERM: every node's exit save) is started with kv.load and
+// trains on; node 1 is then killed (SIGKILL: no exit save) and
+// restarted. It loads its exit save, the one node 0 loaded too, so the
+// check of what the nodes loaded passes, while node 0 holds rows
+// trained since: served together they were rows of two points of
+// training, which kge then evaluated without a word. Node 1 now finds
+// the marker of its lost training, and once node 0 answers it leaves
+// the table out; a trainer's kv_create names both shards.
 func TestKVRestartAfterKillRefusesLostTraining(t *testing.T) {
 	parts := clusterParts(t, 2)
 	dirs := []string{t.TempDir(), t.TempDir()}
@@ -96,11 +98,33 @@ func TestKVRestartAfterKillRefusesLostTraining(t *testing.T) {
 			dirs[p])
 	})
 	ctx := context.Background()
-	k1 := dialKV(t, c.sockets[1])
 	ids := []uint64{0, 1, 2999, 1500}
+	k1 := dialKV(t, c.sockets[1])
+	if err := k1.Push(ctx, "emb", ids, grad(0, 0, 16)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := k1.Save(ctx); err != nil {
 		t.Fatal(err)
 	}
+	k1.Done(ctx)
+	k1.Close()
+	for p := range 2 {
+		c.nodes[p].stop()
+		b, err := os.ReadFile(c.configs[p])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(c.configs[p], bytes.Replace(b, []byte("load = false"), []byte("load = true"), 1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p := range 2 {
+		c.nodes[p] = startDaemon(t, c.bin, c.configs[p], c.sockets[p], c.rings[p])
+	}
+	for p := range 2 {
+		c.waitReady(p)
+	}
+	k1 = dialKV(t, c.sockets[1])
 	if err := k1.Push(ctx, "emb", ids, grad(1, 1, 16)); err != nil {
 		t.Fatal(err)
 	}
@@ -114,13 +138,6 @@ func TestKVRestartAfterKillRefusesLostTraining(t *testing.T) {
 	}
 	c.nodes[1].cmd.Process.Signal(syscall.SIGKILL)
 	<-c.nodes[1].done
-	b, err := os.ReadFile(c.configs[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(c.configs[1], bytes.Replace(b, []byte("load = false"), []byte("load = true"), 1), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	c.restart(1)
 	k := dialKV(t, c.sockets[1])
 	defer k.Close()
@@ -135,7 +152,7 @@ func TestKVRestartAfterKillRefusesLostTraining(t *testing.T) {
 	if _, err := k0.Pull(ctx, "emb", ids[:2], nil); err != nil {
 		t.Errorf("node 0 no longer serves its own shard: %v", err)
 	}
-	_, err = k0.Create(ctx, kvTables()[1])
+	_, err := k0.Create(ctx, kvTables()[1])
 	if err == nil || !strings.Contains(err.Error(), "lost the rows trained since") || !strings.Contains(err.Error(), "trained its rows since") {
 		t.Errorf("kv_create of the table: %v, want the error naming both shards", err)
 	}

@@ -66,9 +66,11 @@ const (
 	savePrepare    = "prepare"
 	saveCommit     = "commit"
 	saveAbort      = "abort"
-	saveCoordinate = "coordinate" // to the coordinator: run a save for the sender
-	saveCheck      = "check"      // does the peer hold table Table of save Save? (kv_save_check.go)
-	saveVerify     = "verify"     // from a client node: check table Table on every node (kv_save_check.go)
+	saveCoordinate = "coordinate"  // to the coordinator: run a save for the sender
+	saveCheck      = "check"       // does the peer hold table Table of save Save? (kv_save_check.go)
+	saveVerify     = "verify"      // from a client node: check table Table on every node (kv_save_check.go)
+	saveLost       = "lost"        // is the peer's shard of Table at Save, unchanged? (kv_trained.go)
+	saveLostVerify = "lost_verify" // run your check of Table if your shard lost its training (kv_trained.go)
 )
 
 // saveCoordinator is the part whose node coordinates every save.
@@ -84,15 +86,12 @@ type peerSaveRequest struct {
 	// which runs one save at a time; an earlier build had every node
 	// coordinate its own saves and sends none.
 	Coordinated bool `json:"coordinated,omitempty"`
-	// Table and File are a check's (phase "check"): the table and the
-	// file of the sender's shard's origin (Save is its key, originKey).
+	// Table and File are a check's (phase "check"): the table and what
+	// the sender loaded it from (Save is that save's key, loadedKey); of
+	// phase "lost", the table and the file of the save the sender's shard
+	// went back to (Save is its key, originKey).
 	Table string `json:"check_table,omitempty"` // not "table": node-level requests share control.Request's keys
 	File  string `json:"check_file,omitempty"`
-	// Loaded, Changed and Lost are the rest of the sender's shardState
-	// (a check; an earlier build sends none of them).
-	Loaded  bool `json:"check_loaded,omitempty"`
-	Changed bool `json:"check_changed,omitempty"`
-	Lost    bool `json:"check_lost,omitempty"`
 }
 
 // preparedSave is a save a peer prepared on this node.
@@ -324,9 +323,17 @@ func (s *kvServer) peerSave(ctx context.Context, req []byte) error {
 		}
 		return nil
 	case saveCheck:
-		return s.checkShard(&r)
+		return s.checkLoaded(&r)
 	case saveVerify:
-		return s.refuseMixed(ctx, r.Table)
+		if err := s.refuseMixed(ctx, r.Table); err != nil {
+			return err
+		}
+		return s.refuseLost(ctx, r.Table)
+	case saveLost:
+		return s.answerLost(&r)
+	case saveLostVerify:
+		_, err := s.checkLost(ctx, r.Table)
+		return err
 	}
 	return errUnknownPhase(r.Phase)
 }

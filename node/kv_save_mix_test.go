@@ -396,9 +396,24 @@ func TestKVSaveRefusesAMixedLoad(t *testing.T) {
 	}
 }
 
-// TestDescribeShard: a shard is described by the checkpoint its rows
-// last equalled and what happened to them since; a shard that loaded no
-// file is not said to hold its initial rows alone when it trained since.
+// TestDescribeLoaded: a shard that loaded no file is not said to hold its
+// initial rows: a node that trained since it started holds trained rows
+// that no file has, and the refusal of a mix said "initial rows" of them.
+func TestDescribeLoaded(t *testing.T) {
+	for _, c := range []struct{ key, file, want string }{
+		{"none", "", "part 0 loaded no checkpoint file (its rows are its initial ones and what was trained into them since it started)"},
+		{"legacy", "/c/w.part0.kvt", "part 0 loaded /c/w.part0.kvt, of the legacy save (written before save ids)"},
+		{"exit after 00000000000000ab", "/c/w.part0.exit.kvt", "part 0 loaded /c/w.part0.exit.kvt, its exit save (exit after 00000000000000ab)"},
+		{"00000000000000ab", "/c/w.part0.kvt", "part 0 loaded /c/w.part0.kvt, of save 00000000000000ab"},
+	} {
+		if got := describeLoaded("part 0", c.key, c.file); got != c.want {
+			t.Errorf("%q: %q, want %q", c.key, got, c.want)
+		}
+	}
+}
+
+// TestDescribeShard: the check of lost training describes a shard by the
+// checkpoint its rows last equalled and what happened to them since.
 func TestDescribeShard(t *testing.T) {
 	for _, c := range []struct {
 		st   shardState
@@ -406,11 +421,9 @@ func TestDescribeShard(t *testing.T) {
 	}{
 		{shardState{Key: "none"}, "part 0 holds its initial rows (no checkpoint loaded or saved since its node started)"},
 		{shardState{Key: "none", Changed: true}, "part 0 holds its initial rows (no checkpoint loaded or saved since its node started), and trained its rows since"},
-		{shardState{Key: "legacy", File: "/c/w.part0.kvt", Loaded: true}, "part 0 loaded /c/w.part0.kvt, of the legacy save (written before save ids)"},
 		{shardState{Key: "exit after 00000000000000ab", File: "/c/w.part0.exit.kvt", Loaded: true}, "part 0 loaded /c/w.part0.exit.kvt, its exit save (exit after 00000000000000ab)"},
-		{shardState{Key: "00000000000000ab", File: "/c/w.part0.kvt", Loaded: true}, "part 0 loaded /c/w.part0.kvt, of save 00000000000000ab"},
 		{shardState{Key: "00000000000000ab", File: "/c/w.part0.kvt", Loaded: true, Lost: true}, "part 0 loaded /c/w.part0.kvt, of save 00000000000000ab, and lost the rows trained since when its node last stopped (killed before a save)"},
-		{shardState{Key: "00000000000000ab", File: "/c/w.part0.kvt", Changed: true}, "part 0 holds save 00000000000000ab (its file /c/w.part0.kvt), and trained its rows since"},
+		{shardState{Key: "00000000000000ab", File: "/c/w.part0.kvt", Changed: true}, "part 0 wrote /c/w.part0.kvt, of save 00000000000000ab, and trained its rows since"},
 	} {
 		if got := describeShard("part 0", c.st); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.st, got, c.want)

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,26 +21,28 @@ import (
 // that save, and without kv.load it starts from the initial rows: either
 // way its shard is of an earlier point of training than its peers', and
 // served beside them the table holds rows no training produced. The save
-// check (kv_save_check.go) compares what each node's rows last equalled
-// (a save, or the initial rows) and whether they changed since; that
-// alone cannot tell a node whose training was lost from one whose shard
-// no trainer touched since the save (a table trained on some shards
-// only). So each node records, in its checkpoint directory, that its
-// shard of a table has changed since its origin: <table>.part<K>.trained,
-// holding the origin's key (originKey). A node that starts and finds one
-// for the origin it now holds knows that its shard lost training; its
-// peers then refuse to serve their shards, changed since that origin,
-// beside it.
+// check (kv_save_check.go) compares what each node loaded, which agrees
+// here. Nor can a node tell, from its rows, a shard whose training was
+// lost from one that no trainer touched since the save (a table trained
+// on some shards only). So each node records, in its checkpoint
+// directory, that its shard of a table has changed since its origin
+// (kv.Origin: the save its rows last equalled, or its initial rows):
+// <table>.part<K>.trained, holding the origin's key (originKey). A node
+// that starts and finds one for the origin it now holds knows that its
+// shard lost training, and asks every peer whether its shard is at that
+// origin, unchanged since (phase "lost"): at start for the tables it
+// holds, and, through every node (phase "lost_verify"), on a trainer's
+// kv_create. When all are, the whole cluster went back to that save
+// together and the loss is settled (the marker removed); when one is
+// not, the table is refused, as a mix of saves is.
 //
 // The marker is written within markerPeriod of the first change after
 // an origin (a node killed sooner is not told apart from one never
 // trained), kept while the node holds that origin, rewritten when a
 // save moves the origin and the rows change again, removed when a save
 // moves it and they have not (the marker of a previous run for the
-// origin the node holds is kept: it says what was lost), and removed
-// with the table (kv_drop), or when a check at start finds every peer's
-// shard at that origin unchanged: the whole cluster went back to it
-// together, and the training lost is lost everywhere.
+// origin the node holds is kept until settled: it says what was lost),
+// and removed with the table (kv_drop).
 
 // markerPeriod is how often the markers follow the shards' changes.
 const markerPeriod = time.Second
@@ -116,7 +119,8 @@ func originKey(o kv.Origin) string {
 	return key
 }
 
-// shardState is what a check says of a node's shard of a table.
+// shardState is a node's shard of a table as the check of lost
+// training sees it.
 type shardState struct {
 	Key     string // originKey
 	File    string // the file of the origin; "" for the initial rows
@@ -125,25 +129,158 @@ type shardState struct {
 	Lost    bool   // rows trained since the origin were lost when the node last stopped
 }
 
-// shardState is this node's state of table's shard; a table it does
-// not hold is "none", unchanged.
-func (s *kvServer) shardState(table string) shardState {
+// shardState is this node's state of table's shard; ok is false when it
+// does not hold the table.
+func (s *kvServer) shardState(table string) (st shardState, ok bool) {
 	o, changed, err := s.store.Origin(table)
 	if err != nil {
-		return shardState{Key: "none"}
+		return shardState{}, false
 	}
-	st := shardState{Key: originKey(o), File: o.Path, Loaded: o.FromLoad, Changed: changed}
+	st = shardState{Key: originKey(o), File: o.Path, Loaded: o.FromLoad, Changed: changed}
 	s.markMu.Lock()
-	st.Lost = s.mark.lost[table] == st.Key
+	key, lost := s.mark.lost[table]
 	s.markMu.Unlock()
-	return st
+	st.Lost = lost && key == st.Key
+	return st, true
 }
 
-// mixesLost reports whether shards a and b, of one origin, are of two
-// points of training: one changed since the origin, the other back at
-// it after losing what it was trained since.
-func mixesLost(a, b shardState) bool {
-	return a.Changed && !b.Changed && b.Lost || b.Changed && !a.Changed && a.Lost
+// describeShard says, in an error, what who's shard holds (st).
+func describeShard(who string, st shardState) string {
+	var d string
+	switch {
+	case st.Key == "none":
+		d = who + " holds its initial rows (no checkpoint loaded or saved since its node started)"
+	case st.Loaded && strings.HasPrefix(st.Key, "exit after "):
+		d = fmt.Sprintf("%s loaded %s, its exit save (%s)", who, st.File, st.Key)
+	case st.Loaded:
+		d = fmt.Sprintf("%s loaded %s, of save %s", who, st.File, st.Key)
+	default:
+		d = fmt.Sprintf("%s wrote %s, of save %s", who, st.File, st.Key)
+	}
+	switch {
+	case st.Changed:
+		d += ", and trained its rows since"
+	case st.Lost:
+		d += ", and lost the rows trained since when its node last stopped (killed before a save)"
+	}
+	return d
+}
+
+// checkLost checks, when this node's shard of table lost the training
+// since its origin, that every peer's shard is at that origin and
+// unchanged since (phase "lost"): the whole cluster went back to it.
+// Then the loss is settled (the marker removed); otherwise the error
+// names both shards. checked is false when the shard lost nothing, or
+// a peer of an earlier build could not tell (nothing is settled then).
+func (s *kvServer) checkLost(ctx context.Context, table string) (checked bool, err error) {
+	if s.store == nil {
+		return false, nil
+	}
+	me, ok := s.shardState(table)
+	if !ok || !me.Lost {
+		return false, nil
+	}
+	body, err := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: saveLost, Save: me.Key, Table: table, File: me.File})
+	if err != nil {
+		return false, err
+	}
+	checked = true
+	var errs []error
+	for _, p := range s.peers() {
+		err := s.sendAck(ctx, p, body)
+		if unknownPhase(err, saveLost) {
+			s.log.Warn("kv: a peer of an earlier build cannot tell whether its shard trained past the save this node's lost training followed: not checked", "part", p, "table", table)
+			checked = false
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return false, fmt.Errorf("table %q: %s; %v: rows of a save beside rows trained since it, which served together would mix rows no training produced: %w",
+			table, describeShard(fmt.Sprintf("part %d", s.part), me), errors.Join(errs...), kv.ErrMixedSaves)
+	}
+	if checked {
+		s.settleLost(table)
+	}
+	return checked, nil
+}
+
+// answerLost serves a peer's phase "lost": nil when this node's shard of
+// r.Table is at the asker's origin r.Save and unchanged since (or this
+// node does not hold the table: a client node, or one that has not
+// created it), an error naming both otherwise.
+func (s *kvServer) answerLost(r *peerSaveRequest) error {
+	me, ok := s.shardState(r.Table)
+	if !ok || me.Key == r.Save && !me.Changed {
+		return nil
+	}
+	asker := shardState{Key: r.Save, File: r.File, Loaded: true, Lost: true}
+	return fmt.Errorf("node: table %q: %s; %s", r.Table, describeShard(fmt.Sprintf("part %d", s.part), me), describeShard("the node that asked", asker))
+}
+
+// refuseLost runs checkLost for table on every node, after a trainer's
+// kv_create of it (each node whose shard lost its training checks it
+// against every other; phase "lost_verify"): on a mix the table is
+// dropped on every node, refused rather than served mixed, as
+// refuseMixed does. Creating it again brings every node back to the
+// save (with kv.load) or to the initial rows.
+func (s *kvServer) refuseLost(ctx context.Context, table string) error {
+	var errs []error
+	if _, err := s.checkLost(ctx, table); err != nil {
+		errs = append(errs, err)
+	}
+	body, err := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: saveLostVerify, Table: table})
+	if err != nil {
+		return err
+	}
+	// Markers live in checkpoint directories: a cluster without one (the
+	// nodes' [kv] sections are alike) has none to ask about.
+	peers := s.peers()
+	if s.cfg.KV.CheckpointDir == "" {
+		peers = nil
+	}
+	for _, p := range peers {
+		err := s.sendAck(ctx, p, body)
+		if unknownPhase(err, saveLostVerify) {
+			continue // an earlier build keeps no marker: it lost nothing it knows of
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	err = fmt.Errorf("%w. The table is not served: %s; then create the table again", errors.Join(errs...), lostFix)
+	if _, derr := s.drop(ctx, table, true); derr != nil {
+		err = fmt.Errorf("%w (dropping it again on the other nodes failed: %v)", err, derr)
+	}
+	return err
+}
+
+// lostFix says how to serve a table again after checkLost's error.
+const lostFix = "a node that lost the rows trained since a save (killed before the next) cannot be served beside nodes that kept theirs: " +
+	"every node goes back to that save (with kv.load) or to the initial rows (without), and the training since is lost"
+
+// checkLostAtStart runs checkLost, once the peers answer, for every
+// table this node holds whose shard lost its training (the tables of
+// [[kv.tables]], created at start): a mix is left out on this node and
+// the error logged; a trainer's kv_create of it then creates it anew
+// here and is refused with that error.
+func (s *kvServer) checkLostAtStart(ctx context.Context) {
+	if s.store == nil {
+		return
+	}
+	for _, name := range s.store.Tables() {
+		if _, err := s.checkLost(ctx, name); err != nil {
+			s.createMu.Lock()
+			s.forget(name)
+			s.createMu.Unlock()
+			s.log.Error("kv: table left out: its shard lost the training since its last save", "table", name, "err", fmt.Errorf("%w. The table is not served here: %s", err, lostFix))
+		}
+	}
 }
 
 // keepMarkers follows the shards' changes with their markers every
@@ -174,12 +311,15 @@ func (s *kvServer) syncMarkers() {
 		return
 	}
 	for _, table := range s.store.Tables() {
+		s.markMu.Lock()
+		// Read under markMu: a drop (forgetMarker) between the read and
+		// the write would leave a marker of a table that is gone.
 		o, changed, err := s.store.Origin(table)
 		if err != nil {
+			s.markMu.Unlock()
 			continue // dropped meanwhile
 		}
 		key := originKey(o)
-		s.markMu.Lock()
 		want := ""
 		if changed || s.mark.lost[table] == key {
 			want = key
@@ -218,9 +358,9 @@ func (s *kvServer) forgetMarker(table string) {
 	delete(s.mark.onDisk, table)
 }
 
-// settleLost forgets that table's shard lost training when every
-// peer's shard is back at its origin too (a check at start passed with
-// Lost set and every peer of this build answering).
+// settleLost forgets that table's shard lost training: every peer's
+// shard is back at its origin too (checkLost passed, every peer of
+// this build answering).
 func (s *kvServer) settleLost(table string) {
 	s.markMu.Lock()
 	key, ok := s.mark.lost[table]

@@ -42,15 +42,28 @@ func served(s *kvServer) bool {
 	return err == nil
 }
 
-// savedAndTrained is a pair of nodes with kv.load, table "w" created,
-// trained, saved (kv_save) and trained again on the parts in trainAfter,
-// with the markers' tick run; and the rows of the save.
+// startChecks runs a node's checks once its peers answer (awaitPeers).
+func startChecks(s *kvServer) {
+	s.checkLoadedAtStart(context.Background())
+	s.checkLostAtStart(context.Background())
+}
+
+// savedAndTrained is a pair of nodes with kv.load that created table
+// "w", trained and saved it (kv_save), and were restarted and loaded
+// that save (kv_create); then the parts in trainAfter trained, and the
+// markers' tick ran. It returns the rows of the save.
 func savedAndTrained(t *testing.T, dirs [2]string, trainAfter ...int) ([2]*kvServer, control.TableSpec, [2][]float32) {
 	t.Helper()
 	ss, ts := coordinatedSaveLoad(t, dirs, true)
 	var saved [2][]float32
 	for p := range ss {
 		saved[p], _ = shard(t, ss[p])
+	}
+	for p := range ss {
+		ss = restartPart(t, ss, dirs, p, true)
+	}
+	if _, err := ss[0].create(context.Background(), &ts, true); err != nil {
+		t.Fatal(err)
 	}
 	for _, p := range trainAfter {
 		lo := uint64(5 * p)
@@ -127,25 +140,6 @@ func TestKVRestartUntouchedShard(t *testing.T) {
 	}
 }
 
-// TestKVRestartAfterSave: node 0 never loaded the table, it saved it
-// (kv_save) and trained no more; node 1, killed and restarted with
-// kv.load, loads that save: one point of training. Both compare the
-// save their rows last equalled, not only what they loaded.
-func TestKVRestartAfterSave(t *testing.T) {
-	dirs := [2]string{t.TempDir(), t.TempDir()}
-	ss, ts, _ := savedAndTrained(t, dirs)
-	ss = restartPart(t, ss, dirs, 1, true)
-	if _, err := ss[0].create(context.Background(), &ts, true); err != nil {
-		t.Fatalf("kv_create: %v", err)
-	}
-	// Node 0 trains on; a save is refused while node 1 still holds the
-	// save's rows only if node 1 had lost training: it had not.
-	train(t, ss, 2)
-	if _, err := ss[0].save(context.Background(), true); err != nil {
-		t.Fatalf("kv_save: %v", err)
-	}
-}
-
 // TestKVRestartLostTrainingAtStart: a table of [[kv.tables]] is loaded
 // at start, before any kv_create: node 1, restarted after losing its
 // training, leaves it out once its peer answers, and so does a node
@@ -162,15 +156,22 @@ func TestKVRestartLostTrainingAtStart(t *testing.T) {
 			ss = restartPart(t, ss, dirs, p, false, ts) // no checkpoint to load yet
 		}
 		if load {
+			// Saved, then every node restarted and loaded the save.
 			train(t, ss, 1)
 			if _, err := ss[0].save(ctx, true); err != nil {
 				t.Fatal(err)
+			}
+			for p := range ss {
+				ss = restartPart(t, ss, dirs, p, true, ts)
+			}
+			for p := range ss {
+				startChecks(ss[p])
 			}
 		}
 		train(t, ss, 2)
 		markAll(ss)
 		ss = restartPart(t, ss, dirs, 1, load, ts)
-		ss[1].checkLoadedAtStart(ctx)
+		startChecks(ss[1])
 		if served(ss[1]) {
 			t.Fatalf("load %v: node 1 serves the table whose training it lost beside node 0's trained rows", load)
 		}
@@ -184,7 +185,7 @@ func TestKVRestartLostTrainingAtStart(t *testing.T) {
 			ss = restartPart(t, ss, dirs, p, load, ts)
 		}
 		for p := range ss {
-			ss[p].checkLoadedAtStart(ctx)
+			startChecks(ss[p])
 		}
 		for p := range ss {
 			if !served(ss[p]) {
