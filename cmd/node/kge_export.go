@@ -163,13 +163,15 @@ func writeAll(f *os.File, b []byte) error {
 }
 
 // writeExportSet writes data[i] to files[i] and makes files[len(data)+i]
-// a hard link of files[i], in dir, so that a reader sees the old set or
-// the new one, never some files of each: every file and link is first
-// made as a temporary beside it, the files written with write and
-// fsynced, and only once all are there are they renamed into place. A
-// failure before that (a full disk) removes the temporaries and leaves
-// what dir held as it was. Its errors name the file as it would have
-// been, not the temporary.
+// a hard link of files[i], in dir: every file and link is first made as
+// a temporary beside it, the files written with write and fsynced, and
+// only once all are there are they renamed into place, one after the
+// other. A failure before the renames (a full disk, where an export
+// fails) removes the temporaries and leaves what dir held as it was; a
+// reader during the renames, or a crash or a failing rename among them,
+// can still see some files of each set (only replacing the whole
+// directory would close that). Its errors name the file as it would
+// have been, not the temporary.
 func writeExportSet(dir string, files []string, data [][]byte, write func(*os.File, []byte) error) (err error) {
 	tmps := make([]string, 0, len(files)) // tmps[i] becomes files[i]; "" once renamed
 	defer func() {
