@@ -234,7 +234,10 @@ func TestLoadRefusesUnreadableExitSave(t *testing.T) {
 // file recorded one base for the whole store, 0 when any table lacked
 // a coordinated file, and the next load preferred the older
 // coordinated file of every table: the training since the save was
-// lost without a word (and the next exit save overwrote it).
+// lost without a word (and the next exit save overwrote it). The
+// origin the exit save leaves each table with is what its file records,
+// the key a load of it gives (a marker written after the exit save names
+// the save the next start loads).
 func TestSaveExitTableCreatedAfterTheSave(t *testing.T) {
 	dir := t.TempDir()
 	sp := spec("w", 8, 2, SGD(1), Async, 1)
@@ -262,6 +265,11 @@ func TestSaveExitTableCreatedAfterTheSave(t *testing.T) {
 	for _, name := range []string{"w", "other"} {
 		if l, _ := r.Loaded(name); l.Path != filepath.Join(dir, ExitFileName(name, 0)) {
 			t.Errorf("table %s loaded from %s, want its exit file", name, l.Path)
+		}
+		o, _, _ := s.Origin(name)
+		lo, _, _ := r.Origin(name)
+		if o.Generation() != lo.Generation() {
+			t.Errorf("table %s: origin after the exit save %q, after loading its file %q", name, o.Generation(), lo.Generation())
 		}
 	}
 }

@@ -25,13 +25,7 @@ func kvPair(t *testing.T, dirs [2]string, load bool) ([2]*kvServer, control.Tabl
 	t.Helper()
 	var ss [2]*kvServer
 	for p := range ss {
-		cfg := &Config{KV: KVConfig{CheckpointDir: dirs[p], Load: load, SyncTimeout: "5s"}}
-		cfg.Node.Part = p
-		s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ss[p] = s
+		ss[p] = pairNode(t, dirs, p, load)
 	}
 	wirePair(t, ss)
 	ts := control.TableSpec{Name: "w", Rows: control.Rows{N: 10}, Dim: 2, Optimizer: "sgd", LR: 1, Mode: "async"}
@@ -39,6 +33,19 @@ func kvPair(t *testing.T, dirs [2]string, load bool) ([2]*kvServer, control.Tabl
 		t.Fatal(err)
 	}
 	return ss, ts
+}
+
+// pairNode is part p of a kvPair (not yet wired), with kv.load as load
+// and tables as [[kv.tables]].
+func pairNode(t *testing.T, dirs [2]string, p int, load bool, tables ...control.TableSpec) *kvServer {
+	t.Helper()
+	cfg := &Config{KV: KVConfig{CheckpointDir: dirs[p], Load: load, SyncTimeout: "5s", Tables: tables}}
+	cfg.Node.Part = p
+	s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // wirePair serves each node's messages to its peer by the other's KV.

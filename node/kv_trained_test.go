@@ -18,13 +18,7 @@ import (
 // kv.load as load and tables as [[kv.tables]], wired to the other.
 func restartPart(t *testing.T, ss [2]*kvServer, dirs [2]string, p int, load bool, tables ...control.TableSpec) [2]*kvServer {
 	t.Helper()
-	cfg := &Config{KV: KVConfig{CheckpointDir: dirs[p], Load: load, SyncTimeout: "5s", Tables: tables}}
-	cfg.Node.Part = p
-	s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss[p] = s
+	ss[p] = pairNode(t, dirs, p, load, tables...)
 	wirePair(t, ss)
 	return ss
 }

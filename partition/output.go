@@ -182,13 +182,10 @@ func makeTemp(dir string, replacing bool) (tmp string, into bool, err error) {
 // removed again, and dir is left empty but for tmp, which the caller
 // removes.
 func moveInto(tmp, dir string) error {
-	ents, err := os.ReadDir(tmp)
+	ents, err := manifestLast(tmp)
 	if err != nil {
-		return fmt.Errorf("partition: %w", err)
+		return err
 	}
-	slices.SortStableFunc(ents, func(a, b os.DirEntry) int {
-		return boolCmp(a.Name() == ManifestFile, b.Name() == ManifestFile)
-	})
 	for i, e := range ents {
 		if err := os.Rename(filepath.Join(tmp, e.Name()), filepath.Join(dir, e.Name())); err != nil {
 			for _, moved := range ents[:i] {
@@ -262,18 +259,28 @@ func outputChanged(tmp, dir string, others []os.DirEntry, err error) error {
 	return fmt.Errorf("partition: output %s: %w; %s", dir, err, kept)
 }
 
+// manifestLast lists tmp's entries in the order they are moved up,
+// graph.toml last.
+func manifestLast(tmp string) ([]os.DirEntry, error) {
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("partition: %w", err)
+	}
+	slices.SortStableFunc(ents, func(a, b os.DirEntry) int {
+		return boolCmp(a.Name() == ManifestFile, b.Name() == ManifestFile)
+	})
+	return ents, nil
+}
+
 // moveIntoNoReplace moves the entries of tmp up into dir, graph.toml
 // last, as moveInto, but replaces none of dir's: an entry whose name
 // exists there fails the move, and the entries moved before it are
 // moved back into tmp, which it leaves.
 func moveIntoNoReplace(tmp, dir string) error {
-	ents, err := os.ReadDir(tmp)
+	ents, err := manifestLast(tmp)
 	if err != nil {
-		return fmt.Errorf("partition: %w", err)
+		return err
 	}
-	slices.SortStableFunc(ents, func(a, b os.DirEntry) int {
-		return boolCmp(a.Name() == ManifestFile, b.Name() == ManifestFile)
-	})
 	for i, e := range ents {
 		if err := renameNoReplace(filepath.Join(tmp, e.Name()), filepath.Join(dir, e.Name())); err != nil {
 			for _, moved := range slices.Backward(ents[:i]) {
