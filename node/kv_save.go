@@ -92,6 +92,9 @@ type peerSaveRequest struct {
 	// went back to (Save is its key, originKey).
 	Table string `json:"check_table,omitempty"` // not "table": node-level requests share control.Request's keys
 	File  string `json:"check_file,omitempty"`
+	// Known is a check's saves the sender's shard held since it loaded
+	// (saves committed since; an earlier build sends none).
+	Known []string `json:"check_known,omitempty"`
 }
 
 // preparedSave is a save a peer prepared on this node.

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +46,10 @@ import (
 // origin the node holds is kept until settled: it says what was lost),
 // and removed with the table (kv_drop).
 
+// errLostTraining: a shard that lost the training since a save beside
+// shards that kept theirs (checkLost).
+var errLostTraining = errors.New("rows of a save beside rows trained since it")
+
 // markerPeriod is how often the markers follow the shards' changes.
 const markerPeriod = time.Second
 
@@ -66,12 +72,16 @@ type markers struct {
 	lost map[string]string
 	// warned is the last write error logged per table.
 	warned map[string]string
+	// known is, per table, the saves its shard held in this process
+	// (loaded, or saved and put in place): the save check accepts a peer
+	// that loaded one of them (kv_save_check.go).
+	known map[string]map[string]bool
 }
 
 // readMarkers finds the marker files a previous run of this node left
 // in the checkpoint directory (none without one).
 func (s *kvServer) readMarkers() error {
-	s.mark = markers{onDisk: map[string]string{}, lost: map[string]string{}, warned: map[string]string{}}
+	s.mark = markers{onDisk: map[string]string{}, lost: map[string]string{}, warned: map[string]string{}, known: map[string]map[string]bool{}}
 	dir := s.cfg.KV.CheckpointDir
 	if dir == "" || s.store == nil {
 		return nil
@@ -198,8 +208,8 @@ func (s *kvServer) checkLost(ctx context.Context, table string) (checked bool, e
 		}
 	}
 	if len(errs) > 0 {
-		return false, fmt.Errorf("table %q: %s; %v: rows of a save beside rows trained since it, which served together would mix rows no training produced: %w",
-			table, describeShard(fmt.Sprintf("part %d", s.part), me), errors.Join(errs...), kv.ErrMixedSaves)
+		return false, fmt.Errorf("table %q: %s; %v: %w, which served together would mix rows no training produced",
+			table, describeShard(fmt.Sprintf("part %d", s.part), me), errors.Join(errs...), errLostTraining)
 	}
 	if checked {
 		s.settleLost(table)
@@ -320,6 +330,12 @@ func (s *kvServer) syncMarkers() {
 			continue // dropped meanwhile
 		}
 		key := originKey(o)
+		if key != "none" {
+			if s.mark.known[table] == nil {
+				s.mark.known[table] = map[string]bool{}
+			}
+			s.mark.known[table][key] = true
+		}
 		want := ""
 		if changed || s.mark.lost[table] == key {
 			want = key
@@ -348,6 +364,7 @@ func (s *kvServer) forgetMarker(table string) {
 	s.markMu.Lock()
 	defer s.markMu.Unlock()
 	delete(s.mark.lost, table)
+	delete(s.mark.known, table)
 	if s.mark.onDisk[table] == "" {
 		return
 	}
@@ -356,6 +373,21 @@ func (s *kvServer) forgetMarker(table string) {
 		return
 	}
 	delete(s.mark.onDisk, table)
+}
+
+// knownSaves lists the saves table's shard held in this process (see
+// markers.known), as of the markers' last tick or save.
+func (s *kvServer) knownSaves(table string) []string {
+	s.markMu.Lock()
+	defer s.markMu.Unlock()
+	return slices.Sorted(maps.Keys(s.mark.known[table]))
+}
+
+// knows reports whether table's shard held save key in this process.
+func (s *kvServer) knows(table, key string) bool {
+	s.markMu.Lock()
+	defer s.markMu.Unlock()
+	return s.mark.known[table][key]
 }
 
 // settleLost forgets that table's shard lost training: every peer's

@@ -206,3 +206,56 @@ func TestKVMarkerCorrupt(t *testing.T) {
 		t.Fatalf("start with a corrupt marker: %v", err)
 	}
 }
+
+// TestKVRestartAfterASave: a cluster that started afresh (no checkpoint
+// to load) trained and saved (kv_save); node 1 is then killed and
+// restarted with kv.load, and loads that save, which node 0 never
+// loaded but wrote. The save check, comparing what each node loaded,
+// refused this as "different saves" (and said to move exit saves aside,
+// which there are none of); the nodes now accept a save the other
+// held since its start, and the check of lost training decides: node 1
+// lost nothing (no trainer touched its shard since, or none trained at
+// all) and is served, or it lost its training and is refused saying so.
+func TestKVRestartAfterASave(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name       string
+		trainAfter []int
+		lost       bool
+	}{
+		{"no training since", nil, false},
+		{"node 0 trained since", []int{0}, false},
+		{"both trained since", []int{0, 1}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dirs := [2]string{t.TempDir(), t.TempDir()}
+			ss, ts := coordinatedSaveLoad(t, dirs, true)
+			saved, _ := shard(t, ss[1])
+			for _, p := range c.trainAfter {
+				lo := uint64(5 * p)
+				if err := ss[p].store.Push("w", []uint64{lo}, []float32{3, 3}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			markAll(ss)
+			ss = restartPart(t, ss, dirs, 1, true)
+			_, err := ss[0].create(ctx, &ts, true)
+			if !c.lost {
+				if err != nil {
+					t.Fatalf("kv_create: %v", err)
+				}
+				if rows, _ := shard(t, ss[1]); !slices.Equal(rows, saved) {
+					t.Fatalf("node 1 serves %v, want the save's %v", rows, saved)
+				}
+				train(t, ss, 1)
+				if _, err := ss[0].save(ctx, true); err != nil {
+					t.Fatalf("kv_save after the restart: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "lost the rows trained since") || strings.Contains(err.Error(), "different saves") {
+				t.Fatalf("kv_create after node 1 lost its training: %v, want the lost training named", err)
+			}
+		})
+	}
+}
