@@ -131,9 +131,9 @@ func TestKVRestartAfterKillRefusesLostTraining(t *testing.T) {
 	k1.Close()
 	for p := range 2 {
 		marker := filepath.Join(dirs[p], fmt.Sprintf("emb.part%d.trained", p))
-		eventually(t, 5*time.Second, "marker "+marker, func() bool {
-			_, err := os.Stat(marker)
-			return err == nil
+		eventually(t, 5*time.Second, "marker "+marker+" says trained", func() bool {
+			b, err := os.ReadFile(marker)
+			return err == nil && strings.HasSuffix(string(b), "\ntrained\n")
 		})
 	}
 	c.nodes[1].cmd.Process.Signal(syscall.SIGKILL)

@@ -24,27 +24,29 @@ import (
 // way its shard is of an earlier point of training than its peers', and
 // served beside them the table holds rows no training produced. The save
 // check (kv_save_check.go) compares what each node loaded, which agrees
-// here. Nor can a node tell, from its rows, a shard whose training was
-// lost from one that no trainer touched since the save (a table trained
-// on some shards only). So each node records, in its checkpoint
-// directory, that its shard of a table has changed since its origin
-// (kv.Origin: the save its rows last equalled, or its initial rows):
-// <table>.part<K>.trained, holding the origin's key (originKey). A node
-// that starts and finds one for the origin it now holds knows that its
-// shard lost training, and asks every peer whether its shard is at that
-// origin, unchanged since (phase "lost"): at start for the tables it
-// holds, and, through every node (phase "lost_verify"), on a trainer's
-// kv_create. When all are, the whole cluster went back to that save
-// together and the loss is settled (the marker removed); when one is
-// not, the table is refused, as a mix of saves is.
+// here (or, without kv.load, is nothing on every node). Nor can a node
+// tell, from its rows, a shard whose training was lost from one that no
+// trainer touched since the save (a table trained on some shards only).
+// So each node records, in its checkpoint directory, what its shard of a
+// table holds beyond its initial rows: <table>.part<K>.trained, holding
+// the key of its origin (originKey; kv.Origin: the save its rows last
+// equalled, or "none", its initial rows) and whether it was trained
+// since ("trained" or "held"). A node that starts and finds a marker
+// that says more than it now holds (training since the origin it holds
+// again, or another save than the one it holds, or one where it holds
+// its initial rows) lost that, and asks every peer whether its shard is
+// at the origin it holds now, unchanged since (phase "lost"): at start
+// for the tables it holds, and, through every node (phase
+// "lost_verify"), on a trainer's kv_create. When all are, the whole
+// cluster went back there together and the loss is settled (the marker
+// then says what this run holds); when one is not, the table is
+// refused, as a mix of saves is.
 //
-// The marker is written within markerPeriod of the first change after
-// an origin (a node killed sooner is not told apart from one never
-// trained), kept while the node holds that origin, rewritten when a
-// save moves the origin and the rows change again, removed when a save
-// moves it and they have not (the marker of a previous run for the
-// origin the node holds is kept until settled: it says what was lost),
-// and removed with the table (kv_drop).
+// The marker follows the shard within markerPeriod of a change (a node
+// killed sooner after its shard's first change since a save is not told
+// apart from one never trained), and at once after a save. A previous
+// run's marker is kept until settled, and removed with the table
+// (kv_drop); a shard at its initial rows, untrained, has none.
 
 // errLostTraining: a shard that lost the training since a save beside
 // shards that kept theirs (checkLost).
@@ -61,15 +63,40 @@ func markerName(table string, part int) string {
 	return table + ".part" + strconv.Itoa(part) + markerSuffix
 }
 
+// markerState is what a marker says of a shard: it held save Key (or,
+// "none", its initial rows), and had been trained since (Trained).
+type markerState struct {
+	Key     string
+	Trained bool
+}
+
+// text is the marker file's contents: the key, then "trained" or "held",
+// a line each.
+func (m markerState) text() string {
+	tag := "held"
+	if m.Trained {
+		tag = "trained"
+	}
+	return m.Key + "\n" + tag + "\n"
+}
+
+// parseMarker reads a marker file's contents.
+func parseMarker(b []byte) (markerState, bool) {
+	lines := strings.Split(string(b), "\n")
+	if len(lines) != 3 || lines[0] == "" || lines[2] != "" || lines[1] != "trained" && lines[1] != "held" {
+		return markerState{}, false
+	}
+	return markerState{Key: lines[0], Trained: lines[1] == "trained"}, true
+}
+
 // markers is the state of a node's marker files. Guarded by
 // kvServer.markMu.
 type markers struct {
-	// onDisk is, per table, the origin key its marker file holds.
+	// onDisk is, per table, what its marker file holds (text).
 	onDisk map[string]string
-	// lost is, per table, the origin key of the marker a previous run
-	// of this node left: training since that origin was lost when it
-	// stopped, if the shard now holds that origin.
-	lost map[string]string
+	// prev is, per table, the marker a previous run of this node left,
+	// until settled: what its shard held when that run stopped.
+	prev map[string]markerState
 	// warned is the last write error logged per table.
 	warned map[string]string
 	// known is, per table, the saves its shard held in this process
@@ -81,7 +108,7 @@ type markers struct {
 // readMarkers finds the marker files a previous run of this node left
 // in the checkpoint directory (none without one).
 func (s *kvServer) readMarkers() error {
-	s.mark = markers{onDisk: map[string]string{}, lost: map[string]string{}, warned: map[string]string{}, known: map[string]map[string]bool{}}
+	s.mark = markers{onDisk: map[string]string{}, prev: map[string]markerState{}, warned: map[string]string{}, known: map[string]map[string]bool{}}
 	dir := s.cfg.KV.CheckpointDir
 	if dir == "" || s.store == nil {
 		return nil
@@ -101,14 +128,14 @@ func (s *kvServer) readMarkers() error {
 		if err != nil {
 			return fmt.Errorf("node: kv.checkpoint_dir: %w", err)
 		}
-		key, ok := strings.CutSuffix(string(b), "\n")
-		if !ok || key == "" || strings.Contains(key, "\n") {
-			return fmt.Errorf("node: kv.checkpoint_dir: %s: not a marker of trained rows (one line, the key of a save), %q: remove it if it is not this node's", filepath.Join(dir, name), b)
+		m, ok := parseMarker(b)
+		if !ok {
+			return fmt.Errorf("node: kv.checkpoint_dir: %s: not a marker of what a shard held (a save's key, then \"trained\" or \"held\", a line each): %q: remove it if it is not this node's", filepath.Join(dir, name), b)
 		}
-		s.mark.onDisk[table], s.mark.lost[table] = key, key
+		s.mark.onDisk[table], s.mark.prev[table] = m.text(), m
 	}
-	if len(s.mark.lost) > 0 {
-		s.log.Info("kv: this node's shards had been trained when it last stopped", "dir", dir, "tables", len(s.mark.lost))
+	if len(s.mark.prev) > 0 {
+		s.log.Info("kv: markers of what this node's shards held when it last stopped", "dir", dir, "tables", len(s.mark.prev))
 	}
 	return nil
 }
@@ -136,7 +163,11 @@ type shardState struct {
 	File    string // the file of the origin; "" for the initial rows
 	Loaded  bool   // the origin is a file the node loaded, not one it saved
 	Changed bool   // the rows changed since the origin
-	Lost    bool   // rows trained since the origin were lost when the node last stopped
+	// Lost: the shard does not hold what it held when its node last
+	// stopped (Prev, its marker): rows trained since the origin it holds
+	// again, or another save or the initial rows than then.
+	Lost bool
+	Prev markerState
 }
 
 // shardState is this node's state of table's shard; ok is false when it
@@ -148,9 +179,9 @@ func (s *kvServer) shardState(table string) (st shardState, ok bool) {
 	}
 	st = shardState{Key: originKey(o), File: o.Path, Loaded: o.FromLoad, Changed: changed}
 	s.markMu.Lock()
-	key, lost := s.mark.lost[table]
+	prev, ok := s.mark.prev[table]
 	s.markMu.Unlock()
-	st.Lost = lost && key == st.Key
+	st.Lost, st.Prev = ok && (prev.Key != st.Key || prev.Trained), prev
 	return st, true
 }
 
@@ -170,8 +201,17 @@ func describeShard(who string, st shardState) string {
 	switch {
 	case st.Changed:
 		d += ", and trained its rows since"
-	case st.Lost:
+	case st.Lost && (st.Prev.Key == "" || st.Prev.Key == st.Key):
 		d += ", and lost the rows trained since when its node last stopped (killed before a save)"
+	case st.Lost:
+		held := "its initial rows"
+		if st.Prev.Key != "none" {
+			held = "save " + st.Prev.Key
+		}
+		if st.Prev.Trained {
+			held += " and rows trained since"
+		}
+		d += ", and lost what it held when its node last stopped (" + held + ")"
 	}
 	return d
 }
@@ -336,9 +376,18 @@ func (s *kvServer) syncMarkers() {
 			}
 			s.mark.known[table][key] = true
 		}
+		if prev, ok := s.mark.prev[table]; ok {
+			if prev.Key != key || prev.Trained {
+				// The previous run's marker says what was lost: kept
+				// until a check settles it (or the table is dropped).
+				s.markMu.Unlock()
+				continue
+			}
+			delete(s.mark.prev, table) // the shard holds what it held
+		}
 		want := ""
-		if changed || s.mark.lost[table] == key {
-			want = key
+		if key != "none" || changed {
+			want = markerState{key, changed}.text()
 		}
 		if s.mark.onDisk[table] != want {
 			err := writeMarker(filepath.Join(dir, markerName(table, s.part)), want)
@@ -347,7 +396,7 @@ func (s *kvServer) syncMarkers() {
 				delete(s.mark.warned, table)
 			} else if msg := err.Error(); s.mark.warned[table] != msg {
 				s.mark.warned[table] = msg
-				s.log.Warn("kv: cannot record that the shard was trained since its last save; if this node is killed, its restart will not be told apart from one whose shard no trainer touched", "table", table, "err", err)
+				s.log.Warn("kv: cannot record what the shard holds; if this node is killed, its restart will not be told apart from one that lost nothing", "table", table, "err", err)
 			}
 		}
 		s.markMu.Unlock()
@@ -363,7 +412,7 @@ func (s *kvServer) forgetMarker(table string) {
 	}
 	s.markMu.Lock()
 	defer s.markMu.Unlock()
-	delete(s.mark.lost, table)
+	delete(s.mark.prev, table)
 	delete(s.mark.known, table)
 	if s.mark.onDisk[table] == "" {
 		return
@@ -395,22 +444,21 @@ func (s *kvServer) knows(table, key string) bool {
 // this build answering).
 func (s *kvServer) settleLost(table string) {
 	s.markMu.Lock()
-	key, ok := s.mark.lost[table]
+	prev, ok := s.mark.prev[table]
 	if ok {
-		delete(s.mark.lost, table)
+		delete(s.mark.prev, table)
 	}
 	s.markMu.Unlock()
 	if ok {
-		s.log.Info("kv: every node's shard is back at the save this node's lost training followed; the table is served", "table", table, "save", key)
+		s.log.Info("kv: every node's shard is back where this node's is after it lost what it held; the table is served", "table", table, "held", prev.Key, "trained", prev.Trained)
 		s.syncMarkers()
 	}
 }
 
-// writeMarker makes path hold key and a newline, durably (a temporary
-// file, fsynced and renamed, then the directory fsynced); key "" removes
-// it.
-func writeMarker(path, key string) error {
-	if key == "" {
+// writeMarker makes path hold text, durably (a temporary file, fsynced
+// and renamed, then the directory fsynced); text "" removes it.
+func writeMarker(path, text string) error {
+	if text == "" {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
@@ -421,7 +469,7 @@ func writeMarker(path, key string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteString(key + "\n"); err != nil {
+	if _, err := f.WriteString(text); err != nil {
 		f.Close()
 		os.Remove(tmp)
 		return err

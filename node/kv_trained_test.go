@@ -30,6 +30,16 @@ func markAll(ss [2]*kvServer) {
 	}
 }
 
+// marker is what part p's marker of table "w" holds ("" when none).
+func marker(t *testing.T, dirs [2]string, p int) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dirs[p], markerName("w", p)))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // served reports whether s serves table "w".
 func served(s *kvServer) bool {
 	_, err := s.store.Version("w")
@@ -79,8 +89,8 @@ func savedAndTrained(t *testing.T, dirs [2]string, trainAfter ...int) ([2]*kvSer
 func TestKVRestartLostTraining(t *testing.T) {
 	dirs := [2]string{t.TempDir(), t.TempDir()}
 	ss, ts, saved := savedAndTrained(t, dirs, 0, 1)
-	if _, err := os.Stat(filepath.Join(dirs[1], markerName("w", 1))); err != nil {
-		t.Fatalf("no marker of the training since the save: %v", err)
+	if m := marker(t, dirs, 1); !strings.HasSuffix(m, "\ntrained\n") {
+		t.Fatalf("marker %q, want one of the training since the save", m)
 	}
 	ss = restartPart(t, ss, dirs, 1, true)
 	ctx := context.Background()
@@ -100,8 +110,8 @@ func TestKVRestartLostTraining(t *testing.T) {
 			// The drop ended the mix; the next restart of node 1 finds
 			// no marker. Node 0's shard is trained again and node 1's
 			// lost once more, to refuse again from node 1.
-			if _, err := os.Stat(filepath.Join(dirs[1], markerName("w", 1))); !os.IsNotExist(err) {
-				t.Fatalf("marker kept after the table was dropped: %v", err)
+			if m := marker(t, dirs, 1); m != "" {
+				t.Fatalf("marker %q kept after the table was dropped", m)
 			}
 			ss, _, saved = savedAndTrained(t, dirs, 0, 1)
 			ss = restartPart(t, ss, dirs, 1, true)
@@ -125,8 +135,8 @@ func TestKVRestartLostTraining(t *testing.T) {
 func TestKVRestartUntouchedShard(t *testing.T) {
 	dirs := [2]string{t.TempDir(), t.TempDir()}
 	ss, ts, _ := savedAndTrained(t, dirs, 0)
-	if _, err := os.Stat(filepath.Join(dirs[1], markerName("w", 1))); !os.IsNotExist(err) {
-		t.Fatalf("marker of an untouched shard: %v", err)
+	if m := marker(t, dirs, 1); !strings.HasSuffix(m, "\nheld\n") {
+		t.Fatalf("marker %q of an untouched shard, want one saying it holds the save", m)
 	}
 	ss = restartPart(t, ss, dirs, 1, true)
 	if _, err := ss[0].create(context.Background(), &ts, true); err != nil {
@@ -186,8 +196,12 @@ func TestKVRestartLostTrainingAtStart(t *testing.T) {
 				t.Fatalf("load %v: part %d left out the table after the whole cluster restarted", load, p)
 			}
 			ss[p].syncMarkers()
-			if _, err := os.Stat(filepath.Join(dirs[p], markerName("w", p))); !os.IsNotExist(err) {
-				t.Errorf("load %v: part %d keeps its marker once every node is back at the save: %v", load, p, err)
+			want := "" // the initial rows, untrained
+			if load {
+				want = "\nheld\n"
+			}
+			if m := marker(t, dirs, p); want == "" && m != "" || !strings.HasSuffix(m, want) {
+				t.Errorf("load %v: part %d's marker %q once every node is back at the save, want it to say it holds it", load, p, m)
 			}
 		}
 	}
@@ -197,7 +211,7 @@ func TestKVRestartLostTrainingAtStart(t *testing.T) {
 func TestKVMarkerCorrupt(t *testing.T) {
 	dirs := [2]string{t.TempDir(), t.TempDir()}
 	path := filepath.Join(dirs[0], markerName("w", 0))
-	if err := os.WriteFile(path, []byte("a\nb\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte("a\nb\n"), 0o644); err != nil { // neither trained nor held
 		t.Fatal(err)
 	}
 	cfg := &Config{KV: KVConfig{CheckpointDir: dirs[0], SyncTimeout: "5s"}}
@@ -221,11 +235,16 @@ func TestKVRestartAfterASave(t *testing.T) {
 	for _, c := range []struct {
 		name       string
 		trainAfter []int
-		lost       bool
+		noLoad     bool   // node 1 restarted without kv.load: its initial rows
+		lost       string // what the refusal says; "" when served
 	}{
-		{"no training since", nil, false},
-		{"node 0 trained since", []int{0}, false},
-		{"both trained since", []int{0, 1}, true},
+		{"no training since", nil, false, ""},
+		{"node 0 trained since", []int{0}, false, ""},
+		{"both trained since", []int{0, 1}, false, "lost the rows trained since"},
+		// Without kv.load node 1 serves its initial rows, though it held
+		// the save: nothing compared it (no node loaded anything).
+		{"without kv.load", nil, true, "lost what it held when its node last stopped (save "},
+		{"without kv.load, trained since", []int{1}, true, " and rows trained since)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dirs := [2]string{t.TempDir(), t.TempDir()}
@@ -238,9 +257,9 @@ func TestKVRestartAfterASave(t *testing.T) {
 				}
 			}
 			markAll(ss)
-			ss = restartPart(t, ss, dirs, 1, true)
+			ss = restartPart(t, ss, dirs, 1, !c.noLoad)
 			_, err := ss[0].create(ctx, &ts, true)
-			if !c.lost {
+			if c.lost == "" {
 				if err != nil {
 					t.Fatalf("kv_create: %v", err)
 				}
@@ -253,8 +272,8 @@ func TestKVRestartAfterASave(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), "lost the rows trained since") || strings.Contains(err.Error(), "different saves") {
-				t.Fatalf("kv_create after node 1 lost its training: %v, want the lost training named", err)
+			if err == nil || !strings.Contains(err.Error(), c.lost) || strings.Contains(err.Error(), "different saves") {
+				t.Fatalf("kv_create after node 1 lost what it held: %v, want %q", err, c.lost)
 			}
 		})
 	}
