@@ -331,6 +331,9 @@ func (s *kvServer) drop(ctx context.Context, name string, forward bool) (*contro
 // node) and its client; it reports whether either held it.
 func (s *kvServer) forget(name string) bool {
 	dropped := s.store != nil && s.store.Drop(name)
+	s.markMu.Lock()
+	delete(s.mark.known, name) // the saves a dropped shard held are no longer held here
+	s.markMu.Unlock()
 	s.mu.Lock()
 	_, had := s.clients[name]
 	delete(s.clients, name)

@@ -5,11 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"graphnode/kv"
 	"graphnode/node/control"
+	"graphnode/partition"
 )
 
 // TestKVSaveAgainAfterASplitCommit: a commit that never reached the
@@ -192,5 +197,200 @@ func TestKVRestartWholeClusterSyncTable(t *testing.T) {
 	step(0)
 	if _, err := ss[0].save(ctx, true); err != nil {
 		t.Errorf("kv_save after the whole cluster restarted: %v", err)
+	}
+}
+
+// TestKVCheckFromAnEarlierBuild: a check from a node of an earlier build
+// (no check_lost: it runs no check of lost training after it) is
+// compared by what each node loaded alone, as that build compared it:
+// a save the answering node only wrote is not accepted from it.
+func TestKVCheckFromAnEarlierBuild(t *testing.T) {
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss, _ := coordinatedSaveLoad(t, dirs, false) // started afresh, saved Y
+	ss[0].syncMarkers()
+	ctx := context.Background()
+	l := ss[1].store // node 1's save key, as an earlier-build node 1 restarted with kv.load would send it
+	o, _, _ := l.Origin("w")
+	body, _ := json.Marshal(map[string]string{"op": "kv_save", "phase": "check", "save": o.Generation(), "check_table": "w", "check_file": o.Path})
+	resp, err := ss[0].KV(ctx, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ackError(0, resp) == nil {
+		t.Errorf("node 0 (loaded nothing) accepted an earlier-build peer that loaded save %s: the earlier build answered \"different saves\"", o.Generation())
+	}
+}
+
+// TestKVMarkerFirstFormat: a marker of the first format (one line, the
+// key of the save its shard had been trained since) is read as that,
+// not refused at start.
+func TestKVMarkerFirstFormat(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, markerName("w", 0)), []byte("67dc4320c723c382\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{KV: KVConfig{CheckpointDir: dir, SyncTimeout: "5s"}}
+	_, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
+	if err != nil {
+		t.Errorf("start after an upgrade from the one-line marker build: %v", err)
+	}
+}
+
+// TestKVConcurrentCreatesAfterWholeClusterRestart: two ranks' kv_creates
+// after a whole-cluster restart. Rank 0's check of node 0's loss has
+// read its state and asks node 1; meanwhile rank 1's kv_create settles
+// both nodes and rank 1 trains. Rank 0's check, refused by a node that
+// changed since, finds the loss settled and does not drop the table
+// under rank 1.
+func TestKVConcurrentCreatesAfterWholeClusterRestart(t *testing.T) {
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss, ts := kvPair(t, dirs, false)
+	ctx := context.Background()
+	if _, err := ss[0].create(ctx, &ts, true); err != nil {
+		t.Fatal(err)
+	}
+	train(t, ss, 1)
+	markAll(ss)
+	for p := range ss { // whole cluster killed
+		ss = restartPart(t, ss, dirs, p, false)
+	}
+	orig := ss[0].send
+	fired := false
+	ss[0].send = func(c context.Context, part int, req []byte) ([]byte, error) {
+		var r peerSaveRequest
+		if !fired && json.Unmarshal(req, &r) == nil && r.Phase == saveLost {
+			fired = true
+			// rank 1's kv_create runs to its end, then rank 1 pushes
+			if _, err := ss[1].create(ctx, &ts, true); err != nil {
+				t.Errorf("rank 1's kv_create: %v", err)
+			}
+			if err := ss[1].store.Push("w", []uint64{5}, []float32{1, 1}); err != nil {
+				t.Errorf("rank 1's push: %v", err)
+			}
+		}
+		return orig(c, part, req)
+	}
+	_, err := ss[0].create(ctx, &ts, true)
+	if err != nil {
+		t.Errorf("rank 0's kv_create after the whole cluster restarted: %v", err)
+	}
+	if !served(ss[1]) {
+		t.Errorf("table dropped under rank 1's training")
+	}
+}
+
+// TestKVCoordinatorMarkerAfterForwardedSave: a kv_save asked of node 1
+// is coordinated by node 0, whose marker follows at once (not at the
+// next tick): node 0 killed in that second, untouched since the save,
+// is served on restart beside node 1, which trained since.
+func TestKVCoordinatorMarkerAfterForwardedSave(t *testing.T) {
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss, ts := coordinatedSaveLoad(t, dirs, true)
+	train(t, ss, 1)
+	markAll(ss)
+	before := marker(t, dirs, 0)
+	ctx := context.Background()
+	if _, err := ss[1].save(ctx, true); err != nil { // forwarded to node 0
+		t.Fatal(err)
+	}
+	if after := marker(t, dirs, 0); after == before {
+		t.Errorf("node 0's marker %q not rewritten after the save it coordinated for node 1", after)
+	}
+	if err := ss[1].store.Push("w", []uint64{5}, []float32{1, 1}); err != nil {
+		t.Fatal(err)
+	}
+	ss = restartPart(t, ss, dirs, 0, true) // node 0 killed before its tick
+	if _, err := ss[1].create(ctx, &ts, true); err != nil {
+		t.Errorf("node 0 lost nothing (untouched since the save) and is refused: %v", err)
+	}
+}
+
+// TestKVSaveRefusedWhileALossIsUnsettled: node 1, killed after training
+// since a save and restarted with kv.load, has the table created by a
+// peer's kv_create whose checks have not run (its trainer hung up). A
+// kv_save then would make the mix one clean-looking save, after which
+// the check of lost training passed: node 1 refuses to prepare, and the
+// next kv_create is still refused.
+func TestKVSaveRefusedWhileALossIsUnsettled(t *testing.T) {
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss, ts, _ := savedAndTrained(t, dirs, 0, 1)
+	ss = restartPart(t, ss, dirs, 1, true)
+	ctx := context.Background()
+	if _, err := ss[1].create(ctx, &ts, false); err != nil { // the broadcast's part, no checks
+		t.Fatal(err)
+	}
+	if _, err := ss[0].save(ctx, true); err == nil || !strings.Contains(err.Error(), "nothing saved") {
+		t.Fatalf("kv_save with node 1's loss unsettled: %v", err)
+	}
+	if _, err := ss[0].create(ctx, &ts, true); err == nil || !errors.Is(err, errLostTraining) && !strings.Contains(err.Error(), errLostTraining.Error()) {
+		t.Fatalf("kv_create after the refused save: %v", err)
+	}
+}
+
+// TestKVCreateCheckUnreachable: a late rank's kv_create of a table every
+// node holds and trains, whose check cannot reach a peer (its trainer
+// hangs up, or the mesh fails once): it fails saying the table was not
+// checked, and drops nothing (it dropped the table on every node, or on
+// this one alone when the drop could not reach the peer either, under a
+// message blaming lost training).
+func TestKVCreateCheckUnreachable(t *testing.T) {
+	for _, hangUp := range []bool{true, false} {
+		dirs := [2]string{t.TempDir(), t.TempDir()}
+		ss, ts := kvPair(t, dirs, false)
+		if _, err := ss[0].create(context.Background(), &ts, true); err != nil {
+			t.Fatal(err)
+		}
+		train(t, ss, 1)
+		markAll(ss)
+		ctx, cancel := context.WithCancel(context.Background())
+		orig := ss[0].send
+		ss[0].send = func(c context.Context, part int, req []byte) ([]byte, error) {
+			var r peerSaveRequest
+			if json.Unmarshal(req, &r) == nil && r.Phase == saveLostVerify {
+				if !hangUp {
+					return nil, errors.New("mesh: part 1: connection reset")
+				}
+				cancel()
+			}
+			if c.Err() != nil {
+				return nil, c.Err()
+			}
+			return orig(c, part, req)
+		}
+		_, err := ss[0].create(ctx, &ts, true)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "not checked") || strings.Contains(err.Error(), errLostTraining.Error()) {
+			t.Errorf("hang-up %v: kv_create %v, want it not checked", hangUp, err)
+		}
+		if !served(ss[0]) || !served(ss[1]) {
+			t.Errorf("hang-up %v: served %v %v, want the table kept on both nodes", hangUp, served(ss[0]), served(ss[1]))
+		}
+	}
+}
+
+// TestKVLostAfterAnExitSave: node 1 stopped on its own (SIGTERM: its
+// exit save) and restarted without kv.load lost what it held, though it
+// was killed before no save: the refusal says what it held.
+func TestKVLostAfterAnExitSave(t *testing.T) {
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss, ts := coordinatedSaveLoad(t, dirs, false)
+	train(t, ss, 1)
+	if _, err := ss[1].save(context.Background(), false); err != nil { // SIGTERM
+		t.Fatal(err)
+	}
+	ss = restartPart(t, ss, dirs, 1, false)
+	if err := ss[0].store.Push("w", []uint64{0}, []float32{1, 1}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ss[0].create(context.Background(), &ts, true)
+	for _, want := range []string{
+		"lost what it held when its node last stopped (save exit after ",
+		// node 0's answer to node 1's check, which used to say of node 1
+		// that it lost "the rows trained since … (killed before a save)"
+		"the node that asked holds its initial rows (no checkpoint loaded or saved since its node started), and lost what it held when its node last stopped (save exit after ",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("kv_create: %v, want %q", err, want)
+		}
 	}
 }

@@ -93,8 +93,18 @@ type peerSaveRequest struct {
 	Table string `json:"check_table,omitempty"` // not "table": node-level requests share control.Request's keys
 	File  string `json:"check_file,omitempty"`
 	// Known is a check's saves the sender's shard held since it loaded
-	// (saves committed since; an earlier build sends none).
-	Known []string `json:"check_known,omitempty"`
+	// (saves committed since), and CheckLost says that the sender runs
+	// phase "lost" after the check: a receiver accepts a save either
+	// held only then (an earlier build sends neither, and is compared
+	// by what it loaded alone).
+	Known     []string `json:"check_known,omitempty"`
+	CheckLost bool     `json:"check_lost,omitempty"`
+	// Loaded, PrevKey and PrevTrained describe a phase "lost" sender's
+	// shard: whether its origin is a file it loaded, and what its
+	// marker said it held when its node last stopped.
+	Loaded      bool   `json:"check_loaded,omitempty"`
+	PrevKey     string `json:"check_prev,omitempty"`
+	PrevTrained bool   `json:"check_prev_trained,omitempty"`
 }
 
 // preparedSave is a save a peer prepared on this node.
@@ -175,6 +185,9 @@ func (s *kvServer) coordinate(ctx context.Context) error {
 		return err
 	}
 	if err := s.checkBeforeSave(ctx); err != nil {
+		return err
+	}
+	if err := s.unsettledLoss(); err != nil {
 		return err
 	}
 	id := kv.NewSaveID().String()
@@ -271,10 +284,17 @@ func (s *kvServer) peerSave(ctx context.Context, req []byte) error {
 		if s.part != saveCoordinator {
 			return fmt.Errorf("node: kv_save from a peer: this node serves part %d, saves are coordinated by part %d's: %w", s.part, saveCoordinator, kv.ErrMalformed)
 		}
-		return s.coordinate(ctx)
+		if err := s.coordinate(ctx); err != nil {
+			return err
+		}
+		s.syncMarkers() // a save forwarded here moved this node's origins too
+		return nil
 	case savePrepare:
 		dir, err := s.checkpointDir()
 		if err != nil {
+			return err
+		}
+		if err := s.unsettledLoss(); err != nil {
 			return err
 		}
 		if r.Coordinated {

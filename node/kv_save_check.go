@@ -61,7 +61,7 @@ func describeLoaded(who, key, file string) string {
 // file and save and what to do.
 func (s *kvServer) checkSaves(ctx context.Context, table string) error {
 	key, file := s.loadedKey(table)
-	body, err := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: saveCheck, Save: key, Table: table, File: file, Known: s.knownSaves(table)})
+	body, err := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: saveCheck, Save: key, Table: table, File: file, Known: s.knownSaves(table), CheckLost: true})
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,7 @@ func (s *kvServer) checkBeforeSave(ctx context.Context) error {
 // r.Table was loaded from save r.Save, an error naming both otherwise.
 func (s *kvServer) checkLoaded(r *peerSaveRequest) error {
 	key, file := s.loadedKey(r.Table)
-	if key == r.Save || slices.Contains(r.Known, key) || s.knows(r.Table, r.Save) {
+	if key == r.Save || r.CheckLost && (slices.Contains(r.Known, key) || s.knows(r.Table, r.Save)) {
 		// The same save, or one the other node's shard held since it
 		// loaded its own (a kv_save since; then a node restarted and
 		// loaded that one): whether training was lost since is the

@@ -48,9 +48,13 @@ import (
 // run's marker is kept until settled, and removed with the table
 // (kv_drop); a shard at its initial rows, untrained, has none.
 
-// errLostTraining: a shard that lost the training since a save beside
-// shards that kept theirs (checkLost).
-var errLostTraining = errors.New("rows of a save beside rows trained since it")
+// errLostTraining: a shard that lost what it held beside shards that
+// kept theirs (checkLost); errLostUnchecked: not every peer could be
+// asked.
+var (
+	errLostTraining  = errors.New("a shard that lost what it held beside shards that kept theirs")
+	errLostUnchecked = errors.New("the loss is not checked")
+)
 
 // markerPeriod is how often the markers follow the shards' changes.
 const markerPeriod = time.Second
@@ -83,6 +87,11 @@ func (m markerState) text() string {
 // parseMarker reads a marker file's contents.
 func parseMarker(b []byte) (markerState, bool) {
 	lines := strings.Split(string(b), "\n")
+	if len(lines) == 2 && lines[0] != "" && lines[1] == "" {
+		// The first format (one line, the key): the shard had been
+		// trained since that save.
+		return markerState{Key: lines[0], Trained: true}, true
+	}
 	if len(lines) != 3 || lines[0] == "" || lines[2] != "" || lines[1] != "trained" && lines[1] != "held" {
 		return markerState{}, false
 	}
@@ -216,12 +225,15 @@ func describeShard(who string, st shardState) string {
 	return d
 }
 
-// checkLost checks, when this node's shard of table lost the training
-// since its origin, that every peer's shard is at that origin and
-// unchanged since (phase "lost"): the whole cluster went back to it.
-// Then the loss is settled (the marker removed); otherwise the error
-// names both shards. checked is false when the shard lost nothing, or
-// a peer of an earlier build could not tell (nothing is settled then).
+// checkLost checks, when this node's shard of table lost what it held
+// when its node last stopped (shardState.Lost), that every peer's shard
+// is at what this node holds now and unchanged since (phase "lost"):
+// the whole cluster went back there. Then the loss is settled (the
+// marker follows the shard again). A peer's refusal is returned as an
+// errLostTraining error naming both shards; a peer that cannot be asked
+// (the mesh, the request's end) as an errLostUnchecked one: neither is
+// settled. checked is false when the shard lost nothing, or a peer of
+// an earlier build could not tell (nothing is settled then either).
 func (s *kvServer) checkLost(ctx context.Context, table string) (checked bool, err error) {
 	if s.store == nil {
 		return false, nil
@@ -230,26 +242,40 @@ func (s *kvServer) checkLost(ctx context.Context, table string) (checked bool, e
 	if !ok || !me.Lost {
 		return false, nil
 	}
-	body, err := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: saveLost, Save: me.Key, Table: table, File: me.File})
+	body, err := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: saveLost, Save: me.Key, Table: table, File: me.File,
+		Loaded: me.Loaded, PrevKey: me.Prev.Key, PrevTrained: me.Prev.Trained})
 	if err != nil {
 		return false, err
 	}
 	checked = true
-	var errs []error
+	var refusals, failures []error
 	for _, p := range s.peers() {
 		err := s.sendAck(ctx, p, body)
-		if unknownPhase(err, saveLost) {
-			s.log.Warn("kv: a peer of an earlier build cannot tell whether its shard trained past the save this node's lost training followed: not checked", "part", p, "table", table)
+		var remote *kv.RemoteError
+		switch {
+		case err == nil:
+		case unknownPhase(err, saveLost):
+			s.log.Warn("kv: a peer of an earlier build cannot tell whether its shard is where this node's went back to: not checked", "part", p, "table", table)
 			checked = false
-			continue
-		}
-		if err != nil {
-			errs = append(errs, err)
+		case errors.As(err, &remote):
+			refusals = append(refusals, err)
+		default:
+			failures = append(failures, err)
 		}
 	}
-	if len(errs) > 0 {
+	if len(refusals) > 0 {
+		if st, _ := s.shardState(table); !st.Lost {
+			// Settled meanwhile by another check (another trainer's
+			// kv_create), whose peers were then where this node is;
+			// they changed since, training.
+			return false, nil
+		}
 		return false, fmt.Errorf("table %q: %s; %v: %w, which served together would mix rows no training produced",
-			table, describeShard(fmt.Sprintf("part %d", s.part), me), errors.Join(errs...), errLostTraining)
+			table, describeShard(fmt.Sprintf("part %d", s.part), me), errors.Join(refusals...), errLostTraining)
+	}
+	if len(failures) > 0 {
+		return false, fmt.Errorf("table %q: %s, and not every peer could be asked whether its shard is where this node's is: %v: %w",
+			table, describeShard(fmt.Sprintf("part %d", s.part), me), errors.Join(failures...), errLostUnchecked)
 	}
 	if checked {
 		s.settleLost(table)
@@ -266,16 +292,33 @@ func (s *kvServer) answerLost(r *peerSaveRequest) error {
 	if !ok || me.Key == r.Save && !me.Changed {
 		return nil
 	}
-	asker := shardState{Key: r.Save, File: r.File, Loaded: true, Lost: true}
+	asker := shardState{Key: r.Save, File: r.File, Loaded: r.Loaded, Lost: true, Prev: markerState{r.PrevKey, r.PrevTrained}}
 	return fmt.Errorf("node: table %q: %s; %s", r.Table, describeShard(fmt.Sprintf("part %d", s.part), me), describeShard("the node that asked", asker))
 }
 
+// unsettledLoss is an error naming a table whose shard on this node lost
+// what it held and no check has settled yet, nil when there is none: a
+// save then would make the mix one clean-looking checkpoint (prepare
+// refuses it).
+func (s *kvServer) unsettledLoss() error {
+	if s.store == nil {
+		return nil
+	}
+	for _, name := range s.store.Tables() {
+		if st, ok := s.shardState(name); ok && st.Lost {
+			return fmt.Errorf("table %q: %s, and no check has found every node there yet (a trainer's kv_create of the table runs it): nothing saved", name, describeShard(fmt.Sprintf("part %d", s.part), st))
+		}
+	}
+	return nil
+}
+
 // refuseLost runs checkLost for table on every node, after a trainer's
-// kv_create of it (each node whose shard lost its training checks it
-// against every other; phase "lost_verify"): on a mix the table is
-// dropped on every node, refused rather than served mixed, as
-// refuseMixed does. Creating it again brings every node back to the
-// save (with kv.load) or to the initial rows.
+// kv_create of it (each node whose shard lost what it held checks it
+// against every other; phase "lost_verify"). A refusal drops the table on
+// every node, refused rather than served mixed, as refuseMixed does:
+// creating it again brings every node back to one point. A node that
+// could not be asked fails the kv_create and drops nothing: a retry
+// checks again.
 func (s *kvServer) refuseLost(ctx context.Context, table string) error {
 	var errs []error
 	if _, err := s.checkLost(ctx, table); err != nil {
@@ -303,16 +346,22 @@ func (s *kvServer) refuseLost(ctx context.Context, table string) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	err = fmt.Errorf("%w. The table is not served: %s; then create the table again", errors.Join(errs...), lostFix)
-	if _, derr := s.drop(ctx, table, true); derr != nil {
+	err = errors.Join(errs...)
+	if !strings.Contains(err.Error(), errLostTraining.Error()) {
+		return fmt.Errorf("%w (not checked: the table stays as it is; create it again to check again)", err)
+	}
+	err = fmt.Errorf("%w. The table is not served: %s; then create the table again", err, lostFix)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveAbortTimeout)
+	defer cancel()
+	if _, derr := s.drop(dctx, table, true); derr != nil {
 		err = fmt.Errorf("%w (dropping it again on the other nodes failed: %v)", err, derr)
 	}
 	return err
 }
 
 // lostFix says how to serve a table again after checkLost's error.
-const lostFix = "a node that lost the rows trained since a save (killed before the next) cannot be served beside nodes that kept theirs: " +
-	"every node goes back to that save (with kv.load) or to the initial rows (without), and the training since is lost"
+const lostFix = "a node that lost what its shard held when it last stopped (killed before a save, or restarted without kv.load) cannot be served beside nodes that kept theirs: " +
+	"every node goes back to one point, the last save (with kv.load) or the initial rows (without), and what was trained since is lost"
 
 // checkLostAtStart runs checkLost, once the peers answer, for every
 // table this node holds whose shard lost its training (the tables of
@@ -324,11 +373,22 @@ func (s *kvServer) checkLostAtStart(ctx context.Context) {
 		return
 	}
 	for _, name := range s.store.Tables() {
-		if _, err := s.checkLost(ctx, name); err != nil {
+		_, err := s.checkLost(ctx, name)
+		switch {
+		case err == nil:
+		case errors.Is(err, errLostTraining):
+			// Dropped on every node, as kv_create's refusal does: a
+			// peer that kept serving it would save it alone, and the
+			// nodes' checkpoints would then be of two saves for good.
+			if _, derr := s.drop(ctx, name, true); derr != nil {
+				err = fmt.Errorf("%w (dropping it on the other nodes failed: %v)", err, derr)
+			}
+			s.log.Error("kv: table dropped on every node: its shard here lost what it held", "table", name, "err", fmt.Errorf("%w. The table is not served: %s; then create the table again", err, lostFix))
+		default:
 			s.createMu.Lock()
 			s.forget(name)
 			s.createMu.Unlock()
-			s.log.Error("kv: table left out: its shard lost the training since its last save", "table", name, "err", fmt.Errorf("%w. The table is not served here: %s", err, lostFix))
+			s.log.Error("kv: table left out: its shard here lost what it held, and not every peer could be asked", "table", name, "err", err)
 		}
 	}
 }
