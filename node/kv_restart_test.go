@@ -95,22 +95,31 @@ func TestKVSaveBesideAnEarlierBuild(t *testing.T) {
 	}
 }
 
+// killedWholeCluster is a pair of nodes without kv.load that created
+// table "w" at run time and trained it, then were killed and restarted
+// (the markers' tick ran before): both lost the same training.
+func killedWholeCluster(t *testing.T) ([2]*kvServer, control.TableSpec) {
+	t.Helper()
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss, ts := kvPair(t, dirs, false)
+	if _, err := ss[0].create(context.Background(), &ts, true); err != nil {
+		t.Fatal(err)
+	}
+	train(t, ss, 1)
+	markAll(ss)
+	for p := range ss {
+		ss = restartPart(t, ss, dirs, p, false)
+	}
+	return ss, ts
+}
+
 // TestKVRestartWholeClusterRuntimeTable: a table created at run time,
 // and the whole cluster killed and restarted: every node lost the same
 // training, the kv_create check passes and settles it, and a later
 // kv_create while only one shard has changed again is not refused.
 func TestKVRestartWholeClusterRuntimeTable(t *testing.T) {
-	dirs := [2]string{t.TempDir(), t.TempDir()}
-	ss, ts := kvPair(t, dirs, false)
+	ss, ts := killedWholeCluster(t)
 	ctx := context.Background()
-	if _, err := ss[0].create(ctx, &ts, true); err != nil {
-		t.Fatal(err)
-	}
-	train(t, ss, 1)
-	markAll(ss)
-	for p := range ss { // whole cluster killed
-		ss = restartPart(t, ss, dirs, p, false)
-	}
 	if _, err := ss[0].create(ctx, &ts, true); err != nil {
 		t.Fatalf("create after whole-cluster restart: %v", err)
 	}
@@ -243,17 +252,8 @@ func TestKVMarkerFirstFormat(t *testing.T) {
 // changed since, finds the loss settled and does not drop the table
 // under rank 1.
 func TestKVConcurrentCreatesAfterWholeClusterRestart(t *testing.T) {
-	dirs := [2]string{t.TempDir(), t.TempDir()}
-	ss, ts := kvPair(t, dirs, false)
+	ss, ts := killedWholeCluster(t)
 	ctx := context.Background()
-	if _, err := ss[0].create(ctx, &ts, true); err != nil {
-		t.Fatal(err)
-	}
-	train(t, ss, 1)
-	markAll(ss)
-	for p := range ss { // whole cluster killed
-		ss = restartPart(t, ss, dirs, p, false)
-	}
 	orig := ss[0].send
 	fired := false
 	ss[0].send = func(c context.Context, part int, req []byte) ([]byte, error) {
