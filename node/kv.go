@@ -70,8 +70,8 @@ type kvServer struct {
 	// one, so that a waiting save can give up with its context.
 	saving chan struct{}
 
-	// markMu guards mark, the files that say a shard was trained since
-	// its last save (kv_trained.go).
+	// markMu guards mark, the files that say what each shard holds (its
+	// last save, trained since or not) and the saves it held (kv_trained.go).
 	markMu sync.Mutex
 	mark   markers
 }

@@ -121,19 +121,14 @@ type preparedSave struct {
 // theirs of that save. With forward (a trainer's kv_save) it saves every node's, all or
 // none (see above); on a client node, which holds no shard, every
 // sampling node's (Dir is then "").
-func (s *kvServer) save(ctx context.Context, forward bool) (_ *control.SaveInfo, err error) {
-	// A save moves the shards' origins: their markers follow at once.
-	defer func() {
-		if err == nil {
-			s.syncMarkers()
-		}
-	}()
+func (s *kvServer) save(ctx context.Context, forward bool) (*control.SaveInfo, error) {
 	if !forward {
 		s.abortPrepared("this node is stopping", nil)
 		return s.saveExit()
 	}
 	dir := ""
 	if s.store != nil {
+		var err error
 		if dir, err = s.checkpointDir(); err != nil {
 			return nil, err
 		}
@@ -204,6 +199,7 @@ func (s *kvServer) coordinate(ctx context.Context) error {
 		s.abortPeers(ctx, id)
 		return fmt.Errorf("%w (the other nodes keep their previous checkpoint)", err)
 	}
+	s.syncMarkers() // the commit moved the shards' origins: the markers follow at once
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveCommitTimeout)
 	defer cancel()
 	if err := s.sendSave(cctx, saveCommit, id); err != nil {
@@ -221,6 +217,7 @@ func (s *kvServer) saveLocal() (*control.SaveInfo, error) {
 	if err := s.store.Save(dir); err != nil {
 		return nil, err
 	}
+	s.syncMarkers() // as after coordinate's commit
 	return &control.SaveInfo{Dir: dir, Tables: s.store.Tables()}, nil
 }
 
@@ -234,6 +231,7 @@ func (s *kvServer) saveExit() (*control.SaveInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.syncMarkers() // as after coordinate's commit
 	s.log.Info("kv exit save written; this node's files of the last kv_save, if any, stay beside it",
 		"dir", dir, "save", info.ID.String(), "after", info.Base.String(), "files", "<table>.part"+strconv.Itoa(s.part)+".exit.kvt")
 	return &control.SaveInfo{Dir: dir, Tables: s.store.Tables()}, nil
@@ -284,11 +282,7 @@ func (s *kvServer) peerSave(ctx context.Context, req []byte) error {
 		if s.part != saveCoordinator {
 			return fmt.Errorf("node: kv_save from a peer: this node serves part %d, saves are coordinated by part %d's: %w", s.part, saveCoordinator, kv.ErrMalformed)
 		}
-		if err := s.coordinate(ctx); err != nil {
-			return err
-		}
-		s.syncMarkers() // a save forwarded here moved this node's origins too
-		return nil
+		return s.coordinate(ctx)
 	case savePrepare:
 		dir, err := s.checkpointDir()
 		if err != nil {
@@ -337,7 +331,7 @@ func (s *kvServer) peerSave(ctx context.Context, req []byte) error {
 		if err := ps.p.Commit(); err != nil {
 			return err
 		}
-		s.syncMarkers()
+		s.syncMarkers() // as after coordinate's commit
 		return nil
 	case saveAbort:
 		if ps := s.takePrepared(r.Save); ps != nil {

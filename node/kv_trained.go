@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"graphnode/kv"
+	"graphnode/partition"
 )
 
 // A node killed while its trainers train (kill -9, the OOM killer, a
@@ -364,10 +365,11 @@ const lostFix = "a node that lost what its shard held when it last stopped (kill
 	"every node goes back to one point, the last save (with kv.load) or the initial rows (without), and what was trained since is lost"
 
 // checkLostAtStart runs checkLost, once the peers answer, for every
-// table this node holds whose shard lost its training (the tables of
-// [[kv.tables]], created at start): a mix is left out on this node and
-// the error logged; a trainer's kv_create of it then creates it anew
-// here and is refused with that error.
+// table this node holds whose shard lost what it held (the tables of
+// [[kv.tables]], created at start): a peer's refusal drops the table on
+// every node, as a kv_create's does, and is logged; a check that could
+// not ask every peer leaves the table out on this node, logged, and a
+// trainer's kv_create of it creates it anew here and checks again.
 func (s *kvServer) checkLostAtStart(ctx context.Context) {
 	if s.store == nil {
 		return
@@ -464,7 +466,8 @@ func (s *kvServer) syncMarkers() {
 }
 
 // forgetMarker removes table's marker (the table is dropped on this
-// node) and what it said of a previous run.
+// node, by forget, which also forgets the saves it held) and what it
+// said of a previous run.
 func (s *kvServer) forgetMarker(table string) {
 	dir := s.cfg.KV.CheckpointDir
 	if s.store == nil || dir == "" {
@@ -473,7 +476,6 @@ func (s *kvServer) forgetMarker(table string) {
 	s.markMu.Lock()
 	defer s.markMu.Unlock()
 	delete(s.mark.prev, table)
-	delete(s.mark.known, table)
 	if s.mark.onDisk[table] == "" {
 		return
 	}
@@ -522,7 +524,7 @@ func writeMarker(path, text string) error {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		return syncDirOf(path)
+		return partition.SyncDir(filepath.Dir(path))
 	}
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -547,15 +549,5 @@ func writeMarker(path, text string) error {
 		os.Remove(tmp)
 		return err
 	}
-	return syncDirOf(path)
-}
-
-// syncDirOf fsyncs the directory holding path.
-func syncDirOf(path string) error {
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return partition.SyncDir(filepath.Dir(path))
 }
