@@ -284,10 +284,9 @@ func sameSave(ls []Loaded) error {
 	// One node's files of one save: a coordinated save's id, or one exit
 	// save's (its tables may follow different coordinated saves: one
 	// created after the last has none).
-	key := func(l Loaded) SaveID { return l.Save.ID }
 	mixed := false
 	for _, l := range ls[min(1, len(ls)):] {
-		mixed = mixed || key(l) != key(ls[0]) || l.Save.Exit != ls[0].Save.Exit
+		mixed = mixed || l.Save.ID != ls[0].Save.ID || l.Save.Exit != ls[0].Save.Exit
 	}
 	if !mixed {
 		return nil
