@@ -111,19 +111,19 @@ func kvDrop(ctx context.Context, a *app, args []string) error {
 // may hold none where a peer held it (a table of a peer's
 // [[kv.tables]]).
 func dropMessage(info *control.DropInfo) (string, error) {
+	older := ""
+	if len(info.UnknownParts) > 0 {
+		older = fmt.Sprintf(" (%s, of an older build, did not say whether it held it)", partList(info.UnknownParts))
+	}
+	if !info.Any() {
+		return "", fmt.Errorf("table %q: no node holds such a table%s", info.Name, older)
+	}
 	var where []string
 	if info.Dropped {
 		where = append(where, "this node")
 	}
 	if len(info.DroppedParts) > 0 {
 		where = append(where, partList(info.DroppedParts))
-	}
-	older := ""
-	if len(info.UnknownParts) > 0 {
-		older = fmt.Sprintf(" (%s, of an older build, did not say whether it held it)", partList(info.UnknownParts))
-	}
-	if len(where) == 0 {
-		return "", fmt.Errorf("table %q: no node holds such a table%s", info.Name, older)
 	}
 	msg := fmt.Sprintf("dropped table %q on %s", info.Name, strings.Join(where, " and "))
 	if !info.Dropped {

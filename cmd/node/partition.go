@@ -438,17 +438,26 @@ func partitionBytes(n int64) string {
 }
 
 // parseFanouts parses "15,10,5" (-1 = all neighbours).
-func parseFanouts(s string) ([]int, error) {
+func parseFanouts(s string) ([]int, error) { return parseFanoutsOf("--fanouts", s, 0) }
+
+// parseFanoutsOf parses flag's fanout list s, each hop -1 (all) or a
+// count ≥ least (0 or 1), as partition.ValidFanouts checks it besides.
+func parseFanoutsOf(flag, s string, least int) ([]int, error) {
 	var out []int
-	for _, f := range strings.Split(s, ",") {
+	for k, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil {
-			return nil, fmt.Errorf("--fanouts %q: %q is not an integer", s, f)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%s %q: %q is not an integer", flag, s, f)
+		case least > 0 && n == 0:
+			return nil, fmt.Errorf("%s %q: hop %d samples 0 neighbours: want -1 (all) or a count ≥ %d", flag, s, k+1, least)
+		case least > 0 && n < -1:
+			return nil, fmt.Errorf("%s %q: hop %d is %d: want -1 (all) or a count ≥ %d", flag, s, k+1, n, least)
 		}
 		out = append(out, n)
 	}
 	if err := partition.ValidFanouts(out); err != nil {
-		return nil, fmt.Errorf("--fanouts %q: %w", s, err)
+		return nil, fmt.Errorf("%s %q: %w", flag, s, err)
 	}
 	return out, nil
 }

@@ -381,13 +381,13 @@ func (b *timedBatches) Next(ctx context.Context) (sample.View, error) {
 }
 
 func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
-	fan, err := parseFanouts(f.fanouts)
+	fan, err := parseLoaderFanouts("--fanouts", f.fanouts)
 	if err != nil {
 		return err
 	}
 	evalFan := fan
 	if f.evalFanouts != "" {
-		if evalFan, err = parseFanouts(f.evalFanouts); err != nil {
+		if evalFan, err = parseLoaderFanouts("--eval-fanouts", f.evalFanouts); err != nil {
 			return err
 		}
 	}
@@ -542,18 +542,5 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 // says "≥ 0"; the loaders refused 0 once node train had connected, and
 // node demo had generated, partitioned and started its cluster.
 func parseLoaderFanouts(flag, s string) ([]int, error) {
-	for k, text := range strings.Split(s, ",") {
-		switch n, err := strconv.Atoi(strings.TrimSpace(text)); {
-		case err != nil:
-		case n == 0:
-			return nil, fmt.Errorf("%s %q: hop %d samples 0 neighbours: want -1 (all) or a count ≥ 1", flag, s, k+1)
-		case n < -1:
-			return nil, fmt.Errorf("%s %q: hop %d is %d: want -1 (all) or a count ≥ 1", flag, s, k+1, n)
-		}
-	}
-	hops, err := parseFanouts(s)
-	if err != nil {
-		return nil, errors.New(strings.Replace(err.Error(), "--fanouts", flag, 1))
-	}
-	return hops, nil
+	return parseFanoutsOf(flag, s, 1)
 }
