@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"graphnode/mesh"
 	"graphnode/node/client"
 )
 
@@ -18,12 +19,7 @@ import (
 // the batches a loader writes, and frees the port when it stops.
 func TestMetricsEndpoint(t *testing.T) {
 	bin, parts := setup(t)
-	probe, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := probe.Addr().String()
-	probe.Close()
+	addr := freeTCP(t)
 	cfg, socket, rings := newConfig(t, parts, "[metrics]\nlisten = \""+addr+"\"\n")
 	d := startDaemon(t, bin, cfg, socket, rings)
 	scrape := func() string {
@@ -102,12 +98,7 @@ func TestMetricsClusterPeerUp(t *testing.T) {
 	parts := clusterParts(t, 2)
 	var listen [2]string
 	for p := range listen {
-		probe, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		listen[p] = probe.Addr().String()
-		probe.Close()
+		listen[p] = freeTCP(t)
 	}
 	c := startClusterWith(t, parts, 2, "3s", func(p int) string { return fmt.Sprintf("[metrics]\nlisten = %q\n", listen[p]) })
 	scrape := func() string {
@@ -160,5 +151,25 @@ func sampleValue(text, series string) string {
 			return strings.TrimSpace(v)
 		}
 	}
+	return ""
+}
+
+// freeTCP returns a 127.0.0.1 TCP address nobody listens on, whose port
+// lies outside the kernel's ephemeral range (mesh.LoopbackAddrs), so that
+// no connection of this or another test takes it before the node binds
+// it, as a port from binding port 0 could be.
+func freeTCP(t *testing.T) string {
+	t.Helper()
+	for range 20 {
+		addrs, err := mesh.LoopbackAddrs(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l, err := net.Listen("tcp", addrs[0]); err == nil {
+			l.Close()
+			return addrs[0]
+		}
+	}
+	t.Fatal("no free TCP port on 127.0.0.1 outside the ephemeral range in 20 tries")
 	return ""
 }
