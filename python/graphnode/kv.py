@@ -118,10 +118,13 @@ class KV(Session):
         return self._conn.request({"op": "kv_create", "table": spec}).get("kv_table") or {}
 
     def drop(self, name):
-        """Remove a table from every node (kv_drop); True when this node
-        held it."""
+        """Remove a table from every node (kv_drop); True when some node
+        held it: the node asked ("dropped") or a peer ("dropped_parts").
+        A node asked may hold no part of a table that its peers do (a
+        client node, or a table created on some nodes only)."""
         self._dims.pop(name, None)
-        return bool((self._conn.request({"op": "kv_drop", "name": name}).get("kv_drop") or {}).get("dropped"))
+        info = self._conn.request({"op": "kv_drop", "name": name}).get("kv_drop") or {}
+        return bool(info.get("dropped")) or bool(info.get("dropped_parts"))
 
     def save(self):
         """Checkpoint every table on every node (kv_save): {"dir", "tables"}."""

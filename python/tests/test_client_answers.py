@@ -47,6 +47,38 @@ class FakeConn:
         pass
 
 
+class JSONConn:
+    """A control connection that answers every JSON request with answer."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.requests = []
+
+    def request(self, req):
+        self.requests.append(req)
+        return self.answer
+
+
+class DropAnswers(unittest.TestCase):
+    def test_drop_counts_peers(self):
+        """KV.drop is True when a peer held the table though the node asked
+        did not (a client node), False only when no node held it."""
+        cases = [
+            ({"kv_drop": {"name": "t", "dropped": True}}, True),
+            ({"kv_drop": {"name": "t", "dropped": False, "dropped_parts": [1]}}, True),
+            ({"kv_drop": {"name": "t", "dropped": False, "unknown_parts": [1]}}, False),
+            ({"kv_drop": {"name": "t", "dropped": False}}, False),
+            ({}, False),
+        ]
+        for answer, want in cases:
+            k = KV.__new__(KV)
+            k._conn = JSONConn(answer)
+            k._dims = {"t": 2}
+            self.assertIs(k.drop("t"), want, answer)
+            self.assertEqual(k._conn.requests, [{"op": "kv_drop", "name": "t"}])
+            self.assertNotIn("t", k._dims)
+
+
 def kv_with(answer):
     k = KV.__new__(KV)
     k._conn = FakeConn(answer)
