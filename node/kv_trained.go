@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -109,16 +108,24 @@ type markers struct {
 	prev map[string]markerState
 	// warned is the last write error logged per table.
 	warned map[string]string
-	// known is, per table, the saves its shard held in this process
-	// (loaded, or saved and put in place): the save check accepts a peer
-	// that loaded one of them (kv_save_check.go).
-	known map[string]map[string]bool
+	// known is, per table, the last maxKnownSaves saves its shard held
+	// in this process (loaded, or saved and put in place), oldest first:
+	// the save check accepts a peer that loaded one of them
+	// (kv_save_check.go).
+	known map[string][]string
 }
+
+// maxKnownSaves bounds markers.known per table, which every save check
+// carries (check_known). A node restarted loads its newest save, or the
+// one before when a save split between prepare and commit; a shard
+// loaded from a save further back beside peers that held it and trained
+// on is refused as a different save, which it is.
+const maxKnownSaves = 16
 
 // readMarkers finds the marker files a previous run of this node left
 // in the checkpoint directory (none without one).
 func (s *kvServer) readMarkers() error {
-	s.mark = markers{onDisk: map[string]string{}, prev: map[string]markerState{}, warned: map[string]string{}, known: map[string]map[string]bool{}}
+	s.mark = markers{onDisk: map[string]string{}, prev: map[string]markerState{}, warned: map[string]string{}, known: map[string][]string{}}
 	dir := s.cfg.KV.CheckpointDir
 	if dir == "" || s.store == nil {
 		return nil
@@ -433,10 +440,9 @@ func (s *kvServer) syncMarkers() {
 		}
 		key := originKey(o)
 		if key != "none" {
-			if s.mark.known[table] == nil {
-				s.mark.known[table] = map[string]bool{}
+			if k := s.mark.known[table]; !slices.Contains(k, key) {
+				s.mark.known[table] = append(k[max(0, len(k)+1-maxKnownSaves):], key)
 			}
-			s.mark.known[table][key] = true
 		}
 		if prev, ok := s.mark.prev[table]; ok {
 			if prev.Key != key || prev.Trained {
@@ -491,14 +497,14 @@ func (s *kvServer) forgetMarker(table string) {
 func (s *kvServer) knownSaves(table string) []string {
 	s.markMu.Lock()
 	defer s.markMu.Unlock()
-	return slices.Sorted(maps.Keys(s.mark.known[table]))
+	return slices.Clone(s.mark.known[table])
 }
 
 // knows reports whether table's shard held save key in this process.
 func (s *kvServer) knows(table, key string) bool {
 	s.markMu.Lock()
 	defer s.markMu.Unlock()
-	return s.mark.known[table][key]
+	return slices.Contains(s.mark.known[table], key)
 }
 
 // settleLost forgets that table's shard lost training: every peer's

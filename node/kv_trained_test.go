@@ -280,3 +280,32 @@ func TestKVRestartAfterASave(t *testing.T) {
 		})
 	}
 }
+
+// TestKVKnownSavesBounded: the saves a shard held, which every save check
+// carries (check_known), are the last maxKnownSaves, newest kept: they
+// grew by one per kv_save for the life of a node.
+func TestKVKnownSavesBounded(t *testing.T) {
+	ctx := context.Background()
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss, _ := coordinatedSaveLoad(t, dirs, true)
+	for range maxKnownSaves + 4 {
+		train(t, ss, 1)
+		if _, err := ss[0].save(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		markAll(ss)
+	}
+	for p, s := range ss {
+		o, _, err := s.store.Origin("w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		known := s.knownSaves("w")
+		if len(known) != maxKnownSaves || known[len(known)-1] != originKey(o) || !s.knows("w", originKey(o)) {
+			t.Fatalf("node %d knows %d saves, newest %q; want %d, newest %q (its last save)", p, len(known), known[len(known)-1], maxKnownSaves, originKey(o))
+		}
+		if slices.Contains(known, "none") || len(slices.Compact(slices.Sorted(slices.Values(known)))) != len(known) {
+			t.Fatalf("node %d knows %v: a save twice, or none", p, known)
+		}
+	}
+}
