@@ -93,10 +93,10 @@ type peerSaveRequest struct {
 	Table string `json:"check_table,omitempty"` // not "table": node-level requests share control.Request's keys
 	File  string `json:"check_file,omitempty"`
 	// Known is a check's saves the sender's shard held since it loaded
-	// (saves committed since; the last maxKnownSaves), and CheckLost says that the sender runs
-	// phase "lost" after the check: a receiver accepts a save either
-	// held only then (an earlier build sends neither, and is compared
-	// by what it loaded alone).
+	// (saves committed since, the last maxKnownSaves), and CheckLost
+	// says that the sender runs phase "lost" after the check: a receiver
+	// accepts a save either held only then (an earlier build sends
+	// neither, and is compared by what it loaded alone).
 	Known     []string `json:"check_known,omitempty"`
 	CheckLost bool     `json:"check_lost,omitempty"`
 	// Loaded, PrevKey and PrevTrained describe a phase "lost" sender's
