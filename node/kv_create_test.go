@@ -353,8 +353,11 @@ func TestKVCreateWaitsForBroadcast(t *testing.T) {
 	if op := <-peer.sent; op != control.OpKVCreate {
 		t.Fatalf("second broadcast: %q", op)
 	}
-	if len(peer.sent) != 0 {
-		t.Fatalf("%d broadcasts more than the two kv_creates that ran", len(peer.sent))
+	// After it, the second kv_create's check of the loaded saves.
+	for len(peer.sent) > 0 {
+		if op := <-peer.sent; op == control.OpKVCreate {
+			t.Fatal("a broadcast more than the two kv_creates that ran")
+		}
 	}
 }
 

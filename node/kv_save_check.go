@@ -159,13 +159,13 @@ func (s *kvServer) loadedTables() []string {
 	return names
 }
 
-// refuseMixed runs checkSaves for table, with kv.load, after a trainer's
-// kv_create of it: on a mismatch the table is dropped on every node,
-// refused rather than served mixed, and a retry checks again.
+// refuseMixed runs checkSaves for table after a trainer's kv_create of
+// it: on a mismatch the table is dropped on every node, refused rather
+// than served mixed, and a retry checks again. A node without kv.load
+// checks too: its initial rows beside a peer's loaded save are such a
+// mix, which a kv_create through this node served unchecked when only
+// nodes with kv.load asked (nodes of one cluster may differ in it).
 func (s *kvServer) refuseMixed(ctx context.Context, table string) error {
-	if !s.cfg.KV.Load {
-		return nil
-	}
 	err := s.checkSaves(ctx, table)
 	if err == nil {
 		return nil
@@ -178,8 +178,8 @@ func (s *kvServer) refuseMixed(ctx context.Context, table string) error {
 }
 
 // verifyRemote is a client node's check after a trainer's kv_create: the
-// client node holds no shard and may not know kv.load, so the sampling
-// node of part saveCoordinator runs refuseMixed (phase "verify") for it.
+// client node holds no shard, so the sampling node of part
+// saveCoordinator runs refuseMixed (phase "verify") for it.
 // A sampling node of an earlier build does not know the phase: the table
 // is served unchecked, with a warning, as checkSaves does with such a
 // peer.

@@ -437,3 +437,41 @@ func TestDescribeShard(t *testing.T) {
 		}
 	}
 }
+
+// TestKVCreateMixedLoadSettings: nodes of one cluster with different
+// kv.load settings. After a kv_save, node 0 restarts with kv.load and
+// loads its part of the save, node 1 without it, on a checkpoint
+// directory of its own that holds nothing (so no marker says what it
+// held), and holds initial rows. A kv_create through either node is
+// refused, naming both shards, and the table is dropped on both: the
+// check ran only from nodes with kv.load, so a kv_create through node 1
+// served the mix without a word.
+func TestKVCreateMixedLoadSettings(t *testing.T) {
+	ctx := context.Background()
+	for _, via := range []int{0, 1} {
+		t.Run(fmt.Sprintf("via node %d", via), func(t *testing.T) {
+			dirs := [2]string{t.TempDir(), t.TempDir()}
+			_, ts := coordinatedSaveLoad(t, dirs, true)
+			dirs[1] = t.TempDir()
+			ss := [2]*kvServer{pairNode(t, dirs, 0, true), pairNode(t, dirs, 1, false)}
+			wirePair(t, ss)
+			_, err := ss[via].create(ctx, &ts, true)
+			if err == nil || !strings.Contains(err.Error(), "different saves") || !strings.Contains(err.Error(), "loaded no checkpoint file") {
+				t.Fatalf("kv_create through node %d: %v, want different saves naming node 1's initial rows", via, err)
+			}
+			for p, s := range ss {
+				if _, err := s.store.Version("w"); err == nil {
+					t.Errorf("node %d still serves the refused table", p)
+				}
+			}
+		})
+	}
+	// Without kv.load on any node, nothing is loaded and nothing mixed.
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	_, ts := coordinatedSaveLoad(t, dirs, false)
+	ss := [2]*kvServer{pairNode(t, dirs, 0, false), pairNode(t, dirs, 1, false)}
+	wirePair(t, ss)
+	if _, err := ss[1].create(ctx, &ts, true); err != nil {
+		t.Fatalf("kv_create without kv.load on any node: %v", err)
+	}
+}
