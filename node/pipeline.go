@@ -148,13 +148,18 @@ func (r *samplerRun) write(ctx context.Context, batch *sample.Batch, x sample.Fe
 		return err
 	}
 	var n int
-	err = r.read(func() (err error) { // rows are copied from the mapping
-		if x != nil {
-			n, err = sample.EncodeGather(ctx, buf, batch, x)
-		} else {
-			n, err = sample.Encode(buf, batch)
-		}
-		return err
+	// Rows are copied from the partition's mapping (its guard) into the
+	// ring's (the producer's: a ring file truncated meanwhile is an
+	// error naming it, not a SIGBUS).
+	err = r.prod.Guard(func() error {
+		return r.read(func() (err error) {
+			if x != nil {
+				n, err = sample.EncodeGather(ctx, buf, batch, x)
+			} else {
+				n, err = sample.Encode(buf, batch)
+			}
+			return err
+		})
 	})
 	if err != nil {
 		r.prod.Abandon() // the error record takes its place

@@ -270,7 +270,11 @@ func writeControl(ctx context.Context, prod *shm.Producer, kind sample.Kind, msg
 	if err != nil {
 		return err
 	}
-	k, err := sample.EncodeControl(buf, kind, 0, 0, msg)
+	var k int
+	err = prod.Guard(func() (err error) {
+		k, err = sample.EncodeControl(buf, kind, 0, 0, msg)
+		return err
+	})
 	if err != nil {
 		prod.Abandon()
 		return err

@@ -130,8 +130,13 @@ func (n *Node) streamRemote(ctx context.Context, peer string, id uint64, sub int
 }
 
 // forward sends the records of sub-ring sub until the producer closes
-// after its end-of-stream record, releasing each once sent.
+// after its end-of-stream record, releasing each once sent. Each record
+// is copied out of the ring first, under the ring's guard: the mesh
+// reads what it sends on its connection's goroutine, where a ring file
+// truncated meanwhile (by anyone in the rings group) was a SIGBUS that
+// ended the node.
 func forward(ctx context.Context, cons *shm.Consumer, sub int, send func(context.Context, []byte) error) error {
+	var buf []byte
 	for {
 		rec, err := cons.Next(ctx, sub)
 		switch {
@@ -140,9 +145,15 @@ func forward(ctx context.Context, cons *shm.Consumer, sub int, send func(context
 		case err != nil:
 			return err
 		}
-		err = send(ctx, rec)
+		err = cons.Guard(func() error {
+			buf = append(buf[:0], rec...)
+			return nil
+		})
 		if rerr := cons.Release(sub); err == nil {
 			err = rerr
+		}
+		if err == nil {
+			err = send(ctx, buf)
 		}
 		if err != nil {
 			return err

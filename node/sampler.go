@@ -287,8 +287,13 @@ func (r *samplerRun) control(ctx context.Context, k sample.Kind, epoch, index ui
 	if err != nil {
 		return err
 	}
-	n, err := sample.EncodeControl(buf, k, epoch, index, msg)
+	var n int
+	err = r.prod.Guard(func() (err error) {
+		n, err = sample.EncodeControl(buf, k, epoch, index, msg)
+		return err
+	})
 	if err != nil {
+		r.prod.Abandon()
 		return err
 	}
 	return r.prod.Commit(n)

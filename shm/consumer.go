@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 )
@@ -41,9 +42,10 @@ type consumerSub struct {
 // Consumer attaches this process as the ring's consumer: it marks every
 // sub-ring consumer-open with its pid and pid namespace (ErrBusy if a
 // consumer attached before). Call Close when done.
-func (r *Ring) Consumer() (*Consumer, error) {
+func (r *Ring) Consumer() (_ *Consumer, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.catch(&err, debug.SetPanicOnFault(true))
 	if r.mu.closed {
 		return nil, fmt.Errorf("shm: ring %s: Consumer after Close: %w", r.path, ErrOrder)
 	}
@@ -97,10 +99,11 @@ func (c *Consumer) unclaim(n int) {
 // died with nothing pending (within about a second of its death); the
 // ctx's error when ctx is done; ErrCorrupt when a length word is out of
 // bounds. A record already published is returned even when ctx is done.
-func (c *Consumer) Next(ctx context.Context, w int) ([]byte, error) {
+func (c *Consumer) Next(ctx context.Context, w int) (_ []byte, err error) {
 	if err := c.r.checkSub(w); err != nil {
 		return nil, err
 	}
+	defer c.r.catch(&err, debug.SetPanicOnFault(true))
 	s := &c.subs[w]
 	if c.closed.Load() || s.held {
 		return nil, fmt.Errorf("shm: ring %s sub-ring %d: Next after Close or before Release: %w", c.r.path, w, ErrOrder)
@@ -120,6 +123,11 @@ func (c *Consumer) Next(ctx context.Context, w int) ([]byte, error) {
 			return rec, err
 		}
 		if err := c.producerGone(w, time.Now()); err != nil {
+			// A producer that met a truncated file ends early (its
+			// last record faults too): say what happened to the file.
+			if terr := c.r.truncated(); terr != nil {
+				return nil, terr
+			}
 			return nil, err
 		}
 		if err := ctx.Err(); err != nil {
@@ -198,10 +206,11 @@ func (c *Consumer) producerGone(w int, now time.Time) error {
 
 // Release hands the record last returned by Next(ctx, w) back to the
 // producer; its view must not be used afterwards.
-func (c *Consumer) Release(w int) error {
+func (c *Consumer) Release(w int) (err error) {
 	if err := c.r.checkSub(w); err != nil {
 		return err
 	}
+	defer c.r.catch(&err, debug.SetPanicOnFault(true))
 	s := &c.subs[w]
 	if !s.held || c.closed.Load() {
 		return fmt.Errorf("shm: ring %s sub-ring %d: Release without a record from Next: %w", c.r.path, w, ErrOrder)
@@ -216,7 +225,7 @@ func (c *Consumer) Release(w int) error {
 // Close marks every sub-ring consumer-closed and wakes their producers,
 // whose blocked and later Reserve calls return ErrConsumerGone. Views of
 // held records stay readable until the Ring's Close. Close is idempotent.
-func (c *Consumer) Close() error {
+func (c *Consumer) Close() (err error) {
 	if c.closed.Swap(true) {
 		return nil
 	}
@@ -225,6 +234,7 @@ func (c *Consumer) Close() error {
 	if c.r.mu.closed {
 		return nil
 	}
+	defer c.r.catch(&err, debug.SetPanicOnFault(true))
 	for i := range c.subs {
 		s := &c.subs[i]
 		atomic.StoreUint32(s.consumerSt, StateClosed)

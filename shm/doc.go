@@ -169,6 +169,19 @@
 // without closing leaves the producer waiting until its ctx ends (the
 // daemon stops the samplers of a loader whose trainer hung up).
 //
+// # A file truncated under its mappings
+//
+// Every process of a loader maps the file read-write, and any of them
+// (or anyone the file's group admits) can truncate it; a page past the
+// new end then faults (SIGBUS) in every mapping. Every call of Ring,
+// Producer and Consumer that touches the mapping turns such a fault into
+// ErrCorrupt naming the ring and the file's size now (fault.go), and a
+// consumer that finds its producer gone says so when the file shrank.
+// Code that reads or writes a view itself runs under Guard to have the
+// same; the node copies a record it forwards over the mesh under it, and
+// the sampler encodes under it. A reader in Python compares the file's
+// size with its mapping before it touches the ring.
+//
 // # Python
 //
 // A reader in Python needs only mmap, struct and, to sleep instead of

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,12 +41,13 @@ type Producer struct {
 // Producer attaches this process as the producer of sub-ring w: it claims
 // the sub-ring (ErrBusy if another producer ever did), records its pid
 // and pid namespace and starts the heartbeat. Call Close when done.
-func (r *Ring) Producer(w int) (*Producer, error) {
+func (r *Ring) Producer(w int) (_ *Producer, err error) {
 	if err := r.checkSub(w); err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer r.catch(&err, debug.SetPanicOnFault(true))
 	if r.mu.closed {
 		return nil, fmt.Errorf("shm: ring %s: Producer after Close: %w", r.path, ErrOrder)
 	}
@@ -87,6 +89,10 @@ func (r *Ring) Producer(w int) (*Producer, error) {
 // producer that is busy (sampling a large batch) from one that is dead.
 func (p *Producer) beat() {
 	defer close(p.stopped)
+	// A fault ends the heartbeat, and the consumer reads the producer as
+	// dead; the producer's own next call reports the truncated file.
+	var err error
+	defer p.r.catch(&err, debug.SetPanicOnFault(true))
 	t := time.NewTicker(HeartbeatEvery)
 	defer t.Stop()
 	for {
@@ -111,7 +117,13 @@ func (p *Producer) stopHeartbeat() {
 // and valid until Commit. A record that can never fit returns ErrTooLarge
 // at once; a consumer that closed or died returns ErrConsumerGone; a done
 // ctx returns its error.
-func (p *Producer) Reserve(ctx context.Context, n int) ([]byte, error) {
+func (p *Producer) Reserve(ctx context.Context, n int) (_ []byte, err error) {
+	defer p.r.catch(&err, debug.SetPanicOnFault(true))
+	return p.reserve(ctx, n)
+}
+
+// reserve is Reserve, unguarded.
+func (p *Producer) reserve(ctx context.Context, n int) ([]byte, error) {
 	if p.closed.Load() || p.reserved >= 0 {
 		return nil, fmt.Errorf("shm: ring %s sub-ring %d: Reserve after Close or before Commit: %w", p.r.path, p.w, ErrOrder)
 	}
@@ -149,7 +161,13 @@ func (p *Producer) Reserve(ctx context.Context, n int) ([]byte, error) {
 // Commit publishes the first n bytes of the reserved view as one record
 // (n may be less than reserved). The consumer sees the whole record or
 // nothing.
-func (p *Producer) Commit(n int) error {
+func (p *Producer) Commit(n int) (err error) {
+	defer p.r.catch(&err, debug.SetPanicOnFault(true))
+	return p.commit(n)
+}
+
+// commit is Commit, unguarded.
+func (p *Producer) commit(n int) error {
 	if p.closed.Load() {
 		p.reserved = -1
 		return fmt.Errorf("shm: ring %s sub-ring %d: Commit after Close: %w", p.r.path, p.w, ErrOrder)
@@ -176,13 +194,19 @@ func (p *Producer) Commit(n int) error {
 func (p *Producer) Abandon() { p.reserved = -1 }
 
 // Write copies rec into the sub-ring as one record: Reserve, copy, Commit.
-func (p *Producer) Write(ctx context.Context, rec []byte) error {
-	buf, err := p.Reserve(ctx, len(rec))
+func (p *Producer) Write(ctx context.Context, rec []byte) (err error) {
+	defer func() {
+		if err != nil && p.reserved >= 0 {
+			p.Abandon() // the copy faulted
+		}
+	}()
+	defer p.r.catch(&err, debug.SetPanicOnFault(true))
+	buf, err := p.reserve(ctx, len(rec))
 	if err != nil {
 		return err
 	}
 	copy(buf, rec)
-	return p.Commit(len(rec))
+	return p.commit(len(rec))
 }
 
 // publish makes every record written so far visible: the release store
@@ -263,7 +287,7 @@ func (p *Producer) consumerGone(why string) error {
 // Close publishes what was committed, marks the sub-ring producer-closed
 // (the consumer reads io.EOF once drained), wakes the consumer and stops
 // the heartbeat. A pending reservation is dropped. Close is idempotent.
-func (p *Producer) Close() error {
+func (p *Producer) Close() (err error) {
 	if p.closed.Swap(true) {
 		return nil
 	}
@@ -273,10 +297,11 @@ func (p *Producer) Close() error {
 	if p.r.mu.closed {
 		return nil // the ring is unmapped; its Close stopped the heartbeat
 	}
+	defer p.stopHeartbeat() // after a fault too
+	defer p.r.catch(&err, debug.SetPanicOnFault(true))
 	p.publish()
 	atomic.StoreUint32(p.state, StateClosed)
 	atomic.AddUint32(p.dataSeq, 1)
 	futexWakeAll(p.dataSeq)
-	p.stopHeartbeat()
 	return nil
 }

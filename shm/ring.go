@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -258,12 +259,14 @@ func Open(path string) (*Ring, error) {
 
 // newRing validates the header in mem (decoded again from the mapping,
 // which is what the ring will trust) and every sub-ring's counters.
-func newRing(path string, mem []byte, unmap func([]byte) error) (*Ring, error) {
+func newRing(path string, mem []byte, unmap func([]byte) error) (_ *Ring, err error) {
+	r := &Ring{path: path, mem: mem, unmap: unmap}
+	defer r.catch(&err, debug.SetPanicOnFault(true)) // truncated since Open's stat
 	h, err := decodeHeader(mem, int64(len(mem)))
 	if err != nil {
 		return nil, fmt.Errorf("shm: open %s: %w", path, err)
 	}
-	r := &Ring{path: path, mem: mem, hdr: h, unmap: unmap}
+	r.hdr = h
 	for w := range h.SubRings {
 		wc, rc := atomic.LoadUint64(r.u64(w, ctlWrite)), atomic.LoadUint64(r.u64(w, ctlRead))
 		if err := r.checkCounters(w, wc, rc); err != nil {
@@ -302,13 +305,21 @@ func (r *Ring) CreatorPID() int { return r.hdr.CreatorPID }
 
 // Used is the number of bytes of sub-ring w published and not yet
 // released: the ring's occupancy, for metrics. It is a snapshot; 0 for a
-// closed ring or a sub-ring out of range.
-func (r *Ring) Used(w int) int64 {
+// closed ring, a sub-ring out of range or a file truncated under the
+// mapping.
+func (r *Ring) Used(w int) (used int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mu.closed || w < 0 || w >= r.hdr.SubRings {
 		return 0
 	}
+	var err error
+	defer func() {
+		if err != nil {
+			used = 0
+		}
+	}()
+	defer r.catch(&err, debug.SetPanicOnFault(true))
 	rc := atomic.LoadUint64(r.u64(w, ctlRead))
 	wc := atomic.LoadUint64(r.u64(w, ctlWrite))
 	return int64(wc - rc)

@@ -43,7 +43,10 @@ var (
 )
 
 // Batch is one mini-batch: a decoded view of ring memory, valid until the
-// next call of Next (or Close). Record is the raw record.
+// next call of Next (or Close). Record is the raw record. The Loader's
+// own calls report a ring file that another process truncated under the
+// mapping as shm.ErrCorrupt; code reading a view after that faults
+// (SIGBUS) unless run under the ring's guard (shm.Consumer.Guard).
 type Batch struct {
 	sample.View
 	Record []byte

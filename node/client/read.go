@@ -31,7 +31,11 @@ func (l *Loader) read(ctx context.Context, w int) ([]byte, sample.View, error) {
 		return nil, sample.View{}, fmt.Errorf("client: loader %d worker %d: %w", l.info.LoaderID, w, err)
 	}
 	l.held = w
-	v, err := sample.Decode(rec)
+	var v sample.View
+	err = l.cons.Guard(func() (err error) {
+		v, err = sample.Decode(rec)
+		return err
+	})
 	if err != nil {
 		return nil, sample.View{}, fmt.Errorf("client: loader %d worker %d: %w", l.info.LoaderID, w, err)
 	}

@@ -123,6 +123,7 @@ class Consumer:
             raise LoaderError("ring: %s sub-ring %d: consumer is closed" % (self.ring.path, w))
         if not 0 <= w < len(self._subs):
             raise LoaderError("ring: %s: sub-ring %d of %d" % (self.ring.path, w, len(self._subs)))
+        self.ring.check_size()
         return self._subs[w]
 
     def next(self, w, timeout=None):
@@ -154,6 +155,7 @@ class Consumer:
                 if rec is not None:
                     return rec
                 now = time.monotonic()
+                self.ring.check_size()  # truncated while this waited
                 self._producer_gone(w, s, now)
                 slice_ = WAIT_SLICE
                 if deadline is not None:
@@ -162,8 +164,15 @@ class Consumer:
                     slice_ = min(slice_, deadline - now)
                 _sys.futex_wait(addr, seq, slice_)
         finally:
-            if not self.ring.closed:
+            if not self.ring.closed and not self._truncated():
                 u32[s.data_waiter] = 0
+
+    def _truncated(self):
+        try:
+            self.ring.check_size()
+        except CorruptError:
+            return True
+        return False
 
     def _poll(self, w, s):
         """The next published record of sub-ring w, skipping wrap markers,
@@ -259,7 +268,7 @@ class Consumer:
         waits then end with ErrConsumerGone. Idempotent. In a forked child
         it only forgets the consumer: the ring stays open for the process
         that attached."""
-        if self._closed or self.ring.closed or self._forked():
+        if self._closed or self.ring.closed or self._forked() or self._truncated():
             self._closed = True
             return
         self._closed = True

@@ -21,8 +21,11 @@ the ring. The record is released back to its sampler when the next batch
 is requested (or the loop ends), after which the sampler may overwrite
 those bytes: use a batch before asking for the next, or call
 batch.copy() (or pass copy=True, which copies every batch and releases
-it at once). A stale view never faults: the mapping lives as long as any
-tensor viewing it, even after close().
+it at once). A stale view never faults after close(): the mapping lives
+as long as any tensor viewing it. Only a ring file that another process
+truncates makes its pages fault (SIGBUS), as in any process mapping it;
+the loader checks the file's size before it touches the ring and raises
+CorruptError naming it.
 """
 
 import copy as _copy  # the name copy is an argument of Loader

@@ -191,6 +191,20 @@ class Ring:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
         return True
 
+    def check_size(self):
+        """Raise CorruptError when the file is shorter than the mapping:
+        another process (any in the rings group maps it read-write)
+        truncated it, and touching the pages past its end would end this
+        process with SIGBUS. The consumer checks before it touches the
+        ring; a truncation within microseconds of an access still faults,
+        as it does in any process mapping the file."""
+        if self._fd is None or self._mm is None:
+            return
+        size = os.fstat(self._fd).st_size
+        if size < len(self._mm):
+            raise CorruptError("ring: %s: the file is now %d bytes, shorter than its %d-byte mapping: another process truncated it"
+                               % (self.path, size, len(self._mm)))
+
     def ctl(self, w):
         """Byte offset of sub-ring w's control block."""
         return HEADER_SIZE + w * CTL_SIZE

@@ -121,6 +121,30 @@ class ConsumeTest(RingTestCase):
         with self.assertRaises(EndOfStream):
             cons.next(0, timeout=1)
 
+    def test_truncated_ring(self):
+        """A ring file truncated under the mapping (by another process) is a
+        CorruptError naming it from next, release and the wait for a
+        record, not a SIGBUS that ends the trainer; close touches nothing
+        then."""
+        for size in (0, 4096):
+            with self.subTest(size=size):
+                create(self.path, 2, 4096)
+                ring, cons = self.open()
+                p = self.producer(0, heartbeat=False)
+                p.write(payload(0, 100))
+                p.write(payload(1, 100))
+                off, n = cons.next(0, timeout=1)
+                self.assertEqual(bytes(ring.mem[off:off + n]), payload(0, 100))
+                os.truncate(self.path, size)
+                for call in (lambda: cons.release(0), lambda: cons.next(1, timeout=0.2)):
+                    with self.assertRaises(CorruptError) as cm:
+                        call()
+                    self.assertIn(self.path, str(cm.exception))
+                    self.assertIn("truncated", str(cm.exception))
+                cons.close()
+                ring.close()
+                os.unlink(self.path)
+
     def test_largest_record(self):
         create(self.path, 1, 4096)
         ring, cons = self.open()
