@@ -145,7 +145,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	c := &Client{
 		cfg:   cfg,
 		udp:   udp,
-		tr:    &quic.Transport{Conn: udp, StatelessResetKey: &key},
+		tr:    &quic.Transport{Conn: udp, StatelessResetKey: &key, ConnectionIDLength: ConnectionIDLength},
 		peers: make(map[int]*peerConn, len(cfg.Peers)),
 		out:   newMetrics(Outbound),
 		done:  make(chan struct{}),
@@ -293,13 +293,14 @@ func (c *Client) maxPart() int {
 // Probe reports, for every configured part, whether its peer is up: the
 // client holds a connection to it that completed the TLS handshake and
 // the hello and has not ended since. A connection ends when the peer
-// closes it (its Server.Close or its node stopping), at its next packet
-// after the peer restarted (the stateless reset), or after MaxIdleTimeout
-// without a packet from the peer: keep-alives flow on a live one, so only
-// a peer that vanished (crashed, unreachable) reaches it. A peer without
-// such a connection is dialled, as the next call to it would (the same
-// shared dial), and is up when that dial and hello succeed before ctx
-// ends; a refused hello is down. A dial that outlasts ctx goes on, and
+// closes it (its Server.Close or its node stopping), at its next request
+// after the peer restarted (the stateless reset; a keep-alive PING is too
+// small to draw one), or after MaxIdleTimeout without a packet from the
+// peer: keep-alives flow on a live one, so only a peer that vanished
+// (crashed, unreachable, or restarted with no request since) reaches
+// it. A peer without such a connection is dialled, as the next call to
+// it would (the same shared dial), and is up when that dial and hello
+// succeed before ctx ends; a refused hello is down. A dial that outlasts ctx goes on, and
 // its connection serves the next call or Probe. A live connection is
 // reported without waiting, whatever ctx. After Close every peer is down.
 func (c *Client) Probe(ctx context.Context) map[int]bool {

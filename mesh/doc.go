@@ -174,7 +174,10 @@
 //
 // Servers send stateless resets keyed by a secret derived from the node's
 // private key, so after a crash and restart the peers' old connections
-// end at their next packet instead of at the idle timeout. Keep-alives
+// end at their next request instead of at the idle timeout. quic-go
+// resets only packets over 42 bytes, so connection ids are 20 bytes
+// (ConnectionIDLength): the smallest request's packet is longer, a lone
+// keep-alive PING's is not. Keep-alives
 // (KeepAlivePeriod) keep quiet connections open; MaxIdleTimeout ends
 // connections to a peer that vanished. Client.Probe reports which peers
 // have a live connection now, redialling those that have none (the

@@ -175,7 +175,7 @@ func Listen(ctx context.Context, addr string, cfg ServerConfig) (*Server, error)
 	}
 	key := quic.StatelessResetKey(cfg.Identity.resetKey)
 	s := &Server{cfg: cfg, udp: udp, in: newMetrics(Inbound), bufs: make(chan []byte, idleMessages)}
-	s.tr = &quic.Transport{Conn: udp, StatelessResetKey: &key}
+	s.tr = &quic.Transport{Conn: udp, StatelessResetKey: &key, ConnectionIDLength: ConnectionIDLength}
 	s.mu.conns = make(map[*quic.Conn]struct{})
 	s.ln, err = s.tr.Listen(serverTLS(cfg.Identity, cfg.alpn), quicConfig())
 	if err != nil {

@@ -64,6 +64,19 @@ const (
 	// a loader's connection gets this many streams' windows (see
 	// loaderQuicConfig).
 	MaxLoaderStreams = 64
+	// ConnectionIDLength is the length of the connection ids a node
+	// issues, the most QUIC allows. A packet for a connection the
+	// receiver no longer has draws a stateless reset only when it is
+	// longer than 42 bytes (quic-go's MinStatelessResetSize: a reset must
+	// be smaller than what provoked it), and the id is in every packet
+	// sent to the node. With quic-go's default of 4 bytes, the packets of
+	// a small request (stats, split, a short kv request: 33 to 40 bytes)
+	// and their retransmissions drew none, and a call to a restarted peer
+	// waited on the connection to its previous process until the idle
+	// timeout (15 s). With 20, a packet that carries any stream data
+	// (the smallest request: 50 bytes) or an ACK is over the limit; a
+	// lone keep-alive PING (41 bytes) is not.
+	ConnectionIDLength = 20
 	// refuseLinger is how long a server keeps a refused connection open
 	// after its HelloAck, so the client reads the server's values and
 	// names the mismatch itself, before the server closes it.
