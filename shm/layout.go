@@ -211,7 +211,9 @@ func decodeHeader(b []byte, fileSize int64) (header, error) {
 	}
 	if len(bad) == 0 {
 		want := layoutFor(int(w), int64(capacity))
-		if data != uint64(want.DataOffset) {
+		if want.FileSize < want.DataOffset { // wrapped past the largest int64
+			badf("%d sub-rings of %d bytes: a file past the largest size", w, capacity)
+		} else if data != uint64(want.DataOffset) {
 			badf("data offset %d, want %d for %d sub-rings", data, want.DataOffset, w)
 		}
 		if size != uint64(want.FileSize) {

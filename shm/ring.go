@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -122,6 +123,14 @@ func (o Options) problems() []string {
 	if o.SubRings < 1 || o.SubRings > MaxSubRings {
 		bad = append(bad, fmt.Sprintf("sub_rings = %d, want 1..%d", o.SubRings, MaxSubRings))
 	}
+	if o.SubRings >= 1 && o.SubRings <= MaxSubRings {
+		// The file is the record areas and the header's pages: a
+		// capacity near the largest int64 wrapped its size negative.
+		if data := layoutFor(o.SubRings, 0).DataOffset; o.Capacity > math.MaxInt64-data {
+			bad = append(bad, fmt.Sprintf("capacity = %d bytes: at most %d with %d sub-rings (the file adds %d bytes of header)",
+				o.Capacity, math.MaxInt64-data, o.SubRings, data))
+		}
+	}
 	if o.SubRings >= 1 && o.subCapacity() < MinCapacity {
 		bad = append(bad, fmt.Sprintf("capacity = %d bytes gives %d per sub-ring for %d sub-rings, want at least %d each",
 			o.Capacity, max(o.subCapacity(), 0), o.SubRings, MinCapacity))
@@ -200,6 +209,10 @@ func create(path string, o Options, avail func() (int64, bool)) (*Ring, error) {
 				return nil, err
 			}
 			if err := unix.Fallocate(int(f.Fd()), 0, 0, h.FileSize); err != nil {
+				// A disk filesystem (ext4) keeps the blocks a failed
+				// fallocate took until the file is cut: the free space
+				// said would be none.
+				f.Truncate(0)
 				return nil, fmt.Errorf("reserve %s (%d bytes)%s: %w", ApproxSize(h.FileSize), h.FileSize, space(path, err), err)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,6 +159,9 @@ func TestOptionsValidate(t *testing.T) {
 		{Options{SubRings: 1, Capacity: 1 << 20, Mode: 0o666}, []string{"mode 0666"}},
 		{Options{SubRings: 1, Capacity: 1 << 20, Mode: 0o400}, []string{"mode 0400"}},
 		{Options{SubRings: MaxSubRings + 1, Capacity: 1 << 20, Mode: 0o644}, []string{"sub_rings = 4097", "mode 0644"}},
+		// Its file size wrapped negative: "size -9223372036854775808 bytes".
+		{Options{SubRings: 1, Capacity: math.MaxInt64}, []string{"capacity = 9223372036854775807 bytes: at most 9223372036854771711 with 1 sub-rings"}},
+		{Options{SubRings: 1, Capacity: math.MaxInt64 - PageSize}, nil},
 	} {
 		err := tc.opts.Validate()
 		if len(tc.want) == 0 {
