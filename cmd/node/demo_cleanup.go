@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -162,7 +161,7 @@ func sweepKilledDemos(w io.Writer) {
 // instead (demoOutput). It stays handled until the process exits: the
 // error printed on the way out may meet a closed stderr too.
 func (f *demoFlags) runUntilOutputCloses(ctx context.Context, a *app) error {
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	surviveClosedOutput()
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	da := &app{stdout: &demoOutput{w: a.stdout, stop: stop}, stderr: &demoOutput{w: a.stderr, stop: stop}, log: a.log, memory: a.memory}

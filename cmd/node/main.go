@@ -156,6 +156,18 @@ func secondSignalEnds(args []string) bool {
 	return len(args) == 0 || args[0] != "sampler"
 }
 
+// surviveClosedOutput makes a write to stdout or stderr whose reader has
+// gone (the cat of `node run 2>&1 | cat`) fail with EPIPE instead of
+// ending the process: Go ends a program by SIGPIPE at such a write to fd
+// 1 or 2 unless SIGPIPE is notified or ignored. Notified rather than
+// ignored, since exec keeps an ignored signal ignored in the processes
+// the command starts, and a handler is reset there. Nothing reads the
+// channel: a signal finding it full is dropped. It lasts until the
+// process exits: the error printed on the way out may fail too.
+func surviveClosedOutput() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return newApp(stdout, stderr).run(ctx, args)
 }

@@ -71,6 +71,19 @@ mode = "async"
 // directory, the socket and the log, which may be read while it runs.
 func startRun(t *testing.T, bin, more string, dirs ...string) (cmd *exec.Cmd, exited chan error, dir, sock string, logb *syncBuffer) {
 	t.Helper()
+	dir, cfg, sock := writeRunConfig(t, bin, more, dirs...)
+	logb = &syncBuffer{}
+	cmd = exec.Command(bin, "run", "-c", cfg)
+	cmd.Stdout, cmd.Stderr = logb, logb
+	exited = startChild(t, cmd)
+	awaitReady(t, sock, exited, logb)
+	return cmd, exited, dir, sock, logb
+}
+
+// writeRunConfig writes the node.toml of startRun in a new directory and
+// returns the directory, the file and the node's socket.
+func writeRunConfig(t *testing.T, bin, more string, dirs ...string) (dir, cfg, sock string) {
+	t.Helper()
 	dir = t.TempDir()
 	parts := onePart(t, bin, dir)
 	sock = filepath.Join(dir, "node.sock")
@@ -79,19 +92,22 @@ func startRun(t *testing.T, bin, more string, dirs ...string) (cmd *exec.Cmd, ex
 			t.Fatal(err)
 		}
 	}
-	cfg := filepath.Join(dir, "node.toml")
+	cfg = filepath.Join(dir, "node.toml")
 	body := fmt.Sprintf("version = 1\n[node]\nparts = %q\n[control]\nsocket = %q\n", parts, sock) + strings.ReplaceAll(more, "$DIR", dir)
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logb = &syncBuffer{}
-	cmd = exec.Command(bin, "run", "-c", cfg)
-	cmd.Stdout, cmd.Stderr = logb, logb
-	exited = startChild(t, cmd)
+	return dir, cfg, sock
+}
+
+// awaitReady waits until the node run on sock is ready; it fails the test
+// if the node exits first (exited: see startChild), with its log.
+func awaitReady(t *testing.T, sock string, exited chan error, logb *syncBuffer) {
+	t.Helper()
 	for {
 		st, err := client.Stats(t.Context(), sock)
 		if err == nil && st.Ready {
-			return cmd, exited, dir, sock, logb
+			return
 		}
 		select {
 		case err := <-exited:

@@ -27,6 +27,11 @@ func configLogger(a *app, cfg *node.Config) *slog.Logger {
 
 // runRun is `node run -c node.toml`: the daemon.
 func runRun(ctx context.Context, a *app, args []string) error {
+	// `node run 2>&1 | cat` stopped by Ctrl-C: cat is gone before the
+	// node logs its drain. Died of SIGPIPE at that line, the node left
+	// its rings and socket, and its samplers were killed (Pdeathsig)
+	// mid-batch. Its log is lost from then on; the drain is not.
+	surviveClosedOutput()
 	fs := newFlagSet(a, "run", "-c node.toml")
 	path := fs.String("c", "", "configuration `file` (node.toml.example documents every key)")
 	if err := parseNoArgs(fs, args); err != nil {

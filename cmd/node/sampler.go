@@ -12,6 +12,14 @@ import (
 // runSampler is `node sampler`, internal: `node run` starts one per
 // worker of a loader, with the worker's spec as JSON on stdin.
 func runSampler(ctx context.Context, a *app, args []string) error {
+	// Our stderr is the node's (startProc passes its descriptor), so its
+	// reader goes when the node's does, and the node's handler does not
+	// survive exec: each sampler handles SIGPIPE itself. Else it died of SIGPIPE at its
+	// "sampler stopped" line, and the trainer read a dead sampler instead
+	// of end-of-stream. (The node could copy our stderr through a pipe
+	// of its own instead, but then it must read it to the end, drain
+	// included, or we block on a log line.)
+	surviveClosedOutput()
 	fs := newFlagSet(a, "sampler", "< spec.json\n\n"+
 		"Internal: `node run` starts this process, one per loader worker, and\n"+
 		"writes its spec (partition, ring, worker, loader options) as JSON on\n"+
