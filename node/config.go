@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"golang.org/x/sys/unix"
 
 	"graphnode/shm"
 )
@@ -330,6 +331,12 @@ func (c *Config) Validate() error {
 	}
 	if !isDir(c.Rings.Dir) {
 		p.add("rings.dir", "%q is not a directory", c.Rings.Dir)
+	} else if err := unix.Access(c.Rings.Dir, unix.W_OK|unix.X_OK); errors.Is(err, unix.EROFS) {
+		// Else the node started and refused every open_loader, under
+		// ring_size. Permission is left to New, as for
+		// kv.checkpoint_dir: node config check may run as another user
+		// than the node's.
+		p.add("rings.dir", "%q cannot be written: %v (every loader's ring is created there)", c.Rings.Dir, err)
 	}
 	if n, err := shm.ParseSize(c.Rings.Size); err != nil {
 		p.add("rings.size", "%q: %v", c.Rings.Size, err)

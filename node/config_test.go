@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -644,24 +645,33 @@ optimiser = "sgd"
 	}
 }
 
+// mountReadOnly mounts a read-only tmpfs on a new directory, unmounted
+// after the test; the test skips where this process may not mount. (A
+// directory's mode does not stop root: access(2) and open(2) pass it.)
+func mountReadOnly(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a read-only tmpfs")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs on %s: %v: %s", dir, err, strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
 // TestCheckpointDirNotWritable: a kv.checkpoint_dir that cannot be
 // written (a read-only file system) is a problem of the configuration,
 // found at start, not by the first kv_save or the save at exit, after
 // the training it was to keep.
 func TestCheckpointDirNotWritable(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a read-only tmpfs")
-	}
 	dir, pre := configDir(t)
-	ro := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", ro).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs on %s: %v: %s", ro, err, strings.TrimSpace(string(out)))
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", ro).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", ro, err, out)
-		}
-	})
+	ro := mountReadOnly(t)
 	_, err := LoadConfig(writeConfig(t, dir, pre+"[kv]\ncheckpoint_dir = "+quote(ro)+"\n"))
 	want := `kv.checkpoint_dir: "` + ro + `" cannot be written: read-only file system (kv_save and the save at exit write there)`
 	if err == nil || !strings.Contains(err.Error(), want) {
@@ -669,6 +679,48 @@ func TestCheckpointDirNotWritable(t *testing.T) {
 	}
 	if _, err := LoadConfig(writeConfig(t, dir, pre+"[kv]\ncheckpoint_dir = "+quote(dir)+"\n")); err != nil {
 		t.Fatalf("writable checkpoint_dir: %v", err)
+	}
+}
+
+// TestRingsDirNotWritable: a rings.dir the node cannot write is refused
+// at start, naming rings.dir: the node started, and refused every
+// open_loader under ring_size. A read-only file system is a problem of
+// the configuration (node config check says so); permission, which
+// depends on the user, is New's to check. As root, a read-only mount
+// is the only way to have one (a directory's mode does not stop root);
+// as another user, a directory of mode 0555.
+func TestRingsDirNotWritable(t *testing.T) {
+	dir, pre := configDir(t)
+	cfg, err := LoadConfig(writeConfig(t, dir, pre+"[rings]\ndir = "+quote(dir)+"\n"))
+	if err != nil {
+		t.Fatalf("writable rings.dir: %v", err)
+	}
+	var ro, wantLoad, wantNew string
+	if os.Geteuid() == 0 {
+		ro = mountReadOnly(t)
+		wantLoad = `rings.dir: "` + ro + `" cannot be written: read-only file system (every loader's ring is created there)`
+		wantNew = wantLoad
+	} else {
+		ro = filepath.Join(dir, "rings")
+		if err := os.Mkdir(ro, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		wantNew = fmt.Sprintf(`node: rings.dir: %q cannot be written by this node (uid %d): permission denied (every loader's ring is created there)`, ro, os.Getuid())
+	}
+	_, err = LoadConfig(writeConfig(t, dir, pre+"[rings]\ndir = "+quote(ro)+"\n"))
+	switch {
+	case wantLoad == "" && err != nil:
+		t.Errorf("LoadConfig of a rings.dir of mode 0555: %v, want it left to New", err)
+	case wantLoad != "" && (err == nil || !strings.Contains(err.Error(), wantLoad)):
+		t.Errorf("LoadConfig of a read-only rings.dir: %v, want %q", err, wantLoad)
+	}
+	cfg.Rings.Dir = ro
+	n, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err == nil {
+		n.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), wantNew) || !errors.Is(err, ErrConfig) {
+		t.Errorf("New with rings.dir %s: %v, want %q (ErrConfig)", ro, err, wantNew)
 	}
 }
 

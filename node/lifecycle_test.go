@@ -500,3 +500,60 @@ func TestRingDirTooSmall(t *testing.T) {
 		t.Fatalf("stats: %+v, %v; want the one loader that fits", st, err)
 	}
 }
+
+// TestRingDirReadOnly: a rings.dir remounted read-only under a running
+// node refuses open_loader naming rings.dir and why, with no key: it
+// named ring_size ("control: ring_size: shm: create …: read-only file
+// system"), and the trainer lowered ring_size in vain. The refusal
+// leaves no file and takes no slot: once the directory is writable
+// again, a loader opens. (A read-only rings.dir at start is refused by
+// the configuration: TestRingsDirNotWritable.)
+func TestRingDirReadOnly(t *testing.T) {
+	bin, parts := setup(t)
+	shmDir := mountTmpfs(t, "8m")
+	cfg, socket, _ := newConfig(t, parts, "")
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, _ := strings.Cut(string(text), "[rings]\ndir = ")
+	old, _, _ := strings.Cut(after, "\n")
+	if err := os.WriteFile(cfg, []byte(strings.Replace(string(text), "dir = "+old, "dir = \""+shmDir+"\"", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startDaemon(t, bin, cfg, socket, shmDir) // its stop checks that nothing is left
+	remount := func(mode string) {
+		t.Helper()
+		if out, err := exec.Command("mount", "-o", "remount,"+mode, shmDir).CombinedOutput(); err != nil {
+			t.Fatalf("remount %s %s: %v: %s", mode, shmDir, err, out)
+		}
+	}
+	remount("ro")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o := baseOptions()
+	o.Workers, o.Epochs, o.RingSize = 2, 1, "4MiB"
+	_, err = client.OpenLoader(ctx, socket, o)
+	var ce *control.Error
+	if !errors.As(err, &ce) || ce.Key != "" || !strings.HasPrefix(ce.Msg, "the node's rings.dir "+shmDir+": shm: create "+shmDir+"/") ||
+		!strings.HasSuffix(ce.Msg, ": read-only file system") {
+		t.Fatalf("open_loader on a read-only rings.dir: %v (key %q), want no key and the node's rings.dir %s named, read-only", err, keyOf(ce), shmDir)
+	}
+	remount("rw")
+	if left := ringFiles(t, shmDir); len(left) > 0 {
+		t.Fatalf("refused loader left %v", left)
+	}
+	l := openReading(t, ctx, socket, o, 3)
+	st, err := l.Stats(ctx)
+	if err != nil || len(st.Loaders) != 1 || st.Opened != 1 {
+		t.Fatalf("stats: %+v, %v; want the one loader opened once rings.dir is writable again", st, err)
+	}
+}
+
+// keyOf is e's Key, "" for nil.
+func keyOf(e *control.Error) string {
+	if e == nil {
+		return ""
+	}
+	return e.Key
+}

@@ -2,10 +2,13 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"graphnode/node/control"
 	"graphnode/sample"
@@ -119,6 +122,28 @@ func (n *Node) doneStarting(l *loader, err error) {
 // errStopping refuses a loader once drain has begun.
 func errStopping() error { return &control.Error{Msg: "node is stopping"} }
 
+// ringError is the refusal of an open_loader whose ring could not be
+// created: under ring_size when its size is what failed (rings.dir or the
+// memory holds too little, or shm refused the size), else naming the
+// node's rings.dir (read-only, not the node's to write): a trainer told
+// ring_size was at fault lowered it in vain.
+func (n *Node) ringError(err error) *control.Error {
+	if ringSizeFailed(err) {
+		return &control.Error{Key: "ring_size", Msg: err.Error()}
+	}
+	return &control.Error{Msg: fmt.Sprintf("the node's rings.dir %s: %v", n.cfg.Rings.Dir, err)}
+}
+
+// ringSizeFailed reports whether shm.Create failed for the size asked.
+func ringSizeFailed(err error) bool {
+	for _, e := range []error{shm.ErrNoMemory, shm.ErrInvalid, unix.ENOSPC, unix.EDQUOT, unix.EFBIG, unix.ENOMEM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // startLoader creates l's ring and spawns its samplers; on failure it
 // leaves nothing behind. If drain began meanwhile it stops them again and
 // refuses: drain does not close a loader still starting (it waits for
@@ -147,7 +172,7 @@ func (n *Node) startLoader(ctx context.Context, l *loader, o control.LoaderOptio
 	})
 	if err != nil {
 		n.log.Error("create ring", "loader", l.id, "ring", path, "err", err)
-		return &control.Error{Key: "ring_size", Msg: err.Error()}
+		return n.ringError(err)
 	}
 	info.LoaderID, info.Ring = l.id, path
 	info.SubRings, info.RingSize, info.SubRingSize = o.Workers, ringBytes, ring.Capacity()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -305,5 +306,53 @@ func TestRingSizeAdvice(t *testing.T) {
 				t.Errorf("sub-ring holds records of %d bytes: an error record takes up to %d, a batch record %d", got, maxControlRecord, l.info.MaxRecord)
 			}
 		})
+	}
+}
+
+// TestRingError: a ring that could not be created is refused under
+// ring_size only when its size is what failed; otherwise the refusal
+// names the node's rings.dir, which a trainer cannot change (a read-only
+// rings.dir was refused under ring_size, and lowering it did nothing).
+// The errors are shm.Create's own where this process can cause them.
+func TestRingError(t *testing.T) {
+	dir := t.TempDir()
+	opts := shm.Options{SubRings: 2, Capacity: 1 << 20}
+	exists := filepath.Join(dir, "exists.ring")
+	r, err := shm.Create(exists, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Remove()
+	create := func(path string, o shm.Options) error {
+		r, err := shm.Create(path, o)
+		if err == nil {
+			r.Remove()
+			t.Fatalf("shm.Create %s: no error", path)
+		}
+		return err
+	}
+	n := &Node{cfg: Config{Rings: RingsConfig{Dir: dir}}}
+	for _, tc := range []struct {
+		name     string
+		err      error
+		sizeFail bool
+	}{
+		{"too small", create(filepath.Join(dir, "small.ring"), shm.Options{SubRings: 2, Capacity: shm.PageSize}), true},
+		{"no space", fmt.Errorf("shm: create %s/x.ring: reserve 16.0MiB: %w", dir, syscall.ENOSPC), true},
+		{"quota", fmt.Errorf("shm: create %s/x.ring: reserve 16.0MiB: %w", dir, syscall.EDQUOT), true},
+		{"no memory", fmt.Errorf("shm: create %s/x.ring: %w", dir, shm.ErrNoMemory), true},
+		{"map", fmt.Errorf("shm: create %s/x.ring: mmap 16777216 bytes: %w", dir, syscall.ENOMEM), true},
+		{"exists", create(exists, opts), false},
+		{"no dir", create(filepath.Join(dir, "gone", "x.ring"), opts), false},
+		{"read-only", fmt.Errorf("shm: create %s/x.ring: %w", dir, &fs.PathError{Op: "open", Path: dir + "/x.ring", Err: syscall.EROFS}), false},
+		{"permission", fmt.Errorf("shm: create %s/x.ring: %w", dir, &fs.PathError{Op: "open", Path: dir + "/x.ring", Err: syscall.EACCES}), false},
+	} {
+		ce := n.ringError(tc.err)
+		switch {
+		case tc.sizeFail && (ce.Key != "ring_size" || ce.Msg != tc.err.Error()):
+			t.Errorf("%s (%v): key %q, msg %q; want ring_size and the error", tc.name, tc.err, ce.Key, ce.Msg)
+		case !tc.sizeFail && (ce.Key != "" || ce.Msg != "the node's rings.dir "+dir+": "+tc.err.Error()):
+			t.Errorf("%s (%v): key %q, msg %q; want no key and rings.dir named", tc.name, tc.err, ce.Key, ce.Msg)
+		}
 	}
 }

@@ -137,6 +137,13 @@ func New(cfg Config, log *slog.Logger) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	// Validate refuses a read-only rings.dir; whether this node's user may
+	// write there is for the node to find. Else every open_loader would be
+	// refused, a relayed one included.
+	if err := unix.Access(cfg.Rings.Dir, unix.W_OK|unix.X_OK); err != nil {
+		return nil, fmt.Errorf("node: rings.dir: %q cannot be written by this node (uid %d): %v (every loader's ring is created there): %w",
+			cfg.Rings.Dir, os.Getuid(), err, ErrConfig)
+	}
 	gid, _ := cfg.GroupID()
 	if cfg.Client() {
 		n := &Node{cfg: cfg, log: log, gid: gid, SamplerStderr: os.Stderr, stopping: make(chan struct{})}

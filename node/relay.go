@@ -149,14 +149,19 @@ func (n *Node) startRelay(ctx context.Context, l *loader, o control.LoaderOption
 		SubRings: info.SubRings, Capacity: info.RingSize,
 		Mode: n.cfg.RingMode(), GID: max(n.gid, 0), Prealloc: true,
 	})
-	if err == nil && ring.Capacity() < info.SubRingSize {
+	var refused *control.Error
+	switch {
+	case err != nil:
+		refused = n.ringError(err)
+	case ring.Capacity() < info.SubRingSize:
 		ring.Remove()
 		err = fmt.Errorf("sub-rings of %s here, %s there", shm.FormatSize(ring.Capacity()), shm.FormatSize(info.SubRingSize))
+		refused = &control.Error{Key: "ring_size", Msg: err.Error()}
 	}
-	if err != nil {
+	if refused != nil {
 		abandon()
 		n.log.Error("create ring", "loader", l.id, "ring", path, "err", err)
-		return &control.Error{Key: "ring_size", Msg: err.Error()}
+		return refused
 	}
 	info.LoaderID, info.Ring = l.id, path
 	info.SubRingSize = ring.Capacity()
