@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
+	"graphnode/kv"
 	"graphnode/node/client"
 	"graphnode/train"
 )
@@ -20,6 +22,12 @@ import (
 // timeout).
 func agreeJob(ctx context.Context, s *client.Sync, set []client.Setting) error {
 	differ, err := s.Agree(ctx, set)
+	if errors.Is(err, kv.ErrStepFailed) {
+		// A trainer that fails before it joins (a flag that makes its
+		// sync table another size, missing input files) stops at once
+		// and alone: the others only see it missing, a minute later.
+		return fmt.Errorf("compare the job's settings with its other trainers: %w (a trainer missing from the comparison stopped before it, and its own output says why, or was never started)", err)
+	}
 	if err != nil {
 		return fmt.Errorf("compare the job's settings with its other trainers: %w", err)
 	}

@@ -773,3 +773,29 @@ func TestCheckSave(t *testing.T) {
 		}
 	}
 }
+
+// TestAgreeMissingTrainer: a trainer whose job's other rank never joins
+// the comparison of settings (it stopped at start, alone: another
+// --hidden made its sync table another size) fails at the node's sync
+// timeout saying that the missing trainer stopped or never started,
+// where it said only which trainer it waited for.
+func TestAgreeMissingTrainer(t *testing.T) {
+	bin := nodeBinary(t)
+	_, _, _, sock, _ := startRun(t, bin, "[kv]\nsync_timeout = \"1s\"\n")
+	ctx := t.Context()
+	k, err := client.DialKV(ctx, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	s, err := client.NewSync(ctx, k, "agree.sync", 40, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = agreeJob(ctx, s, []client.Setting{{Name: "--hidden", Value: "16"}})
+	for _, want := range []string{"waiting for trainers [1] of world 2", "stopped before it, and its own output says why, or was never started"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("agreeJob with rank 1 missing: %v, want %q", err, want)
+		}
+	}
+}
