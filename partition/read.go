@@ -104,6 +104,23 @@ func (o *ReadOptions) Validate() error {
 	return errors.Join(errs...)
 }
 
+// ValidateFor is Validate for the input at path: when Format is empty,
+// it also reports the options given that the format guessed from path
+// does not read, as Read would refuse them, so that a caller can refuse
+// them with the other bad options before reading. A path whose format
+// cannot be guessed (it does not exist) is left to Read to report.
+func (o *ReadOptions) ValidateFor(path string) error {
+	err := o.Validate()
+	if o.Format != "" {
+		return err
+	}
+	guessed, gerr := DetectFormat(path)
+	if gerr != nil {
+		return err
+	}
+	return errors.Join(append([]error{err}, o.formatProblems(guessed, path)...)...)
+}
+
 // formatProblems lists the options given that format does not read;
 // guessedFrom is the path the format was guessed from, or "".
 func (o *ReadOptions) formatProblems(format, guessedFrom string) []error {

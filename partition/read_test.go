@@ -118,16 +118,25 @@ func TestReadRefusesOptionsOfOtherFormats(t *testing.T) {
 		{linqs, ReadOptions{Header: HeaderAuto, IDs: "auto"}, ""},
 		{edges, ReadOptions{Header: HeaderNo, IDs: IDsInt, Weighted: false}, ""},
 	} {
+		// ValidateFor refuses before reading what Read refuses.
+		verr := tt.opts.ValidateFor(tt.path)
 		g, err := Read(context.Background(), tt.path, tt.opts)
 		if tt.want == "" {
-			if err != nil || g.NumNodes != 2 {
-				t.Errorf("%+v: %v", tt.opts, err)
+			if err != nil || g.NumNodes != 2 || verr != nil {
+				t.Errorf("%+v: %v (ValidateFor: %v)", tt.opts, err, verr)
 			}
 			continue
 		}
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%+v: err = %v, want %q", tt.opts, err, tt.want)
 		}
+		if verr == nil || verr.Error() != err.Error() {
+			t.Errorf("%+v: ValidateFor = %v, want Read's %v", tt.opts, verr, err)
+		}
+	}
+	// A path that is not there is Read's to report, as it reads.
+	if err := (&ReadOptions{Weighted: true}).ValidateFor(filepath.Join(dir, "missing")); err != nil {
+		t.Errorf("ValidateFor of a missing path: %v", err)
 	}
 }
 

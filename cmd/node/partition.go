@@ -172,8 +172,10 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	}
 	// Everything that does not need the graph is checked before the
 	// input is read, which can take minutes; every problem at once.
-	// A bad flag among them makes the exit status a usage error's.
-	flagErr := errors.Join(f.read.Validate(), clean.Validate(), assignOpts.Validate(), cache.Validate(-1))
+	// A bad flag among them makes the exit status a usage error's;
+	// options of another format than the one guessed from the input's
+	// path are bad flags as they are beside --format.
+	flagErr := errors.Join(f.read.ValidateFor(f.input), clean.Validate(), assignOpts.Validate(), cache.Validate(-1))
 	if err := errors.Join(flagErr, partition.CheckOutput(f.out, f.force), outputHoldsInput(f)); err != nil {
 		if flagErr != nil {
 			return badFlags(err)

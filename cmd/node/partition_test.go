@@ -288,6 +288,48 @@ func TestPartitionChecksBeforeReading(t *testing.T) {
 	}
 }
 
+// TestPartitionGuessedFormatOptions: an option of another format is a
+// usage error (exit 2) whether the format was given or guessed from the
+// input's path, refused with the other bad options before the input is
+// read. Guessed, it was found by the read and exited 1.
+func TestPartitionGuessedFormatOptions(t *testing.T) {
+	ogb := filepath.Join(t.TempDir(), "ogb")
+	linqs := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(ogb, "raw"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Neither is read: a read would fail on the missing files.
+	if err := os.WriteFile(filepath.Join(linqs, "cora.content"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "graph.toml"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--input", ogb, "--node-file", "x"}, []string{"node file applies to edge lists only, not ogb (guessed from " + ogb}},
+		{[]string{"--input", ogb, "--format", "ogb", "--node-file", "x"}, []string{"node file applies to edge lists only, not ogb\n"}},
+		{[]string{"--input", linqs, "--split-scheme", "a"}, []string{"split scheme applies to ogb only, not linqs (guessed from " + linqs}},
+		{[]string{"--input", linqs, "--weighted", "--header", "yes"}, []string{"weighted applies to edge lists only, not linqs (guessed", "header applies to edge lists only, not linqs (guessed"}},
+		// With the other problems, all at once.
+		{[]string{"--input", linqs, "--split-scheme", "a", "--method", "metsi", "-o", full}, []string{"split scheme applies to ogb only", `method "metsi"`, "exists and is not empty"}},
+	} {
+		args := append([]string{"partition", "-o", filepath.Join(t.TempDir(), "p")}, tt.args...)
+		code, stdout, stderr := runNode(t, args...)
+		if code != 2 || stdout != "" || strings.Contains(stderr, "read ") {
+			t.Errorf("%v: code %d, stdout %q, stderr %q; want 2 before reading", tt.args, code, stdout, stderr)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%v: stderr %q lacks %q", tt.args, stderr, w)
+			}
+		}
+	}
+}
+
 // TestPartitionRefusesBeforeAssign: what the files cannot take of the
 // graph read (a cache of a graph without features, or without training
 // nodes to rank it) is refused before the assignment, which takes hours
