@@ -3,6 +3,7 @@ package partition
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -44,14 +45,14 @@ func (o CleanOptions) withDefaults() (CleanOptions, error) {
 	if o.Duplicates == "" {
 		o.Duplicates = Drop
 	}
-	var err error
+	var err, errs error
 	if o.SelfLoops, err = ParsePolicy(string(o.SelfLoops), Keep, Drop, Error); err != nil {
-		return o, fmt.Errorf("%w (self loops)", err)
+		errs = fmt.Errorf("%w (self loops)", err)
 	}
 	if o.Duplicates, err = ParsePolicy(string(o.Duplicates), Keep, Drop, Error); err != nil {
-		return o, fmt.Errorf("%w (duplicates)", err)
+		errs = errors.Join(errs, fmt.Errorf("%w (duplicates)", err))
 	}
-	return o, nil
+	return o, errs
 }
 
 // Adj is a graph in compressed sparse rows keyed by the node that is

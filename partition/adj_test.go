@@ -85,6 +85,9 @@ func TestBuildAdjPolicies(t *testing.T) {
 		{"self loops error", CleanOptions{SelfLoops: Error}, nil, Stats{}, "2 self loops (policy error), at nodes 11, 13"},
 		{"duplicates error", CleanOptions{Duplicates: Error}, nil, Stats{}, "duplicate edge 10 -> 11"},
 		{"bad policy", CleanOptions{SelfLoops: Add}, nil, Stats{}, `partition: policy "add": want one of keep, drop, error (self loops)`},
+		// Both bad policies, not the first alone.
+		{"bad policies", CleanOptions{SelfLoops: Add, Duplicates: "twice"}, nil, Stats{},
+			"partition: policy \"add\": want one of keep, drop, error (self loops)\npartition: policy \"twice\": want one of keep, drop, error (duplicates)"},
 	}
 	for _, tt := range tests {
 		for _, dir := range []csr.Direction{csr.In, csr.Out} {

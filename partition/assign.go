@@ -3,6 +3,7 @@ package partition
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -107,22 +108,25 @@ func Balances(method string) []string {
 // can take minutes; Assign checks them again, and the rest against the
 // graph.
 func (o AssignOptions) Validate() error {
+	var errs []error
 	if o.Parts < 1 {
-		return fmt.Errorf("partition: %d parts: want at least 1", o.Parts)
+		errs = append(errs, fmt.Errorf("partition: %d parts: want at least 1", o.Parts))
 	}
 	if o.Imbalance != 0 && (o.Imbalance < 1 || math.IsNaN(o.Imbalance) || math.IsInf(o.Imbalance, 0)) {
-		return fmt.Errorf("partition: imbalance %g: want a number ≥ 1", o.Imbalance)
+		errs = append(errs, fmt.Errorf("partition: imbalance %g: want a number ≥ 1", o.Imbalance))
 	}
 	balanced := Balances(o.Method)
 	if balanced == nil {
-		return fmt.Errorf("partition: method %q: want %s, %s or %s", o.Method, MethodRandom, MethodMetis, MethodFreq)
+		// What an unknown method balances is unknown: the balance is
+		// checked once the method is fixed.
+		errs = append(errs, fmt.Errorf("partition: method %q: want %s, %s or %s", o.Method, MethodRandom, MethodMetis, MethodFreq))
 	}
 	for _, k := range o.Balance {
-		if !slices.Contains(balanced, k) {
-			return fmt.Errorf("partition: method %s cannot balance %q: it balances %s", o.Method, k, strings.Join(balanced, ", "))
+		if balanced != nil && !slices.Contains(balanced, k) {
+			errs = append(errs, fmt.Errorf("partition: method %s cannot balance %q: it balances %s", o.Method, k, strings.Join(balanced, ", ")))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Assign returns, for every node index of g, the partition that owns it.

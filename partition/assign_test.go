@@ -76,6 +76,26 @@ func TestAssignErrors(t *testing.T) {
 	}
 }
 
+// TestAssignOptionsValidateAll: Validate reports every bad option, not
+// the first (a bad method went unsaid beside a bad part count).
+func TestAssignOptionsValidateAll(t *testing.T) {
+	for _, tt := range []struct {
+		opts AssignOptions
+		want string
+	}{
+		{AssignOptions{Method: "bogus", Parts: 0, Imbalance: 0.5},
+			"partition: 0 parts: want at least 1\npartition: imbalance 0.5: want a number ≥ 1\npartition: method \"bogus\": want random, metis or freq"},
+		{AssignOptions{Method: MethodRandom, Parts: -1, Balance: []string{"nodes", "edges", "train"}},
+			"partition: -1 parts: want at least 1\npartition: method random cannot balance \"edges\": it balances nodes\npartition: method random cannot balance \"train\": it balances nodes"},
+		// An unknown method balances nothing known: its balance is not refused besides.
+		{AssignOptions{Method: "bogus", Parts: 2, Balance: []string{"nodes", "edges"}}, `partition: method "bogus": want random, metis or freq`},
+	} {
+		if err := tt.opts.Validate(); err == nil || err.Error() != tt.want {
+			t.Errorf("%+v: err = %v, want %q", tt.opts, err, tt.want)
+		}
+	}
+}
+
 func TestParseBalance(t *testing.T) {
 	for _, tt := range []struct {
 		in   string

@@ -3,6 +3,7 @@ package partition
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -28,17 +29,20 @@ func (o CacheOptions) On() bool { return o.Ratio > 0 || o.Bytes > 0 }
 // Validate checks the options against the feature row size in bytes; a
 // negative rowBytes (the graph not read yet) checks the options alone.
 func (o CacheOptions) Validate(rowBytes int) error {
-	switch {
-	case o.Ratio < 0 || math.IsNaN(o.Ratio) || math.IsInf(o.Ratio, 0):
-		return fmt.Errorf("partition: cache ratio %g: want a number ≥ 0", o.Ratio)
-	case o.Bytes < 0:
-		return fmt.Errorf("partition: cache bytes %d: want ≥ 0", o.Bytes)
-	case o.Ratio > 0 && o.Bytes > 0:
-		return fmt.Errorf("partition: cache ratio %g and cache bytes %d: give one of them", o.Ratio, o.Bytes)
-	case o.On() && rowBytes == 0:
-		return fmt.Errorf("partition: cache: the graph has no features to cache")
+	var errs []error
+	if o.Ratio < 0 || math.IsNaN(o.Ratio) || math.IsInf(o.Ratio, 0) {
+		errs = append(errs, fmt.Errorf("partition: cache ratio %g: want a number ≥ 0", o.Ratio))
 	}
-	return nil
+	if o.Bytes < 0 {
+		errs = append(errs, fmt.Errorf("partition: cache bytes %d: want ≥ 0", o.Bytes))
+	}
+	if o.Ratio > 0 && o.Bytes > 0 {
+		errs = append(errs, fmt.Errorf("partition: cache ratio %g and cache bytes %d: give one of them", o.Ratio, o.Bytes))
+	}
+	if len(errs) == 0 && o.On() && rowBytes == 0 {
+		errs = append(errs, fmt.Errorf("partition: cache: the graph has no features to cache"))
+	}
+	return errors.Join(errs...)
 }
 
 // cacheIDBytes is what a cached node's id takes in cache_ids (u64).

@@ -87,9 +87,6 @@ func runPartition(ctx context.Context, a *app, args []string) error {
 	if f.input == "" || f.out == "" {
 		return usage("--input and -o are required")
 	}
-	if f.seed > math.MaxInt64 {
-		return usage("--seed %d: want below 2^63", f.seed)
-	}
 	fs.Visit(func(fl *flag.Flag) {
 		switch fl.Name {
 		case "direction":
@@ -104,13 +101,16 @@ func runPartition(ctx context.Context, a *app, args []string) error {
 // partitionRun runs the pipeline once the flags are parsed.
 func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	start := time.Now()
+	// Every bad flag is collected, not the first returned: the user
+	// fixes them in one go (README: refused all at once).
+	var errs []error
 	dir := csr.In
 	switch f.direction {
 	case "in":
 	case "out":
 		dir = csr.Out
 	default:
-		return badFlags(fmt.Errorf("--direction %q: want in or out", f.direction))
+		errs = append(errs, fmt.Errorf("--direction %q: want in or out", f.direction))
 	}
 	featType := csr.TypeF32
 	switch f.featDtype {
@@ -118,38 +118,43 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	case "f16":
 		featType = csr.TypeF16
 	default:
-		return badFlags(fmt.Errorf("--feat-dtype %q: want f32 or f16", f.featDtype))
+		errs = append(errs, fmt.Errorf("--feat-dtype %q: want f32 or f16", f.featDtype))
 	}
 	balance, err := partition.ParseBalance(f.balance)
 	if err != nil {
-		return badFlags(fmt.Errorf("--balance: %w", err))
+		errs = append(errs, fmt.Errorf("--balance: %w", err))
 	}
 	var fanouts []int
+	fanoutsOK := true // a bad --fanouts is reported once, not again as none
 	if f.fanouts != "none" {
 		if fanouts, err = parseFanouts(f.fanouts); err != nil {
-			return badFlags(err)
+			errs = append(errs, err)
+			fanoutsOK = false
 		}
 	}
 	cache := partition.CacheOptions{Ratio: f.cacheRatio}
 	if f.cacheBytes != "" {
 		if cache.Bytes, err = shm.ParseSize(f.cacheBytes); err != nil {
-			return badFlags(fmt.Errorf("--cache-bytes: %w", err))
+			errs = append(errs, fmt.Errorf("--cache-bytes: %w", err))
 		}
 	}
-	if cache.On() && fanouts == nil {
-		return badFlags(fmt.Errorf("--cache-ratio/--cache-bytes need --fanouts to rank the hot nodes"))
+	if cache.On() && fanouts == nil && fanoutsOK {
+		errs = append(errs, fmt.Errorf("--cache-ratio/--cache-bytes need --fanouts to rank the hot nodes"))
 	}
-	if f.method == "freq" && fanouts == nil {
+	if f.method == "freq" && fanouts == nil && fanoutsOK {
 		// It took 15,10,5 without a word, and graph.toml recorded none.
-		return badFlags(fmt.Errorf("--method freq places nodes by the heat of sampling with --fanouts: give the trainers' fanouts, not none"))
+		errs = append(errs, fmt.Errorf("--method freq places nodes by the heat of sampling with --fanouts: give the trainers' fanouts, not none"))
 	}
 	if f.batchSize < 0 {
-		return badFlags(fmt.Errorf("--batch-size %d: want ≥ 0", f.batchSize))
+		errs = append(errs, fmt.Errorf("--batch-size %d: want ≥ 0", f.batchSize))
+	}
+	if f.seed > math.MaxInt64 {
+		errs = append(errs, fmt.Errorf("--seed %d: want below 2^63", f.seed))
 	}
 	clean := partition.CleanOptions{SelfLoops: partition.Policy(f.selfLoops), Duplicates: partition.Policy(f.duplicates), Undirected: f.undirected}
 	split, err := partition.ParseSplit(f.split)
 	if err != nil {
-		return badFlags(err)
+		errs = append(errs, err)
 	}
 	split.Seed = f.seed
 	f.read.MissingLabel = partition.Policy(f.missing)
@@ -175,7 +180,8 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	// A bad flag among them makes the exit status a usage error's;
 	// options of another format than the one guessed from the input's
 	// path are bad flags as they are beside --format.
-	flagErr := errors.Join(f.read.ValidateFor(f.input), clean.Validate(), assignOpts.Validate(), cache.Validate(-1))
+	errs = append(errs, f.read.ValidateFor(f.input), clean.Validate(), assignOpts.Validate(), cache.Validate(-1))
+	flagErr := errors.Join(errs...)
 	if err := errors.Join(flagErr, partition.CheckOutput(f.out, f.force), outputHoldsInput(f)); err != nil {
 		if flagErr != nil {
 			return badFlags(err)

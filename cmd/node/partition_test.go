@@ -274,6 +274,16 @@ func TestPartitionChecksBeforeReading(t *testing.T) {
 		// Found by the write's mkdir once the input was read and partitioned.
 		{[]string{"-o", "/proc/graphnode-test/parts"}, 1, []string{"output /proc/graphnode-test/parts: cannot write in /proc"}},
 		{[]string{"--method", "metsi", "--duplicates", "twice", "-o", full}, 2, []string{`method "metsi"`, "duplicates", "exists and is not empty"}},
+		// Every problem, not the first of each check: the method went
+		// unsaid beside a bad part count, and the flags parsed here stopped
+		// at the first.
+		{[]string{"--method", "bogus", "--parts", "0"}, 2, []string{`method "bogus"`, "0 parts: want at least 1"}},
+		{[]string{"--self-loops", "x", "--parts", "0", "--balance", "edges", "--method", "bogus", "-o", "/proc/graphnode-test/parts"}, 2,
+			[]string{`policy "x"`, "(self loops)", "0 parts", `method "bogus"`, "cannot write in /proc"}},
+		{[]string{"--direction", "up", "--feat-dtype", "f64", "--balance", "vertices", "--fanouts", "10,x", "--method", "freq", "--cache-bytes", "64M",
+			"--batch-size", "-1", "--seed", "18446744073709551615", "--split", "half", "--self-loops", "x", "--duplicates", "y", "--imbalance", "0.5"}, 2,
+			[]string{`--direction "up"`, `--feat-dtype "f64"`, `--balance: partition: balance "vertices"`, `--fanouts "10,x"`, `--cache-bytes: shm: size "64M"`,
+				"--batch-size -1", "--seed 18446744073709551615: want below 2^63", `split "half"`, "(self loops)", "(duplicates)", "imbalance 0.5"}},
 	} {
 		args := append([]string{"partition", "--input", in, "--format", "edgelist", "--parts", "2", "-o", filepath.Join(t.TempDir(), "p")}, tt.args...)
 		code, stdout, stderr := runNode(t, args...)
@@ -284,6 +294,10 @@ func TestPartitionChecksBeforeReading(t *testing.T) {
 			if !strings.Contains(stderr, w) {
 				t.Errorf("%v: stderr %q lacks %q", tt.args, stderr, w)
 			}
+		}
+		// A --fanouts that does not parse is said once, not again as none.
+		if strings.Contains(stderr, "need --fanouts") || strings.Contains(stderr, "not none") {
+			t.Errorf("%v: stderr %q takes a bad --fanouts for none", tt.args, stderr)
 		}
 	}
 }
