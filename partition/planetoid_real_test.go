@@ -27,6 +27,7 @@ func TestReadPlanetoidReal(t *testing.T) {
 		edges, noLoops               uint64
 		train, val, test             int
 		pairs, selfLoops, missing    int64
+		distinctLoops                int64 // README's count: CiteSeer lists each twice
 		rows                         []row
 		firstTest, lastVal, lastTest uint32
 	}{
@@ -38,7 +39,7 @@ func TestReadPlanetoidReal(t *testing.T) {
 				{2692, []int{311, 314, 353, 505, 510, 621, 1075, 1132, 1171, 1226, 1230, 1301, 1379, 1389, 1392}, 3},
 			}, firstTest: 1708, lastVal: 639, lastTest: 2707},
 		{name: "citeseer", nodes: 3327, feats: 3703, classes: 6, edges: 9228, noLoops: 9104, train: 120, val: 500, test: 1000,
-			pairs: 9464, selfLoops: 248, missing: 15, rows: []row{
+			pairs: 9464, selfLoops: 248, distinctLoops: 124, missing: 15, rows: []row{
 				// 2407: between allx's 2312 rows and the last test node, in
 				// no file but the graph: no features, no label.
 				{2407, nil, -1},
@@ -60,6 +61,9 @@ func TestReadPlanetoidReal(t *testing.T) {
 			rdEq(t, "FeatDim", g.FeatDim, c.feats)
 			rdEq(t, "NumClasses", g.NumClasses, c.classes)
 			rdEq(t, "Stats", g.Stats, Stats{EdgesRead: c.pairs, SelfLoops: c.selfLoops, MissingLabels: c.missing})
+			distinct, err := g.DistinctSelfLoops(context.Background())
+			rdEq(t, "distinct self loops", distinct, c.distinctLoops)
+			rdEq(t, "distinct self loops error", err, nil)
 			for _, r := range c.rows {
 				var cols []int // nonzero columns, each 1
 				for k, v := range g.Feat[r.node*c.feats : (r.node+1)*c.feats] {

@@ -92,6 +92,44 @@ func TestPartitionInspectCLI(t *testing.T) {
 	}
 }
 
+// TestPartitionSelfLoopsListedTwice: a graph that lists a self loop
+// twice (Planetoid's CiteSeer lists each of its 124 so: 248) says how
+// many loops there are besides how many were listed, which graph.toml's
+// stats.self_loops records; the printout said 248 and README 124.
+func TestPartitionSelfLoopsListedTwice(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "loops.txt")
+	if err := os.WriteFile(in, []byte("1 1\n1 1\n2 2\n1 2\n2 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		policy string
+		want   string
+		drop   int64
+	}{
+		{"keep", "cleaned: 4 edges stored (direction in); self loops 3 (2 distinct; dropped 0), duplicates dropped 1,", 0},
+		{"drop", "cleaned: 2 edges stored (direction in); self loops 3 (2 distinct; dropped 3), duplicates dropped 0,", 3},
+	} {
+		out := filepath.Join(t.TempDir(), "parts")
+		code, stdout, stderr := runNode(t, "partition", "--input", in, "--self-loops", tt.policy, "-o", out)
+		if code != 0 || !strings.Contains(stdout, tt.want) {
+			t.Errorf("--self-loops %s: code %d, stdout %q, stderr %q; want %q", tt.policy, code, stdout, stderr, tt.want)
+			continue
+		}
+		m, err := partition.OpenDir(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Stats["self_loops"] != 3 || m.Stats["self_loops_drop"] != tt.drop {
+			t.Errorf("--self-loops %s: graph.toml stats %v, want self_loops 3 (every one listed), self_loops_drop %d", tt.policy, m.Stats, tt.drop)
+		}
+	}
+	// Each loop listed once: the count alone, as before.
+	code, stdout, _ := runNode(t, "partition", "--input", writeEdgeList(t, 4), "-o", filepath.Join(t.TempDir(), "parts"))
+	if code != 0 || !strings.Contains(stdout, "self loops 1 (dropped 0)") {
+		t.Errorf("one self loop: code %d, stdout %q", code, stdout)
+	}
+}
+
 func TestInspectVerifyNamesCorruptSection(t *testing.T) {
 	in := writeEdgeList(t, 20)
 	out := filepath.Join(t.TempDir(), "parts")
