@@ -211,9 +211,13 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	if g.KG != nil && !f.directionSet {
 		dir = csr.Out // a triple is stored with its head entity, as DGL-KE does
 	}
-	distinctLoops, err := g.DistinctSelfLoops(ctx) // before BuildAdj consumes the edges
-	if err != nil {
-		return err
+	// Before BuildAdj consumes the edges; a pass over them only when some
+	// self loop was listed.
+	distinctLoops := g.Stats.SelfLoops
+	if distinctLoops > 0 {
+		if distinctLoops, err = g.DistinctSelfLoops(ctx); err != nil {
+			return err
+		}
 	}
 	adj, err := partition.BuildAdj(ctx, g, dir, clean, prog.report)
 	if err != nil {
