@@ -301,3 +301,67 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestCheckIdentityListsEveryProblem: CheckIdentity names each problem
+// of the files, found on its own, where LoadIdentity stops at the first:
+// a key readable by others hid another node's certificate, and an
+// expired certificate hid that another CA signed it.
+func TestCheckIdentityListsEveryProblem(t *testing.T) {
+	dir := writeTestCluster(t, "c", "host0", "host1")
+	other := writeTestCluster(t, "c2", "host0")
+	reissue(t, other, "host0", time.Now().Add(-72*time.Hour), time.Now().Add(-24*time.Hour))
+	// Expired after the CA of dir began: verified at a time both are valid.
+	lately := writeTestCluster(t, "c2", "host0")
+	reissue(t, lately, "host0", time.Now().Add(-72*time.Hour), time.Now().Add(-30*time.Minute))
+	tests := []struct {
+		name  string
+		setup func(d string)
+		want  []string
+	}{
+		{"good", func(string) {}, nil},
+		{"key readable by others, certificate of another node", func(d string) {
+			copyFile(t, CertFile(d, "host1"), CertFile(d, "host0"))
+			os.Chmod(KeyFile(d, "host0"), 0o644)
+		}, []string{"host0.key: mode 0644", "private key does not match", `host0.crt: certificate of "host1", want "host0"`}},
+		{"expired, of another CA", func(d string) {
+			copyFile(t, CertFile(other, "host0"), CertFile(d, "host0"))
+			copyFile(t, KeyFile(other, "host0"), KeyFile(d, "host0"))
+		}, []string{"host0.crt: expired at", "host0.crt: not signed by", `host0.crt: certificate names cluster [c2], CA names "c"`}},
+		{"expired within the CA's validity, of another CA", func(d string) {
+			copyFile(t, CertFile(lately, "host0"), CertFile(d, "host0"))
+			copyFile(t, KeyFile(lately, "host0"), KeyFile(d, "host0"))
+		}, []string{"host0.crt: expired at", "host0.crt: not signed by", `host0.crt: certificate names cluster [c2], CA names "c"`}},
+		{"no CA, key readable by others", func(d string) {
+			os.Remove(filepath.Join(d, CAcertFile))
+			os.Chmod(KeyFile(d, "host0"), 0o644)
+		}, []string{"ca.crt: no such file", "host0.key: mode 0644"}},
+		{"no certificate, key readable by others", func(d string) {
+			os.Remove(CertFile(d, "host0"))
+			os.Chmod(KeyFile(d, "host0"), 0o644)
+		}, []string{"host0.key: mode 0644", "host0.crt: no such file"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := t.TempDir()
+			for _, f := range []string{CAcertFile, "host0.crt", "host0.key", "host1.crt", "host1.key"} {
+				copyFile(t, filepath.Join(dir, f), filepath.Join(d, f))
+			}
+			tt.setup(d)
+			cluster, problems := CheckIdentity(d, "host0")
+			if want := "c"; tt.name != "no CA, key readable by others" && cluster != want {
+				t.Errorf("cluster %q, want %q", cluster, want)
+			}
+			if len(problems) != len(tt.want) {
+				t.Fatalf("%d problems, want %d: %v", len(problems), len(tt.want), problems)
+			}
+			for i, p := range problems {
+				if !errors.Is(p, ErrCert) || !strings.Contains(p.Error(), tt.want[i]) || strings.HasPrefix(p.Error(), "mesh: ") {
+					t.Errorf("problem %d = %v\nwant ErrCert containing %q, with no package prefix", i, p, tt.want[i])
+				}
+			}
+			if _, err := LoadIdentity(d, "host0"); (err == nil) != (tt.want == nil) || err != nil && !strings.Contains(err.Error(), tt.want[0]) {
+				t.Errorf("LoadIdentity: %v, want the first problem", err)
+			}
+		})
+	}
+}

@@ -369,14 +369,6 @@ func TestEncodeTOMLRoundTrips(t *testing.T) {
 	}
 }
 
-// unjoinAll is the problems of a LoadConfig error, none for nil.
-func unjoinAll(err error) []error {
-	if err == nil {
-		return nil
-	}
-	return unjoin(err)
-}
-
 // TestEncodeTOMLRoundTripsKVRows: `node config check` prints a
 // [[kv.tables]] row count as a bare integer and "nodes" as a string, the
 // forms LoadConfig reads, so the printed effective config loads again.

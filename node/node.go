@@ -281,28 +281,6 @@ func loadIdentity(cfg *Config) (*mesh.Identity, error) {
 	return id, nil
 }
 
-// CheckFiles checks, as node run does at start but without serving,
-// what cfg (valid as LoadConfig returns it) names on disk: graph.toml and
-// this node's part file (node.parts; not with node.fetch, whose run
-// fetches and checks them first), and with a mesh the certificate, key
-// and CA (mesh.certs) and the CA's cluster (mesh.cluster). It returns
-// every problem, joined, each naming its key; node config check reports
-// them with the configuration's own.
-func CheckFiles(cfg Config) error {
-	var errs []error
-	if !cfg.Node.Fetch {
-		if _, _, err := openManifest(&cfg); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if cfg.MeshEnabled() {
-		if _, err := loadIdentity(&cfg); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // PartPath is the partition file of part p in a parts/ directory (DESIGN.md §4).
 func PartPath(parts string, p int) string {
 	return filepath.Join(parts, fmt.Sprintf("part-%d", p), "part.csr")

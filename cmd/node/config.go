@@ -37,16 +37,12 @@ func runConfig(ctx context.Context, a *app, args []string) error {
 		fs.Usage()
 		return errUsage
 	}
-	cfg, err := node.LoadConfig(*path)
+	// What the keys name on disk too, as node run reads it at start: a
+	// certificate of another cluster, a key readable by others, a
+	// graph.toml that does not parse passed the check and failed the run.
+	cfg, err := node.CheckConfig(*path)
 	if err != nil && !errors.Is(err, node.ErrConfig) {
 		return err // not TOML at all: nothing to print
-	}
-	if err == nil {
-		// What the keys name on disk, as node run reads it at start: a
-		// certificate of another cluster, a key readable by others, a
-		// graph.toml that does not parse passed the check and failed the
-		// run.
-		err = node.CheckFiles(cfg)
 	}
 	out, eerr := cfg.EncodeTOML()
 	if eerr != nil {

@@ -160,27 +160,41 @@ func TestConfigCheckFiles(t *testing.T) {
 			"[[mesh.peers]]\npart = 1\nname = \"host1\"\naddr = \"127.0.0.1:7101\"\n",
 			parts, filepath.Join(dir, "s.sock"), filepath.Join(dir, certs), cluster)
 	}
+	cfgPath := filepath.Join(dir, "node.toml")
 	check := func(t *testing.T, cfg string) (int, string) {
 		t.Helper()
-		path := filepath.Join(t.TempDir(), "node.toml")
-		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		code, _, stderr := cliRun("config", "check", "-c", path)
+		code, _, stderr := cliRun("config", "check", "-c", cfgPath)
 		return code, stderr
 	}
 	if code, stderr := check(t, body("certs", "c1")); code != 0 {
 		t.Fatalf("good files: exit %d: %s", code, stderr)
 	}
-	if code, stderr := check(t, body("certs2", "c1")); code != 1 || !strings.Contains(stderr, `mesh.cluster = "c1", but the CA in `+filepath.Join(dir, "certs2")+` is of cluster "c2"`) {
+	otherCluster := cfgPath + `: mesh.cluster: "c1", but the CA in ` + filepath.Join(dir, "certs2") + ` is of cluster "c2"`
+	if code, stderr := check(t, body("certs2", "c1")); code != 1 || !strings.Contains(stderr, otherCluster) {
 		t.Errorf("CA of another cluster: exit %d: %s", code, stderr)
 	}
 	key := filepath.Join(dir, "certs", "host0.key")
 	if err := os.Chmod(key, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, stderr := check(t, body("certs", "c1")); code != 1 || !strings.Contains(stderr, "mesh.certs") || !strings.Contains(stderr, "0644") {
+	keyMode := cfgPath + ": mesh.certs: " + key + ": mode 0644: a private key must not be readable"
+	if code, stderr := check(t, body("certs", "c1")); code != 1 || !strings.Contains(stderr, keyMode) {
 		t.Errorf("key readable by others: exit %d: %s", code, stderr)
+	}
+	// Each problem of the certificates is listed, with the others: the
+	// key's mode hid the CA's cluster, and node.part = 5 hid both.
+	otherCA := cfgPath + `: mesh.cluster: "c2", but the CA in ` + filepath.Join(dir, "certs") + ` is of cluster "c1"`
+	if code, stderr := check(t, body("certs", "c2")); code != 1 || !strings.Contains(stderr, "2 problem(s)") ||
+		!strings.Contains(stderr, keyMode) || !strings.Contains(stderr, otherCA) {
+		t.Errorf("key readable by others and a CA of another cluster: exit %d: %s", code, stderr)
+	}
+	partOut := strings.Replace(body("certs", "c2"), "name = \"host0\"\n", "name = \"host0\"\npart = 5\n", 1)
+	if code, stderr := check(t, partOut); code != 1 || !strings.Contains(stderr, "4 problem(s)") || !strings.Contains(stderr, cfgPath+": node.part: 5, but") ||
+		!strings.Contains(stderr, cfgPath+": mesh.listen: missing") || !strings.Contains(stderr, keyMode) || !strings.Contains(stderr, otherCA) {
+		t.Errorf("node.part out of range, key readable by others and a CA of another cluster: exit %d: %s", code, stderr)
 	}
 	if err := os.Chmod(key, 0o600); err != nil {
 		t.Fatal(err)
@@ -199,7 +213,13 @@ func TestConfigCheckFiles(t *testing.T) {
 	}
 	// Both problems at once, each with its key.
 	if code, stderr := check(t, body("certs2", "c1")); code != 1 || !strings.Contains(stderr, "2 problem(s)") ||
-		!strings.Contains(stderr, "node.parts: partition: "+filepath.Join(parts, "graph.toml")) || !strings.Contains(stderr, "mesh.cluster") {
+		!strings.Contains(stderr, cfgPath+": node.parts: partition: "+filepath.Join(parts, "graph.toml")) || !strings.Contains(stderr, otherCluster) {
 		t.Errorf("graph.toml that does not parse and a CA of another cluster: exit %d: %s", code, stderr)
+	}
+	// And with a problem of a key the files do not depend on.
+	if code, stderr := check(t, body("certs2", "c1")+"[samplers]\nworkers = 0\n"); code != 1 || !strings.Contains(stderr, "3 problem(s)") ||
+		!strings.Contains(stderr, "samplers.workers: 0 is out of range") ||
+		!strings.Contains(stderr, cfgPath+": node.parts: partition: "+filepath.Join(parts, "graph.toml")) || !strings.Contains(stderr, otherCluster) {
+		t.Errorf("samplers.workers = 0, graph.toml that does not parse and a CA of another cluster: exit %d: %s", code, stderr)
 	}
 }

@@ -1,0 +1,89 @@
+package node
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"graphnode/mesh"
+)
+
+// CheckConfig is `node config check`: LoadConfig, then, as node run does
+// at start but without serving, what the keys name on disk: graph.toml
+// and this node's part file (node.parts; not with node.fetch, whose run
+// fetches and checks them first), and with a mesh the certificate, key
+// and CA (mesh.certs) and the CA's cluster (mesh.cluster). Each file is
+// read whatever the problems of keys it does not depend on, and each of
+// its problems is one more, prefixed with path and its key as the
+// file's own are. An error that does not wrap ErrConfig is LoadConfig's
+// (the file cannot be read as TOML).
+func CheckConfig(path string) (Config, error) {
+	cfg, err := LoadConfig(path)
+	if err != nil && !errors.Is(err, ErrConfig) {
+		return cfg, err
+	}
+	all := unjoinAll(err)
+	var p problems
+	cfg.checkPartFiles(&p)
+	cfg.checkCertFiles(&p)
+	for _, e := range p {
+		all = append(all, configError(path+": "+e.Error()))
+	}
+	return cfg, errors.Join(all...)
+}
+
+// unjoinAll is the problems of a LoadConfig error, none for nil.
+func unjoinAll(err error) []error {
+	if err == nil {
+		return nil
+	}
+	return unjoin(err)
+}
+
+// checkPartFiles adds the problems of graph.toml and this node's part
+// file to p, where node.parts, node.part and node.role are good enough
+// for Validate to have passed them (else it said what is wrong, and
+// the files would only repeat it).
+func (c *Config) checkPartFiles(p *problems) {
+	if c.Node.Fetch || c.Node.Parts == "" {
+		return
+	}
+	if _, err := os.Stat(filepath.Join(c.Node.Parts, "graph.toml")); err != nil {
+		return
+	}
+	switch c.Node.Role {
+	case RoleServer:
+		if n := numParts(c.Node.Parts); c.Node.Part < 0 || n > 0 && c.Node.Part >= n {
+			return
+		}
+	case RoleClient:
+		if c.Node.Part != 0 {
+			return
+		}
+	default:
+		return
+	}
+	if _, _, err := openManifest(c); err != nil {
+		p.add("node.parts", "%v", errors.Unwrap(err))
+	}
+}
+
+// checkCertFiles adds to p every problem of the certificate, key and CA
+// of mesh.certs, and a CA of another cluster than mesh.cluster. They are
+// read wherever mesh.certs is a directory and node.name a name, whatever
+// else is wrong; a file missing there is Validate's problem already.
+func (c *Config) checkCertFiles(p *problems) {
+	if !c.MeshEnabled() || !isDir(c.Mesh.Certs) || mesh.CheckName("node", c.Node.Name) != nil {
+		return
+	}
+	cluster, certProblems := mesh.CheckIdentity(c.Mesh.Certs, c.Node.Name)
+	for _, e := range certProblems {
+		if !errors.Is(e, fs.ErrNotExist) {
+			p.add("mesh.certs", "%v", e)
+		}
+	}
+	if cluster != "" && mesh.CheckName("cluster", c.Mesh.Cluster) == nil && cluster != c.Mesh.Cluster {
+		p.add("mesh.cluster", "%q, but the CA in %s is of cluster %q", c.Mesh.Cluster, c.Mesh.Certs, cluster)
+	}
+}
