@@ -161,6 +161,11 @@ func (c *Config) fillDefaults(defined func(key string) bool) {
 	str("rings.dir", &c.Rings.Dir, DefaultRingDir)
 	str("rings.size", &c.Rings.Size, DefaultRingSize)
 	str("samplers.drain_timeout", &c.Samplers.DrainTimeout, DefaultDrainTimeout)
+	if c.Mesh.Listen == "" && !c.Client() {
+		// What the node binds (MeshListen): this part's peers entry. A
+		// "" given is filled too, since it means the same to the node.
+		c.Mesh.Listen = c.MeshListen()
+	}
 	str("mesh.timeout", &c.Mesh.Timeout, DefaultMeshTimeout)
 	num("mesh.retries", &c.Mesh.Retries, DefaultMeshRetries)
 	str("kv.sync_timeout", &c.KV.SyncTimeout, DefaultKVSyncTimeout)

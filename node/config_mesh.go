@@ -204,7 +204,8 @@ func (c *Config) ownPart() int {
 func (c *Config) MeshEnabled() bool { return c.Mesh.configured() }
 
 // MeshListen is the address the mesh server binds: mesh.listen, or this
-// part's entry of mesh.peers.
+// part's entry of mesh.peers (which LoadConfig fills in as mesh.listen,
+// so that node config check prints it).
 func (c *Config) MeshListen() string {
 	if c.Mesh.Listen != "" {
 		return c.Mesh.Listen

@@ -241,3 +241,33 @@ func TestEncodeTOMLRoundTripsMesh(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigMeshListenDefault: mesh.listen left out (or "") is this
+// part's [[mesh.peers]] address in the loaded config, the address the
+// node binds, so that node config check prints it; LoadConfig left it ""
+// and config check printed listen = "". A client node listens on none.
+func TestConfigMeshListenDefault(t *testing.T) {
+	dir, pre := meshDir(t, 2)
+	meshTable := func(listen string) string {
+		return "[mesh]\n" + listen + "certs = " + quote(filepath.Join(dir, "certs")) + "\ncluster = \"c1\"\n" +
+			"[[mesh.peers]]\npart = 0\nname = \"host0\"\naddr = \"127.0.0.1:7100\"\n" +
+			"[[mesh.peers]]\npart = 1\nname = \"host1\"\naddr = \"127.0.0.1:7101\"\n"
+	}
+	part1 := strings.Replace(pre, "name = \"host0\"\n", "name = \"host1\"\npart = 1\n", 1)
+	client := strings.Replace(pre, "[node]\nname = \"host0\"\n", "[node]\nrole = \"client\"\nname = \"trainer0\"\n", 1)
+	for _, tc := range []struct{ name, text, want string }{
+		{"left out", pre + meshTable(""), "127.0.0.1:7100"},
+		{"left out, part 1", part1 + meshTable(""), "127.0.0.1:7101"},
+		{"empty", pre + meshTable("listen = \"\"\n"), "127.0.0.1:7100"},
+		{"given", pre + meshTable("listen = \"0.0.0.0:7200\"\n"), "0.0.0.0:7200"},
+		{"client", client + meshTable(""), ""},
+	} {
+		cfg, err := LoadConfig(writeConfig(t, dir, tc.text))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if cfg.Mesh.Listen != tc.want || cfg.MeshListen() != tc.want {
+			t.Errorf("%s: mesh.listen %q, MeshListen %q, want %q", tc.name, cfg.Mesh.Listen, cfg.MeshListen(), tc.want)
+		}
+	}
+}

@@ -49,9 +49,6 @@ func runConfig(ctx context.Context, a *app, args []string) error {
 		return eerr
 	}
 	a.stdout.Write(out)
-	if cfg.Mesh.Listen == "" && cfg.MeshListen() != "" {
-		fmt.Fprintf(a.stdout, "# mesh.listen: %s, this part's [[mesh.peers]] entry\n", cfg.MeshListen())
-	}
 	if err != nil {
 		lines := strings.Split(err.Error(), "\n")
 		return fmt.Errorf("%d problem(s):\n  %s", len(lines), strings.Join(lines, "\n  "))
