@@ -1,0 +1,217 @@
+package mesh
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// LoadIdentity reads dir/ca.crt, dir/NODE.crt and dir/NODE.key and checks
+// that they belong together: the certificate is signed by the CA, is
+// NODE's, is usable for client and server authentication, and matches
+// the key; the key is not readable by group or others. The CA key is not
+// needed (keep it off the nodes). Of several problems it returns the
+// first; CheckIdentity lists them all.
+func LoadIdentity(dir, node string) (*Identity, error) {
+	id, _, problems := readIdentity(dir, node)
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("mesh: %w", problems[0])
+	}
+	return id, nil
+}
+
+// CheckIdentity reports every problem LoadIdentity would refuse the files
+// of dir for, each found on its own: a key readable by others, another
+// node's certificate, an expired one and a CA it is not signed by are
+// each named, not the first alone. cluster is the CA's cluster name, ""
+// when ca.crt cannot be read as a cluster CA. Each problem names its
+// file and wraps ErrCert (and the fs error of a file that cannot be
+// read); it has no "mesh: " prefix, to be placed after the config key
+// that names dir.
+func CheckIdentity(dir, node string) (cluster string, problems []error) {
+	_, cluster, problems = readIdentity(dir, node)
+	return cluster, problems
+}
+
+// readIdentity is LoadIdentity and CheckIdentity: it goes on past each
+// problem as far as the files it has read allow, and returns the
+// Identity only when there is none.
+func readIdentity(dir, node string) (*Identity, string, []error) {
+	caPath, certPath, keyPath := filepath.Join(dir, CAcertFile), CertFile(dir, node), KeyFile(dir, node)
+	var problems []error
+	bad := func(format string, a ...any) { problems = append(problems, fmt.Errorf(format, a...)) }
+
+	ca, err := readCA(caPath)
+	if err != nil {
+		problems = append(problems, err)
+	}
+	var keyPEM []byte // nil: unread
+	if st, err := os.Stat(keyPath); err != nil {
+		bad("%w: %w", ErrCert, err)
+	} else {
+		if st.Mode().Perm()&0o077 != 0 {
+			bad("%s: mode %#o: a private key must not be readable by group or others (chmod 600): %w", keyPath, st.Mode().Perm(), ErrCert)
+		}
+		if b, err := os.ReadFile(keyPath); err != nil {
+			bad("%w: %w", ErrCert, err)
+		} else {
+			keyPEM = b
+		}
+	}
+	var certPEM []byte // nil: unread
+	if b, err := os.ReadFile(certPath); err != nil {
+		bad("%w: %w", ErrCert, err)
+	} else {
+		certPEM = b
+	}
+	var pair tls.Certificate
+	pairOK := false
+	if certPEM != nil && keyPEM != nil {
+		if pair, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
+			bad("%s, %s: %w: %w", certPath, keyPath, ErrCert, err)
+		} else {
+			pairOK = true
+		}
+	}
+	// The certificate alone, for the checks that do not need the key.
+	var leaf *x509.Certificate
+	if pairOK {
+		leaf = pair.Leaf
+	} else if certPEM != nil {
+		var perr error
+		if block, _ := pem.Decode(certPEM); block == nil || block.Type != "CERTIFICATE" {
+			perr = fmt.Errorf("%s: no PEM certificate: %w", certPath, ErrCert)
+		} else if leaf, err = x509.ParseCertificate(block.Bytes); err != nil {
+			perr = fmt.Errorf("%s: %w: %w", certPath, ErrCert, err)
+		}
+		if perr != nil && keyPEM == nil {
+			problems = append(problems, perr) // else the pair's problem said it
+		}
+	}
+	if leaf != nil && leaf.Subject.CommonName != node {
+		bad("%s: certificate of %q, want %q: %w", certPath, leaf.Subject.CommonName, node, ErrCert)
+	}
+	// An expired certificate is no stranger's: say so, and which; then
+	// verify the chain at a time both are valid, so that a certificate
+	// of another CA is named as well.
+	now := time.Now()
+	at, dated := now, false
+	for _, c := range []struct {
+		path string
+		cert *x509.Certificate
+	}{{certPath, leaf}, {caPath, ca}} {
+		if c.cert == nil {
+			continue
+		}
+		if d := outOfDate(c.cert, now); d != "" {
+			bad("%s: %s: write new certificates (node cert init --force) for every node: %w", c.path, d, ErrCert)
+			dated = true
+		}
+	}
+	if leaf != nil && ca != nil {
+		if dated {
+			at = later(leaf.NotBefore, ca.NotBefore)
+		}
+		if !at.After(leaf.NotAfter) && !at.After(ca.NotAfter) {
+			verifyLeaf(leaf, ca, at, certPath, caPath, bad)
+		} else if err := leaf.CheckSignatureFrom(ca); err != nil {
+			// Never valid at once: the signature alone.
+			bad("%s: not signed by %s: %w: %w", certPath, caPath, ErrCert, err)
+		}
+		cluster := ca.Subject.Organization[0]
+		if len(leaf.Subject.Organization) != 1 || leaf.Subject.Organization[0] != cluster {
+			bad("%s: certificate names cluster %v, CA names %q: %w", certPath, leaf.Subject.Organization, cluster, ErrCert)
+		}
+	}
+	cluster := ""
+	if ca != nil {
+		cluster = ca.Subject.Organization[0]
+	}
+	if len(problems) > 0 {
+		return nil, cluster, problems
+	}
+	// The reset key comes from the parsed private key, not from the file's
+	// first PEM block: `openssl ecparam -genkey` writes the public "EC
+	// PARAMETERS" block first, the same for every P-256 key. PKCS #8 is
+	// what WriteCluster writes, so its keys keep the secret they had.
+	keyDER, err := x509.MarshalPKCS8PrivateKey(pair.PrivateKey)
+	if err != nil {
+		return nil, cluster, []error{fmt.Errorf("%s: %w: %w", keyPath, ErrCert, err)}
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	id := &Identity{Cluster: cluster, Node: node, Cert: pair, Roots: roots, CA: ca}
+	id.resetKey = sha256.Sum256(append([]byte("graphnode stateless reset v1\x00"), keyDER...))
+	return id, cluster, nil
+}
+
+// readCA reads a cluster CA's certificate.
+func readCA(caPath string) (*x509.Certificate, error) {
+	caPEM, err := os.ReadFile(caPath)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCert, err)
+	}
+	block, _ := pem.Decode(caPEM)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("%s: no PEM certificate: %w", caPath, ErrCert)
+	}
+	ca, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", caPath, ErrCert, err)
+	}
+	if !ca.IsCA || len(ca.Subject.Organization) != 1 {
+		return nil, fmt.Errorf("%s: not a graphnode cluster CA (want a CA certificate naming the cluster as its Organization): %w", caPath, ErrCert)
+	}
+	return ca, nil
+}
+
+// verifyLeaf checks at time at that leaf is signed by ca and allows TLS
+// server and client authentication, telling bad each problem.
+func verifyLeaf(leaf, ca *x509.Certificate, at time.Time, certPath, caPath string, bad func(string, ...any)) {
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	// One usage at a time: Verify accepts a certificate that allows any
+	// one of the usages it is given, and a node is both a TLS server (to
+	// its peers' clients) and a TLS client (to their servers).
+	for _, u := range []struct {
+		usage x509.ExtKeyUsage
+		name  string
+	}{{x509.ExtKeyUsageServerAuth, "server"}, {x509.ExtKeyUsageClientAuth, "client"}} {
+		_, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{u.usage}, CurrentTime: at})
+		var ie x509.CertificateInvalidError
+		switch {
+		case err == nil:
+		case errors.As(err, &ie) && ie.Reason == x509.IncompatibleUsage:
+			bad("%s: its extended key usage does not allow TLS %s authentication, which every node needs (node cert init writes certificates for both): %w: %w", certPath, u.name, ErrCert, err)
+		default:
+			bad("%s: not signed by %s: %w: %w", certPath, caPath, ErrCert, err)
+			return // the same for the other usage
+		}
+	}
+}
+
+// outOfDate says how now falls outside cert's validity, "" when it is
+// inside.
+func outOfDate(cert *x509.Certificate, now time.Time) string {
+	switch {
+	case now.After(cert.NotAfter):
+		return "expired at " + cert.NotAfter.UTC().Format(time.RFC3339)
+	case now.Before(cert.NotBefore):
+		return "not valid before " + cert.NotBefore.UTC().Format(time.RFC3339) + " (is this host's clock behind?)"
+	}
+	return ""
+}
+
+// fileExists reports whether path names something (a stat that fails
+// otherwise counts as there: the write that follows will say why).
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
+}
