@@ -466,16 +466,7 @@ func TestStaleRingRemovedAtStart(t *testing.T) {
 func TestRingDirTooSmall(t *testing.T) {
 	bin, parts := setup(t)
 	shmDir := mountTmpfs(t, "8m")
-	cfg, socket, _ := newConfig(t, parts, "")
-	text, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, _ := strings.Cut(string(text), "[rings]\ndir = ")
-	old, _, _ := strings.Cut(after, "\n")
-	if err := os.WriteFile(cfg, []byte(strings.Replace(string(text), "dir = "+old, "dir = \""+shmDir+"\"", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg, socket := configWithRingsDir(t, parts, shmDir)
 	d := startDaemon(t, bin, cfg, socket, shmDir)
 	eventually(t, 3*time.Second, "node warns of rings.size at start", func() bool {
 		return d.logHas(`"level":"WARN"`, `rings.size`, `"size":"16MiB"`, `"dir":"`+shmDir+`"`, `"dir_size":"8MiB"`)
@@ -484,7 +475,7 @@ func TestRingDirTooSmall(t *testing.T) {
 	defer cancel()
 	o := baseOptions()
 	o.Workers, o.Epochs = 2, 1
-	_, err = client.OpenLoader(ctx, socket, o)
+	_, err := client.OpenLoader(ctx, socket, o)
 	var ce *control.Error
 	if !errors.As(err, &ce) || ce.Key != "ring_size" || !strings.Contains(ce.Msg, "reserve 16.0MiB") ||
 		!strings.Contains(ce.Msg, shmDir+" has 8MiB free of 8MiB: no space left on device") {
@@ -501,6 +492,22 @@ func TestRingDirTooSmall(t *testing.T) {
 	}
 }
 
+// configWithRingsDir is newConfig's file with rings.dir set to dir.
+func configWithRingsDir(t *testing.T, parts, dir string) (cfg, socket string) {
+	t.Helper()
+	cfg, socket, _ = newConfig(t, parts, "")
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, _ := strings.Cut(string(text), "[rings]\ndir = ")
+	old, _, _ := strings.Cut(after, "\n")
+	if err := os.WriteFile(cfg, []byte(strings.Replace(string(text), "dir = "+old, "dir = \""+dir+"\"", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, socket
+}
+
 // TestRingDirReadOnly: a rings.dir remounted read-only under a running
 // node refuses open_loader naming rings.dir and why, with no key: it
 // named ring_size ("control: ring_size: shm: create …: read-only file
@@ -511,16 +518,7 @@ func TestRingDirTooSmall(t *testing.T) {
 func TestRingDirReadOnly(t *testing.T) {
 	bin, parts := setup(t)
 	shmDir := mountTmpfs(t, "8m")
-	cfg, socket, _ := newConfig(t, parts, "")
-	text, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, _ := strings.Cut(string(text), "[rings]\ndir = ")
-	old, _, _ := strings.Cut(after, "\n")
-	if err := os.WriteFile(cfg, []byte(strings.Replace(string(text), "dir = "+old, "dir = \""+shmDir+"\"", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfg, socket := configWithRingsDir(t, parts, shmDir)
 	startDaemon(t, bin, cfg, socket, shmDir) // its stop checks that nothing is left
 	remount := func(mode string) {
 		t.Helper()
@@ -533,7 +531,7 @@ func TestRingDirReadOnly(t *testing.T) {
 	defer cancel()
 	o := baseOptions()
 	o.Workers, o.Epochs, o.RingSize = 2, 1, "4MiB"
-	_, err = client.OpenLoader(ctx, socket, o)
+	_, err := client.OpenLoader(ctx, socket, o)
 	var ce *control.Error
 	if !errors.As(err, &ce) || ce.Key != "" || !strings.HasPrefix(ce.Msg, "the node's rings.dir "+shmDir+": shm: create "+shmDir+"/") ||
 		!strings.HasSuffix(ce.Msg, ": read-only file system") {
