@@ -75,7 +75,7 @@ class Connection:
         response raises ControlError (with .key); a broken connection or a
         malformed frame raises LoaderError."""
         op = obj.get("op", "?")
-        raw = self.exchange(json.dumps(obj, separators=(",", ":")).encode(), op, timeout)
+        raw = self.exchange(json.dumps(obj, separators=(",", ":"), default=_json_value).encode(), op, timeout)
         try:
             resp = json.loads(raw)
         except ValueError as e:
@@ -159,12 +159,37 @@ class Connection:
             self._sock = None
 
 
+def not_picklable(what):
+    """The error of pickling a client of a node connection (a spawn-started
+    DataLoader worker gets its dataset pickled): its socket belongs to
+    this process."""
+    return LoaderError("%s holds a connection to the node, which cannot be pickled into another process "
+                       "(a DataLoader worker started by spawn or forkserver): open one per process" % what)
+
+
+def _json_value(v):
+    """json.dumps's hook for the numbers numpy and torch give (np.int64, a
+    one-element tensor): their Python value."""
+    item = getattr(v, "item", None)
+    if item is not None:
+        try:
+            x = item()  # more than one element: ValueError (numpy), RuntimeError (torch)
+        except (ValueError, RuntimeError):
+            x = None
+        if isinstance(x, (bool, int, float)):
+            return x
+    raise TypeError("control: a request value of type %s: want a number, a string, a list or a bool" % type(v).__name__)
+
+
 class Session:
     """A client over one control connection (KV, NodeData): a context
     manager whose close() is idempotent."""
 
     def __init__(self, socket, timeout):
         self._conn = Connection(socket, timeout)
+
+    def __reduce__(self):
+        raise not_picklable(type(self).__name__)
 
     def __enter__(self):
         return self

@@ -20,7 +20,7 @@ import struct
 import numpy as np
 import torch
 
-from .control import MAX_FRAME, Session
+from .control import MAX_FRAME, Session, check_timeout
 from .errors import LoaderError
 
 WIRE_VERSION = 1
@@ -98,7 +98,7 @@ class KV(Session):
 
     def __init__(self, socket, timeout=120.0):
         super().__init__(socket, timeout)
-        self._timeout = timeout
+        self._timeout = check_timeout(timeout)
         self._dims = {}  # table -> dim, learnt from pulls
 
     # JSON requests.
@@ -229,6 +229,7 @@ class KV(Session):
         """Hand gradients of the rows of ids (len(ids) × dim values) to
         the owners' optimiser (async tables; duplicate ids are summed)."""
         a = _ids(ids)
+        shape = tuple(getattr(grads, "shape", ()))
         g = _floats(grads)
         # The message carries dim = values / ids: anything but a whole row
         # of at least one value per id would be lost (values without ids)
@@ -238,7 +239,18 @@ class KV(Session):
         if a.size == 0 or g.size == 0 or g.size % a.size:
             raise ValueError("kv: push %s: %d gradient values for %d ids: want a row of dim values per id"
                              % (table, g.size, a.size))
-        body = struct.pack("<BB", KIND_PUSH, WIRE_VERSION) + _name(table) + struct.pack("<II", g.size // a.size, a.size)
+        # Rows, one per id: a (dim, n) matrix of as many values (grads.t())
+        # went in, its rows scrambled across the ids.
+        if len(shape) > 2 or len(shape) == 2 and shape[0] != a.size:
+            raise ValueError("kv: push %s: gradient of shape %s for %d ids: want (%d, dim), a row per id"
+                             % (table, shape, a.size, a.size))
+        dim = g.size // a.size
+        size = _PUSH_HEAD + 8 * a.size + 4 * g.size
+        if size > MAX_FRAME:
+            most = max(1, (MAX_FRAME - _PUSH_HEAD) // (8 + 4 * dim))
+            raise LoaderError("kv: push %s: %d ids of dim %d make a %d-byte message, over the %d-byte frame: push at most "
+                              "%d ids of dim %d per call (Embedding.step splits its pushes)" % (table, a.size, dim, size, MAX_FRAME, most, dim))
+        body = struct.pack("<BB", KIND_PUSH, WIRE_VERSION) + _name(table) + struct.pack("<II", dim, a.size)
         self._ack(self._call(body + a.tobytes() + g.tobytes(), "push " + table), "push " + table)
 
     def push_sync(self, table, step, trainer, world, grads):
@@ -246,6 +258,9 @@ class KV(Session):
         table's version); blocks until all world trainers pushed and
         returns the version after the step. A KVError with code 6 when the
         step failed for everyone (a trainer left or timed out)."""
+        if len(getattr(grads, "shape", ())) > 2:
+            raise ValueError("kv: push_sync %s: gradient of shape %s: want the table's rows, flat or (rows, dim)"
+                             % (table, tuple(grads.shape)))
         g = _floats(grads)
         body = struct.pack("<BB", KIND_PUSH_SYNC, WIRE_VERSION) + _name(table)
         body += struct.pack("<QIII", step, trainer, world, g.size)

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from .batch import from_record
-from .control import OP_CLOSE_LOADER, OP_OPEN_LOADER, Connection
+from .control import OP_CLOSE_LOADER, OP_OPEN_LOADER, Connection, not_picklable
 from .errors import EndOfStream, LoaderError, ProducerDeadError
 from .record import KIND_BATCH, KIND_END_OF_EPOCH, KIND_END_OF_STREAM, KIND_ERROR, KIND_NAMES, decode_record
 from .ring import Ring
@@ -170,9 +170,11 @@ class Loader:
             req["seed_ids"] = _id_list(seed_ids, "seed_ids")
         else:
             req["split"] = split or "train"
-        for key, v in (("workers", workers), ("concurrency", concurrency), ("ring_size", _size_text(ring_size))):
+        for key, v, what in (("workers", workers, "sampler processes"), ("concurrency", concurrency, "batches in flight per worker")):
             if v is not None:
-                req[key] = v
+                req[key] = _whole(v, key, what)
+        if ring_size is not None:
+            req["ring_size"] = _size_text(ring_size)
         self.copy = bool(copy)
         self._pid = os.getpid()
         self._closed = False
@@ -407,6 +409,9 @@ class Loader:
                 self._conn.request({"op": OP_CLOSE_LOADER, "loader_id": self.loader_id})
             finally:
                 self.close()
+
+    def __reduce__(self):
+        raise not_picklable("Loader")
 
     def __enter__(self):
         return self

@@ -23,6 +23,7 @@ class OrigIds:
     """Relabelled id -> original id for the parts/ directory parts_dir."""
 
     def __init__(self, parts_dir):
+        parts_dir = os.fsdecode(os.fspath(parts_dir))  # bytes too, as Loader, KV and NodeData take
         self.path = os.path.join(parts_dir, ORIG_IDS_FILE)
         self._dir = parts_dir
         try:
@@ -37,6 +38,11 @@ class OrigIds:
         self._n = size // 8
         self._map = np.memmap(self.path, dtype="<u8", mode="r") if size else np.zeros(0, dtype="<u8")
         self._names = None
+
+    def __reduce__(self):
+        # The path, not the mapping: a DataLoader worker maps the file
+        # itself (on papers100M the ids are 0.9 GB).
+        return (OrigIds, (self._dir,))
 
     def __len__(self):
         return self._n

@@ -312,6 +312,44 @@ class NodeTest(unittest.TestCase):
             kv.done()
         self.stop_node()
 
+    def test_client_arguments(self):
+        """What a trainer passes as numpy and torch take: numbers as
+        np.int64 or one-element tensors; a timeout as a string; a bytes
+        parts path. A gradient whose shape is not a row per id, or a push
+        over the frame, is refused before it is sent, and pickling a
+        client says to open one per process (a spawn-started DataLoader
+        worker); OrigIds pickles as its path."""
+        import pickle
+        import numpy as np
+        with graphnode.Loader(self.sock, split="train", fanouts=[3], batch_size=np.int64(50), epochs=np.int64(1),
+                              workers=np.int64(2), concurrency=torch.tensor(2)) as lo:
+            self.loaders.append(lo)
+            self.assertEqual(len(lo), TRAIN // 50)
+            with self.assertRaisesRegex(graphnode.LoaderError, "open one per process"):
+                pickle.dumps(lo)
+        with graphnode.KV(self.sock, timeout="5") as kv:
+            info = kv.create("np", rows=np.int64(10), dim=np.int64(8), optimizer="sgd", lr=np.float32(0.5), mode="async")
+            self.assertEqual((info["rows"], info["dim"]), (10, 8))
+            ids = torch.tensor([1, 2, 3, 4])
+            before = kv.pull("np", ids)
+            g = torch.arange(32, dtype=torch.float32).view(4, 8)
+            with self.assertRaisesRegex(ValueError, r"gradient of shape \(8, 4\) for 4 ids"):
+                kv.push("np", ids, g.t())  # (dim, n): rows scrambled across the ids
+            self.assertTrue(torch.equal(kv.pull("np", ids), before), "a refused push changed the rows")
+            with self.assertRaisesRegex(graphnode.LoaderError, "push at most 254199 ids of dim 64 per call"):
+                kv.push("np", torch.zeros(300000, dtype=torch.int64), torch.zeros(300000, 64))
+            kv.create("s", rows=2, dim=1, optimizer="average", mode="sync")
+            self.assertEqual(kv.push_sync("s", 0, 0, 1, torch.zeros(2)), 1)  # _wait compares the timeout
+            with self.assertRaisesRegex(graphnode.LoaderError, "open one per process"):
+                pickle.dumps(kv)
+            kv.done()
+        o = graphnode.OrigIds(os.fsencode(self.parts))
+        self.assertEqual(len(o), 2000)
+        p = pickle.dumps(o)
+        self.assertLess(len(p), 1024, "the pickle carries the mapping, not the path")
+        self.assertTrue(np.array_equal(pickle.loads(p)[np.arange(2000)], o[np.arange(2000)]))
+        self.stop_node()
+
     def stop_node(self, signalled=False):
         """SIGTERM the node (unless the test did: a second signal ends it
         at once, without its drain); it must exit cleanly and leave no
