@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,34 +58,58 @@ func describeLoaded(who, key, file string) string {
 }
 
 // checkSaves asks every peer whether its shard of table was loaded from
-// the save this node's was; on a mismatch the error names each node's
-// file and save and what to do.
+// the save this node's was. A peer's refusal (a mismatch) is returned as
+// a kv.ErrMixedSaves error naming each node's file and save and what to
+// do; a peer that cannot be asked (the mesh, the request's end) as an
+// errSavesUnchecked one: nothing is known to be mixed then.
 func (s *kvServer) checkSaves(ctx context.Context, table string) error {
 	key, file := s.loadedKey(table)
 	body, err := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: saveCheck, Save: key, Table: table, File: file, Known: s.knownSaves(table), CheckLost: true})
 	if err != nil {
 		return err
 	}
-	var errs []error
+	var refusals, failures []error
 	for _, p := range s.peers() {
 		err := s.sendAck(ctx, p, body)
-		if unknownPhase(err, saveCheck) {
-			s.log.Warn("kv: a peer of an earlier build cannot tell which save its shard was loaded from: not checked", "part", p, "table", table)
-			continue
-		}
-		if err != nil {
-			errs = append(errs, err)
+		var remote *kv.RemoteError
+		switch {
+		case err == nil:
+		case unknownPhase(err, saveCheck):
+			// Said on every kv_create: a warning only where loads are
+			// in play here (kv.load, or a save loaded), not from a node
+			// whose cluster may load nothing.
+			level := slog.LevelDebug
+			if key != "none" || s.cfg.KV.Load {
+				level = slog.LevelWarn
+			}
+			s.log.Log(ctx, level, "kv: a peer of an earlier build cannot tell which save its shard was loaded from: not checked", "part", p, "table", table)
+		case errors.As(err, &remote) && strings.HasSuffix(remote.Text, differentSaves):
+			refusals = append(refusals, err)
+		default:
+			failures = append(failures, err)
 		}
 	}
-	if len(errs) == 0 {
-		if key == "legacy" {
-			s.log.Info("kv: table loaded from checkpoint files written before save ids: every node's are taken as one legacy save", "table", table, "path", file)
-		}
-		return nil
+	who := describeLoaded(fmt.Sprintf("part %d", s.part), key, file)
+	switch {
+	case len(refusals) > 0:
+		return fmt.Errorf("table %q: the nodes' checkpoint files are of different saves, which loaded together would mix rows no training produced: %s; %v: %w",
+			table, who, errors.Join(refusals...), kv.ErrMixedSaves)
+	case len(failures) > 0:
+		return fmt.Errorf("table %q: %s, and not every peer could be asked which save its shard was loaded from: %v: %w",
+			table, who, errors.Join(failures...), errSavesUnchecked)
 	}
-	return fmt.Errorf("table %q: the nodes' checkpoint files are of different saves, which loaded together would mix rows no training produced: %s; %v: %w",
-		table, describeLoaded(fmt.Sprintf("part %d", s.part), key, file), errors.Join(errs...), kv.ErrMixedSaves)
+	if key == "legacy" {
+		s.log.Info("kv: table loaded from checkpoint files written before save ids: every node's are taken as one legacy save", "table", table, "path", file)
+	}
+	return nil
 }
+
+// differentSaves ends a peer's refusal in phase "check" (checkLoaded),
+// in this build and earlier ones.
+const differentSaves = ": different saves"
+
+// errSavesUnchecked: checkSaves could not ask every peer.
+var errSavesUnchecked = errors.New("not checked")
 
 // mixedLoadFix says how to load one save on every node, after an error
 // of checkSaves.
@@ -123,7 +148,7 @@ func (s *kvServer) checkLoaded(r *peerSaveRequest) error {
 		// check of phase "lost" (kv_trained.go).
 		return nil
 	}
-	return fmt.Errorf("node: table %q: %s; %s: different saves", r.Table, describeLoaded(fmt.Sprintf("part %d", s.part), key, file), describeLoaded("the node that asked", r.Save, r.File))
+	return fmt.Errorf("node: table %q: %s; %s%s", r.Table, describeLoaded(fmt.Sprintf("part %d", s.part), key, file), describeLoaded("the node that asked", r.Save, r.File), differentSaves)
 }
 
 // checkLoadedAtStart runs checkSaves, once the peers answer, for every
@@ -167,11 +192,20 @@ func (s *kvServer) loadedTables() []string {
 // nodes with kv.load asked (nodes of one cluster may differ in it).
 func (s *kvServer) refuseMixed(ctx context.Context, table string) error {
 	err := s.checkSaves(ctx, table)
-	if err == nil {
+	switch {
+	case err == nil:
 		return nil
+	case !errors.Is(err, kv.ErrMixedSaves):
+		// A transport failure, or the trainer hanging up, is no
+		// mismatch: dropped on some nodes (the trainer's context ended
+		// mid-drop), a trained table came back with initial rows beside
+		// the others'.
+		return fmt.Errorf("%w: the table stays as it is; create it again to check again", err)
 	}
 	err = refused(err)
-	if _, derr := s.drop(ctx, table, true); derr != nil {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveAbortTimeout)
+	defer cancel()
+	if _, derr := s.drop(dctx, table, true); derr != nil {
 		err = fmt.Errorf("%w (dropping it again on the other nodes failed: %v)", err, derr)
 	}
 	return err

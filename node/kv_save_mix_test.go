@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -473,5 +474,61 @@ func TestKVCreateMixedLoadSettings(t *testing.T) {
 	wirePair(t, ss)
 	if _, err := ss[1].create(ctx, &ts, true); err != nil {
 		t.Fatalf("kv_create without kv.load on any node: %v", err)
+	}
+}
+
+// TestKVCreateCheckUnreachableKeepsTable: a kv_create whose check of the
+// loaded saves cannot ask a peer (the mesh fails, or the trainer hangs
+// up mid-check) keeps the table on every node, trained rows and all, and
+// says it was not checked: it dropped the table as "different saves",
+// and when the trainer's hang-up cut the drop short, only on the node
+// asked, whose next kv_create served initial rows beside the peer's
+// trained ones. A cluster without kv.load, where nothing can be mixed.
+func TestKVCreateCheckUnreachableKeepsTable(t *testing.T) {
+	for _, hangUp := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hang up %v", hangUp), func(t *testing.T) {
+			dirs := [2]string{t.TempDir(), t.TempDir()}
+			ss, ts := kvPair(t, dirs, false)
+			ctx := context.Background()
+			if _, err := ss[0].create(ctx, &ts, true); err != nil {
+				t.Fatal(err)
+			}
+			train(t, ss, 1)
+			var trained [2][]float32
+			for p := range ss {
+				trained[p], _ = shard(t, ss[p])
+			}
+			tctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			wired := ss[1].send
+			ss[1].send = func(c context.Context, part int, req []byte) ([]byte, error) {
+				var r peerSaveRequest
+				if json.Unmarshal(req, &r) == nil && r.Phase == saveCheck {
+					if hangUp {
+						cancel()
+						return nil, context.Canceled
+					}
+					return nil, errors.New("mesh: part 0: stream reset")
+				}
+				if err := c.Err(); err != nil {
+					return nil, err
+				}
+				return wired(c, part, req)
+			}
+			_, err := ss[1].create(tctx, &ts, true)
+			if err == nil || !strings.Contains(err.Error(), "not every peer could be asked") || !strings.Contains(err.Error(), "the table stays as it is") ||
+				strings.Contains(err.Error(), "different saves") {
+				t.Fatalf("kv_create whose check met a failure: %v, want not checked, the table kept", err)
+			}
+			ss[1].send = wired
+			if _, err := ss[1].create(ctx, &ts, true); err != nil {
+				t.Fatalf("kv_create again: %v", err)
+			}
+			for p := range ss {
+				if rows, _ := shard(t, ss[p]); !slices.Equal(rows, trained[p]) {
+					t.Errorf("node %d serves %v after the unchecked kv_create, want its trained rows %v", p, rows, trained[p])
+				}
+			}
+		})
 	}
 }
