@@ -3,6 +3,7 @@ package shm
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -162,6 +163,11 @@ func (p *Producer) reserve(ctx context.Context, n int) ([]byte, error) {
 // (n may be less than reserved). The consumer sees the whole record or
 // nothing.
 func (p *Producer) Commit(n int) (err error) {
+	defer func() {
+		if errors.Is(err, ErrCorrupt) {
+			p.Abandon() // the length word faulted: the next Reserve may write the error record
+		}
+	}()
 	defer p.r.catch(&err, debug.SetPanicOnFault(true))
 	return p.commit(n)
 }

@@ -26,7 +26,7 @@ func agreeJob(ctx context.Context, s *client.Sync, set []client.Setting) error {
 		// A trainer that fails before it joins (a flag that makes its
 		// sync table another size, missing input files) stops at once
 		// and alone: the others only see it missing, a minute later.
-		return fmt.Errorf("compare the job's settings with its other trainers: %w (a trainer missing from the comparison stopped before it, and its own output says why, or was never started)", err)
+		return fmt.Errorf("compare the job's settings with its other trainers: %w (a trainer missing from the comparison stopped before it, and its own output says why, was never started, or was slower to get there than [kv] sync_timeout)", err)
 	}
 	if err != nil {
 		return fmt.Errorf("compare the job's settings with its other trainers: %w", err)

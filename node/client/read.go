@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +35,9 @@ func (l *Loader) read(ctx context.Context, w int) ([]byte, sample.View, error) {
 	var v sample.View
 	err = l.cons.Guard(func() (err error) {
 		v, err = sample.Decode(rec)
+		// An error record's message is formatted into the error below,
+		// outside the guard: a copy of it.
+		v.Message = bytes.Clone(v.Message)
 		return err
 	})
 	if err != nil {

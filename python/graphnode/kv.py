@@ -258,10 +258,7 @@ class KV(Session):
         table's version); blocks until all world trainers pushed and
         returns the version after the step. A KVError with code 6 when the
         step failed for everyone (a trainer left or timed out)."""
-        if len(getattr(grads, "shape", ())) > 2:
-            raise ValueError("kv: push_sync %s: gradient of shape %s: want the table's rows, flat or (rows, dim)"
-                             % (table, tuple(grads.shape)))
-        g = _floats(grads)
+        g = _floats(grads)  # any shape, in row-major order: a (64, 3, 3, 3) weight in a table of 64 × 27
         body = struct.pack("<BB", KIND_PUSH_SYNC, WIRE_VERSION) + _name(table)
         body += struct.pack("<QIII", step, trainer, world, g.size)
         return self._ack(self._call(body + g.tobytes(), "push_sync " + table, self._wait()), "push_sync " + table)

@@ -118,6 +118,20 @@ class MalformedAnswers(unittest.TestCase):
         with self.assertRaises(LoaderError):
             k.pull("emb", [1])
 
+    def test_kv_push_shapes(self):
+        """push takes a row per id, (n, dim) or flat, and refuses a (dim, n)
+        matrix of as many values (grads.t()) before sending; push_sync
+        takes a sync table's rows in any shape, row-major (a conv
+        weight's gradient)."""
+        k = kv_with(struct.pack("<BBQ", 6, 1, 1))  # Ack, version 1
+        k.push("emb", [1, 2, 3], torch.ones(3, 2))
+        k.push("emb", [1, 2, 3], torch.ones(6))
+        with self.assertRaisesRegex(ValueError, r"gradient of shape \(2, 3\) for 3 ids"):
+            k.push("emb", [1, 2, 3], torch.ones(2, 3))
+        with self.assertRaisesRegex(ValueError, r"gradient of shape \(3, 2, 1\)"):
+            k.push("emb", [1, 2, 3], torch.ones(3, 2, 1))
+        self.assertEqual(k.push_sync("w", 0, 0, 1, torch.ones(4, 3, 3, 3)), 1)
+
     def test_kv_pull_dim_zero_refused_like_go(self):
         # Go's KV.PullVersion refuses dim 0 (control.ErrProtocol): no table has it.
         k = kv_with(struct.pack("<BBQII", 2, 1, 0, 0, 1))
