@@ -159,6 +159,11 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // Metrics returns the outbound stats of every peer called so far.
 func (c *Client) Metrics() []PeerStats { return c.out.snapshot() }
 
+// MaxMessage is the largest payload the client sends or reads (its
+// config's, DefaultMaxMessage when that is 0): a caller with more ids
+// than one request of that size carries splits them (chunk.go).
+func (c *Client) MaxMessage() int { return c.cfg.MaxMessage }
+
 // Close closes every connection and the socket; calls in flight and later
 // fail with ErrClosed. Idempotent.
 func (c *Client) Close() error {

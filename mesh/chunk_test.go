@@ -1,0 +1,148 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestPullIDsPerMessage: the most ids of a pull whose answer fits the
+// limit, at the limit exactly and one byte short of it; a row that does
+// not fit is an error naming its size and the limit. Each count is held
+// to the encodings: n ids' request and answer fit, n+1's do not.
+func TestPullIDsPerMessage(t *testing.T) {
+	for _, tc := range []struct {
+		limit, row, want int
+		err              string
+	}{
+		{limit: 12 + 3*16, row: 16, want: 3}, // the answer is the limit exactly
+		{limit: 12 + 3*16 - 1, row: 16, want: 2},
+		{limit: 12 + 16, row: 16, want: 1},
+		{limit: 12 + 16 - 1, row: 16, err: "mesh: pull: a row of 16 bytes does not fit the message limit of 27 bytes (28 with the answer's head)"},
+		{limit: 1 << 20, row: 1 << 20, err: "a row of 1048576 bytes does not fit the message limit of 1048576 bytes"},
+		{limit: DefaultMaxMessage, row: 1 << 20, want: 255}, // 256 rows of 1 MiB pass 256 MiB by their head
+		{limit: 4 + 8*10, row: 2, want: 10}, // the request, 8 bytes an id, is the larger
+		{limit: 4 + 8*10 + 7, row: 2, want: 10},
+	} {
+		n, err := PullIDsPerMessage(tc.limit, tc.row)
+		if tc.err != "" {
+			if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("limit %d, rows of %d: %d, %v; want ErrTooLarge %q", tc.limit, tc.row, n, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || n != tc.want {
+			t.Errorf("limit %d, rows of %d: %d, %v; want %d", tc.limit, tc.row, n, err, tc.want)
+			continue
+		}
+		if tc.limit > 1<<16 {
+			continue // too large to encode here
+		}
+		fits := func(n int) bool {
+			req := &PullRequest{IDs: make([]uint64, n)}
+			return len(AppendPullRequest(nil, req)) <= tc.limit && len(AppendPullResponse(nil, expectPull(req, tc.row))) <= tc.limit
+		}
+		if !fits(n) || fits(n+1) {
+			t.Errorf("limit %d, rows of %d: %d ids fit: %v, %d: %v", tc.limit, tc.row, n, fits(n), n+1, fits(n+1))
+		}
+	}
+	if _, err := PullIDsPerMessage(100, 0); !errors.Is(err, ErrMalformed) {
+		t.Errorf("rows of 0 bytes: %v, want ErrMalformed", err)
+	}
+}
+
+// TestLabelIDsPerMessage: as TestPullIDsPerMessage, for labels.
+func TestLabelIDsPerMessage(t *testing.T) {
+	for _, tc := range []struct {
+		limit, dim, want int
+		err              string
+	}{
+		{limit: 8 + 12*5, dim: 3, want: 5}, // the answer is the limit exactly
+		{limit: 8 + 12*5 - 1, dim: 3, want: 4},
+		{limit: 100, dim: 1, want: 12}, // the request, 8 bytes an id, is the larger
+		{limit: 8 + 4*4 - 1, dim: 4, err: "mesh: labels: 4 labels of one node (24 bytes) do not fit the message limit of 23 bytes"},
+	} {
+		n, err := LabelIDsPerMessage(tc.limit, tc.dim)
+		if tc.err != "" {
+			if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("limit %d, dim %d: %d, %v; want ErrTooLarge %q", tc.limit, tc.dim, n, err, tc.err)
+			}
+			continue
+		}
+		fits := func(n int) bool {
+			resp := &LabelResponse{Dim: uint32(tc.dim), Labels: make([]int32, n*tc.dim)}
+			return len(AppendLabelRequest(nil, &LabelRequest{IDs: make([]uint64, n)})) <= tc.limit && len(AppendLabelResponse(nil, resp)) <= tc.limit
+		}
+		if err != nil || n != tc.want || !fits(n) || fits(n+1) {
+			t.Errorf("limit %d, dim %d: %d, %v; want %d (fits: %v, %d: %v)", tc.limit, tc.dim, n, err, tc.want, fits(n), n+1, fits(n+1))
+		}
+	}
+}
+
+// TestPullAtTheLimit: a server and a client of a small MaxMessage answer
+// the pull of PullIDsPerMessage ids, whose answer is the limit exactly,
+// and refuse one more id.
+func TestPullAtTheLimit(t *testing.T) {
+	const row = 1024
+	const limit = 12 + 3*row
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", func(c *ServerConfig) {
+		c.MaxMessage = limit
+		c.Handler = &testHandler{rowSize: row}
+	})
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer()}, func(c *ClientConfig) { c.MaxMessage = limit })
+	n, err := PullIDsPerMessage(c.MaxMessage(), row)
+	if err != nil || n != 3 {
+		t.Fatalf("%d ids, %v; want 3", n, err)
+	}
+	ids := []uint64{7, 8, 9, 10}
+	var resp PullResponse
+	if err := c.Pull(context.Background(), 1, &PullRequest{IDs: ids[:n]}, &resp); err != nil || !slices.Equal(resp.Rows, expectPull(&PullRequest{IDs: ids[:n]}, row).Rows) {
+		t.Errorf("pull of %d ids at the limit: %d bytes, %v", n, len(resp.Rows), err)
+	}
+	if err := c.Pull(context.Background(), 1, &PullRequest{IDs: ids}, &resp); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("pull of %d ids, one over: %v, want ErrTooLarge", len(ids), err)
+	}
+}
+
+// TestSampleRequestSlice: the slices of a request, exclusions included,
+// are valid requests whose answers, concatenated in order, are the
+// whole request's answer.
+func TestSampleRequestSlice(t *testing.T) {
+	req := &SampleRequest{Key: [KeySize]byte{3}, Hop: 1, Fanout: -1, Narrow: true,
+		IDs:       []uint64{14, 9, 4, 19, 24, 3, 8},
+		ExcludeAt: []uint32{0, 3, 4, 6}, ExcludeCounts: []uint32{2, 1, 3, 1},
+		ExcludeIDs: []uint64{140 + 3, 140 + 4, 190 + 3, 240 + 3, 240 + 4, 240 + 5, 80 + 3}}
+	if err := CheckExclusion(req); err != nil {
+		t.Fatal(err)
+	}
+	whole := expectSample(req)
+	for _, cuts := range [][]int{{0, 7}, {0, 1, 7}, {0, 3, 4, 7}, {0, 1, 2, 3, 4, 5, 6, 7}, {0, 5, 7}, {0, 2, 3, 6, 7}} {
+		var got SampleResponse
+		for k := range len(cuts) - 1 {
+			s := req.Slice(cuts[k], cuts[k+1])
+			if !slices.Equal(s.IDs, req.IDs[cuts[k]:cuts[k+1]]) || s.Key != req.Key || s.Hop != req.Hop || s.Fanout != req.Fanout || !s.Narrow {
+				t.Fatalf("cuts %v: slice %d is %+v", cuts, k, s)
+			}
+			if len(s.ExcludeAt) > 0 {
+				if err := CheckExclusion(&s); err != nil {
+					t.Fatalf("cuts %v: slice %d: %v", cuts, k, err)
+				}
+			} else if s.ExcludeCounts != nil || s.ExcludeIDs != nil {
+				t.Fatalf("cuts %v: slice %d: counts %v, ids %v without a node", cuts, k, s.ExcludeCounts, s.ExcludeIDs)
+			}
+			a := expectSample(&s)
+			got.Counts = append(got.Counts, a.Counts...)
+			got.Neighbors = append(got.Neighbors, a.Neighbors...)
+		}
+		if !slices.Equal(got.Counts, whole.Counts) || !slices.Equal(got.Neighbors, whole.Neighbors) {
+			t.Errorf("cuts %v: %v %v, want %v %v", cuts, got.Counts, got.Neighbors, whole.Counts, whole.Neighbors)
+		}
+	}
+	plain := &SampleRequest{Fanout: 2, IDs: []uint64{1, 2, 3}}
+	if s := plain.Slice(1, 3); !slices.Equal(s.IDs, []uint64{2, 3}) || s.ExcludeAt != nil {
+		t.Errorf("slice of a request without exclusions: %+v", s)
+	}
+}
