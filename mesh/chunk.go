@@ -7,14 +7,17 @@ import (
 
 // Requests larger than one message. A request, and its answer, must fit
 // the MaxMessage of both ends; a caller with more ids than that splits
-// them into several requests, one message each. Pulls and labels have
-// answers of a known size per id, so PullIDsPerMessage and
-// LabelIDsPerMessage say how many ids one request may carry. A sample
-// answer depends on the peer's degrees, which only the peer knows: the
-// peer refuses a request whose answer could pass its limit (ErrTooLarge,
-// from the degrees, before it samples anything), and the caller asks
-// again for each half (SampleRequest.Slice), as sampling a node does not
-// depend on which other nodes share its request.
+// them into several requests, one message each, and puts the answers
+// together. Pulls and labels have answers of a known size per id, so
+// PullIDsPerMessage and LabelIDsPerMessage say how many ids one request
+// may carry. A sample answer depends on the peer's degrees: SampleCuts
+// splits a request by its own size and by the fanout's bound on the
+// answer; an answer that the fanout does not bound (-1) the peer refuses
+// when it could pass the limit (ErrTooLarge, from the degrees, before it
+// samples anything), and the caller asks again for each half
+// (SampleRequest.Slice). Sampling a node does not depend on the other
+// nodes of its request, so the answers put together are the answer of
+// the whole.
 
 // Fixed bytes of the payloads, besides their per-id parts.
 const (
@@ -51,6 +54,72 @@ func LabelIDsPerMessage(limit, dim int) (int, error) {
 			dim, labelHead+4*dim, limit, ErrTooLarge)
 	}
 	return min((limit-labelHead)/4/dim, (limit-idsHead)/8, maxCount/dim), nil
+}
+
+// sampleHead is a SampleRequest's bytes besides its arrays' elements
+// (key, hop, flags, fanout, the ids' count), excludeHead the counts of
+// its three exclusion arrays, and answerHead a SampleResponse's two
+// counts.
+const (
+	sampleHead  = KeySize + 2 + 2 + 4 + idsHead
+	excludeHead = 3 * idsHead
+	answerHead  = 2 * idsHead
+)
+
+// SampleCuts returns the bounds 0 = c0 < c1 < … < ck = len(r.IDs) of the
+// slices of r (Slice(c[i], c[i+1])) whose requests fit payloads of limit
+// bytes, and whose answers do too whatever the peer's degrees when
+// r.Fanout bounds them (not -1): each slice holds as many ids as fit
+// in order, at least one. It returns nil, and allocates nothing, when r
+// fits whole: the usual case, one request. An answer that the fanout
+// does not bound (-1, or one node whose fanout alone passes the limit)
+// may still pass it: the peer refuses it (ErrTooLarge) before it
+// samples, and the caller asks again in halves.
+func SampleCuts(r *SampleRequest, limit int) []int {
+	w, f := int64(8), int64(r.Fanout)
+	if r.Narrow {
+		w = 4
+	}
+	n, lim := int64(len(r.IDs)), int64(limit)
+	req, ans := int64(sampleHead)+w*n, int64(answerHead)+4*n
+	exclude := len(r.ExcludeAt) > 0
+	if exclude {
+		req += excludeHead + 8*int64(len(r.ExcludeAt)) + w*int64(len(r.ExcludeIDs))
+	}
+	if f >= 0 {
+		ans += w * f * n
+	}
+	if req <= lim && ans <= lim {
+		return nil
+	}
+	perAns := 4 + w*max(f, 0)
+	cuts := []int{0}
+	req, ans = sampleHead, answerHead
+	j, excluding := 0, false // the next exclusion; whether the slice has one
+	for i := range r.IDs {
+		cost, ex := w, j < len(r.ExcludeAt) && int(r.ExcludeAt[j]) == i
+		if ex {
+			cost += 8 + w*int64(r.ExcludeCounts[j])
+			j++
+		}
+		if i > cuts[len(cuts)-1] && (req+cost+head(ex && !excluding) > lim || ans+perAns > lim) {
+			cuts = append(cuts, i)
+			req, ans, excluding = sampleHead, answerHead, false
+		}
+		req += cost + head(ex && !excluding)
+		ans += perAns
+		excluding = excluding || ex
+	}
+	return append(cuts, len(r.IDs))
+}
+
+// head is the exclusion arrays' counts when a slice gets its first
+// exclusion.
+func head(first bool) int64 {
+	if first {
+		return excludeHead
+	}
+	return 0
 }
 
 // Slice is the request for IDs[lo:hi] alone: the same key, hop, fanout

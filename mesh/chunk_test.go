@@ -146,3 +146,90 @@ func TestSampleRequestSlice(t *testing.T) {
 		t.Errorf("slice of a request without exclusions: %+v", s)
 	}
 }
+
+// TestSampleCuts: a request that fits whole is not cut; otherwise each
+// slice's request fits the limit, and its answer does at the fanout's
+// bound, and each slice is as long as that allows.
+func TestSampleCuts(t *testing.T) {
+	ids := make([]uint64, 100)
+	for i := range ids {
+		ids[i] = uint64(i)
+	}
+	excl := &SampleRequest{IDs: ids, Narrow: true,
+		ExcludeAt: []uint32{3, 4, 50, 99}, ExcludeCounts: []uint32{1, 20, 2, 3}}
+	for i, c := range excl.ExcludeCounts {
+		for k := range c {
+			excl.ExcludeIDs = append(excl.ExcludeIDs, 1000*uint64(i)+uint64(k))
+		}
+	}
+	// answer is the largest answer to s that its fanout allows; nil when
+	// the fanout is -1.
+	answer := func(s *SampleRequest) []byte {
+		if s.Fanout < 0 {
+			return nil
+		}
+		r := &SampleResponse{Counts: make([]uint32, len(s.IDs)), Neighbors: make([]uint64, len(s.IDs)*int(s.Fanout))}
+		for i := range r.Counts {
+			r.Counts[i] = uint32(s.Fanout)
+		}
+		if s.Narrow {
+			return AppendSampleResponseNarrow(nil, r)
+		}
+		return AppendSampleResponse(nil, r)
+	}
+	fits := func(s *SampleRequest, limit int) bool {
+		return len(AppendSampleRequest(nil, s)) <= limit && len(answer(s)) <= limit
+	}
+	for _, tc := range []struct {
+		name   string
+		fanout int32
+		narrow bool
+		limit  int
+		whole  bool
+	}{
+		{"fits", 5, true, sampleHead + 4*100 + answerHead + 4*100 + 4*5*100, true},
+		{"answer", 5, true, 1024, false},
+		{"answer wide", 5, false, 1024, false},
+		{"request", -1, true, 200, false},
+		{"all", -1, true, 1 << 20, true},
+		{"one node alone", 300, true, 1024, false}, // each node's bound passes the limit: one a request
+		{"exclusions", 2, true, 150, false},
+		{"exclusions request", -1, true, 150, false},
+		{"exclusions wide", -1, false, 300, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &SampleRequest{Fanout: tc.fanout, Narrow: tc.narrow, IDs: ids}
+			if strings.HasPrefix(tc.name, "exclusions") {
+				c := *excl
+				c.Fanout, c.Narrow = tc.fanout, tc.narrow
+				r = &c
+			}
+			cuts := SampleCuts(r, tc.limit)
+			if tc.whole {
+				if cuts != nil || !fits(r, tc.limit) {
+					t.Fatalf("cuts %v of a request that fits", cuts)
+				}
+				return
+			}
+			if len(cuts) < 3 || cuts[0] != 0 || cuts[len(cuts)-1] != len(ids) {
+				t.Fatalf("cuts %v", cuts)
+			}
+			for k := range len(cuts) - 1 {
+				lo, hi := cuts[k], cuts[k+1]
+				s := r.Slice(lo, hi)
+				if hi <= lo {
+					t.Fatalf("cuts %v not ascending", cuts)
+				}
+				if hi-lo > 1 && !fits(&s, tc.limit) {
+					t.Errorf("cuts %v: slice [%d, %d) does not fit %d bytes", cuts, lo, hi, tc.limit)
+				}
+				if hi == len(ids) {
+					continue
+				}
+				if longer := r.Slice(lo, hi+1); fits(&longer, tc.limit) {
+					t.Errorf("cuts %v: slice [%d, %d) could hold one more id", cuts, lo, hi)
+				}
+			}
+		})
+	}
+}
