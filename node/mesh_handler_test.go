@@ -36,6 +36,7 @@ type meshCluster struct {
 	parts_   []*sample.CSR
 	handlers []*handler
 	srvs     []*mesh.Server
+	maxMsg   int // the servers' and clients' mesh MaxMessage; 0: the default
 }
 
 func meshClusterParts(t *testing.T, n int, cache float64, ft csr.ElemType, dim int) (string, *partition.Manifest) {
@@ -99,7 +100,7 @@ func startMeshClusterWrapped(t *testing.T, n int, cache float64, ft csr.ElemType
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &meshCluster{parts: dir, m: m, book: book, certs: filepath.Join(t.TempDir(), "certs")}
+	c := &meshCluster{parts: dir, m: m, book: book, certs: filepath.Join(t.TempDir(), "certs"), maxMsg: maxMsg}
 	var names []string
 	for p := range n {
 		names = append(names, fmt.Sprintf("host%d", p))
@@ -153,7 +154,8 @@ func (c *meshCluster) client(t *testing.T, p int) *mesh.Client {
 			peers[q] = mesh.Peer{Name: fmt.Sprintf("host%d", q), Addr: a}
 		}
 	}
-	cli, err := mesh.NewClient(mesh.ClientConfig{Identity: id, Cluster: "test", Checksum: c.m.Checksum, Part: p, Peers: peers, Timeout: 5 * time.Second})
+	cli, err := mesh.NewClient(mesh.ClientConfig{Identity: id, Cluster: "test", Checksum: c.m.Checksum, Part: p, Peers: peers, Timeout: 5 * time.Second,
+		MaxMessage: c.maxMsg})
 	if err != nil {
 		t.Fatal(err)
 	}

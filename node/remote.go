@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -13,8 +14,10 @@ import (
 
 // meshRemote is a sampler's sample.Remote: one SampleRequest per peer
 // per hop (with the exclusions of its nodes, a link batch's hop 0),
-// decoded straight into the sampler's reused response slices.
-// The mesh responses (and the read buffers they keep) are reused.
+// decoded straight into the sampler's reused response slices; several
+// when one would pass the mesh's message limit (mesh.SampleCuts), their
+// answers appended in order. The mesh responses (and the read buffers
+// they keep) are reused.
 //
 // When every id of the partition set fits in 32 bits (up to 4 G nodes),
 // requests are narrow: ids travel as u32 both ways, half the bytes.
@@ -40,20 +43,60 @@ const idleBuffers = 64
 func (r meshRemote) SampleNeighbors(ctx context.Context, part int, req *sample.NeighborRequest, resp *sample.NeighborResponse) error {
 	mreq := mesh.SampleRequest{Key: wireKey(req.Key), Hop: uint16(req.Hop), Weighted: req.Weighted, Fanout: int32(req.Fanout), IDs: req.Nodes, Narrow: r.narrow,
 		ExcludeAt: req.Exclude.At, ExcludeCounts: req.Exclude.Counts, ExcludeIDs: req.Exclude.IDs}
+	resp.Counts, resp.Neighbors = resp.Counts[:0], resp.Neighbors[:0]
+	cuts := mesh.SampleCuts(&mreq, r.c.MaxMessage())
+	if cuts == nil {
+		return r.sample(ctx, part, &mreq, resp)
+	}
+	for k := range len(cuts) - 1 {
+		s := mreq.Slice(cuts[k], cuts[k+1])
+		if err := r.sample(ctx, part, &s, resp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sample appends the peer's answer to mreq to resp, decoded straight into
+// resp's slices when they are empty (the only request, or the first). An
+// answer the peer refuses as too large (fanout -1 over nodes of high
+// degree: the fanout did not bound it) is asked again in two halves, down
+// to a single node, whose refusal is the error.
+func (r meshRemote) sample(ctx context.Context, part int, mreq *mesh.SampleRequest, resp *sample.NeighborResponse) error {
 	mresp := r.resps.get()
-	defer r.resps.put(mresp)
-	mresp.Counts, mresp.Neighbors = resp.Counts[:0], resp.Neighbors[:0]
-	err := r.c.Sample(ctx, part, &mreq, mresp)
-	resp.Counts, resp.Neighbors = mresp.Counts, mresp.Neighbors
-	mresp.Counts, mresp.Neighbors = nil, nil // the sampler's, not the pool's
+	first := len(resp.Counts) == 0
+	if first {
+		mresp.Counts, mresp.Neighbors = resp.Counts, resp.Neighbors
+	}
+	err := r.c.Sample(ctx, part, mreq, mresp)
+	switch {
+	case first:
+		resp.Counts, resp.Neighbors = mresp.Counts, mresp.Neighbors
+		mresp.Counts, mresp.Neighbors = nil, nil // the sampler's, not the pool's
+		if err != nil {
+			resp.Counts, resp.Neighbors = resp.Counts[:0], resp.Neighbors[:0]
+		}
+	case err == nil:
+		resp.Counts = append(resp.Counts, mresp.Counts...)
+		resp.Neighbors = append(resp.Neighbors, mresp.Neighbors...)
+	}
+	r.resps.put(mresp)
+	if n := len(mreq.IDs); n > 1 && errors.Is(err, mesh.ErrTooLarge) {
+		lo, hi := mreq.Slice(0, n/2), mreq.Slice(n/2, n)
+		if err := r.sample(ctx, part, &lo, resp); err != nil {
+			return err
+		}
+		return r.sample(ctx, part, &hi, resp)
+	}
 	return err
 }
 
 // clusterSource is a sampler's FeatureSource and LabelSource in a
 // partition set of several parts: owned rows from the mapped partition,
 // cached rows from its cache section, and the rest in one request per
-// peer per batch, sent before the local rows are copied. Safe for
-// concurrent use.
+// peer per batch, sent before the local rows are copied; in several
+// concurrent ones when one would pass the mesh's message limit (a batch
+// of rows of a few MB each). Safe for concurrent use.
 type clusterSource struct {
 	local      *sample.LocalSource
 	part       *sample.CSR
@@ -68,17 +111,23 @@ type clusterSource struct {
 
 	hits, misses atomic.Uint64
 	scratch      *freeList[routes]
+
+	// The most ids of one pull and of one label request, by the
+	// client's MaxMessage; the errors say that one row, or one node's
+	// labels, cannot fit a message at all.
+	perPull, perLabel int
+	pullErr, labelErr error
 }
 
 // routes is one Gather's ids grouped by owning peer, with their
-// positions in the batch, and the peers' answers (whose buffers are
-// reused by the next Gather that gets these routes from the pool); for a
-// feature gather also the owned and cached rows to copy, so that each id
-// is looked up once.
+// positions in the batch, and the peers' answers, one per request of at
+// most perPull ids (whose buffers are reused by the next Gather that gets
+// these routes from the pool); for a feature gather also the owned and
+// cached rows to copy, so that each id is looked up once.
 type routes struct {
 	ids           [][]uint64
 	pos           [][]int
-	pulls         []mesh.PullResponse
+	pulls         [][]mesh.PullResponse
 	owned, cached []rowCopy
 }
 
@@ -106,19 +155,37 @@ func newClusterSource(p *sample.CSR, book partition.Book, cli *mesh.Client) (*cl
 		return nil, fmt.Errorf("node: %s: cache_ids: %w", g.Path(), err)
 	}
 	s.scratch = newRoutes(book.Parts())
+	s.sizeRequests()
 	return s, nil
 }
 
 // newRemoteSource is the source of a node that holds no part (a client
 // node): it owns and caches no node, so every id is asked of its owner.
 func newRemoteSource(book partition.Book, cli *mesh.Client, rowBytes int, dtype mesh.DType, labelDim int) *clusterSource {
-	return &clusterSource{rowBytes: rowBytes, labelDim: labelDim, dtype: dtype, book: book, cli: cli, scratch: newRoutes(book.Parts())}
+	s := &clusterSource{rowBytes: rowBytes, labelDim: labelDim, dtype: dtype, book: book, cli: cli, scratch: newRoutes(book.Parts())}
+	s.sizeRequests()
+	return s
+}
+
+// sizeRequests sets how many ids one pull and one label request may
+// carry, so that each answer fits the client's MaxMessage.
+func (s *clusterSource) sizeRequests() {
+	limit := mesh.DefaultMaxMessage
+	if s.cli != nil {
+		limit = s.cli.MaxMessage()
+	}
+	if s.rowBytes > 0 {
+		s.perPull, s.pullErr = mesh.PullIDsPerMessage(limit, s.rowBytes)
+	}
+	if s.labelDim > 0 {
+		s.perLabel, s.labelErr = mesh.LabelIDsPerMessage(limit, s.labelDim)
+	}
 }
 
 // newRoutes is a pool of routes over parts peers.
 func newRoutes(parts int) *freeList[routes] {
 	return newFreeList(idleBuffers, func() *routes {
-		return &routes{ids: make([][]uint64, parts), pos: make([][]int, parts), pulls: make([]mesh.PullResponse, parts)}
+		return &routes{ids: make([][]uint64, parts), pos: make([][]int, parts), pulls: make([][]mesh.PullResponse, parts)}
 	})
 }
 
@@ -155,19 +222,53 @@ func (s *clusterSource) route(ids []uint64, rows bool) *routes {
 	return r
 }
 
-// fetch runs get for every peer with ids, concurrently, and joins the
-// errors (each already names its peer).
-func fetch(r *routes, get func(part int, ids []uint64, pos []int) error) error {
+// fetch runs get for every request of at most per ids of every peer
+// with ids, all concurrently, and returns the first error in peer order
+// (each already names its peer). A peer's ids are one request unless
+// they are more than per (chunk c holds ids[c*per:]).
+func fetch(r *routes, per int, get func(part, chunk int, ids []uint64, pos []int) error) error {
+	n := 0
+	for _, ids := range r.ids {
+		if len(ids) > 0 {
+			n += chunks(len(ids), per)
+		}
+	}
 	var wg sync.WaitGroup
-	errs := make([]error, len(r.ids))
-	for p := range r.ids {
-		if len(r.ids[p]) == 0 {
+	errs := make([]error, n)
+	k := 0
+	for p, ids := range r.ids {
+		if len(ids) == 0 {
 			continue
 		}
-		wg.Go(func() { errs[p] = get(p, r.ids[p], r.pos[p]) })
+		for c := range chunks(len(ids), per) {
+			lo, hi, err := c*per, min((c+1)*per, len(ids)), &errs[k]
+			k++
+			wg.Go(func() { *err = get(p, c, ids[lo:hi], r.pos[p][lo:hi]) })
+		}
 	}
 	wg.Wait()
 	return firstErr(errs)
+}
+
+// chunks is how many requests of at most per ids n ids take: one up to
+// per (and for none); one whatever n when per is 0 (nothing to ask:
+// rows of 0 bytes, no labels).
+func chunks(n, per int) int {
+	if n <= per || per <= 0 {
+		return 1
+	}
+	return (n + per - 1) / per
+}
+
+// tooLarge is err, the reason why no request of what ids asks can fit
+// a message, for the first peer with ids; nil when every id is local.
+func tooLarge(r *routes, err error) error {
+	for p, ids := range r.ids {
+		if len(ids) > 0 {
+			return fmt.Errorf("node: part %d: %w", p, err)
+		}
+	}
+	return nil
 }
 
 func firstErr(errs []error) error {
@@ -192,21 +293,33 @@ func (s *clusterSource) Gather(ctx context.Context, ids []uint64, dst []byte) er
 // its turn to write, and x is written once, straight into the ring.
 func (s *clusterSource) prefetch(ctx context.Context, ids []uint64) *prefetched {
 	p := &prefetched{s: s, r: s.route(ids, true), done: make(chan error, 1)}
-	go func() {
-		p.done <- fetch(p.r, func(part int, pids []uint64, _ []int) error {
-			s.misses.Add(uint64(len(pids)))
-			resp := &p.r.pulls[part]
-			if err := s.cli.Pull(ctx, part, &mesh.PullRequest{IDs: pids}, resp); err != nil {
-				return err
-			}
-			if resp.DType != s.dtype || int(resp.RowSize) != s.rowBytes {
-				return fmt.Errorf("node: part %d answered rows of %d bytes (dtype %d), want %d (dtype %d): %w",
-					part, resp.RowSize, resp.DType, s.rowBytes, s.dtype, sample.ErrBadResponse)
-			}
-			return nil
-		})
-	}()
+	go func() { p.done <- s.pull(ctx, p.r) }()
 	return p
+}
+
+// pull asks every peer for the rows r routes to it, in requests of at
+// most perPull ids, into r.pulls.
+func (s *clusterSource) pull(ctx context.Context, r *routes) error {
+	if s.pullErr != nil {
+		return tooLarge(r, s.pullErr)
+	}
+	for part, ids := range r.ids {
+		if n := chunks(len(ids), s.perPull); len(ids) > 0 && len(r.pulls[part]) < n {
+			r.pulls[part] = append(r.pulls[part], make([]mesh.PullResponse, n-len(r.pulls[part]))...)
+		}
+	}
+	return fetch(r, s.perPull, func(part, c int, pids []uint64, _ []int) error {
+		s.misses.Add(uint64(len(pids)))
+		resp := &r.pulls[part][c]
+		if err := s.cli.Pull(ctx, part, &mesh.PullRequest{IDs: pids}, resp); err != nil {
+			return err
+		}
+		if resp.DType != s.dtype || int(resp.RowSize) != s.rowBytes {
+			return fmt.Errorf("node: part %d answered rows of %d bytes (dtype %d), want %d (dtype %d): %w",
+				part, resp.RowSize, resp.DType, s.rowBytes, s.dtype, sample.ErrBadResponse)
+		}
+		return nil
+	})
 }
 
 // prefetched is one batch's rows in flight: a sample.FeatureSource for
@@ -239,10 +352,16 @@ func (p *prefetched) Gather(ctx context.Context, ids []uint64, dst []byte) error
 	if err := <-p.done; err != nil {
 		return err
 	}
+	per := s.perPull
 	for part, pos := range p.r.pos {
-		rows := p.r.pulls[part].Rows
-		for k, i := range pos {
-			copy(dst[i*rb:(i+1)*rb], rows[k*rb:(k+1)*rb])
+		if len(pos) == 0 {
+			continue
+		}
+		for c, resp := range p.r.pulls[part][:chunks(len(pos), per)] {
+			rows := resp.Rows
+			for k, i := range pos[c*per : min((c+1)*per, len(pos))] {
+				copy(dst[i*rb:(i+1)*rb], rows[k*rb:(k+1)*rb])
+			}
 		}
 	}
 	return nil
@@ -268,7 +387,8 @@ func (p *prefetched) release() {
 }
 
 // GatherLabels writes the labels of ids (the seeds) into dst: owned ones
-// from the partition, the others in one request per peer.
+// from the partition, the others in one request per peer (several, at
+// once, when one would pass the mesh's message limit).
 func (s *clusterSource) GatherLabels(ctx context.Context, ids []uint64, dst []int64) error {
 	k := s.labelDim
 	if len(dst) != len(ids)*k {
@@ -276,9 +396,14 @@ func (s *clusterSource) GatherLabels(ctx context.Context, ids []uint64, dst []in
 	}
 	r := s.route(ids, false)
 	defer s.scratch.put(r)
+	if s.labelErr != nil {
+		if err := tooLarge(r, s.labelErr); err != nil {
+			return err
+		}
+	}
 	done := make(chan error, 1)
 	go func() {
-		done <- fetch(r, func(p int, pids []uint64, pos []int) error {
+		done <- fetch(r, s.perLabel, func(p, _ int, pids []uint64, pos []int) error {
 			var resp mesh.LabelResponse
 			if err := s.cli.Labels(ctx, p, &mesh.LabelRequest{IDs: pids}, &resp); err != nil {
 				return err
