@@ -55,7 +55,8 @@
 //	offset size
 //	0      2    type
 //	2      2    flags (none defined; must be zero)
-//	4      4    payload length (at most MaxMessage, default 256 MiB)
+//	4      4    payload length (at most MaxMessage, default 256 MiB; a
+//	            LoaderRecord at most its loader's largest record)
 //
 // The type enum is append-only; numbers are never reused:
 //
@@ -132,7 +133,22 @@
 // LoaderRecord per record, in order, then the end of the stream, or an
 // Error after the records sent so far. A loader stream has no deadline:
 // QUIC flow control holds the server while the trainer does not read, and
-// a peer that dies is noticed by the connection's idle timeout.
+// a peer that dies is noticed by the connection's idle timeout. A record
+// is bounded by the loader's ring, which both ends know, not by
+// MaxMessage (a batch of wide features passes 256 MiB): the server sends
+// records up to MaxRecordMessage (4 GiB − 1, the length's limit) and the
+// client reads each with the largest record of its sub-ring as the
+// limit (Stream's maxRecord), refusing a larger one (ErrTooLarge) before
+// its bytes are read. A client older than this reads with MaxMessage: a
+// larger record fails its stream with ErrTooLarge, and the server's send
+// with it; an older server refuses to send it (an Error naming
+// MaxMessage). Either way an error, never a hang.
+//
+// Requests whose ids make an answer larger than MaxMessage (a batch's
+// rows of wide features from one peer) are split by the caller into
+// several (chunk.go): PullIDsPerMessage and LabelIDsPerMessage ids each,
+// SampleCuts for neighbours, halves of a sample request that the peer
+// refuses as too large.
 //
 // Types 23–24 let a node that starts without its partition's files
 // (node.fetch) read them from a peer (file.go), served when the Handler

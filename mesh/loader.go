@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -63,6 +64,15 @@ func (s *Server) openLoader(ctx, conn context.Context, peer string, p []byte) (m
 // record the handler sends, without a deadline (a trainer may take its
 // time; a dead peer ends the connection by the idle timeout), then the
 // end of the stream, or an Error message when the handler fails.
+//
+// A record is bounded by its loader's ring, which both ends know (the
+// client made a ring of the same shape), not by MaxMessage: a batch of
+// wide features passes 256 MiB. So records up to the frame's limit
+// (MaxRecordMessage) are sent; the client reads each with its ring's
+// largest record as the limit (RemoteLoader.Stream). A client that reads
+// with MaxMessage (before this was so) refuses a larger record
+// (ErrTooLarge) and stops the stream, which fails this send: an error on
+// both ends, not a hang.
 func (s *Server) streamLoader(connCtx context.Context, peer string, st *quic.Stream, p []byte, received int) {
 	st.SetDeadline(time.Time{})
 	ctx, cancel := context.WithCancel(connCtx)
@@ -76,8 +86,8 @@ func (s *Server) streamLoader(connCtx context.Context, peer string, st *quic.Str
 		}
 		stop := context.AfterFunc(ctx, func() { st.CancelWrite(streamCancel) })
 		defer stop()
-		if len(rec) == 0 || len(rec) > s.cfg.MaxMessage {
-			return fmt.Errorf("record of %d bytes: want 1 to %d (the mesh's MaxMessage): %w", len(rec), s.cfg.MaxMessage, ErrTooLarge)
+		if len(rec) == 0 || int64(len(rec)) > MaxRecordMessage {
+			return fmt.Errorf("record of %d bytes: want 1 to %d (a message's 32-bit length): %w", len(rec), int64(MaxRecordMessage), ErrTooLarge)
 		}
 		hdr, hs := beginMessage(make([]byte, 0, HeaderSize), TypeLoaderRecord)
 		hdr, _ = endMessage(hdr, hs, len(rec))
@@ -200,20 +210,36 @@ func (l *RemoteLoader) Close() {
 	l.conn.CloseWithError(appClosing, "loader closed")
 }
 
+// MaxRecordMessage is the largest LoaderRecord a server sends: what the
+// header's 32-bit payload length can say.
+const MaxRecordMessage = math.MaxUint32
+
 // RecordStream is one sub-ring of a RemoteLoader, record by record.
 type RecordStream struct {
-	l    *RemoteLoader
-	sub  int
-	st   *quic.Stream
-	buf  []byte
-	stop func() bool
+	l     *RemoteLoader
+	sub   int
+	st    *quic.Stream
+	buf   []byte
+	limit int // the largest record read
+	stop  func() bool
 }
 
 // Stream starts streaming sub-ring sub of l; ctx bounds the whole stream.
-func (l *RemoteLoader) Stream(ctx context.Context, sub int) (*RecordStream, error) {
+// maxRecord is the largest record the stream reads, the sub-ring's that
+// the records go to (0: the client's MaxMessage): a larger one fails the
+// stream with ErrTooLarge before its bytes are read. The stream holds
+// one record at a time, so it holds at most that much.
+func (l *RemoteLoader) Stream(ctx context.Context, sub int, maxRecord int64) (*RecordStream, error) {
 	op := fmt.Sprintf("loader %d sub-ring %d", l.ID, sub)
 	if sub < 0 || int64(sub) > 1<<32-1 {
 		return nil, l.p.err(op, fmt.Errorf("sub-ring %d out of range: %w", sub, ErrMalformed))
+	}
+	limit := int64(l.c.cfg.MaxMessage)
+	if maxRecord != 0 {
+		limit = min(maxRecord, MaxRecordMessage)
+	}
+	if limit < 1 {
+		return nil, l.p.err(op, fmt.Errorf("largest record of %d bytes: %w", maxRecord, ErrMalformed))
 	}
 	if err := l.conn.Context().Err(); err != nil {
 		return nil, l.p.err(op, fmt.Errorf("the connection that opened the loader is gone: %w", context.Cause(l.conn.Context())))
@@ -234,7 +260,7 @@ func (l *RemoteLoader) Stream(ctx context.Context, sub int) (*RecordStream, erro
 		st.CancelRead(streamCancel)
 		st.CancelWrite(streamCancel)
 	})
-	return &RecordStream{l: l, sub: sub, st: st, stop: stop}, nil
+	return &RecordStream{l: l, sub: sub, st: st, limit: int(limit), stop: stop}, nil
 }
 
 // Next returns the next record of the sub-ring, valid until the next
@@ -242,7 +268,7 @@ func (l *RemoteLoader) Stream(ctx context.Context, sub int) (*RecordStream, erro
 // error names the peer: an Error message from it (*RemoteError: its
 // handler failed), a broken connection, or the context's end.
 func (r *RecordStream) Next() ([]byte, error) {
-	h, payload, err := readMessageInto(r.st, r.l.c.cfg.MaxMessage, r.buf)
+	h, payload, err := readMessageInto(r.st, r.limit, r.buf)
 	op := fmt.Sprintf("loader %d sub-ring %d", r.l.ID, r.sub)
 	switch {
 	case errors.Is(err, io.EOF):

@@ -120,7 +120,7 @@ func TestRemoteLoader(t *testing.T) {
 	var wg sync.WaitGroup
 	for sub := range 3 {
 		wg.Go(func() {
-			rs, err := l.Stream(ctx, sub)
+			rs, err := l.Stream(ctx, sub, 0)
 			if err != nil {
 				t.Error(err)
 				return
@@ -192,7 +192,7 @@ func TestRemoteLoaderFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := l.Stream(ctx, 0)
+	rs, err := l.Stream(ctx, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestRemoteLoaderFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srs, err := sl.Stream(ctx, 0)
+	srs, err := sl.Stream(ctx, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestRemoteLoaderFailures(t *testing.T) {
 	}
 
 	bad := &RemoteLoader{c: l.c, p: l.p, conn: l.conn, ID: 999}
-	rs, err = bad.Stream(ctx, 0)
+	rs, err = bad.Stream(ctx, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestRemoteLoaderFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err = l.Stream(ctx, 0)
+	rs, err = l.Stream(ctx, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func TestRemoteLoaderFailures(t *testing.T) {
 			after.Requests, after.Errors, before.Requests+2, before.Errors)
 	}
 
-	rs, err = l.Stream(ctx, 1)
+	rs, err = l.Stream(ctx, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +356,7 @@ func TestRemoteLoaderClientGoneReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn := <-h.conns
-	rs, err := l.Stream(ctx, 0)
+	rs, err := l.Stream(ctx, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,5 +389,63 @@ func TestRemoteLoaderClientGoneReset(t *testing.T) {
 	var reset *quic.StatelessResetError
 	if cause := context.Cause(conn); !errors.As(cause, &reset) {
 		t.Errorf("loader connection ended by %v, want a stateless reset from the client's socket", cause)
+	}
+}
+
+// TestRemoteLoaderRecordsOverMaxMessage: a loader's records are bounded
+// by its ring, not by MaxMessage: with a MaxMessage of 64 KiB on both
+// ends, a stream that reads records up to 2 MiB gets the 1 MiB ones
+// whole. A reader that reads with MaxMessage (0, as a client node did
+// before) refuses the first of them with ErrTooLarge, naming its size,
+// after the records before it, and the server's sends fail: an error
+// at both ends, no hang. So does a record over the reader's own limit.
+func TestRemoteLoaderRecordsOverMaxMessage(t *testing.T) {
+	const maxMsg = 64 << 10
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	h := newLoaderHandler()
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", func(c *ServerConfig) { c.Handler, c.MaxMessage = h, maxMsg })
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer()}, func(c *ClientConfig) { c.MaxMessage = maxMsg })
+	ctx := context.Background()
+	for _, tc := range []struct {
+		options   string
+		maxRecord int64
+		ok        int // records read before the error; 6: all, then EOF
+	}{{"6 ok", 2 << 20, 6}, {"0 block", 0, 2}, {"0 block", 1 << 20, 2}} {
+		l, err := c.OpenLoader(ctx, 1, []byte(tc.options))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := l.Stream(ctx, 0, tc.maxRecord)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range tc.ok {
+			if rec, err := rs.Next(); err != nil || !bytes.Equal(rec, recordBytes(l.ID, 0, i)) {
+				t.Fatalf("largest record %d: record %d: %d bytes, %v", tc.maxRecord, i, len(rec), err)
+			}
+		}
+		_, err = rs.Next()
+		size := len(recordBytes(l.ID, 0, 2))
+		switch {
+		case tc.ok == 6 && !errors.Is(err, io.EOF):
+			t.Errorf("largest record %d: after the last record: %v, want EOF", tc.maxRecord, err)
+		case tc.ok < 6 && (!errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), fmt.Sprintf("payload of %d bytes exceeds the limit", size))):
+			t.Errorf("largest record %d: the record of %d bytes: %v, want ErrTooLarge naming its size", tc.maxRecord, size, err)
+		}
+		// The refused stream's handler, sending without end, fails at
+		// once, not when the loader closes.
+		select {
+		case err := <-h.ended:
+			if (err == nil) != (tc.ok == 6) {
+				t.Errorf("largest record %d: StreamLoader returned %v", tc.maxRecord, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("largest record %d: StreamLoader did not end", tc.maxRecord)
+		}
+		rs.Close()
+		if _, err := l.Stream(ctx, 1, -1); !errors.Is(err, ErrMalformed) {
+			t.Errorf("a stream of largest record -1: %v, want ErrMalformed", err)
+		}
+		l.Close()
 	}
 }

@@ -11,7 +11,8 @@ import "encoding/binary"
 //	                    info     the rest: the daemon's loader description, at least 1 byte
 //	LoaderStreamRequest id       u64: a loader opened on this connection
 //	                    sub      u32: which of its sub-rings
-//	LoaderRecord        record   the rest: one ring record, at least 1 byte
+//	LoaderRecord        record   the rest: one ring record, at least 1 byte; up to
+//	                             MaxRecordMessage, not bounded by MaxMessage
 //
 // A LoaderStreamRequest is answered by LoaderRecord messages, one per
 // record in the sub-ring's order, and the end of the stream after the

@@ -195,7 +195,7 @@ func (n *Node) startRelay(ctx context.Context, l *loader, o control.LoaderOption
 		return errStopping()
 	}
 	for w, prod := range prods {
-		r.wg.Go(func() { n.relaySub(rctx, l, r, w, prod, who) })
+		r.wg.Go(func() { n.relaySub(rctx, l, r, w, prod, ring.MaxRecord(), who) })
 	}
 	return nil
 }
@@ -216,7 +216,10 @@ func refusedField(msg string) (key, why string, ok bool) {
 // record, until end of stream. A stream that fails (the sampling node
 // went away, its sampler failed, a record does not decode) ends with an
 // error record naming the sampling node, which the trainer raises.
-func (n *Node) relaySub(ctx context.Context, l *loader, r *relay, w int, prod *shm.Producer, who string) {
+// Records are read up to maxRecord, the largest prod's sub-ring holds
+// (the sampling node's is no larger): a batch passes the mesh's
+// MaxMessage when its features are wide, and never this.
+func (n *Node) relaySub(ctx context.Context, l *loader, r *relay, w int, prod *shm.Producer, maxRecord int64, who string) {
 	defer prod.Close()
 	fail := func(err error) {
 		if ctx.Err() != nil || errors.Is(err, shm.ErrConsumerGone) {
@@ -230,7 +233,7 @@ func (n *Node) relaySub(ctx context.Context, l *loader, r *relay, w int, prod *s
 			n.log.Warn("could not write the error record on the ring", "loader", l.id, "sub_ring", w, "err", err)
 		}
 	}
-	rs, err := r.remote.Stream(ctx, w)
+	rs, err := r.remote.Stream(ctx, w, maxRecord)
 	if err != nil {
 		fail(err)
 		return
