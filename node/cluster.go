@@ -407,7 +407,7 @@ func (n *Node) samplerMesh() *SamplerMesh {
 	m := &SamplerMesh{
 		Certs: n.cfg.Mesh.Certs, Node: n.cfg.Node.Name, Cluster: cc.Cluster, Checksum: cc.Checksum,
 		Part: cc.Part, Peers: map[int]SpecPeer{}, Timeout: cc.Timeout, Retries: cc.Retries,
-		Bounds: n.book.Bounds,
+		Bounds: n.book.Bounds, MaxMessage: cc.MaxMessage,
 	}
 	for p, peer := range cc.Peers {
 		m.Peers[p] = SpecPeer{Name: peer.Name, Addr: peer.Addr}

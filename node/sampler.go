@@ -215,7 +215,7 @@ func (r *samplerRun) dial() error {
 	}
 	cli, err := mesh.NewClient(mesh.ClientConfig{
 		Identity: id, Cluster: m.Cluster, Checksum: m.Checksum, Part: m.Part, Peers: peers,
-		Timeout: m.Timeout, Retries: m.Retries,
+		Timeout: m.Timeout, Retries: m.Retries, MaxMessage: m.MaxMessage,
 	})
 	if err != nil {
 		return err

@@ -52,6 +52,9 @@ type SamplerMesh struct {
 	Timeout  time.Duration    `json:"timeout_ns"`
 	Retries  int              `json:"retries"` // as mesh.ClientConfig.Retries
 	Bounds   []uint64         `json:"bounds"`  // partition.Book bounds
+	// MaxMessage is as mesh.ClientConfig.MaxMessage, the node's (0: the
+	// mesh's default): a request that would pass it is split.
+	MaxMessage int `json:"max_message,omitempty"`
 }
 
 // SpecPeer is one peer in a SamplerMesh.
