@@ -241,9 +241,10 @@ func fetch(r *routes, per int, get func(part, chunk int, ids []uint64, pos []int
 			continue
 		}
 		for c := range chunks(len(ids), per) {
-			lo, hi, err := c*per, min((c+1)*per, len(ids)), &errs[k]
+			lo, hi := c*per, min((c+1)*per, len(ids))
+			part, cids, cpos, err := p, ids[lo:hi], r.pos[p][lo:hi], &errs[k]
 			k++
-			wg.Go(func() { *err = get(p, c, ids[lo:hi], r.pos[p][lo:hi]) })
+			wg.Go(func() { *err = get(part, c, cids, cpos) })
 		}
 	}
 	wg.Wait()
