@@ -39,7 +39,7 @@ type meshCluster struct {
 	maxMsg   int // the servers' and clients' mesh MaxMessage; 0: the default
 }
 
-func meshClusterParts(t *testing.T, n int, cache float64, ft csr.ElemType, dim int) (string, *partition.Manifest) {
+func meshClusterParts(t testing.TB, n int, cache float64, ft csr.ElemType, dim int) (string, *partition.Manifest) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "parts")
 	return dir, SBMPartsForTest(t, dir, 1500, 10, dim, n, cache, ft)
@@ -78,18 +78,18 @@ func SBMPartsForTest(t testing.TB, dir string, nodes int, avgDegree float64, dim
 	return m
 }
 
-func startMeshCluster(t *testing.T, n int, cache float64, ft csr.ElemType, maxMsg int) *meshCluster {
+func startMeshCluster(t testing.TB, n int, cache float64, ft csr.ElemType, maxMsg int) *meshCluster {
 	return startMeshClusterDim(t, n, cache, ft, maxMsg, 8)
 }
 
-func startMeshClusterDim(t *testing.T, n int, cache float64, ft csr.ElemType, maxMsg, dim int) *meshCluster {
+func startMeshClusterDim(t testing.TB, n int, cache float64, ft csr.ElemType, maxMsg, dim int) *meshCluster {
 	t.Helper()
 	return startMeshClusterWrapped(t, n, cache, ft, maxMsg, dim, nil)
 }
 
 // startMeshClusterWrapped is startMeshClusterDim with part p's server
 // answering through wrap(p, its handler), when wrap is not nil.
-func startMeshClusterWrapped(t *testing.T, n int, cache float64, ft csr.ElemType, maxMsg, dim int, wrap func(int, *handler) mesh.Handler) *meshCluster {
+func startMeshClusterWrapped(t testing.TB, n int, cache float64, ft csr.ElemType, maxMsg, dim int, wrap func(int, *handler) mesh.Handler) *meshCluster {
 	t.Helper()
 	dir, _ := meshClusterParts(t, n, cache, ft, dim)
 	m, err := partition.OpenDir(dir)
@@ -142,7 +142,7 @@ func startMeshClusterWrapped(t *testing.T, n int, cache float64, ft csr.ElemType
 }
 
 // client is part p's (sampler's) mesh client to every other part.
-func (c *meshCluster) client(t *testing.T, p int) *mesh.Client {
+func (c *meshCluster) client(t testing.TB, p int) *mesh.Client {
 	t.Helper()
 	id, err := mesh.LoadIdentity(c.certs, fmt.Sprintf("host%d", p))
 	if err != nil {
