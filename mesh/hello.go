@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -44,6 +45,13 @@ func (s *Server) hello(conn *quic.Conn, peer string) (fetchOnly, ok bool) {
 	problem := ""
 	if d := diffHello(&hello, s.own(), peer, -1, fetchOnly); d != "" {
 		problem = fmt.Sprintf("mesh: node %s refused peer %s: %s", s.cfg.Identity.Node, peer, d)
+	} else if d := s.ownerProblem(&hello, peer); d != "" {
+		// Nothing in the HelloAck would tell the peer: refused at once,
+		// its hello fails with the reason (helloErr).
+		problem = fmt.Sprintf("mesh: node %s refused peer %s: %s", s.cfg.Identity.Node, peer, d)
+		s.logRefusal(peer, conn.RemoteAddr().String(), problem)
+		conn.CloseWithError(appRefused, problem)
+		return false, false
 	}
 	ack, start := beginMessage(nil, TypeHelloAck)
 	ack = AppendHello(ack, s.own())
@@ -67,6 +75,26 @@ func (s *Server) hello(conn *quic.Conn, peer string) (fetchOnly, ok bool) {
 	t.Stop()
 	conn.CloseWithError(appRefused, problem)
 	return false, false
+}
+
+// noPart is the part in the hello of a node that serves none (a client
+// node: ClientConfig.Part -1).
+const noPart = math.MaxUint32
+
+// ownerProblem says why hello's part is not peer's to serve (see
+// ServerConfig.Owners); "" when it is.
+func (s *Server) ownerProblem(hello *Hello, peer string) string {
+	if s.cfg.Owners == nil || hello.Part == noPart {
+		return ""
+	}
+	owner, ok := s.cfg.Owners[int(hello.Part)]
+	switch {
+	case !ok:
+		return fmt.Sprintf("serves part %d, which no [[mesh.peers]] entry of this node names", hello.Part)
+	case owner != peer:
+		return fmt.Sprintf("serves part %d, which is node %s's ([[mesh.peers]]): two nodes would serve diverging rows of it", hello.Part, owner)
+	}
+	return ""
 }
 
 // logRefusal logs a refused peer, but a refusal for the reason last

@@ -61,7 +61,13 @@ type ServerConfig struct {
 	Cluster  string    // must equal Identity.Cluster and every peer's
 	Checksum string    // partition-set checksum; peers must present the same
 	Part     int       // the partition this node serves
-	Handler  Handler
+	// Owners names the node configured for each part, this node's
+	// included ([[mesh.peers]]): a peer whose hello claims a part is
+	// refused unless it is that part's node (a node given another's part
+	// served diverging rows of it to whoever asked, without a word).
+	// A hello of no part (a client node) is not checked; nil checks none.
+	Owners  map[int]string
+	Handler Handler
 	// MaxMessage caps a request's and a response's payload; 0 means
 	// DefaultMaxMessage.
 	MaxMessage int

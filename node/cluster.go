@@ -86,7 +86,7 @@ func (n *Node) serverConfig() mesh.ServerConfig {
 	c := &n.mesh
 	return mesh.ServerConfig{
 		Identity: c.id, Cluster: n.cfg.Mesh.Cluster, Checksum: n.manifest.Checksum,
-		Part: n.cfg.Node.Part, Handler: meshHandler{n.handler, n.kv, n}, Logger: n.log,
+		Part: n.cfg.Node.Part, Owners: n.cfg.meshOwners(), Handler: meshHandler{n.handler, n.kv, n}, Logger: n.log,
 		RequestTimeout: max(n.cfg.MeshTimeoutDuration(), mesh.DefaultServerRequestTimeout),
 		KVTimeout:      n.cfg.kvCallTimeout(),
 		Outbound:       func() []mesh.PeerStats { return c.cli.Metrics() },

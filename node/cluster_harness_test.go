@@ -334,12 +334,19 @@ func unionReference(t *testing.T, parts string, o client.Options) [][][]byte {
 // in certs, aimed at part p's server.
 func meshClient(t *testing.T, certs, name, checksum string, p int, addr string) *mesh.Client {
 	t.Helper()
+	return meshClientAs(t, certs, name, checksum, -1, p, addr)
+}
+
+// meshClientAs is meshClient whose hello claims part own (-1: none, as a
+// client node's).
+func meshClientAs(t *testing.T, certs, name, checksum string, own, p int, addr string) *mesh.Client {
+	t.Helper()
 	id, err := mesh.LoadIdentity(certs, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c, err := mesh.NewClient(mesh.ClientConfig{
-		Identity: id, Cluster: id.Cluster, Checksum: checksum, Part: 99,
+		Identity: id, Cluster: id.Cluster, Checksum: checksum, Part: own,
 		Peers: map[int]mesh.Peer{p: {Name: hostName(p), Addr: addr}}, Timeout: 5 * time.Second,
 	})
 	if err != nil {

@@ -211,6 +211,15 @@ func TestClusterRefusals(t *testing.T) {
 	if !errors.Is(err, mesh.ErrRefused) || !strings.Contains(err.Error(), "checksum") {
 		t.Errorf("another partitioning: %v, want ErrRefused naming the checksum", err)
 	}
+	// A node of the cluster's CA claiming host1's part (its config a copy
+	// of host1's under another name) was accepted, and served diverging
+	// rows of part 1 to whoever asked it.
+	for own, want := range map[int]string{1: "serves part 1, which is node host1's", 7: "serves part 7, which no [[mesh.peers]] entry"} {
+		_, err = meshClientAs(t, c.certs, "intruder", m.Checksum, own, 0, c.addrs[0]).Stats(ctx, 0)
+		if !errors.Is(err, mesh.ErrRefused) || !strings.Contains(err.Error(), want) {
+			t.Errorf("a node claiming part %d: %v, want ErrRefused saying %q", own, err, want)
+		}
+	}
 
 	conn, err := net.Dial("udp", c.addrs[0])
 	if err != nil {

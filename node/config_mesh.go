@@ -235,6 +235,16 @@ func (c *Config) meshPeers() map[int]mesh.Peer {
 	return out
 }
 
+// meshOwners names the node of every part, this node's included
+// (mesh.ServerConfig.Owners).
+func (c *Config) meshOwners() map[int]string {
+	out := make(map[int]string, len(c.Mesh.Peers))
+	for _, e := range c.Mesh.Peers {
+		out[e.Part] = e.Name
+	}
+	return out
+}
+
 // meshRetries maps mesh.retries to mesh.ClientConfig.Retries (whose 0
 // means the default and a negative value none).
 func (c *Config) meshRetries() int {
