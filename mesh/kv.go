@@ -79,7 +79,14 @@ func (c *Client) KVPull(ctx context.Context, part int, req []byte) ([]byte, erro
 // call is: no live process handled it.) Bounded by
 // ClientConfig.KVTimeout, which must exceed the kv sync timeout.
 func (c *Client) KVPush(ctx context.Context, part int, req []byte) ([]byte, error) {
-	return c.kv(ctx, part, "kv push", TypeKVPushRequest, TypeKVPushResponse, req, 0)
+	return c.KVSend(ctx, part, "kv push", req)
+}
+
+// KVSend is KVPush for any request that is not a pull (a synchronous
+// push, a leave, the daemon's node-level requests), named op in its
+// errors: each was said to be a "kv push".
+func (c *Client) KVSend(ctx context.Context, part int, op string, req []byte) ([]byte, error) {
+	return c.kv(ctx, part, op, TypeKVPushRequest, TypeKVPushResponse, req, 0)
 }
 
 func (c *Client) kv(ctx context.Context, part int, op string, t, want Type, req []byte, retries int) ([]byte, error) {

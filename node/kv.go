@@ -194,7 +194,32 @@ func (s *kvServer) call(ctx context.Context, part int, req []byte) ([]byte, erro
 	if k, _ := kv.PeekKind(req); k == kv.KindPullRequest {
 		return cli.KVPull(ctx, part, req)
 	}
-	return cli.KVPush(ctx, part, req)
+	return cli.KVSend(ctx, part, kvOpName(req), req)
+}
+
+// kvOpName names a request to a peer in errors: the op (and phase) of a
+// node-level JSON request, else the kv message's kind.
+func kvOpName(req []byte) string {
+	if len(req) > 0 && req[0] == '{' {
+		var r struct{ Op, Phase string }
+		if json.Unmarshal(req, &r) == nil && r.Op != "" {
+			if r.Phase != "" {
+				return r.Op + " (" + r.Phase + ")"
+			}
+			return r.Op
+		}
+		return "kv request"
+	}
+	switch k, _ := kv.PeekKind(req); k {
+	case kv.KindPushRequest:
+		return "kv push"
+	case kv.KindPushSyncRequest:
+		return "kv push_sync"
+	case kv.KindLeaveRequest:
+		return "kv leave"
+	default:
+		return "kv " + k.String()
+	}
 }
 
 // peers lists every part but this node's.

@@ -532,3 +532,26 @@ func TestKVCreateCheckUnreachableKeepsTable(t *testing.T) {
 		})
 	}
 }
+
+// TestKVOpName: a request to a peer is named in errors by what it is;
+// every one but a pull was said to be a "kv push" (a kv_save forwarded
+// while part 0 was down read "…: kv push: peer unavailable").
+func TestKVOpName(t *testing.T) {
+	save, _ := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: saveCheck})
+	create, _ := control.MarshalKVRequest(&control.Request{Op: control.OpKVCreate})
+	for _, c := range []struct {
+		req  []byte
+		want string
+	}{
+		{save, "kv_save (check)"},
+		{create, "kv_create"},
+		{kv.AppendPushRequest(nil, &kv.PushRequest{Table: "w"}), "kv push"},
+		{kv.AppendPushSyncRequest(nil, &kv.PushSyncRequest{Table: "w"}), "kv push_sync"},
+		{kv.AppendLeaveRequest(nil, &kv.LeaveRequest{Table: "w"}), "kv leave"},
+		{[]byte("{"), "kv request"},
+	} {
+		if got := kvOpName(c.req); got != c.want {
+			t.Errorf("kvOpName(%.40q) = %q, want %q", c.req, got, c.want)
+		}
+	}
+}
