@@ -313,6 +313,12 @@ func TestCheckIdentityListsEveryProblem(t *testing.T) {
 	// Expired after the CA of dir began: verified at a time both are valid.
 	lately := writeTestCluster(t, "c2", "host0")
 	reissue(t, lately, "host0", time.Now().Add(-72*time.Hour), time.Now().Add(-30*time.Minute))
+	// Expired, signed by dir's CA.
+	sameCA := t.TempDir()
+	for _, f := range []string{CAcertFile, CAKeyFile} {
+		copyFile(t, filepath.Join(dir, f), filepath.Join(sameCA, f))
+	}
+	reissue(t, sameCA, "host0", time.Now().Add(-72*time.Hour), time.Now().Add(-30*time.Minute))
 	tests := []struct {
 		name  string
 		setup func(d string)
@@ -331,6 +337,12 @@ func TestCheckIdentityListsEveryProblem(t *testing.T) {
 			copyFile(t, CertFile(lately, "host0"), CertFile(d, "host0"))
 			copyFile(t, KeyFile(lately, "host0"), KeyFile(d, "host0"))
 		}, []string{"host0.crt: expired at", "host0.crt: not signed by", `host0.crt: certificate names cluster [c2], CA names "c"`}},
+		// A node's own certificate is renewed alone: the advice was to
+		// write new certificates for every node.
+		{"expired, of this CA", func(d string) {
+			copyFile(t, CertFile(sameCA, "host0"), CertFile(d, "host0"))
+			copyFile(t, KeyFile(sameCA, "host0"), KeyFile(d, "host0"))
+		}, []string{"renew it with node cert add --certs DIR --node host0 --force (where the CA key is) and restart this node alone"}},
 		{"no CA, key readable by others", func(d string) {
 			os.Remove(filepath.Join(d, CAcertFile))
 			os.Chmod(KeyFile(d, "host0"), 0o644)

@@ -104,14 +104,19 @@ func readIdentity(dir, node string) (*Identity, string, []error) {
 	now := time.Now()
 	at, dated := now, false
 	for _, c := range []struct {
-		path string
-		cert *x509.Certificate
-	}{{certPath, leaf}, {caPath, ca}} {
+		path, fix string
+		cert      *x509.Certificate
+	}{
+		// A node's own certificate is renewed alone, by the CA that
+		// signed it; the CA's end is every node's.
+		{certPath, fmt.Sprintf("renew it with node cert add --certs DIR --node %s --force (where the CA key is) and restart this node alone", node), leaf},
+		{caPath, "write new certificates (node cert init --force) for every node", ca},
+	} {
 		if c.cert == nil {
 			continue
 		}
 		if d := outOfDate(c.cert, now); d != "" {
-			bad("%s: %s: write new certificates (node cert init --force) for every node: %w", c.path, d, ErrCert)
+			bad("%s: %s: %s: %w", c.path, d, c.fix, ErrCert)
 			dated = true
 		}
 	}

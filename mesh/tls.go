@@ -97,7 +97,7 @@ func explainHandshake(err error, alpn string) (_ error, ok bool) {
 		case alertCertificateExpired:
 			// This node's own rejections name the certificate in err.
 			if te.Remote {
-				return fmt.Errorf("TLS handshake: peer rejected this node's certificate as expired or not yet valid (write new certificates with node cert init --force, or check the clocks): %v: %w", err, ErrRefused), true
+				return fmt.Errorf("TLS handshake: peer rejected this node's certificate as expired or not yet valid (renew it with node cert add --node NAME --force, or every node's with node cert init --force when the CA expired; or check the clocks): %v: %w", err, ErrRefused), true
 			}
 		case alertBadCertificate, alertUnknownCA, alertCertificateRequired:
 			return fmt.Errorf("TLS handshake: %s: %v: %w", side, err, ErrRefused), true
