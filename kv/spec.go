@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -54,6 +55,23 @@ type Init struct {
 	Seed  uint64
 }
 
+// String is the initialiser as a table's spec words it ("uniform scale
+// 0.1 seed 3"), without commas: a spec clash's message lists fields
+// after ", ".
+func (i Init) String() string {
+	kind := map[InitKind]string{InitZeros: "zeros", InitUniform: "uniform", InitNormal: "normal"}[i.Kind]
+	if kind == "" {
+		kind = fmt.Sprintf("InitKind(%d)", uint8(i.Kind))
+	}
+	if i.Kind == InitZeros {
+		return kind
+	}
+	return fmt.Sprintf("%s scale %s seed %d", kind, ftoa(i.Scale), i.Seed)
+}
+
+// ftoa is x, shortest.
+func ftoa(x float32) string { return strconv.FormatFloat(float64(x), 'g', -1, 32) }
+
 // KGEInitScale is DGL-KE's entity/relation init bound: rows are uniform in
 // ±(gamma + 2)/dim (dglke/models/general_models.py, emb_init with eps 2.0).
 func KGEInitScale(gamma float32, dim int) float32 { return (gamma + 2) / float32(dim) }
@@ -91,6 +109,21 @@ type Optimizer struct {
 	Kind         OptKind
 	LR, Eps      float32
 	Beta1, Beta2 float32 // Adam only
+}
+
+// String is the optimiser as a table's spec words it ("adagrad lr 0.1
+// eps 1e-10"), without commas (see Init.String): a clash of lr 0.5 with
+// 0.1 said "{Kind:sgd LR:0.5 Eps:0 Beta1:0 Beta2:0}".
+func (o Optimizer) String() string {
+	switch o.Kind {
+	case OptAverage:
+		return o.Kind.String()
+	case OptSGD:
+		return fmt.Sprintf("%s lr %s", o.Kind, ftoa(o.LR))
+	case OptAdagrad:
+		return fmt.Sprintf("%s lr %s eps %s", o.Kind, ftoa(o.LR), ftoa(o.Eps))
+	}
+	return fmt.Sprintf("%s lr %s eps %s beta1 %s beta2 %s", o.Kind, ftoa(o.LR), ftoa(o.Eps), ftoa(o.Beta1), ftoa(o.Beta2))
 }
 
 // SGD is w -= lr·g.

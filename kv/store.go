@@ -234,10 +234,10 @@ func specDiff(a, b *Spec) string {
 		diff("dim", b.Dim, a.Dim)
 	}
 	if a.Init != b.Init {
-		diff("init", fmt.Sprintf("%+v", b.Init), fmt.Sprintf("%+v", a.Init))
+		diff("init", b.Init, a.Init)
 	}
 	if a.Opt != b.Opt {
-		diff("optimiser", fmt.Sprintf("%+v", b.Opt), fmt.Sprintf("%+v", a.Opt))
+		diff("optimiser", b.Opt, a.Opt)
 	}
 	if a.Mode != b.Mode {
 		diff("mode", b.Mode, a.Mode)

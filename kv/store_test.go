@@ -246,6 +246,14 @@ func TestSpecFields(t *testing.T) {
 			t.Errorf("%v without ErrSpec: fields %q", c.fields, got)
 		}
 	}
+	// The values as a spec words them: "{Kind:adagrad LR:0.2 Eps:1e-10 Beta1:0 Beta2:0}" before.
+	other := spec
+	other.Init.Scale, other.Opt = 0.2, Adam(0.2, 0.9, 0.999, 1e-8)
+	_, err = s.Create(other)
+	if want := "init uniform scale 0.2 seed 1 differs from the existing table's uniform scale 0.1 seed 1, " +
+		"optimiser adam lr 0.2 eps 1e-08 beta1 0.9 beta2 0.999 differs from the existing table's adagrad lr 0.1 eps 1e-10"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("clash of init and optimiser: %v\nwant it to say %q", err, want)
+	}
 	for _, err := range []error{nil, ErrSpec, fmt.Errorf("kv: table %q: part 3 outside its 2 shards: %w", "t", ErrSpec),
 		fmt.Errorf("kv: table %q: colour red differs from the existing table's blue: %w", "t", ErrSpec),
 		fmt.Errorf("kv: table %q: dim 3 differs from the existing table's 2 and colour red differs from the existing table's blue: %w", "t", ErrSpec)} {

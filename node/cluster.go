@@ -143,6 +143,7 @@ func (n *Node) awaitPeers(ctx context.Context) {
 		if err == nil {
 			if n.kv != nil {
 				// Before ready: trainers wait for it.
+				n.kv.checkDeclaredAtStart(ctx)
 				n.kv.checkLoadedAtStart(ctx)
 				n.kv.checkLostAtStart(ctx)
 			}

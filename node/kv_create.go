@@ -220,3 +220,38 @@ func (s *kvServer) createRemote(ctx context.Context, t *control.TableSpec, sp kv
 	s.mu.Unlock()
 	return &control.TableInfo{Name: sp.Name, Rows: sp.Rows, Dim: sp.Dim, Bounds: sp.Bounds}, nil
 }
+
+// checkDeclaredAtStart has the node of part 0, once its peers answer,
+// ask every peer to create the tables of [[kv.tables]] with its spec (a
+// peer's kv_create). A peer that declared one with other settings
+// (another lr, dim or mode) refuses, naming each field, and the table is
+// dropped on every node, logged with its key, so that no shard trains
+// with settings of its own: nodes given another lr each applied theirs
+// without a word. A trainer's kv_create then makes it on every node with
+// one spec. One node checks, so that the outcome does not depend on
+// which node checks first; where the nodes declared the tables alike,
+// each peer holds them already and this costs one round.
+func (s *kvServer) checkDeclaredAtStart(ctx context.Context) {
+	if s.store == nil || s.part != saveCoordinator {
+		return
+	}
+	for i := range s.cfg.KV.Tables {
+		ts := s.cfg.KV.Tables[i]
+		if _, err := s.store.Version(ts.Name); err != nil {
+			continue // not held here (left out by a check)
+		}
+		err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: &ts})
+		switch {
+		case err == nil:
+		case errors.Is(err, kv.ErrSpec):
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveAbortTimeout)
+			_, derr := s.drop(dctx, ts.Name, true)
+			cancel()
+			s.log.Error("kv: table declared with other settings on a peer: dropped on every node, so that no shard trains with settings of its own; "+
+				"make [[kv.tables]] alike on every node, or let a trainer's kv_create make it on every node with one spec",
+				"table", ts.Name, "key", fmt.Sprintf("kv.tables[%d]", i), "err", err, "drop_err", derr)
+		default:
+			s.log.Warn("kv: table of [[kv.tables]] not compared with every peer's", "table", ts.Name, "err", err)
+		}
+	}
+}

@@ -555,3 +555,61 @@ func TestKVOpName(t *testing.T) {
 		}
 	}
 }
+
+// TestKVDeclaredTablesDiffer: nodes whose [[kv.tables]] give a table
+// other settings (lr 0.1 here, 0.5 there) drop it once part 0 meets its
+// peers, part 0 logging the table and key, where each applied its own lr
+// without a word; a trainer's kv_create then makes it on both with one
+// spec. Declared alike, both keep it.
+func TestKVDeclaredTablesDiffer(t *testing.T) {
+	spec := func(lr float64) control.TableSpec {
+		ts := control.TableSpec{Name: "e", Rows: control.Rows{N: 10}, Dim: 2, Optimizer: "sgd", LR: lr, Mode: "async"}
+		if err := ts.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return ts
+	}
+	for _, lrs := range [][2]float64{{0.1, 0.5}, {0.1, 0.1}} {
+		t.Run(fmt.Sprintf("lr %v", lrs), func(t *testing.T) {
+			dirs := [2]string{t.TempDir(), t.TempDir()}
+			var logs [2]strings.Builder
+			var ss [2]*kvServer
+			for p := range ss {
+				cfg := &Config{KV: KVConfig{CheckpointDir: dirs[p], SyncTimeout: "5s", Tables: []control.TableSpec{spec(lrs[p])}}}
+				cfg.Node.Part = p
+				s, err := newKVServer(cfg, slog.New(slog.NewTextHandler(&logs[p], nil)), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ss[p] = s
+			}
+			wirePair(t, ss)
+			for _, s := range ss {
+				s.checkDeclaredAtStart(context.Background())
+			}
+			alike := lrs[0] == lrs[1]
+			for p, s := range ss {
+				_, err := s.store.Version("e")
+				if held := err == nil; held != alike {
+					t.Errorf("node %d holds the table: %v, want %v", p, held, alike)
+				}
+				if said := strings.Contains(logs[p].String(), "declared with other settings") &&
+					strings.Contains(logs[p].String(), "key=kv.tables[0]") && strings.Contains(logs[p].String(), "lr 0.1 differs from the existing table's sgd lr 0.5"); said != (p == 0 && !alike) {
+					t.Errorf("node %d log says the settings differ: %v, want %v:\n%s", p, said, p == 0 && !alike, logs[p].String())
+				}
+			}
+			if alike {
+				return
+			}
+			ts := spec(0.3)
+			if _, err := ss[1].create(context.Background(), &ts, true); err != nil {
+				t.Fatalf("kv_create after the refusal: %v", err)
+			}
+			for p, s := range ss {
+				if sp, err := s.store.Spec("e"); err != nil || sp.Opt.LR != 0.3 {
+					t.Errorf("node %d: spec %+v, %v; want the trainer's lr 0.3", p, sp.Opt, err)
+				}
+			}
+		})
+	}
+}
