@@ -222,10 +222,24 @@ func (s *clusterSource) route(ids []uint64, rows bool) *routes {
 	return r
 }
 
-// fetch runs get for every request of at most per ids of every peer
-// with ids, all concurrently, and returns the first error in peer order
-// (each already names its peer). A peer's ids are one request unless
-// they are more than per (chunk c holds ids[c*per:]).
+// chunksInFlight is how many requests of one peer's split ids fetch
+// has in flight at once. A server bounds each request, its answer's
+// write included, by a deadline from the request's arrival
+// (mesh.DefaultServerRequestTimeout + mesh.AnswerGrace, 32 s), and the
+// answers in flight on a connection share its bandwidth: with every
+// chunk sent at once, each answer took as long as all of them, and past
+// about 32 s × the link's throughput every one was cut, retried and the
+// batch failed "peer unavailable". Two keep the link busy (one answer
+// streams while the peer reads the next request's rows) and each answer
+// within twice its own time. Peers are asked in parallel all the same.
+const chunksInFlight = 2
+
+// fetch runs get for every request of at most per ids of every peer with
+// ids, and returns the first error in peer order (each already names its
+// peer). A peer's ids are one request unless they are more than per
+// (chunk c holds ids[chunkBounds(len(ids), per, c)]); its chunks go
+// chunksInFlight at a time, and stop at its first error. Peers are asked
+// in parallel, one goroutine each (chunksInFlight for a split one).
 func fetch(r *routes, per int, get func(part, chunk int, ids []uint64, pos []int) error) error {
 	n := 0
 	for _, ids := range r.ids {
@@ -240,11 +254,25 @@ func fetch(r *routes, per int, get func(part, chunk int, ids []uint64, pos []int
 		if len(ids) == 0 {
 			continue
 		}
-		for c := range chunks(len(ids), per) {
-			lo, hi := c*per, min((c+1)*per, len(ids))
-			part, cids, cpos, err := p, ids[lo:hi], r.pos[p][lo:hi], &errs[k]
+		m, pos := chunks(len(ids), per), r.pos[p]
+		if m == 1 { // the common case: one request, nothing shared
+			part, err := p, &errs[k]
 			k++
-			wg.Go(func() { *err = get(part, c, cids, cpos) })
+			wg.Go(func() { *err = get(part, 0, ids, pos) })
+			continue
+		}
+		part, perr := p, errs[k:k+m]
+		k += m
+		failed := new(atomic.Bool) // the peer's chunks stop at its first error
+		for lane := range min(m, chunksInFlight) {
+			wg.Go(func() {
+				for c := lane; c < m && !failed.Load(); c += chunksInFlight {
+					lo, hi := chunkBounds(len(ids), per, c)
+					if perr[c] = get(part, c, ids[lo:hi], pos[lo:hi]); perr[c] != nil {
+						failed.Store(true)
+					}
+				}
+			})
 		}
 	}
 	wg.Wait()
@@ -259,6 +287,15 @@ func chunks(n, per int) int {
 		return 1
 	}
 	return (n + per - 1) / per
+}
+
+// chunkBounds is the ids [lo, hi) of request c of the chunks(n, per)
+// requests of n ids: all of them when there is one.
+func chunkBounds(n, per, c int) (lo, hi int) {
+	if per <= 0 {
+		return 0, n
+	}
+	return c * per, min((c+1)*per, n)
 }
 
 // tooLarge is err, the reason why no request of what ids asks can fit
@@ -360,7 +397,8 @@ func (p *prefetched) Gather(ctx context.Context, ids []uint64, dst []byte) error
 		}
 		for c, resp := range p.r.pulls[part][:chunks(len(pos), per)] {
 			rows := resp.Rows
-			for k, i := range pos[c*per : min((c+1)*per, len(pos))] {
+			lo, hi := chunkBounds(len(pos), per, c)
+			for k, i := range pos[lo:hi] {
 				copy(dst[i*rb:(i+1)*rb], rows[k*rb:(k+1)*rb])
 			}
 		}
