@@ -143,7 +143,7 @@ func tlsTCPPair(b *testing.B, srvID, cliID *Identity, h Handler) *tls.Conn {
 			if err != nil {
 				return
 			}
-			msg, tail := s.dispatch(context.Background(), hd.Type, p)
+			msg, tail, _ := s.dispatch(context.Background(), hd.Type, p)
 			if _, err := sc.Write(msg); err != nil {
 				return
 			}

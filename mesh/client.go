@@ -203,7 +203,9 @@ func (c *Client) Sample(ctx context.Context, part int, req *SampleRequest, resp 
 	b, start := beginMessage(resp.request[:0], TypeSampleRequest)
 	b = AppendSampleRequest(b, req)
 	resp.request = b
-	p, err := c.callWith(ctx, part, "sample", b, start, want, c.cfg.Timeout, c.cfg.Retries, resp.payload)
+	// A request of several nodes that the peer refuses for its answer's
+	// size the caller asks again in halves (fanout -1): no failure.
+	p, err := c.callWith(ctx, part, "sample", b, start, want, c.cfg.Timeout, c.cfg.Retries, resp.payload, len(req.IDs) > 1)
 	if err != nil {
 		return err
 	}
@@ -224,7 +226,7 @@ func (c *Client) Sample(ctx context.Context, part int, req *SampleRequest, resp 
 func (c *Client) Pull(ctx context.Context, part int, req *PullRequest, resp *PullResponse) error {
 	b, start := beginMessage(nil, TypePullRequest)
 	b = AppendPullRequest(b, req)
-	p, err := c.callWith(ctx, part, "pull", b, start, TypePullResponse, c.cfg.Timeout, c.cfg.Retries, resp.payload)
+	p, err := c.callWith(ctx, part, "pull", b, start, TypePullResponse, c.cfg.Timeout, c.cfg.Retries, resp.payload, false)
 	if err != nil {
 		return err
 	}
@@ -363,12 +365,14 @@ type response struct {
 // Transient failures are retried with backoff until the call's deadline
 // or the retry budget is spent; the error names the peer.
 func (c *Client) call(ctx context.Context, part int, op string, b []byte, start int, want Type) (response, error) {
-	return c.callWith(ctx, part, op, b, start, want, c.cfg.Timeout, c.cfg.Retries, nil)
+	return c.callWith(ctx, part, op, b, start, want, c.cfg.Timeout, c.cfg.Retries, nil, false)
 }
 
 // callWith is call with its own bound and retry budget, reading the
-// answer into buf's memory when it is large enough.
-func (c *Client) callWith(ctx context.Context, part int, op string, b []byte, start int, want Type, timeout time.Duration, retries int, buf []byte) (response, error) {
+// answer into buf's memory when it is large enough. With halvable set,
+// the peer's refusal of the answer's size (CodeTooLarge) is not counted
+// as a failed request: the caller asks again in parts.
+func (c *Client) callWith(ctx context.Context, part int, op string, b []byte, start int, want Type, timeout time.Duration, retries int, buf []byte, halvable bool) (response, error) {
 	p := c.peers[part]
 	if p == nil {
 		return response{}, fmt.Errorf("mesh: %s: part %d: %w", op, part, ErrUnknownPart)
@@ -408,7 +412,7 @@ func (c *Client) callWith(ctx context.Context, part int, op string, b []byte, st
 		// for its answer, not for a peer it cannot reach.
 		unreachable := !reached && time.Since(began) >= c.cfg.Timeout
 		if !transient(err) || attempt > retries || unreachable || !c.sleep(ctx, &backoff) {
-			m.record(len(b), 0, time.Since(began), true)
+			m.record(len(b), 0, time.Since(began), !(halvable && sizeRefusal(err)))
 			if transient(err) && !errors.Is(context.Cause(ctx), context.Canceled) {
 				err = &unavailableError{attempts: attempt, elapsed: time.Since(began), last: err}
 			}
@@ -591,6 +595,13 @@ func transient(err error) bool {
 		}
 	}
 	return true
+}
+
+// sizeRefusal reports whether err is the peer's refusal of a request or
+// its answer as too large.
+func sizeRefusal(err error) bool {
+	var re *RemoteError
+	return errors.As(err, &re) && re.Code == CodeTooLarge
 }
 
 // statelessReset reports whether err ended a connection by the peer's

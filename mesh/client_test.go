@@ -729,7 +729,7 @@ func TestOpenStreamTimesOut(t *testing.T) {
 	b, begin := beginMessage(nil, TypePullRequest)
 	b = AppendPullRequest(b, &PullRequest{IDs: []uint64{1}})
 	start := time.Now()
-	_, err := c.callWith(context.Background(), 1, "pull", b, begin, TypePullResponse, timeout, c.cfg.Retries, nil)
+	_, err := c.callWith(context.Background(), 1, "pull", b, begin, TypePullResponse, timeout, c.cfg.Retries, nil, false)
 	t.Log(err)
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want ErrUnavailable and DeadlineExceeded, not Canceled", err)

@@ -71,7 +71,7 @@ func (s *Server) dispatchFile(ctx context.Context, t Type, p []byte) (msg []byte
 func (c *Client) ReadFile(ctx context.Context, part int, req *FileRequest, resp *FileResponse) error {
 	b, start := beginMessage(nil, TypeFileRequest)
 	b = AppendFileRequest(b, req)
-	p, err := c.callWith(ctx, part, "file", b, start, TypeFileResponse, c.cfg.Timeout, c.cfg.Retries, resp.payload)
+	p, err := c.callWith(ctx, part, "file", b, start, TypeFileResponse, c.cfg.Timeout, c.cfg.Retries, resp.payload, false)
 	if err != nil {
 		return err
 	}

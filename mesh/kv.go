@@ -92,7 +92,7 @@ func (c *Client) KVSend(ctx context.Context, part int, op string, req []byte) ([
 func (c *Client) kv(ctx context.Context, part int, op string, t, want Type, req []byte, retries int) ([]byte, error) {
 	b, start := beginMessage(make([]byte, 0, HeaderSize+len(req)), t)
 	b = AppendKVMessage(b, &KVMessage{Data: req})
-	p, err := c.callWith(ctx, part, op, b, start, want, c.cfg.KVTimeout, retries, nil)
+	p, err := c.callWith(ctx, part, op, b, start, want, c.cfg.KVTimeout, retries, nil, false)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,9 @@
 package mesh
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -67,5 +70,65 @@ func TestLatencySnapshot(t *testing.T) {
 	sum.Add(&l)
 	if sum.Count() != 12 || sum.Sum != 2*l.Sum || sum.Counts[4] != 4 {
 		t.Errorf("l + l = %+v", sum)
+	}
+}
+
+// TestSizeRefusalOfSampleIsNoFailure: a sample request of several nodes
+// that the peer refuses as too large (CodeTooLarge: the handler's
+// refusal, or an answer over MaxMessage) is asked again in halves by the
+// sampler (fanout -1 over nodes of high degree), so neither end counts it
+// as a failed request: graphnode_mesh_errors_total rose in healthy
+// sampling (44 of 112 requests of three batches). A single node's
+// refusal, a pull over the limit and any other handler error still
+// count.
+func TestSizeRefusalOfSampleIsNoFailure(t *testing.T) {
+	const limit = 256
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	h := &testHandler{rowSize: 64}
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", func(c *ServerConfig) { c.Handler, c.MaxMessage = h, limit })
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer()}, func(c *ClientConfig) { c.MaxMessage = limit })
+	ctx := context.Background()
+	refuse := func(context.Context) error { return fmt.Errorf("answer over %d bytes: %w", limit, ErrTooLarge) }
+	boom := func(context.Context) error { return errors.New("boom") }
+	var resp SampleResponse
+	for i, tc := range []struct {
+		name   string
+		hook   func(context.Context) error
+		req    *SampleRequest
+		pull   int // rows to pull instead, when not 0
+		failed bool
+	}{
+		{"refused, 2 nodes", refuse, &SampleRequest{Fanout: -1, IDs: ids(2, 0)}, 0, false},
+		{"answer over the limit, 30 nodes", nil, &SampleRequest{Fanout: 4, Narrow: true, IDs: ids(30, 1)}, 0, false},
+		{"refused, 1 node", refuse, &SampleRequest{Fanout: -1, IDs: ids(1, 0)}, 0, true},
+		{"handler error, 2 nodes", boom, &SampleRequest{Fanout: -1, IDs: ids(2, 0)}, 0, true},
+		{"pull over the limit", nil, nil, 5, true},
+	} {
+		h.setHook(tc.hook)
+		before, beforeIn := sumStats(c.Metrics()), sumStats(waitRequests(srv.srv, uint64(i)))
+		var err error
+		if tc.pull > 0 {
+			err = c.Pull(ctx, 1, &PullRequest{IDs: ids(tc.pull, 0)}, &PullResponse{})
+		} else {
+			err = c.Sample(ctx, 1, tc.req, &resp)
+		}
+		if tc.hook == nil || errors.Is(tc.hook(ctx), ErrTooLarge) {
+			if !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("%s: %v, want ErrTooLarge", tc.name, err)
+			}
+		} else if err == nil {
+			t.Fatalf("%s: no error", tc.name)
+		}
+		want := uint64(0)
+		if tc.failed {
+			want = 1
+		}
+		out, in := sumStats(c.Metrics()), sumStats(waitRequests(srv.srv, uint64(i+1)))
+		if out.Requests-before.Requests != 1 || out.Errors-before.Errors != want {
+			t.Errorf("%s: the client counts %d requests, %d failed; want 1, %d", tc.name, out.Requests-before.Requests, out.Errors-before.Errors, want)
+		}
+		if in.Requests-beforeIn.Requests != 1 || in.Errors-beforeIn.Errors != want {
+			t.Errorf("%s: the server counts %d requests, %d failed; want 1, %d", tc.name, in.Requests-beforeIn.Requests, in.Errors-beforeIn.Errors, want)
+		}
 	}
 }

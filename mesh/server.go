@@ -330,8 +330,8 @@ func (s *Server) serveStream(connCtx context.Context, peer string, st *quic.Stre
 	stopWatch := context.AfterFunc(st.Context(), cancel)
 	defer stopWatch()
 	received := HeaderSize + len(p)
-	var resp []byte
-	var tail []byte
+	var resp, tail []byte
+	var halve bool
 	switch {
 	case errors.Is(err, ErrTooLarge):
 		resp = errorMessage(CodeTooLarge, err.Error())
@@ -351,9 +351,11 @@ func (s *Server) serveStream(connCtx context.Context, peer string, st *quic.Stre
 	case h.Type == TypeLoaderOpenRequest:
 		resp = s.openLoader(ctx, connCtx, peer, p)
 	default:
-		resp, tail = s.dispatch(ctx, h.Type, p)
+		resp, tail, halve = s.dispatch(ctx, h.Type, p)
 	}
-	failed := msgType(resp) == TypeError
+	// A sample request of several nodes refused for its answer's size is
+	// asked again in halves: healthy sampling at fanout -1, no failure.
+	failed := msgType(resp) == TypeError && !halve
 	_, err = st.Write(resp)
 	if err == nil && len(tail) > 0 {
 		_, err = st.Write(tail)
@@ -418,22 +420,26 @@ func errorMessage(code ErrorCode, text string) []byte {
 }
 
 // dispatch decodes the request, calls the handler and encodes the
-// response: a message, and for pulls the rows to write after it.
-func (s *Server) dispatch(ctx context.Context, t Type, p []byte) (msg, tail []byte) {
+// response: a message, and for pulls the rows to write after it. halve
+// says that msg refuses a sample request of several nodes as too large
+// (CodeTooLarge): its caller asks again in halves (fanout -1 over nodes
+// of high degree), which is no failure.
+func (s *Server) dispatch(ctx context.Context, t Type, p []byte) (msg, tail []byte, halve bool) {
 	defer s.catch(t, &msg, &tail)
 	ctx = context.WithValue(ctx, answerLimitKey{}, s.cfg.MaxMessage)
 	switch t {
 	case TypeSampleRequest:
 		var req SampleRequest
 		if err := DecodeSampleRequest(p, &req); err != nil {
-			return errorMessage(CodeMalformed, err.Error()), nil
+			return errorMessage(CodeMalformed, err.Error()), nil, false
 		}
+		several := len(req.IDs) > 1
 		resp, err := s.cfg.Handler.SampleNeighbors(ctx, &req)
 		if err != nil {
-			return handlerError(t, err), nil
+			return handlerError(t, err), nil, several && errors.Is(err, ErrTooLarge)
 		}
 		if resp == nil || len(resp.Counts) != len(req.IDs) || !sumMatches(resp) {
-			return errorMessage(CodeInternal, fmt.Sprintf("mesh: %s handler: response does not match %d ids", t, len(req.IDs))), nil
+			return errorMessage(CodeInternal, fmt.Sprintf("mesh: %s handler: response does not match %d ids", t, len(req.IDs))), nil, false
 		}
 		if r, ok := s.cfg.Handler.(SampleReleaser); ok && sampleFits(resp, s.cfg.MaxMessage) {
 			// An answer too large to send goes, not back to the
@@ -443,34 +449,35 @@ func (s *Server) dispatch(ctx context.Context, t Type, p []byte) (msg, tail []by
 		rt, encode := TypeSampleResponse, AppendSampleResponse
 		if req.Narrow {
 			if id, ok := fitU32(resp.Neighbors); !ok {
-				return errorMessage(CodeHandler, fmt.Sprintf("mesh: %s handler: neighbour %d does not fit the narrow answer asked for (ids below 2^32)", t, id)), nil
+				return errorMessage(CodeHandler, fmt.Sprintf("mesh: %s handler: neighbour %d does not fit the narrow answer asked for (ids below 2^32)", t, id)), nil, false
 			}
 			rt, encode = TypeSampleResponseNarrow, AppendSampleResponseNarrow
 		}
 		b, start := beginMessage(s.getBuf(), rt)
-		return s.finish(encode(b, resp), start, 0), nil
+		msg := s.finish(encode(b, resp), start, 0)
+		return msg, nil, several && msgType(msg) == TypeError
 	case TypePullRequest:
 		var req PullRequest
 		if err := DecodePullRequest(p, &req); err != nil {
-			return errorMessage(CodeMalformed, err.Error()), nil
+			return errorMessage(CodeMalformed, err.Error()), nil, false
 		}
 		resp, err := s.cfg.Handler.PullFeatures(ctx, &req)
 		if err != nil {
-			return handlerError(t, err), nil
+			return handlerError(t, err), nil, false
 		}
 		if resp == nil || !validPull(resp) || resp.Count() != len(req.IDs) {
-			return errorMessage(CodeInternal, fmt.Sprintf("mesh: %s handler: response is not %d rows of a known dtype", t, len(req.IDs))), nil
+			return errorMessage(CodeInternal, fmt.Sprintf("mesh: %s handler: response is not %d rows of a known dtype", t, len(req.IDs))), nil, false
 		}
 		b, start := beginMessage(nil, TypePullResponse)
 		b = appendPullResponseHead(b, resp, resp.Count())
 		msg := s.finish(b, start, len(resp.Rows))
 		if msgType(msg) == TypeError {
-			return msg, nil
+			return msg, nil, false
 		}
-		return msg, resp.Rows
+		return msg, resp.Rows, false
 	case TypeStatsRequest:
 		if err := DecodeStatsRequest(p); err != nil {
-			return errorMessage(CodeMalformed, err.Error()), nil
+			return errorMessage(CodeMalformed, err.Error()), nil, false
 		}
 		r := StatsResponse{Node: s.cfg.Identity.Node, Part: uint32(s.cfg.Part), Peers: s.in.snapshot()}
 		if s.cfg.Outbound != nil {
@@ -478,20 +485,20 @@ func (s *Server) dispatch(ctx context.Context, t Type, p []byte) (msg, tail []by
 		}
 		b, start := beginMessage(nil, TypeStatsResponse)
 		b = AppendStatsResponse(b, &r)
-		return s.finish(b, start, 0), nil
+		return s.finish(b, start, 0), nil, false
 	case TypeHello:
-		return errorMessage(CodeMalformed, "mesh: Hello sent twice on one connection"), nil
+		return errorMessage(CodeMalformed, "mesh: Hello sent twice on one connection"), nil, false
 	}
 	if msg, ok := s.dispatchSplit(ctx, t, p); ok {
-		return msg, nil
+		return msg, nil, false
 	}
 	if msg, ok := s.dispatchKV(ctx, t, p); ok {
-		return msg, nil
+		return msg, nil, false
 	}
 	if msg, ok := s.dispatchFile(ctx, t, p); ok {
-		return msg, nil
+		return msg, nil, false
 	}
-	return errorMessage(CodeUnsupported, fmt.Sprintf("mesh: %s: not served by this node (protocol version %d)", t, ProtocolVersion)), nil
+	return errorMessage(CodeUnsupported, fmt.Sprintf("mesh: %s: not served by this node (protocol version %d)", t, ProtocolVersion)), nil, false
 }
 
 // finish sets the length of the message begun at start, or replaces it

@@ -29,7 +29,9 @@ func (d Direction) String() string {
 // Server began. P50 and P99 are the upper bounds of the Latency buckets
 // holding the quantile. Latency counts every request but loader streams
 // and their records, whose durations are no request latency; a
-// StatsResponse does not carry it (it decodes as zero).
+// StatsResponse does not carry it (it decodes as zero). Errors are the
+// failed requests; a sample request of several nodes refused as too
+// large (CodeTooLarge, which its caller asks again in halves) is not one.
 type PeerStats struct {
 	Peer          string
 	Dir           Direction
