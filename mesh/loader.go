@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -29,8 +30,19 @@ import (
 // stream is still whole.
 type LoaderHandler interface {
 	OpenLoader(ctx, conn context.Context, peer string, options []byte) (id uint64, info []byte, err error)
-	StreamLoader(ctx context.Context, peer string, id uint64, sub int, send func(ctx context.Context, record []byte) error) error
+	StreamLoader(ctx context.Context, peer string, id uint64, sub int, send RecordSender) error
 }
+
+// RecordSender sends one record of size bytes (1 to MaxRecordMessage) on
+// a sub-ring's stream, in pieces of at most RecordPiece bytes: for each,
+// in order, it calls read(off, dst) to copy the record's bytes [off,
+// off+len(dst)) into dst, a buffer of the stream's, and writes dst. read
+// runs on the caller's goroutine, which may guard its access to mapped
+// memory (shm's Guard); the stream's goroutines only ever read the
+// buffer. A read that fails after the record's header went out tears the
+// record: the stream is reset, and the peer sees it broken, never a
+// record of the wrong bytes.
+type RecordSender func(ctx context.Context, size int, read func(off int, dst []byte) error) error
 
 // LoaderOpenTimeout bounds the opening of a remote loader (the peer
 // resolves its seeds, possibly asking its own peers, and starts its
@@ -72,7 +84,8 @@ func (s *Server) openLoader(ctx, conn context.Context, peer string, p []byte) (m
 // largest record as the limit (RemoteLoader.Stream). A client that reads
 // with MaxMessage (before this was so) refuses a larger record
 // (ErrTooLarge) and stops the stream, which fails this send: an error on
-// both ends, not a hang.
+// both ends, not a hang. A record goes out in pieces (RecordSender), one
+// LoaderRecord message all the same.
 func (s *Server) streamLoader(connCtx context.Context, peer string, st *quic.Stream, p []byte, received int) {
 	st.SetDeadline(time.Time{})
 	ctx, cancel := context.WithCancel(connCtx)
@@ -80,24 +93,37 @@ func (s *Server) streamLoader(connCtx context.Context, peer string, st *quic.Str
 	stopWatch := context.AfterFunc(st.Context(), cancel)
 	defer stopWatch()
 	sent := 0
-	send := func(ctx context.Context, rec []byte) error {
+	hdr := make([]byte, 0, HeaderSize)
+	var piece []byte // grows to RecordPiece at most, kept for the stream's records
+	send := func(ctx context.Context, size int, read func(off int, dst []byte) error) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		stop := context.AfterFunc(ctx, func() { st.CancelWrite(streamCancel) })
 		defer stop()
-		if len(rec) == 0 || int64(len(rec)) > MaxRecordMessage {
-			return fmt.Errorf("record of %d bytes: want 1 to %d (a message's 32-bit length): %w", len(rec), int64(MaxRecordMessage), ErrTooLarge)
+		if size <= 0 || int64(size) > MaxRecordMessage {
+			return fmt.Errorf("record of %d bytes: want 1 to %d (a message's 32-bit length): %w", size, int64(MaxRecordMessage), ErrTooLarge)
 		}
-		hdr, hs := beginMessage(make([]byte, 0, HeaderSize), TypeLoaderRecord)
-		hdr, _ = endMessage(hdr, hs, len(rec))
+		if n := min(size, RecordPiece); cap(piece) < n {
+			piece = make([]byte, n)
+		}
+		hdr = AppendHeader(hdr[:0], Header{Type: TypeLoaderRecord, Len: uint32(size)})
 		if _, err := st.Write(hdr); err != nil {
 			return err
 		}
-		if _, err := st.Write(rec); err != nil {
-			return err
+		for off := 0; off < size; {
+			dst := piece[:min(size-off, cap(piece))]
+			if err := read(off, dst); err != nil {
+				// The header promised size bytes: no Error can follow.
+				st.CancelWrite(streamCancel)
+				return fmt.Errorf("record of %d bytes torn after %d: %w", size, off, err)
+			}
+			if _, err := st.Write(dst); err != nil {
+				return err
+			}
+			off += len(dst)
 		}
-		sent += len(hdr) + len(rec)
+		sent += HeaderSize + size
 		return nil
 	}
 	var fail []byte
@@ -140,7 +166,7 @@ func readerStopped(ctx context.Context) bool {
 
 // callStream calls h.StreamLoader and returns the Error message that ends
 // the stream, nil when the handler finished.
-func (s *Server) callStream(ctx context.Context, h LoaderHandler, peer string, req *LoaderStream, send func(context.Context, []byte) error) (fail []byte) {
+func (s *Server) callStream(ctx context.Context, h LoaderHandler, peer string, req *LoaderStream, send RecordSender) (fail []byte) {
 	defer s.catch(TypeLoaderStreamRequest, &fail, nil)
 	if err := h.StreamLoader(ctx, peer, req.ID, int(req.Sub), send); err != nil {
 		return handlerError(TypeLoaderStreamRequest, err)
@@ -219,16 +245,17 @@ type RecordStream struct {
 	l     *RemoteLoader
 	sub   int
 	st    *quic.Stream
-	buf   []byte
-	limit int // the largest record read
+	head  [HeaderSize]byte
+	piece []byte // NextInto's reads, up to RecordPiece
+	buf   []byte // Next's record; an Error's payload
+	limit int    // the largest record read
 	stop  func() bool
 }
 
 // Stream starts streaming sub-ring sub of l; ctx bounds the whole stream.
 // maxRecord is the largest record the stream reads, the sub-ring's that
 // the records go to (0: the client's MaxMessage): a larger one fails the
-// stream with ErrTooLarge before its bytes are read. The stream holds
-// one record at a time, so it holds at most that much.
+// stream with ErrTooLarge before its bytes are read.
 func (l *RemoteLoader) Stream(ctx context.Context, sub int, maxRecord int64) (*RecordStream, error) {
 	op := fmt.Sprintf("loader %d sub-ring %d", l.ID, sub)
 	if sub < 0 || int64(sub) > 1<<32-1 {
@@ -266,35 +293,107 @@ func (l *RemoteLoader) Stream(ctx context.Context, sub int, maxRecord int64) (*R
 // Next returns the next record of the sub-ring, valid until the next
 // call; io.EOF after the last, when the peer ended the stream. Any other
 // error names the peer: an Error message from it (*RemoteError: its
-// handler failed), a broken connection, or the context's end.
+// handler failed), a broken connection, or the context's end. The stream
+// keeps the largest record read so far on the heap: a caller that writes
+// the records somewhere (a ring) reads them there with NextInto.
 func (r *RecordStream) Next() ([]byte, error) {
-	h, payload, err := readMessageInto(r.st, r.limit, r.buf)
+	n, err := r.NextInto(func(n int) error {
+		if cap(r.buf) < n {
+			r.buf = make([]byte, n)
+		}
+		r.buf = r.buf[:n]
+		return nil
+	}, func(off int, piece []byte) error {
+		copy(r.buf[off:], piece)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.buf[:n], nil
+}
+
+// NextInto reads the next record of the sub-ring into the caller's room
+// and returns its size; io.EOF after the last, when the peer ended the
+// stream. Once the record's header has arrived, reserve(n) is called for
+// its n bytes (1 to the stream's largest record: a larger one fails with
+// ErrTooLarge, reserve not called), then write(off, piece) for each piece
+// of it in order, read into a buffer of the stream's of at most
+// RecordPiece bytes: write copies it to bytes [off, off+len(piece)) of
+// the room, under shm's Guard when the room is a ring's. The room is
+// never read into from the stream: quic-go copies what it reads while it
+// holds the stream's lock, and a fault there (a ring file truncated by
+// another process) would leave the lock held and the connection wedged.
+// reserve's and write's errors are returned as they are; after an error
+// past reserve the room is partly written, and the caller abandons it.
+// Other errors are Next's.
+func (r *RecordStream) NextInto(reserve func(n int) error, write func(off int, piece []byte) error) (int, error) {
 	op := fmt.Sprintf("loader %d sub-ring %d", r.l.ID, r.sub)
+	if _, err := io.ReadFull(r.st, r.head[:]); err != nil {
+		if errors.Is(err, io.EOF) { // nothing read: the stream's end
+			return 0, io.EOF
+		}
+		return 0, r.l.p.err(op, explainStream(err))
+	}
+	h, err := DecodeHeader(r.head[:])
+	if err != nil {
+		return 0, r.l.p.err(op, err)
+	}
 	switch {
-	case errors.Is(err, io.EOF):
-		return nil, io.EOF
-	case err != nil:
-		if errors.Is(err, ErrTooLarge) {
-			r.st.CancelRead(streamRefused)
-		}
-		return nil, r.l.p.err(op, explainStream(err))
+	case h.Type == TypeError:
+		return 0, r.l.p.err(op, r.remoteError(h))
+	case h.Type != TypeLoaderRecord:
+		return 0, r.l.p.err(op, fmt.Errorf("mesh: answer is %s, want %s: %w", h.Type, TypeLoaderRecord, ErrMalformed))
+	case h.Len == 0:
+		return 0, r.l.p.err(op, fmt.Errorf("mesh: %s: empty record: %w", h.Type, ErrMalformed))
+	case uint64(h.Len) > uint64(r.limit):
+		r.st.CancelRead(streamRefused)
+		return 0, r.l.p.err(op, fmt.Errorf("mesh: %s: payload of %d bytes exceeds the limit of %d: %w", h.Type, h.Len, r.limit, ErrTooLarge))
 	}
-	r.l.c.out.peer(r.l.p.name).count(0, HeaderSize+len(payload), false)
-	switch h.Type {
-	case TypeLoaderRecord:
-		if len(payload) == 0 {
-			return nil, r.l.p.err(op, fmt.Errorf("mesh: %s: empty record: %w", h.Type, ErrMalformed))
-		}
-		r.buf = payload
-		return payload, nil
-	case TypeError:
-		var e ErrorMessage
-		if err := DecodeError(payload, &e); err != nil {
-			return nil, r.l.p.err(op, err)
-		}
-		return nil, r.l.p.err(op, &RemoteError{Code: e.Code, Message: e.Message})
+	n := int(h.Len)
+	if err := reserve(n); err != nil {
+		return 0, err
 	}
-	return nil, r.l.p.err(op, fmt.Errorf("mesh: answer is %s, want %s: %w", h.Type, TypeLoaderRecord, ErrMalformed))
+	if k := min(n, RecordPiece); cap(r.piece) < k {
+		r.piece = make([]byte, k)
+	}
+	for off := 0; off < n; {
+		piece := r.piece[:min(n-off, cap(r.piece))]
+		if _, err := io.ReadFull(r.st, piece); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, r.l.p.err(op, explainStream(fmt.Errorf("mesh: %s: payload: %w", h.Type, err)))
+		}
+		if err := write(off, piece); err != nil {
+			return 0, err
+		}
+		off += len(piece)
+	}
+	r.l.c.out.peer(r.l.p.name).count(0, HeaderSize+n, false)
+	return n, nil
+}
+
+// remoteError reads the payload of an Error message of header h (at
+// most maxErrorPayload bytes, into the stream's small buffer) and
+// returns the peer's error.
+func (r *RecordStream) remoteError(h Header) error {
+	if h.Len > maxErrorPayload {
+		return fmt.Errorf("mesh: %s: payload of %d bytes exceeds the limit of %d: %w", h.Type, h.Len, maxErrorPayload, ErrMalformed)
+	}
+	r.buf = slices.Grow(r.buf[:0], int(h.Len))[:h.Len]
+	if _, err := io.ReadFull(r.st, r.buf); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return explainStream(fmt.Errorf("mesh: %s: payload: %w", h.Type, err))
+	}
+	r.l.c.out.peer(r.l.p.name).count(0, HeaderSize+len(r.buf), false)
+	var e ErrorMessage
+	if err := DecodeError(r.buf, &e); err != nil {
+		return err
+	}
+	return &RemoteError{Code: e.Code, Message: e.Message}
 }
 
 // explainStream says why a stream broke when the connection did.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,10 +18,11 @@ import (
 // loaderHandler adds LoaderHandler to testHandler. A loader's options are
 // "<records> <mode>": each sub-ring streams that many records (record i of
 // sub-ring s is recordBytes(id, s, i)); mode "fail" fails each sub-ring
-// after 2 records, "block" streams without end, "panic" panics in
-// OpenLoader and "spanic" in StreamLoader after 2 records. ended receives each
-// StreamLoader's result; gone receives a loader's id when its connection
-// ends.
+// after 2 records, "tear" fails the read of record 2's second piece,
+// "block" streams without end, "panic" panics in OpenLoader and "spanic"
+// in StreamLoader after 2 records. ended receives each StreamLoader's
+// result; gone receives a loader's id when its connection ends. piece is
+// the largest piece send asked for.
 type loaderHandler struct {
 	testHandler
 	mu      sync.Mutex
@@ -28,6 +30,7 @@ type loaderHandler struct {
 	loaders map[uint64]loaderSpec
 	ended   chan error
 	gone    chan uint64
+	piece   atomic.Int64
 }
 
 type loaderSpec struct {
@@ -69,7 +72,27 @@ func recordBytes(id uint64, sub, i int) []byte {
 	return []byte(head)
 }
 
-func (h *loaderHandler) StreamLoader(ctx context.Context, peer string, id uint64, sub int, send func(context.Context, []byte) error) (err error) {
+// sendRecord sends rec whole with send, noting its pieces' largest in
+// h.piece; with torn set the read of its second piece fails.
+func (h *loaderHandler) sendRecord(ctx context.Context, send RecordSender, rec []byte, torn bool) error {
+	return send(ctx, len(rec), func(off int, dst []byte) error {
+		if torn && off > 0 {
+			return errTorn
+		}
+		for {
+			if m := h.piece.Load(); int64(len(dst)) <= m || h.piece.CompareAndSwap(m, int64(len(dst))) {
+				break
+			}
+		}
+		copy(dst, rec[off:])
+		return nil
+	})
+}
+
+// errTorn is the read error of a "tear" loader's record.
+var errTorn = errors.New("ring file truncated under the record")
+
+func (h *loaderHandler) StreamLoader(ctx context.Context, peer string, id uint64, sub int, send RecordSender) (err error) {
 	defer func() { h.ended <- err }()
 	h.mu.Lock()
 	sp, ok := h.loaders[id]
@@ -84,7 +107,7 @@ func (h *loaderHandler) StreamLoader(ctx context.Context, peer string, id uint64
 		if sp.mode == "spanic" && i == 2 {
 			panic("stream boom")
 		}
-		if err := send(ctx, recordBytes(id, sub, i)); err != nil {
+		if err := h.sendRecord(ctx, send, recordBytes(id, sub, i), sp.mode == "tear" && i == 2); err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {
@@ -93,6 +116,8 @@ func (h *loaderHandler) StreamLoader(ctx context.Context, peer string, id uint64
 	}
 	return nil
 }
+
+var _ LoaderHandler = (*loaderHandler)(nil)
 
 func loaderPair(t *testing.T) (*Client, *loaderHandler, *testNode) {
 	dir := writeTestCluster(t, testCluster, "host0", "host1", "host2")
@@ -152,6 +177,10 @@ func TestRemoteLoader(t *testing.T) {
 	}
 	if m := waitRequests(srv.srv, 1+3); len(m) != 1 || m[0].Requests != 4 || m[0].Latency.Count() != 1 {
 		t.Errorf("server metrics %+v: want 4 requests (the open, 3 streams), 1 latency", m)
+	}
+	// Records over RecordPiece went out in pieces of it.
+	if p := h.piece.Load(); p != RecordPiece {
+		t.Errorf("the largest piece read of a record: %d bytes, want RecordPiece (%d)", p, RecordPiece)
 	}
 	l.Close()
 	select {
@@ -447,5 +476,119 @@ func TestRemoteLoaderRecordsOverMaxMessage(t *testing.T) {
 			t.Errorf("a stream of largest record -1: %v, want ErrMalformed", err)
 		}
 		l.Close()
+	}
+}
+
+// TestRecordStreamNextInto: NextInto asks for room once per record, of
+// the record's size, and hands it the record in order in pieces of at
+// most RecordPiece bytes, so a relay holds no record on its heap. A record
+// over the stream's largest fails with ErrTooLarge, naming its size,
+// before any room is asked for; the caller's errors come back as they
+// are.
+func TestRecordStreamNextInto(t *testing.T) {
+	c, h, _ := loaderPair(t)
+	ctx := context.Background()
+	l, err := c.OpenLoader(ctx, 1, []byte("4 ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rs, err := l.Stream(ctx, 0, 2<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	for i := 0; ; i++ {
+		var room []byte
+		reserves, next := 0, 0
+		n, err := rs.NextInto(func(n int) error {
+			reserves++
+			room = make([]byte, n)
+			return nil
+		}, func(off int, piece []byte) error {
+			if off != next || len(piece) == 0 || len(piece) > RecordPiece {
+				return fmt.Errorf("piece of %d bytes at %d, want at %d, 1 to %d bytes", len(piece), off, next, RecordPiece)
+			}
+			next += copy(room[off:], piece)
+			return nil
+		})
+		if errors.Is(err, io.EOF) && i == 4 {
+			break
+		}
+		if err != nil || reserves != 1 || n != len(room) || next != n || !bytes.Equal(room, recordBytes(l.ID, 0, i)) {
+			t.Fatalf("record %d: %d bytes, %d reservations, %d written: %v", i, n, reserves, next, err)
+		}
+	}
+	<-h.ended
+
+	full := errors.New("no room")
+	for _, tc := range []struct {
+		maxRecord int64
+		reserve   error
+		want      error
+	}{{1 << 10, nil, ErrTooLarge}, {2 << 20, full, full}} {
+		rs, err := l.Stream(ctx, 1+int(tc.maxRecord>>20), tc.maxRecord)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			if rec, err := rs.Next(); err != nil || !bytes.Equal(rec, recordBytes(l.ID, 1+int(tc.maxRecord>>20), i)) {
+				t.Fatalf("record %d: %v", i, err)
+			}
+		}
+		asked := 0
+		_, err = rs.NextInto(func(int) error { asked++; return tc.reserve }, func(int, []byte) error { return errors.New("written") })
+		size := len(recordBytes(l.ID, 0, 2))
+		switch {
+		case !errors.Is(err, tc.want):
+			t.Errorf("largest record %d: the record of %d bytes: %v, want %v", tc.maxRecord, size, err, tc.want)
+		case tc.want == ErrTooLarge && (asked != 0 || !strings.Contains(err.Error(), fmt.Sprintf("payload of %d bytes exceeds the limit of %d", size, tc.maxRecord))):
+			t.Errorf("largest record %d: %v after %d reservations, want ErrTooLarge naming the size, none asked", tc.maxRecord, err, asked)
+		case tc.want == full && err != full:
+			t.Errorf("the reservation's error came back as %v, want it as it is", err)
+		}
+		rs.Close()
+		<-h.ended
+	}
+}
+
+// TestRemoteLoaderTornRecord: a record whose read fails after its header
+// went out (the sampling node's ring file truncated under it) resets the
+// stream: the reader gets an error naming the peer, never the record with
+// bytes missing, and the handler the read's error.
+func TestRemoteLoaderTornRecord(t *testing.T) {
+	c, h, srv := loaderPair(t)
+	ctx := context.Background()
+	l, err := c.OpenLoader(ctx, 1, []byte("5 tear"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rs, err := l.Stream(ctx, 0, 2<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	for i := range 2 {
+		if rec, err := rs.Next(); err != nil || !bytes.Equal(rec, recordBytes(l.ID, 0, i)) {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	rec, err := rs.Next()
+	var pe *PeerError
+	if !errors.As(err, &pe) || pe.Name != "host1" || errors.Is(err, io.EOF) || errors.Is(err, ErrRemote) {
+		t.Fatalf("the torn record: %d bytes, %v; want the stream broken, naming host1", len(rec), err)
+	}
+	t.Logf("the torn record: %v", err)
+	select {
+	case err := <-h.ended:
+		if !errors.Is(err, errTorn) {
+			t.Errorf("StreamLoader of the torn record returned %v, want the read's error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("StreamLoader did not end")
+	}
+	if m := sumStats(waitRequests(srv.srv, 2)); m.Requests != 2 || m.Errors != 1 {
+		t.Errorf("server: %d requests, %d failed; want the open and the failed stream", m.Requests, m.Errors)
 	}
 }

@@ -64,6 +64,12 @@ const (
 	// a loader's connection gets this many streams' windows (see
 	// loaderQuicConfig).
 	MaxLoaderStreams = 64
+	// RecordPiece is the most of a loader record (LoaderRecord) either
+	// end holds outside its ring at once: the sampling node copies a
+	// record out of its ring, and the client node into its own, this
+	// much at a time through a buffer of the stream's, so that a record
+	// of hundreds of MB costs no such copy on the heap of either.
+	RecordPiece = 1 << 20
 	// ConnectionIDLength is the length of the connection ids a node
 	// issues, the most QUIC allows. A packet for a connection the
 	// receiver no longer has draws a stateless reset only when it is

@@ -218,10 +218,14 @@ func refusedField(msg string) (key, why string, ok bool) {
 // error record naming the sampling node, which the trainer raises.
 // Records are read up to maxRecord, the largest prod's sub-ring holds
 // (the sampling node's is no larger): a batch passes the mesh's
-// MaxMessage when its features are wide, and never this.
+// MaxMessage when its features are wide, and never this. Each is read
+// straight into the room reserved for it in the ring, in pieces of
+// mesh.RecordPiece copied under the ring's guard, and checked there
+// before it is committed: no record is held on the heap.
 func (n *Node) relaySub(ctx context.Context, l *loader, r *relay, w int, prod *shm.Producer, maxRecord int64, who string) {
 	defer prod.Close()
 	fail := func(err error) {
+		prod.Abandon() // a record read in part: the error record takes its room
 		if ctx.Err() != nil || errors.Is(err, shm.ErrConsumerGone) {
 			// The loader is closing, or the trainer left: nobody reads.
 			n.log.Debug("relay stopped", "loader", l.id, "sub_ring", w, "err", err)
@@ -239,8 +243,19 @@ func (n *Node) relaySub(ctx context.Context, l *loader, r *relay, w int, prod *s
 		return
 	}
 	defer rs.Close()
+	var room []byte
+	reserve := func(n int) (err error) {
+		room, err = prod.Reserve(ctx, n)
+		return err
+	}
+	write := func(off int, piece []byte) error {
+		return prod.Guard(func() error {
+			copy(room[off:], piece)
+			return nil
+		})
+	}
 	for {
-		rec, err := rs.Next()
+		size, err := rs.NextInto(reserve, write)
 		if errors.Is(err, io.EOF) {
 			fail(errors.New("the stream ended before its end-of-stream record"))
 			return
@@ -249,16 +264,21 @@ func (n *Node) relaySub(ctx context.Context, l *loader, r *relay, w int, prod *s
 			fail(err)
 			return
 		}
-		v, err := sample.Decode(rec)
+		var kind sample.Kind
+		err = prod.Guard(func() error {
+			v, err := sample.Decode(room[:size])
+			kind = v.Header.Kind
+			return err
+		})
 		if err != nil {
 			fail(fmt.Errorf("record: %w", err))
 			return
 		}
-		if err := prod.Write(ctx, rec); err != nil {
+		if err := prod.Commit(size); err != nil {
 			fail(err)
 			return
 		}
-		switch v.Header.Kind {
+		switch kind {
 		case sample.KindBatch:
 			r.batches.Add(1)
 			n.batches.Add(1)

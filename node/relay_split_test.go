@@ -27,7 +27,7 @@ func (h ringServer) OpenLoader(_, _ context.Context, _ string, _ []byte) (uint64
 	return 1, []byte("{}"), nil
 }
 
-func (h ringServer) StreamLoader(ctx context.Context, _ string, _ uint64, sub int, send func(context.Context, []byte) error) error {
+func (h ringServer) StreamLoader(ctx context.Context, _ string, _ uint64, sub int, send mesh.RecordSender) error {
 	return forward(ctx, h.cons, sub, send)
 }
 

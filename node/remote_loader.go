@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"graphnode/mesh"
 	"graphnode/node/control"
 	"graphnode/shm"
 )
@@ -50,7 +51,7 @@ func (h meshHandler) OpenLoader(ctx, conn context.Context, peer string, options 
 }
 
 // StreamLoader implements mesh.LoaderHandler.
-func (h meshHandler) StreamLoader(ctx context.Context, peer string, id uint64, sub int, send func(context.Context, []byte) error) error {
+func (h meshHandler) StreamLoader(ctx context.Context, peer string, id uint64, sub int, send mesh.RecordSender) error {
 	return h.node.streamRemote(ctx, peer, id, sub, send)
 }
 
@@ -112,7 +113,7 @@ func refusal(err error) error {
 
 // streamRemote sends the records of sub-ring sub of peer's loader id
 // until the end of stream, releasing each once sent.
-func (n *Node) streamRemote(ctx context.Context, peer string, id uint64, sub int, send func(context.Context, []byte) error) (err error) {
+func (n *Node) streamRemote(ctx context.Context, peer string, id uint64, sub int, send mesh.RecordSender) (err error) {
 	rl, err := n.claim(peer, id, sub)
 	if err != nil {
 		return err
@@ -130,13 +131,15 @@ func (n *Node) streamRemote(ctx context.Context, peer string, id uint64, sub int
 }
 
 // forward sends the records of sub-ring sub until the producer closes
-// after its end-of-stream record, releasing each once sent. Each record
-// is copied out of the ring first, under the ring's guard: the mesh
-// reads what it sends on its connection's goroutine, where a ring file
-// truncated meanwhile (by anyone in the rings group) was a SIGBUS that
-// ended the node.
-func forward(ctx context.Context, cons *shm.Consumer, sub int, send func(context.Context, []byte) error) error {
-	var buf []byte
+// after its end-of-stream record, releasing each once sent. send copies a
+// record out of the ring piece by piece (mesh.RecordPiece) into a buffer
+// of the stream's, here, under the ring's guard: the mesh reads what it
+// sends on its connection's goroutine, where a ring file truncated
+// meanwhile (by anyone in the rings group) was a SIGBUS that ended the
+// node. So no copy of a whole record (hundreds of MB with wide features)
+// is kept on the heap per sub-ring; the record stays in the ring, held,
+// until it is sent.
+func forward(ctx context.Context, cons *shm.Consumer, sub int, send mesh.RecordSender) error {
 	for {
 		rec, err := cons.Next(ctx, sub)
 		switch {
@@ -145,15 +148,14 @@ func forward(ctx context.Context, cons *shm.Consumer, sub int, send func(context
 		case err != nil:
 			return err
 		}
-		err = cons.Guard(func() error {
-			buf = append(buf[:0], rec...)
-			return nil
+		err = send(ctx, len(rec), func(off int, dst []byte) error {
+			return cons.Guard(func() error {
+				copy(dst, rec[off:])
+				return nil
+			})
 		})
 		if rerr := cons.Release(sub); err == nil {
 			err = rerr
-		}
-		if err == nil {
-			err = send(ctx, buf)
 		}
 		if err != nil {
 			return err
