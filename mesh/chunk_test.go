@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -231,5 +232,79 @@ func TestSampleCuts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSampleCutsRandom checks SampleCuts' contract on random requests
+// (fanouts -1 to 6, narrow or wide, with and without exclusions, limits
+// of 40 to 840 bytes) against the encoder itself: nil exactly when the
+// request and its answer by the fanout's bound fit (answers at fanout -1
+// are the peer's to refuse: only their counts are bounded here); else
+// every slice's request and bounded answer fit (a slice of one id may
+// not: it cannot be cut), each slice is as long as fits (one more id
+// would not), and each slice's exclusions are valid on their own.
+func TestSampleCutsRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 3000 {
+		n := 1 + rng.IntN(60)
+		r := &SampleRequest{Fanout: int32(rng.IntN(8) - 1), Narrow: rng.IntN(2) == 0, IDs: ids(n, 0)}
+		if rng.IntN(2) == 0 {
+			for i := range n {
+				if rng.IntN(3) == 0 {
+					c := 1 + rng.IntN(5)
+					r.ExcludeAt = append(r.ExcludeAt, uint32(i))
+					r.ExcludeCounts = append(r.ExcludeCounts, uint32(c))
+					for k := range c {
+						r.ExcludeIDs = append(r.ExcludeIDs, uint64(100*i+k))
+					}
+				}
+			}
+		}
+		limit := 40 + rng.IntN(800)
+		// answer is the most bytes s's answer can take by its fanout:
+		// the counts, and as many neighbours of each id as the fanout.
+		answer := func(s *SampleRequest) int {
+			w := 8
+			if s.Narrow {
+				w = 4
+			}
+			return answerHead + 4*len(s.IDs) + w*max(int(s.Fanout), 0)*len(s.IDs)
+		}
+		fits := func(s *SampleRequest) bool {
+			return len(AppendSampleRequest(nil, s)) <= limit && answer(s) <= limit
+		}
+		cuts := SampleCuts(r, limit)
+		if cuts == nil {
+			if !fits(r) {
+				t.Fatalf("%+v at %d bytes: no cuts, but it does not fit", r, limit)
+			}
+			continue
+		}
+		if fits(r) {
+			t.Fatalf("%+v at %d bytes: cuts %v, but it fits whole", r, limit, cuts)
+		}
+		if cuts[0] != 0 || cuts[len(cuts)-1] != n {
+			t.Fatalf("cuts %v of %d ids: want 0 … %d", cuts, n, n)
+		}
+		for k := range len(cuts) - 1 {
+			lo, hi := cuts[k], cuts[k+1]
+			if lo >= hi {
+				t.Fatalf("cuts %v: not increasing", cuts)
+			}
+			s := r.Slice(lo, hi)
+			if len(s.ExcludeAt) > 0 {
+				if err := CheckExclusion(&s); err != nil {
+					t.Fatalf("slice [%d,%d): %v", lo, hi, err)
+				}
+			}
+			if hi-lo > 1 && !fits(&s) {
+				t.Fatalf("slice [%d,%d) of %d bytes does not fit %d", lo, hi, len(AppendSampleRequest(nil, &s)), limit)
+			}
+			if hi < n {
+				if l := r.Slice(lo, hi+1); fits(&l) {
+					t.Fatalf("slice [%d,%d) could take one more id", lo, hi)
+				}
+			}
+		}
 	}
 }
