@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -204,6 +205,18 @@ func (s *Store) PrepareSave(ctx context.Context, dir string, id SaveID) (*Prepar
 		return nil, err
 	}
 	return &PreparedSave{s: s, dir: dir, ents: ents, snaps: snaps}, nil
+}
+
+// Specs are the specs of the tables the prepared save writes, in name
+// order: what the store held when PrepareSave ran, which a table created
+// or dropped since does not change.
+func (p *PreparedSave) Specs() []Spec {
+	specs := make([]Spec, len(p.snaps))
+	for i, sn := range p.snaps {
+		specs[i] = sn.t.spec
+		specs[i].Bounds = slices.Clone(sn.t.spec.Bounds)
+	}
+	return specs
 }
 
 // Commit puts a prepared save in place: its journal is committed, then

@@ -103,6 +103,38 @@ func TestPrepareSaveCommit(t *testing.T) {
 	}
 }
 
+// TestPrepareSaveSpecs: a prepared save lists the tables it writes,
+// with their specs, in name order: those held at PrepareSave, not a
+// table created or dropped since.
+func TestPrepareSaveSpecs(t *testing.T) {
+	dir := t.TempDir()
+	tables := ckTables()
+	s := newStore(t, 1, tables...)
+	p, err := s.PrepareSave(context.Background(), dir, NewSaveID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Abort()
+	if _, err := s.Create(spec("later", 40, 4, SGD(0.1), Async, 2)); err != nil {
+		t.Fatal(err)
+	}
+	s.Drop("sgd")
+	got := p.Specs()
+	slices.SortFunc(tables, func(a, b Spec) int { return strings.Compare(a.Name, b.Name) })
+	if len(got) != len(tables) {
+		t.Fatalf("prepared save lists %d tables, want the %d held at prepare", len(got), len(tables))
+	}
+	for i := range got {
+		if got[i].Name != tables[i].Name || specDiff(&got[i], &tables[i]) != "" {
+			t.Errorf("table %d: %+v, want %+v", i, got[i], tables[i])
+		}
+	}
+	got[0].Bounds[0] = 99 // the caller's copy
+	if again := p.Specs(); again[0].Bounds[0] == 99 {
+		t.Error("Specs hands out the table's own bounds")
+	}
+}
+
 // TestPrepareSaveWaitsUntilCtx: a prepare while another save is prepared
 // fails when its context ends, naming the wait, instead of blocking.
 func TestPrepareSaveWaitsUntilCtx(t *testing.T) {
