@@ -415,7 +415,9 @@ func (s *kvServer) sendLeave(ctx context.Context, m *kv.LeaveRequest) {
 
 // KV serves a peer's kv message (mesh.KVHandler): kv requests go to this
 // node's shards; a body starting with '{' is a node-level kv_create or
-// kv_save forwarded by the peer that a trainer asked.
+// kv_save forwarded by the peer that a trainer asked. The answer is a kv
+// message, or, to a kv_save phase that asks for one, a JSON body (a
+// saveAnswer, kv_save_tables.go).
 func (s *kvServer) KV(ctx context.Context, req []byte) ([]byte, error) {
 	if req[0] != '{' {
 		return s.handler.Handle(ctx, req, nil), nil
@@ -431,7 +433,10 @@ func (s *kvServer) KV(ctx context.Context, req []byte) ([]byte, error) {
 			_, err = s.create(ctx, r.Table, false)
 		}
 	case r.Op == control.OpKVSave:
-		err = s.peerSave(ctx, req)
+		var answer []byte
+		if answer, err = s.peerSave(ctx, req); err == nil && answer != nil {
+			return answer, nil
+		}
 	case r.Op == control.OpKVDrop && r.Name != "":
 		var info *control.DropInfo
 		if info, err = s.drop(ctx, r.Name, false); err == nil {

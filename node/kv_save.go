@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,9 +17,10 @@ import (
 // The node it asked (the coordinator) prepares its own save
 // (kv.Store.PrepareSave: every table written to a temporary file and
 // fsynced, which is where a full disk fails) and asks every peer to
-// prepare theirs; only when all have does it commit its own and ask them
-// to commit. When one fails it aborts its own and asks the others to
-// abort, and every node keeps its previous checkpoint: a cluster's
+// prepare theirs; only when all have, each of the tables it holds
+// (kv_save_tables.go), does it commit its own and ask them to commit.
+// When one fails it aborts its own and asks the others to abort, and
+// every node keeps its previous checkpoint: a cluster's
 // checkpoint is never some parts of one save and some of the previous
 // one, which a later load would mix. What can still split it is a commit
 // that fails after others succeeded (a rename or directory fsync
@@ -86,6 +85,10 @@ type peerSaveRequest struct {
 	// which runs one save at a time; an earlier build had every node
 	// coordinate its own saves and sends none.
 	Coordinated bool `json:"coordinated,omitempty"`
+	// ListTables asks a prepare to answer the tables it prepared, and a
+	// coordinate the tables every node saved (a saveAnswer,
+	// kv_save_tables.go); an earlier build sends none and reads an Ack.
+	ListTables bool `json:"list_tables,omitempty"`
 	// Table and File are a check's (phase "check"): the table and what
 	// the sender loaded it from (Save is that save's key, loadedKey); of
 	// phase "lost", the table and the file of the save the sender's shard
@@ -119,8 +122,8 @@ type preparedSave struct {
 // it, as an exit save: beside this node's part of the last coordinated
 // save, not over it (kv.Store.SaveExit), for the other nodes keep
 // theirs of that save. With forward (a trainer's kv_save) it saves every node's, all or
-// none (see above); on a client node, which holds no shard, every
-// sampling node's (Dir is then "").
+// none (see above), and answers the tables every node saved; on a client
+// node, which holds no shard, every sampling node's (Dir is then "").
 func (s *kvServer) save(ctx context.Context, forward bool) (*control.SaveInfo, error) {
 	if !forward {
 		s.abortPrepared("this node is stopping", nil)
@@ -133,79 +136,93 @@ func (s *kvServer) save(ctx context.Context, forward bool) (*control.SaveInfo, e
 			return nil, err
 		}
 	}
+	var saved []preparedTable
+	var err error
 	if s.part == saveCoordinator {
-		if err := s.coordinate(ctx); err != nil {
-			return nil, err
-		}
-	} else if err := s.forwardSave(ctx); err != nil {
+		saved, err = s.coordinate(ctx)
+	} else {
+		saved, err = s.forwardSave(ctx)
+	}
+	if err != nil {
 		return nil, err
 	}
-	info := &control.SaveInfo{Dir: dir}
-	if s.store != nil {
-		info.Tables = s.store.Tables()
-	} else {
-		s.mu.Lock()
-		info.Tables = slices.Sorted(maps.Keys(s.clients))
-		s.mu.Unlock()
-	}
-	if info.Tables == nil { // "tables": [], not null, with none
-		info.Tables = []string{}
-	}
-	return info, nil
+	return &control.SaveInfo{Dir: dir, Tables: tableNames(saved)}, nil
 }
 
-// forwardSave asks the coordinator to save every node's shards, and
-// waits for it.
-func (s *kvServer) forwardSave(ctx context.Context) error {
-	body, err := json.Marshal(peerSaveRequest{Op: control.OpKVSave, Phase: saveCoordinate})
+// forwardSave asks the coordinator to save every node's shards, waits
+// for it, and returns the tables every node saved. A coordinator of an
+// earlier build does not say which: this node's tables are returned,
+// as that build did.
+func (s *kvServer) forwardSave(ctx context.Context) ([]preparedTable, error) {
+	body, err := json.Marshal(peerSaveRequest{Op: control.OpKVSave, Phase: saveCoordinate, ListTables: true})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := s.sendAck(ctx, saveCoordinator, body); err != nil {
-		return fmt.Errorf("save through the node of part %d, which coordinates saves: %w", saveCoordinator, err)
+	resp, err := s.send(ctx, saveCoordinator, body)
+	var saved []preparedTable
+	listed := false
+	if err == nil {
+		saved, listed, err = saveAnswerOf(saveCoordinator, resp)
 	}
-	return nil
+	if err != nil {
+		return nil, fmt.Errorf("save through the node of part %d, which coordinates saves: %w", saveCoordinator, err)
+	}
+	if listed {
+		return saved, nil
+	}
+	s.log.Warn("kv save: the node that coordinates saves, of an earlier build, does not say which tables it saved: this node's are answered", "part", saveCoordinator)
+	return s.heldTables(), nil
 }
 
-// coordinate saves every node's shards, all or none, one save at a time.
-func (s *kvServer) coordinate(ctx context.Context) error {
+// coordinate saves every node's shards, all or none, one save at a time,
+// and returns the tables every node saved. A node that holds other
+// tables than this one fails it before any commit (kv_save_tables.go).
+func (s *kvServer) coordinate(ctx context.Context) ([]preparedTable, error) {
 	select {
 	case s.saving <- struct{}{}:
 	case <-ctx.Done():
-		return fmt.Errorf("waiting for another kv_save to end: %w", context.Cause(ctx))
+		return nil, fmt.Errorf("waiting for another kv_save to end: %w", context.Cause(ctx))
 	}
 	defer func() { <-s.saving }()
 	dir, err := s.checkpointDir()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := s.checkBeforeSave(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	if err := s.unsettledLoss(); err != nil {
-		return err
+		return nil, err
 	}
 	id := kv.NewSaveID().String()
 	local, err := s.store.PrepareSave(ctx, dir, kv.ParseSaveID(id))
 	if err != nil {
-		return fmt.Errorf("%w (no node's checkpoint changed: each keeps its previous one)", err)
+		return nil, fmt.Errorf("%w (no node's checkpoint changed: each keeps its previous one)", err)
 	}
-	if err := s.sendSave(ctx, savePrepare, id); err != nil {
+	saved := preparedTables(local.Specs())
+	nodes, err := s.preparePeers(ctx, id)
+	if err == nil {
+		err = compareSaveTables(append(nodes, partTables{s.part, saved}))
+	}
+	if err != nil {
 		local.Abort()
 		s.abortPeers(ctx, id)
-		return fmt.Errorf("save on the other nodes: %w (no node's checkpoint changed: each keeps its previous one)", err)
+		if errors.Is(err, errSaveTables) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("save on the other nodes: %w (no node's checkpoint changed: each keeps its previous one)", err)
 	}
 	if err := local.Commit(); err != nil {
 		s.abortPeers(ctx, id)
-		return fmt.Errorf("%w (the other nodes keep their previous checkpoint)", err)
+		return nil, fmt.Errorf("%w (the other nodes keep their previous checkpoint)", err)
 	}
 	s.syncMarkers() // the commit moved the shards' origins: the markers follow at once
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveCommitTimeout)
 	defer cancel()
 	if err := s.sendSave(cctx, saveCommit, id); err != nil {
-		return fmt.Errorf("commit on the other nodes: %w (the parts not named hold the new checkpoint, those named their previous one: run kv_save again before loading it)", err)
+		return nil, fmt.Errorf("commit on the other nodes: %w (the parts not named hold the new checkpoint, those named their previous one: run kv_save again before loading it)", err)
 	}
-	return nil
+	return saved, nil
 }
 
 // saveLocal saves this node's shards at once, in one step.
@@ -265,94 +282,120 @@ func (s *kvServer) abortPeers(ctx context.Context, id string) {
 	}
 }
 
-// peerSave serves a kv_save forwarded by a peer.
-func (s *kvServer) peerSave(ctx context.Context, req []byte) error {
+// peerSave serves a kv_save forwarded by a peer. Its answer is an Ack
+// (answer nil), or, to a prepare or coordinate that asked for the
+// tables (ListTables), a saveAnswer.
+func (s *kvServer) peerSave(ctx context.Context, req []byte) (answer []byte, _ error) {
 	var r peerSaveRequest
 	if err := json.Unmarshal(req, &r); err != nil {
-		return fmt.Errorf("node: kv_save from a peer: %v: %w", err, kv.ErrMalformed)
+		return nil, fmt.Errorf("node: kv_save from a peer: %v: %w", err, kv.ErrMalformed)
 	}
 	if s.store == nil {
-		return errors.New("node: kv_save from a peer: this node holds no kv shard (a client node)")
+		return nil, errors.New("node: kv_save from a peer: this node holds no kv shard (a client node)")
 	}
 	switch r.Phase {
 	case "":
 		_, err := s.saveLocal()
-		return err
+		return nil, err
 	case saveCoordinate:
 		if s.part != saveCoordinator {
-			return fmt.Errorf("node: kv_save from a peer: this node serves part %d, saves are coordinated by part %d's: %w", s.part, saveCoordinator, kv.ErrMalformed)
+			return nil, fmt.Errorf("node: kv_save from a peer: this node serves part %d, saves are coordinated by part %d's: %w", s.part, saveCoordinator, kv.ErrMalformed)
 		}
-		return s.coordinate(ctx)
+		saved, err := s.coordinate(ctx)
+		if err != nil || !r.ListTables {
+			return nil, err
+		}
+		return json.Marshal(&saveAnswer{Tables: saved})
 	case savePrepare:
-		dir, err := s.checkpointDir()
-		if err != nil {
-			return err
-		}
-		if err := s.unsettledLoss(); err != nil {
-			return err
-		}
-		if r.Coordinated {
-			// The coordinator runs one save at a time and ends each
-			// before the next: a save of it still held here belongs to
-			// a coordinator that died before its commit or abort (and
-			// has restarted). That commit never comes; holding the save
-			// would make this prepare wait out savePrepareWait and fail.
-			s.abortSuperseded(r.Save)
-		}
-		wctx, cancel := context.WithTimeout(ctx, savePrepareWait)
-		defer cancel()
-		p, err := s.store.PrepareSave(wctx, dir, kv.ParseSaveID(r.Save))
-		if err != nil {
-			return err
-		}
-		ps := &preparedSave{p: p, coordinated: r.Coordinated}
-		s.mu.Lock()
-		if old := s.prepared[r.Save]; old != nil {
-			s.mu.Unlock()
-			p.Abort()
-			return fmt.Errorf("node: kv_save %s: prepared twice: %w", r.Save, kv.ErrMalformed)
-		}
-		s.prepared[r.Save] = ps
-		hold := s.prepareHold
-		ps.timer = time.AfterFunc(hold, func() {
-			if s.takePrepared(r.Save) == ps {
-				p.Abort()
-				s.log.Warn("kv save: no commit from the node that asked; the prepared save is dropped, the previous checkpoint kept", "save", r.Save, "after", hold)
-			}
-		})
-		s.mu.Unlock()
-		return nil
+		return s.prepare(ctx, &r)
 	case saveCommit:
-		ps := s.takePrepared(r.Save)
-		if ps == nil {
-			return fmt.Errorf("node: kv_save %s: nothing prepared on this node to commit (dropped after %v without a commit, or the node stopped): its previous checkpoint is kept", r.Save, s.prepareHold)
-		}
-		ps.timer.Stop()
-		if err := ps.p.Commit(); err != nil {
-			return err
-		}
-		s.syncMarkers() // as after coordinate's commit
-		return nil
+		return nil, s.commitPrepared(r.Save)
 	case saveAbort:
 		if ps := s.takePrepared(r.Save); ps != nil {
 			ps.timer.Stop()
 			ps.p.Abort()
 		}
-		return nil
+		return nil, nil
 	case saveCheck:
-		return s.checkLoaded(&r)
+		return nil, s.checkLoaded(&r)
 	case saveVerify:
 		if err := s.refuseMixed(ctx, r.Table); err != nil {
-			return err
+			return nil, err
 		}
-		return s.refuseLost(ctx, r.Table)
+		return nil, s.refuseLost(ctx, r.Table)
 	case saveLost:
-		return s.answerLost(&r)
+		return nil, s.answerLost(&r)
 	case saveLostVerify:
 		_, err := s.checkLost(ctx, r.Table)
+		return nil, err
+	}
+	return nil, errUnknownPhase(r.Phase)
+}
+
+// prepare serves a peer's prepare of save r.Save: this node's shards
+// are written and held until the commit or abort, and, when r asks, the
+// tables written are answered.
+func (s *kvServer) prepare(ctx context.Context, r *peerSaveRequest) ([]byte, error) {
+	dir, err := s.checkpointDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.unsettledLoss(); err != nil {
+		return nil, err
+	}
+	if r.Coordinated {
+		// The coordinator runs one save at a time and ends each
+		// before the next: a save of it still held here belongs to
+		// a coordinator that died before its commit or abort (and
+		// has restarted). That commit never comes; holding the save
+		// would make this prepare wait out savePrepareWait and fail.
+		s.abortSuperseded(r.Save)
+	}
+	wctx, cancel := context.WithTimeout(ctx, savePrepareWait)
+	defer cancel()
+	p, err := s.store.PrepareSave(wctx, dir, kv.ParseSaveID(r.Save))
+	if err != nil {
+		return nil, err
+	}
+	var answer []byte
+	if r.ListTables {
+		if answer, err = json.Marshal(&saveAnswer{Tables: preparedTables(p.Specs())}); err != nil {
+			p.Abort()
+			return nil, err
+		}
+	}
+	ps := &preparedSave{p: p, coordinated: r.Coordinated}
+	s.mu.Lock()
+	if old := s.prepared[r.Save]; old != nil {
+		s.mu.Unlock()
+		p.Abort()
+		return nil, fmt.Errorf("node: kv_save %s: prepared twice: %w", r.Save, kv.ErrMalformed)
+	}
+	s.prepared[r.Save] = ps
+	hold := s.prepareHold
+	id := r.Save
+	ps.timer = time.AfterFunc(hold, func() {
+		if s.takePrepared(id) == ps {
+			p.Abort()
+			s.log.Warn("kv save: no commit from the node that asked; the prepared save is dropped, the previous checkpoint kept", "save", id, "after", hold)
+		}
+	})
+	s.mu.Unlock()
+	return answer, nil
+}
+
+// commitPrepared serves a peer's commit of save id.
+func (s *kvServer) commitPrepared(id string) error {
+	ps := s.takePrepared(id)
+	if ps == nil {
+		return fmt.Errorf("node: kv_save %s: nothing prepared on this node to commit (dropped after %v without a commit, or the node stopped): its previous checkpoint is kept", id, s.prepareHold)
+	}
+	ps.timer.Stop()
+	if err := ps.p.Commit(); err != nil {
 		return err
 	}
-	return errUnknownPhase(r.Phase)
+	s.syncMarkers() // as after coordinate's commit
+	return nil
 }
 
 // errUnknownPhase is peerSave's answer to a phase it does not serve; a

@@ -133,7 +133,8 @@ func TestKVSavePeerPhases(t *testing.T) {
 	ctx := context.Background()
 	phase := func(p, id string) error {
 		b, _ := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: p, Save: id})
-		return s.peerSave(ctx, b)
+		_, err := s.peerSave(ctx, b)
+		return err
 	}
 	if err := phase(savePrepare, "a"); err != nil {
 		t.Fatal(err)
@@ -196,18 +197,21 @@ func TestKVSaveOneStepFromAPeer(t *testing.T) {
 	s, _, dir, before := savingKVServer(t, "none")
 	ctx := context.Background()
 	b, _ := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: savePrepare, Save: "x"})
-	if err := s.peerSave(ctx, b); err != nil {
+	if _, err := s.peerSave(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- s.peerSave(ctx, []byte(`{"op":"kv_save"}`)) }()
+	go func() {
+		_, err := s.peerSave(ctx, []byte(`{"op":"kv_save"}`))
+		done <- err
+	}()
 	select {
 	case err := <-done:
 		t.Fatalf("one-step save ran while another was prepared: %v", err)
 	case <-time.After(50 * time.Millisecond): // it waits for the prepared one
 	}
 	b, _ = json.Marshal(peerSaveRequest{Op: "kv_save", Phase: saveCommit, Save: "x"})
-	if err := s.peerSave(ctx, b); err != nil {
+	if _, err := s.peerSave(ctx, b); err != nil {
 		t.Fatalf("commit of the prepared save: %v", err)
 	}
 	if err := <-done; err != nil {
@@ -260,7 +264,8 @@ func TestKVSavePrepareSupersedes(t *testing.T) {
 	s, _, dir, before := savingKVServer(t, "none")
 	phase := func(ctx context.Context, p, id string) error {
 		b, _ := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: p, Save: id, Coordinated: true})
-		return s.peerSave(ctx, b)
+		_, err := s.peerSave(ctx, b)
+		return err
 	}
 	if err := phase(context.Background(), savePrepare, "dead"); err != nil {
 		t.Fatal(err)
@@ -268,7 +273,7 @@ func TestKVSavePrepareSupersedes(t *testing.T) {
 	short, cancelShort := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancelShort()
 	old, _ := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: savePrepare, Save: "old-build"})
-	if err := s.peerSave(short, old); err == nil || !strings.Contains(err.Error(), "waiting for another save") {
+	if _, err := s.peerSave(short, old); err == nil || !strings.Contains(err.Error(), "waiting for another save") {
 		t.Fatalf("prepare from an earlier build while a save is held: %v, want it to wait for that save", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

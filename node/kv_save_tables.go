@@ -1,0 +1,252 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"graphnode/kv"
+	"graphnode/node/control"
+)
+
+// A coordinated save is one save of the same tables on every node: each
+// node's prepare writes the tables its store holds, and a node that does
+// not hold one (restarted since a trainer's kv_create made it, without
+// [[kv.tables]] or kv.load bringing it back) writes no file of it. Saved
+// anyway, the nodes that hold it replace their files of the last save by
+// the new one's while that node keeps its file of the last: no save of
+// the table is then on every node, and kv.load refuses the mix, or finds
+// no file of it on that node: the trained table is lost. So every peer's
+// prepare answers the tables it prepared (saveAnswer), the coordinator
+// compares them with its own before any commit, and when they differ
+// aborts the save on every node, which keeps the checkpoint it had.
+//
+// The answer is a JSON body, as the request is: a node of an earlier
+// build neither asks for it (its prepare has no list_tables) nor sends
+// one (it answers an Ack); its tables are then not compared, with a
+// warning, as before. The same answer, from the coordinator, tells the
+// node that forwarded a trainer's kv_save (phase "coordinate") which
+// tables every node saved.
+
+// errSaveTables: the nodes asked to save hold different tables.
+var errSaveTables = errors.New("the nodes hold different tables")
+
+// saveAnswer answers a prepare, or a coordinate, whose request asked for
+// it (peerSaveRequest.ListTables): the tables the node prepared, or that
+// every node saved.
+type saveAnswer struct {
+	Tables []preparedTable `json:"saved_tables"`
+}
+
+// preparedTable is a table of a save: its name and enough of its spec to
+// tell a table dropped and created again with another shape, mode or
+// optimiser on some nodes from the one the others hold.
+type preparedTable struct {
+	Name      string `json:"name"`
+	Rows      uint64 `json:"rows"`
+	Dim       int    `json:"dim"`
+	Mode      string `json:"mode"`
+	Optimizer string `json:"optimizer"`
+}
+
+// preparedTables describes the tables of specs.
+func preparedTables(specs []kv.Spec) []preparedTable {
+	ts := make([]preparedTable, len(specs)) // "saved_tables": [], not null, with none
+	for i := range specs {
+		sp := &specs[i]
+		ts[i] = preparedTable{Name: sp.Name, Rows: sp.Rows, Dim: sp.Dim, Mode: sp.Mode.String(), Optimizer: sp.Opt.Kind.String()}
+	}
+	return ts
+}
+
+// tableNames are the names of ts, never nil ("tables": [] in an answer).
+func tableNames(ts []preparedTable) []string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	return names
+}
+
+// shape says a table's spec in an error.
+func (t preparedTable) shape() string {
+	return fmt.Sprintf("%d rows × %d, %s, %s", t.Rows, t.Dim, t.Mode, t.Optimizer)
+}
+
+// saveAnswerOf decodes a peer's answer to a prepare or coordinate that
+// asked for its tables: listed is false when it is an Ack (a node of an
+// earlier build), and the error is the peer's when it failed.
+func saveAnswerOf(part int, resp []byte) (ts []preparedTable, listed bool, err error) {
+	if len(resp) == 0 || resp[0] != '{' {
+		return nil, false, ackError(part, resp)
+	}
+	var a saveAnswer
+	if err := json.Unmarshal(resp, &a); err != nil {
+		return nil, false, fmt.Errorf("node: kv_save answer of part %d: %v: %w", part, err, kv.ErrMalformed)
+	}
+	return a.Tables, true, nil
+}
+
+// partTables are the tables a node prepared.
+type partTables struct {
+	part   int
+	tables []preparedTable
+}
+
+// compareSaveTables returns an errSaveTables error naming, per table,
+// the parts that do not hold it and those that hold it with another
+// spec, and what to do; nil when every node of nodes prepared the same.
+func compareSaveTables(nodes []partTables) error {
+	held := map[string]map[preparedTable][]int{} // table → spec → parts
+	for _, n := range nodes {
+		for _, t := range n.tables {
+			if held[t.Name] == nil {
+				held[t.Name] = map[preparedTable][]int{}
+			}
+			held[t.Name][t] = append(held[t.Name][t], n.part)
+		}
+	}
+	var diffs []string
+	lacking, specs := false, false
+	for _, name := range slices.Sorted(maps.Keys(held)) {
+		bySpec := held[name]
+		var holders, without []int
+		for _, ps := range bySpec {
+			holders = append(holders, ps...)
+		}
+		for _, n := range nodes {
+			if !slices.Contains(holders, n.part) {
+				without = append(without, n.part)
+			}
+		}
+		slices.Sort(holders)
+		var d []string
+		if len(without) > 0 {
+			lacking = true
+			d = append(d, fmt.Sprintf("%s hold%s no shard of it (%s do%s)", partsText(without), verbS(without), partsText(holders), esS(holders)))
+		}
+		if len(bySpec) > 1 {
+			specs = true
+			var as []string
+			for _, t := range slices.SortedFunc(maps.Keys(bySpec), func(a, b preparedTable) int { return bySpec[a][0] - bySpec[b][0] }) {
+				ps := bySpec[t]
+				slices.Sort(ps)
+				as = append(as, fmt.Sprintf("%s hold%s it as %s", partsText(ps), verbS(ps), t.shape()))
+			}
+			d = append(d, strings.Join(as, ", "))
+		}
+		if len(d) > 0 {
+			diffs = append(diffs, fmt.Sprintf("table %q: %s", name, strings.Join(d, "; ")))
+		}
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	var fix []string
+	if lacking {
+		fix = append(fix, "A part without a table's shard holds none of its rows (its node restarted since the table was created, without loading it): "+
+			"restart every node with [kv] load = true and kv_create the table, and each loads its files of the last save, which this refusal left in place "+
+			"(or its exit save, when it stopped on its own since); a kv_create of it without kv.load gives that part its initial rows: "+
+			"its rows are lost there, the check of lost training refuses them beside the others' trained ones, "+
+			"and the table created again starts from its initial rows on every node. A table no longer wanted: kv_drop it")
+	}
+	if specs {
+		fix = append(fix, "A table held with different specs was created again with another on some nodes (their [[kv.tables]]): "+
+			"give every node the same spec, or kv_drop the table and create it again")
+	}
+	return fmt.Errorf("nothing saved (every node keeps its checkpoint): %w, and each node saving its own would leave no save of them loadable on every node: %s. %s",
+		errSaveTables, strings.Join(diffs, "; "), strings.Join(fix, ". "))
+}
+
+// partsText names parts in an error: "part 1", "parts 0, 2".
+func partsText(parts []int) string {
+	s := make([]string, len(parts))
+	for i, p := range parts {
+		s[i] = strconv.Itoa(p)
+	}
+	if len(parts) == 1 {
+		return "part " + s[0]
+	}
+	return "parts " + strings.Join(s, ", ")
+}
+
+// verbS is the "s" of a verb whose subject is partsText(parts).
+func verbS(parts []int) string {
+	if len(parts) == 1 {
+		return "s"
+	}
+	return ""
+}
+
+// esS is the "es" of "do" whose subject is partsText(parts).
+func esS(parts []int) string {
+	if len(parts) == 1 {
+		return "es"
+	}
+	return ""
+}
+
+// preparePeers asks every peer to prepare save id and returns the tables
+// each prepared; a peer of an earlier build, which does not say, is left
+// out with a warning. The error names each part that failed.
+func (s *kvServer) preparePeers(ctx context.Context, id string) ([]partTables, error) {
+	body, err := json.Marshal(peerSaveRequest{Op: control.OpKVSave, Phase: savePrepare, Save: id, Coordinated: true, ListTables: true})
+	if err != nil {
+		return nil, err
+	}
+	ps := s.peers()
+	nodes := make([]partTables, len(ps))
+	listed := make([]bool, len(ps))
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() {
+			resp, err := s.send(ctx, p, body)
+			if err == nil {
+				nodes[i] = partTables{part: p}
+				nodes[i].tables, listed[i], err = saveAnswerOf(p, resp)
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("part %d: %w", p, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var out []partTables
+	for i, p := range ps {
+		if !listed[i] {
+			s.log.Warn("kv save: a peer of an earlier build does not say which tables it prepared: not compared with this node's", "part", p, "save", id)
+			continue
+		}
+		out = append(out, nodes[i])
+	}
+	return out, nil
+}
+
+// heldTables are the tables this node holds (a client node: those it
+// has clients of), by name alone: what a kv_save answered before the
+// coordinator said what it saved.
+func (s *kvServer) heldTables() []preparedTable {
+	var names []string
+	if s.store != nil {
+		names = s.store.Tables()
+	} else {
+		s.mu.Lock()
+		names = slices.Sorted(maps.Keys(s.clients))
+		s.mu.Unlock()
+	}
+	ts := make([]preparedTable, len(names))
+	for i, name := range names {
+		ts[i].Name = name
+	}
+	return ts
+}
