@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -127,6 +128,11 @@ func newKVServer(cfg *Config, log *slog.Logger, book partition.Book, numbering u
 	}
 	if cfg.KV.Load && len(specs) > 0 {
 		if err := store.Load(cfg.KV.CheckpointDir); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				// A first start with load = true: nothing to resume.
+				return nil, fmt.Errorf("node: kv.load: %w (with kv.load, every table of [[kv.tables]] resumes from its checkpoint file at start: "+
+					"start the first time with load = false, and save (node kv save) before a restart with load = true; or give checkpoint_dir the files of a save)", err)
+			}
 			return nil, fmt.Errorf("node: kv.load: %w", err)
 		}
 		// name=version: the step each table resumes at, which should be

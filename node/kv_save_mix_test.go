@@ -613,3 +613,18 @@ func TestKVDeclaredTablesDiffer(t *testing.T) {
 		})
 	}
 }
+
+// TestKVLoadFirstStart: kv.load with [[kv.tables]] on a checkpoint_dir
+// holding none of their files (a first start) is refused saying how to
+// begin, not only that a file is missing.
+func TestKVLoadFirstStart(t *testing.T) {
+	ts := control.TableSpec{Name: "e", Rows: control.Rows{N: 10}, Dim: 2, Optimizer: "sgd", LR: 0.1, Mode: "async"}
+	if err := ts.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{KV: KVConfig{CheckpointDir: t.TempDir(), Load: true, SyncTimeout: "5s", Tables: []control.TableSpec{ts}}}
+	_, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
+	if err == nil || !strings.Contains(err.Error(), "e.part0.kvt") || !strings.Contains(err.Error(), "start the first time with load = false") {
+		t.Fatalf("kv.load on a first start: %v, want the missing file and how to begin", err)
+	}
+}
