@@ -210,7 +210,7 @@ func (f *fetcher) ask(ctx context.Context, what string, left map[int]bool, try f
 				continue
 			}
 			waiting = true
-			f.log.Warn("fetch: peer failed; asking the others", "file", what, "peer_part", part, "err", err)
+			f.log.Warn("fetch: peer failed; trying again (another peer first, if there is one)", "file", what, "peer_part", part, "err", err)
 		}
 		if !waiting {
 			break
