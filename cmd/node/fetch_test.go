@@ -308,7 +308,7 @@ format = "json"
 	code, _, stderr := runNode(t, "fetch", "-c", cfg, "--wait", "1s")
 	var rec struct{ Level, Msg string }
 	first, _, _ := strings.Cut(stderr, "\n")
-	if code != 1 || json.Unmarshal([]byte(first), &rec) != nil || rec.Level != "WARN" || rec.Msg != "fetch: peer failed; asking the others" {
+	if code != 1 || json.Unmarshal([]byte(first), &rec) != nil || rec.Level != "WARN" || rec.Msg != "fetch: peer failed; trying again (another peer first, if there is one)" {
 		t.Fatalf("node fetch with [log] format json: exit %d, stderr:\n%s\nwant a JSON record of the failed peer first", code, stderr)
 	}
 }
