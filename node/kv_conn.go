@@ -84,6 +84,9 @@ type syncRank struct {
 func (s *kvServer) serveTrainer(ctx context.Context, body []byte, kc *kvConn) []byte {
 	resp, err := s.serveTrainerErr(ctx, body, kc)
 	if err != nil {
+		if ctx.Err() != nil && s.stopping != nil && s.stopping() {
+			err = fmt.Errorf("node is stopping: the request was cut (%w)", err)
+		}
 		return kv.AppendErrorMsg(nil, kv.NewErrorMsg(err))
 	}
 	return resp

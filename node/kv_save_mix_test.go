@@ -628,3 +628,28 @@ func TestKVLoadFirstStart(t *testing.T) {
 		t.Fatalf("kv.load on a first start: %v, want the missing file and how to begin", err)
 	}
 }
+
+// TestKVRequestCutByStopping: a trainer's request that the node's drain
+// cuts (its connection's context ends) says the node is stopping, not
+// only that the peer it went to answered "context canceled".
+func TestKVRequestCutByStopping(t *testing.T) {
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss, ts := kvPair(t, dirs, false)
+	if _, err := ss[0].create(context.Background(), &ts, true); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	body := kv.AppendPushRequest(nil, &kv.PushRequest{Table: "w", IDs: []uint64{7}, Dim: 2, Grads: []float32{1, 1}})
+	for _, stopping := range []bool{false, true} {
+		ss[0].stopping = func() bool { return stopping }
+		resp := ss[0].serveTrainer(ctx, body, &kvConn{ranks: map[syncRank]struct{}{}})
+		var m kv.ErrorMsg
+		if err := kv.DecodeErrorMsg(resp, &m); err != nil {
+			t.Fatalf("stopping %v: answer %v, want an error", stopping, err)
+		}
+		if said := strings.HasPrefix(m.Text, "node is stopping: the request was cut"); said != stopping {
+			t.Errorf("stopping %v: %q", stopping, m.Text)
+		}
+	}
+}

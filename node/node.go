@@ -240,6 +240,11 @@ func (n *Node) openSet() error {
 	if n.kv, err = newKVServer(&n.cfg, n.log, book, n.manifest.Numbering()); err != nil {
 		return err
 	}
+	n.kv.stopping = func() bool {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.mu.draining
+	}
 	if n.cfg.MeshEnabled() {
 		if n.mesh.id, err = loadIdentity(&n.cfg); err != nil {
 			return err
