@@ -26,14 +26,14 @@ import (
 // (node.role = "client") has no shard: store is nil and every request
 // goes to the sampling nodes.
 type kvServer struct {
-	cfg  *Config
-	log  *slog.Logger
+	cfg *Config
+	log *slog.Logger
 	// stopping reports whether the node is draining (nil: never): a
 	// trainer's request cut by it is said to be, not blamed on the peer
 	// it was forwarded to ("peer h0: kv push: context canceled").
 	stopping func() bool
-	part int // -1 on a client node
-	book partition.Book
+	part     int // -1 on a client node
+	book     partition.Book
 	// numbering tags the node ids of the partition set (graph.toml's
 	// Numbering): the kv.Spec.IDSet of "nodes" tables.
 	numbering uint32
