@@ -271,3 +271,17 @@ func TestConfigMeshListenDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigListsItselfUnderAnotherPart: host0 (node.part 0) whose
+// [[mesh.peers]] names host0 as part 1's node is refused: it passed, and
+// at run time host0 refused part 1's real node as one claiming host0's
+// part, and dialled part 1 expecting its own certificate.
+func TestConfigListsItselfUnderAnotherPart(t *testing.T) {
+	dir, pre := meshDir(t, 2)
+	text := pre + "[mesh]\nlisten = \"127.0.0.1:7100\"\ncerts = " + quote(filepath.Join(dir, "certs")) + "\ncluster = \"c1\"\n" +
+		"[[mesh.peers]]\npart = 1\nname = \"host0\"\naddr = \"127.0.0.1:7101\"\n"
+	_, err := LoadConfig(writeConfig(t, dir, text))
+	if err == nil || !strings.Contains(err.Error(), `mesh.peers[0].name: "host0" is this node (node.name), which serves part 0 (node.part), not 1`) {
+		t.Fatalf("config listing this node as part 1's: %v", err)
+	}
+}
