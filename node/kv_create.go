@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -221,18 +222,20 @@ func (s *kvServer) createRemote(ctx context.Context, t *control.TableSpec, sp kv
 	return &control.TableInfo{Name: sp.Name, Rows: sp.Rows, Dim: sp.Dim, Bounds: sp.Bounds}, nil
 }
 
-// checkDeclaredAtStart has the node of part 0, once its peers answer,
-// ask every peer to create the tables of [[kv.tables]] with its spec (a
-// peer's kv_create). A peer that declared one with other settings
-// (another lr, dim or mode) refuses, naming each field, and the table is
-// dropped on every node, logged with its key, so that no shard trains
-// with settings of its own: nodes given another lr each applied theirs
-// without a word. A trainer's kv_create then makes it on every node with
-// one spec. One node checks, so that the outcome does not depend on
-// which node checks first; where the nodes declared the tables alike,
-// each peer holds them already and this costs one round.
+// checkDeclaredAtStart asks every peer, once they answer, to create the
+// tables of [[kv.tables]] with this node's spec (a peer's kv_create). A
+// peer that holds one with other settings (another lr, dim or mode)
+// refuses, naming each field: this node then leaves its own copy out,
+// logged with the table and key, so that no shard trains with settings
+// of its own (nodes given another lr each applied theirs without a
+// word). Its rows were only made or loaded at this start; the peers'
+// shards, which trainers may be training, are never dropped. A later
+// check of a peer, or a trainer's kv_create, makes it here again with
+// the peers' spec. Every sampling node checks at its start (a node
+// restarted alone with another spec too); where the nodes declared the
+// tables alike, each peer holds them already and this costs one round.
 func (s *kvServer) checkDeclaredAtStart(ctx context.Context) {
-	if s.store == nil || s.part != saveCoordinator {
+	if s.store == nil {
 		return
 	}
 	for i := range s.cfg.KV.Tables {
@@ -243,15 +246,23 @@ func (s *kvServer) checkDeclaredAtStart(ctx context.Context) {
 		err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: &ts})
 		switch {
 		case err == nil:
-		case errors.Is(err, kv.ErrSpec):
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveAbortTimeout)
-			_, derr := s.drop(dctx, ts.Name, true)
-			cancel()
-			s.log.Error("kv: table declared with other settings on a peer: dropped on every node, so that no shard trains with settings of its own; "+
-				"make [[kv.tables]] alike on every node, or let a trainer's kv_create make it on every node with one spec",
-				"table", ts.Name, "key", fmt.Sprintf("kv.tables[%d]", i), "err", err, "drop_err", derr)
+		case specClash(err):
+			s.createMu.Lock()
+			s.forget(ts.Name)
+			s.createMu.Unlock()
+			s.log.Error("kv: table declared with other settings than a peer holds: left out on this node, so that no shard trains with settings of its own; "+
+				"make [[kv.tables]] alike on every node (a trainer's kv_create makes it here again with the peers' spec)",
+				"table", ts.Name, "key", fmt.Sprintf("kv.tables[%d]", i), "err", err)
 		default:
 			s.log.Warn("kv: table of [[kv.tables]] not compared with every peer's", "table", ts.Name, "err", err)
 		}
 	}
+}
+
+// specClash reports whether err is a peer's refusal of a kv_create for a
+// table it holds with another spec: not any kv.ErrSpec (a peer's
+// kv.max_memory refusal is one too).
+func specClash(err error) bool {
+	var remote *kv.RemoteError
+	return errors.As(err, &remote) && errors.Is(err, kv.ErrSpec) && strings.Contains(remote.Text, "differs from the existing table's")
 }

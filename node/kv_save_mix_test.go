@@ -557,10 +557,13 @@ func TestKVOpName(t *testing.T) {
 }
 
 // TestKVDeclaredTablesDiffer: nodes whose [[kv.tables]] give a table
-// other settings (lr 0.1 here, 0.5 there) drop it once part 0 meets its
-// peers, part 0 logging the table and key, where each applied its own lr
-// without a word; a trainer's kv_create then makes it on both with one
-// spec. Declared alike, both keep it.
+// other settings (lr 0.1 here, 0.5 there), each applying its own lr
+// without a word, end with one spec once they meet: the node that meets
+// the clash first leaves its copy out, logging the table and key, and the
+// other's check makes it there again with its spec. Declared alike, both
+// keep theirs and log nothing. A node restarted alone with another spec
+// (part 1 here, after both checked) leaves its copy out as well, and a
+// peer's memory refusal is not taken for a clash.
 func TestKVDeclaredTablesDiffer(t *testing.T) {
 	spec := func(lr float64) control.TableSpec {
 		ts := control.TableSpec{Name: "e", Rows: control.Rows{N: 10}, Dim: 2, Optimizer: "sgd", LR: lr, Mode: "async"}
@@ -569,48 +572,59 @@ func TestKVDeclaredTablesDiffer(t *testing.T) {
 		}
 		return ts
 	}
+	node := func(t *testing.T, dir string, p int, lr float64, log *strings.Builder) *kvServer {
+		cfg := &Config{KV: KVConfig{CheckpointDir: dir, SyncTimeout: "5s", Tables: []control.TableSpec{spec(lr)}}}
+		cfg.Node.Part = p
+		s, err := newKVServer(cfg, slog.New(slog.NewTextHandler(log, nil)), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	lrOf := func(t *testing.T, s *kvServer) float32 {
+		sp, err := s.store.Spec("e")
+		if err != nil {
+			t.Fatalf("node %d holds no table e: %v", s.part, err)
+		}
+		return sp.Opt.LR
+	}
 	for _, lrs := range [][2]float64{{0.1, 0.5}, {0.1, 0.1}} {
 		t.Run(fmt.Sprintf("lr %v", lrs), func(t *testing.T) {
 			dirs := [2]string{t.TempDir(), t.TempDir()}
 			var logs [2]strings.Builder
-			var ss [2]*kvServer
-			for p := range ss {
-				cfg := &Config{KV: KVConfig{CheckpointDir: dirs[p], SyncTimeout: "5s", Tables: []control.TableSpec{spec(lrs[p])}}}
-				cfg.Node.Part = p
-				s, err := newKVServer(cfg, slog.New(slog.NewTextHandler(&logs[p], nil)), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ss[p] = s
-			}
+			ss := [2]*kvServer{node(t, dirs[0], 0, lrs[0], &logs[0]), node(t, dirs[1], 1, lrs[1], &logs[1])}
 			wirePair(t, ss)
 			for _, s := range ss {
 				s.checkDeclaredAtStart(context.Background())
 			}
-			alike := lrs[0] == lrs[1]
-			for p, s := range ss {
-				_, err := s.store.Version("e")
-				if held := err == nil; held != alike {
-					t.Errorf("node %d holds the table: %v, want %v", p, held, alike)
-				}
-				if said := strings.Contains(logs[p].String(), "declared with other settings") &&
-					strings.Contains(logs[p].String(), "key=kv.tables[0]") && strings.Contains(logs[p].String(), "lr 0.1 differs from the existing table's sgd lr 0.5"); said != (p == 0 && !alike) {
-					t.Errorf("node %d log says the settings differ: %v, want %v:\n%s", p, said, p == 0 && !alike, logs[p].String())
-				}
+			if a, b := lrOf(t, ss[0]), lrOf(t, ss[1]); a != b {
+				t.Errorf("after the checks the nodes hold lr %v and %v", a, b)
 			}
-			if alike {
+			alike := lrs[0] == lrs[1]
+			said := strings.Contains(logs[0].String(), "declared with other settings") && strings.Contains(logs[0].String(), "key=kv.tables[0]") &&
+				strings.Contains(logs[0].String(), "sgd lr 0.1 differs from the existing table's sgd lr 0.5")
+			if said == alike || strings.Contains(logs[1].String(), "declared with other settings") {
+				t.Errorf("logs of the clash, want node 0's alone (%v):\n%s\n%s", !alike, logs[0].String(), logs[1].String())
+			}
+			if !alike {
 				return
 			}
-			ts := spec(0.3)
-			if _, err := ss[1].create(context.Background(), &ts, true); err != nil {
-				t.Fatalf("kv_create after the refusal: %v", err)
+			// Part 1 restarts alone, declaring lr 0.5.
+			var l1 strings.Builder
+			ss[1] = node(t, dirs[1], 1, 0.5, &l1)
+			wirePair(t, ss)
+			ss[1].checkDeclaredAtStart(context.Background())
+			if _, err := ss[1].store.Version("e"); err == nil || !strings.Contains(l1.String(), "declared with other settings") {
+				t.Errorf("part 1 restarted with another lr keeps its copy (%v); log:\n%s", err, l1.String())
 			}
-			for p, s := range ss {
-				if sp, err := s.store.Spec("e"); err != nil || sp.Opt.LR != 0.3 {
-					t.Errorf("node %d: spec %+v, %v; want the trainer's lr 0.3", p, sp.Opt, err)
-				}
+			if lrOf(t, ss[0]) != 0.1 {
+				t.Error("part 0's table changed")
 			}
 		})
+	}
+	memory := &kv.RemoteError{Part: 1, Code: kv.ErrorCode(kv.ErrSpec), Text: "kv: table \"e\": 80 bytes past kv.max_memory: invalid table spec"}
+	if specClash(fmt.Errorf("part 1: %w", memory)) {
+		t.Error("a peer's memory refusal taken for a spec clash")
 	}
 }
 
