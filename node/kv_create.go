@@ -2,12 +2,13 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"graphnode/kv"
 	"graphnode/node/control"
@@ -222,18 +223,17 @@ func (s *kvServer) createRemote(ctx context.Context, t *control.TableSpec, sp kv
 	return &control.TableInfo{Name: sp.Name, Rows: sp.Rows, Dim: sp.Dim, Bounds: sp.Bounds}, nil
 }
 
-// checkDeclaredAtStart asks every peer, once they answer, to create the
-// tables of [[kv.tables]] with this node's spec (a peer's kv_create). A
-// peer that holds one with other settings (another lr, dim or mode)
+// checkDeclaredAtStart asks every peer, once they answer, whether it
+// holds a table of [[kv.tables]] with another spec (peer phase "spec";
+// a peer that does not hold it creates nothing). A peer that does
 // refuses, naming each field: this node then leaves its own copy out,
 // logged with the table and key, so that no shard trains with settings
 // of its own (nodes given another lr each applied theirs without a
 // word). Its rows were only made or loaded at this start; the peers'
-// shards, which trainers may be training, are never dropped. A later
-// check of a peer, or a trainer's kv_create, makes it here again with
-// the peers' spec. Every sampling node checks at its start (a node
-// restarted alone with another spec too); where the nodes declared the
-// tables alike, each peer holds them already and this costs one round.
+// shards, which trainers may be training, are never dropped, and a
+// trainer's kv_create makes the table here again with their spec. Every
+// sampling node checks at its start (a node restarted alone with another
+// spec too).
 func (s *kvServer) checkDeclaredAtStart(ctx context.Context) {
 	if s.store == nil {
 		return
@@ -243,26 +243,59 @@ func (s *kvServer) checkDeclaredAtStart(ctx context.Context) {
 		if _, err := s.store.Version(ts.Name); err != nil {
 			continue // not held here (left out by a check)
 		}
-		err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: &ts})
+		body, err := json.Marshal(peerSaveRequest{Op: control.OpKVSave, Phase: saveSpec, Spec: &ts})
+		if err != nil {
+			s.log.Warn("kv: table of [[kv.tables]] not compared with the peers'", "table", ts.Name, "err", err)
+			continue
+		}
+		var clashes, failures []error
+		for _, p := range s.peers() {
+			err := s.sendAck(ctx, p, body)
+			var remote *kv.RemoteError
+			switch {
+			case err == nil:
+			case unknownPhase(err, saveSpec):
+				s.log.Debug("kv: a peer of an earlier build cannot compare tables of [[kv.tables]]", "part", p, "table", ts.Name)
+			case errors.As(err, &remote) && strings.Contains(remote.Text, specClashText):
+				clashes = append(clashes, err)
+			default:
+				failures = append(failures, err)
+			}
+		}
 		switch {
-		case err == nil:
-		case specClash(err):
+		case len(clashes) > 0:
 			s.createMu.Lock()
 			s.forget(ts.Name)
 			s.createMu.Unlock()
 			s.log.Error("kv: table declared with other settings than a peer holds: left out on this node, so that no shard trains with settings of its own; "+
 				"make [[kv.tables]] alike on every node (a trainer's kv_create makes it here again with the peers' spec)",
-				"table", ts.Name, "key", fmt.Sprintf("kv.tables[%d]", i), "err", err)
-		default:
-			s.log.Warn("kv: table of [[kv.tables]] not compared with every peer's", "table", ts.Name, "err", err)
+				"table", ts.Name, "key", fmt.Sprintf("kv.tables[%d]", i), "err", errors.Join(clashes...))
+		case len(failures) > 0:
+			s.log.Warn("kv: table of [[kv.tables]] not compared with every peer's", "table", ts.Name, "err", errors.Join(failures...))
 		}
 	}
 }
 
-// specClash reports whether err is a peer's refusal of a kv_create for a
-// table it holds with another spec: not any kv.ErrSpec (a peer's
-// kv.max_memory refusal is one too).
-func specClash(err error) bool {
-	var remote *kv.RemoteError
-	return errors.As(err, &remote) && errors.Is(err, kv.ErrSpec) && strings.Contains(remote.Text, "differs from the existing table's")
+// specClashText is in compareSpec's refusal.
+const specClashText = "differs from the existing table's"
+
+// compareSpec serves a peer's phase "spec": an error naming each field
+// when this node holds ts's table with another spec, nil when it holds
+// it alike or not at all (it creates nothing).
+func (s *kvServer) compareSpec(ts *control.TableSpec) error {
+	if ts == nil || s.store == nil {
+		return nil
+	}
+	if err := ts.Validate(); err != nil {
+		return err
+	}
+	s.createMu.Lock()
+	defer s.createMu.Unlock()
+	if _, err := s.store.Spec(ts.Name); err != nil {
+		return nil // not held here
+	}
+	// Held: Create compares (no table is made), and refuses another
+	// spec naming each field.
+	_, err := s.store.Create(s.resolve(ts))
+	return err
 }

@@ -69,6 +69,7 @@ const (
 	saveVerify     = "verify"      // from a client node: check table Table on every node (kv_save_check.go)
 	saveLost       = "lost"        // is the peer's shard of Table at Save, unchanged? (kv_trained.go)
 	saveLostVerify = "lost_verify" // run your check of Table if your shard lost its training (kv_trained.go)
+	saveSpec       = "spec"        // does the peer hold Spec's table with another spec? (kv_create.go)
 )
 
 // saveCoordinator is the part whose node coordinates every save.
@@ -107,6 +108,8 @@ type peerSaveRequest struct {
 	Loaded      bool   `json:"check_loaded,omitempty"`
 	PrevKey     string `json:"check_prev,omitempty"`
 	PrevTrained bool   `json:"check_prev_trained,omitempty"`
+	// Spec is phase "spec"'s: a table of the sender's [[kv.tables]].
+	Spec *control.TableSpec `json:"check_spec,omitempty"`
 }
 
 // preparedSave is a save a peer prepared on this node.

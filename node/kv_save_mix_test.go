@@ -558,12 +558,12 @@ func TestKVOpName(t *testing.T) {
 
 // TestKVDeclaredTablesDiffer: nodes whose [[kv.tables]] give a table
 // other settings (lr 0.1 here, 0.5 there), each applying its own lr
-// without a word, end with one spec once they meet: the node that meets
-// the clash first leaves its copy out, logging the table and key, and the
-// other's check makes it there again with its spec. Declared alike, both
-// keep theirs and log nothing. A node restarted alone with another spec
-// (part 1 here, after both checked) leaves its copy out as well, and a
-// peer's memory refusal is not taken for a clash.
+// without a word: the node that meets the clash first (part 0 here)
+// leaves its copy out, logging the table and key, the other keeps its
+// own, and a trainer's kv_create through part 0 makes it there with the
+// peer's spec. Declared alike, both keep theirs and log nothing, and a
+// node restarted alone with another spec leaves its copy out as well.
+// The check creates nothing on a peer that does not hold the table.
 func TestKVDeclaredTablesDiffer(t *testing.T) {
 	spec := func(lr float64) control.TableSpec {
 		ts := control.TableSpec{Name: "e", Rows: control.Rows{N: 10}, Dim: 2, Optimizer: "sgd", LR: lr, Mode: "async"}
@@ -572,8 +572,8 @@ func TestKVDeclaredTablesDiffer(t *testing.T) {
 		}
 		return ts
 	}
-	node := func(t *testing.T, dir string, p int, lr float64, log *strings.Builder) *kvServer {
-		cfg := &Config{KV: KVConfig{CheckpointDir: dir, SyncTimeout: "5s", Tables: []control.TableSpec{spec(lr)}}}
+	node := func(t *testing.T, dir string, p int, log *strings.Builder, tables ...control.TableSpec) *kvServer {
+		cfg := &Config{KV: KVConfig{CheckpointDir: dir, SyncTimeout: "5s", Tables: tables}}
 		cfg.Node.Part = p
 		s, err := newKVServer(cfg, slog.New(slog.NewTextHandler(log, nil)), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
 		if err != nil {
@@ -581,51 +581,65 @@ func TestKVDeclaredTablesDiffer(t *testing.T) {
 		}
 		return s
 	}
-	lrOf := func(t *testing.T, s *kvServer) float32 {
+	lrOf := func(s *kvServer) float32 {
 		sp, err := s.store.Spec("e")
 		if err != nil {
-			t.Fatalf("node %d holds no table e: %v", s.part, err)
+			return -1
 		}
 		return sp.Opt.LR
 	}
-	for _, lrs := range [][2]float64{{0.1, 0.5}, {0.1, 0.1}} {
-		t.Run(fmt.Sprintf("lr %v", lrs), func(t *testing.T) {
-			dirs := [2]string{t.TempDir(), t.TempDir()}
-			var logs [2]strings.Builder
-			ss := [2]*kvServer{node(t, dirs[0], 0, lrs[0], &logs[0]), node(t, dirs[1], 1, lrs[1], &logs[1])}
-			wirePair(t, ss)
-			for _, s := range ss {
-				s.checkDeclaredAtStart(context.Background())
-			}
-			if a, b := lrOf(t, ss[0]), lrOf(t, ss[1]); a != b {
-				t.Errorf("after the checks the nodes hold lr %v and %v", a, b)
-			}
-			alike := lrs[0] == lrs[1]
-			said := strings.Contains(logs[0].String(), "declared with other settings") && strings.Contains(logs[0].String(), "key=kv.tables[0]") &&
-				strings.Contains(logs[0].String(), "sgd lr 0.1 differs from the existing table's sgd lr 0.5")
-			if said == alike || strings.Contains(logs[1].String(), "declared with other settings") {
-				t.Errorf("logs of the clash, want node 0's alone (%v):\n%s\n%s", !alike, logs[0].String(), logs[1].String())
-			}
-			if !alike {
-				return
-			}
-			// Part 1 restarts alone, declaring lr 0.5.
-			var l1 strings.Builder
-			ss[1] = node(t, dirs[1], 1, 0.5, &l1)
-			wirePair(t, ss)
-			ss[1].checkDeclaredAtStart(context.Background())
-			if _, err := ss[1].store.Version("e"); err == nil || !strings.Contains(l1.String(), "declared with other settings") {
-				t.Errorf("part 1 restarted with another lr keeps its copy (%v); log:\n%s", err, l1.String())
-			}
-			if lrOf(t, ss[0]) != 0.1 {
-				t.Error("part 0's table changed")
-			}
-		})
+	clash := func(l *strings.Builder) bool {
+		return strings.Contains(l.String(), "declared with other settings") && strings.Contains(l.String(), "key=kv.tables[0]")
 	}
-	memory := &kv.RemoteError{Part: 1, Code: kv.ErrorCode(kv.ErrSpec), Text: "kv: table \"e\": 80 bytes past kv.max_memory: invalid table spec"}
-	if specClash(fmt.Errorf("part 1: %w", memory)) {
-		t.Error("a peer's memory refusal taken for a spec clash")
-	}
+	ctx := context.Background()
+	t.Run("lr 0.1 and 0.5", func(t *testing.T) {
+		dirs := [2]string{t.TempDir(), t.TempDir()}
+		var logs [2]strings.Builder
+		ss := [2]*kvServer{node(t, dirs[0], 0, &logs[0], spec(0.1)), node(t, dirs[1], 1, &logs[1], spec(0.5))}
+		wirePair(t, ss)
+		for _, s := range ss {
+			s.checkDeclaredAtStart(ctx)
+		}
+		if lrOf(ss[0]) != -1 || lrOf(ss[1]) != 0.5 {
+			t.Errorf("after the checks: part 0 lr %v, part 1 lr %v; want part 0's copy left out, part 1's kept", lrOf(ss[0]), lrOf(ss[1]))
+		}
+		if !clash(&logs[0]) || !strings.Contains(logs[0].String(), "sgd lr 0.1 differs from the existing table's sgd lr 0.5") || clash(&logs[1]) {
+			t.Errorf("logs, want part 0's alone naming both lrs:\n%s\n%s", logs[0].String(), logs[1].String())
+		}
+		ts := spec(0.5)
+		if _, err := ss[0].create(ctx, &ts, true); err != nil || lrOf(ss[0]) != 0.5 {
+			t.Fatalf("kv_create with the peer's spec through part 0: %v, lr %v", err, lrOf(ss[0]))
+		}
+	})
+	t.Run("alike, then part 1 restarted with another lr", func(t *testing.T) {
+		dirs := [2]string{t.TempDir(), t.TempDir()}
+		var logs [2]strings.Builder
+		ss := [2]*kvServer{node(t, dirs[0], 0, &logs[0], spec(0.1)), node(t, dirs[1], 1, &logs[1], spec(0.1))}
+		wirePair(t, ss)
+		for _, s := range ss {
+			s.checkDeclaredAtStart(ctx)
+		}
+		if lrOf(ss[0]) != 0.1 || lrOf(ss[1]) != 0.1 || clash(&logs[0]) || clash(&logs[1]) {
+			t.Fatalf("declared alike: lr %v and %v; logs:\n%s\n%s", lrOf(ss[0]), lrOf(ss[1]), logs[0].String(), logs[1].String())
+		}
+		var l1 strings.Builder
+		ss[1] = node(t, dirs[1], 1, &l1, spec(0.5))
+		wirePair(t, ss)
+		ss[1].checkDeclaredAtStart(ctx)
+		if lrOf(ss[1]) != -1 || !clash(&l1) || lrOf(ss[0]) != 0.1 {
+			t.Errorf("part 1 restarted with lr 0.5: its lr %v (want left out), part 0's %v; log:\n%s", lrOf(ss[1]), lrOf(ss[0]), l1.String())
+		}
+	})
+	t.Run("declared on one node", func(t *testing.T) {
+		dirs := [2]string{t.TempDir(), t.TempDir()}
+		var logs [2]strings.Builder
+		ss := [2]*kvServer{node(t, dirs[0], 0, &logs[0]), node(t, dirs[1], 1, &logs[1], spec(0.5))}
+		wirePair(t, ss)
+		ss[1].checkDeclaredAtStart(ctx)
+		if lrOf(ss[0]) != -1 || lrOf(ss[1]) != 0.5 {
+			t.Errorf("part 0 declares nothing: lr %v and %v; want the check to create nothing there", lrOf(ss[0]), lrOf(ss[1]))
+		}
+	})
 }
 
 // TestKVLoadFirstStart: kv.load with [[kv.tables]] on a checkpoint_dir

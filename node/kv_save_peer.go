@@ -57,6 +57,8 @@ func (s *kvServer) peerSave(ctx context.Context, req []byte) (answer []byte, _ e
 		return nil, s.refuseLost(ctx, r.Table)
 	case saveLost:
 		return nil, s.answerLost(&r)
+	case saveSpec:
+		return nil, s.compareSpec(r.Spec)
 	case saveLostVerify:
 		_, err := s.checkLost(ctx, r.Table)
 		return nil, err
