@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -205,6 +206,12 @@ func (s *kvServer) coordinate(ctx context.Context) ([]preparedTable, error) {
 	nodes, err := s.preparePeers(ctx, id)
 	if err == nil {
 		err = compareSaveTables(append(nodes, partTables{s.part, saved}))
+		if err != nil && !slices.Equal(slices.Sorted(slices.Values(tableNames(saved))), slices.Sorted(slices.Values(s.store.Tables()))) {
+			// A kv_create or kv_drop ran between this node's prepare and
+			// its peers': the sets differ for that, not for a lost
+			// shard, and the advice for one would mislead.
+			err = fmt.Errorf("nothing saved (every node keeps its checkpoint): a kv_create or kv_drop ran during the save, so the nodes prepared different tables: run kv_save again: %w", errSaveTables)
+		}
 	}
 	if err != nil {
 		local.Abort()

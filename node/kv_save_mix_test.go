@@ -681,3 +681,37 @@ func TestKVRequestCutByStopping(t *testing.T) {
 		}
 	}
 }
+
+// TestKVSaveRacingCreate: a trainer's kv_create that lands between the
+// coordinator's prepare and its peers' makes the nodes prepare different
+// tables: the save is refused saying to run it again, not with the
+// advice for a node that lost its shard (restart every node with
+// kv.load, which would fail on the new table's missing file), and the
+// next kv_save passes.
+func TestKVSaveRacingCreate(t *testing.T) {
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss, _ := coordinatedSaveLoad(t, dirs, false)
+	ctx := context.Background()
+	wired := ss[0].send
+	raced := false
+	ss[0].send = func(ctx context.Context, part int, req []byte) ([]byte, error) {
+		if !raced && strings.Contains(string(req), `"phase":"prepare"`) {
+			raced = true
+			ts := control.TableSpec{Name: "x", Rows: control.Rows{N: 10}, Dim: 2, Optimizer: "sgd", LR: 0.1, Mode: "async"}
+			if err := ts.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ss[1].create(ctx, &ts, true); err != nil { // a trainer on node 1, meanwhile
+				t.Errorf("concurrent kv_create: %v", err)
+			}
+		}
+		return wired(ctx, part, req)
+	}
+	_, err := ss[0].save(ctx, true)
+	if err == nil || !strings.Contains(err.Error(), "a kv_create or kv_drop ran during the save") || strings.Contains(err.Error(), "restart every node") {
+		t.Fatalf("kv_save racing a kv_create: %v, want run kv_save again", err)
+	}
+	if _, err := ss[0].save(ctx, true); err != nil {
+		t.Errorf("kv_save again: %v", err)
+	}
+}
