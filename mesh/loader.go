@@ -107,16 +107,25 @@ func (s *Server) streamLoader(connCtx context.Context, peer string, st *quic.Str
 		if n := min(size, RecordPiece); cap(piece) < n {
 			piece = make([]byte, n)
 		}
+		// The first piece is read before the header goes out: a read that
+		// fails there (a ring file truncated under it) is answered with
+		// an Error message naming why; past it the header has promised
+		// size bytes, and only a reset of the stream can follow.
+		first := piece[:min(size, cap(piece))]
+		if err := read(0, first); err != nil {
+			return err
+		}
 		hdr = AppendHeader(hdr[:0], Header{Type: TypeLoaderRecord, Len: uint32(size)})
 		if _, err := st.Write(hdr); err != nil {
 			return err
 		}
 		for off := 0; off < size; {
 			dst := piece[:min(size-off, cap(piece))]
-			if err := read(off, dst); err != nil {
-				// The header promised size bytes: no Error can follow.
-				st.CancelWrite(streamCancel)
-				return fmt.Errorf("record of %d bytes torn after %d: %w", size, off, err)
+			if off > 0 {
+				if err := read(off, dst); err != nil {
+					st.CancelWrite(streamCancel)
+					return fmt.Errorf("record of %d bytes torn after %d: %w", size, off, err)
+				}
 			}
 			if _, err := st.Write(dst); err != nil {
 				return err

@@ -19,6 +19,7 @@ import (
 // "<records> <mode>": each sub-ring streams that many records (record i of
 // sub-ring s is recordBytes(id, s, i)); mode "fail" fails each sub-ring
 // after 2 records, "tear" fails the read of record 2's second piece,
+// "cut" the read of record 2's first,
 // "block" streams without end, "panic" panics in OpenLoader and "spanic"
 // in StreamLoader after 2 records. ended receives each StreamLoader's
 // result; gone receives a loader's id when its connection ends. piece is
@@ -74,9 +75,9 @@ func recordBytes(id uint64, sub, i int) []byte {
 
 // sendRecord sends rec whole with send, noting its pieces' largest in
 // h.piece; with torn set the read of its second piece fails.
-func (h *loaderHandler) sendRecord(ctx context.Context, send RecordSender, rec []byte, torn bool) error {
+func (h *loaderHandler) sendRecord(ctx context.Context, send RecordSender, rec []byte, torn, cut bool) error {
 	return send(ctx, len(rec), func(off int, dst []byte) error {
-		if torn && off > 0 {
+		if torn && off > 0 || cut {
 			return errTorn
 		}
 		for {
@@ -107,7 +108,7 @@ func (h *loaderHandler) StreamLoader(ctx context.Context, peer string, id uint64
 		if sp.mode == "spanic" && i == 2 {
 			panic("stream boom")
 		}
-		if err := h.sendRecord(ctx, send, recordBytes(id, sub, i), sp.mode == "tear" && i == 2); err != nil {
+		if err := h.sendRecord(ctx, send, recordBytes(id, sub, i), sp.mode == "tear" && i == 2, sp.mode == "cut" && i == 2); err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {
@@ -590,5 +591,34 @@ func TestRemoteLoaderTornRecord(t *testing.T) {
 	}
 	if m := sumStats(waitRequests(srv.srv, 2)); m.Requests != 2 || m.Errors != 1 {
 		t.Errorf("server: %d requests, %d failed; want the open and the failed stream", m.Requests, m.Errors)
+	}
+}
+
+// TestRemoteLoaderRecordCutAtItsStart: a record whose first piece cannot
+// be read (the ring file truncated before it) reaches the client as the
+// handler's error, naming why, not as a stream cut: the header waits for
+// the first piece. Only a read failing past it tears the stream
+// (TestRemoteLoaderTornRecord).
+func TestRemoteLoaderRecordCutAtItsStart(t *testing.T) {
+	c, _, _ := loaderPair(t)
+	ctx := context.Background()
+	l, err := c.OpenLoader(ctx, 1, []byte("5 cut"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rs, err := l.Stream(ctx, 0, 2<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	for i := range 2 {
+		if rec, err := rs.Next(); err != nil || !bytes.Equal(rec, recordBytes(l.ID, 0, i)) {
+			t.Fatalf("record %d: %v", i, err)
+		}
+	}
+	_, err = rs.Next()
+	if !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), errTorn.Error()) {
+		t.Fatalf("a record cut at its start: %v, want the handler's error naming it", err)
 	}
 }
