@@ -210,7 +210,7 @@ func (s *kvServer) coordinate(ctx context.Context) ([]preparedTable, error) {
 			// A kv_create or kv_drop ran between this node's prepare and
 			// its peers': the sets differ for that, not for a lost
 			// shard, and the advice for one would mislead.
-			err = fmt.Errorf("nothing saved (every node keeps its checkpoint): a kv_create or kv_drop ran during the save, so the nodes prepared different tables: run kv_save again: %w", errSaveTables)
+			err = fmt.Errorf("a kv_create or kv_drop ran during the save, so the nodes prepared different tables: run kv_save again; what differed: %w", err)
 		}
 	}
 	if err != nil {

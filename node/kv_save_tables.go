@@ -150,7 +150,8 @@ func compareSaveTables(nodes []partTables) error {
 	}
 	var fix []string
 	if lacking {
-		fix = append(fix, "A part without a table's shard holds none of its rows (its node restarted since the table was created, without loading it): "+
+		fix = append(fix, "If a kv_create or kv_drop of it ran during this save, run kv_save again. "+
+			"Otherwise a part without a table's shard holds none of its rows (its node restarted since the table was created, without loading it): "+
 			"restart every node with [kv] load = true and kv_create the table, and each loads its files of the last save, which this refusal left in place "+
 			"(or its exit save, when it stopped on its own since); a kv_create of it without kv.load gives that part its initial rows: "+
 			"its rows are lost there, the check of lost training refuses them beside the others' trained ones, "+
