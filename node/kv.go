@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,9 +136,7 @@ func newKVServer(cfg *Config, log *slog.Logger, book partition.Book, numbering u
 	if cfg.KV.Load && len(specs) > 0 {
 		if err := store.Load(cfg.KV.CheckpointDir); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				// A first start with load = true: nothing to resume.
-				return nil, fmt.Errorf("node: kv.load: %w (with kv.load, every table of [[kv.tables]] resumes from its checkpoint file at start: "+
-					"start the first time with load = false, and save (node kv save) before a restart with load = true; or give checkpoint_dir the files of a save)", err)
+				return nil, fmt.Errorf("node: kv.load: %w (%s)", err, missingFilesAdvice(cfg.KV.CheckpointDir, specs, s.part))
 			}
 			return nil, fmt.Errorf("node: kv.load: %w", err)
 		}
@@ -479,3 +480,31 @@ func (h meshHandler) ReadFile(ctx context.Context, path string, off int64, dst [
 
 // KV implements mesh.KVHandler.
 func (h meshHandler) KV(ctx context.Context, req []byte) ([]byte, error) { return h.kv.KV(ctx, req) }
+
+// missingFilesAdvice says what to do when kv.load finds no checkpoint
+// file for a table of [[kv.tables]] at start: a first start when none of
+// them has one, else the tables without one, added since the last save.
+func missingFilesAdvice(dir string, specs []kv.Spec, part int) string {
+	var missing, found []string
+	for _, sp := range specs {
+		has := false
+		for _, f := range []string{kv.FileName(sp.Name, part), kv.ExitFileName(sp.Name, part)} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+				has = true
+			}
+		}
+		if has {
+			found = append(found, sp.Name)
+		} else {
+			missing = append(missing, sp.Name)
+		}
+	}
+	if len(found) == 0 {
+		return "with kv.load, every table of [[kv.tables]] resumes from its checkpoint file at start: " +
+			"start the first time with load = false, and save (node kv save) before a restart with load = true; or give checkpoint_dir the files of a save"
+	}
+	return fmt.Sprintf("tables of [[kv.tables]] without a checkpoint file, added since the last save: %s (the others have theirs: %s); "+
+		"take them out of [[kv.tables]] for this start and let a trainer's kv_create make them (with kv.load a table without a file starts from its initial rows), then save; "+
+		"do not start with load = false: the tables that have files would start from their initial rows, and the check of lost training would refuse them",
+		strings.Join(missing, ", "), strings.Join(found, ", "))
+}
