@@ -59,6 +59,12 @@ type kvServer struct {
 	// table on this node and is still broadcasting it: until its outcome
 	// is known the table may be dropped again. Guarded by createMu.
 	creating map[string]*pendingCreate
+	// specLeftOut names the tables of [[kv.tables]] this node left out at
+	// start for a peer of a lower part holding them with another spec
+	// (checkDeclaredAtStart), until created again. Its peers' check of
+	// loaded saves takes such a table for none held, not for initial
+	// rows beside their loaded ones. Guarded by createMu.
+	specLeftOut map[string]bool
 
 	// send carries a node-level request to a peer (broadcast): s.call;
 	// tests replace it.

@@ -116,6 +116,7 @@ func (s *kvServer) createLocal(ctx context.Context, sp kv.Spec, forward bool) (b
 		_, err := s.client(sp)
 		return false, nil, err
 	}
+	delete(s.specLeftOut, sp.Name)
 	s.log.Info("kv table created", "table", sp.Name, "rows", sp.Rows, "dim", sp.Dim, "mode", sp.Mode.String(), "optimizer", sp.Opt.Kind.String())
 	if err := s.loadCreated(sp); err != nil {
 		s.forget(sp.Name)
@@ -226,14 +227,16 @@ func (s *kvServer) createRemote(ctx context.Context, t *control.TableSpec, sp kv
 // checkDeclaredAtStart asks every peer, once they answer, whether it
 // holds a table of [[kv.tables]] with another spec (peer phase "spec";
 // a peer that does not hold it creates nothing). A peer that does
-// refuses, naming each field: this node then leaves its own copy out,
-// logged with the table and key, so that no shard trains with settings
-// of its own (nodes given another lr each applied theirs without a
-// word). Its rows were only made or loaded at this start; the peers'
-// shards, which trainers may be training, are never dropped, and a
-// trainer's kv_create makes the table here again with their spec. Every
-// sampling node checks at its start (a node restarted alone with another
-// spec too).
+// refuses, naming each field. The lowest part's spec stands, whatever
+// order the nodes check in: this node leaves its own copy out, logged
+// with the table and key, when a peer of a lower part refuses (so that
+// no shard trains with settings of its own: nodes given another lr each
+// applied theirs without a word), and only warns when only higher parts
+// do (they leave theirs out). Its rows were only made or loaded at this
+// start; the peers' shards, which trainers may be training, are never
+// dropped, and a trainer's kv_create with the standing spec makes the
+// table here again. Every sampling node checks at its start (a node
+// restarted alone with another spec too).
 func (s *kvServer) checkDeclaredAtStart(ctx context.Context) {
 	if s.store == nil {
 		return
@@ -249,6 +252,7 @@ func (s *kvServer) checkDeclaredAtStart(ctx context.Context) {
 			continue
 		}
 		var clashes, failures []error
+		lower := false // a peer of a lower part refused
 		for _, p := range s.peers() {
 			err := s.sendAck(ctx, p, body)
 			var remote *kv.RemoteError
@@ -258,17 +262,25 @@ func (s *kvServer) checkDeclaredAtStart(ctx context.Context) {
 				s.log.Debug("kv: a peer of an earlier build cannot compare tables of [[kv.tables]]", "part", p, "table", ts.Name)
 			case errors.As(err, &remote) && strings.Contains(remote.Text, specClashText):
 				clashes = append(clashes, err)
+				lower = lower || p < s.part
 			default:
 				failures = append(failures, err)
 			}
 		}
 		switch {
-		case len(clashes) > 0:
+		case lower:
 			s.createMu.Lock()
 			s.forget(ts.Name)
+			if s.specLeftOut == nil {
+				s.specLeftOut = map[string]bool{}
+			}
+			s.specLeftOut[ts.Name] = true
 			s.createMu.Unlock()
-			s.log.Error("kv: table declared with other settings than a peer holds: left out on this node, so that no shard trains with settings of its own; "+
-				"make [[kv.tables]] alike on every node (a trainer's kv_create makes it here again with the peers' spec)",
+			s.log.Error("kv: table declared with other settings than a peer of a lower part holds: left out on this node, so that no shard trains with settings of its own; "+
+				"make [[kv.tables]] alike on every node (a trainer's kv_create with the lowest part's spec makes it here again)",
+				"table", ts.Name, "key", fmt.Sprintf("kv.tables[%d]", i), "err", errors.Join(clashes...))
+		case len(clashes) > 0:
+			s.log.Warn("kv: peers of higher parts hold a table of [[kv.tables]] with other settings: this node's spec stands, and they leave theirs out; make [[kv.tables]] alike on every node",
 				"table", ts.Name, "key", fmt.Sprintf("kv.tables[%d]", i), "err", errors.Join(clashes...))
 		case len(failures) > 0:
 			s.log.Warn("kv: table of [[kv.tables]] not compared with every peer's", "table", ts.Name, "err", errors.Join(failures...))

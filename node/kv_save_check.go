@@ -140,6 +140,14 @@ func (s *kvServer) checkBeforeSave(ctx context.Context) error {
 // checkLoaded serves a peer's check: nil when this node's shard of
 // r.Table was loaded from save r.Save, an error naming both otherwise.
 func (s *kvServer) checkLoaded(r *peerSaveRequest) error {
+	s.createMu.Lock()
+	leftOut := s.specLeftOut[r.Table]
+	s.createMu.Unlock()
+	if leftOut {
+		// Not held: left out at start for a lower part's spec
+		// (checkDeclaredAtStart), not initial rows beside loaded ones.
+		return nil
+	}
 	key, file := s.loadedKey(r.Table)
 	if key == r.Save || r.CheckLost && (slices.Contains(r.Known, key) || s.knows(r.Table, r.Save)) {
 		// The same save, or one the other node's shard held since it
