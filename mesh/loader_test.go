@@ -559,22 +559,7 @@ func TestRecordStreamNextInto(t *testing.T) {
 // bytes missing, and the handler the read's error.
 func TestRemoteLoaderTornRecord(t *testing.T) {
 	c, h, srv := loaderPair(t)
-	ctx := context.Background()
-	l, err := c.OpenLoader(ctx, 1, []byte("5 tear"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	rs, err := l.Stream(ctx, 0, 2<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	for i := range 2 {
-		if rec, err := rs.Next(); err != nil || !bytes.Equal(rec, recordBytes(l.ID, 0, i)) {
-			t.Fatalf("record %d: %v", i, err)
-		}
-	}
+	rs := twoRecords(t, c, "5 tear")
 	rec, err := rs.Next()
 	var pe *PeerError
 	if !errors.As(err, &pe) || pe.Name != "host1" || errors.Is(err, io.EOF) || errors.Is(err, ErrRemote) {
@@ -601,24 +586,32 @@ func TestRemoteLoaderTornRecord(t *testing.T) {
 // (TestRemoteLoaderTornRecord).
 func TestRemoteLoaderRecordCutAtItsStart(t *testing.T) {
 	c, _, _ := loaderPair(t)
+	rs := twoRecords(t, c, "5 cut")
+	_, err := rs.Next()
+	if !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), errTorn.Error()) {
+		t.Fatalf("a record cut at its start: %v, want the handler's error naming it", err)
+	}
+}
+
+// twoRecords opens a loader of options on c's peer, streams its sub-ring
+// 0 and reads its first two records, checked.
+func twoRecords(t *testing.T, c *Client, options string) *RecordStream {
+	t.Helper()
 	ctx := context.Background()
-	l, err := c.OpenLoader(ctx, 1, []byte("5 cut"))
+	l, err := c.OpenLoader(ctx, 1, []byte(options))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(l.Close)
 	rs, err := l.Stream(ctx, 0, 2<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rs.Close()
+	t.Cleanup(rs.Close)
 	for i := range 2 {
 		if rec, err := rs.Next(); err != nil || !bytes.Equal(rec, recordBytes(l.ID, 0, i)) {
 			t.Fatalf("record %d: %v", i, err)
 		}
 	}
-	_, err = rs.Next()
-	if !errors.Is(err, ErrRemote) || !strings.Contains(err.Error(), errTorn.Error()) {
-		t.Fatalf("a record cut at its start: %v, want the handler's error naming it", err)
-	}
+	return rs
 }
