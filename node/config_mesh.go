@@ -161,9 +161,10 @@ func (c *Config) validatePeers(p *problems, parts int, nameOK bool) {
 			p.add(key+".name", "%v", err)
 		} else if nameOK && e.Part == own && e.Name != c.Node.Name {
 			p.add(key+".name", "%q serves part %d, but this node (node.part) is %q", e.Name, e.Part, c.Node.Name)
-		} else if nameOK && !c.Client() && e.Name == c.Node.Name && e.Part != own {
+		} else if nameOK && !c.Client() && e.Name == c.Node.Name && e.Part != own && own >= 0 && (parts == 0 || own < parts) {
 			// This node would refuse the part's real node as one claiming
 			// another's part, and dial it expecting its own certificate.
+			// (A node.part out of range is said once, as such.)
 			p.add(key+".name", "%q is this node (node.name), which serves part %d (node.part), not %d", e.Name, own, e.Part)
 		} else if c.Client() && e.Name == c.Node.Name {
 			// It would go by that node's certificate, and the peers take
