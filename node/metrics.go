@@ -102,6 +102,7 @@ func writeMetrics(w io.Writer, st *control.Stats, mm *meshMetrics) {
 		}
 	}
 	writePeerUp(m, peers, mm)
+	writeCertExpiry(m, mm)
 	traffic := []struct {
 		name, kind, help string
 		value            func(control.TrafficStats) float64

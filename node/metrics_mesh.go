@@ -23,6 +23,9 @@ const peerProbeTimeout = time.Second
 type meshMetrics struct {
 	in, out map[string]*mesh.Latency // by peer name
 	up      map[int]bool             // by configured part
+	// expires is when this node's certificate ("node") and the cluster
+	// CA ("ca") end.
+	expires map[string]time.Time
 }
 
 // meshMetrics collects the mesh's histograms and probes its peers (at
@@ -38,13 +41,43 @@ func (n *Node) meshMetrics(ctx context.Context) *meshMetrics {
 	}
 	ctx, cancel := context.WithTimeout(ctx, peerProbeTimeout)
 	defer cancel()
-	m := &meshMetrics{in: map[string]*mesh.Latency{}, out: map[string]*mesh.Latency{}, up: c.cli.Probe(ctx)}
+	m := &meshMetrics{in: map[string]*mesh.Latency{}, out: map[string]*mesh.Latency{}, up: c.cli.Probe(ctx), expires: certExpiries(c.id)}
 	if c.srv != nil {
 		addLatency(m.in, c.srv.Metrics())
 	}
 	addLatency(m.out, c.cli.Metrics())
 	addLatency(m.out, c.traffic.snapshot())
 	return m
+}
+
+// certExpiries is when id's node certificate and CA end (none of a nil
+// id).
+func certExpiries(id *mesh.Identity) map[string]time.Time {
+	out := map[string]time.Time{}
+	if id == nil {
+		return out
+	}
+	if id.Cert.Leaf != nil {
+		out["node"] = id.Cert.Leaf.NotAfter
+	}
+	if id.CA != nil {
+		out["ca"] = id.CA.NotAfter
+	}
+	return out
+}
+
+// writeCertExpiry writes mm's certificate ends.
+func writeCertExpiry(m metricWriter, mm *meshMetrics) {
+	if mm == nil || len(mm.expires) == 0 {
+		return
+	}
+	m.family("graphnode_mesh_cert_expiry_timestamp_seconds", "gauge", "Unix time at which this node's certificate (cert=\"node\") or the cluster CA (cert=\"ca\") ends: "+
+		"peers refuse this node after it (renew the node's with node cert add --force and restart it; the CA's end calls for node cert init --force for every node).")
+	for _, which := range []string{"node", "ca"} {
+		if t, ok := mm.expires[which]; ok {
+			m.sample("graphnode_mesh_cert_expiry_timestamp_seconds", []string{"cert", which}, float64(t.Unix()))
+		}
+	}
 }
 
 func addLatency(to map[string]*mesh.Latency, stats []mesh.PeerStats) {
@@ -105,8 +138,8 @@ func writePeerUp(m metricWriter, peers []control.PeerStats, mm *meshMetrics) {
 	}
 	m.family("graphnode_mesh_peer_up", "gauge", fmt.Sprintf("1 while this node holds a working mesh connection to the configured peer: "+
 		"one that completed the TLS handshake and the hello (same cluster, partition set and part) and has not ended since. "+
-		"It ends when the peer closes it (stops), at the next keep-alive (every %v) after the peer restarted (stateless reset), "+
-		"or after %v without a packet (the peer crashed or is unreachable). A scrape that finds none redials the peer and waits up to %v: "+
+		"It ends when the peer closes it (stops), at the next request after the peer restarted (a stateless reset; keep-alives, every %v, are too small to draw one), "+
+		"or after %v without a packet (the peer crashed, restarted or is unreachable). A scrape that finds none redials the peer and waits up to %v: "+
 		"0 while the peer cannot be reached or refuses the hello; a peer that restarted between two scrapes reads 1 at both.",
 		mesh.KeepAlivePeriod, mesh.MaxIdleTimeout, peerProbeTimeout))
 	for _, p := range peers {

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -215,5 +216,41 @@ func TestMetricsPeerUp(t *testing.T) {
 	}
 	if d := time.Since(start); d >= mesh.DialTimeout {
 		t.Errorf("a scrape with host1 down took %v, want at most about %v", d, peerProbeTimeout)
+	}
+}
+
+// TestCertExpiry: the metric has when this node's certificate and the CA
+// end, and the log says so a week before and once ended: a node whose
+// certificate expired said nothing and stayed ready.
+func TestCertExpiry(t *testing.T) {
+	node, ca := time.Unix(1900000000, 0), time.Unix(2000000000, 0)
+	st := &control.Stats{Mesh: &control.MeshStats{Peers: []control.PeerStats{{Part: 1, Name: "host1"}}}}
+	var b strings.Builder
+	writeMetrics(&b, st, &meshMetrics{in: map[string]*mesh.Latency{}, out: map[string]*mesh.Latency{}, expires: map[string]time.Time{"node": node, "ca": ca}})
+	for _, want := range []string{
+		"# TYPE graphnode_mesh_cert_expiry_timestamp_seconds gauge\n" +
+			"graphnode_mesh_cert_expiry_timestamp_seconds{cert=\"node\"} 1900000000\n" +
+			"graphnode_mesh_cert_expiry_timestamp_seconds{cert=\"ca\"} 2000000000\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("metrics lack\n%s\nin\n%s", want, b.String())
+		}
+	}
+	for _, c := range []struct {
+		which string
+		left  time.Duration
+		want  string
+	}{
+		{"node", 30 * 24 * time.Hour, ""},
+		{"node", 2 * time.Hour, `level=WARN msg="this node's certificate ends soon: renew it with node cert add --force`},
+		{"node", -time.Minute, `level=ERROR msg="this node's certificate has ended: peers refuse this node`},
+		{"ca", -time.Minute, `level=ERROR msg="the cluster CA has ended`},
+	} {
+		var l strings.Builder
+		now := time.Unix(1800000000, 0)
+		logCertEnd(slog.New(slog.NewTextHandler(&l, nil)), c.which, now.Add(c.left), now)
+		if c.want == "" && l.Len() > 0 || c.want != "" && !strings.Contains(l.String(), c.want) {
+			t.Errorf("%s ending in %v: log %q, want %q", c.which, c.left, l.String(), c.want)
+		}
 	}
 }

@@ -346,6 +346,7 @@ func (n *Node) Run(ctx context.Context) error {
 	readyCtx, stopReady := context.WithCancel(ctx)
 	var readyDone sync.WaitGroup
 	readyDone.Go(func() { n.awaitPeers(readyCtx) })
+	readyDone.Go(func() { n.watchCerts(readyCtx) })
 	if n.kv != nil {
 		readyDone.Go(func() { n.kv.keepMarkers(readyCtx) })
 	}
