@@ -271,15 +271,26 @@ func (s *kvServer) broadcastBody(ctx context.Context, body []byte) error {
 // peers' parts, and the Version of the ack of each that answered one; the
 // error names each part that failed.
 func (s *kvServer) broadcastAcks(ctx context.Context, body []byte) ([]int, []uint64, error) {
+	acks := make([]uint64, len(s.peers()))
+	ps, err := s.sendAll(ctx, body, func(i, p int, resp []byte) (err error) {
+		acks[i], err = ackOf(p, resp)
+		return err
+	})
+	return ps, acks, err
+}
+
+// sendAll sends body to every peer at once and hands each answer to
+// answer (i: the peer's index in the parts returned); the error names
+// each part whose send or answer failed.
+func (s *kvServer) sendAll(ctx context.Context, body []byte, answer func(i, part int, resp []byte) error) ([]int, error) {
 	ps := s.peers()
-	acks := make([]uint64, len(ps))
 	errs := make([]error, len(ps))
 	var wg sync.WaitGroup
 	for i, p := range ps {
 		wg.Go(func() {
 			resp, err := s.send(ctx, p, body)
 			if err == nil {
-				acks[i], err = ackOf(p, resp)
+				err = answer(i, p, resp)
 			}
 			if err != nil {
 				errs[i] = fmt.Errorf("part %d: %w", p, err)
@@ -287,7 +298,7 @@ func (s *kvServer) broadcastAcks(ctx context.Context, body []byte) ([]int, []uin
 		})
 	}
 	wg.Wait()
-	return ps, acks, errors.Join(errs...)
+	return ps, errors.Join(errs...)
 }
 
 // sendAck sends body to the node of part and decodes its Ack.

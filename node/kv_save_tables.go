@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"graphnode/kv"
 	"graphnode/node/control"
@@ -201,25 +200,15 @@ func (s *kvServer) preparePeers(ctx context.Context, id string) ([]partTables, e
 	if err != nil {
 		return nil, err
 	}
-	ps := s.peers()
-	nodes := make([]partTables, len(ps))
-	listed := make([]bool, len(ps))
-	errs := make([]error, len(ps))
-	var wg sync.WaitGroup
-	for i, p := range ps {
-		wg.Go(func() {
-			resp, err := s.send(ctx, p, body)
-			if err == nil {
-				nodes[i] = partTables{part: p}
-				nodes[i].tables, listed[i], err = saveAnswerOf(p, resp)
-			}
-			if err != nil {
-				errs[i] = fmt.Errorf("part %d: %w", p, err)
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	n := len(s.peers())
+	nodes := make([]partTables, n)
+	listed := make([]bool, n)
+	ps, err := s.sendAll(ctx, body, func(i, p int, resp []byte) (err error) {
+		nodes[i] = partTables{part: p}
+		nodes[i].tables, listed[i], err = saveAnswerOf(p, resp)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	var out []partTables
