@@ -258,15 +258,21 @@ var specFields = []string{"rows", "dim", "init", "optimiser", "mode", "bounds"}
 // SpecFields are the fields a spec clash names: Create's ErrSpec error,
 // as specDiff words it ("kv: table "t": dim 4 differs from the existing
 // table's 3"), also when it reached a trainer as the text of a node's
-// error. They are some of "rows", "dim", "init", "optimiser", "mode" and
-// "bounds", in that order, and none for any other error, so that a
-// caller tells a table of another shape from one of other
-// hyper-parameters without matching text of its own.
+// error, or as a shard's answer (a RemoteError: its own words). They are
+// some of "rows", "dim", "init", "optimiser", "mode" and "bounds", in
+// that order, and none for any other error, so that a caller tells a
+// table of another shape from one of other hyper-parameters (or from
+// another ErrSpec, such as kv.max_memory's) without matching text of its
+// own.
 func SpecFields(err error) []string {
 	if !errors.Is(err, ErrSpec) {
 		return nil
 	}
-	_, rest, ok := strings.Cut(err.Error(), `kv: table "`)
+	text := err.Error()
+	if r, ok := errors.AsType[*RemoteError](err); ok {
+		text = r.Text // "kv: part 1: table …" drops the "kv: " the parse starts from
+	}
+	_, rest, ok := strings.Cut(text, `kv: table "`)
 	if !ok {
 		return nil
 	}

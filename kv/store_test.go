@@ -238,6 +238,15 @@ func TestSpecFields(t *testing.T) {
 		if got := SpecFields(err); !slices.Equal(got, c.fields) {
 			t.Errorf("%v: %v: fields %q", c.fields, err, got)
 		}
+		// A shard's answer to a peer, as the node receives it.
+		var msg ErrorMsg
+		if derr := DecodeErrorMsg(AppendErrorMsg(nil, NewErrorMsg(err)), &msg); derr != nil {
+			t.Fatal(derr)
+		}
+		remote := fmt.Errorf("part 1: %w", &RemoteError{Part: 1, Code: msg.Code, Text: msg.Text})
+		if got := SpecFields(remote); !slices.Equal(got, c.fields) {
+			t.Errorf("%v as a shard's answer: %v: fields %q", c.fields, remote, got)
+		}
 		passed := fmt.Errorf("client: kv_create: %s: %w", err.Error(), ErrSpec)
 		if got := SpecFields(passed); !slices.Equal(got, c.fields) {
 			t.Errorf("%v passed on: %v: fields %q", c.fields, passed, got)
@@ -256,7 +265,9 @@ func TestSpecFields(t *testing.T) {
 	}
 	for _, err := range []error{nil, ErrSpec, fmt.Errorf("kv: table %q: part 3 outside its 2 shards: %w", "t", ErrSpec),
 		fmt.Errorf("kv: table %q: colour red differs from the existing table's blue: %w", "t", ErrSpec),
-		fmt.Errorf("kv: table %q: dim 3 differs from the existing table's 2 and colour red differs from the existing table's blue: %w", "t", ErrSpec)} {
+		fmt.Errorf("kv: table %q: dim 3 differs from the existing table's 2 and colour red differs from the existing table's blue: %w", "t", ErrSpec),
+		// A shard's kv.max_memory refusal is an ErrSpec, not a clash.
+		&RemoteError{Part: 1, Code: ErrorCode(ErrSpec), Text: `kv: table "t": 80 bytes more than kv.max_memory allows: invalid table spec`}} {
 		if got := SpecFields(err); got != nil {
 			t.Errorf("%v: fields %q, want none", err, got)
 		}

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"graphnode/kv"
 	"graphnode/node/control"
@@ -255,12 +254,11 @@ func (s *kvServer) checkDeclaredAtStart(ctx context.Context) {
 		lower := false // a peer of a lower part refused
 		for _, p := range s.peers() {
 			err := s.sendAck(ctx, p, body)
-			var remote *kv.RemoteError
 			switch {
 			case err == nil:
 			case unknownPhase(err, saveSpec):
 				s.log.Debug("kv: a peer of an earlier build cannot compare tables of [[kv.tables]]", "part", p, "table", ts.Name)
-			case errors.As(err, &remote) && strings.Contains(remote.Text, specClashText):
+			case len(kv.SpecFields(err)) > 0:
 				clashes = append(clashes, err)
 				lower = lower || p < s.part
 			default:
@@ -287,9 +285,6 @@ func (s *kvServer) checkDeclaredAtStart(ctx context.Context) {
 		}
 	}
 }
-
-// specClashText is in compareSpec's refusal.
-const specClashText = "differs from the existing table's"
 
 // compareSpec serves a peer's phase "spec": an error naming each field
 // when this node holds ts's table with another spec, nil when it holds
