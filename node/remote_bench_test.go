@@ -13,15 +13,7 @@ import (
 // float32 features each), prefetch then Gather, over an in-process mesh:
 // the common path, one pull per peer.
 func BenchmarkClusterGather(b *testing.B) {
-	c := startMeshClusterDim(b, 2, 0, csr.TypeF32, 0, 100)
-	src, err := newClusterSource(c.parts_[0], c.book, c.client(b, 0))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ids := make([]uint64, c.book.NumNodes())
-	for i := range ids {
-		ids[i] = uint64(i)
-	}
+	src, ids := gatherBatch(b)
 	dst := make([]byte, len(ids)*src.rowBytes)
 	ctx := context.Background()
 	b.SetBytes(int64(len(dst)))
@@ -35,15 +27,7 @@ func BenchmarkClusterGather(b *testing.B) {
 
 // BenchmarkClusterGatherLabels is the labels of the same batch.
 func BenchmarkClusterGatherLabels(b *testing.B) {
-	c := startMeshClusterDim(b, 2, 0, csr.TypeF32, 0, 100)
-	src, err := newClusterSource(c.parts_[0], c.book, c.client(b, 0))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ids := make([]uint64, c.book.NumNodes())
-	for i := range ids {
-		ids[i] = uint64(i)
-	}
+	src, ids := gatherBatch(b)
 	dst := make([]int64, len(ids)*src.labelDim)
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -72,4 +56,20 @@ func BenchmarkMeshRemoteSample(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// gatherBatch is part 0's source of a 2-part set of 1500 nodes with 100
+// float32 features each, over an in-process mesh, and a batch of every
+// node.
+func gatherBatch(b *testing.B) (*clusterSource, []uint64) {
+	c := startMeshClusterDim(b, 2, 0, csr.TypeF32, 0, 100)
+	src, err := newClusterSource(c.parts_[0], c.book, c.client(b, 0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := make([]uint64, c.book.NumNodes())
+	for i := range ids {
+		ids[i] = uint64(i)
+	}
+	return src, ids
 }
