@@ -163,6 +163,30 @@ func (c *meshCluster) client(t testing.TB, p int) *mesh.Client {
 	return cli
 }
 
+// sameAsUnion samples batch key of seeds with ref (one process over the
+// union, gathering its own rows) and with s (a part's sampler, pulling
+// through src), and says whether their records differ; a failure of s
+// is returned, ref's fails t.
+func sameAsUnion(ctx context.Context, t *testing.T, ref, s *sample.Sampler, src *clusterSource, key sample.BatchKey, seeds []uint64) error {
+	t.Helper()
+	want, err := ref.Sample(ctx, key, seeds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ref.Gather(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	wrec := encodeRecord(t, want, nil)
+	got, err := s.Sample(ctx, key, seeds)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(wrec, encodeRecord(t, got, src.prefetch(ctx, got.NID))) {
+		return errors.New("record differs from the union's")
+	}
+	return nil
+}
+
 func encodeRecord(t *testing.T, b *sample.Batch, x sample.FeatureSource) []byte {
 	t.Helper()
 	size, err := sample.EncodedSize(b)
@@ -235,23 +259,8 @@ func TestDistributedMatchesUnion(t *testing.T) {
 				}
 				ep := plan.Epoch(0, nil)
 				for b := range min(ep.NumBatches(), 6) {
-					key := ep.Key(b)
-					want, err := ref.Sample(ctx, key, ep.Batch(b))
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := ref.Gather(ctx, want); err != nil {
-						t.Fatal(err)
-					}
-					wrec := encodeRecord(t, want, nil)
-					got, err := s.Sample(ctx, key, ep.Batch(b))
-					if err != nil {
-						t.Fatal(err)
-					}
-					pf := src.prefetch(ctx, got.NID)
-					grec := encodeRecord(t, got, pf)
-					if !bytes.Equal(wrec, grec) {
-						t.Fatalf("part %d batch %d: record differs from the union's", p, b)
+					if err := sameAsUnion(ctx, t, ref, s, src, ep.Key(b), ep.Batch(b)); err != nil {
+						t.Fatalf("part %d batch %d: %v", p, b, err)
 					}
 				}
 				if tc.cache > 0 && src.hits.Load() == 0 {
