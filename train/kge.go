@@ -351,11 +351,9 @@ func (k *KGE) evalInto(ctx context.Context, data KGEData, st *KGEEpochStats, vec
 	if err != nil {
 		return err
 	}
-	clear(vec)
-	m.vector(vec[3:])
-	if err := k.allReduce(ctx, vec); err != nil {
+	if st.Eval, err = k.mergeMetrics(ctx, m, vec); err != nil {
 		return err
 	}
-	st.Evaluated, st.Eval, st.EvalTime = true, kgeMetricsFrom(vec[3:]), time.Since(t)
+	st.Evaluated, st.EvalTime = true, time.Since(t)
 	return nil
 }
