@@ -90,7 +90,8 @@
 // distinct row. Trainers do not wait for each
 // other between steps (Hogwild, as DGL-KE); each epoch ends with one
 // all-reduce of the loss, a barrier after which every trainer's pushes
-// are in, and, when it evaluates, one more of the metric sums: every
+// are in, and, when it evaluates, one more of the metric sums (as
+// base-256 digits, which no float32 reduction rounds: kge_metrics.go): every
 // trainer ranks its share (every World-th triple from Rank) of
 // Eval, heads and tails, against every entity, with the whole tables
 // pulled, and leaves out the known facts of Filter (filtered ranks); or,

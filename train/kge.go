@@ -214,8 +214,10 @@ func NewKGE(cfg KGEConfig, params KGEParams, sync Sync) (*KGE, error) {
 
 // KGESyncLen is the length of the vectors a KGE trainer all-reduces
 // (size the Sync's table with it): once per epoch the loss sum, steps and
-// positives, and after each evaluation the metric sums (see
-// KGEMetrics.vector) in the same layout.
+// positives, and after each evaluation three zeros, then the metric sums
+// as digits (see KGEMetrics.vector). Its 51 values fit one row of
+// node/client.Sync's table (SyncDim 256), the one row they took as 9
+// values: a job's sync table keeps its spec.
 const KGESyncLen = 3 + kgeMetricsLen
 
 func (k *KGE) progress(stage string, done, total int64) {
@@ -227,14 +229,23 @@ func (k *KGE) progress(stage string, done, total int64) {
 // allReduce sums v over the trainers (Sync averages; the trainer count
 // turns means back into sums) in the next round.
 func (k *KGE) allReduce(ctx context.Context, v []float32) error {
-	if err := k.sync.AllReduce(ctx, k.step, v); err != nil {
+	if err := k.allReduceMean(ctx, v); err != nil {
 		return err
 	}
-	k.step++
 	w := float32(k.cfg.World)
 	for i := range v {
 		v[i] *= w
 	}
+	return nil
+}
+
+// allReduceMean replaces v with its mean over the trainers in the next
+// round.
+func (k *KGE) allReduceMean(ctx context.Context, v []float32) error {
+	if err := k.sync.AllReduce(ctx, k.step, v); err != nil {
+		return err
+	}
+	k.step++
 	return nil
 }
 

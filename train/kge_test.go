@@ -214,7 +214,7 @@ func TestKGERank(t *testing.T) {
 	}
 	v := make([]float32, kgeMetricsLen)
 	m.vector(v)
-	if got := kgeMetricsFrom(v); got.Ranks != 4 || math.Abs(got.MRR-want.MRR) > 1e-6 || got.Hits10 != 0.75 {
+	if got := kgeMetricsFrom(v, 1); got.Ranks != 4 || math.Abs(got.MRR-want.MRR) > 1e-9 || got.MR != want.MR || got.Hits10 != 0.75 {
 		t.Errorf("round trip through the sync vector: %+v", got)
 	}
 }
