@@ -224,10 +224,16 @@ func (c *Client) PullVersion(ctx context.Context, table string, minVersion uint6
 // Push sends grads (len(ids)·dim, row after row) to the owners of ids.
 // Each shard applies its part atomically; shards are independent, so on
 // error some shards may have applied theirs (the error names the others).
+// A push to a Sync table is ErrMode before anything is sent, one of no
+// ids too: a trainer asks with one whether it may push to a table
+// (Python's Embedding, when it is made, rather than at its first step).
 func (c *Client) Push(ctx context.Context, table string, ids []uint64, grads []float32) error {
 	s, err := c.spec(table)
 	if err != nil {
 		return err
+	}
+	if s.Mode == Sync {
+		return fmt.Errorf("kv: table %q: push to a sync table, use PushSync: %w", table, ErrMode)
 	}
 	dim := s.Dim
 	if len(grads) != len(ids)*dim {

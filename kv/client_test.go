@@ -169,13 +169,18 @@ func TestClientErrorsCrossTheWire(t *testing.T) {
 	if _, err := c.Pull(ctx, "ent", []uint64{1, 9}, nil); !errors.Is(err, ErrNotOwner) {
 		t.Fatalf("pull beyond the table: %v", err)
 	}
-	err = c.Push(ctx, "w", []uint64{3}, f32(1, 1))
-	if !errors.Is(err, ErrMode) {
-		t.Fatalf("push to a sync table: %v", err)
-	}
+	// A push to a sync table is refused before it is sent, one of no ids
+	// too (a trainer's check of its table); the shard refuses it as well.
 	var re *RemoteError
-	if !errors.As(err, &re) || re.Part != 1 {
-		t.Fatalf("push to part 1's rows: %T %v, want a RemoteError from part 1", err, err)
+	for _, ids := range [][]uint64{{3}, nil} {
+		err = c.Push(ctx, "w", ids, make([]float32, 2*len(ids)))
+		if !errors.Is(err, ErrMode) || errors.As(err, &re) || !strings.Contains(err.Error(), `table "w": push to a sync table, use PushSync`) {
+			t.Fatalf("push of %d ids to a sync table: %v, want ErrMode from the client", len(ids), err)
+		}
+	}
+	err = tr.Push(ctx, 1, &PushRequest{Table: "w", Dim: 2, IDs: []uint64{3}, Grads: f32(1, 1)})
+	if !errors.Is(err, ErrMode) || !errors.As(err, &re) || re.Part != 1 {
+		t.Fatalf("push to part 1's rows: %T %v, want ErrMode in a RemoteError from part 1", err, err)
 	}
 	if _, err := c.Pull(ctx, "nope", []uint64{1}, nil); !errors.Is(err, ErrUnknownTable) {
 		t.Fatalf("unknown table: %v", err)
