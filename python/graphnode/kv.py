@@ -11,8 +11,8 @@ sparse Adagrad, Adam; "average" for synchronous all-reduce tables).
     rows = kv.pull("emb", batch.n_id)           # torch.float32 [len(ids), 64], a copy
     kv.push("emb", batch.n_id, rows_grad)       # applied by the owners
 
-Embedding wraps a table as a sparse embedding layer with autograd, as
-DGL's DistEmbedding with its sparse optimiser does.
+Embedding wraps an async table as a sparse embedding layer with
+autograd, as DGL's DistEmbedding with its sparse optimiser does.
 """
 
 import struct
@@ -263,6 +263,14 @@ class KV(Session):
         body += struct.pack("<QIII", step, trainer, world, g.size)
         return self._ack(self._call(body + g.tobytes(), "push_sync " + table, self._wait()), "push_sync " + table)
 
+    def _check_push(self, table):
+        """Ask the node whether table takes push: a push of no ids, which
+        changes nothing. A sync table refuses it (KVError, code 4 wrong
+        mode), a table that does not exist (yet) too (code 1); a node of an
+        earlier build acks it for any table."""
+        body = struct.pack("<BB", KIND_PUSH, WIRE_VERSION) + _name(table) + struct.pack("<II", 0, 0)
+        self._ack(self._call(body, "push " + table), "push " + table)
+
     @staticmethod
     def _ack(ans, op):
         if ans[0] != KIND_ACK or len(ans) != 10:
@@ -276,18 +284,37 @@ class Embedding:
     torch.no_grad(), as DGL's does); step() pushes the
     gradients of every call since the last step to the table's owners,
     whose optimiser applies them (DGL's DistEmbedding with SparseAdagrad
-    works the same way). Asynchronous tables only.
+    works the same way).
 
         emb = graphnode.Embedding(kv, "emb")
         h = emb(batch.n_id)                 # [len(ids), dim], requires_grad
         loss = model(h, batch).sum(); loss.backward()
         emb.step()                          # push, then forget the calls
+
+    Asynchronous tables only (mode "async"): a sync table's optimiser
+    steps once every trainer of the job has sent push_sync, a gradient
+    for every row, and refuses a push of some rows. Made on a sync table,
+    an Embedding raises KVError (code 4) at once, before any forward
+    pass, as it asks the node with a push of no ids. A table not created
+    yet is not checked then (nor on a node of an earlier build, which
+    acks that push for any table: step() is refused there).
     """
 
     def __init__(self, kv, name):
         self.kv = kv
         self.name = name
         self._calls = []
+        try:
+            kv._check_push(name)
+        except KVError as e:
+            if e.code == 1:  # not created yet: nothing to check
+                return
+            if e.code != 4:
+                raise
+            raise KVError('kv: Embedding: table "%s" is a sync table, which takes only push_sync (every trainer\'s '
+                          'gradient for all its rows, each step); an Embedding pushes the rows it looked up, which '
+                          'only an async table takes: create its table with mode="async", or keep dense parameters '
+                          'in a torch module and push_sync their gradient' % name, e.code) from None
 
     def __call__(self, ids):
         """The rows of ids. With autograd recording, a leaf that requires

@@ -34,6 +34,9 @@ class RecKV:
     def push(self, name, ids, grads):
         self.pushed.append((np.asarray(ids).tolist(), torch.as_tensor(grads).tolist()))
 
+    def _check_push(self, name):
+        pass  # an async table
+
 class FakeConn:
     """A control connection that answers every exchange with answer."""
 
@@ -226,6 +229,50 @@ class EmbeddingOneUpdatePerRow(unittest.TestCase):
         finally:
             graphnode.kv.MAX_FRAME = old
         self.assertEqual(kv.pushed, [([0, 2], [[1.0, 1.0], [2.0, 2.0]]), ([4, 7], [[1.0, 1.0], [1.0, 1.0]])])
+
+
+class EmbeddingOnSyncTable(unittest.TestCase):
+    """A sync table takes only push_sync, a gradient for each of its rows
+    from every trainer; an Embedding of one used to fail at its first
+    step(), after the forward and backward pass. It asks the node when it
+    is made, with a push of no ids (a no-op on an async table)."""
+
+    def answering(self, answer):
+        k = kv_with(answer)
+        sent = []
+        exchange = k._conn.exchange
+        k._conn.exchange = lambda body, op, timeout=None: sent.append(bytes(body)) or exchange(body, op, timeout)
+        return k, sent
+
+    def test_refused_when_made(self):
+        text = b'kv: table "avg": push to a sync table, use PushSync: wrong mode for this table'
+        k, sent = self.answering(struct.pack("<BBHH", 7, 1, 4, len(text)) + text)
+        with self.assertRaises(graphnode.KVError) as cm:
+            Embedding(k, "avg")
+        self.assertEqual(cm.exception.code, 4)
+        msg = str(cm.exception)
+        for want in ('table "avg" is a sync table', 'mode="async"', "push_sync"):
+            self.assertIn(want, msg)
+        # One push of no ids (dim 0, n 0) of table "avg".
+        self.assertEqual(sent, [struct.pack("<BBB", 3, 1, 3) + b"avg" + struct.pack("<II", 0, 0)])
+
+    def test_async_and_unknown_tables_made(self):
+        """An async table acks the push of nothing (as a node of an earlier
+        build does for any table: step() refuses a sync one there); a
+        table not created yet is left to the calls, as before."""
+        text = b'node: kv: table "later" (create it with kv_create or [[kv.tables]]): unknown table'
+        for answer in (struct.pack("<BBQ", 6, 1, 0), struct.pack("<BBHH", 7, 1, 1, len(text)) + text):
+            k, sent = self.answering(answer)
+            emb = Embedding(k, "later")
+            self.assertEqual(len(sent), 1)
+            self.assertEqual(emb._calls, [])
+
+    def test_other_errors_raised(self):
+        text = b"kv: malformed"
+        k, _ = self.answering(struct.pack("<BBHH", 7, 1, 7, len(text)) + text)
+        with self.assertRaises(graphnode.KVError) as cm:
+            Embedding(k, "e")
+        self.assertEqual(cm.exception.code, 7)
 
 
 class PushShape(unittest.TestCase):

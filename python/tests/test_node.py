@@ -291,6 +291,15 @@ class NodeTest(unittest.TestCase):
             with self.assertRaises(graphnode.KVError) as cm:
                 kv.push_sync("avg", 0, 0, 1, g)  # step 0 again: the table is at 1
             self.assertEqual(cm.exception.code, 5)
+            # An Embedding of it is refused when made, not at its first step;
+            # the table is as it was.
+            with self.assertRaises(graphnode.KVError) as cm:
+                graphnode.Embedding(kv, "avg")
+            self.assertEqual(cm.exception.code, 4)
+            self.assertIn('table "avg" is a sync table', str(cm.exception))
+            again, version = kv.pull_version("avg", [0, 1, 2])
+            self.assertEqual(version, 1)
+            self.assertTrue(torch.equal(again, rows))
 
             # Embedding: the gradient of sum() is 1 per element; SGD at lr 1.
             kv.create("e2", rows=10, dim=3, optimizer="sgd", lr=1.0, mode="async", init="uniform", init_scale=0.5)
