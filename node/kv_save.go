@@ -247,11 +247,18 @@ func (s *kvServer) saveLocal() (*control.SaveInfo, error) {
 	return &control.SaveInfo{Dir: dir, Tables: s.store.Tables()}, nil
 }
 
-// saveExit writes this node's exit save (a node stopping).
+// saveExit writes this node's exit save (a node stopping). A node that
+// holds no table writes none, and says so: there is nothing to save, and
+// an exit save of no table, which follows no coordinated save, was
+// logged as one written after save "legacy".
 func (s *kvServer) saveExit() (*control.SaveInfo, error) {
 	dir, err := s.checkpointDir()
 	if err != nil {
 		return nil, err
+	}
+	if len(s.store.Tables()) == 0 {
+		s.log.Info("kv exit save: nothing to save, this node holds no kv table", "dir", dir)
+		return &control.SaveInfo{Dir: dir, Tables: []string{}}, nil
 	}
 	info, err := s.store.SaveExit(dir)
 	if err != nil {

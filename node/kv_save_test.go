@@ -1,10 +1,12 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -15,6 +17,8 @@ import (
 	"time"
 
 	"graphnode/kv"
+	"graphnode/node/control"
+	"graphnode/partition"
 )
 
 // savePeer stands in for part 1 of two in a kv_save's broadcasts: it
@@ -292,5 +296,43 @@ func TestKVSavePrepareSupersedes(t *testing.T) {
 	}
 	if after := readDir(t, dir); maps.Equal(after, before) || len(after) != len(before) {
 		t.Errorf("after the commit: %d files (changed: %v), want the %d of the new checkpoint", len(after), !maps.Equal(after, before), len(before))
+	}
+}
+
+// TestKVExitSaveOfNoTables: a node that holds no kv table when it stops
+// (here its one table was dropped) writes no exit save and says there
+// was nothing to save. It logged "kv exit save written" of a save that
+// followed save "legacy", which no file of this node was.
+func TestKVExitSaveOfNoTables(t *testing.T) {
+	dir := t.TempDir()
+	var logged bytes.Buffer
+	cfg := &Config{KV: KVConfig{CheckpointDir: dir, SyncTimeout: "5s"}}
+	s, err := newKVServer(cfg, slog.New(slog.NewTextHandler(&logged, nil)), partition.Book{Bounds: []uint64{0, 10}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ts := control.TableSpec{Name: "w", Rows: control.Rows{N: 4}, Dim: 2, Optimizer: "sgd", LR: 1, Mode: "async"}
+	if err := ts.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.create(ctx, &ts, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.drop(ctx, "w", false); err != nil {
+		t.Fatal(err)
+	}
+	logged.Reset()
+	info, err := s.save(ctx, false) // the node stops
+	if err != nil || info == nil || info.Dir != dir || info.Tables == nil || len(info.Tables) != 0 {
+		t.Fatalf("exit save of no tables: %+v, %v; want dir %s and tables []", info, err, dir)
+	}
+	log := logged.String()
+	if !strings.Contains(log, `msg="kv exit save: nothing to save, this node holds no kv table" dir=`+dir) ||
+		strings.Contains(log, "exit save written") || strings.Contains(log, "after=") {
+		t.Errorf("exit save of no tables logged:\n%s\nwant only that there was nothing to save", log)
+	}
+	if files := readDir(t, dir); len(files) != 0 {
+		t.Errorf("exit save of no tables left files %v", slices.Sorted(maps.Keys(files)))
 	}
 }

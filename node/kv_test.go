@@ -510,6 +510,35 @@ func TestKVCheckpoint(t *testing.T) {
 	}
 }
 
+// TestKVStopWithoutTables: `node run` with a checkpoint_dir and no kv
+// table, stopped, says that its exit save had nothing to save, and no
+// more: it logged "kv exit save written" after save "legacy" and "kv
+// checkpoint written" with tables [].
+func TestKVStopWithoutTables(t *testing.T) {
+	bin, parts := setup(t)
+	cfg, socket, rings := newConfig(t, parts, "")
+	ckpt := t.TempDir()
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(f, "[kv]\ncheckpoint_dir = %q\n", ckpt); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, bin, cfg, socket, rings)
+	d.stop()
+	if d.err != nil || !d.logHas(`"msg":"kv exit save: nothing to save, this node holds no kv table"`, `"dir":"`+ckpt+`"`) ||
+		d.logHas(`"msg":"kv exit save written`) || d.logHas(`"msg":"kv checkpoint written"`) {
+		t.Errorf("node run without kv tables stopped with %v, logging:\n%s\nwant only that its exit save had nothing to save", d.err, d.log)
+	}
+	if ents, err := os.ReadDir(ckpt); err != nil || len(ents) != 0 {
+		t.Errorf("checkpoint_dir after the stop: %v, %v; want it empty", ents, err)
+	}
+}
+
 // TestKVDrop: kv_drop removes a table from every node, after which it may
 // be created again with another spec; a kv_create that a peer refuses
 // leaves no table behind on the node that created it for that request.

@@ -407,7 +407,7 @@ func (n *Node) Run(ctx context.Context) error {
 			// what was trained since is lost: the exit status says so.
 			n.log.Error("kv checkpoint at shutdown failed", "dir", n.cfg.KV.CheckpointDir, "err", err)
 			saveErr = fmt.Errorf("kv checkpoint at shutdown: %w (the previous checkpoint in %s, if any, is intact)", err, n.cfg.KV.CheckpointDir)
-		} else {
+		} else if len(info.Tables) > 0 { // none: the kv server said there was nothing to save
 			n.log.Info("kv checkpoint written", "dir", info.Dir, "tables", info.Tables)
 		}
 	}
