@@ -245,6 +245,37 @@ func TestKVMarkerFirstFormat(t *testing.T) {
 	}
 }
 
+// TestParseMarker: a marker reads back as written, with or without why
+// its node's exit save failed, and those of earlier builds (the key
+// alone; the key and "trained" or "held") read as they did.
+func TestParseMarker(t *testing.T) {
+	const key, why = "67dc4320c723c382", "kv: save /c/.w.part1.exit.kvt.tmp-7: no space left on device"
+	for _, c := range []struct {
+		text string
+		want markerState
+		ok   bool
+	}{
+		{key + "\n", markerState{Key: key, Trained: true}, true}, // the first format
+		{key + "\nheld\n", markerState{Key: key}, true},
+		{"none\ntrained\n", markerState{Key: "none", Trained: true}, true},
+		{key + "\ntrained\nexit save failed: " + why + "\n", markerState{key, true, why}, true},
+		{key + "\ntrained\nkilled\n", markerState{}, false},
+		{key + "\ntrained\nexit save failed: \n", markerState{}, false},
+		{key + "\ntrained\nexit save failed: " + why + "\nmore\n", markerState{}, false},
+		{key + "\ntrained", markerState{}, false},
+		{"\ntrained\n", markerState{}, false},
+		{"", markerState{}, false},
+	} {
+		m, ok := parseMarker([]byte(c.text))
+		if ok != c.ok || m != c.want {
+			t.Errorf("parseMarker(%q) = %+v, %v; want %+v, %v", c.text, m, ok, c.want, c.ok)
+		}
+		if ok && strings.Count(c.text, "\n") > 1 && m.text() != c.text {
+			t.Errorf("parseMarker(%q).text() = %q", c.text, m.text())
+		}
+	}
+}
+
 // TestKVConcurrentCreatesAfterWholeClusterRestart: two ranks' kv_creates
 // after a whole-cluster restart. Rank 0's check of node 0's loss has
 // read its state and asks node 1; meanwhile rank 1's kv_create settles
@@ -391,6 +422,52 @@ func TestKVLostAfterAnExitSave(t *testing.T) {
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("kv_create: %v, want %q", err, want)
+		}
+	}
+}
+
+// TestKVLostAfterAFailedExitSave: node 1 trained since the last kv_save,
+// and its exit save failed when it stopped (a directory where its save
+// journal goes stands here for a full disk: the save fails before it is
+// committed, and the last save stays in place). Restarted with kv.load,
+// it loads its part of that save beside node 0, which trained since: the
+// table is refused, as before, but the refusal, whichever node the
+// trainer asked, said node 1 was "killed before a save". Its marker now
+// records why the exit save failed, and the refusal says that.
+func TestKVLostAfterAFailedExitSave(t *testing.T) {
+	for asked := range 2 {
+		dirs := [2]string{t.TempDir(), t.TempDir()}
+		ss, ts := coordinatedSaveLoad(t, dirs, true)
+		train(t, ss, 1)
+		markAll(ss)
+		obstacle := filepath.Join(dirs[1], kv.JournalName(1)+".tmp")
+		if err := os.MkdirAll(filepath.Join(obstacle, "x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		_, exitErr := ss[1].save(ctx, false) // SIGTERM
+		if exitErr == nil {
+			t.Fatal("exit save with its journal's path taken: no error")
+		}
+		if m := marker(t, dirs, 1); !strings.HasSuffix(m, "\ntrained\nexit save failed: "+exitErr.Error()+"\n") {
+			t.Fatalf("node 1's marker after its exit save failed: %q, want it trained and why the exit save failed (%v)", m, exitErr)
+		}
+		if err := os.RemoveAll(obstacle); err != nil { // room again
+			t.Fatal(err)
+		}
+		ss = restartPart(t, ss, dirs, 1, true)
+		_, err := ss[asked].create(ctx, &ts, true)
+		const failed = "lost the rows trained since when its node last stopped (its exit save failed: "
+		if err == nil || !strings.Contains(err.Error(), errLostTraining.Error()) ||
+			!strings.Contains(err.Error(), "part 1 loaded "+filepath.Join(dirs[1], kv.FileName("w", 1))+", of save ") ||
+			strings.Count(err.Error(), failed+exitErr.Error()+")") != 2 || strings.Contains(err.Error(), "(killed before a save)") {
+			t.Fatalf("kv_create through node %d after node 1's exit save failed: %v\nwant node 1 (and the node that asked, in node 0's answer) said to have %s%v)",
+				asked, err, failed, exitErr)
+		}
+		for p := range ss {
+			if served(ss[p]) {
+				t.Errorf("asked %d: part %d serves the refused table", asked, p)
+			}
 		}
 	}
 }

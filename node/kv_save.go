@@ -109,6 +109,9 @@ type peerSaveRequest struct {
 	Loaded      bool   `json:"check_loaded,omitempty"`
 	PrevKey     string `json:"check_prev,omitempty"`
 	PrevTrained bool   `json:"check_prev_trained,omitempty"`
+	// PrevExitFailed is why the sender's exit save failed when its node
+	// last stopped (markerState.ExitFailed); an earlier build sends none.
+	PrevExitFailed string `json:"check_prev_exit_failed,omitempty"`
 	// Spec is phase "spec"'s: a table of the sender's [[kv.tables]].
 	Spec *control.TableSpec `json:"check_spec,omitempty"`
 }
@@ -124,13 +127,18 @@ type preparedSave struct {
 // saves this node's at once, after dropping the saves peers prepared on
 // it, as an exit save: beside this node's part of the last coordinated
 // save, not over it (kv.Store.SaveExit), for the other nodes keep
-// theirs of that save. With forward (a trainer's kv_save) it saves every node's, all or
+// theirs of that save; when it fails, the markers say why
+// (markExitFailed). With forward (a trainer's kv_save) it saves every node's, all or
 // none (see above), and answers the tables every node saved; on a client
 // node, which holds no shard, every sampling node's (Dir is then "").
 func (s *kvServer) save(ctx context.Context, forward bool) (*control.SaveInfo, error) {
 	if !forward {
 		s.abortPrepared("this node is stopping", nil)
-		return s.saveExit()
+		info, err := s.saveExit()
+		if err != nil {
+			s.markExitFailed(err)
+		}
+		return info, err
 	}
 	dir := ""
 	if s.store != nil {

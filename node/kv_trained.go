@@ -31,7 +31,9 @@ import (
 // table holds beyond its initial rows: <table>.part<K>.trained, holding
 // the key of its origin (originKey; kv.Origin: the save its rows last
 // equalled, or "none", its initial rows) and whether it was trained
-// since ("trained" or "held"). A node that starts and finds a marker
+// since ("trained" or "held"), and, when its node's exit save failed as
+// it stopped, why: that node was not killed, and what its shard trained
+// since its origin is lost all the same. A node that starts and finds a marker
 // that says more than it now holds (training since the origin it holds
 // again, or another save than the one it holds, or one where it holds
 // its initial rows) lost that, and asks every peer whether its shard is
@@ -68,23 +70,35 @@ func markerName(table string, part int) string {
 }
 
 // markerState is what a marker says of a shard: it held save Key (or,
-// "none", its initial rows), and had been trained since (Trained).
+// "none", its initial rows), and had been trained since (Trained); its
+// node's exit save then failed with ExitFailed ("": it did not fail, or
+// the node was killed before one).
 type markerState struct {
-	Key     string
-	Trained bool
+	Key        string
+	Trained    bool
+	ExitFailed string
 }
 
+// exitFailedTag starts a marker's third line, which says why its node's
+// exit save failed.
+const exitFailedTag = "exit save failed: "
+
 // text is the marker file's contents: the key, then "trained" or "held",
-// a line each.
+// then, when the exit save failed, exitFailedTag and why; a line each.
 func (m markerState) text() string {
 	tag := "held"
 	if m.Trained {
 		tag = "trained"
 	}
-	return m.Key + "\n" + tag + "\n"
+	t := m.Key + "\n" + tag + "\n"
+	if m.ExitFailed != "" {
+		t += exitFailedTag + m.ExitFailed + "\n"
+	}
+	return t
 }
 
-// parseMarker reads a marker file's contents.
+// parseMarker reads a marker file's contents, of this build or an
+// earlier one (without the third line, or of the first format).
 func parseMarker(b []byte) (markerState, bool) {
 	lines := strings.Split(string(b), "\n")
 	if len(lines) == 2 && lines[0] != "" && lines[1] == "" {
@@ -92,10 +106,28 @@ func parseMarker(b []byte) (markerState, bool) {
 		// trained since that save.
 		return markerState{Key: lines[0], Trained: true}, true
 	}
+	var m markerState
+	if len(lines) == 4 {
+		why, ok := strings.CutPrefix(lines[2], exitFailedTag)
+		if !ok || why == "" {
+			return markerState{}, false
+		}
+		m.ExitFailed, lines = why, append(lines[:2], lines[3])
+	}
 	if len(lines) != 3 || lines[0] == "" || lines[2] != "" || lines[1] != "trained" && lines[1] != "held" {
 		return markerState{}, false
 	}
-	return markerState{Key: lines[0], Trained: lines[1] == "trained"}, true
+	m.Key, m.Trained = lines[0], lines[1] == "trained"
+	return m, true
+}
+
+// stopped says how a node whose shard lost the rows trained since m.Key
+// stopped.
+func (m markerState) stopped() string {
+	if m.ExitFailed != "" {
+		return "its exit save failed: " + m.ExitFailed
+	}
+	return "killed before a save"
 }
 
 // markers is the state of a node's marker files. Guarded by
@@ -113,6 +145,9 @@ type markers struct {
 	// the save check accepts a peer that loaded one of them
 	// (kv_save_check.go).
 	known map[string][]string
+	// exitFailed is why this node's exit save failed (markExitFailed),
+	// "" before: the markers of shards trained since their origin say it.
+	exitFailed string
 }
 
 // maxKnownSaves bounds markers.known per table, which every save check
@@ -147,7 +182,7 @@ func (s *kvServer) readMarkers() error {
 		}
 		m, ok := parseMarker(b)
 		if !ok {
-			return fmt.Errorf("node: kv.checkpoint_dir: %s: not a marker of what a shard held (a save's key, then \"trained\" or \"held\", a line each): %q: remove it if it is not this node's", filepath.Join(dir, name), b)
+			return fmt.Errorf("node: kv.checkpoint_dir: %s: not a marker of what a shard held (a save's key, then \"trained\" or \"held\", then, if its exit save failed, %q and why, a line each): %q: remove it if it is not this node's", filepath.Join(dir, name), exitFailedTag, b)
 		}
 		s.mark.onDisk[table], s.mark.prev[table] = m.text(), m
 	}
@@ -219,7 +254,7 @@ func describeShard(who string, st shardState) string {
 	case st.Changed:
 		d += ", and trained its rows since"
 	case st.Lost && (st.Prev.Key == "" || st.Prev.Key == st.Key):
-		d += ", and lost the rows trained since when its node last stopped (killed before a save)"
+		d += ", and lost the rows trained since when its node last stopped (" + st.Prev.stopped() + ")"
 	case st.Lost:
 		held := "its initial rows"
 		if st.Prev.Key != "none" {
@@ -227,6 +262,9 @@ func describeShard(who string, st shardState) string {
 		}
 		if st.Prev.Trained {
 			held += " and rows trained since"
+		}
+		if st.Prev.ExitFailed != "" {
+			held += "; " + st.Prev.stopped()
 		}
 		d += ", and lost what it held when its node last stopped (" + held + ")"
 	}
@@ -251,7 +289,7 @@ func (s *kvServer) checkLost(ctx context.Context, table string) (checked bool, e
 		return false, nil
 	}
 	body, err := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: saveLost, Save: me.Key, Table: table, File: me.File,
-		Loaded: me.Loaded, PrevKey: me.Prev.Key, PrevTrained: me.Prev.Trained})
+		Loaded: me.Loaded, PrevKey: me.Prev.Key, PrevTrained: me.Prev.Trained, PrevExitFailed: me.Prev.ExitFailed})
 	if err != nil {
 		return false, err
 	}
@@ -300,7 +338,7 @@ func (s *kvServer) answerLost(r *peerSaveRequest) error {
 	if !ok || me.Key == r.Save && !me.Changed {
 		return nil
 	}
-	asker := shardState{Key: r.Save, File: r.File, Loaded: r.Loaded, Lost: true, Prev: markerState{r.PrevKey, r.PrevTrained}}
+	asker := shardState{Key: r.Save, File: r.File, Loaded: r.Loaded, Lost: true, Prev: markerState{r.PrevKey, r.PrevTrained, r.PrevExitFailed}}
 	return fmt.Errorf("node: table %q: %s; %s", r.Table, describeShard(fmt.Sprintf("part %d", s.part), me), describeShard("the node that asked", asker))
 }
 
@@ -368,7 +406,7 @@ func (s *kvServer) refuseLost(ctx context.Context, table string) error {
 }
 
 // lostFix says how to serve a table again after checkLost's error.
-const lostFix = "a node that lost what its shard held when it last stopped (killed before a save, or restarted without kv.load) cannot be served beside nodes that kept theirs: " +
+const lostFix = "a node that lost what its shard held when it last stopped (killed before a save, its exit save failed, or restarted without kv.load) cannot be served beside nodes that kept theirs: " +
 	"every node goes back to one point, the last save (with kv.load) or the initial rows (without), and what was trained since is lost"
 
 // checkLostAtStart runs checkLost, once the peers answer, for every
@@ -455,7 +493,11 @@ func (s *kvServer) syncMarkers() {
 		}
 		want := ""
 		if key != "none" || changed {
-			want = markerState{key, changed}.text()
+			m := markerState{Key: key, Trained: changed}
+			if changed {
+				m.ExitFailed = s.mark.exitFailed
+			}
+			want = m.text()
 		}
 		if s.mark.onDisk[table] != want {
 			err := writeMarker(filepath.Join(dir, markerName(table, s.part)), want)
@@ -469,6 +511,17 @@ func (s *kvServer) syncMarkers() {
 		}
 		s.markMu.Unlock()
 	}
+}
+
+// markExitFailed records, in the marker of each shard trained since its
+// origin, that this node's exit save failed, and why (err, on one line):
+// the check of lost training at the next start then says so, where it
+// said the node was killed before a save.
+func (s *kvServer) markExitFailed(err error) {
+	s.markMu.Lock()
+	s.mark.exitFailed = strings.Join(strings.Fields(err.Error()), " ")
+	s.markMu.Unlock()
+	s.syncMarkers()
 }
 
 // forgetMarker removes table's marker (the table is dropped on this
