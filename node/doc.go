@@ -126,7 +126,9 @@
 // all shards exist when the trainer gets its answer; an equal spec is a
 // no-op, another spec an error naming the field. When a peer refuses, a
 // table this request created here is dropped again, so no node keeps a
-// spec the cluster refused by its own doing. kv_drop removes a table from
+// spec the cluster refused by its own doing; the peers that accepted it
+// keep it (one may hold trained rows), and the same kv_create again
+// completes it (kv_save refuses it until then). kv_drop removes a table from
 // every node the same way (kv.Store.Drop: a step waiting on it fails).
 //
 // Trainers reach kv only through their own node: a control frame whose

@@ -60,9 +60,9 @@ func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward boo
 			case createDropped:
 				// Not kept half made: a retry with the spec the peers
 				// have, or another, starts clean here.
-				undo = " (the table this request created on this node is dropped again; nodes that accepted it keep it until kv_drop)"
+				undo = " (the table this request created on this node is dropped again; nodes that accepted it keep it: " + retryCreate + ")"
 			case createKeptForPeer:
-				undo = " (the table this request created on this node stays: another node's kv_create of it was accepted here meanwhile; kv_drop removes it everywhere)"
+				undo = " (the table this request created on this node stays: another node's kv_create of it was accepted here meanwhile; " + retryCreate + ")"
 			}
 		}
 		if err != nil {
@@ -78,6 +78,14 @@ func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward boo
 	v, _ := s.store.Version(sp.Name)
 	return &control.TableInfo{Name: sp.Name, Rows: sp.Rows, Dim: sp.Dim, Bounds: sp.Bounds, Created: created, Version: v}, nil
 }
+
+// retryCreate says what to do with a table that a kv_create failing on
+// some peers left on others only (kv_save refuses the tables some nodes
+// lack). Its peers are not told to drop it again: one that had it before
+// may hold trained rows, and one that cannot be reached would keep it
+// anyway. The same kv_create again creates it where it is missing, and
+// the nodes that hold it keep their rows.
+const retryCreate = "run this kv_create again once the cause is fixed, which creates it where it is missing, or kv_drop it"
 
 // createLocal creates sp in this node's store and its client and, with
 // kv.load, restores it from its checkpoint file when there is one. A
@@ -208,7 +216,7 @@ func (s *kvServer) endCreate(name string, pc *pendingCreate, ok bool) createOutc
 // not sent to client nodes).
 func (s *kvServer) createRemote(ctx context.Context, t *control.TableSpec, sp kv.Spec) (*control.TableInfo, error) {
 	if err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: t}); err != nil {
-		return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the sampling nodes: %v", err), KVCode: kv.ErrorCode(err)}
+		return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the sampling nodes: %v (those that accepted it keep it: %s)", err, retryCreate), KVCode: kv.ErrorCode(err)}
 	}
 	if err := s.verifyRemote(ctx, sp.Name); err != nil {
 		return nil, &control.Error{Key: "table", Msg: err.Error()}

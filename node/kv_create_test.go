@@ -144,7 +144,7 @@ func TestKVCreatePeerFailedLoad(t *testing.T) {
 	s.send = func(ctx context.Context, part int, req []byte) ([]byte, error) { return peer.KV(ctx, req) }
 	ts := control.TableSpec{Name: "w", Rows: control.Rows{N: 10}, Dim: 2, Optimizer: "sgd", LR: 1, Mode: "async"}
 	_, err = s.create(context.Background(), &ts, true)
-	const undo = " (the table this request created on this node is dropped again; nodes that accepted it keep it until kv_drop)"
+	const undo = " (the table this request created on this node is dropped again; nodes that accepted it keep it: " + retryCreate + ")"
 	var ce *control.Error
 	if !errors.As(err, &ce) || !strings.HasPrefix(ce.Msg, "create on the other nodes: part 1: ") || !strings.Contains(ce.Msg, "kv: load "+path+": header: 4 of 192 bytes: ") ||
 		!strings.HasSuffix(ce.Msg, "corrupt checkpoint"+undo) || strings.Count(ce.Msg, "dropped again") != 1 {
@@ -336,7 +336,7 @@ func TestKVCreateWaitsForBroadcast(t *testing.T) {
 	}
 
 	close(peer.release)
-	wantBroadcastDown(t, <-first, " (the table this request created on this node is dropped again; nodes that accepted it keep it until kv_drop)")
+	wantBroadcastDown(t, <-first, " (the table this request created on this node is dropped again; nodes that accepted it keep it: run this kv_create again once the cause is fixed, which creates it where it is missing, or kv_drop it)")
 	r2 := early
 	if r2 == nil {
 		r := <-second
@@ -384,7 +384,7 @@ func TestKVCreateKeepsTableAPeerAccepted(t *testing.T) {
 	if names := s.store.Tables(); !slices.Equal(names, []string{"w"}) {
 		t.Fatalf("tables after the failed broadcast: %v, want [w], which the peer's kv_create was told exists", names)
 	}
-	wantBroadcastDown(t, r, " (the table this request created on this node stays: another node's kv_create of it was accepted here meanwhile; kv_drop removes it everywhere)")
+	wantBroadcastDown(t, r, " (the table this request created on this node stays: another node's kv_create of it was accepted here meanwhile; run this kv_create again once the cause is fixed, which creates it where it is missing, or kv_drop it)")
 	if _, err := s.tableClient("w"); err != nil {
 		t.Fatalf("client after the failed broadcast: %v", err)
 	}

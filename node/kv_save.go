@@ -170,16 +170,16 @@ func (s *kvServer) forwardSave(ctx context.Context) ([]preparedTable, error) {
 		return nil, err
 	}
 	resp, err := s.send(ctx, saveCoordinator, body)
-	var saved []preparedTable
+	var a saveAnswer
 	listed := false
 	if err == nil {
-		saved, listed, err = saveAnswerOf(saveCoordinator, resp)
+		a, listed, err = saveAnswerOf(saveCoordinator, resp)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("save through the node of part %d, which coordinates saves: %w", saveCoordinator, err)
 	}
 	if listed {
-		return saved, nil
+		return a.Tables, nil
 	}
 	s.log.Warn("kv save: the node that coordinates saves, of an earlier build, does not say which tables it saved: this node's are answered", "part", saveCoordinator)
 	return s.heldTables(), nil
@@ -213,7 +213,7 @@ func (s *kvServer) coordinate(ctx context.Context) ([]preparedTable, error) {
 	saved := preparedTables(local.Specs())
 	nodes, err := s.preparePeers(ctx, id)
 	if err == nil {
-		err = compareSaveTables(append(nodes, partTables{s.part, saved}))
+		err = compareSaveTables(append(nodes, partTables{s.part, saved, s.markedTables(local.Specs())}))
 		if err != nil && !slices.Equal(slices.Sorted(slices.Values(tableNames(saved))), slices.Sorted(slices.Values(s.store.Tables()))) {
 			// A kv_create or kv_drop ran between this node's prepare and
 			// its peers': the sets differ for that, not for a lost

@@ -26,6 +26,19 @@ import (
 // compares them with its own before any commit, and when they differ
 // aborts the save on every node, which keeps the checkpoint it had.
 //
+// A node lacks a table for one of two reasons, which call for different
+// fixes. Its node restarted since the table was made, without loading
+// it: the rows it held are gone, and a kv_create of it there starts from
+// its initial rows beside the others' trained ones (the check of lost
+// training then drops the table on every node), so every node must go
+// back to the last save. Or a kv_create failed part-way (a node
+// unreachable) and left the table on some nodes only: the nodes that lack
+// it never held rows of it but its initial ones, and the same kv_create
+// again creates it there and keeps the others' rows. The marker of what a
+// shard held (kv_trained.go) tells them apart: so each prepare also
+// answers the tables the node lacks while a marker says it held rows of
+// them (saveAnswer.Marked).
+//
 // The answer is a JSON body, as the request is: a node of an earlier
 // build neither asks for it (its prepare has no list_tables) nor sends
 // one (it answers an Ack); its tables are then not compared, with a
@@ -41,6 +54,11 @@ var errSaveTables = errors.New("the nodes hold different tables")
 // every node saved.
 type saveAnswer struct {
 	Tables []preparedTable `json:"saved_tables"`
+	// Marked, of a prepare, names the tables the node holds no shard of
+	// while a marker says its shard held rows of them but its initial
+	// ones (markedTables): [] when there is none; nil (null, or absent:
+	// a node of an earlier build, which does not say) in other answers.
+	Marked []string `json:"marked_tables"`
 }
 
 // preparedTable is a table of a save: its name and enough of its spec to
@@ -81,21 +99,52 @@ func (t preparedTable) shape() string {
 // saveAnswerOf decodes a peer's answer to a prepare or coordinate that
 // asked for its tables: listed is false when it is an Ack (a node of an
 // earlier build), and the error is the peer's when it failed.
-func saveAnswerOf(part int, resp []byte) (ts []preparedTable, listed bool, err error) {
+func saveAnswerOf(part int, resp []byte) (a saveAnswer, listed bool, err error) {
 	if len(resp) == 0 || resp[0] != '{' {
-		return nil, false, ackError(part, resp)
+		return saveAnswer{}, false, ackError(part, resp)
 	}
-	var a saveAnswer
 	if err := json.Unmarshal(resp, &a); err != nil {
-		return nil, false, fmt.Errorf("node: kv_save answer of part %d: %v: %w", part, err, kv.ErrMalformed)
+		return saveAnswer{}, false, fmt.Errorf("node: kv_save answer of part %d: %v: %w", part, err, kv.ErrMalformed)
 	}
-	return a.Tables, true, nil
+	return a, true, nil
 }
 
-// partTables are the tables a node prepared.
+// partTables are the tables a node prepared, and those it lacks while a
+// marker says it held rows of them (nil: it did not say).
 type partTables struct {
 	part   int
 	tables []preparedTable
+	marked []string
+}
+
+// markedTables names the tables this node holds no shard of, none of
+// held, while its marker of one (of a previous run, or of a table left
+// out since) says its shard held rows of it but its initial ones. Never
+// nil: an empty list says there is none.
+func (s *kvServer) markedTables(held []kv.Spec) []string {
+	seen := map[string]bool{}
+	for _, sp := range held {
+		seen[sp.Name] = true
+	}
+	names := []string{}
+	add := func(name string) {
+		if !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	s.markMu.Lock()
+	for name, text := range s.mark.onDisk {
+		if text != "" {
+			add(name)
+		}
+	}
+	for name := range s.mark.prev {
+		add(name)
+	}
+	s.markMu.Unlock()
+	slices.Sort(names)
+	return names
 }
 
 // compareSaveTables returns an errSaveTables error naming, per table,
@@ -112,7 +161,8 @@ func compareSaveTables(nodes []partTables) error {
 		}
 	}
 	var diffs []string
-	lacking, specs := false, false
+	var created, lost, unknown []string // tables some parts lack, by what those say of them (lackedBy)
+	specs := false
 	for _, name := range slices.Sorted(maps.Keys(held)) {
 		bySpec := held[name]
 		var holders, without []int
@@ -127,7 +177,14 @@ func compareSaveTables(nodes []partTables) error {
 		slices.Sort(holders)
 		var d []string
 		if len(without) > 0 {
-			lacking = true
+			switch lackedBy(nodes, without, name) {
+			case lackNeverHeld:
+				created = append(created, name)
+			case lackLost:
+				lost = append(lost, name)
+			default:
+				unknown = append(unknown, name)
+			}
 			d = append(d, fmt.Sprintf("%s hold%s no shard of it (%s do%s)", partsText(without), verbS(without), partsText(holders), esS(holders)))
 		}
 		if len(bySpec) > 1 {
@@ -148,13 +205,21 @@ func compareSaveTables(nodes []partTables) error {
 		return nil
 	}
 	var fix []string
-	if lacking {
-		fix = append(fix, "If a kv_create or kv_drop of it ran during this save, run kv_save again. "+
-			"Otherwise a part without a table's shard holds none of its rows (its node restarted since the table was created, without loading it): "+
-			"restart every node with [kv] load = true and kv_create the table, and each loads its files of the last save, which this refusal left in place "+
-			"(or its exit save, when it stopped on its own since); a kv_create of it without kv.load gives that part its initial rows: "+
-			"its rows are lost there, the check of lost training refuses them beside the others' trained ones, "+
-			"and the table created again starts from its initial rows on every node. A table no longer wanted: kv_drop it")
+	if len(created)+len(lost)+len(unknown) > 0 {
+		fix = append(fix, "If a kv_create or kv_drop of a table ran during this save, run kv_save again")
+	}
+	if len(created) > 0 {
+		fix = append(fix, fmt.Sprintf("Otherwise no part without a shard of %s ever held rows of it but its initial ones (a kv_create of it failed part-way, a node unreachable, say, and left it on some nodes only): "+
+			"run kv_create for %s again, with the spec it was created with (it creates the table where it is missing and keeps the rows of the nodes that hold it), or kv_drop it", tablesText(created), tablesText(created)))
+	}
+	if len(lost) > 0 {
+		fix = append(fix, fmt.Sprintf("Otherwise a part without a shard of %s held rows of it, which it holds no more (its node restarted since, without loading it): %s", tablesText(lost), lostShardFix))
+	}
+	if len(unknown) > 0 {
+		fix = append(fix, fmt.Sprintf("Otherwise, of %s, a part of an earlier build does not say whether it held rows. "+
+			"If no part without a shard of it held any but its initial ones (a kv_create of it failed part-way, a node unreachable, say, and left it on some nodes only), "+
+			"run kv_create for it again, with the spec it was created with, or kv_drop it. If one did, it holds them no more (its node restarted since, without loading it): %s",
+			tablesText(unknown), lostShardFix))
 	}
 	if specs {
 		fix = append(fix, "A table held with different specs was created again with another on some nodes (their [[kv.tables]]): "+
@@ -162,6 +227,47 @@ func compareSaveTables(nodes []partTables) error {
 	}
 	return fmt.Errorf("nothing saved (every node keeps its checkpoint): %w, and each node saving its own would leave no save of them loadable on every node: %s. %s",
 		errSaveTables, strings.Join(diffs, "; "), strings.Join(fix, ". "))
+}
+
+// lostShardFix says how to serve again a table whose shard a node lost.
+const lostShardFix = "restart every node with [kv] load = true and kv_create the table, and each loads its files of the last save, which this refusal left in place " +
+	"(or its exit save, when it stopped on its own since); a kv_create of it without kv.load gives that part its initial rows: " +
+	"its rows are lost there, the check of lost training refuses them beside the others' trained ones, " +
+	"and the table created again starts from its initial rows on every node. A table no longer wanted: kv_drop it"
+
+// Why the parts without a shard of a table lack it (lackedBy).
+const (
+	lackUnknown   = iota // a part of an earlier build does not say
+	lackNeverHeld        // none held rows of it but its initial ones
+	lackLost             // one held rows of it (its marker says so)
+)
+
+// lackedBy says why the parts without, of nodes, hold no shard of table
+// name.
+func lackedBy(nodes []partTables, without []int, name string) int {
+	why := lackNeverHeld
+	for _, n := range nodes {
+		switch {
+		case !slices.Contains(without, n.part):
+		case slices.Contains(n.marked, name):
+			return lackLost
+		case n.marked == nil:
+			why = lackUnknown
+		}
+	}
+	return why
+}
+
+// tablesText names tables in an error: `table "w"`, `tables "v", "w"`.
+func tablesText(names []string) string {
+	q := make([]string, len(names))
+	for i, name := range names {
+		q[i] = strconv.Quote(name)
+	}
+	if len(names) == 1 {
+		return "table " + q[0]
+	}
+	return "tables " + strings.Join(q, ", ")
 }
 
 // partsText names parts in an error: "part 1", "parts 0, 2".
@@ -203,9 +309,9 @@ func (s *kvServer) preparePeers(ctx context.Context, id string) ([]partTables, e
 	n := len(s.peers())
 	nodes := make([]partTables, n)
 	listed := make([]bool, n)
-	ps, err := s.sendAll(ctx, body, func(i, p int, resp []byte) (err error) {
-		nodes[i] = partTables{part: p}
-		nodes[i].tables, listed[i], err = saveAnswerOf(p, resp)
+	ps, err := s.sendAll(ctx, body, func(i, p int, resp []byte) error {
+		a, ok, err := saveAnswerOf(p, resp)
+		nodes[i], listed[i] = partTables{part: p, tables: a.Tables, marked: a.Marked}, ok
 		return err
 	})
 	if err != nil {

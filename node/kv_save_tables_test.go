@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -70,6 +73,9 @@ func TestKVSaveRefusesANodeWithoutTheTable(t *testing.T) {
 				t.Fatalf("restarted %d, asked %d: kv_save answered %+v, %v; want an error saying %q", tc.restarted, tc.asked, info, err, want)
 			}
 		}
+		if strings.Contains(err.Error(), "run kv_create for table") {
+			t.Errorf("restarted %d, asked %d: kv_save advises a kv_create again of a table whose shard part %d lost: %v", tc.restarted, tc.asked, tc.restarted, err)
+		}
 		if tc.asked == saveCoordinator && !errors.Is(err, errSaveTables) {
 			t.Errorf("restarted %d: the coordinator's error does not wrap errSaveTables: %v", tc.restarted, err)
 		}
@@ -105,6 +111,90 @@ func TestKVSaveRefusesANodeWithoutTheTable(t *testing.T) {
 		}
 		if _, err := ss[tc.asked].save(ctx, true); err != nil {
 			t.Errorf("restarted %d, asked %d: kv_save once every node holds the table: %v", tc.restarted, tc.asked, err)
+		}
+	}
+}
+
+// TestKVSaveAfterAHalfCreatedTable: a trainer's kv_create through one
+// node reaches the other, which creates table "w", but its answer is
+// lost (the mesh fails): the node asked drops its own copy again, the
+// other keeps its (it may be one its trainers train: a peer that cannot
+// be reached must not have trained rows dropped), and a trainer there
+// trains it. Every kv_save was then refused with the advice for a node
+// that lost its shard (restart every node with kv.load), until someone
+// ran kv_drop, and node train --save failed at the job's end. The
+// kv_create's error and kv_save's refusal now say to run the kv_create
+// again or kv_drop the table, whether the node that lacks it coordinates
+// the save or answers a peer's prepare; kv_create again, through either
+// node, creates it where it is missing and keeps the trained rows, and
+// kv_save goes through.
+func TestKVSaveAfterAHalfCreatedTable(t *testing.T) {
+	for _, tc := range []struct{ via, retry int }{{0, 0}, {0, 1}, {1, 0}, {1, 1}} {
+		lacks, holds := tc.via, 1-tc.via
+		dirs := [2]string{t.TempDir(), t.TempDir()}
+		ss, ts := kvPair(t, dirs, false)
+		ctx := context.Background()
+		wired := ss[lacks].send
+		ss[lacks].send = func(c context.Context, part int, req []byte) ([]byte, error) {
+			resp, err := wired(c, part, req)
+			var r control.Request
+			if err == nil && json.Unmarshal(req, &r) == nil && r.Op == control.OpKVCreate {
+				return nil, fmt.Errorf("mesh: part %d: stream reset", part)
+			}
+			return resp, err
+		}
+		_, err := ss[lacks].create(ctx, &ts, true)
+		if err == nil || !strings.Contains(err.Error(), "nodes that accepted it keep it") ||
+			!strings.Contains(err.Error(), "run this kv_create again once the cause is fixed, which creates it where it is missing, or kv_drop it") {
+			t.Fatalf("%+v: kv_create whose answer from part %d was lost: %v, want it to say to run it again or kv_drop the table", tc, holds, err)
+		}
+		if served(ss[lacks]) || !served(ss[holds]) {
+			t.Fatalf("%+v: after the kv_create that failed part-way: part 0 serves %v, part 1 %v; want part %d alone", tc, served(ss[0]), served(ss[1]), holds)
+		}
+		ss[lacks].send = wired
+		lo := uint64(5 * holds)
+		if err := ss[holds].store.Push("w", []uint64{lo, lo + 4}, []float32{1, -1, 2, 1}); err != nil { // a trainer
+			t.Fatal(err)
+		}
+		markAll(ss)
+		trained, _ := shard(t, ss[holds])
+		before := pairFiles(t, dirs)
+		for asked := range ss {
+			_, err := ss[asked].save(ctx, true)
+			for _, want := range []string{
+				"nothing saved (every node keeps its checkpoint)",
+				fmt.Sprintf(`table "w": part %d holds no shard of it (part %d does)`, lacks, holds),
+				`run kv_create for table "w" again, with the spec it was created with`,
+				"or kv_drop it",
+			} {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("%+v: kv_save through node %d with table \"w\" on part %d alone: %v\nwant it to say %q", tc, asked, holds, err, want)
+				}
+			}
+			if strings.Contains(err.Error(), "load = true") {
+				t.Errorf("%+v: kv_save through node %d advises a restart with kv.load for a table part %d never held: %v", tc, asked, lacks, err)
+			}
+		}
+		wantPairFiles(t, dirs, before, "the refused kv_save")
+
+		info, err := ss[tc.retry].create(ctx, &ts, true)
+		if err != nil || info.Created != (tc.retry == lacks) {
+			t.Fatalf("%+v: kv_create again through node %d: %+v, %v; want created %v", tc, tc.retry, info, err, tc.retry == lacks)
+		}
+		if !served(ss[lacks]) {
+			t.Fatalf("%+v: kv_create again: part %d still holds no shard", tc, lacks)
+		}
+		if rows, _ := shard(t, ss[holds]); !slices.Equal(rows, trained) {
+			t.Errorf("%+v: kv_create again: part %d holds %v, want its trained rows %v", tc, holds, rows, trained)
+		}
+		saved, err := ss[1-tc.retry].save(ctx, true)
+		if err != nil || !slices.Equal(saved.Tables, []string{"w"}) {
+			t.Fatalf("%+v: kv_save once kv_create ran again: %+v, %v; want table w saved", tc, saved, err)
+		}
+		for p, d := range dirs {
+			if _, err := os.Stat(filepath.Join(d, kv.FileName("w", p))); err != nil {
+				t.Errorf("%+v: part %d: %v", tc, p, err)
+			}
 		}
 	}
 }
@@ -251,28 +341,56 @@ func TestKVSaveTablesBesideAnEarlierBuild(t *testing.T) {
 }
 
 // TestCompareSaveTables: every table that some node lacks or holds with
-// another spec is named with the parts on each side; nodes that prepared
-// the same tables (or none) pass.
+// another spec is named with the parts on each side, and what to do: a
+// table that no part lacking it held rows of (a kv_create that failed
+// part-way) is created again, one whose rows such a part held comes back
+// from the last save, and of a part of an earlier build, which does not
+// say, both are said. Nodes that prepared the same tables (or none) pass.
 func TestCompareSaveTables(t *testing.T) {
 	w := preparedTable{Name: "w", Rows: 10, Dim: 2, Mode: "async", Optimizer: "sgd"}
 	v := preparedTable{Name: "v", Rows: 4, Dim: 3, Mode: "sync", Optimizer: "average"}
 	w4 := w
 	w4.Dim = 4
+	none := []string{} // a part that says it lacks no table it held rows of
+	const (
+		during  = "If a kv_create or kv_drop of a table ran during this save, run kv_save again"
+		again   = `run kv_create for table "w" again, with the spec it was created with (it creates the table where it is missing and keeps the rows of the nodes that hold it), or kv_drop it`
+		restart = "restart every node with [kv] load = true and kv_create the table"
+	)
 	for _, tc := range []struct {
-		name  string
-		nodes []partTables
-		want  []string // "" : no error
+		name   string
+		nodes  []partTables
+		want   []string // nil: no error
+		unsaid []string
 	}{
-		{"same", []partTables{{0, []preparedTable{v, w}}, {1, []preparedTable{v, w}}, {2, []preparedTable{v, w}}}, nil},
-		{"none", []partTables{{0, []preparedTable{}}, {1, nil}}, nil},
-		{"one node lacks", []partTables{{0, []preparedTable{w}}, {1, nil}, {2, []preparedTable{w}}},
-			[]string{`table "w": part 1 holds no shard of it (parts 0, 2 do)`, "If a kv_create or kv_drop of it ran during this save, run kv_save again. Otherwise a part without a table's shard holds none of its rows"}},
-		{"one node has one more", []partTables{{0, []preparedTable{w}}, {1, []preparedTable{v, w}}, {2, []preparedTable{w}}},
-			[]string{`table "v": parts 0, 2 hold no shard of it (part 1 does)`}},
-		{"specs", []partTables{{0, []preparedTable{w}}, {1, []preparedTable{w4}}, {2, []preparedTable{w}}},
-			[]string{`table "w": parts 0, 2 hold it as 10 rows × 2, async, sgd, part 1 holds it as 10 rows × 4, async, sgd`, "give every node the same spec"}},
-		{"both", []partTables{{0, []preparedTable{v, w}}, {1, []preparedTable{w4}}},
-			[]string{`table "v": part 1 holds no shard of it (part 0 does); table "w": part 0 holds it as`, "holds none of its rows", "same spec"}},
+		{"same", []partTables{{0, []preparedTable{v, w}, none}, {1, []preparedTable{v, w}, none}, {2, []preparedTable{v, w}, none}}, nil, nil},
+		{"none", []partTables{{0, []preparedTable{}, none}, {1, nil, none}}, nil, nil},
+		{"one node lacks, never held it", []partTables{{0, []preparedTable{w}, none}, {1, nil, none}, {2, []preparedTable{w}, none}},
+			[]string{`table "w": part 1 holds no shard of it (parts 0, 2 do)`, during,
+				`Otherwise no part without a shard of table "w" ever held rows of it but its initial ones (a kv_create of it failed part-way, a node unreachable, say, and left it on some nodes only): ` + again},
+			[]string{restart}},
+		{"one node lacks, held it", []partTables{{0, []preparedTable{w}, none}, {1, nil, []string{"w"}}, {2, []preparedTable{w}, none}},
+			[]string{`table "w": part 1 holds no shard of it (parts 0, 2 do)`, during,
+				`Otherwise a part without a shard of table "w" held rows of it, which it holds no more (its node restarted since, without loading it): ` + restart},
+			[]string{"run kv_create for table"}},
+		{"two lack, one held it", []partTables{{0, []preparedTable{w}, none}, {1, nil, none}, {2, nil, []string{"v", "w"}}},
+			[]string{`table "w": parts 1, 2 hold no shard of it (part 0 does)`, `a part without a shard of table "w" held rows of it`},
+			[]string{"run kv_create for table"}},
+		{"one node lacks, an earlier build", []partTables{{0, []preparedTable{w}, none}, {1, nil, nil}, {2, []preparedTable{w}, none}},
+			[]string{`table "w": part 1 holds no shard of it (parts 0, 2 do)`, during, `Otherwise, of table "w", a part of an earlier build does not say whether it held rows`,
+				"run kv_create for it again, with the spec it was created with, or kv_drop it. If one did, it holds them no more (its node restarted since, without loading it): " + restart},
+			nil},
+		{"one node has one more", []partTables{{0, []preparedTable{w}, none}, {1, []preparedTable{v, w}, none}, {2, []preparedTable{w}, none}},
+			[]string{`table "v": parts 0, 2 hold no shard of it (part 1 does)`, `run kv_create for table "v" again`}, nil},
+		{"tables of each kind", []partTables{{0, []preparedTable{v, w}, []string{"v"}}, {1, []preparedTable{}, []string{"v"}}},
+			[]string{`table "v": part 1 holds no shard of it (part 0 does); table "w": part 1 holds no shard of it (part 0 does)`,
+				`a part without a shard of table "v" held rows of it`, `run kv_create for table "w" again`},
+			nil},
+		{"specs", []partTables{{0, []preparedTable{w}, none}, {1, []preparedTable{w4}, none}, {2, []preparedTable{w}, none}},
+			[]string{`table "w": parts 0, 2 hold it as 10 rows × 2, async, sgd, part 1 holds it as 10 rows × 4, async, sgd`, "give every node the same spec"},
+			[]string{during}},
+		{"both", []partTables{{0, []preparedTable{v, w}, none}, {1, []preparedTable{w4}, none}},
+			[]string{`table "v": part 1 holds no shard of it (part 0 does); table "w": part 0 holds it as`, `run kv_create for table "v" again`, "same spec"}, nil},
 	} {
 		err := compareSaveTables(tc.nodes)
 		if tc.want == nil {
@@ -287,6 +405,11 @@ func TestCompareSaveTables(t *testing.T) {
 		for _, want := range tc.want {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("%s: %v\nwant %q", tc.name, err, want)
+			}
+		}
+		for _, unsaid := range tc.unsaid {
+			if strings.Contains(err.Error(), unsaid) {
+				t.Errorf("%s: %v\nsays %q", tc.name, err, unsaid)
 			}
 		}
 	}

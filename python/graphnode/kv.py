@@ -109,7 +109,11 @@ class KV(Session):
         or "nodes" (one row per graph node, sharded as the partition
         book). opts: lr, eps, beta1, beta2, init ("zeros", "uniform",
         "normal"), init_scale, init_seed. Returns the table info dict
-        (name, rows, dim, bounds, created, version)."""
+        (name, rows, dim, bounds, created, version). A create that fails
+        part-way (a node unreachable) may leave the table on some nodes
+        only, and save() refuses it until the same create runs again
+        (which completes it, keeping the rows of the nodes that hold it)
+        or drop() removes it."""
         spec = dict(name=name, rows=rows, dim=dim, optimizer=optimizer, mode=mode)
         for k, v in opts.items():
             if k not in ("lr", "eps", "beta1", "beta2", "init", "init_scale", "init_seed"):
