@@ -760,7 +760,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 	// another had saved.
 	if f.save && cfg.Rank == 0 {
 		if _, err := kvc.Save(ctx); err != nil {
-			return err
+			return saveFailed(err, f.socket)
 		}
 	}
 	return kvc.Done(ctx)

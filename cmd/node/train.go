@@ -295,6 +295,14 @@ func checkSave(st *control.Stats, socket string) error {
 	return nil
 }
 
+// saveFailed is the error of --save's kv_save, which runs once training
+// is over: a refusal there (a full disk, a table some nodes lack) read as
+// if the job's training were lost, while the nodes hold it until they
+// stop, and node kv save checkpoints it once the cause is fixed.
+func saveFailed(err error, socket string) error {
+	return fmt.Errorf("--save: %w (the nodes keep the trained kv tables while they run: once the cause is fixed, node kv save --socket %s checkpoints them)", err, socket)
+}
+
 // storeParams writes params into kv table name (rows of client.SyncDim,
 // the last one padded with zeros) for kv_save to checkpoint: the model
 // lives in the trainer, and --save checkpointed only the sync table,
@@ -515,7 +523,7 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 		}
 		si, err := kvc.Save(ctx)
 		if err != nil {
-			return err
+			return saveFailed(err, f.socket)
 		}
 		if !f.jsonOut {
 			fmt.Fprintf(out, "saved the %d trained parameters in kv table %q and checkpointed every kv table into %s\n", tr.NumParams(), f.paramsTable, savedWhere(si.Dir))

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -771,6 +772,20 @@ func TestCheckSave(t *testing.T) {
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestSaveFailed: node train --save and node kge --save whose kv_save
+// fails once training is over say that the nodes keep the trained
+// tables and how to checkpoint them, and keep kv_save's error: it read
+// as if the job's training were lost.
+func TestSaveFailed(t *testing.T) {
+	refusal := &control.Error{Key: "", Msg: `nothing saved (every node keeps its checkpoint): the nodes hold different tables, …: run kv_create for table "w" again, with the spec it was created with (…), or kv_drop it`}
+	err := saveFailed(refusal, "n.sock")
+	var ce *control.Error
+	want := "--save: " + refusal.Error() + " (the nodes keep the trained kv tables while they run: once the cause is fixed, node kv save --socket n.sock checkpoints them)"
+	if !errors.As(err, &ce) || ce != refusal || err.Error() != want {
+		t.Errorf("saveFailed: %v\nwant %s, wrapping kv_save's error", err, want)
 	}
 }
 
