@@ -34,7 +34,9 @@ import (
 // back to the last save. Or a kv_create failed part-way (a node
 // unreachable) and left the table on some nodes only: the nodes that lack
 // it never held rows of it but its initial ones, and the same kv_create
-// again creates it there and keeps the others' rows. The marker of what a
+// again creates it there and keeps the others' rows (a kv_drop that
+// failed part-way looks the same: a drop removes the marker, and
+// kv_drop again ends it). The marker of what a
 // shard held (kv_trained.go) tells them apart: so each prepare also
 // answers the tables the node lacks while a marker says it held rows of
 // them (saveAnswer.Marked).
@@ -209,7 +211,8 @@ func compareSaveTables(nodes []partTables) error {
 		fix = append(fix, "If a kv_create or kv_drop of a table ran during this save, run kv_save again")
 	}
 	if len(created) > 0 {
-		fix = append(fix, fmt.Sprintf("Otherwise no part without a shard of %s ever held rows of it but its initial ones (a kv_create of it failed part-way, a node unreachable, say, and left it on some nodes only): "+
+		fix = append(fix, fmt.Sprintf("Otherwise no part without a shard of %s lost rows of it (none held any but its initial ones, or a kv_drop removed them): "+
+			"a kv_create of it failed part-way (a node unreachable, say) and left it on some nodes only, or a kv_drop did: "+
 			"run kv_create for %s again, with the spec it was created with (it creates the table where it is missing and keeps the rows of the nodes that hold it), or kv_drop it", tablesText(created), tablesText(created)))
 	}
 	if len(lost) > 0 {
@@ -238,7 +241,7 @@ const lostShardFix = "restart every node with [kv] load = true and kv_create the
 // Why the parts without a shard of a table lack it (lackedBy).
 const (
 	lackUnknown   = iota // a part of an earlier build does not say
-	lackNeverHeld        // none held rows of it but its initial ones
+	lackNeverHeld        // none lost rows of it (none has a marker of it)
 	lackLost             // one held rows of it (its marker says so)
 )
 

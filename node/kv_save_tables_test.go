@@ -367,7 +367,8 @@ func TestCompareSaveTables(t *testing.T) {
 		{"none", []partTables{{0, []preparedTable{}, none}, {1, nil, none}}, nil, nil},
 		{"one node lacks, never held it", []partTables{{0, []preparedTable{w}, none}, {1, nil, none}, {2, []preparedTable{w}, none}},
 			[]string{`table "w": part 1 holds no shard of it (parts 0, 2 do)`, during,
-				`Otherwise no part without a shard of table "w" ever held rows of it but its initial ones (a kv_create of it failed part-way, a node unreachable, say, and left it on some nodes only): ` + again},
+				`Otherwise no part without a shard of table "w" lost rows of it (none held any but its initial ones, or a kv_drop removed them): ` +
+					`a kv_create of it failed part-way (a node unreachable, say) and left it on some nodes only, or a kv_drop did: ` + again},
 			[]string{restart}},
 		{"one node lacks, held it", []partTables{{0, []preparedTable{w}, none}, {1, nil, []string{"w"}}, {2, []preparedTable{w}, none}},
 			[]string{`table "w": part 1 holds no shard of it (parts 0, 2 do)`, during,
