@@ -197,13 +197,13 @@ func WriteOGB(ctx context.Context, dir string, g *Graph, opts OGBWriteOptions) (
 		// the finished dataset, is kept for the user to take.
 		if others := outputEntries(dir, ogbTmpPrefix); len(others) > 0 {
 			kept = true
-			return outputChanged(tmp, dir, others, nil)
+			return outputChanged(tmp, dir, false, others, nil)
 		}
 	}
 	if err := ogbSwap(dir, tmp, opts.Force); err != nil {
 		if !opts.Force {
 			kept = true
-			return outputChanged(tmp, dir, outputEntries(dir, ogbTmpPrefix), err)
+			return outputChanged(tmp, dir, false, outputEntries(dir, ogbTmpPrefix), err)
 		}
 		return err
 	}

@@ -481,7 +481,7 @@ func TestWriteOGBKeepsWhatAppears(t *testing.T) {
 				}
 			}})
 			first, _, _ := strings.Cut(put, "/")
-			if !errors.Is(err, ErrOutputNotEmpty) || !strings.Contains(err.Error(), "output "+dir+" was written to during the run (it now holds "+first+")") {
+			if !errors.Is(err, ErrOutputNotEmpty) || !strings.Contains(err.Error(), "output "+dir+": "+first+" appeared in it during the run, and without --force nothing there is replaced or removed; the finished output is left whole in ") {
 				t.Fatalf("err = %v, want the output named as written to", err)
 			}
 			if b, err := os.ReadFile(at); err != nil || string(b) != "keep-me" {

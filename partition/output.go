@@ -16,14 +16,27 @@ import (
 // The output directory of Write: what may be written where, and how the
 // finished partitioning is put in place.
 
+// OutputCheck is what CheckOutput found at an output directory, for
+// Write (WriteOptions.Checked): the run begins at the check.
+type OutputCheck struct {
+	dir   string
+	force bool
+	// replacing: force, and dir held something, which the user asked to
+	// replace. Without it, what dir holds by the end appeared during the
+	// run, and is kept.
+	replacing bool
+}
+
 // CheckOutput reports whether Write may write dir with force: dir does
 // not exist, is empty, or force is set and it is a directory, and where
-// Write makes its temporary directory can be written. Write checks
-// again; callers use it to fail before the work that precedes
-// Write.
-func CheckOutput(dir string, force bool) error {
-	if _, err := checkOutput(dir, force); err != nil {
-		return err
+// Write makes its temporary directory can be written. Callers run it
+// before the work that precedes Write and give Write what it returns:
+// what dir holds by then that the check did not see appeared during the
+// run, and is kept, not refused up front (which threw the work away).
+func CheckOutput(dir string, force bool) (*OutputCheck, error) {
+	replacing, err := checkOutput(dir, force)
+	if err != nil {
+		return nil, err
 	}
 	// Write makes its temporary directory in dir's target when that is
 	// an empty directory (see makeTemp), else beside it.
@@ -31,14 +44,26 @@ func CheckOutput(dir string, force bool) error {
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
 		target = real
 	}
+	where := filepath.Dir(filepath.Clean(target))
 	if ents, err := os.ReadDir(target); err == nil && len(ents) == 0 {
-		return probeWritable(dir, target)
+		where = target
 	}
-	return probeWritable(dir, filepath.Dir(filepath.Clean(target)))
+	if err := probeWritable(dir, where); err != nil {
+		return nil, err
+	}
+	return &OutputCheck{dir: dir, force: force, replacing: replacing}, nil
 }
 
+// heldError is checkOutput's refusal of what dir holds: a file, entries
+// without force, entries in a mount point with force. When CheckOutput
+// passed dir as the run began, they appeared during it.
+type heldError struct{ msg string }
+
+func (e *heldError) Error() string { return e.msg }
+
 // checkOutput refuses an existing non-empty dir unless force; replacing
-// says that force will replace what dir holds.
+// says that force will replace what dir holds. A refusal of what dir
+// holds is a *heldError.
 func checkOutput(dir string, force bool) (replacing bool, err error) {
 	st, err := os.Stat(dir)
 	if os.IsNotExist(err) {
@@ -50,7 +75,7 @@ func checkOutput(dir string, force bool) (replacing bool, err error) {
 		return false, fmt.Errorf("partition: output: %w", err)
 	}
 	if !st.IsDir() {
-		return false, fmt.Errorf("partition: output %s exists and is not a directory", dir)
+		return false, &heldError{fmt.Sprintf("partition: output %s exists and is not a directory", dir)}
 	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -59,10 +84,10 @@ func checkOutput(dir string, force bool) (replacing bool, err error) {
 	if len(ents) > 0 && !force {
 		// Named, since ls hides some: the temporary directory that a
 		// killed run (out of memory, say) left in an empty output.
-		return false, fmt.Errorf("partition: output %s exists and is not empty (--force replaces it): it holds %s", dir, entryNames(ents, 3))
+		return false, &heldError{fmt.Sprintf("partition: output %s exists and is not empty (--force replaces it): it holds %s", dir, entryNames(ents, 3))}
 	}
 	if len(ents) > 0 && isMountPoint(dir) {
-		return false, fmt.Errorf("partition: output %s is a mount point, which --force cannot move aside to replace it whole: empty it (the partitioning is then written into it) or write into a directory inside it", dir)
+		return false, &heldError{fmt.Sprintf("partition: output %s is a mount point, which --force cannot move aside to replace it whole: empty it (the partitioning is then written into it) or write into a directory inside it", dir)}
 	}
 	return len(ents) > 0, nil
 }
@@ -176,49 +201,23 @@ func makeTemp(dir string, replacing bool) (tmp string, into bool, err error) {
 	return tmp, false, nil
 }
 
-// moveInto moves the entries of tmp, a complete partitioning made in
-// dir, up into dir, graph.toml last: until it is there, dir is no
-// partitioning that OpenDir takes. On an error the entries moved are
-// removed again, and dir is left empty but for tmp, which the caller
-// removes.
-func moveInto(tmp, dir string) error {
-	ents, err := manifestLast(tmp)
-	if err != nil {
-		return err
-	}
-	for i, e := range ents {
-		if err := os.Rename(filepath.Join(tmp, e.Name()), filepath.Join(dir, e.Name())); err != nil {
-			for _, moved := range ents[:i] {
-				os.RemoveAll(filepath.Join(dir, moved.Name()))
-			}
-			return fmt.Errorf("partition: move output into place: %w", err)
-		}
-	}
-	if err := SyncDir(dir); err != nil {
-		return err
-	}
-	if err := os.Remove(tmp); err != nil {
-		return fmt.Errorf("partition: %w", err)
-	}
-	return nil
-}
-
-// placeNew puts the complete partitioning in tmp at dir without --force:
-// dir was absent or empty when Write checked it, and whatever appeared
-// in it since (the user's files, another run's partitioning) is neither
-// replaced nor removed. tmp, beside dir, is renamed onto dir, which
-// rename(2) does only while dir is absent or an empty directory; tmp
-// inside dir (into) has its entries moved up, none onto a name that
-// exists. When dir was written to, the error names what it holds and
-// where the finished partitioning is: it took hours on the largest
-// graphs, so it is kept, and the caller does not remove tmp.
-func placeNew(tmp, dir string, into bool) error {
+// placeNew puts the complete partitioning in tmp at dir, replacing
+// nothing: dir was absent or empty when the run began, and whatever
+// appeared in it since (the user's files, another run's partitioning)
+// is neither replaced nor removed. tmp, beside dir, is renamed onto
+// dir, which rename(2) does only while dir is absent or an empty
+// directory; tmp inside dir (into) has its entries moved up, none onto
+// a name that exists. When dir was written to, the error names what it
+// holds and where the finished partitioning is: it took hours on the
+// largest graphs, so it is kept, and the caller does not remove tmp.
+// force says the run had --force, which found nothing to replace.
+func placeNew(tmp, dir string, into, force bool) error {
 	if into {
 		if others := outputEntries(dir, ".tmp-"); len(others) > 0 {
-			return outputChanged(tmp, dir, others, nil)
+			return outputChanged(tmp, dir, force, others, nil)
 		}
 		if err := moveIntoNoReplace(tmp, dir); err != nil {
-			return outputChanged(tmp, dir, outputEntries(dir, ".tmp-"), err)
+			return outputChanged(tmp, dir, force, outputEntries(dir, ".tmp-"), err)
 		}
 		if err := SyncDir(dir); err != nil {
 			return err
@@ -229,7 +228,7 @@ func placeNew(tmp, dir string, into bool) error {
 		return nil
 	}
 	if err := os.Rename(tmp, dir); err != nil {
-		return outputChanged(tmp, dir, outputEntries(dir, "."+filepath.Base(dir)+".tmp-"), err)
+		return outputChanged(tmp, dir, force, outputEntries(dir, "."+filepath.Base(dir)+".tmp-"), err)
 	}
 	return SyncDir(filepath.Dir(dir))
 }
@@ -244,19 +243,32 @@ func outputEntries(dir, tmpPrefix string) []os.DirEntry {
 	})
 }
 
-// outputChanged is the error of placeNew when dir was written to during
-// the run (others: what it holds now), or putting tmp there failed
-// (err); tmp is kept.
-func outputChanged(tmp, dir string, others []os.DirEntry, err error) error {
-	kept := fmt.Sprintf("the finished output is left whole in %s (move it where it belongs, or rerun with --force to replace what %s holds)", tmp, dir)
-	if len(others) > 0 || errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.ENOTDIR) {
-		what := "something"
-		if len(others) > 0 {
-			what = entryNames(others, 3)
-		}
-		return fmt.Errorf("partition: output %s was written to during the run (it now holds %s) and without --force nothing there is replaced or removed; %s: %w", dir, what, kept, ErrOutputNotEmpty)
+// outputChanged is the error of placeNew when something appeared in dir
+// during the run (others: what it holds now), or putting tmp there
+// failed (err); tmp is kept. force says the run had --force.
+func outputChanged(tmp, dir string, force bool, others []os.DirEntry, err error) error {
+	hint := fmt.Sprintf("move it where it belongs, or rerun with --force to replace what %s holds", dir)
+	if force {
+		hint = "move it where it belongs"
 	}
-	return fmt.Errorf("partition: output %s: %w; %s", dir, err, kept)
+	kept := fmt.Sprintf("the finished output is left whole in %s (%s)", tmp, hint)
+	st, serr := os.Lstat(dir)
+	file := serr == nil && !st.IsDir()
+	if len(others) == 0 && !file && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) && !errors.Is(err, syscall.ENOTDIR) {
+		return fmt.Errorf("partition: output %s: %w; %s", dir, err, kept)
+	}
+	what := "something appeared in it"
+	switch {
+	case file:
+		what = "a file appeared in its place"
+	case len(others) > 0:
+		what = entryNames(others, 3) + " appeared in it"
+	}
+	held := "and without --force nothing there is replaced or removed"
+	if force {
+		held = "and --force replaces only what the output held when the run began"
+	}
+	return fmt.Errorf("partition: output %s: %s during the run, %s; %s: %w", dir, what, held, kept, ErrOutputNotEmpty)
 }
 
 // manifestLast lists tmp's entries in the order they are moved up,
@@ -272,10 +284,11 @@ func manifestLast(tmp string) ([]os.DirEntry, error) {
 	return ents, nil
 }
 
-// moveIntoNoReplace moves the entries of tmp up into dir, graph.toml
-// last, as moveInto, but replaces none of dir's: an entry whose name
-// exists there fails the move, and the entries moved before it are
-// moved back into tmp, which it leaves.
+// moveIntoNoReplace moves the entries of tmp, a complete partitioning
+// made in dir, up into dir, graph.toml last (until it is there, dir is
+// no partitioning that OpenDir takes), and replaces none of dir's: an
+// entry whose name exists there fails the move, and the entries moved
+// before it are moved back into tmp, which it leaves.
 func moveIntoNoReplace(tmp, dir string) error {
 	ents, err := manifestLast(tmp)
 	if err != nil {

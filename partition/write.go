@@ -22,6 +22,11 @@ type WriteOptions struct {
 	Parts int // number of partitions; assign values are below it
 	// Force replaces an existing non-empty output directory.
 	Force bool
+	// Checked is the caller's CheckOutput of dir, run before the work
+	// that precedes Write (reading and partitioning the graph, hours on
+	// the largest): the run began there, and what dir holds by now that
+	// the check did not see appeared during it. nil: the run is Write's.
+	Checked *OutputCheck
 	// FeatType is csr.TypeF32 (the default) or csr.TypeF16.
 	FeatType csr.ElemType
 	// Method, Seed, Clean, Split, Balance and Imbalance are recorded,
@@ -61,14 +66,16 @@ type WriteOptions struct {
 // entries are moved up, graph.toml last; an existing non-empty dir is
 // refused unless opts.Force, and then replaced by renaming it aside,
 // renaming the new one in, and removing the old: at every moment dir
-// holds a whole partitioning. Without opts.Force nothing that appears in
-// dir while Write runs is replaced or removed: Write fails naming it and
-// the temporary directory that holds the finished partitioning, which
-// it leaves (see placeNew). (So replacing needs room for both; an
+// holds a whole partitioning. (So replacing needs room for both; an
 // error for a full disk says so. A mount point cannot be replaced so and
-// is refused.) A dir that is a symbolic link is written where it points;
-// the link stays. Parent directories that do not exist are made, as by
-// mkdir -p.
+// is refused.) Nothing that appears in dir during the run (from
+// opts.Checked, else from Write's start) is replaced or removed unless
+// dir held something then and opts.Force replaces it (and what appeared
+// in it, which cannot be told apart): Write fails naming what appeared
+// and the temporary directory that holds the finished partitioning,
+// which it leaves (see placeNew). A dir that is a symbolic link is
+// written where it points; the link stays. Parent directories that do
+// not exist are made, as by mkdir -p.
 //
 // Write reads adj and g without changing them; it may run its partitions
 // on all cores.
@@ -77,6 +84,20 @@ func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32,
 		return nil, err
 	}
 	replacing, err := checkOutput(dir, opts.Force)
+	if c := opts.Checked; c != nil {
+		if c.dir != dir || c.force != opts.Force {
+			return nil, fmt.Errorf("partition: write %s (force %t): checked %s (force %t)", dir, opts.Force, c.dir, c.force)
+		}
+		// dir passed the check before the input was read and
+		// partitioned: refusing what it holds now threw that work
+		// away. It appeared since, and only what dir held at the
+		// check is replaced: placeNew keeps the rest.
+		var held *heldError
+		if errors.As(err, &held) {
+			err = nil
+		}
+		replacing = replacing && c.replacing
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -153,17 +174,14 @@ func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32,
 		return nil, err
 	}
 	staging = false // the errors of the moves name both places
-	switch {
-	case !opts.Force:
-		// Whatever appeared in dir since checkOutput is the user's:
-		// placeNew keeps it, and keeps tmp, the finished work, when dir
-		// cannot take it.
-		err = placeNew(tmp, dir, into)
-		kept = err != nil
-	case into:
-		err = moveInto(tmp, dir)
-	default:
+	if replacing {
 		err = replaceDir(tmp, dir)
+	} else {
+		// dir was absent or empty as the run began: what appeared in
+		// it since is the user's or another run's. placeNew keeps it,
+		// and keeps tmp, the finished work, when dir cannot take it.
+		err = placeNew(tmp, dir, into, opts.Force)
+		kept = err != nil
 	}
 	if err != nil {
 		return nil, err

@@ -335,7 +335,7 @@ func TestWriteForceDot(t *testing.T) {
 	t.Chdir(dir)
 	g := testGraph(50, 200, false, false)
 	adj, _ := BuildAdj(context.Background(), g, csr.In, CleanOptions{}, nil)
-	if err := CheckOutput(".", true); err != nil {
+	if _, err := CheckOutput(".", true); err != nil {
 		t.Fatalf("CheckOutput: %v", err)
 	}
 	m, err := Write(context.Background(), ".", g, adj, make([]uint32, 50), WriteOptions{Parts: 1, Force: true})
@@ -360,7 +360,7 @@ func TestCheckOutputDanglingLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "partition: output " + link + " is a link to " + target + ", which does not exist"
-	if err := CheckOutput(link, false); err == nil || !strings.Contains(err.Error(), want) {
+	if _, err := CheckOutput(link, false); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("CheckOutput: %v, want %q", err, want)
 	}
 	g := testGraph(20, 40, false, false)
@@ -379,7 +379,7 @@ func TestCheckOutputDanglingLink(t *testing.T) {
 func TestWriteMakesParents(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "a", "b", "parts")
-	if err := CheckOutput(dir, false); err != nil {
+	if _, err := CheckOutput(dir, false); err != nil {
 		t.Fatalf("CheckOutput: %v", err)
 	}
 	m := partitionTo(t, testGraph(30, 60, false, false), dir, csr.In, 2, WriteOptions{})
@@ -670,7 +670,7 @@ func TestCheckOutputUnwritable(t *testing.T) {
 		t.Skip("no /proc")
 	}
 	for _, dir := range []string{"/proc/graphnode-out", "/proc/graphnode-out/a/parts"} {
-		if err := CheckOutput(dir, false); err == nil || !strings.Contains(err.Error(), "output "+dir+": cannot write in /proc") {
+		if _, err := CheckOutput(dir, false); err == nil || !strings.Contains(err.Error(), "output "+dir+": cannot write in /proc") {
 			t.Errorf("CheckOutput(%s) = %v", dir, err)
 		}
 		if err := CheckOGBOutput(dir, false); err == nil || !strings.Contains(err.Error(), "output "+dir+": cannot write in /proc") {
@@ -678,7 +678,7 @@ func TestCheckOutputUnwritable(t *testing.T) {
 		}
 	}
 	root := t.TempDir()
-	if err := CheckOutput(filepath.Join(root, "parts"), false); err != nil {
+	if _, err := CheckOutput(filepath.Join(root, "parts"), false); err != nil {
 		t.Fatal(err)
 	}
 	if err := CheckOGBOutput(filepath.Join(root, "a", "ogb"), false); err != nil {
@@ -734,18 +734,21 @@ func TestCheckOutputNamesEntries(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, ".tmp-123"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	err := CheckOutput(dir, false)
+	_, err := CheckOutput(dir, false)
 	if err == nil || !strings.Contains(err.Error(), "exists and is not empty (--force replaces it): it holds .tmp-123") {
 		t.Errorf("err = %v", err)
 	}
 }
 
-// TestWriteKeepsWhatAppears: without Force, what appears in the output
-// while Write runs (a user's file, another run's partitioning) is
-// neither replaced nor removed, and the finished partitioning is kept
-// whole where the error says. An output made during the run was moved
-// aside and removed with all it held; one that existed empty had its
-// files overwritten by the moves.
+// TestWriteKeepsWhatAppears: what appears in the output while Write
+// runs (a user's file, another run's partitioning) is neither replaced
+// nor removed, and the finished partitioning is kept whole where the
+// error says. An output made during the run was moved aside and removed
+// with all it held; one that existed empty had its files overwritten by
+// the moves. With Force too, the output being absent or empty as Write
+// began: the user's file was removed, or the moves replaced a file of
+// the same name, and failed on a directory and removed the finished
+// partitioning.
 func TestWriteKeepsWhatAppears(t *testing.T) {
 	g := testGraph(50, 200, false, false)
 	adj, err := BuildAdj(context.Background(), g, csr.In, CleanOptions{}, nil)
@@ -757,11 +760,16 @@ func TestWriteKeepsWhatAppears(t *testing.T) {
 		name   string
 		exists bool   // the output exists, empty, before Write
 		put    string // what appears in it during the run
+		force  bool
 	}{
-		{"new/user-file", false, "notes.txt"},
-		{"new/same-name", false, ManifestFile},
-		{"empty/user-file", true, "notes.txt"},
-		{"empty/same-name", true, "orig_ids.bin"},
+		{"new/user-file", false, "notes.txt", false},
+		{"new/same-name", false, ManifestFile, false},
+		{"empty/user-file", true, "notes.txt", false},
+		{"empty/same-name", true, "orig_ids.bin", false},
+		{"force/new/user-file", false, "notes.txt", true},
+		{"force/empty/user-file", true, "notes.txt", true},
+		{"force/empty/same-name", true, "orig_ids.bin", true},
+		{"force/empty/same-dir", true, "part-0/part.csr", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			parent := t.TempDir()
@@ -772,14 +780,19 @@ func TestWriteKeepsWhatAppears(t *testing.T) {
 				}
 			}
 			put := func(string, int64, int64) {
-				os.MkdirAll(dir, 0o755)
+				os.MkdirAll(filepath.Dir(filepath.Join(dir, tt.put)), 0o755)
 				if err := os.WriteFile(filepath.Join(dir, tt.put), []byte("keep-me"), 0o644); err != nil {
 					t.Error(err)
 				}
 			}
-			_, err := Write(context.Background(), dir, g, adj, assign, WriteOptions{Parts: 1, Progress: put})
-			if !errors.Is(err, ErrOutputNotEmpty) || !strings.Contains(err.Error(), "output "+dir+" was written to during the run (it now holds "+tt.put+")") {
-				t.Fatalf("err = %v, want the output named as written to", err)
+			_, err := Write(context.Background(), dir, g, adj, assign, WriteOptions{Parts: 1, Force: tt.force, Progress: put})
+			first, _, _ := strings.Cut(tt.put, "/")
+			held := "without --force nothing there is replaced or removed"
+			if tt.force {
+				held = "--force replaces only what the output held when the run began"
+			}
+			if want := "output " + dir + ": " + first + " appeared in it during the run, and " + held + "; the finished output is left whole in "; !errors.Is(err, ErrOutputNotEmpty) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("err = %v\nwant it to contain %q", err, want)
 			}
 			if b, err := os.ReadFile(filepath.Join(dir, tt.put)); err != nil || string(b) != "keep-me" {
 				t.Errorf("%s after the refused write: %q, %v", tt.put, b, err)

@@ -182,7 +182,8 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	// path are bad flags as they are beside --format.
 	errs = append(errs, f.read.ValidateFor(f.input), clean.Validate(), assignOpts.Validate(), cache.Validate(-1))
 	flagErr := errors.Join(errs...)
-	if err := errors.Join(flagErr, partition.CheckOutput(f.out, f.force), outputHoldsInput(f)); err != nil {
+	checked, outErr := partition.CheckOutput(f.out, f.force)
+	if err := errors.Join(flagErr, outErr, outputHoldsInput(f)); err != nil {
 		if flagErr != nil {
 			return badFlags(err)
 		}
@@ -248,8 +249,11 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	if removed > 0 {
 		fmt.Fprintf(a.stdout, "split: %d unlabelled nodes taken out of the input's splits\n", removed)
 	}
+	// Checked: the run began at CheckOutput, before the input was read;
+	// what appears in the output since fails it at the end, which keeps
+	// the finished output, not before anything is written.
 	writeOpts := partition.WriteOptions{
-		Parts: f.parts, Force: f.force, FeatType: featType, Method: f.method, Seed: f.seed,
+		Parts: f.parts, Force: f.force, Checked: checked, FeatType: featType, Method: f.method, Seed: f.seed,
 		Clean: clean, Split: split.String(), Balance: balance, Imbalance: f.imbalance,
 		Fanouts: fanouts, BatchSize: f.batchSize, Cache: cache, Progress: prog.report,
 	}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"graphnode/partition"
+)
+
+// TestPartitionKeepsWhatAppears: a file that appears in the output while
+// the input is read or partitioned fails the run at its end, naming it
+// and the temporary directory that holds the finished partitioning. The
+// run refused the output as "exists and is not empty" once partitioned,
+// before writing anything: the partitioning was thrown away and no
+// directory named. With --force, what the output held as the run began
+// is replaced, and what appeared in it since with it; an output that was
+// absent then is as without --force.
+func TestPartitionKeepsWhatAppears(t *testing.T) {
+	in := writeEdgeList(t, 12)
+	const (
+		plain = "and without --force nothing there is replaced or removed; the finished output is left whole in "
+		force = "and --force replaces only what the output held when the run began; the finished output is left whole in "
+	)
+	for _, tt := range []struct {
+		name  string
+		old   bool // the output holds an earlier partitioning as the run begins
+		force bool
+		want  string // stderr after "node partition: partition: output OUT: "; "" the run succeeds
+	}{
+		{"new", false, false, plain},
+		{"force/new", false, true, force},
+		{"force/old", true, true, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "parts")
+			args := []string{"partition", "--input", in, "--format", "edgelist", "--parts", "2", "--method", "metis", "-o", out}
+			if tt.force {
+				args = append(args, "--force")
+			}
+			if tt.old {
+				if code, stdout, stderr := runNode(t, append(args[:len(args):len(args)], "--seed", "2")...); code != 0 {
+					t.Fatalf("the earlier run: code %d\n%s\n%s", code, stdout, stderr)
+				}
+			}
+			var stdout, stderr bytes.Buffer
+			a := newApp(&stdout, &stderr)
+			// The machine's memory is asked once the input is read,
+			// after the output was checked: the file appears then.
+			a.memory = func() uint64 {
+				if err := os.MkdirAll(out, 0o755); err != nil {
+					t.Error(err)
+				}
+				if err := os.WriteFile(filepath.Join(out, "notes.txt"), []byte("mine\n"), 0o644); err != nil {
+					t.Error(err)
+				}
+				return 0
+			}
+			code := a.run(context.Background(), args)
+			if tt.want == "" {
+				if code != 0 {
+					t.Fatalf("code %d\n%s\n%s", code, stdout.String(), stderr.String())
+				}
+				m, err := partition.OpenDir(out)
+				if err != nil || m.Seed != 1 || m.Parts != 2 {
+					t.Fatalf("the output after --force: %+v, %v", m, err)
+				}
+				if _, err := os.Stat(filepath.Join(out, "notes.txt")); !os.IsNotExist(err) {
+					t.Errorf("notes.txt, in the output --force replaced, survived: %v", err)
+				}
+				return
+			}
+			want := "node partition: partition: output " + out + ": notes.txt appeared in it during the run, " + tt.want + out + "/.tmp-"
+			if code != 1 || !strings.Contains(stderr.String(), want) {
+				t.Fatalf("code %d, stderr:\n%s\nwant code 1 and %q", code, stderr.String(), want)
+			}
+			if strings.Contains(stdout.String(), "wrote ") {
+				t.Errorf("stdout says wrote:\n%s", stdout.String())
+			}
+			if b, err := os.ReadFile(filepath.Join(out, "notes.txt")); err != nil || string(b) != "mine\n" {
+				t.Errorf("notes.txt: %q, %v", b, err)
+			}
+			_, kept, _ := strings.Cut(stderr.String(), "left whole in ")
+			kept, _, _ = strings.Cut(kept, " (")
+			m, err := partition.OpenDir(kept)
+			if err != nil || m.Nodes != 12 || m.Parts != 2 || m.Method != partition.MethodMetis {
+				t.Fatalf("the finished partitioning in %s: %+v, %v", kept, m, err)
+			}
+		})
+	}
+}
