@@ -70,13 +70,17 @@ type AssignOptions struct {
 
 // ParseBalance parses a --balance value ("nodes,edges,train" in any
 // order and subset) into the constraint list Assign takes: nodes first,
-// then the others in the order given, each once.
+// then the others in the order given, each once. An empty entry ("",
+// "nodes,,edges") is refused: it was dropped, and a list cut short by a
+// script's empty variable balanced less than asked, without a word.
 func ParseBalance(s string) ([]string, error) {
 	out := []string{BalanceNodes}
-	for _, k := range strings.Split(s, ",") {
+	for i, k := range strings.Split(s, ",") {
 		k = strings.TrimSpace(k)
 		switch k {
-		case "", BalanceNodes:
+		case "":
+			return nil, fmt.Errorf("partition: balance %q: entry %d is empty: want a list of nodes, edges and train", s, i+1)
+		case BalanceNodes:
 		case BalanceEdges, BalanceTrain:
 			if !slices.Contains(out, k) {
 				out = append(out, k)

@@ -103,7 +103,10 @@ func TestParseBalance(t *testing.T) {
 		err  string
 	}{
 		{"nodes", []string{"nodes"}, ""},
-		{"", []string{"nodes"}, ""},
+		{"", nil, `partition: balance "": entry 1 is empty: want a list of nodes, edges and train`},
+		{"nodes,,edges", nil, `partition: balance "nodes,,edges": entry 2 is empty: want a list of nodes, edges and train`},
+		{"nodes,edges,", nil, `partition: balance "nodes,edges,": entry 3 is empty: want a list of nodes, edges and train`},
+		{" nodes , edges ", []string{"nodes", "edges"}, ""},
 		{"train,edges", []string{"nodes", "train", "edges"}, ""},
 		{"nodes,edges,train,edges", []string{"nodes", "edges", "train"}, ""},
 		{"nodes,vertices", nil, `partition: balance "vertices": want a list of nodes, edges and train`},

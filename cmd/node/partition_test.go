@@ -268,6 +268,9 @@ func TestPartitionFlagErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--balance", "nodes,vertices"}, 2, `--balance: partition: balance "vertices"`},
+		// An empty entry was dropped without a word.
+		{[]string{"--balance", "nodes,,edges", "--method", "metis"}, 2, `--balance: partition: balance "nodes,,edges": entry 2 is empty: want a list of nodes, edges and train`},
+		{[]string{"--balance", ""}, 2, `--balance: partition: balance "": entry 1 is empty: want a list of nodes, edges and train`},
 		{[]string{"--fanouts", "10,x"}, 2, `--fanouts "10,x": "x" is not an integer`},
 		{[]string{"--fanouts", "10,-3"}, 2, "hop 2 is -3"},
 		{[]string{"--cache-bytes", "64M"}, 2, `--cache-bytes: shm: size "64M": unit "M" is ambiguous`},
