@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 
 	"graphnode/partition"
 )
@@ -15,13 +17,24 @@ func runInspect(ctx context.Context, a *app, args []string) error {
 	verify := fs.Bool("verify", false, "check every section's CRC-32C and every file's CRC-32C and size against graph.toml, and the expected read shares against graph.toml's; name what the directory holds that graph.toml does not list")
 	fanouts := fs.String("fanouts", "", "fanouts of the expected local / cached / remote feature-read shares (default: graph.toml's)")
 	batch := fs.Int("batch-size", -1, "batch size of that estimate (-1: graph.toml's; 0 = count visits)")
-	part := fs.Int("part", -1, "inspect (and verify) graph.toml and part K alone: what one host of a cluster holds")
+	// Every part unless --part is given: -1, the default it once had,
+	// was taken when given and showed every part, where a part index
+	// was asked for.
+	var part *int
+	fs.Func("part", "inspect (and verify) graph.toml and part `K` alone: what one host of a cluster holds (default: every part)", func(s string) error {
+		k, err := strconv.Atoi(s)
+		if err != nil {
+			return errors.New("not an integer")
+		}
+		part = &k
+		return nil
+	})
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if *part < -1 {
-		fmt.Fprintf(a.stderr, "node inspect: --part %d: want a part index (or -1 for every part)\n", *part)
+	if part != nil && *part < 0 {
+		fmt.Fprintf(a.stderr, "node inspect: --part %d: want a part index, 0 or more (leave --part out for every part)\n", *part)
 		return errUsage
 	}
 	if *batch < -1 {
@@ -41,10 +54,7 @@ func runInspect(ctx context.Context, a *app, args []string) error {
 			return errUsage
 		}
 	}
-	opts := partition.InspectOptions{Verify: *verify}
-	if *part >= 0 {
-		opts.Part = part
-	}
+	opts := partition.InspectOptions{Verify: *verify, Part: part}
 	if *fanouts != "" || *batch >= 0 {
 		// The flag not given is graph.toml's; a batch size where
 		// graph.toml records no estimate is the partitioner's default.

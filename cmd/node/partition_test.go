@@ -175,7 +175,10 @@ func TestPartitionUsage(t *testing.T) {
 		{[]string{"partition", "--input", "x", "-o", "y", "--seed", "18446744073709551615"}, 2, "want below 2^63"},
 		{[]string{"inspect"}, 2, "want one directory"},
 		{[]string{"inspect", "/nonexistent/parts"}, 1, "graph.toml: no such file"},
-		{[]string{"inspect", "--part", "-2", "x"}, 2, "--part -2: want a part index"},
+		{[]string{"inspect", "--part", "-2", "x"}, 2, "node inspect: --part -2: want a part index, 0 or more (leave --part out for every part)"},
+		// -1, the flag's default once, showed every part.
+		{[]string{"inspect", "--part", "-1", "x"}, 2, "node inspect: --part -1: want a part index, 0 or more (leave --part out for every part)"},
+		{[]string{"inspect", "--part", "two", "x"}, 2, `invalid value "two" for flag -part: not an integer`},
 		// Was taken as "not given": graph.toml's batch size, without a word.
 		{[]string{"inspect", "--batch-size", "-5", "x"}, 2, "--batch-size -5: want 0 or more"},
 	} {
