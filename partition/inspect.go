@@ -456,10 +456,7 @@ func (r *Report) Format(w io.Writer) error {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
-	cut := "edge cut"
-	if m.Relations > 0 {
-		cut = "triple cut (tail owned elsewhere)"
-	}
+	cut := m.CutName()
 	// A part that could not be read counts as empty in the totals: a
 	// balanced partitioning would show as unbalanced.
 	var unread []int

@@ -214,6 +214,21 @@ func (m *Manifest) EdgeCut() uint64 {
 	return cut
 }
 
+// CutName names what EdgeCut counts, as node partition and node inspect
+// print it. A knowledge graph's triple is stored with the entity that
+// owns its edge (direction out: its head, as DGL-KE does; in: its tail),
+// and is cut when the other entity is owned elsewhere: with --direction
+// in, "tail owned elsewhere" named the entity the triple is stored with.
+func (m *Manifest) CutName() string {
+	switch {
+	case m.Relations == 0:
+		return "edge cut"
+	case m.Direction == "in":
+		return "triple cut (head owned elsewhere)"
+	}
+	return "triple cut (tail owned elsewhere)"
+}
+
 // Balance is max / mean over the partitions of owned nodes, stored edges
 // and training nodes (0 where the total is 0).
 func (m *Manifest) Balance() (nodes, edges, train float64) {

@@ -382,3 +382,24 @@ func TestNumbering(t *testing.T) {
 		t.Fatal("a manifest without orig_ids.bin has a numbering")
 	}
 }
+
+// TestManifestCutName: a knowledge graph's cut is named for the entity
+// a triple is not stored with: with direction in it is stored with its
+// tail, and "tail owned elsewhere" named the wrong one.
+func TestManifestCutName(t *testing.T) {
+	for _, tt := range []struct {
+		relations int
+		direction string
+		want      string
+	}{
+		{0, "in", "edge cut"},
+		{0, "out", "edge cut"},
+		{3, "out", "triple cut (tail owned elsewhere)"},
+		{3, "in", "triple cut (head owned elsewhere)"},
+	} {
+		m := &Manifest{Relations: tt.relations, Direction: tt.direction}
+		if got := m.CutName(); got != tt.want {
+			t.Errorf("relations %d, direction %s: %q, want %q", tt.relations, tt.direction, got, tt.want)
+		}
+	}
+}

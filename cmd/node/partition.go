@@ -274,11 +274,7 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	}
 	prog.done()
 	fmt.Fprintf(a.stdout, "split %s: %d/%d/%d train/val/test\n", m.Split, m.Train, m.Val, m.Test)
-	cut := "edge cut"
-	if g.KG != nil {
-		cut = "triple cut (tail owned elsewhere)"
-	}
-	fmt.Fprintf(a.stdout, "partitioned into %d parts (%s, seed %d): %s %.2f%%\n", m.Parts, m.Method, m.Seed, cut, partitionPct(m.EdgeCut(), m.Edges))
+	fmt.Fprintf(a.stdout, "partitioned into %d parts (%s, seed %d): %s %.2f%%\n", m.Parts, m.Method, m.Seed, m.CutName(), partitionPct(m.EdgeCut(), m.Edges))
 	train := "-" // no training nodes: nothing to balance
 	if m.Train > 0 {
 		train = fmt.Sprintf("%.3f", m.Achieved.Train)

@@ -92,3 +92,41 @@ func TestPartitionKeepsWhatAppears(t *testing.T) {
 		})
 	}
 }
+
+// TestPartitionKGCutName: node partition and node inspect name a
+// knowledge graph's cut for the entity a triple is not stored with. With
+// --direction in a triple is stored with its tail, and both said "tail
+// owned elsewhere".
+func TestPartitionKGCutName(t *testing.T) {
+	in := t.TempDir()
+	for name, text := range map[string]string{
+		"entities.dict":  "0\ta\n1\tb\n2\tc\n3\td\n",
+		"relations.dict": "0\tr\n",
+		"train.txt":      "a\tr\tb\nb\tr\tc\nc\tr\td\nd\tr\ta\na\tr\tc\n",
+		"valid.txt":      "b\tr\td\n",
+		"test.txt":       "c\tr\ta\n",
+	} {
+		if err := os.WriteFile(filepath.Join(in, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		direction []string
+		want      string
+	}{
+		{nil, "triple cut (tail owned elsewhere)"}, // out, as DGL-KE stores a triple with its head
+		{[]string{"--direction", "out"}, "triple cut (tail owned elsewhere)"},
+		{[]string{"--direction", "in"}, "triple cut (head owned elsewhere)"},
+	} {
+		out := filepath.Join(t.TempDir(), "parts")
+		args := append([]string{"partition", "--input", in, "--format", "kg", "--parts", "2", "--method", "random", "-o", out}, tt.direction...)
+		code, stdout, stderr := runNode(t, args...)
+		if code != 0 || !strings.Contains(stdout, "partitioned into 2 parts (random, seed 1): "+tt.want+" ") {
+			t.Errorf("%v: code %d, stdout:\n%s\nstderr:\n%s\nwant %q", tt.direction, code, stdout, stderr, tt.want)
+		}
+		code, stdout, stderr = runNode(t, "inspect", out)
+		if code != 0 || !strings.Contains(stdout, "\n"+tt.want+" ") {
+			t.Errorf("%v: inspect: code %d, stdout:\n%s\nstderr:\n%s\nwant %q", tt.direction, code, stdout, stderr, tt.want)
+		}
+	}
+}
