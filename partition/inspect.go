@@ -475,8 +475,14 @@ func (r *Report) Format(w io.Writer) error {
 		fmt.Fprintf(&b, "\npart %d alone (the other parts' files are not read): %s %.2f%% (%d of %d stored edges)\n",
 			r.Parts[0].Part, cut, percent(r.Cut, r.Edges), r.Cut, r.Edges)
 	} else {
-		fmt.Fprintf(&b, "\n%s %.2f%% (%d of %d stored edges); balance max/mean: nodes %.3f, edges %.3f, train %.3f\n",
-			cut, percent(r.Cut, r.Edges), r.Cut, r.Edges, r.NodeBalance, r.EdgeBalance, r.TrainBalance)
+		// No training nodes, nothing to balance: "-", as node partition
+		// prints it (0.000 read as a balance far below 1).
+		train := "-"
+		if r.TrainBalance > 0 {
+			train = fmt.Sprintf("%.3f", r.TrainBalance)
+		}
+		fmt.Fprintf(&b, "\n%s %.2f%% (%d of %d stored edges); balance max/mean: nodes %.3f, edges %.3f, train %s\n",
+			cut, percent(r.Cut, r.Edges), r.Cut, r.Edges, r.NodeBalance, r.EdgeBalance, train)
 	}
 	if reads {
 		fmt.Fprintf(&b, "expected feature reads per epoch (fanouts %s, batch %d, trainer p reading share p of split train): %.0f; local %.2f%%, cached %.2f%%, remote %.2f%%\n",

@@ -50,6 +50,37 @@ func TestInspect(t *testing.T) {
 	}
 }
 
+// TestInspectTrainBalance: the balance line's train is "-" for a graph
+// without training nodes, as node partition prints it; it was 0.000.
+func TestInspectTrainBalance(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		train []uint32
+		want  string
+	}{
+		{"none", nil, "balance max/mean: nodes 1.000, edges 1.000, train -\n"},
+		{"two", []uint32{0, 1}, "balance max/mean: nodes 1.000, edges 1.000, train 1.000\n"}, // one in each part (seed 0)
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// A 4-cycle into 2 parts: 2 nodes and 2 edges each.
+			g := &Graph{Name: "cycle", NumNodes: 4, Src: []uint32{0, 1, 2, 3}, Dst: []uint32{1, 2, 3, 0}, Train: tt.train}
+			dir := filepath.Join(t.TempDir(), "parts")
+			partitionTo(t, g, dir, csr.In, 2, WriteOptions{})
+			r, err := Inspect(context.Background(), dir, InspectOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out strings.Builder
+			if err := r.Format(&out); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), tt.want) {
+				t.Errorf("report lacks %q:\n%s", tt.want, out.String())
+			}
+		})
+	}
+}
+
 // TestInspectUnlisted: --verify names what the directory holds besides
 // graph.toml and its files (a part of another partitioning, a fetch cut
 // off, a file of the user's), each directory once, and fails on none of

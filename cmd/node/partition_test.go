@@ -72,7 +72,8 @@ func TestPartitionInspectCLI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("inspect --verify: code %d\n%s\n%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"12 nodes, 24 edges, 3 parts", "part-2/part.csr  OK", "all 5 files OK"} {
+	// No training nodes: "train -", as partition says it, not 0.000.
+	for _, want := range []string{"12 nodes, 24 edges, 3 parts", "balance max/mean: nodes 1.000, edges 1.000, train -\n", "part-2/part.csr  OK", "all 5 files OK"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("inspect output lacks %q:\n%s", want, stdout)
 		}
