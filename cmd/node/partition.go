@@ -421,7 +421,11 @@ var skewCost = map[string]string{
 // skewNotes are the lines that point out, for edges and training nodes
 // when not in asked, a heaviest part above skewNoteAt × the mean: which
 // part, how far over, what it costs its host, and the flags that balance
-// it (adding --method metis where method cannot).
+// it (adding --method metis where method cannot), or, where the part
+// holds no more than any partitioning leaves some part (see skewFloor),
+// why none evens them: with more parts than training nodes (Cora's 140
+// into 139 parts) the note offered --balance nodes,train, which leaves
+// the train balance where it was.
 func skewNotes(m *partition.Manifest, method string, asked []string) []string {
 	var notes []string
 	for _, q := range balanceQuantities(m) {
@@ -429,14 +433,36 @@ func skewNotes(m *partition.Manifest, method string, asked []string) []string {
 		if cost == "" || slices.Contains(asked, q.name) || q.achieved <= skewNoteAt || len(m.Part) == 0 {
 			continue
 		}
+		heavy := q.heaviest(m)
+		line := fmt.Sprintf("note: part %d %s %.2f × the mean %s (not balanced): %s; ", heavy.Index, q.verb, q.achieved, q.noun, cost)
+		if least, why := skewFloor(m, q); q.of(heavy) <= least {
+			notes = append(notes, line+"no partitioning evens them: "+why)
+			continue
+		}
 		fix := "--balance " + strings.Join(append(slices.Clone(asked), q.name), ",")
 		if !slices.Contains(partition.Balances(method), q.name) {
 			fix = "--method " + partition.MethodMetis + " " + fix
 		}
-		notes = append(notes, fmt.Sprintf("note: part %d %s %.2f × the mean %s (not balanced): %s; %s evens them",
-			q.heaviest(m).Index, q.verb, q.achieved, q.noun, cost, fix))
+		notes = append(notes, line+fix+" evens them")
 	}
 	return notes
+}
+
+// skewFloor is the least of q that any partitioning of m into its parts
+// leaves its heaviest part, and why. A node is not split: some part holds
+// ⌈total / parts⌉ of it (two of 140 training nodes in 139 parts), and the
+// part that owns the node storing the most edges stores them all.
+func skewFloor(m *partition.Manifest, q balanceQuantity) (least uint64, why string) {
+	parts := uint64(len(m.Part))
+	least = (q.total + parts - 1) / parts
+	why = fmt.Sprintf("%d %s in %d parts leave some part %d, as a node is not split", q.total, q.noun, parts, least)
+	if q.name == partition.BalanceEdges {
+		if d, ok := m.MaxDegree(); ok && d > least {
+			least = d
+			why = fmt.Sprintf("a node stores %d edges, which stay with it", d)
+		}
+	}
+	return least, why
 }
 
 func partitionPct(part, whole uint64) float64 {

@@ -570,6 +570,7 @@ func TestMissNotes(t *testing.T) {
 // it; asked-for quantities and mild skew are not.
 func TestSkewNotes(t *testing.T) {
 	m := &partition.Manifest{
+		Edges: 80, Train: 20,
 		Achieved: partition.BalanceAchieved{Nodes: 1.01, Edges: 2.5, Train: 1.6},
 		Part: []partition.PartEntry{
 			{Index: 0, Edges: 10, Train: 5}, {Index: 1, Edges: 50, Train: 3}, {Index: 2, Edges: 20, Train: 8}, {Index: 3, Edges: 0, Train: 4},
@@ -604,6 +605,56 @@ func TestSkewNotes(t *testing.T) {
 	m.Achieved = partition.BalanceAchieved{Nodes: 1, Edges: 1.5, Train: 1.2}
 	if got := skewNotes(m, partition.MethodRandom, []string{"nodes"}); got != nil {
 		t.Errorf("skew at 1.5 and below: %q, want no note", got)
+	}
+}
+
+// TestSkewNotesFloor: a heaviest part that holds no more than any
+// partitioning leaves some part gets no flags that cannot even it, but
+// why: 5 training nodes in 4 parts leave one 2 (1.6 × the mean), and a
+// node storing 40 of 80 edges keeps them together. With more parts than
+// training nodes (Cora's 140 into 139 parts, freq) the note offered
+// --balance nodes,train, which left train at 1.986.
+func TestSkewNotesFloor(t *testing.T) {
+	part := func(i int, edges, maxDeg, train uint64) partition.PartEntry {
+		return partition.PartEntry{Index: i, Edges: edges, MaxDegree: maxDeg, Train: train}
+	}
+	m := &partition.Manifest{
+		Edges: 80, Train: 5,
+		Achieved: partition.BalanceAchieved{Nodes: 1, Edges: 2, Train: 1.6},
+		Part:     []partition.PartEntry{part(0, 10, 1, 1), part(1, 40, 40, 1), part(2, 10, 1, 2), part(3, 20, 2, 1)},
+	}
+	want := []string{
+		"note: part 1 stores 2.00 × the mean edges (not balanced): its host holds and samples that much more of the graph; no partitioning evens them: a node stores 40 edges, which stay with it",
+		"note: part 2 owns 1.60 × the mean training nodes (not balanced): its trainer has that many more seeds per epoch; no partitioning evens them: 5 training nodes in 4 parts leave some part 2, as a node is not split",
+	}
+	for _, method := range []string{partition.MethodFreq, partition.MethodMetis, partition.MethodRandom} {
+		if got := skewNotes(m, method, []string{"nodes"}); !slices.Equal(got, want) {
+			t.Errorf("%s:\n got %q\nwant %q", method, got, want)
+		}
+	}
+	// The hub's part stores more than the hub: balancing can move the rest.
+	m.Part[1].Edges, m.Part[0].Edges, m.Achieved.Edges = 45, 5, 2.25
+	want[0] = "note: part 1 stores 2.25 × the mean edges (not balanced): its host holds and samples that much more of the graph; --balance nodes,edges evens them"
+	if got := skewNotes(m, partition.MethodFreq, []string{"nodes"}); !slices.Equal(got, want) {
+		t.Errorf("hub and more:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestPartitionSkewNoteSeeds: freq into more parts than a part's share
+// of 5 training nodes can even (4 parts: one holds 2) says that no
+// partitioning evens them, and offers no --balance.
+func TestPartitionSkewNoteSeeds(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "sbm")
+	if code, _, stderr := runNode(t, "gen", "sbm", "--nodes", "200", "--feat-dim", "4", "--train-frac", "0.025", "-o", in); code != 0 {
+		t.Fatalf("gen sbm: %s", stderr)
+	}
+	code, stdout, stderr := runNode(t, "partition", "--input", in, "--format", "ogb", "--parts", "4", "--method", "freq", "-o", filepath.Join(t.TempDir(), "parts"))
+	if code != 0 {
+		t.Fatalf("partition: code %d\n%s\n%s", code, stdout, stderr)
+	}
+	want := "owns 1.60 × the mean training nodes (not balanced): its trainer has that many more seeds per epoch; no partitioning evens them: 5 training nodes in 4 parts leave some part 2, as a node is not split\n"
+	if !strings.Contains(stdout, "split keep: 5/") || !strings.Contains(stdout, want) || strings.Contains(stdout, "nodes,train evens them") {
+		t.Errorf("stdout:\n%s\nwant %q and no --balance nodes,train", stdout, want)
 	}
 }
 
