@@ -31,7 +31,7 @@ type partitionFlags struct {
 	imbalance, cacheRatio                    float64
 	seed                                     uint64
 	undirected, force, directionSet          bool
-	danglingSet                              bool
+	danglingSet, imbalanceSet                bool
 }
 
 // runPartition is `node partition`: read a graph, clean it, split it,
@@ -45,7 +45,7 @@ func runPartition(ctx context.Context, a *app, args []string) error {
 	fs.IntVar(&f.parts, "parts", 1, "number of partitions")
 	fs.StringVar(&f.method, "method", partition.MethodRandom, "partitioner: random (balanced random), metis (multilevel edge cut), freq (access frequency of each trainer's sampling, as GLT's FrequencyPartitioner: part p holds rank p's training nodes and the nodes it reads most)")
 	fs.StringVar(&f.balance, "balance", "nodes", "quantities to balance, a list of nodes, edges (stored edges per part) and train (training nodes per part); nodes always; metis and freq balance all three (freq: train by construction), random nodes")
-	fs.Float64Var(&f.imbalance, "imbalance", partition.DefaultImbalance, "largest allowed max/mean of every balanced quantity (metis, freq; random is exact)")
+	fs.Float64Var(&f.imbalance, "imbalance", partition.DefaultImbalance, "largest allowed max/mean of every balanced quantity (metis and freq; not with random, which is exact)")
 	fs.StringVar(&f.fanouts, "fanouts", "15,10,5", "sampling fanouts per hop (-1 = all) for the freq heat estimate, the cache ranking and the expected read shares; \"none\" skips the estimate (not with --method freq, which places nodes by it)")
 	fs.IntVar(&f.batchSize, "batch-size", partition.DefaultBatchSize, "the trainers' batch size, for the estimate's per-batch deduplication (0 = count visits)")
 	fs.Float64Var(&f.cacheRatio, "cache-ratio", 0, "cache in every part file the hottest nodes it does not own, up to this fraction of the nodes it owns (0.2 = 20%)")
@@ -93,6 +93,8 @@ func runPartition(ctx context.Context, a *app, args []string) error {
 			f.directionSet = true
 		case "dangling":
 			f.danglingSet = true
+		case "imbalance":
+			f.imbalanceSet = true
 		}
 	})
 	return partitionRun(ctx, a, &f)
@@ -123,6 +125,11 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	balance, err := partition.ParseBalance(f.balance)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--balance: %w", err))
+	}
+	if f.imbalanceSet && f.method == partition.MethodRandom {
+		// Refused as a quantity random cannot balance is: it was taken,
+		// ignored, and printed as the bound asked.
+		errs = append(errs, fmt.Errorf("--imbalance %g: method random balances nodes exactly and takes no imbalance: leave --imbalance out, or use --method metis or freq", f.imbalance))
 	}
 	var fanouts []int
 	fanoutsOK := true // a bad --fanouts is reported once, not again as none
@@ -279,8 +286,12 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	if m.Train > 0 {
 		train = fmt.Sprintf("%.3f", m.Achieved.Train)
 	}
-	fmt.Fprintf(a.stdout, "balance max/mean (asked: %s within %.3f): nodes %.3f, edges %.3f, train %s\n",
-		strings.Join(balance, ","), f.imbalance, m.Achieved.Nodes, m.Achieved.Edges, train)
+	asked := fmt.Sprintf("%s within %.3f", strings.Join(balance, ","), f.imbalance)
+	if f.method == partition.MethodRandom {
+		asked = strings.Join(balance, ",") + "; random is exact" // and takes no --imbalance
+	}
+	fmt.Fprintf(a.stdout, "balance max/mean (asked: %s): nodes %.3f, edges %.3f, train %s\n",
+		asked, m.Achieved.Nodes, m.Achieved.Edges, train)
 	for _, line := range append(missNotes(m, f.method, balance, f.imbalance), skewNotes(m, f.method, balance)...) {
 		fmt.Fprintln(a.stdout, line)
 	}

@@ -53,7 +53,7 @@ func TestPartitionInspectCLI(t *testing.T) {
 		"cleaned: 24 edges stored (direction in); self loops 1 (dropped 1), duplicates dropped 2, reverse edges added 13",
 		"partitioned into 3 parts (random, seed 4)",
 		// No training nodes: no train balance to speak of.
-		"balance max/mean (asked: nodes within 1.030): nodes 1.000, edges 1.000, train -\n",
+		"balance max/mean (asked: nodes; random is exact): nodes 1.000, edges 1.000, train -\n",
 		"wrote " + out,
 	} {
 		if !strings.Contains(stdout, want) {
@@ -202,7 +202,7 @@ func TestPartitionMethodsCLI(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--method", "random"}, []string{"partitioned into 4 parts (random, seed 1): edge cut", "balance max/mean (asked: nodes within 1.030): nodes 1.000", "cached 0.00%"}},
+		{[]string{"--method", "random"}, []string{"partitioned into 4 parts (random, seed 1): edge cut", "balance max/mean (asked: nodes; random is exact): nodes 1.000", "cached 0.00%"}},
 		{[]string{"--method", "metis", "--balance", "nodes,edges,train"}, []string{"(metis, seed 1)", "asked: nodes,edges,train within 1.030"}},
 		{[]string{"--method", "freq", "--imbalance", "1.0", "--fanouts", "10,5", "--batch-size", "64"}, []string{"(freq, seed 1)", "nodes 1.000", "(fanouts 10,5, batch 64)"}},
 		{[]string{"--method", "random", "--cache-ratio", "0.2"}, []string{"; 600 nodes cached"}},
@@ -284,6 +284,9 @@ func TestPartitionFlagErrors(t *testing.T) {
 		{[]string{"--method", "freq"}, 1, "has no training split"},
 		{[]string{"--method", "random", "--balance", "edges"}, 2, `method random cannot balance "edges"`},
 		{[]string{"--imbalance", "0.5", "--method", "metis"}, 2, "imbalance 0.5: want a number ≥ 1"},
+		// Taken, ignored, and printed as "asked: nodes within 5.000".
+		{[]string{"--imbalance", "5", "--method", "random"}, 2, "--imbalance 5: method random balances nodes exactly and takes no imbalance: leave --imbalance out, or use --method metis or freq"},
+		{[]string{"--imbalance", "1.03"}, 2, "--imbalance 1.03: method random balances nodes exactly and takes no imbalance"},
 	} {
 		args := append([]string{"partition", "--input", in, "--format", "edgelist", "--parts", "2", "-o", filepath.Join(t.TempDir(), "p")}, tt.args...)
 		code, _, stderr := runNode(t, args...)
@@ -312,6 +315,7 @@ func TestPartitionChecksBeforeReading(t *testing.T) {
 		{[]string{"--method", "random", "--balance", "edges"}, 2, []string{`method random cannot balance "edges"`}},
 		{[]string{"--parts", "0"}, 2, []string{"0 parts: want at least 1"}},
 		{[]string{"--method", "metis", "--imbalance", "0.9"}, 2, []string{"imbalance 0.9: want a number ≥ 1"}},
+		{[]string{"--method", "random", "--imbalance", "5"}, 2, []string{"--imbalance 5: method random balances nodes exactly and takes no imbalance"}},
 		{[]string{"--self-loops", "maybe"}, 2, []string{"self loops"}},
 		{[]string{"--dangling", "never"}, 2, []string{"(dangling)"}},
 		{[]string{"--cache-ratio", "-0.5"}, 2, []string{"cache ratio -0.5"}},
