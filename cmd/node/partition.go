@@ -460,14 +460,15 @@ func skewNotes(m *partition.Manifest, method string, asked []string) []string {
 }
 
 // skewFloor is the least of q that any partitioning of m into its parts
-// leaves its heaviest part, and why. A node is not split: some part holds
-// ⌈total / parts⌉ of it (two of 140 training nodes in 139 parts), and the
-// part that owns the node storing the most edges stores them all.
+// leaves its heaviest part, and why. Nodes and edges are not split: some
+// part holds ⌈total / parts⌉ (two of 140 training nodes in 139 parts),
+// and the part that owns the node storing the most edges stores them all.
 func skewFloor(m *partition.Manifest, q balanceQuantity) (least uint64, why string) {
 	parts := uint64(len(m.Part))
 	least = (q.total + parts - 1) / parts
 	why = fmt.Sprintf("%d %s in %d parts leave some part %d, as a node is not split", q.total, q.noun, parts, least)
 	if q.name == partition.BalanceEdges {
+		why = fmt.Sprintf("%d edges in %d parts leave some part %d, as an edge is not split", q.total, parts, least)
 		if d, ok := m.MaxDegree(); ok && d > least {
 			least = d
 			why = fmt.Sprintf("a node stores %d edges, which stay with it", d)

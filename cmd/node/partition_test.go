@@ -642,6 +642,16 @@ func TestSkewNotesFloor(t *testing.T) {
 	if got := skewNotes(m, partition.MethodFreq, []string{"nodes"}); !slices.Equal(got, want) {
 		t.Errorf("hub and more:\n got %q\nwant %q", got, want)
 	}
+	// 6 edges in 4 parts: some part stores 2 (1.33 × the mean, posed as
+	// over skewNoteAt), whatever the degrees.
+	m = &partition.Manifest{
+		Edges: 6, Achieved: partition.BalanceAchieved{Nodes: 1, Edges: 1.6},
+		Part: []partition.PartEntry{part(0, 2, 1, 0), part(1, 2, 1, 0), part(2, 1, 1, 0), part(3, 1, 1, 0)},
+	}
+	want = []string{"note: part 0 stores 1.60 × the mean edges (not balanced): its host holds and samples that much more of the graph; no partitioning evens them: 6 edges in 4 parts leave some part 2, as an edge is not split"}
+	if got := skewNotes(m, partition.MethodMetis, []string{"nodes"}); !slices.Equal(got, want) {
+		t.Errorf("few edges:\n got %q\nwant %q", got, want)
+	}
 }
 
 // TestPartitionSkewNoteSeeds: freq into more parts than a part's share
