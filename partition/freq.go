@@ -13,16 +13,24 @@ package partition
 //	π_0(v) = 1/nb if v ∈ S_p, else 0
 //	w_k(u) = π_{k-1}(u) · r_k(u),  r_k(u) = min(1, f_k/deg(u))  (f_k = -1: 1)
 //	a_k(u, v) = max(0, w_k(u) − [u ∈ row(v)] · r_k(u) · w_{k-1}(v))
-//	π_k(v) = 1 − Π_{u : v ∈ row(u)} (1 − a_k(u, v))
+//	π_k(v) = 1 − Π_{u ≠ v : v ∈ row(u)} (1 − a_k(u, v))
 //	heat(v) = nb · (1 − Π_k (1 − π_k(v)))
 //
 // row(u) is u's stored neighbour list (what the sampler draws from:
 // in-neighbours for direction in) and deg(u) its length; r_k(u) is the
 // chance that uniform sampling without replacement picks a given entry,
 // and w_k(u) the chance that u, new at hop k−1 of the batch, picks it.
-// The sampler's deduplication within a batch (DESIGN.md §5: a node is
-// read and expanded once per batch) is modelled twice:
+// A row may list v m > 1 times (--duplicates keep; a knowledge graph's
+// relations): the sampler draws entries, so those copies are one branch
+// whose r_k(u) is q(deg(u), f_k, m) = 1 − C(deg(u)−m, f_k)/C(deg(u), f_k),
+// the chance the draw takes at least one, and likewise for the copies of
+// u in row(v) in the backtracking term (freq_repeat.go). The sampler's
+// deduplication within a batch (DESIGN.md §5: a node is read and
+// expanded once per batch) is modelled thrice:
 //
+//   - Self loops: v, expanded, picking itself finds itself in n_id, so
+//     u = v is no branch of π_k(v). Counted as one, a self loop on every
+//     node of a random graph made the estimate ×1.2 the reads.
 //   - Backtracking: u, reached from v, picking v again finds it in n_id.
 //     The subtracted term is the part of u's picks of v that is such a
 //     return (only where the edge is reciprocal).
@@ -37,8 +45,9 @@ package partition
 //     140 training seeds with --fanouts 0 were 88 reads.
 //
 // Without a batch size (B = 0) visits are summed instead (w_k from the
-// visits x_{k−1}, x_k(v) = Σ a_k(u, v), heat the sum over hops): the heat
-// counts visits, GLT's estimate less backtracking.
+// visits x_{k−1}, x_k(v) = Σ a_k(u, v), heat the sum over hops, a run of
+// m copies m visits): the heat counts visits, GLT's estimate less
+// backtracking and self loops.
 //
 // What is left is the correlation between a batch's branches (two
 // neighbours of one seed are not independent draws) and "new at hop k"
@@ -51,8 +60,9 @@ package partition
 // each target's sum is computed by one worker in a fixed order, so the
 // result does not depend on the number of workers or on scheduling.
 //
-// Memory: the transpose (4 bytes and 1 bit per edge, 12 bytes per node)
-// plus four float32 arrays of nodes × parts.
+// Memory: the transpose (4 bytes and 1 bit per edge, 4 more where some
+// row repeats an entry, 12 bytes per node) plus four float32 arrays of
+// nodes × parts.
 
 import (
 	"context"
@@ -157,6 +167,9 @@ type transpose struct {
 	src    []uint32
 	recip  []uint64 // bit i: entry i (u in v's list) is reciprocal, u ∈ row(v)
 	deg    []uint32 // row length of every node
+	// back[i] is how often row(v) holds src[i] when some row repeats an
+	// entry; nil when none does (then recip says 0 or 1).
+	back []uint32
 }
 
 // buildTranspose inverts rows given as blocks in ascending node order
@@ -194,12 +207,14 @@ func buildTranspose[T uint32 | uint64](ctx context.Context, n int, blocks []heat
 	}
 	t.src = make([]uint32, edges)
 	fill := slices.Clone(t.indptr[:n])
+	repeats := false // some row holds an entry twice (it is sorted)
 	for _, b := range blocks {
 		for i := range len(b.indptr) - 1 {
 			u := b.start + uint32(i)
-			for _, v := range b.indices[b.indptr[i]:b.indptr[i+1]] {
+			for j, v := range b.indices[b.indptr[i]:b.indptr[i+1]] {
 				t.src[fill[v]] = u
 				fill[v]++
+				repeats = repeats || j > 0 && v == b.indices[b.indptr[i]+uint64(j)-1]
 			}
 			if i%(1<<16) == 0 {
 				if err := ctx.Err(); err != nil {
@@ -208,8 +223,12 @@ func buildTranspose[T uint32 | uint64](ctx context.Context, n int, blocks []heat
 			}
 		}
 	}
-	// Reciprocity: rows are sorted, so u ∈ row(v) is a binary search.
+	// Reciprocity: rows are sorted, so u ∈ row(v) is a binary search,
+	// and its copies follow the first.
 	t.recip = make([]uint64, (edges+63)/64)
+	if repeats {
+		t.back = make([]uint32, edges)
+	}
 	bi := 0
 	for v := range n {
 		for bi+1 < len(blocks) && uint32(v) >= blocks[bi+1].start {
@@ -219,8 +238,18 @@ func buildTranspose[T uint32 | uint64](ctx context.Context, n int, blocks []heat
 		i := v - int(b.start)
 		row := b.indices[b.indptr[i]:b.indptr[i+1]]
 		for e := t.indptr[v]; e < t.indptr[v+1]; e++ {
-			if _, ok := slices.BinarySearch(row, T(t.src[e])); ok {
-				t.recip[e/64] |= 1 << (e % 64)
+			u := T(t.src[e])
+			j, ok := slices.BinarySearch(row, u)
+			if !ok {
+				continue
+			}
+			t.recip[e/64] |= 1 << (e % 64)
+			if t.back != nil {
+				c := 1
+				for j+c < len(row) && row[j+c] == u {
+					c++
+				}
+				t.back[e] = uint32(c)
 			}
 		}
 		if v%(1<<16) == 0 {
@@ -284,16 +313,11 @@ func (t *transpose) heat(ctx context.Context, seeds [][]uint32, opts HeatOptions
 	}
 	byNode := splitRange(n, workers, nil)
 	byEdge := splitRange(n, workers, t.indptr)
-	for _, f := range opts.Fanouts {
-		ratio := func(u int) float32 {
-			d := t.deg[u]
-			switch {
-			case d == 0:
-				return 0
-			case f >= 0 && uint32(f) < d:
-				return float32(f) / float32(d)
-			}
-			return 1
+	for k, f := range opts.Fanouts {
+		ratio := func(u int) float32 { return entryChance(t.deg[u], f) }
+		fb := 0 // hop k−1's fanout, for backtracking over repeated entries
+		if k > 0 {
+			fb = opts.Fanouts[k-1]
 		}
 		// cur becomes w_k: what each expanded node passes to one entry.
 		err := parallelRanges(ctx, byNode, func(lo, hi int) {
@@ -321,10 +345,34 @@ func (t *transpose) heat(ctx context.Context, seeds [][]uint32, opts HeatOptions
 						acc[p] = 1
 					}
 				}
-				for e := t.indptr[v]; e < t.indptr[v+1]; e++ {
-					u := int(t.src[e])
+				for e, end := t.indptr[v], t.indptr[v+1]; e < end; {
+					// The run of u's copies of v: one pull.
+					u, first := int(t.src[e]), e
+					for e++; e < end && int(t.src[e]) == u; e++ {
+					}
+					if u == v {
+						// A self loop: v, new at hop k−1, picking itself
+						// at hop k finds itself in n_id.
+						continue
+					}
 					w := cur[u*P : (u+1)*P]
-					recip := t.recip[e/64]&(1<<(e%64)) != 0
+					recip := t.recip[first/64]&(1<<(first%64)) != 0
+					var mb uint64 // copies of u in row(v)
+					if recip {
+						mb = 1
+						if t.back != nil {
+							mb = uint64(t.back[first])
+						}
+					}
+					if e-first > 1 || mb > 1 {
+						run := repeatRun{copies: e - first, r: ratio(u), pick: pickChance(t.deg[u], f, e-first), backCopies: mb}
+						if recip {
+							run.backR = entryChance(t.deg[v], fb)
+							run.backPick = pickChance(t.deg[v], fb, mb)
+						}
+						run.pull(acc, w, back, batched)
+						continue
+					}
 					var r float32 // backtracking's, on reciprocal edges only
 					if recip {
 						r = ratio(u)
