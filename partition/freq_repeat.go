@@ -49,8 +49,8 @@ func pickChance(d uint32, f int, m uint64) float64 {
 // repeatRun is one pull of target v from u at hop k where one of the
 // two rows lists the other more than once: row(u) holds copies of v,
 // row(v) backCopies of u (0: the entry is not reciprocal). heat pulls a
-// single entry both ways itself, in float32 as it always has, so that
-// the estimate of a graph without repeats is what it was, bit for bit.
+// single entry both ways itself, in float32, bit for bit as before
+// repeats were handled.
 type repeatRun struct {
 	copies uint64  // copies of v in row(u)
 	r      float32 // u's chance per entry at hop k, by which w was scaled
