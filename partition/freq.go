@@ -320,9 +320,9 @@ func (t *transpose) heat(ctx context.Context, seeds [][]uint32, opts HeatOptions
 			nb[p] = math.Ceil(float64(len(s)) / float64(opts.BatchSize))
 		}
 	}
-	// heat holds 1 − Π_k (1 − π_k(v)) when batched (the complement, so
-	// that a small chance keeps float32's precision), Σ_k x_k(v) when
-	// not; cur, prev and next hold π or x.
+	// heat holds h_k(v) = 1 − Π_k (1 − ρ_k(v)) when batched (the
+	// complement, so that a small chance keeps float32's precision),
+	// Σ_k x_k(v) when not; cur, prev and next hold π or x.
 	heat := make([]float32, n*P)
 	cur := make([]float32, n*P)  // π_{k-1} (x_{k-1}), then w_k
 	prev := make([]float32, n*P) // w_{k-1}
