@@ -502,12 +502,21 @@ func partitionBytes(n int64) string {
 func parseFanouts(s string) ([]int, error) { return parseFanoutsOf("--fanouts", s, 0) }
 
 // parseFanoutsOf parses flag's fanout list s, each hop -1 (all) or a
-// count ≥ least (0 or 1), as partition.ValidFanouts checks it besides.
+// count ≥ least (0 or 1) up to math.MaxInt32, as partition.ValidFanouts
+// checks it besides. The loaders refuse a larger count (the mesh carries
+// a fanout as an int32): node train met it once connected, node demo
+// once it had generated, partitioned and started its cluster.
 func parseFanoutsOf(flag, s string, least int) ([]int, error) {
 	var out []int
 	for k, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
+		t := strings.TrimSpace(f)
+		n, err := strconv.Atoi(t)
+		if errors.Is(err, strconv.ErrRange) {
+			err = nil // a count past int's range, n held at its bound
+		}
 		switch {
+		case err == nil && n > math.MaxInt32:
+			return nil, fmt.Errorf("%s %q: hop %d is %s, over %d: -1 takes every neighbour", flag, s, k+1, t, math.MaxInt32)
 		case err != nil:
 			return nil, fmt.Errorf("%s %q: %q is not an integer", flag, s, f)
 		case least > 0 && n == 0:
