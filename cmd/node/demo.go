@@ -64,7 +64,10 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	}
 	f.ringBytes = ringSize
 	if f.input != "" {
-		if _, err := partition.ParseSplit(f.split); err != nil {
+		// Read refused a bad --format, once the demo had begun.
+		ro := partition.ReadOptions{Format: f.format}
+		_, splitErr := partition.ParseSplit(f.split)
+		if err := errors.Join(ro.ValidateFor(f.input), splitErr); err != nil {
 			return badFlags(err)
 		}
 	}

@@ -95,6 +95,8 @@ func TestDemoChecksFlagsFirst(t *testing.T) {
 		{[]string{"--feat-dim", "0"}, 2, "--feat-dim 0: want ≥ 1"},
 		{[]string{"--classes", "1"}, 2, "--classes 1: want ≥ 2"},
 		{[]string{"--cache-ratio", "-1", "--input", "/nonexistent"}, 2, "cache ratio -1: want a number ≥ 0"},
+		// Read refused it, once the demo had begun.
+		{[]string{"--input", "/nonexistent", "--format", "bogus"}, 2, `partition: format "bogus": want one of edgelist, linqs, kg, ogb, metis, planetoid`},
 		// The nodes refused it at start, once the graph was partitioned.
 		{[]string{"--ring-size", "4KB"}, 2, "--ring-size 4KB: want at least 8KiB, what a loader's one sub-ring needs to hold a sampler's error record"},
 		{[]string{"--ring-size", "16KiB", "--workers", "3"}, 2, "--ring-size 16KiB: want at least 24KiB, what the 3 sub-rings of a loader (--workers) need"},
