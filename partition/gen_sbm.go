@@ -133,6 +133,33 @@ func (c SBMConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
+// SBMLeast is what every graph SBM generates from a config holds at
+// least, known before it is drawn (SBMConfig.Least).
+type SBMLeast struct {
+	MaxDegree        int // of the graph, in edges either way (no less than the mean)
+	Train, Val, Test int // nodes of each split
+}
+
+// Least is what every graph SBM generates from c holds at least: a
+// caller that must not wait for the graph (node demo's check of its
+// rings, which batches of the largest degree and splits fill) refuses on
+// it only what would be refused once the graph is drawn. The splits are
+// fractions of the non-isolated nodes, among them every node that draws
+// a partner: all of them from a mean degree of 2, else one a pair. No
+// pair is drawn twice nor is a loop, so the degrees add up to twice the
+// pairs. c must be valid.
+func (c SBMConfig) Least() SBMLeast {
+	c = c.withDefaults()
+	n := int64(c.Nodes)
+	pairs := int64(math.Floor(float64(c.Nodes) * (c.AvgDegree / 2))) // as SBM's pairOff(n)
+	drawers := float64(min(n, pairs))
+	return SBMLeast{
+		MaxDegree: int((2*pairs + n - 1) / n),
+		// As genSplits takes them: each of the same count of candidates.
+		Train: int(c.TrainFrac * drawers), Val: int(c.ValFrac * drawers), Test: int(c.TestFrac * drawers),
+	}
+}
+
 // sbmChunk is the number of nodes whose draws share one RNG stream.
 const sbmChunk = 4096
 

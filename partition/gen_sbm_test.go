@@ -321,3 +321,50 @@ func TestSBMDistinct(t *testing.T) {
 		})
 	}
 }
+
+// TestSBMLeast: what Least says of a config before the graph is drawn
+// holds of the graph SBM draws from it: its largest degree and splits are
+// no smaller, and equal where they do not depend on the draws (every node
+// draws a partner from a mean degree of 2, so none is isolated).
+func TestSBMLeast(t *testing.T) {
+	for _, tc := range []struct {
+		nodes int
+		deg   float64
+		exact bool // the splits are exact
+	}{
+		{2000, 20, true},
+		{10_001, 7, true},
+		{1000, 2, true},
+		{1000, 1, false},
+		{1000, 0.3, false},
+		{5, 4, true}, // the complete graph: every degree is 4
+	} {
+		t.Run(fmt.Sprintf("nodes=%d/deg=%g", tc.nodes, tc.deg), func(t *testing.T) {
+			cfg := genSmallSBM()
+			cfg.Nodes, cfg.AvgDegree, cfg.Blocks = tc.nodes, tc.deg, 2
+			cfg.TrainFrac, cfg.ValFrac, cfg.TestFrac = 0.5, 0.3, 0.15
+			least := cfg.Least()
+			g, err := SBM(context.Background(), cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			deg := make([]int, g.NumNodes)
+			for _, v := range g.Dst {
+				deg[v]++
+			}
+			got := SBMLeast{MaxDegree: slices.Max(deg), Train: len(g.Train), Val: len(g.Val), Test: len(g.Test)}
+			if got.MaxDegree < least.MaxDegree || got.Train < least.Train || got.Val < least.Val || got.Test < least.Test {
+				t.Fatalf("the graph has %+v, less than Least's %+v", got, least)
+			}
+			if least.Train == 0 || least.MaxDegree == 0 {
+				t.Errorf("Least = %+v: nothing known", least)
+			}
+			if tc.exact && (got.Train != least.Train || got.Val != least.Val || got.Test != least.Test) {
+				t.Errorf("splits %+v, Least says %+v: every node draws a partner", got, least)
+			}
+			if tc.nodes == 5 && got.MaxDegree != least.MaxDegree {
+				t.Errorf("the complete graph's degree %d, Least says %d", got.MaxDegree, least.MaxDegree)
+			}
+		})
+	}
+}

@@ -74,6 +74,14 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	if err := f.checkCluster(ringSize); err != nil {
 		return badFlags(err)
 	}
+	if f.input == "" {
+		// A ring too small for the least the graph will hold; one
+		// too small for the graph itself is refused once it is
+		// partitioned (an --input's too, once read).
+		if err := f.checkRings(f.leastRings()); err != nil {
+			return badFlags(err)
+		}
+	}
 	if err := f.checkMemory(a.memory()); err != nil {
 		return err
 	}
@@ -179,8 +187,8 @@ func (f *demoFlags) run(ctx context.Context, a *app) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := f.checkRings(m); err != nil {
-		return err
+	if err := f.checkRings(manifestRings(m)); err != nil {
+		return badFlags(err)
 	}
 	prog := newProgress(a.stderr)
 	defer prog.stop()

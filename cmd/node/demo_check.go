@@ -106,17 +106,49 @@ func (f *demoFlags) checkMemory(have uint64) error {
 		c.Nodes, edges, c.FeatDim, c.Blocks, partitionBytes(int64(min(need, math.MaxInt64))), partitionBytes(int64(have)))
 }
 
-// checkRings refuses, once the graph is partitioned and before the
-// cluster starts, a --ring-size that the nodes would refuse the
-// trainers' loaders for (the node's RingNeed, from what graph.toml m
-// says: every rank's share of a split, the largest degree): the demo
-// started its cluster, and the trainers failed.
-func (f *demoFlags) checkRings(m *partition.Manifest) error {
+// ringGraph is what checkRings needs of the graph: its nodes, their
+// largest degree, its splits and what a batch carries of each node.
+type ringGraph struct {
+	nodes, maxDeg    uint64
+	train, val, test uint64
+	schema           sample.Schema
+	// least: a graph not yet generated, of which every count but nodes
+	// is the least it will have (partition.SBMConfig.Least).
+	least bool
+}
+
+// manifestRings is the partitioned graph that graph.toml m describes.
+func manifestRings(m *partition.Manifest) ringGraph {
 	maxDeg, _ := m.MaxDegree()
 	schema := sample.Schema{FeatDim: m.FeatDim, XType: sample.F32, LabelDim: m.LabelDim}
 	if m.FeatDtype == "f16" {
 		schema.XType = sample.F16
 	}
+	return ringGraph{nodes: m.Nodes, maxDeg: maxDeg, train: m.Train, val: m.Val, test: m.Test, schema: schema}
+}
+
+// leastRings is the graph the demo generates, as far as it is known
+// before it is: nodes, features and one label each as asked (the demo
+// writes f32 features), and the least degree and splits it will have.
+func (f *demoFlags) leastRings() ringGraph {
+	c := f.sbmConfig()
+	l := c.Least()
+	return ringGraph{
+		nodes: uint64(c.Nodes), maxDeg: uint64(l.MaxDegree),
+		train: uint64(l.Train), val: uint64(l.Val), test: uint64(l.Test),
+		schema: sample.Schema{FeatDim: c.FeatDim, XType: sample.F32, LabelDim: 1},
+		least:  true,
+	}
+}
+
+// checkRings refuses a --ring-size that the nodes would refuse the
+// trainers' loaders for (the node's RingNeed, from every rank's share of
+// a split and the largest degree of g): the demo started its cluster,
+// and the trainers failed. It runs once the graph is partitioned, from
+// graph.toml, and for a generated graph before it is generated too, from
+// what that graph holds at least: a ring too small for that is too small
+// for the graph, refused before any work.
+func (f *demoFlags) checkRings(g ringGraph) error {
 	fan, err := parseFanouts(f.fanouts)
 	if err != nil {
 		return err
@@ -126,31 +158,40 @@ func (f *demoFlags) checkRings(m *partition.Manifest) error {
 		seeds uint64 // the split's, all parts
 		batch int
 	}
-	loaders := []loader{{"train", m.Train, f.batch}}
+	loaders := []loader{{"train", g.train, f.batch}}
 	if f.eval {
-		loaders = append(loaders, loader{"val", m.Val, f.evalBatch()}, loader{"test", m.Test, f.evalBatch()})
+		loaders = append(loaders, loader{"val", g.val, f.evalBatch()}, loader{"test", g.test, f.evalBatch()})
 	}
 	var most int64
 	var worst loader
+	short := false // worst's batches are its share, fewer seeds than its batch size
 	for _, l := range loaders {
 		o := control.DefaultLoaderOptions()
 		o.Split, o.Fanouts, o.BatchSize, o.Workers, o.WorldSize = l.split, fan, l.batch, f.workers, f.parts
 		// Rank 0 has the largest share (sample.NewPlan).
 		share := (l.seeds + uint64(f.parts) - 1) / uint64(f.parts)
-		need, err := node.RingNeed(o, int(min(share, math.MaxInt32)), m.Nodes, int(maxDeg), schema)
+		need, err := node.RingNeed(o, int(min(share, math.MaxInt32)), g.nodes, int(min(g.maxDeg, math.MaxInt32)), g.schema)
 		if err != nil {
 			return fmt.Errorf("the %s loaders: %w", l.split, err)
 		}
 		if need > most {
 			most, worst = need, l
 			worst.batch = int(min(uint64(l.batch), share))
+			short = worst.batch < l.batch
 		}
 	}
 	if f.ringBytes >= most {
 		return nil
 	}
-	return fmt.Errorf("--ring-size %s: the trainers' rings need at least %s, for the %s loaders' batches (%d seeds, fanouts %s, %d features, %d nodes of largest degree %d; --workers %d): raise --ring-size",
-		f.ringSize, shm.FormatSize(most), worst.split, worst.batch, f.fanouts, m.FeatDim, m.Nodes, maxDeg, f.workers)
+	seeds, deg := fmt.Sprint(worst.batch), fmt.Sprint(g.maxDeg)
+	if g.least {
+		if short {
+			seeds += " or more" // a share of the least split
+		}
+		deg += " or more"
+	}
+	return fmt.Errorf("--ring-size %s: the trainers' rings need at least %s, for the %s loaders' batches (%s seeds, fanouts %s, %d features, %d nodes of largest degree %s; --workers %d): raise --ring-size",
+		f.ringSize, shm.FormatSize(most), worst.split, seeds, f.fanouts, g.schema.FeatDim, g.nodes, deg, f.workers)
 }
 
 // evalBatch is the trainers' --eval-batch-size.

@@ -97,6 +97,9 @@ func TestDemoChecksFlagsFirst(t *testing.T) {
 		{[]string{"--cache-ratio", "-1", "--input", "/nonexistent"}, 2, "cache ratio -1: want a number ≥ 0"},
 		// Read refused it, once the demo had begun.
 		{[]string{"--input", "/nonexistent", "--format", "bogus"}, 2, `partition: format "bogus": want one of edgelist, linqs, kg, ogb, metis, planetoid`},
+		// Refused once the graph was generated and partitioned: too
+		// small for the least the generated graph holds.
+		{[]string{"--ring-size", "64KiB", "--nodes", "2000", "--epochs", "1"}, 2, "--ring-size 64KiB: the trainers' rings need at least 612KiB, for the train loaders' batches (100 or more seeds, fanouts 10,5, 64 features, 2000 nodes of largest degree 20 or more; --workers 1): raise --ring-size"},
 		// The nodes refused it at start, once the graph was partitioned.
 		{[]string{"--ring-size", "4KB"}, 2, "--ring-size 4KB: want at least 8KiB, what a loader's one sub-ring needs to hold a sampler's error record"},
 		{[]string{"--ring-size", "16KiB", "--workers", "3"}, 2, "--ring-size 16KiB: want at least 24KiB, what the 3 sub-rings of a loader (--workers) need"},
@@ -237,19 +240,31 @@ func TestDemoRemovedLogs(t *testing.T) {
 }
 
 // TestDemoRingSizeForTheGraph: a --ring-size the nodes would refuse the
-// trainers' loaders for is refused once the graph is partitioned, before
-// the cluster starts, naming the least that works; and that size works.
-// The demo started its cluster, and its trainers failed.
+// trainers' loaders for is a bad flag (exit 2), refused before the
+// cluster starts, naming the least that works; and that size works. The
+// demo started its cluster, and its trainers failed. One too small for
+// what the generated graph holds at least is refused before it is
+// generated; one too small for the graph itself (with fanouts of -1,
+// its largest degree) once it is partitioned.
 func TestDemoRingSizeForTheGraph(t *testing.T) {
 	args := []string{"demo", "--nodes", "2000", "--epochs", "1", "--batch-size", "64"}
 	code, stdout, stderr := runNode(t, append(args, "--ring-size", "100KB", "--workdir", filepath.Join(t.TempDir(), "w"))...)
-	re := regexp.MustCompile(`--ring-size 100KB: the trainers' rings need at least (\S+), for the (train|val|test) loaders' batches \(\d+ seeds, fanouts 10,5, 64 features, 2000 nodes of largest degree \d+; --workers 1\): raise --ring-size`)
+	re := regexp.MustCompile(`--ring-size 100KB: the trainers' rings need at least (\S+), for the (train|val|test) loaders' batches \(\d+( or more)? seeds, fanouts 10,5, 64 features, 2000 nodes of largest degree 20 or more; --workers 1\): raise --ring-size`)
 	m := re.FindStringSubmatch(stderr)
-	if code != 1 || m == nil || strings.Contains(stdout, "training") {
-		t.Fatalf("a 100KB ring: exit %d, want 1 and the least ring size before the cluster starts\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	if code != 2 || m == nil || strings.Contains(stdout, "generated") {
+		t.Fatalf("a 100KB ring: exit %d, want 2 and the least ring size before the graph is generated\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 	code, stdout, stderr = runNode(t, append(args, "--ring-size", m[1], "--workdir", filepath.Join(t.TempDir(), "w"))...)
 	if code != 0 || !strings.Contains(stdout, "stopped 2 nodes; nothing left in /dev/shm") {
 		t.Fatalf("the advised --ring-size %s: exit %d\nstdout:\n%s\nstderr:\n%s", m[1], code, stdout, stderr)
+	}
+
+	// Every neighbour: the generated graph's largest degree (32), not the
+	// least it could have been (its mean, 20), sizes the batches.
+	args = append(args, "--fanouts", "-1,-1", "--ring-size", "1MiB", "--workdir", filepath.Join(t.TempDir(), "w"))
+	code, stdout, stderr = runNode(t, args...)
+	re = regexp.MustCompile(`--ring-size 1MiB: the trainers' rings need at least \S+, for the (train|val|test) loaders' batches \(\d+ seeds, fanouts -1,-1, 64 features, 2000 nodes of largest degree (\d+); --workers 1\): raise --ring-size`)
+	if m := re.FindStringSubmatch(stderr); code != 2 || m == nil || m[2] == "20" || !strings.Contains(stdout, "partitioned into 2 parts") || strings.Contains(stdout, "training") {
+		t.Fatalf("a 1MiB ring with fanouts -1,-1: exit %d, want 2 and the ring size once partitioned\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 }
