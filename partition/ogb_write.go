@@ -27,7 +27,12 @@ type OGBWriteOptions struct {
 	// Force allows a non-empty dir: its raw/ and split/ are replaced once
 	// the new ones are complete (a failed write leaves them as they
 	// were), anything else in it is left alone.
-	Force    bool
+	Force bool
+	// Checked is the caller's CheckOGBOutput of dir, run before the graph
+	// was generated (minutes at ogbn-products' size): the run began
+	// there, and what dir holds by now that the check did not see
+	// appeared during it. nil: the run is WriteOGB's.
+	Checked  *OGBOutputCheck
 	Workers  int // formatting goroutines; 0 = GOMAXPROCS (at most MaxGenWorkers)
 	Progress Progress
 }
@@ -47,10 +52,15 @@ type OGBWriteOptions struct {
 // the KG side are not written: OGB keeps weights in edge-feat.csv only for
 // some datasets, and knowledge graphs have their own layout. The files are
 // written and synced under a temporary directory in dir, and raw/ and
-// split/ renamed into place at the end (see ogbSwap). Without
-// opts.Force, anything that appeared in dir while they were written is
-// left as it is: WriteOGB fails naming it and the temporary directory,
-// which it leaves holding the finished raw/ and split/.
+// split/ renamed into place at the end (see ogbSwap). Nothing that
+// appears in dir during the run (from opts.Checked, else from
+// WriteOGB's start) is replaced or removed: without opts.Force anything
+// there fails the run; with it, a raw/ or split/ that dir did not hold
+// as the run began does (the ones it held are replaced, with what
+// appeared in them, which cannot be told apart), and anything else is
+// left beside them. WriteOGB fails naming what appeared and the
+// temporary directory, which it leaves holding the finished raw/ and
+// split/: in dir, or beside it when a file appeared in its place.
 func WriteOGB(ctx context.Context, dir string, g *Graph, opts OGBWriteOptions) (err error) {
 	if opts.Scheme == "" {
 		opts.Scheme = "random"
@@ -73,11 +83,22 @@ func WriteOGB(ctx context.Context, dir string, g *Graph, opts OGBWriteOptions) (
 	if g.Labels != nil && (g.LabelDim < 1 || len(g.Labels) != g.NumNodes*g.LabelDim) {
 		return fmt.Errorf("partition: write ogb %s: %d labels, want %d nodes x %d", dir, len(g.Labels), g.NumNodes, g.LabelDim)
 	}
-	replacing, err := ogbPrepareDir(dir, opts.Force)
-	if err != nil {
+	var plan ogbPlan
+	if c := opts.Checked; c != nil {
+		if c.dir != dir || c.force != opts.Force {
+			return fmt.Errorf("partition: write ogb %s (force %t): checked %s (force %t)", dir, opts.Force, c.dir, c.force)
+		}
+		// dir passed the check before the graph was generated:
+		// refusing what it holds now threw the graph away. It appeared
+		// since, and is kept, once the files are written.
+		plan = c.plan
+	} else if plan, err = ogbCheckDir(dir, opts.Force); err != nil {
 		return err
 	}
-	if replacing {
+	if err := plan.removeStale(dir); err != nil {
+		return err
+	}
+	if plan.replacing() {
 		defer func() {
 			if errors.Is(err, syscall.ENOSPC) {
 				err = fmt.Errorf("%w (--force keeps the old raw/ and split/ of %s until the new ones are complete: remove them to free their space)", err, dir)
@@ -93,15 +114,12 @@ func WriteOGB(ctx context.Context, dir string, g *Graph, opts OGBWriteOptions) (
 			}
 		}()
 	}
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		return fmt.Errorf("partition: write ogb: %w", err)
-	}
-	// Everything is written under a temporary directory in dir and moved
-	// into place once complete, so that a failure (a full disk, a
-	// cancelled context) leaves what --force would have replaced intact.
-	tmp, err := mkdirTemp(dir, ogbTmpPrefix)
+	// Everything is written under a temporary directory and moved into
+	// place once complete, so that a failure (a full disk, a cancelled
+	// context) leaves what --force would have replaced intact.
+	tmp, inside, err := ogbMakeTemp(dir)
 	if err != nil {
-		return fmt.Errorf("partition: write ogb: %w", err)
+		return err
 	}
 	kept := false
 	defer func() {
@@ -191,19 +209,21 @@ func WriteOGB(ctx context.Context, dir string, g *Graph, opts OGBWriteOptions) (
 			return err
 		}
 	}
-	if !opts.Force {
-		// dir was empty when checked; what appeared since is the user's
-		// (or another run's), and is neither replaced nor removed. tmp,
-		// the finished dataset, is kept for the user to take.
-		if others := outputEntries(dir, ogbTmpPrefix); len(others) > 0 {
-			kept = true
-			return outputChanged(tmp, dir, false, others, nil)
-		}
+	// What appeared in dir since the run began is the user's (or
+	// another run's), and is neither replaced nor removed. tmp, the
+	// finished dataset, is kept for the user to take.
+	if !inside {
+		kept = true
+		return outputChanged(tmp, dir, opts.Force, nil, nil, ogbReplaces)
 	}
-	if err := ogbSwap(dir, tmp, opts.Force); err != nil {
-		if !opts.Force {
+	if others := plan.appeared(dir, opts.Force); len(others) > 0 {
+		kept = true
+		return outputChanged(tmp, dir, opts.Force, others, nil, ogbReplaces)
+	}
+	if err := ogbSwap(dir, tmp, plan.replace); err != nil {
+		if !plan.replacing() || errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.ENOTEMPTY) {
 			kept = true
-			return outputChanged(tmp, dir, false, outputEntries(dir, ogbTmpPrefix), err)
+			return outputChanged(tmp, dir, opts.Force, plan.appeared(dir, opts.Force), err, ogbReplaces)
 		}
 		return err
 	}

@@ -197,7 +197,7 @@ func TestWriteOGBDanglingLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "partition: output " + link + " is a link to " + target + ", which does not exist"
-	if err := CheckOGBOutput(link, false); err == nil || !strings.Contains(err.Error(), want) {
+	if _, err := CheckOGBOutput(link, false); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("CheckOGBOutput: %v, want %q", err, want)
 	}
 	if err := WriteOGB(context.Background(), link, ogbTestGraph(), OGBWriteOptions{}); err == nil || !strings.Contains(err.Error(), want) {
@@ -369,17 +369,17 @@ func BenchmarkWriteOGB(b *testing.B) {
 // would refuse and, unlike WriteOGB with force, removes nothing.
 func TestCheckOGBOutput(t *testing.T) {
 	dir := t.TempDir()
-	if err := CheckOGBOutput(filepath.Join(dir, "new"), false); err != nil {
+	if _, err := CheckOGBOutput(filepath.Join(dir, "new"), false); err != nil {
 		t.Errorf("absent dir: %v", err)
 	}
 	stale := filepath.Join(dir, ogbTmpPrefix+"1")
 	if err := os.Mkdir(stale, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckOGBOutput(dir, false); !errors.Is(err, ErrOutputNotEmpty) {
+	if _, err := CheckOGBOutput(dir, false); !errors.Is(err, ErrOutputNotEmpty) {
 		t.Errorf("non-empty dir without force: %v", err)
 	}
-	if err := CheckOGBOutput(dir, true); err != nil {
+	if _, err := CheckOGBOutput(dir, true); err != nil {
 		t.Errorf("non-empty dir with force: %v", err)
 	}
 	if _, err := os.Stat(stale); err != nil {
@@ -389,7 +389,7 @@ func TestCheckOGBOutput(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckOGBOutput(file, true); err == nil || !strings.Contains(err.Error(), "not a directory") {
+	if _, err := CheckOGBOutput(file, true); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("a file: %v", err)
 	}
 }
@@ -505,7 +505,7 @@ func TestWriteOGBNoReplace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := ogbSwap(dir, tmp, false); !errors.Is(err, syscall.EEXIST) {
+	if err := ogbSwap(dir, tmp, nil); !errors.Is(err, syscall.EEXIST) {
 		t.Fatalf("err = %v, want EEXIST", err)
 	}
 	for _, d := range []string{filepath.Join(tmp, "raw"), filepath.Join(tmp, "split"), filepath.Join(dir, "split")} {

@@ -214,10 +214,10 @@ func makeTemp(dir string, replacing bool) (tmp string, into bool, err error) {
 func placeNew(tmp, dir string, into, force bool) error {
 	if into {
 		if others := outputEntries(dir, ".tmp-"); len(others) > 0 {
-			return outputChanged(tmp, dir, force, others, nil)
+			return outputChanged(tmp, dir, force, others, nil, "")
 		}
 		if err := moveIntoNoReplace(tmp, dir); err != nil {
-			return outputChanged(tmp, dir, force, outputEntries(dir, ".tmp-"), err)
+			return outputChanged(tmp, dir, force, outputEntries(dir, ".tmp-"), err, "")
 		}
 		if err := SyncDir(dir); err != nil {
 			return err
@@ -228,7 +228,7 @@ func placeNew(tmp, dir string, into, force bool) error {
 		return nil
 	}
 	if err := os.Rename(tmp, dir); err != nil {
-		return outputChanged(tmp, dir, force, outputEntries(dir, "."+filepath.Base(dir)+".tmp-"), err)
+		return outputChanged(tmp, dir, force, outputEntries(dir, "."+filepath.Base(dir)+".tmp-"), err, "")
 	}
 	return SyncDir(filepath.Dir(dir))
 }
@@ -245,9 +245,13 @@ func outputEntries(dir, tmpPrefix string) []os.DirEntry {
 
 // outputChanged is the error of placeNew when something appeared in dir
 // during the run (others: what it holds now), or putting tmp there
-// failed (err); tmp is kept. force says the run had --force.
-func outputChanged(tmp, dir string, force bool, others []os.DirEntry, err error) error {
-	hint := fmt.Sprintf("move it where it belongs, or rerun with --force to replace what %s holds", dir)
+// failed (err); tmp is kept. force says the run had --force, replaces
+// what a rerun with it replaces ("" for all dir holds).
+func outputChanged(tmp, dir string, force bool, others []os.DirEntry, err error, replaces string) error {
+	if replaces == "" {
+		replaces = "what " + dir + " holds"
+	}
+	hint := "move it where it belongs, or rerun with --force to replace " + replaces
 	if force {
 		hint = "move it where it belongs"
 	}

@@ -673,7 +673,7 @@ func TestCheckOutputUnwritable(t *testing.T) {
 		if _, err := CheckOutput(dir, false); err == nil || !strings.Contains(err.Error(), "output "+dir+": cannot write in /proc") {
 			t.Errorf("CheckOutput(%s) = %v", dir, err)
 		}
-		if err := CheckOGBOutput(dir, false); err == nil || !strings.Contains(err.Error(), "output "+dir+": cannot write in /proc") {
+		if _, err := CheckOGBOutput(dir, false); err == nil || !strings.Contains(err.Error(), "output "+dir+": cannot write in /proc") {
 			t.Errorf("CheckOGBOutput(%s) = %v", dir, err)
 		}
 	}
@@ -681,7 +681,7 @@ func TestCheckOutputUnwritable(t *testing.T) {
 	if _, err := CheckOutput(filepath.Join(root, "parts"), false); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckOGBOutput(filepath.Join(root, "a", "ogb"), false); err != nil {
+	if _, err := CheckOGBOutput(filepath.Join(root, "a", "ogb"), false); err != nil {
 		t.Fatal(err)
 	}
 	if ents, _ := os.ReadDir(root); len(ents) != 0 {

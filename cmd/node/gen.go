@@ -105,7 +105,8 @@ func runGen(ctx context.Context, a *app, args []string) error {
 	if err := validate(); err != nil {
 		return badFlags(err)
 	}
-	if err := partition.CheckOGBOutput(w.out, w.force); err != nil {
+	checked, err := partition.CheckOGBOutput(w.out, w.force)
+	if err != nil {
 		return err
 	}
 	// A size off by digits would end in the runtime's out-of-memory crash
@@ -121,8 +122,11 @@ func runGen(ctx context.Context, a *app, args []string) error {
 	}
 	prog.done()
 	g.Name = kind
+	// Checked: the run began at CheckOGBOutput, before the graph was
+	// generated; what appears in the output since fails it at the end,
+	// which keeps the finished output, not before anything is written.
 	err = partition.WriteOGB(ctx, w.out, g, partition.OGBWriteOptions{
-		Gzip: w.gzip, Scheme: w.scheme, Force: w.force, Workers: w.workers, Progress: prog.report,
+		Gzip: w.gzip, Scheme: w.scheme, Force: w.force, Checked: checked, Workers: w.workers, Progress: prog.report,
 	})
 	if err != nil {
 		return err
@@ -169,7 +173,7 @@ func genCommonFlags(fl *flag.FlagSet, train, val, test *float64, seed *uint64, w
 	fl.StringVar(&w.out, "o", "", "output `DIR` (required); created, must be empty unless --force")
 	fl.StringVar(&w.scheme, "split", "random", "split `scheme`: the folder name under split/")
 	fl.BoolVar(&w.gzip, "gzip", false, "gzip every file (*.csv.gz, as OGB ships them)")
-	fl.BoolVar(&w.force, "force", false, "write into a non-empty directory, replacing its raw/ and split/ once the new ones are complete (needs room for both)")
+	fl.BoolVar(&w.force, "force", false, "write into a non-empty directory, replacing the raw/ and split/ it holds once the new ones are complete (needs room for both; one that appears during the run is kept)")
 }
 
 func genParse(fl *flag.FlagSet, args []string, w *genWrite) error {
