@@ -131,14 +131,17 @@ func (h *Heat) Total(p int) float64 {
 	return s
 }
 
-// ValidFanouts checks a fanout list: 1 to 32 hops, each -1 (all) or ≥ 0.
+// ValidFanouts checks a fanout list: 1 to 32 hops, each -1 (all) or a
+// count from 0 to 2^31 − 1, the most a loader's request carries (a
+// larger one, recorded here, was refused only when a trainer opened its
+// loader).
 func ValidFanouts(fanouts []int) error {
 	if len(fanouts) == 0 || len(fanouts) > 32 {
 		return fmt.Errorf("partition: fanouts %v: want 1 to 32 hops", fanouts)
 	}
 	for k, f := range fanouts {
-		if f < -1 {
-			return fmt.Errorf("partition: fanouts %v: hop %d is %d, want -1 (all) or a count ≥ 0", fanouts, k+1, f)
+		if f < -1 || f > math.MaxInt32 {
+			return fmt.Errorf("partition: fanouts %v: hop %d is %d, want -1 (all) or a count from 0 to %d", fanouts, k+1, f, math.MaxInt32)
 		}
 	}
 	return nil

@@ -86,7 +86,7 @@ func TestEstimateHeatErrors(t *testing.T) {
 		want    string
 	}{
 		{[][]uint32{{0}}, nil, "partition: fanouts []: want 1 to 32 hops"},
-		{[][]uint32{{0}}, []int{5, -2}, "partition: fanouts [5 -2]: hop 2 is -2, want -1 (all) or a count ≥ 0"},
+		{[][]uint32{{0}}, []int{5, -2}, "partition: fanouts [5 -2]: hop 2 is -2, want -1 (all) or a count from 0 to 2147483647"},
 		{[][]uint32{{9}}, []int{5}, "partition: heat: seed 9 of part 0 beyond 5 nodes"},
 		{nil, []int{5}, "partition: heat: no partitions"},
 	} {
