@@ -13,6 +13,9 @@
 //     --undirected) while it builds the adjacency in CSR form, keyed by the
 //     node that is expanded when sampling (the destination for direction
 //     In). It consumes Graph.Src/Dst/Weights/Etypes: they are nil after it.
+//     Adj.OneWay then tells a graph no edge of which is stored with its
+//     reverse (an undirected one listed once per pair, read without
+//     --undirected), for the caller to say so.
 //  3. Split keeps the input's train/val/test splits or draws new ones
 //     (random fractions, Planetoid-style per class) from a seed.
 //  4. CheckWrite refuses what Write would refuse of the graph and the
