@@ -706,3 +706,70 @@ func TestPartitionSkewNoteCLI(t *testing.T) {
 		t.Errorf("edges balance %.3f; output lacks %q:\n%s", m.Achieved.Edges, want, stdout)
 	}
 }
+
+// TestPartitionOneWayNote: OGB ships ogbn-products and ogbn-proteins
+// with each pair once in raw/edge.csv, and its loader adds the reverses;
+// read so, without --undirected, the graph kept half its edges, said
+// "reverse edges added 0" and nothing else.
+func TestPartitionOneWayNote(t *testing.T) {
+	dir := t.TempDir()
+	oneWay := filepath.Join(dir, "products")
+	twoWay := filepath.Join(dir, "twoway")
+	for path, edges := range map[string]string{
+		oneWay: "0,1\n1,2\n2,3\n0,3\n",
+		twoWay: "0,1\n1,0\n1,2\n2,3\n", // one pair listed both ways is enough
+	} {
+		if err := os.MkdirAll(filepath.Join(path, "raw"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(path, "raw", "edge.csv"), []byte(edges), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const note = "note: none of the 4 edges stored has its reverse stored: an undirected graph listed once per pair reads as directed with half its edges. " +
+		"OGB ships ogbn-products and ogbn-proteins so (its loader adds the reverse edges): --undirected adds them. A directed graph needs nothing.\n"
+	for _, tt := range []struct {
+		name    string
+		args    []string
+		cleaned string
+		note    bool
+	}{
+		{"one way", []string{"--input", oneWay}, "cleaned: 4 edges stored (direction in); self loops 0 (dropped 0), duplicates dropped 0, reverse edges added 0,", true},
+		{"one way, --undirected", []string{"--input", oneWay, "--undirected"}, "cleaned: 8 edges stored (direction in); self loops 0 (dropped 0), duplicates dropped 0, reverse edges added 4,", false},
+		{"one pair both ways", []string{"--input", twoWay}, "cleaned: 4 edges stored (direction in);", false},
+		{"one way, direction out", []string{"--input", oneWay, "--direction", "out"}, "cleaned: 4 edges stored (direction out);", true},
+	} {
+		args := append([]string{"partition", "--format", "ogb", "-o", filepath.Join(t.TempDir(), "parts")}, tt.args...)
+		code, stdout, stderr := runNode(t, args...)
+		if code != 0 {
+			t.Errorf("%s: code %d\n%s\n%s", tt.name, code, stdout, stderr)
+			continue
+		}
+		if !strings.Contains(stdout, tt.cleaned) {
+			t.Errorf("%s: stdout lacks %q:\n%s", tt.name, tt.cleaned, stdout)
+		}
+		if got := strings.Contains(stdout, note); got != tt.note {
+			t.Errorf("%s: note printed %v, want %v:\n%s", tt.name, got, tt.note, stdout)
+		}
+		if strings.Count(stdout, "note: none of") > 1 {
+			t.Errorf("%s: the note printed twice:\n%s", tt.name, stdout)
+		}
+	}
+}
+
+// TestOneWayText: past partition.OneWay's sample the note says how many
+// edges it rests on.
+func TestOneWayText(t *testing.T) {
+	for _, tt := range []struct {
+		checked, stored uint64
+		want            string
+	}{
+		{4, 4, "note: none of the 4 edges stored has its reverse stored: "},
+		{1 << 16, 61859140, "note: none of 65536 edges checked, spread over the 61859140 stored, has its reverse stored: "},
+	} {
+		got := oneWayText(tt.checked, tt.stored)
+		if !strings.HasPrefix(got, tt.want) || !strings.Contains(got, "--undirected adds them") {
+			t.Errorf("oneWayText(%d, %d) = %q, want it to begin %q and name --undirected", tt.checked, tt.stored, got, tt.want)
+		}
+	}
+}
