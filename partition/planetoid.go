@@ -27,7 +27,10 @@ import (
 // and the largest test index that test.index leaves out (15 of CiteSeer's)
 // have zero features, as in DGL and PyG, and no label (-1), where DGL and
 // PyG take the argmax of a zero row, class 0; they are in no split either
-// way. A zero label row elsewhere is no label too.
+// way. A zero label row elsewhere is no label too. Features are kept as
+// the files hold them, 0/1, as PyG's Planetoid reads them; DGL's
+// CitationGraphDataset divides each row by its sum when it loads them,
+// which the trainer's Normalize does.
 //
 // The graph is undirected: every listed pair is an edge key ->
 // neighbour, and the reverse of a pair the file lists one way only is
