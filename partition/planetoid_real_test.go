@@ -61,6 +61,12 @@ func TestReadPlanetoidReal(t *testing.T) {
 			rdEq(t, "FeatDim", g.FeatDim, c.feats)
 			rdEq(t, "NumClasses", g.NumClasses, c.classes)
 			rdEq(t, "Stats", g.Stats, Stats{EdgesRead: c.pairs, SelfLoops: c.selfLoops, MissingLabels: c.missing})
+			if c.missing > 0 {
+				// The first of CiteSeer's 15: ty lacks it, not ally (2312 rows).
+				_, err := Read(context.Background(), dir, ReadOptions{Format: FormatPlanetoid, MissingLabel: Error})
+				rdEq(t, "missing label error", fmt.Sprint(err), "partition: "+dir+"/ind.citeseer.test.index: node 2407 has no label: it lies among the test nodes "+
+					"(2312..3326, after allx's 2312 rows) but test.index does not list it, so ty holds no label for it (and tx no features: they are zero): bad input")
+			}
 			distinct, err := g.DistinctSelfLoops(context.Background())
 			rdEq(t, "distinct self loops", distinct, c.distinctLoops)
 			rdEq(t, "distinct self loops error", err, nil)
