@@ -24,18 +24,21 @@ import (
 // before it in its file is dropped, kept or refused (ReadOptions.
 // EvalRepeats) and counted in Stats.EvalRepeats. CRLF line ends (FB15k-237) are accepted,
 // and each file may be gzip-compressed (same name or name.gz).
+//
+// A directory without both dictionaries (DGL-KE's raw_udd_hrt layout)
+// numbers entities and relations by first appearance, as DGL-KE does:
+// over train, valid and test in that order, a line's head before its
+// tail. One dictionary without the other is refused.
 func readKG(ctx context.Context, dir string, opts ReadOptions) (*Graph, error) {
-	ents, err := readDict(ctx, filepath.Join(dir, "entities.dict"), "entity", NamesFile, opts.Progress)
+	ents, rels, err := kgDicts(ctx, dir, opts.Progress)
 	if err != nil {
 		return nil, err
 	}
-	rels, err := readDict(ctx, filepath.Join(dir, "relations.dict"), "relation", RelationsFile, opts.Progress)
-	if err != nil {
-		return nil, err
+	g := &Graph{}
+	kg := kgReader{ctx: ctx, opts: opts, ents: ents, rels: rels, byAppearance: ents == nil}
+	if kg.byAppearance {
+		kg.ents, kg.rels = newNameIDs(0), newNameIDs(0)
 	}
-	g := &Graph{NumNodes: len(ents.names), IDs: IDMap{Names: ents.names}}
-	g.KG = &KG{RelationNames: rels.names}
-	kg := kgReader{ctx: ctx, opts: opts, ents: ents, rels: rels}
 
 	train, err := existing(filepath.Join(dir, "train.txt"))
 	if err != nil {
@@ -51,6 +54,7 @@ func readKG(ctx context.Context, dir string, opts ReadOptions) (*Graph, error) {
 		return nil, formatErrorf("%s: no training triples", train)
 	}
 	g.Src, g.Etypes, g.Dst = t.Head, t.Rel, t.Tail
+	g.KG = &KG{}
 	for _, part := range []struct {
 		name string
 		to   *Triples
@@ -66,13 +70,68 @@ func readKG(ctx context.Context, dir string, opts ReadOptions) (*Graph, error) {
 			return nil, err
 		}
 	}
+	// After valid and test, which number what they name first.
+	g.NumNodes, g.IDs = len(kg.ents.names), IDMap{Names: kg.ents.names}
+	g.KG.RelationNames = kg.rels.names
 	return g, nil
 }
 
+// kgDicts reads dir's entities.dict and relations.dict, or returns nil
+// for both when it has neither.
+func kgDicts(ctx context.Context, dir string, progress Progress) (ents, rels *nameIDs, err error) {
+	names := []string{"entities.dict", "relations.dict"}
+	var missing []string
+	for _, name := range names {
+		if _, err := existing(filepath.Join(dir, name)); errors.Is(err, os.ErrNotExist) {
+			missing = append(missing, name)
+		} else if err != nil {
+			return nil, nil, err
+		}
+	}
+	switch len(missing) {
+	case 2:
+		return nil, nil, nil
+	case 1:
+		other := names[0]
+		if other == missing[0] {
+			other = names[1]
+		}
+		return nil, nil, formatErrorf("%s: %s without %s: give both dictionaries (id TAB name a line: the ids of entities and relations) or neither (then numbered by first appearance over train, valid and test, as DGL-KE's raw_udd formats)",
+			dir, other, missing[0])
+	}
+	if ents, err = readDict(ctx, filepath.Join(dir, names[0]), "entity", NamesFile, progress); err != nil {
+		return nil, nil, err
+	}
+	if rels, err = readDict(ctx, filepath.Join(dir, names[1]), "relation", RelationsFile, progress); err != nil {
+		return nil, nil, err
+	}
+	return ents, rels, nil
+}
+
 type kgReader struct {
-	ctx        context.Context
-	opts       ReadOptions
-	ents, rels *nameIDs
+	ctx          context.Context
+	opts         ReadOptions
+	ents, rels   *nameIDs
+	byAppearance bool // no dictionaries: a new name takes the next id
+}
+
+// id is name's id in t, which holds the names of what and is written to
+// the name file to: the dictionary's, or without dictionaries the next
+// free one when name is new. msg says why there is none.
+func (k *kgReader) id(t *nameIDs, what, to string, name []byte) (id uint32, msg string) {
+	if i, ok := t.lookup(name); ok {
+		return i, ""
+	}
+	if !k.byAppearance {
+		return 0, fmt.Sprintf("unknown %s %q", what, name)
+	}
+	if msg := nameFault(what+" name", to, name); msg != "" {
+		return 0, msg
+	}
+	if len(t.names) > maxNarrowID { // the count must fit in uint32 too
+		return 0, fmt.Sprintf("%s %q: more than %d names", what, name, maxNarrowID+1)
+	}
+	return t.add(string(name)), ""
 }
 
 // readDict reads "id \t name" lines; the ids must be 0..n-1 (in any order)
@@ -172,17 +231,18 @@ func (k *kgReader) triples(path string, t *Triples, stats *Stats, repeats *int64
 		if fields = splitTabs(line, fields[:0]); len(fields) != 3 {
 			return s.errorf("want 3 fields (head, relation, tail), got %d", len(fields))
 		}
-		h, ok := k.ents.lookup(fields[0])
-		if !ok {
-			return s.errorf("unknown entity %q", fields[0])
+		// Head, tail, relation: DGL-KE's order of first appearance.
+		h, msg := k.id(k.ents, "entity", NamesFile, fields[0])
+		if msg != "" {
+			return s.errorf("%s", msg)
 		}
-		r, ok := k.rels.lookup(fields[1])
-		if !ok {
-			return s.errorf("unknown relation %q", fields[1])
+		tl, msg := k.id(k.ents, "entity", NamesFile, fields[2])
+		if msg != "" {
+			return s.errorf("%s", msg)
 		}
-		tl, ok := k.ents.lookup(fields[2])
-		if !ok {
-			return s.errorf("unknown entity %q", fields[2])
+		r, msg := k.id(k.rels, "relation", RelationsFile, fields[1])
+		if msg != "" {
+			return s.errorf("%s", msg)
 		}
 		if repeats != nil {
 			key := [3]uint32{h, r, tl}

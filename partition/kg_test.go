@@ -148,3 +148,54 @@ func TestReadKGReal(t *testing.T) {
 		})
 	}
 }
+
+// TestReadKGByAppearance: a directory without dictionaries (DGL-KE's
+// raw_udd_hrt layout) numbers entities and relations as DGL-KE does, by
+// first appearance over train, valid and test, a line's head before its
+// tail; it was refused with "entities.dict: no such file".
+func TestReadKGByAppearance(t *testing.T) {
+	for _, gz := range []bool{false, true} {
+		dir := t.TempDir()
+		rdWrite(t, dir, "train.txt", "berlin\tnear\tparis\r\nparis\tcapital_of\tfrance\r\nberlin\tnear\tparis\r\n", gz)
+		rdWrite(t, dir, "valid.txt", "rome\tnear\tberlin\n", gz)
+		rdWrite(t, dir, "test.txt", "italy\tborders\tfrance\n", gz)
+		if got, err := DetectFormat(dir); got != FormatKG || err != nil {
+			t.Errorf("DetectFormat = %q, %v; want kg", got, err)
+		}
+		g, err := Read(context.Background(), dir, ReadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rdEq(t, "NumNodes", g.NumNodes, 5)
+		rdEq(t, "Names", g.IDs.Names, []string{"berlin", "paris", "france", "rome", "italy"})
+		rdEq(t, "Relations", g.KG.RelationNames, []string{"near", "capital_of", "borders"})
+		rdEq(t, "Src", g.Src, []uint32{0, 1, 0})
+		rdEq(t, "Dst", g.Dst, []uint32{1, 2, 1})
+		rdEq(t, "Etypes", g.Etypes, []uint32{0, 1, 0})
+		rdEq(t, "Valid", g.KG.Valid, Triples{Head: []uint32{3}, Rel: []uint32{0}, Tail: []uint32{0}})
+		rdEq(t, "Test", g.KG.Test, Triples{Head: []uint32{4}, Rel: []uint32{2}, Tail: []uint32{2}})
+		rdEq(t, "Stats", g.Stats, Stats{Lines: 3, EdgesRead: 3})
+	}
+}
+
+// TestReadKGOneDict: one dictionary without the other is refused, naming
+// both, not numbered half by the file and half by appearance.
+func TestReadKGOneDict(t *testing.T) {
+	for _, c := range []struct{ has, lacks string }{{"entities.dict", "relations.dict"}, {"relations.dict", "entities.dict"}} {
+		dir := t.TempDir()
+		rdWrite(t, dir, c.has, "0\ta\n", false)
+		rdWrite(t, dir, "train.txt", "a\ta\ta\n", false)
+		_, err := Read(context.Background(), dir, ReadOptions{Format: FormatKG})
+		want := "partition: " + dir + ": " + c.has + " without " + c.lacks + ": give both dictionaries (id TAB name a line: the ids of entities and relations) or neither " +
+			"(then numbered by first appearance over train, valid and test, as DGL-KE's raw_udd formats): bad input"
+		if err == nil || err.Error() != want {
+			t.Errorf("%s alone: %v, want %q", c.has, err, want)
+		}
+	}
+	// Without dictionaries a name is checked as a dictionary's is: the
+	// name file holds one a line.
+	dir := t.TempDir()
+	rdWrite(t, dir, "train.txt", "a\tr\tb\rc\n", false)
+	_, err := Read(context.Background(), dir, ReadOptions{Format: FormatKG})
+	rdWantLineError(t, err, rdDir(`partition: DIR/train.txt:1: entity name "b\rc" holds a line break ("\r"), which names.txt, one name a line, cannot hold`, dir))
+}

@@ -247,7 +247,8 @@ func graphName(path string) string {
 
 // DetectFormat guesses the format of path: a directory with raw/ is OGB,
 // with entities.dict a knowledge graph, with *.content a LINQS graph
-// (either gzipped, with .gz), with ind.<name>.* files Planetoid; a file
+// (either gzipped, with .gz), with ind.<name>.* files Planetoid, and
+// else with train.txt a knowledge graph without dictionaries; a file
 // named ind.<name>.<suffix> of Planetoid is Planetoid, *.content or
 // *.cites LINQS, *.graph or *.metis METIS (with or without .gz), and
 // anything else an edge list.
@@ -284,7 +285,11 @@ func DetectFormat(path string) (string, error) {
 	if len(planetoidNames(path)) > 0 {
 		return FormatPlanetoid, nil
 	}
-	return "", formatErrorf("%s: a directory, but not OGB (raw/), KG (entities.dict[.gz]), LINQS (*.content[.gz]) or Planetoid (ind.<name>.*); set the format", path)
+	// A knowledge graph without dictionaries (DGL-KE's raw_udd layout).
+	if _, err := existing(filepath.Join(path, "train.txt")); err == nil {
+		return FormatKG, nil
+	}
+	return "", formatErrorf("%s: a directory, but not OGB (raw/), KG (entities.dict[.gz] or train.txt[.gz]), LINQS (*.content[.gz]) or Planetoid (ind.<name>.*); set the format", path)
 }
 
 // classes orders label names: numerically when all are integers (equal
