@@ -125,6 +125,13 @@ func FuzzReadKG(f *testing.F) {
 			rdWrite(t, dir, "valid.txt", valid, false)
 		}
 		fuzzRead(t, dir, ReadOptions{Format: FormatKG})
+		// The same triples without dictionaries: numbered as they appear.
+		raw := t.TempDir()
+		rdWrite(t, raw, "train.txt", train, false)
+		if valid != "" {
+			rdWrite(t, raw, "valid.txt", valid, false)
+		}
+		fuzzRead(t, raw, ReadOptions{Format: FormatKG})
 	})
 }
 
