@@ -47,6 +47,11 @@ func readOGB(ctx context.Context, dir string, opts ReadOptions) (*Graph, error) 
 	o.n, o.nWhy = nNodes, "num-node-list.csv"
 	edges, err := existing(filepath.Join(raw, "edge.csv"))
 	if err != nil {
+		if npz := filepath.Join(raw, "data.npz"); errors.Is(err, os.ErrNotExist) && isFile(npz) {
+			// ogbn-papers100M ships so (OGB's master.csv: binary).
+			return nil, formatErrorf("%s: OGB's binary layout (numpy arrays: edge_index, node_feat), which this reader does not take: "+
+				"write its arrays as the CSV files of the raw layout (edge.csv, node-feat.csv, node-label.csv, num-node-list.csv) beside it", npz)
+		}
 		return nil, err
 	}
 	if err := o.edges(edges, nEdges); err != nil {
@@ -442,4 +447,10 @@ func parseLabel(f []byte) (int32, bool) {
 		return 0, false
 	}
 	return int32(v), true
+}
+
+// isFile reports whether name is a regular file.
+func isFile(name string) bool {
+	st, err := os.Stat(name)
+	return err == nil && st.Mode().IsRegular()
 }

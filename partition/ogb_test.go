@@ -409,3 +409,20 @@ func TestReadTruncatedGzipSmall(t *testing.T) {
 		}
 	}
 }
+
+// OGB ships ogbn-papers100M in its binary layout, raw/data.npz: it is
+// refused as such, not as a folder that lacks raw/edge.csv.
+func TestReadOGBBinaryLayout(t *testing.T) {
+	dir := writeOGBDir(t, map[string]string{"raw/data.npz": "PK", "raw/node-label.npz": "PK"}, false)
+	_, err := Read(context.Background(), dir, ReadOptions{Format: FormatOGB})
+	want := "partition: " + dir + "/raw/data.npz: OGB's binary layout (numpy arrays: edge_index, node_feat), which this reader does not take: " +
+		"write its arrays as the CSV files of the raw layout (edge.csv, node-feat.csv, node-label.csv, num-node-list.csv) beside it: bad input"
+	if err == nil || err.Error() != want {
+		t.Errorf("err = %v\nwant %s", err, want)
+	}
+	// Without the .npz the missing edge.csv is said as before.
+	dir = writeOGBDir(t, map[string]string{"raw/num-node-list.csv": "5\n"}, false)
+	if _, err := Read(context.Background(), dir, ReadOptions{Format: FormatOGB}); err == nil || !strings.Contains(err.Error(), "edge.csv: no such file") {
+		t.Errorf("err = %v, want edge.csv: no such file", err)
+	}
+}
