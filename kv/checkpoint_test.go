@@ -143,7 +143,8 @@ func TestCheckpointRefusesBadFiles(t *testing.T) {
 		{"short", good[:100], nil, ErrCorrupt, "header"},
 		{"dim", good, withEnt(func(s *Spec) { s.Dim = 8 }), ErrMismatch, "field dim: file has 4, table has 8"},
 		{"optimiser", good, withEnt(func(s *Spec) { s.Opt = SGD(1) }), ErrMismatch, "field optimiser: file has adagrad, table has sgd"},
-		{"rows", good, withEnt(func(s *Spec) { s.Rows, s.Bounds = 44, []uint64{0, 20, 44} }), ErrMismatch, "field rows"},
+		{"rows", good, withEnt(func(s *Spec) { s.Rows, s.Bounds = 44, []uint64{0, 20, 44} }), ErrResized, "field rows: file has 40, table has 44: checkpoint does not match the configured table"},
+		{"rows and dim", good, withEnt(func(s *Spec) { s.Rows, s.Bounds, s.Dim = 44, []uint64{0, 20, 44}, 8 }), ErrMismatch, "field rows"},
 		{"bounds", good, withEnt(func(s *Spec) { s.Bounds = []uint64{0, 10, 40} }), ErrMismatch, "field shard start"},
 	}
 	for _, c := range cases {
@@ -160,6 +161,17 @@ func TestCheckpointRefusesBadFiles(t *testing.T) {
 			err := fresh.Load(dir)
 			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), c.text) {
 				t.Fatalf("err %v, want %v naming %s and %q", err, c.want, path, c.text)
+			}
+			// ErrResized is a file of the table at another number of rows
+			// alone: kv_create may replace it (node train --save of a model
+			// of another size), never a file of another table.
+			if resized := c.name == "rows"; errors.Is(err, ErrResized) != resized || (c.want == ErrResized && !errors.Is(err, ErrMismatch)) {
+				t.Fatalf("err %v: errors.Is(ErrResized) = %v, want %v (and ErrMismatch)", err, errors.Is(err, ErrResized), resized)
+			}
+			// A node reports a kv_create's refused load with its code: the
+			// trainer tells a mismatched checkpoint from other failures.
+			if re := (&RemoteError{Code: NewErrorMsg(err).Code}); errors.Is(err, ErrMismatch) && !errors.Is(re, ErrMismatch) {
+				t.Fatalf("code %d does not carry ErrMismatch", re.Code)
 			}
 			if after := snapshot(t, fresh); !slices.Equal(after["ent"], before["ent"]) {
 				t.Fatal("a refused checkpoint left the table changed")

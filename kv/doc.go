@@ -128,7 +128,9 @@
 // table differs from the configured one in name, part, parts, rows, shard
 // range, dim, optimiser or mode, or whose rows are numbered by another
 // partitioning (id set, when both name one) (ErrMismatch, naming the
-// field); the error names the file.
+// field; ErrResized, which is also ErrMismatch, when the rows and the
+// shard range alone differ: an earlier model of another size saved
+// under the name); the error names the file.
 //
 //	offset  size  field
 //	     0     8  magic "GNODEKVT"

@@ -122,7 +122,7 @@ func (t *table) load(path string, part int, exit bool) error {
 		return fail(ErrCorrupt, "header CRC %08x, computed %08x", got, want)
 	}
 	if err := t.checkHeader(h, part); err != nil {
-		return fail(ErrMismatch, "%v", err)
+		return fmt.Errorf("kv: load %s: %w", path, err) // ErrMismatch or ErrResized
 	}
 	wantState := t.spec.Opt.hasState()
 	flags := le.Uint32(h[12:])
@@ -183,7 +183,8 @@ func (t *table) restore(r io.Reader, version uint64) error {
 }
 
 // checkHeader compares the header's table with the configured one and
-// names the first field that differs.
+// names the first field that differs (ErrMismatch; ErrResized when only
+// the rows and the shard range do).
 func (t *table) checkHeader(h []byte, part int) error {
 	s := &t.spec
 	n := int(h[63])
@@ -205,15 +206,29 @@ func (t *table) checkHeader(h []byte, part int) error {
 		{"optimiser", OptKind(h[61]), s.Opt.Kind},
 		{"mode", Mode(h[62]), s.Mode},
 	}
+	// The first field that differs is named; a file that differs in the
+	// rows and the shard range alone is ErrResized.
+	var first string
+	resized := true
 	for _, c := range checks {
-		if c.file != c.cfg {
-			return fmt.Errorf("field %s: file has %v, table has %v", c.field, c.file, c.cfg)
+		if c.file == c.cfg {
+			continue
 		}
+		if first == "" {
+			first = fmt.Sprintf("field %s: file has %v, table has %v", c.field, c.file, c.cfg)
+		}
+		resized = resized && (c.field == "rows" || c.field == "shard start" || c.field == "shard end")
+	}
+	if first != "" {
+		if resized && le.Uint64(h[32:]) != s.Rows {
+			return fmt.Errorf("%s: %w", first, ErrResized)
+		}
+		return fmt.Errorf("%s: %w", first, ErrMismatch)
 	}
 	if set := le.Uint32(h[ckIDSet:]); set != 0 && s.IDSet != 0 && set != s.IDSet {
 		return fmt.Errorf("field id set: the file's rows are the node ids of partitioning %08x, this table's of %08x: "+
 			"another partitioning of the graph numbers its nodes otherwise, so the rows would be other nodes' "+
-			"(serve the partitioning it was saved with, or move its files aside to start afresh)", set, s.IDSet)
+			"(serve the partitioning it was saved with, or move its files aside to start afresh): %w", set, s.IDSet, ErrMismatch)
 	}
 	return nil
 }

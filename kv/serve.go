@@ -23,6 +23,9 @@ var errorCodes = [...]error{
 	9:  context.DeadlineExceeded,
 	10: ErrSpec,
 	11: ErrNonFinite,
+	// A checkpoint file that kv_create's load refused (a node reports
+	// it in its control error's kv_code): ErrResized travels as it.
+	12: ErrMismatch,
 }
 
 // ErrorCode is the wire code of the sentinel err wraps (0: none), which

@@ -25,6 +25,11 @@ var (
 	ErrCorrupt      = errors.New("corrupt checkpoint")
 	ErrVersion      = errors.New("unsupported checkpoint version")
 	ErrMismatch     = errors.New("checkpoint does not match the configured table")
+	// ErrResized is the ErrMismatch of a file that holds the table with
+	// another number of rows (and so another shard range), every other
+	// field alike: an earlier model of another size saved under the
+	// name. Its text is ErrMismatch's, which it wraps.
+	ErrResized = fmt.Errorf("%w", ErrMismatch)
 )
 
 // MaxNameLen bounds a table name; names also name checkpoint files.
