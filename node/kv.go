@@ -458,7 +458,7 @@ func (s *kvServer) KV(ctx context.Context, req []byte) ([]byte, error) {
 		err = fmt.Errorf("node: kv request from a peer: %v: %w", err, kv.ErrMalformed)
 	case r.Op == control.OpKVCreate && r.Table != nil:
 		if err = r.Table.Validate(); err == nil {
-			_, err = s.create(ctx, r.Table, false)
+			_, err = s.create(ctx, r.Table, false, r.ReplaceResized)
 		}
 	case r.Op == control.OpKVSave:
 		var answer []byte

@@ -27,7 +27,7 @@ func TestKVPullOverFrameLimit(t *testing.T) {
 	if err := ts.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.create(context.Background(), &ts, false); err != nil {
+	if _, err := s.create(context.Background(), &ts, false, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

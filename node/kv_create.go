@@ -39,21 +39,23 @@ type pendingCreate struct {
 // kv_create returns. With kv.load, a new table resumes from its
 // checkpoint file when there is one. A trainer's kv_create of a table
 // that another trainer's is still creating waits for its outcome
-// (pendingCreate).
-func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward bool) (*control.TableInfo, error) {
+// (pendingCreate). With replace, a checkpoint file of the table at
+// another number of rows is not loaded (control.Request.ReplaceResized),
+// here and on the peers.
+func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward, replace bool) (*control.TableInfo, error) {
 	sp := s.resolve(t)
 	if err := checkSyncPush(sp); err != nil {
 		return nil, &control.Error{Key: "table.rows", Msg: err.Error()}
 	}
 	if s.store == nil { // a client node: the sampling nodes hold every shard
-		return s.createRemote(ctx, t, sp)
+		return s.createRemote(ctx, t, sp, replace)
 	}
-	created, pc, err := s.createLocal(ctx, sp, forward)
+	created, pc, err := s.createLocal(ctx, sp, forward, replace)
 	if err != nil {
 		return nil, &control.Error{Key: "table", Msg: err.Error(), KVCode: kv.ErrorCode(err)}
 	}
 	if forward {
-		err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: t})
+		err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: t, ReplaceResized: replace})
 		undo := ""
 		if pc != nil {
 			switch s.endCreate(sp.Name, pc, err == nil) {
@@ -93,8 +95,9 @@ const retryCreate = "run this kv_create again once the cause is fixed, which cre
 // its initial rows at version 0, and a retried kv_create would answer that
 // it exists. A trainer's request (forward) first waits for a pending one
 // of the table to end, and returns the pendingCreate that its broadcast
-// must end (endCreate) when it created the table.
-func (s *kvServer) createLocal(ctx context.Context, sp kv.Spec, forward bool) (bool, *pendingCreate, error) {
+// must end (endCreate) when it created the table. With replace, a
+// checkpoint file of the table at another number of rows is not loaded.
+func (s *kvServer) createLocal(ctx context.Context, sp kv.Spec, forward, replace bool) (bool, *pendingCreate, error) {
 	for {
 		s.createMu.Lock()
 		pc := s.creating[sp.Name]
@@ -125,7 +128,7 @@ func (s *kvServer) createLocal(ctx context.Context, sp kv.Spec, forward bool) (b
 	}
 	delete(s.specLeftOut, sp.Name)
 	s.log.Info("kv table created", "table", sp.Name, "rows", sp.Rows, "dim", sp.Dim, "mode", sp.Mode.String(), "optimizer", sp.Opt.Kind.String())
-	if err := s.loadCreated(sp); err != nil {
+	if err := s.loadCreated(sp, replace); err != nil {
 		s.forget(sp.Name)
 		if !forward {
 			// A peer's request: the trainer's node, whose broadcast
@@ -152,8 +155,13 @@ func (s *kvServer) createLocal(ctx context.Context, sp kv.Spec, forward bool) (b
 }
 
 // loadCreated restores a table just created from its checkpoint file,
-// with kv.load and when there is one. s.createMu must be held.
-func (s *kvServer) loadCreated(sp kv.Spec) error {
+// with kv.load and when there is one. With replace, a file that holds
+// the table at another number of rows (kv.ErrResized) is left alone:
+// the table keeps its initial rows, and the next kv_save replaces the
+// file (the files of the earlier size stay until then, so a job that
+// fails before its save loses nothing that was saved). s.createMu must
+// be held.
+func (s *kvServer) loadCreated(sp kv.Spec, replace bool) error {
 	if !s.cfg.KV.Load {
 		return nil
 	}
@@ -171,6 +179,11 @@ func (s *kvServer) loadCreated(sp kv.Spec) error {
 		return nil
 	}
 	if err := s.store.LoadTable(s.cfg.KV.CheckpointDir, sp.Name); err != nil {
+		if replace && errors.Is(err, kv.ErrResized) {
+			s.log.Warn("kv table's checkpoint holds it with another number of rows: not loaded, as the kv_create asked; the next kv_save replaces it",
+				"table", sp.Name, "rows", sp.Rows, "err", err)
+			return nil
+		}
 		return err
 	}
 	l, _ := s.store.Loaded(sp.Name)
@@ -214,8 +227,8 @@ func (s *kvServer) endCreate(name string, pc *pendingCreate, ok bool) createOutc
 // now, while a client this node kept may be of a table of that name that
 // another node dropped and created again with another spec (a drop is
 // not sent to client nodes).
-func (s *kvServer) createRemote(ctx context.Context, t *control.TableSpec, sp kv.Spec) (*control.TableInfo, error) {
-	if err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: t}); err != nil {
+func (s *kvServer) createRemote(ctx context.Context, t *control.TableSpec, sp kv.Spec, replace bool) (*control.TableInfo, error) {
+	if err := s.broadcast(ctx, &control.Request{Op: control.OpKVCreate, Table: t, ReplaceResized: replace}); err != nil {
 		return nil, &control.Error{Key: "table", Msg: fmt.Sprintf("create on the sampling nodes: %v (those that accepted it keep it: %s)", err, retryCreate), KVCode: kv.ErrorCode(err)}
 	}
 	if err := s.verifyRemote(ctx, sp.Name); err != nil {

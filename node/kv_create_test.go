@@ -101,7 +101,7 @@ func TestKVCreateFailedLoadKeepsNoTable(t *testing.T) {
 	want := loadErr.Error() + " (the table this request created on this node is dropped again)"
 	ctx := context.Background()
 	for try := range 2 {
-		info, err := s.create(ctx, &ts, true)
+		info, err := s.create(ctx, &ts, true, false)
 		var ce *control.Error
 		if !errors.As(err, &ce) || ce.Key != "table" || ce.Msg != want {
 			t.Fatalf("try %d: kv_create with a corrupt checkpoint: %+v, %v\nwant %s", try, info, err, want)
@@ -116,7 +116,7 @@ func TestKVCreateFailedLoadKeepsNoTable(t *testing.T) {
 	if err := os.Rename(good, path); err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.create(ctx, &ts, true)
+	info, err := s.create(ctx, &ts, true, false)
 	checkLoaded(t, s, info, err, rows)
 }
 
@@ -143,7 +143,7 @@ func TestKVCreatePeerFailedLoad(t *testing.T) {
 	}
 	s.send = func(ctx context.Context, part int, req []byte) ([]byte, error) { return peer.KV(ctx, req) }
 	ts := control.TableSpec{Name: "w", Rows: control.Rows{N: 10}, Dim: 2, Optimizer: "sgd", LR: 1, Mode: "async"}
-	_, err = s.create(context.Background(), &ts, true)
+	_, err = s.create(context.Background(), &ts, true, false)
 	const undo = " (the table this request created on this node is dropped again; nodes that accepted it keep it: " + retryCreate + ")"
 	var ce *control.Error
 	if !errors.As(err, &ce) || !strings.HasPrefix(ce.Msg, "create on the other nodes: part 1: ") || !strings.Contains(ce.Msg, "kv: load "+path+": header: 4 of 192 bytes: ") ||
@@ -176,7 +176,7 @@ func TestKVCreateWaitsForLoad(t *testing.T) {
 	create := func() <-chan result {
 		ch := make(chan result, 1)
 		go func() {
-			info, err := s.create(context.Background(), &ts, true)
+			info, err := s.create(context.Background(), &ts, true, false)
 			ch <- result{info, err}
 		}()
 		return ch
@@ -279,7 +279,7 @@ type createResult struct {
 func startCreate(ctx context.Context, s *kvServer, ts *control.TableSpec) <-chan createResult {
 	ch := make(chan createResult, 1)
 	go func() {
-		info, err := s.create(ctx, ts, true)
+		info, err := s.create(ctx, ts, true, false)
 		ch <- createResult{info, err}
 	}()
 	return ch
@@ -422,7 +422,7 @@ func TestKVCreateOnClientNodeTakesTheNewSpec(t *testing.T) {
 			t.Fatal(err)
 		}
 		sent = sent[:0]
-		info, err := s.create(context.Background(), &ts, true)
+		info, err := s.create(context.Background(), &ts, true, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -486,7 +486,7 @@ func TestKVCreateSyncPushFits(t *testing.T) {
 		}
 		for _, forward := range []bool{true, false} {
 			var ce *control.Error
-			if _, err := s.create(context.Background(), &ts, forward); !errors.As(err, &ce) || ce.Key != "table.rows" || ce.Msg != want {
+			if _, err := s.create(context.Background(), &ts, forward, false); !errors.As(err, &ce) || ce.Key != "table.rows" || ce.Msg != want {
 				t.Errorf("role %q, forward %v: %v, want table.rows: %s", role, forward, err, want)
 			}
 			if _, err := s.tableClient("w"); err == nil {
@@ -518,7 +518,7 @@ func TestKVCreateUnreadableCheckpoint(t *testing.T) {
 	if err := os.Symlink(path, path); err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.create(context.Background(), &ts, false)
+	info, err := s.create(context.Background(), &ts, false, false)
 	var ce *control.Error
 	if !errors.As(err, &ce) || ce.Key != "table" || !strings.Contains(ce.Msg, path) {
 		t.Fatalf("kv_create with an unreadable checkpoint: %+v, %v; want an error naming %s", info, err, path)
@@ -588,5 +588,75 @@ func TestKVSaveNoTables(t *testing.T) {
 	b, err := json.Marshal(&control.Response{KVSave: info})
 	if err != nil || !strings.Contains(string(b), `"tables":[]`) {
 		t.Errorf("kv_save of no tables: %s, %v; want \"tables\":[]", b, err)
+	}
+}
+
+// TestKVCreateReplaceResized: with kv.load, a kv_create of a table whose
+// checkpoint holds it with another number of rows is refused (every node
+// keeps its files) unless it asks replace_resized: then every node,
+// the peers too, starts the table from its initial rows, and the next
+// kv_save replaces the files, which load again. node train --save of a
+// model of another size failed so once training was over, for good:
+// every kv_create loaded the earlier model's files again. A file of
+// another table (another dim) is refused either way.
+func TestKVCreateReplaceResized(t *testing.T) {
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	ss, ts := coordinatedSaveLoad(t, dirs, true)
+	markAll(ss)
+	for p := range ss {
+		ss = restartPart(t, ss, dirs, p, true)
+	}
+	ctx := context.Background()
+	small := ts
+	small.Rows = control.Rows{N: 6}
+	_, err := ss[0].create(ctx, &small, true, false)
+	var ce *control.Error
+	if !errors.As(err, &ce) || !errors.Is(err, kv.ErrMismatch) || !strings.Contains(ce.Msg, filepath.Join(dirs[0], kv.FileName("w", 0))) ||
+		!strings.Contains(ce.Msg, "field rows: file has 10, table has 6") {
+		t.Fatalf("kv_create of 6 rows over a checkpoint of 10: %v; want ErrMismatch naming the file and the rows", err)
+	}
+	for p, s := range ss {
+		if served(s) {
+			t.Fatalf("part %d holds the table after the refused kv_create", p)
+		}
+	}
+	info, err := ss[0].create(ctx, &small, true, true)
+	if err != nil || !info.Created || info.Rows != 6 || info.Version != 0 {
+		t.Fatalf("kv_create of 6 rows with replace_resized: %+v, %v; want created at version 0", info, err)
+	}
+	for p, s := range ss {
+		sp, err := s.store.Spec("w")
+		rows, _ := s.store.Pull("w", []uint64{uint64(3 * p)}, nil)
+		if err != nil || sp.Rows != 6 || !slices.Equal(rows, []float32{0, 0}) {
+			t.Fatalf("part %d after replace_resized: %+v, %v, rows %v; want 6 initial rows", p, sp, err, rows)
+		}
+	}
+	for p, s := range ss {
+		if err := s.store.Push("w", []uint64{uint64(3 * p)}, []float32{-1, -2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ss[0].save(ctx, true); err != nil {
+		t.Fatalf("kv_save of the replaced table: %v", err)
+	}
+	markAll(ss)
+	for p := range ss {
+		ss = restartPart(t, ss, dirs, p, true)
+	}
+	if info, err := ss[0].create(ctx, &small, true, false); err != nil || info.Version != 1 {
+		t.Fatalf("kv_create of 6 rows after the save: %+v, %v; want its checkpoint loaded (version 1)", info, err)
+	}
+	for p, s := range ss {
+		if rows, err := s.store.Pull("w", []uint64{uint64(3 * p)}, nil); err != nil || !slices.Equal(rows, []float32{1, 2}) {
+			t.Fatalf("part %d loaded %v, %v; want the saved row [1 2]", p, rows, err)
+		}
+	}
+	if _, err := ss[0].drop(ctx, "w", true); err != nil {
+		t.Fatal(err)
+	}
+	wide := small
+	wide.Dim = 3
+	if _, err := ss[0].create(ctx, &wide, true, true); !errors.Is(err, kv.ErrMismatch) || errors.Is(err, kv.ErrResized) || !strings.Contains(err.Error(), "field dim") {
+		t.Fatalf("kv_create of another dim with replace_resized: %v; want the checkpoint refused, naming the dim", err)
 	}
 }

@@ -82,7 +82,7 @@ func TestKVSaveBesideAnEarlierBuild(t *testing.T) {
 	ss, ts := kvPair(t, dirs, false)
 	ss[0].send = func(ctx context.Context, part int, req []byte) ([]byte, error) { return oldPeer(ss[1], ctx, req) }
 	ctx := context.Background()
-	if _, err := ss[0].create(ctx, &ts, true); err != nil {
+	if _, err := ss[0].create(ctx, &ts, true, false); err != nil {
 		t.Fatal(err)
 	}
 	train(t, ss, 1)
@@ -102,7 +102,7 @@ func killedWholeCluster(t *testing.T) ([2]*kvServer, control.TableSpec) {
 	t.Helper()
 	dirs := [2]string{t.TempDir(), t.TempDir()}
 	ss, ts := kvPair(t, dirs, false)
-	if _, err := ss[0].create(context.Background(), &ts, true); err != nil {
+	if _, err := ss[0].create(context.Background(), &ts, true, false); err != nil {
 		t.Fatal(err)
 	}
 	train(t, ss, 1)
@@ -120,7 +120,7 @@ func killedWholeCluster(t *testing.T) ([2]*kvServer, control.TableSpec) {
 func TestKVRestartWholeClusterRuntimeTable(t *testing.T) {
 	ss, ts := killedWholeCluster(t)
 	ctx := context.Background()
-	if _, err := ss[0].create(ctx, &ts, true); err != nil {
+	if _, err := ss[0].create(ctx, &ts, true, false); err != nil {
 		t.Fatalf("create after whole-cluster restart: %v", err)
 	}
 	// rank 0 trains; only part 0's shard has changed yet
@@ -128,7 +128,7 @@ func TestKVRestartWholeClusterRuntimeTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	// rank 1's kv_create on node 1
-	if _, err := ss[1].create(ctx, &ts, true); err != nil {
+	if _, err := ss[1].create(ctx, &ts, true, false); err != nil {
 		t.Errorf("rank 1's kv_create after the whole cluster restarted: %v", err)
 	}
 	if !served(ss[0]) {
@@ -151,7 +151,7 @@ func TestKVCreateDuringSaveCommit(t *testing.T) {
 		var r peerSaveRequest
 		if !ran && json.Unmarshal(req, &r) == nil && r.Phase == saveCommit {
 			ran = true
-			_, cerr = ss[1].create(ctx, &ts, true) // another rank's kv_create
+			_, cerr = ss[1].create(ctx, &ts, true, false) // another rank's kv_create
 		}
 		return orig(c, part, req)
 	}
@@ -192,7 +192,7 @@ func TestKVRestartWholeClusterSyncTable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := ss[0].create(ctx, &ts, true); err != nil {
+	if _, err := ss[0].create(ctx, &ts, true, false); err != nil {
 		t.Fatal(err)
 	}
 	step(0)
@@ -200,7 +200,7 @@ func TestKVRestartWholeClusterSyncTable(t *testing.T) {
 	for p := range ss {
 		ss = restartPart(t, ss, dirs, p, false)
 	}
-	if _, err := ss[0].create(ctx, &ts, true); err != nil {
+	if _, err := ss[0].create(ctx, &ts, true, false); err != nil {
 		t.Fatalf("create after whole-cluster restart: %v", err)
 	}
 	step(0)
@@ -292,7 +292,7 @@ func TestKVConcurrentCreatesAfterWholeClusterRestart(t *testing.T) {
 		if !fired && json.Unmarshal(req, &r) == nil && r.Phase == saveLost {
 			fired = true
 			// rank 1's kv_create runs to its end, then rank 1 pushes
-			if _, err := ss[1].create(ctx, &ts, true); err != nil {
+			if _, err := ss[1].create(ctx, &ts, true, false); err != nil {
 				t.Errorf("rank 1's kv_create: %v", err)
 			}
 			if err := ss[1].store.Push("w", []uint64{5}, []float32{1, 1}); err != nil {
@@ -301,7 +301,7 @@ func TestKVConcurrentCreatesAfterWholeClusterRestart(t *testing.T) {
 		}
 		return orig(c, part, req)
 	}
-	_, err := ss[0].create(ctx, &ts, true)
+	_, err := ss[0].create(ctx, &ts, true, false)
 	if err != nil {
 		t.Errorf("rank 0's kv_create after the whole cluster restarted: %v", err)
 	}
@@ -331,7 +331,7 @@ func TestKVCoordinatorMarkerAfterForwardedSave(t *testing.T) {
 		t.Fatal(err)
 	}
 	ss = restartPart(t, ss, dirs, 0, true) // node 0 killed before its tick
-	if _, err := ss[1].create(ctx, &ts, true); err != nil {
+	if _, err := ss[1].create(ctx, &ts, true, false); err != nil {
 		t.Errorf("node 0 lost nothing (untouched since the save) and is refused: %v", err)
 	}
 }
@@ -347,13 +347,13 @@ func TestKVSaveRefusedWhileALossIsUnsettled(t *testing.T) {
 	ss, ts, _ := savedAndTrained(t, dirs, 0, 1)
 	ss = restartPart(t, ss, dirs, 1, true)
 	ctx := context.Background()
-	if _, err := ss[1].create(ctx, &ts, false); err != nil { // the broadcast's part, no checks
+	if _, err := ss[1].create(ctx, &ts, false, false); err != nil { // the broadcast's part, no checks
 		t.Fatal(err)
 	}
 	if _, err := ss[0].save(ctx, true); err == nil || !strings.Contains(err.Error(), "nothing saved") {
 		t.Fatalf("kv_save with node 1's loss unsettled: %v", err)
 	}
-	if _, err := ss[0].create(ctx, &ts, true); err == nil || !errors.Is(err, errLostTraining) && !strings.Contains(err.Error(), errLostTraining.Error()) {
+	if _, err := ss[0].create(ctx, &ts, true, false); err == nil || !errors.Is(err, errLostTraining) && !strings.Contains(err.Error(), errLostTraining.Error()) {
 		t.Fatalf("kv_create after the refused save: %v", err)
 	}
 }
@@ -368,7 +368,7 @@ func TestKVCreateCheckUnreachable(t *testing.T) {
 	for _, hangUp := range []bool{true, false} {
 		dirs := [2]string{t.TempDir(), t.TempDir()}
 		ss, ts := kvPair(t, dirs, false)
-		if _, err := ss[0].create(context.Background(), &ts, true); err != nil {
+		if _, err := ss[0].create(context.Background(), &ts, true, false); err != nil {
 			t.Fatal(err)
 		}
 		train(t, ss, 1)
@@ -388,7 +388,7 @@ func TestKVCreateCheckUnreachable(t *testing.T) {
 			}
 			return orig(c, part, req)
 		}
-		_, err := ss[0].create(ctx, &ts, true)
+		_, err := ss[0].create(ctx, &ts, true, false)
 		cancel()
 		if err == nil || !strings.Contains(err.Error(), "not checked") || strings.Contains(err.Error(), errLostTraining.Error()) {
 			t.Errorf("hang-up %v: kv_create %v, want it not checked", hangUp, err)
@@ -413,7 +413,7 @@ func TestKVLostAfterAnExitSave(t *testing.T) {
 	if err := ss[0].store.Push("w", []uint64{0}, []float32{1, 1}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := ss[0].create(context.Background(), &ts, true)
+	_, err := ss[0].create(context.Background(), &ts, true, false)
 	for _, want := range []string{
 		"lost what it held when its node last stopped (save exit after ",
 		// node 0's answer to node 1's check, which used to say of node 1
@@ -456,7 +456,7 @@ func TestKVLostAfterAFailedExitSave(t *testing.T) {
 			t.Fatal(err)
 		}
 		ss = restartPart(t, ss, dirs, 1, true)
-		_, err := ss[asked].create(ctx, &ts, true)
+		_, err := ss[asked].create(ctx, &ts, true, false)
 		const failed = "lost the rows trained since when its node last stopped (its exit save failed: "
 		if err == nil || !strings.Contains(err.Error(), errLostTraining.Error()) ||
 			!strings.Contains(err.Error(), "part 1 loaded "+filepath.Join(dirs[1], kv.FileName("w", 1))+", of save ") ||

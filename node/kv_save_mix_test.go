@@ -101,7 +101,7 @@ func coordinatedSaveLoad(t *testing.T, dirs [2]string, load bool) ([2]*kvServer,
 	t.Helper()
 	ss, ts := kvPair(t, dirs, load)
 	ctx := context.Background()
-	if _, err := ss[0].create(ctx, &ts, true); err != nil {
+	if _, err := ss[0].create(ctx, &ts, true, false); err != nil {
 		t.Fatal(err)
 	}
 	train(t, ss, 1)
@@ -145,7 +145,7 @@ func TestKVExitSaveKeepsTheCoordinatedSave(t *testing.T) {
 	}
 
 	rs, ts := kvPair(t, dirs, true)
-	_, err = rs[0].create(ctx, &ts, true)
+	_, err = rs[0].create(ctx, &ts, true, false)
 	for _, want := range []string{filepath.Join(dirs[0], kv.FileName("w", 0)), filepath.Join(dirs[1], kv.ExitFileName("w", 1)), "different saves", "move aside the exit saves"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("kv_create with node 1's exit save beside node 0's coordinated save: error %v does not say %q", err, want)
@@ -155,7 +155,7 @@ func TestKVExitSaveKeepsTheCoordinatedSave(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs, ts = kvPair(t, dirs, true)
-	if _, err := rs[1].create(ctx, &ts, true); err != nil {
+	if _, err := rs[1].create(ctx, &ts, true, false); err != nil {
 		t.Fatal(err)
 	}
 	for p := range rs {
@@ -193,7 +193,7 @@ func TestKVLoadRefusesASplitSave(t *testing.T) {
 
 	for asked := range 2 {
 		rs, ts := kvPair(t, dirs, true)
-		_, err := rs[asked].create(ctx, &ts, true)
+		_, err := rs[asked].create(ctx, &ts, true, false)
 		if err == nil {
 			t.Fatalf("kv_create on part %d loaded a checkpoint split between two saves", asked)
 		}
@@ -223,7 +223,7 @@ func TestKVLoadRefusesExitSavesOfOtherSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := ss[0].create(ctx, &ts, true); err != nil {
+	if _, err := ss[0].create(ctx, &ts, true, false); err != nil {
 		t.Fatal(err)
 	}
 	// One trainer (world 1): each of its pushes is a step on a shard.
@@ -249,7 +249,7 @@ func TestKVLoadRefusesExitSavesOfOtherSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs, _ := kvPair(t, dirs, true)
-	_, err := rs[0].create(ctx, &ts, true)
+	_, err := rs[0].create(ctx, &ts, true, false)
 	for _, want := range []string{kv.ExitFileName("s", 0), kv.ExitFileName("s", 1), "different saves", "at step 2", "at step 3"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("kv_create of exit saves at steps 2 and 3: error %v does not say %q", err, want)
@@ -287,7 +287,7 @@ func TestKVClientNodeCreateRefusesMixedSaves(t *testing.T) {
 		return c
 	}
 	rs, ts := kvPair(t, dirs, true)
-	_, err := clientNode(rs).create(ctx, &ts, true)
+	_, err := clientNode(rs).create(ctx, &ts, true, false)
 	for _, want := range []string{kv.FileName("w", 0), kv.ExitFileName("w", 1), "different saves", "move aside the exit saves"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("kv_create through a client node with node 1's exit save beside node 0's coordinated save: error %v does not say %q", err, want)
@@ -303,7 +303,7 @@ func TestKVClientNodeCreateRefusesMixedSaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs, ts = kvPair(t, dirs, true)
-	if _, err := clientNode(rs).create(ctx, &ts, true); err != nil {
+	if _, err := clientNode(rs).create(ctx, &ts, true, false); err != nil {
 		t.Fatal(err)
 	}
 	for p := range rs {
@@ -345,7 +345,7 @@ func TestKVCheckWithAnEarlierBuild(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.send = earlier(t)
-		if _, err := s.create(context.Background(), &ts, true); err != nil {
+		if _, err := s.create(context.Background(), &ts, true, false); err != nil {
 			t.Fatalf("%s node: kv_create beside a peer of an earlier build: %v", role, err)
 		}
 		if !strings.Contains(logged.String(), "earlier build") || !strings.Contains(logged.String(), "not checked") {
@@ -386,7 +386,7 @@ func TestKVSaveRefusesAMixedLoad(t *testing.T) {
 
 	rs, ts := kvPair(t, dirs, true)
 	for _, s := range rs {
-		if _, err := s.create(ctx, &ts, false); err != nil { // a peer's kv_create: loads, does not check
+		if _, err := s.create(ctx, &ts, false, false); err != nil { // a peer's kv_create: loads, does not check
 			t.Fatal(err)
 		}
 	}
@@ -460,7 +460,7 @@ func TestKVCreateMixedLoadSettings(t *testing.T) {
 			dirs[1] = t.TempDir()
 			ss := [2]*kvServer{pairNode(t, dirs, 0, true), pairNode(t, dirs, 1, false)}
 			wirePair(t, ss)
-			_, err := ss[via].create(ctx, &ts, true)
+			_, err := ss[via].create(ctx, &ts, true, false)
 			if err == nil || !strings.Contains(err.Error(), "different saves") || !strings.Contains(err.Error(), "loaded no checkpoint file") {
 				t.Fatalf("kv_create through node %d: %v, want different saves naming node 1's initial rows", via, err)
 			}
@@ -476,7 +476,7 @@ func TestKVCreateMixedLoadSettings(t *testing.T) {
 	_, ts := coordinatedSaveLoad(t, dirs, false)
 	ss := [2]*kvServer{pairNode(t, dirs, 0, false), pairNode(t, dirs, 1, false)}
 	wirePair(t, ss)
-	if _, err := ss[1].create(ctx, &ts, true); err != nil {
+	if _, err := ss[1].create(ctx, &ts, true, false); err != nil {
 		t.Fatalf("kv_create without kv.load on any node: %v", err)
 	}
 }
@@ -494,7 +494,7 @@ func TestKVCreateCheckUnreachableKeepsTable(t *testing.T) {
 			dirs := [2]string{t.TempDir(), t.TempDir()}
 			ss, ts := kvPair(t, dirs, false)
 			ctx := context.Background()
-			if _, err := ss[0].create(ctx, &ts, true); err != nil {
+			if _, err := ss[0].create(ctx, &ts, true, false); err != nil {
 				t.Fatal(err)
 			}
 			train(t, ss, 1)
@@ -519,13 +519,13 @@ func TestKVCreateCheckUnreachableKeepsTable(t *testing.T) {
 				}
 				return wired(c, part, req)
 			}
-			_, err := ss[1].create(tctx, &ts, true)
+			_, err := ss[1].create(tctx, &ts, true, false)
 			if err == nil || !strings.Contains(err.Error(), "not every peer could be asked") || !strings.Contains(err.Error(), "the table stays as it is") ||
 				strings.Contains(err.Error(), "different saves") {
 				t.Fatalf("kv_create whose check met a failure: %v, want not checked, the table kept", err)
 			}
 			ss[1].send = wired
-			if _, err := ss[1].create(ctx, &ts, true); err != nil {
+			if _, err := ss[1].create(ctx, &ts, true, false); err != nil {
 				t.Fatalf("kv_create again: %v", err)
 			}
 			for p := range ss {
@@ -616,7 +616,7 @@ func TestKVDeclaredTablesDiffer(t *testing.T) {
 				t.Errorf("logs:\n%s\n%s", logs[0].String(), logs[1].String())
 			}
 			ts := spec(0.1)
-			if _, err := ss[0].create(ctx, &ts, true); err != nil || lrOf(ss[1]) != 0.1 {
+			if _, err := ss[0].create(ctx, &ts, true, false); err != nil || lrOf(ss[1]) != 0.1 {
 				t.Fatalf("kv_create with part 0's spec: %v, part 1's lr %v", err, lrOf(ss[1]))
 			}
 		})
@@ -676,7 +676,7 @@ func TestKVDeclaredClashThenLoadedCheck(t *testing.T) {
 	if _, err := ss[1].store.Version("w"); err == nil {
 		t.Fatal("part 1 keeps its copy of another lr")
 	}
-	if _, err := ss[1].create(ctx, &ts, true); err != nil {
+	if _, err := ss[1].create(ctx, &ts, true, false); err != nil {
 		t.Fatalf("kv_create with part 0's spec through part 1: %v", err)
 	}
 }
@@ -702,7 +702,7 @@ func TestKVLoadFirstStart(t *testing.T) {
 func TestKVRequestCutByStopping(t *testing.T) {
 	dirs := [2]string{t.TempDir(), t.TempDir()}
 	ss, ts := kvPair(t, dirs, false)
-	if _, err := ss[0].create(context.Background(), &ts, true); err != nil {
+	if _, err := ss[0].create(context.Background(), &ts, true, false); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -740,7 +740,7 @@ func TestKVSaveRacingCreate(t *testing.T) {
 			if err := ts.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := ss[1].create(ctx, &ts, true); err != nil { // a trainer on node 1, meanwhile
+			if _, err := ss[1].create(ctx, &ts, true, false); err != nil { // a trainer on node 1, meanwhile
 				t.Errorf("concurrent kv_create: %v", err)
 			}
 		}

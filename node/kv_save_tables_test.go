@@ -101,7 +101,7 @@ func TestKVSaveRefusesANodeWithoutTheTable(t *testing.T) {
 		for p := range ss {
 			ss = restartPart(t, ss, dirs, p, true)
 		}
-		if _, err := ss[tc.asked].create(ctx, &ts, true); err != nil {
+		if _, err := ss[tc.asked].create(ctx, &ts, true, false); err != nil {
 			t.Fatalf("restarted %d, asked %d: kv_create with kv.load, as the refusal says: %v", tc.restarted, tc.asked, err)
 		}
 		for p, s := range ss {
@@ -143,7 +143,7 @@ func TestKVSaveAfterAHalfCreatedTable(t *testing.T) {
 			}
 			return resp, err
 		}
-		_, err := ss[lacks].create(ctx, &ts, true)
+		_, err := ss[lacks].create(ctx, &ts, true, false)
 		if err == nil || !strings.Contains(err.Error(), "nodes that accepted it keep it") ||
 			!strings.Contains(err.Error(), "run this kv_create again once the cause is fixed, which creates it where it is missing, or kv_drop it") {
 			t.Fatalf("%+v: kv_create whose answer from part %d was lost: %v, want it to say to run it again or kv_drop the table", tc, holds, err)
@@ -177,7 +177,7 @@ func TestKVSaveAfterAHalfCreatedTable(t *testing.T) {
 		}
 		wantPairFiles(t, dirs, before, "the refused kv_save")
 
-		info, err := ss[tc.retry].create(ctx, &ts, true)
+		info, err := ss[tc.retry].create(ctx, &ts, true, false)
 		if err != nil || info.Created != (tc.retry == lacks) {
 			t.Fatalf("%+v: kv_create again through node %d: %+v, %v; want created %v", tc, tc.retry, info, err, tc.retry == lacks)
 		}
@@ -240,7 +240,7 @@ func TestKVSaveAnswersTheTablesSaved(t *testing.T) {
 	if err := v.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ss[1].create(ctx, &v, true); err != nil {
+	if _, err := ss[1].create(ctx, &v, true, false); err != nil {
 		t.Fatal(err)
 	}
 	cfg := &Config{}

@@ -53,7 +53,7 @@ func savingKVServer(t *testing.T, fail string) (*kvServer, *savePeer, string, ma
 	s.send = peer.send
 	dir := t.TempDir()
 	s.cfg.KV.CheckpointDir = dir
-	if _, err := s.create(context.Background(), &ts, false); err != nil {
+	if _, err := s.create(context.Background(), &ts, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.save(context.Background(), true); err != nil {
@@ -316,7 +316,7 @@ func TestKVExitSaveOfNoTables(t *testing.T) {
 	if err := ts.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.create(ctx, &ts, false); err != nil {
+	if _, err := s.create(ctx, &ts, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.drop(ctx, "w", false); err != nil {

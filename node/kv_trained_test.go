@@ -66,7 +66,7 @@ func savedAndTrained(t *testing.T, dirs [2]string, trainAfter ...int) ([2]*kvSer
 	for p := range ss {
 		ss = restartPart(t, ss, dirs, p, true)
 	}
-	if _, err := ss[0].create(context.Background(), &ts, true); err != nil {
+	if _, err := ss[0].create(context.Background(), &ts, true, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range trainAfter {
@@ -95,7 +95,7 @@ func TestKVRestartLostTraining(t *testing.T) {
 	ss = restartPart(t, ss, dirs, 1, true)
 	ctx := context.Background()
 	for asked := range 2 {
-		_, err := ss[asked].create(ctx, &ts, true)
+		_, err := ss[asked].create(ctx, &ts, true, false)
 		for _, want := range []string{"lost the rows trained since", "trained its rows since", errLostTraining.Error(), "every node goes back to one point"} {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Fatalf("kv_create on part %d after node 1 lost its training: error %v does not say %q", asked, err, want)
@@ -117,7 +117,7 @@ func TestKVRestartLostTraining(t *testing.T) {
 			ss = restartPart(t, ss, dirs, 1, true)
 		}
 	}
-	if _, err := ss[1].create(ctx, &ts, true); err != nil {
+	if _, err := ss[1].create(ctx, &ts, true, false); err != nil {
 		t.Fatalf("kv_create once both nodes load the save: %v", err)
 	}
 	for p := range ss {
@@ -139,7 +139,7 @@ func TestKVRestartUntouchedShard(t *testing.T) {
 		t.Fatalf("marker %q of an untouched shard, want one saying it holds the save", m)
 	}
 	ss = restartPart(t, ss, dirs, 1, true)
-	if _, err := ss[0].create(context.Background(), &ts, true); err != nil {
+	if _, err := ss[0].create(context.Background(), &ts, true, false); err != nil {
 		t.Fatalf("kv_create: %v", err)
 	}
 }
@@ -260,7 +260,7 @@ func TestKVRestartAfterASave(t *testing.T) {
 			}
 			markAll(ss)
 			ss = restartPart(t, ss, dirs, 1, !c.noLoad)
-			_, err := ss[0].create(ctx, &ts, true)
+			_, err := ss[0].create(ctx, &ts, true, false)
 			if c.lost == "" {
 				if err != nil {
 					t.Fatalf("kv_create: %v", err)

@@ -162,7 +162,7 @@ func (n *Node) handle(ctx context.Context, body []byte, kc *kvConn, own func(*lo
 		n.endRelease()
 		return &control.Response{}
 	case control.OpKVCreate:
-		info, err := n.kv.create(ctx, req.Table, true)
+		info, err := n.kv.create(ctx, req.Table, true, req.ReplaceResized)
 		if err != nil {
 			return errorResponse(err)
 		}

@@ -132,6 +132,23 @@ func (k *KV) Create(ctx context.Context, spec control.TableSpec) (*control.Table
 	return resp.KVTable, nil
 }
 
+// CreateReplacingResized is Create of a table whose size follows a model
+// (node train --save's parameters): with [kv] load, a checkpoint file
+// that holds the table with another number of rows, every other field
+// alike, is not loaded, and the next kv_save replaces it
+// (control.Request.ReplaceResized). A node of an earlier build refuses
+// the request's field.
+func (k *KV) CreateReplacingResized(ctx context.Context, spec control.TableSpec) (*control.TableInfo, error) {
+	resp, err := k.request(ctx, &control.Request{Op: control.OpKVCreate, Table: &spec, ReplaceResized: true})
+	if err != nil {
+		return nil, err
+	}
+	if resp.KVTable == nil {
+		return nil, fmt.Errorf("client: kv_create response without a table: %w", control.ErrProtocol)
+	}
+	return resp.KVTable, nil
+}
+
 // Drop removes a table from every node (kv_drop); Dropped says whether
 // this node held it, DroppedParts which peers did (Any: some node).
 // Checkpoint files stay on disk.

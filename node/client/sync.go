@@ -35,10 +35,10 @@ func NewSync(ctx context.Context, k *KV, table string, n, rank, world int) (*Syn
 	if n < 1 || world < 1 || rank < 0 || rank >= world {
 		return nil, fmt.Errorf("client: sync table %q: length %d, rank %d of world %d: invalid", table, n, rank, world)
 	}
-	rows := (n + SyncDim - 1) / SyncDim
-	if _, err := k.Create(ctx, control.TableSpec{Name: table, Rows: control.Rows{N: uint64(rows)}, Dim: SyncDim, Optimizer: "average", Mode: "sync"}); err != nil {
+	if _, err := k.Create(ctx, SyncSpec(table, n)); err != nil {
 		return nil, err
 	}
+	rows := (n + SyncDim - 1) / SyncDim
 	s := &Sync{kv: k, table: table, rank: rank, world: world, n: n,
 		ids: make([]uint64, rows), buf: make([]float32, rows*SyncDim)}
 	for i := range s.ids {
@@ -49,6 +49,13 @@ func NewSync(ctx context.Context, k *KV, table string, n, rank, world int) (*Syn
 		return nil, err
 	}
 	return s, nil
+}
+
+// SyncSpec is the spec of the all-reduce table of a vector of n values
+// that NewSync declares.
+func SyncSpec(table string, n int) control.TableSpec {
+	rows := (n + SyncDim - 1) / SyncDim
+	return control.TableSpec{Name: table, Rows: control.Rows{N: uint64(rows)}, Dim: SyncDim, Optimizer: "average", Mode: "sync"}
 }
 
 // AllReduce replaces v with the mean of every trainer's v at step.

@@ -141,6 +141,7 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{`{"op":"stats","table":{"name":"t"}}`, "table", "not allowed in stats"},
 		{`{"op":"stats","batch_size":64}`, "batch_size", "not allowed in stats"},
 		{`{"op":"kv_save","name":"emb"}`, "name", "not allowed in kv_save"},
+		{`{"op":"kv_save","replace_resized":true}`, "replace_resized", "not allowed in kv_save"},
 		{`{"op":"kv_drop","name":"emb","loader_id":2}`, "loader_id", "not allowed in kv_drop"},
 		{`{"op":"open_loader","split":"train","fanouts":[2],"name":"x"}`, "name", "not allowed in open_loader"},
 		// Keys are case-sensitive and given once: encoding/json alone
@@ -184,6 +185,7 @@ func TestDecodeRequestOK(t *testing.T) {
 		`{"op":"stats"}`,
 		`{"op":"close_loader","loader_id":7}`,
 		`{"op":"kv_drop","name":"emb"}`,
+		`{"op":"kv_create","table":{"name":"p","rows":3,"dim":256,"optimizer":"average","mode":"sync"},"replace_resized":true}`,
 		// What a client marshalling a whole Request sends: every field
 		// without omitempty, at its zero value.
 		`{"op":"stats","shuffle":false,"drop_last":false,"seed":0,"rank":0,"features":false,"labels":false}`,

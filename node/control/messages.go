@@ -38,6 +38,12 @@ type Request struct {
 	LoaderID uint64     `json:"loader_id,omitempty"` // close_loader
 	Table    *TableSpec `json:"table,omitempty"`     // kv_create
 	Name     string     `json:"name,omitempty"`      // kv_drop
+	// ReplaceResized (kv_create): with kv.load, a checkpoint file that
+	// holds the table with another number of rows, every other field
+	// alike (kv.ErrResized), is not loaded: the table starts from its
+	// initial rows and the next kv_save replaces the file. For a table
+	// whose size follows a model (node train --save's parameters).
+	ReplaceResized bool `json:"replace_resized,omitempty"`
 	LoaderOptions
 }
 
@@ -182,6 +188,8 @@ func (r *Request) otherOpField() string {
 		return "table"
 	case r.Op != OpKVDrop && r.Name != "":
 		return "name"
+	case r.Op != OpKVCreate && r.ReplaceResized:
+		return "replace_resized"
 	case r.Op == OpOpenLoader:
 		return ""
 	}
