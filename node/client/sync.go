@@ -23,7 +23,8 @@ type Sync struct {
 	table       string
 	rank, world int
 	n           int
-	base        uint64 // the table's version when the job started
+	base        uint64 // the table's version before the job's step 0
+	next        uint64 // the table's version after this trainer's last round
 	ids         []uint64
 	buf, out    []float32
 }
@@ -48,6 +49,7 @@ func NewSync(ctx context.Context, k *KV, table string, n, rank, world int) (*Syn
 	if s.out, s.base, err = k.PullVersion(ctx, table, 0, s.ids, s.out[:0]); err != nil {
 		return nil, err
 	}
+	s.next = s.base
 	return s, nil
 }
 
@@ -72,8 +74,43 @@ func (s *Sync) AllReduce(ctx context.Context, step int, v []float32) error {
 	if s.out, _, err = s.kv.PullVersion(ctx, s.table, st+1, s.ids, s.out[:0]); err != nil {
 		return err
 	}
+	s.next = st + 1
 	copy(v, s.out[:s.n])
 	return nil
+}
+
+// MaxShare bounds the sum Share returns: the shard's float32 mean of
+// whole numbers whose sum stays below 2^24 times back to the sum
+// exactly (see Agree).
+const MaxShare = 1 << 20
+
+// Share has every trainer of the job offer a whole number x (0 to
+// MaxShare/world) in a round of its own and returns their sum, the same
+// on every trainer: how the trainers take alike a decision that only
+// some of them can see (rank 0's outcome of a --save, whether a table
+// holds trained rows). It comes before the first AllReduce, whose steps
+// then count from after it as from after Agree, or after the last.
+// Its round waits for every trainer, as a step does: one that left
+// fails it at once, one that does not come fails it at the node's
+// [kv] sync_timeout.
+func (s *Sync) Share(ctx context.Context, x int) (int, error) {
+	if x < 0 || x > MaxShare/s.world {
+		return 0, fmt.Errorf("client: sync table %q: share %d: want 0 to %d", s.table, x, MaxShare/s.world)
+	}
+	clear(s.buf)
+	s.buf[0] = float32(x)
+	st := s.next
+	if err := s.kv.PushSync(ctx, s.table, st, s.rank, s.world, s.buf); err != nil {
+		return 0, err
+	}
+	var err error
+	if s.out, _, err = s.kv.PullVersion(ctx, s.table, st+1, s.ids, s.out[:0]); err != nil {
+		return 0, err
+	}
+	s.buf[0] = 0 // AllReduce copies only its n values: the padding stays zero
+	s.next = st + 1
+	s.base = s.next
+	return int(agreeSum(s.out[0], s.world)), nil
 }
 
 // Setting is one value every trainer of a job must share (a flag, or a
@@ -145,6 +182,7 @@ func (s *Sync) agreeRound(ctx context.Context, settings []Setting) ([]string, er
 		return nil, err
 	}
 	s.base++
+	s.next = s.base
 	clear(s.buf) // AllReduce copies only its n values: the padding stays zero
 	var differ []string
 	for i, st := range settings {

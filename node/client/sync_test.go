@@ -199,3 +199,68 @@ func TestAgreeSumExact(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncShare: every trainer gets the sum of what each offered, in a
+// round before the job's steps (step 0 then follows it) and in rounds
+// after the last step; a value the sum cannot hold exactly is refused.
+func TestSyncShare(t *testing.T) {
+	const world, n = 3, 300
+	socket := syncNode(t, 2)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	got := make([][]int, world)
+	errs := make([]error, world)
+	for r := range world {
+		wg.Go(func() {
+			k, err := DialKV(ctx, socket)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			defer k.Close()
+			s, err := NewSync(ctx, k, "s", n, r, world)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			if _, err := s.Share(ctx, MaxShare/world+1); err == nil {
+				errs[r] = fmt.Errorf("share of %d accepted", MaxShare/world+1)
+				return
+			}
+			sum, err := s.Share(ctx, r+1)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			got[r] = append(got[r], sum)
+			for step := range 2 {
+				v := make([]float32, n)
+				v[n-1] = float32(r)
+				if errs[r] = s.AllReduce(ctx, step, v); errs[r] != nil {
+					return
+				}
+				if v[n-1] != 1 || v[0] != 0 {
+					errs[r] = fmt.Errorf("step %d: mean %v, %v; want 1 and 0", step, v[n-1], v[0])
+					return
+				}
+			}
+			for _, x := range []int{0, 2 * r, 0} {
+				sum, err := s.Share(ctx, x)
+				if err != nil {
+					errs[r] = err
+					return
+				}
+				got[r] = append(got[r], sum)
+			}
+		})
+	}
+	wg.Wait()
+	for r := range world {
+		if errs[r] != nil {
+			t.Fatalf("rank %d: %v", r, errs[r])
+		}
+		if want := []int{6, 0, 6, 0}; !slices.Equal(got[r], want) {
+			t.Errorf("rank %d: sums %v, want %v", r, got[r], want)
+		}
+	}
+}
