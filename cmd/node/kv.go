@@ -167,16 +167,18 @@ func kvSave(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "saved %d tables %q into %s\n", len(info.Tables), info.Tables, savedWhere(info.Dir))
+	fmt.Fprintf(a.stdout, "saved %d tables %q into %s\n", len(info.Tables), info.Tables, savedWhere(info.Dir, socket))
 	return nil
 }
 
-// savedWhere says where a kv_save that answered dir put the checkpoint:
-// dir on every node, or, from a client node, which holds no shard and
-// answers "", each sampling node's checkpoint_dir.
-func savedWhere(dir string) string {
+// savedWhere says where a kv_save asked of the node at socket, which
+// answered dir, put the checkpoint: each node's checkpoint_dir, dir on
+// the node asked (the others' may be other directories: a kv_save
+// answers the asked node's alone), or, from a client node, which holds
+// no shard and answers "", each sampling node's.
+func savedWhere(dir, socket string) string {
 	if dir == "" {
 		return "each sampling node's [kv] checkpoint_dir"
 	}
-	return dir + " on every node"
+	return fmt.Sprintf("each node's [kv] checkpoint_dir (%s on the node at %s)", dir, socket)
 }

@@ -20,7 +20,7 @@ func TestKVCommand(t *testing.T) {
 		code           int
 		stdout, stderr string
 	}{
-		{[]string{"kv", "save", "--socket", sock}, 0, `saved 1 tables ["emb"] into ` + ckpt + " on every node\n", ""},
+		{[]string{"kv", "save", "--socket", sock}, 0, `saved 1 tables ["emb"] into each node's [kv] checkpoint_dir (` + ckpt + " on the node at " + sock + ")\n", ""},
 		{[]string{"kv", "drop", "--socket", sock, "emb", "nope"}, 1, "dropped table \"emb\" on this node\n", `table "nope": no node holds such a table`},
 		{[]string{"kv", "drop", "--socket", sock, "emb"}, 1, "", `table "emb": no node holds such a table`},
 		{[]string{"kv", "drop", "emb"}, 2, "", "node kv drop: --socket is required"},
@@ -62,14 +62,16 @@ func TestKVDropMessage(t *testing.T) {
 }
 
 // TestSavedWhere: node kv save and node train --save say where the
-// checkpoint went; through a client node, whose kv_save answers no
-// directory, it is the sampling nodes' checkpoint_dir, not "".
+// checkpoint went: each node's checkpoint_dir, the asked node's named as
+// its (kv_save answers that one alone: "DIR on every node" claimed it for
+// nodes whose directories differ); through a client node, whose kv_save
+// answers no directory, it is the sampling nodes' checkpoint_dir, not "".
 func TestSavedWhere(t *testing.T) {
 	for dir, want := range map[string]string{
-		"/var/lib/graphnode/kv": "/var/lib/graphnode/kv on every node",
+		"/var/lib/graphnode/kv": "each node's [kv] checkpoint_dir (/var/lib/graphnode/kv on the node at n.sock)",
 		"":                      "each sampling node's [kv] checkpoint_dir",
 	} {
-		if got := savedWhere(dir); got != want {
+		if got := savedWhere(dir, "n.sock"); got != want {
 			t.Errorf("savedWhere(%q) = %q, want %q", dir, got, want)
 		}
 	}

@@ -526,7 +526,7 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 			return saveFailed(err, f.socket)
 		}
 		if !f.jsonOut {
-			fmt.Fprintf(out, "saved the %d trained parameters in kv table %q and checkpointed every kv table into %s\n", tr.NumParams(), f.paramsTable, savedWhere(si.Dir))
+			fmt.Fprintf(out, "saved the %d trained parameters in kv table %q and checkpointed every kv table into %s\n", tr.NumParams(), f.paramsTable, savedWhere(si.Dir, f.socket))
 		}
 	}
 	if err := kvc.Done(ctx); err != nil {

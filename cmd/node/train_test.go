@@ -617,7 +617,7 @@ func TestTrainSaveParams(t *testing.T) {
 	// The parameters of a model of another size replace the stored ones.
 	out, err = exec.Command(bin, "train", "--socket", cl.sockets[0], "--fanouts", "10,5", "--hidden", "4", "--epochs", "1", "--eval=false",
 		"--workers", "1", "--table", "small.sync", "--save").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), `trained parameters in kv table "graphsage.params" and checkpointed every kv table into `+ck+" on every node\n") {
+	if err != nil || !strings.Contains(string(out), `trained parameters in kv table "graphsage.params" and checkpointed every kv table into each node's [kv] checkpoint_dir (`+ck+" on the node at "+cl.sockets[0]+")\n") {
 		t.Errorf("--save of a smaller model over the stored parameters: %v, output:\n%s", err, out)
 	}
 }
