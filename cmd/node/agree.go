@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"graphnode/kv"
 	"graphnode/node/client"
@@ -35,6 +36,79 @@ func agreeJob(ctx context.Context, s *client.Sync, set []client.Setting) error {
 		return fmt.Errorf("the trainers of this job were started with different %s: every trainer of a job needs the same (compare the command lines of its ranks)", strings.Join(differ, ", "))
 	}
 	return nil
+}
+
+// The states rank 0 offers in shareOutcome's rounds; the other ranks
+// offer 0, so that a round's sum is rank 0's state.
+const (
+	outcomeWorking = 0
+	outcomeDone    = 1
+	outcomeFailed  = 2
+)
+
+// outcomePace is how often rank 0 runs a round of shareOutcome while its
+// work goes on: far below any [kv] sync_timeout, which the other ranks'
+// pushes, made at once, wait for rank 0's within.
+const outcomePace = 250 * time.Millisecond
+
+// shareOutcome is rank 0's side of work that it alone does once training
+// is over (--save, --export): it runs work while it tells the job's
+// other ranks, in rounds of the sync table, that it is still at it, and
+// then whether it succeeded (awaitOutcome). Each round waits for every
+// rank, so a rank that went away fails it at once and one that never
+// comes at the node's sync_timeout; rank 0 then finishes work all the
+// same and returns its error: the others hear nothing more.
+func shareOutcome(ctx context.Context, s *client.Sync, work func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- work() }()
+	var werr error
+	finished := false
+	for {
+		if !finished {
+			t := time.NewTimer(outcomePace)
+			select {
+			case werr = <-done:
+				finished = true
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		state := outcomeWorking
+		switch {
+		case finished && werr == nil:
+			state = outcomeDone
+		case finished:
+			state = outcomeFailed
+		}
+		if _, err := s.Share(ctx, state); err != nil {
+			if !finished {
+				werr = <-done
+			}
+			return werr
+		}
+		if finished {
+			return werr
+		}
+	}
+}
+
+// awaitOutcome is the side of shareOutcome of a rank other than 0: it
+// waits for rank 0's work (what names the flag that asked for it) and
+// fails when that failed, so that every rank of the job ends alike.
+func awaitOutcome(ctx context.Context, s *client.Sync, what string) error {
+	for {
+		state, err := s.Share(ctx, 0)
+		if err != nil {
+			return fmt.Errorf("%s: rank 0, which does the job's %s once training is over, stopped before it said whether that succeeded (its output says why): %w", what, what, err)
+		}
+		switch state {
+		case outcomeWorking:
+		case outcomeDone:
+			return nil
+		default:
+			return fmt.Errorf("%s: rank 0, which does the job's %s once training is over, failed at it: its output says why", what, what)
+		}
+	}
 }
 
 // setting is a client.Setting of a number or a flag's value.

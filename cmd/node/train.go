@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,7 +105,7 @@ func newTrainFlags(a *app) (*flag.FlagSet, *trainFlags) {
 	fs.StringVar(&f.table, "table", "graphsage.sync", "kv table that averages the gradients (the same on every trainer)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
 	fs.BoolVar(&f.eval, "eval", true, "evaluate on the val and test splits (false: train only, for timing)")
-	fs.BoolVar(&f.save, "save", false, "after training, store the last epoch's parameters (not the best epoch's) in kv table --params-table and checkpoint every kv table (kv_save; rank 0 does both; give it to every trainer of the job, or to none)")
+	fs.BoolVar(&f.save, "save", false, "after training, store the last epoch's parameters (not the best epoch's) in kv table --params-table and checkpoint every kv table (kv_save; rank 0 does both, and every rank fails when it fails; give it to every trainer of the job, or to none): a model of another size saved under that name is replaced, its checkpoint files too; parameters kv refuses are kept in a .npy file in $TMPDIR")
 	fs.StringVar(&f.paramsTable, "params-table", "graphsage.params", "kv table --save stores the trained parameters in: row i holds parameters 256i to 256i+255, per layer W_l, W_r (din × dout, row-major) and b")
 	return fs, f
 }
@@ -283,73 +282,6 @@ func subRingsNeed(workers int) string {
 	return fmt.Sprintf("what the %d sub-rings of a loader (--workers) need to hold a sampler's error record each", workers)
 }
 
-// checkSave refuses --save before training when the node at socket says
-// it has no kv.checkpoint_dir: kv_save failed only once training was
-// over, and the trained tables were not saved. A node that does not say
-// (a client node, whose sampling nodes save; an earlier build) is asked
-// after training, as before.
-func checkSave(st *control.Stats, socket string) error {
-	if st.KV != nil && st.KV.CheckpointDir == "" {
-		return fmt.Errorf("--save: the node at %s has no kv.checkpoint_dir, so kv_save would fail once training is over: set [kv] checkpoint_dir in its node.toml (on every sampling node) or leave out --save", socket)
-	}
-	return nil
-}
-
-// saveFailed is the error of --save's kv_save, which runs once training
-// is over: a refusal there (a full disk, a table some nodes lack) read as
-// if the job's training were lost, while the nodes hold it until they
-// stop, and node kv save checkpoints it once the cause is fixed.
-func saveFailed(err error, socket string) error {
-	return fmt.Errorf("--save: %w (the nodes keep the trained kv tables while they run: once the cause is fixed, node kv save --socket %s checkpoints them)", err, socket)
-}
-
-// storeParams writes params into kv table name (rows of client.SyncDim,
-// the last one padded with zeros) for kv_save to checkpoint: the model
-// lives in the trainer, and --save checkpointed only the sync table,
-// whose rows hold the last round's averaged statistics. The table is a
-// synchronous "average" table of one trainer, so a step sets its rows to
-// exactly what was pushed; a table of an earlier model of another size
-// under that name is dropped first (--save replaces the saved model).
-//
-// It pushes on a connection of its own, which says kv_done at once: the
-// table's one rank is then free for the next --save (last save wins),
-// where the job's connection held it until the job's kv_save ended, and
-// a second job saving meanwhile was refused as a second job on it.
-func storeParams(ctx context.Context, socket, name string, params []float32) (err error) {
-	kvc, err := client.DialKV(ctx, socket)
-	if err != nil {
-		return fmt.Errorf("--params-table %q: %w", name, err)
-	}
-	defer kvc.Close()
-	defer func() {
-		if err == nil {
-			if err = kvc.Done(ctx); err != nil {
-				err = fmt.Errorf("--params-table %q: %w", name, err)
-			}
-		}
-	}()
-	s, err := client.NewSync(ctx, kvc, name, len(params), 0, 1)
-	if err != nil && tableClash(err) {
-		// Only a table that differs in length alone is one of ours: any
-		// other (a user's embedding table given as --params-table) was
-		// dropped, checkpoint included, and its rows lost.
-		if f := kv.SpecFields(err); len(f) == 0 || slices.ContainsFunc(f, func(f string) bool { return f != "rows" && f != "bounds" }) {
-			return fmt.Errorf("--params-table %q: %w: it is not a table of parameters that node train --save stored (those differ in rows alone), and it stays as it is: pass another --params-table", name, err)
-		}
-		if _, err := kvc.Drop(ctx, name); err != nil {
-			return fmt.Errorf("--params-table %q: drop the earlier model's table: %w", name, err)
-		}
-		s, err = client.NewSync(ctx, kvc, name, len(params), 0, 1)
-	}
-	if err == nil {
-		err = s.AllReduce(ctx, 0, slices.Clone(params))
-	}
-	if err != nil {
-		return fmt.Errorf("--params-table %q: store the trained parameters: %w", name, err)
-	}
-	return nil
-}
-
 // validTableName reports whether kv accepts name for a table (kv_create
 // refuses it otherwise, and only once a job's loaders are open or its
 // triples read).
@@ -514,19 +446,9 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// Rank 0 alone stores the parameters and checkpoints every node's
-	// tables (see node kge): every rank saving wrote the checkpoint
-	// world-size times over.
-	if f.save && cfg.Rank == 0 {
-		if err := storeParams(ctx, f.socket, f.paramsTable, tr.Params()); err != nil {
+	if f.save {
+		if err := f.saveParams(ctx, out, sync, tr.Params()); err != nil {
 			return err
-		}
-		si, err := kvc.Save(ctx)
-		if err != nil {
-			return saveFailed(err, f.socket)
-		}
-		if !f.jsonOut {
-			fmt.Fprintf(out, "saved the %d trained parameters in kv table %q and checkpointed every kv table into %s\n", tr.NumParams(), f.paramsTable, savedWhere(si.Dir, f.socket))
 		}
 	}
 	if err := kvc.Done(ctx); err != nil {

@@ -594,20 +594,35 @@ func TestTrainSaveParams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(bin, "train", "--socket", cl.sockets[0], "--fanouts", "10,5", "--hidden", "8", "--epochs", "1", "--eval=false",
-		"--workers", "1", "--table", "alone.sync", "--save", "--params-table", "user.emb").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), `--params-table "user.emb": `) || !strings.Contains(string(out), "it is not a table of parameters that node train --save stored") {
-		t.Errorf("--params-table of a user's table: %v, output:\n%s\nwant it refused", err, out)
+	// The trained parameters are kept in a file all the same: the
+	// refusal came once training was over, and lost them.
+	keep := t.TempDir()
+	cmd := exec.Command(bin, "train", "--socket", cl.sockets[0], "--fanouts", "10,5", "--hidden", "8", "--epochs", "1", "--eval=false",
+		"--workers", "1", "--table", "alone.sync", "--save", "--params-table", "user.emb")
+	cmd.Env = append(os.Environ(), "TMPDIR="+keep)
+	out, err := cmd.CombinedOutput()
+	kept, _ := filepath.Glob(filepath.Join(keep, "graphnode-user.emb-*.npy"))
+	if err == nil || !strings.Contains(string(out), `--params-table "user.emb": `) || !strings.Contains(string(out), "it is not a table of parameters that node train --save stored") ||
+		len(kept) != 1 || !strings.Contains(string(out), "; the trained parameters are kept in "+kept[0]+" (NumPy, float32, the rows --params-table would hold)") {
+		t.Errorf("--params-table of a user's table: %v, output:\n%s\nwant it refused, naming the file the parameters are kept in (found %q)", err, out, kept)
 	}
 	if after, err := kvc.Pull(ctx, "user.emb", ids, nil); err != nil || !slices.Equal(before, after) {
 		t.Errorf("the user's table after the refused --save: %v, %v; want its rows %v", after, err, before)
+	}
+	if len(kept) == 1 {
+		// 8 hidden, 16 features, 4 classes: two layers of W_l, W_r and b.
+		n := 2*16*8 + 8 + 2*8*4 + 4
+		nonzero := func(x float32) bool { return x != 0 }
+		if got := readNPY(t, kept[0], (n+client.SyncDim-1)/client.SyncDim, client.SyncDim); !slices.ContainsFunc(got[:n], nonzero) || slices.ContainsFunc(got[n:], nonzero) {
+			t.Errorf("%s: want %d parameters, not all zero, then zeros: %v", kept[0], n, got)
+		}
 	}
 	// storeParams leaves the table free at once: the next save, of
 	// another process, replaces it (last save wins). The job's own
 	// connection held it until the job ended, and a second job saving
 	// meanwhile was refused as a second job on the table.
 	for i, v := range []float32{1, 2} {
-		if err := storeParams(ctx, cl.sockets[1], "race.params", []float32{v, v, v}); err != nil {
+		if _, err := storeParams(ctx, cl.sockets[1], "race.params", []float32{v, v, v}); err != nil {
 			t.Fatalf("save %d: %v", i, err)
 		}
 	}
@@ -617,7 +632,7 @@ func TestTrainSaveParams(t *testing.T) {
 	// The parameters of a model of another size replace the stored ones.
 	out, err = exec.Command(bin, "train", "--socket", cl.sockets[0], "--fanouts", "10,5", "--hidden", "4", "--epochs", "1", "--eval=false",
 		"--workers", "1", "--table", "small.sync", "--save").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), `trained parameters in kv table "graphsage.params" and checkpointed every kv table into each node's [kv] checkpoint_dir (`+ck+" on the node at "+cl.sockets[0]+")\n") {
+	if err != nil || !strings.Contains(string(out), `trained parameters in kv table "graphsage.params" (replacing the model of another size saved under that name) and checkpointed every kv table into each node's [kv] checkpoint_dir (`+ck+" on the node at "+cl.sockets[0]+")\n") {
 		t.Errorf("--save of a smaller model over the stored parameters: %v, output:\n%s", err, out)
 	}
 }
