@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,8 +21,11 @@ import (
 // --seed trained a model of its own under averaged gradients, and one
 // with another --epochs or --eval-every ran rounds the others did not
 // (a gradient averaged with evaluation counts, or a wait to the
-// timeout).
-func agreeJob(ctx context.Context, s *client.Sync, set []client.Setting) error {
+// timeout). follows maps a setting this trainer was not given but
+// derived to the flag it follows from (--steps-per-epoch 0 from
+// --batch-size): when both differ only the flag is named, as the cause;
+// the derived one alone says where it came from.
+func agreeJob(ctx context.Context, s *client.Sync, set []client.Setting, follows map[string]string) error {
 	differ, err := s.Agree(ctx, set)
 	if errors.Is(err, kv.ErrStepFailed) {
 		// A trainer that fails before it joins (a flag that makes its
@@ -33,9 +37,25 @@ func agreeJob(ctx context.Context, s *client.Sync, set []client.Setting) error {
 		return fmt.Errorf("compare the job's settings with its other trainers: %w", err)
 	}
 	if len(differ) > 0 {
-		return fmt.Errorf("the trainers of this job were started with different %s: every trainer of a job needs the same (compare the command lines of its ranks)", strings.Join(differ, ", "))
+		return fmt.Errorf("the trainers of this job were started with different %s: every trainer of a job needs the same (compare the command lines of its ranks)", strings.Join(differNames(differ, follows), ", "))
 	}
 	return nil
+}
+
+// differNames is the settings of differ to name (see agreeJob).
+func differNames(differ []string, follows map[string]string) []string {
+	var names []string
+	for _, d := range differ {
+		from, ok := follows[d]
+		switch {
+		case ok && slices.Contains(differ, from):
+			continue
+		case ok:
+			d += " (which this trainer derived from " + from + ")"
+		}
+		names = append(names, d)
+	}
+	return names
 }
 
 // The states rank 0 offers in shareOutcome's rounds; the other ranks
@@ -139,6 +159,29 @@ func trainSettings(cfg train.Config, f *trainFlags, fan, evalFan []int) []client
 		// differ by a seed may differ by a batch, and the trainer keeps
 		// them in step.
 	}
+}
+
+// trainFollows is agreeJob's follows for node train: the flags this
+// trainer was not given and derived from --fanouts (layersGiven: --layers
+// was not 0).
+func trainFollows(f *trainFlags, layersGiven bool) map[string]string {
+	m := map[string]string{}
+	if f.evalFanouts == "" {
+		m["--eval-fanouts"] = "--fanouts"
+	}
+	if !layersGiven {
+		m["--layers"] = "--fanouts"
+	}
+	return m
+}
+
+// kgeFollows is agreeJob's follows for node kge: --steps-per-epoch 0 is
+// the largest part's triples over --batch-size.
+func kgeFollows(f *kgeFlags) map[string]string {
+	if f.cfg.StepsPerEpoch != 0 {
+		return nil
+	}
+	return map[string]string{"--steps-per-epoch": "--batch-size"}
 }
 
 // kgeSettings are what every KGE trainer of a job must share: the model

@@ -696,7 +696,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 	if err != nil {
 		return err
 	}
-	if err := agreeJob(ctx, sync, kgeSettings(cfg, f, in)); err != nil {
+	if err := agreeJob(ctx, sync, kgeSettings(cfg, f, in), kgeFollows(f)); err != nil {
 		return err
 	}
 	k, err := train.NewKGE(cfg, kgeParams{kvc}, sync)

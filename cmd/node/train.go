@@ -331,7 +331,8 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 			return err
 		}
 	}
-	if f.cfg.Layers == 0 {
+	layersGiven := f.cfg.Layers != 0
+	if !layersGiven {
 		f.cfg.Layers = len(fan)
 	}
 	if f.save {
@@ -412,7 +413,7 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 		}
 		return err
 	}
-	if err := agreeJob(ctx, sync, trainSettings(cfg, f, fan, evalFan)); err != nil {
+	if err := agreeJob(ctx, sync, trainSettings(cfg, f, fan, evalFan), trainFollows(f, layersGiven)); err != nil {
 		return err
 	}
 	tr, err := train.New(cfg, sync)

@@ -822,7 +822,7 @@ func TestAgreeMissingTrainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = agreeJob(ctx, s, []client.Setting{{Name: "--hidden", Value: "16"}})
+	err = agreeJob(ctx, s, []client.Setting{{Name: "--hidden", Value: "16"}}, nil)
 	for _, want := range []string{"waiting for trainers [1] of world 2", "stopped before it, and its own output says why, was never started"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("agreeJob with rank 1 missing: %v, want %q", err, want)
