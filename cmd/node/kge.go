@@ -104,7 +104,7 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.Float64Var(&f.cfg.AdvTemp, "adv-temp", 0, "self-adversarial negative weighting with this temperature (0: off)")
 	fs.Float64Var(&f.cfg.RegCoef, "reg-coef", f.cfg.RegCoef, "coefficient of the Lp regulariser over the rows of each step (0: off)")
 	fs.IntVar(&f.cfg.RegNorm, "reg-norm", f.cfg.RegNorm, "p of the regulariser")
-	fs.IntVar(&f.cfg.Epochs, "epochs", f.cfg.Epochs, "epochs; an epoch is as many steps as the largest part needs to go through its triples once (0: train nothing, evaluate and --export the tables as they are, as dglke_eval)")
+	fs.IntVar(&f.cfg.Epochs, "epochs", f.cfg.Epochs, "epochs; an epoch is as many steps as the largest part needs to go through its triples once (0: train nothing, evaluate and --export the tables as they are, as dglke_eval; refused on tables no job trained)")
 	fs.IntVar(&f.cfg.StepsPerEpoch, "steps-per-epoch", 0, "steps per epoch (0: the largest part's triples / batch size, rounded up)")
 	fs.Uint64Var(&f.cfg.Seed, "seed", 1, "seed of the initial embeddings, the order and the negatives")
 	fs.StringVar(&f.eval, "eval", "test", "triples to rank after training: test, valid or none")
@@ -116,7 +116,7 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.BoolVar(&f.filter, "eval-filter", true, "filtered ranks (other known facts are not candidates; needs every part's triples under --parts); false: raw ranks")
 	fs.StringVar(&f.prefix, "table-prefix", "kge", "kv tables <prefix>.entity, <prefix>.relation and <prefix>.sync (the same on every trainer of the job)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
-	fs.BoolVar(&f.save, "save", false, "checkpoint every kv table (kv_save) after training (rank 0, once every trainer's pushes are in; give it to every trainer of the job, or to none)")
+	fs.BoolVar(&f.save, "save", false, "checkpoint every kv table (kv_save) after training (rank 0, once every trainer's pushes are in, and every rank fails when it fails; give it to every trainer of the job, or to none)")
 	fs.StringVar(&f.export, "export", "", "rank 0 writes entity.npy (rows by the input's entity ids), relation.npy and config.json into this directory after training, the arrays also under DGL-KE's names <graph>_<Model>_entity.npy / _relation.npy (needs orig_ids.bin under --parts; give it to every trainer of the job, or to none)")
 	if hint := dglkeFlagHint(fs, args); hint != "" {
 		fmt.Fprintf(a.stderr, "node kge: %s; node kge --help lists its flags\n", hint)
@@ -426,8 +426,11 @@ func waitReady(ctx context.Context, socket string, timeout time.Duration) (*cont
 
 // kgeInput is what the trainer reads from the partition directory.
 type kgeInput struct {
-	m      *partition.Manifest
-	part   int
+	m    *partition.Manifest
+	part int
+	// client: the node is a client node, which holds no shard (and so
+	// cannot say whether a table's rows were trained).
+	client bool
 	train  []train.Triple
 	eval   []train.Triple
 	filter *train.KGEFilter
@@ -447,7 +450,7 @@ func (f *kgeFlags) load(ctx context.Context) (*kgeInput, error) {
 			return nil, err
 		}
 	}
-	in := &kgeInput{part: f.part}
+	in := &kgeInput{part: f.part, client: st.Part < 0}
 	switch {
 	case in.part < 0 && st.Part < 0:
 		return nil, fmt.Errorf("the node at %s is a client node (no part): pass --part", f.socket)
@@ -670,13 +673,20 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 	}
 	defer kvc.Close()
 	scale := float64(kv.KGEInitScale(float32(cfg.Gamma), cfg.Hidden))
+	var ent *control.TableInfo
 	for _, t := range []control.TableSpec{
 		{Name: cfg.EntityTable, Rows: control.Rows{Nodes: true}, Dim: ed},
 		{Name: cfg.RelationTable, Rows: control.Rows{N: uint64(m.Relations)}, Dim: rd},
 	} {
 		t.Init, t.InitScale, t.InitSeed = "uniform", scale, cfg.Seed
 		t.Optimizer, t.LR, t.Mode = "adagrad", f.lr, "async"
-		if _, err := kvc.Create(ctx, t); err != nil {
+		info, err := kvc.Create(ctx, t)
+		if err != nil {
+			if errors.Is(err, kv.ErrMismatch) {
+				// [kv] load: the nodes' checkpoint of the table is of
+				// another model or size (or graph).
+				return fmt.Errorf("create kv table %s: %w (the nodes' checkpoint of the table, which [kv] load brings back, holds another table: pass the --model and --hidden of the job that saved it to go on from it, or another --table-prefix to start afresh, or move its files aside in the nodes' [kv] checkpoint_dir)", t.Name, err)
+			}
 			if tableClash(err) {
 				if hyperClash(err) {
 					// Same shape: the job that made it had other --seed,
@@ -688,6 +698,9 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 			}
 			return fmt.Errorf("create kv table %s: %w", t.Name, err)
 		}
+		if ent == nil {
+			ent = info
+		}
 	}
 	if err := f.checkModelRecord(ctx, kvc, cfg); err != nil {
 		return err
@@ -698,6 +711,11 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 	}
 	if err := agreeJob(ctx, sync, kgeSettings(cfg, f, in), kgeFollows(f)); err != nil {
 		return err
+	}
+	if cfg.Epochs == 0 {
+		if err := f.checkTrained(ctx, kvc, sync, ent, in.client); err != nil {
+			return err
+		}
 	}
 	k, err := train.NewKGE(cfg, kgeParams{kvc}, sync)
 	if err != nil {
@@ -734,36 +752,117 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 	if err != nil {
 		return err
 	}
-	if in.orig != nil {
-		ent, rel, err := k.Embeddings(ctx)
-		if err != nil {
+	if f.export != "" || f.save {
+		if err := f.finish(ctx, out, sync, func() ([]string, error) {
+			var notes []string
+			if in.orig != nil {
+				ent, rel, err := k.Embeddings(ctx)
+				if err != nil {
+					return nil, err
+				}
+				meta := kgeExport{Dataset: m.Name, Model: dglkeModelName(cfg.Model), Hidden: cfg.Hidden, Gamma: cfg.Gamma,
+					DoubleEnt: dglkeDoubleEnt[cfg.Model], DoubleRel: dglkeDoubleRel[cfg.Model],
+					EntityDim: ed, RelationDim: rd, Entities: cfg.Entities, Relations: cfg.Relations, Last: &last}
+				if cfg.Epochs > 0 {
+					meta.KGETrained = &KGETrained{BatchSize: cfg.BatchSize, NegSize: cfg.NegSize, NegDeg: cfg.NegDeg, LR: f.lr,
+						MaxStep: cfg.Epochs * cfg.StepsPerEpoch, Epochs: cfg.Epochs, Steps: cfg.StepsPerEpoch, Seed: cfg.Seed}
+				}
+				if err := writeKGEExport(f.export, in.export, in.orig, ent, ed, rel, rd, meta); err != nil {
+					return nil, err
+				}
+				notes = append(notes, fmt.Sprintf("wrote %s: %s", f.export, strings.Join(in.export, ", ")))
+			}
+			// Run's last loss round is the barrier after which every
+			// trainer's pushes are in, and kv_save writes every node's
+			// tables.
+			if f.save {
+				si, err := saveTables(ctx, f.socket)
+				if err != nil {
+					return notes, saveFailed(err, f.socket)
+				}
+				notes = append(notes, "checkpointed every kv table into "+savedWhere(si.Dir, f.socket))
+			}
+			return notes, nil
+		}); err != nil {
 			return err
-		}
-		meta := kgeExport{Dataset: m.Name, Model: dglkeModelName(cfg.Model), Hidden: cfg.Hidden, Gamma: cfg.Gamma,
-			DoubleEnt: dglkeDoubleEnt[cfg.Model], DoubleRel: dglkeDoubleRel[cfg.Model],
-			EntityDim: ed, RelationDim: rd, Entities: cfg.Entities, Relations: cfg.Relations, Last: &last}
-		if cfg.Epochs > 0 {
-			meta.KGETrained = &KGETrained{BatchSize: cfg.BatchSize, NegSize: cfg.NegSize, NegDeg: cfg.NegDeg, LR: f.lr,
-				MaxStep: cfg.Epochs * cfg.StepsPerEpoch, Epochs: cfg.Epochs, Steps: cfg.StepsPerEpoch, Seed: cfg.Seed}
-		}
-		if err := writeKGEExport(f.export, in.export, in.orig, ent, ed, rel, rd, meta); err != nil {
-			return err
-		}
-		if !f.jsonOut {
-			fmt.Fprintf(out, "wrote %s: %s\n", f.export, strings.Join(in.export, ", "))
-		}
-	}
-	// Rank 0 alone checkpoints: Run's last loss round is the barrier
-	// after which every trainer's pushes are in, and kv_save writes every
-	// node's tables. Every rank saving wrote the checkpoint world-size
-	// times over, and on a disk with room for one, a rank failed after
-	// another had saved.
-	if f.save && cfg.Rank == 0 {
-		if _, err := kvc.Save(ctx); err != nil {
-			return saveFailed(err, f.socket)
 		}
 	}
 	return kvc.Done(ctx)
+}
+
+// finish runs work, the --export and --save of the job once training is
+// over, on rank 0 alone (every rank saving wrote the checkpoint
+// world-size times over, and on a disk with room for one, a rank failed
+// after another had saved), while every rank waits for its outcome
+// (shareOutcome): rank 0 failed there and the others exited 0 as if the
+// job had exported and saved. work's notes are printed once it is done.
+func (f *kgeFlags) finish(ctx context.Context, out io.Writer, sync *client.Sync, work func() ([]string, error)) error {
+	var what []string
+	if f.export != "" {
+		what = append(what, "--export")
+	}
+	if f.save {
+		what = append(what, "--save")
+	}
+	if f.cfg.Rank != 0 {
+		if err := awaitOutcome(ctx, sync, strings.Join(what, " and ")); err != nil {
+			return err
+		}
+		if !f.jsonOut {
+			fmt.Fprintf(out, "rank 0 did the job's %s\n", strings.Join(what, " and "))
+		}
+		return nil
+	}
+	var notes []string
+	err := shareOutcome(ctx, sync, func() (err error) {
+		notes, err = work()
+		return err
+	})
+	if !f.jsonOut {
+		for _, n := range notes {
+			fmt.Fprintln(out, n)
+		}
+	}
+	return err
+}
+
+// checkTrained refuses --epochs 0 on tables that no job trained: it
+// evaluates and exports the tables as they are (dglke_eval's job), and
+// on tables that kv_create had just made, without [kv] load or under a
+// mistyped --table-prefix, it exported random rows and a config.json
+// that read as a trained model's, and exited 0. A node's shard of the
+// entity table at version 0 has had no push (a trained one has: each
+// part's trainer pushes its own heads' rows) nor been loaded at a later
+// one; the trainers share what their nodes say (a client node cannot
+// say), and all refuse, rank 0 dropping the tables made for nothing.
+func (f *kgeFlags) checkTrained(ctx context.Context, kvc *client.KV, sync *client.Sync, ent *control.TableInfo, clientNode bool) error {
+	untrained := 0
+	if !clientNode && ent.Version == 0 {
+		untrained = 1
+	}
+	n, err := sync.Share(ctx, untrained)
+	if err != nil {
+		return fmt.Errorf("--epochs 0: compare with the job's other trainers whether the tables hold trained rows: %w", err)
+	}
+	if n == 0 {
+		return nil
+	}
+	dropped := "rank 0 drops the tables this run made"
+	if f.cfg.Rank == 0 {
+		var errs []error
+		for _, name := range []string{f.prefix + ".entity", f.prefix + ".relation", f.kgeModelTable()} {
+			if _, err := kvc.Drop(ctx, name); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			}
+		}
+		dropped = "the tables this run made are dropped again"
+		if err := errors.Join(errs...); err != nil {
+			dropped = fmt.Sprintf("dropping the tables this run made failed (%v): %s removes them", err, f.dropCommand())
+		}
+	}
+	return fmt.Errorf("--epochs 0 evaluates and exports the kv tables %s.entity and %s.relation as they are, but no job trained them: they hold their initial, random rows (--table-prefix %q names tables that no job on these nodes trained, and no checkpoint of them was loaded). "+
+		"Pass the --table-prefix of the job that trained them, or, for the --save of a job on nodes restarted since, set [kv] load = true in their node.toml and restart them; %s",
+		f.prefix, f.prefix, f.prefix, dropped)
 }
 
 // checkPartTriples refuses to train (epochs > 0) on a part that holds no
