@@ -447,6 +447,12 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if res.Stopped && !f.jsonOut {
+		// --json says "stopped" in its last line; the table said only
+		// its best epoch, and a job of fewer epochs than asked read as
+		// cut short.
+		fmt.Fprintln(out, stoppedEarly(res, cfg))
+	}
 	if f.save {
 		if err := f.saveParams(ctx, out, sync, tr.Params()); err != nil {
 			return err
@@ -465,6 +471,17 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "best epoch %d: val %.4f test %.4f\n", best.Epoch, best.ValAcc, best.TestAcc)
 	return nil
+}
+
+// stoppedEarly says that --patience ended the run res of cfg.
+func stoppedEarly(res train.Result, cfg train.Config) string {
+	last := res.Epochs[len(res.Epochs)-1].Epoch
+	evals := "evaluations"
+	if cfg.Patience == 1 {
+		evals = "evaluation"
+	}
+	return fmt.Sprintf("stopped early after epoch %d of --epochs %d: no better val accuracy than epoch %d's in the %d %s since (--patience %d)",
+		last, cfg.Epochs, res.BestEpoch().Epoch, cfg.Patience, evals, cfg.Patience)
 }
 
 // parseLoaderFanouts parses node train's fanout flag named flag as the
