@@ -640,12 +640,15 @@ func evalCandidates(cfg train.KGEConfig) string {
 	return s
 }
 
-func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error {
+func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) (err error) {
 	defer prog.stop() // a failed epoch's status line
+	stage := jobStage{where: "before its first epoch"}
+	defer func() { err = trainerError(ctx, f.socket, stage, err) }()
 	in, err := f.load(ctx)
 	if err != nil {
 		return err
 	}
+	stage = inTraining("before its first epoch")
 	m, cfg := in.m, f.cfg
 	cfg.Entities, cfg.Relations = m.Nodes, m.Relations
 	cfg.EntityTable, cfg.RelationTable = f.prefix+".entity", f.prefix+".relation"
@@ -737,6 +740,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 	var last kgeLine
 	_, err = k.Run(ctx, train.KGEData{Train: in.train, Eval: in.eval, Filter: in.filter}, func(st train.KGEEpochStats) {
 		prog.done() // the epoch's status line, before the epoch's result
+		stage = inTraining(fmt.Sprintf("after epoch %d", st.Epoch))
 		l := newKGELine(st, in.filter != nil)
 		last = l
 		if f.jsonOut {
@@ -753,6 +757,11 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 		return err
 	}
 	if f.export != "" || f.save {
+		stage = jobStage{where: "during " + f.finishing() + ", once training was over", reached: true,
+			interrupted: fmt.Sprintf("what it wrote is not known (node kv save --socket %s checkpoints what the nodes hold)", f.socket)}
+		if cfg.Rank != 0 {
+			stage.where, stage.interrupted = "while rank 0 did the job's "+f.finishing()+", once training was over", "rank 0 goes on"
+		}
 		if err := f.finish(ctx, out, sync, func() ([]string, error) {
 			var notes []string
 			if in.orig != nil {
@@ -797,19 +806,12 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) error
 // (shareOutcome): rank 0 failed there and the others exited 0 as if the
 // job had exported and saved. work's notes are printed once it is done.
 func (f *kgeFlags) finish(ctx context.Context, out io.Writer, sync *client.Sync, work func() ([]string, error)) error {
-	var what []string
-	if f.export != "" {
-		what = append(what, "--export")
-	}
-	if f.save {
-		what = append(what, "--save")
-	}
 	if f.cfg.Rank != 0 {
-		if err := awaitOutcome(ctx, sync, strings.Join(what, " and ")); err != nil {
+		if err := awaitOutcome(ctx, sync, f.finishing()); err != nil {
 			return err
 		}
 		if !f.jsonOut {
-			fmt.Fprintf(out, "rank 0 did the job's %s\n", strings.Join(what, " and "))
+			fmt.Fprintf(out, "rank 0 did the job's %s\n", f.finishing())
 		}
 		return nil
 	}
@@ -824,6 +826,18 @@ func (f *kgeFlags) finish(ctx context.Context, out io.Writer, sync *client.Sync,
 		}
 	}
 	return err
+}
+
+// finishing names what finish does: --export, --save or both.
+func (f *kgeFlags) finishing() string {
+	var what []string
+	if f.export != "" {
+		what = append(what, "--export")
+	}
+	if f.save {
+		what = append(what, "--save")
+	}
+	return strings.Join(what, " and ")
 }
 
 // checkTrained refuses --epochs 0 on tables that no job trained: it

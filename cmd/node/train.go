@@ -320,7 +320,9 @@ func (b *timedBatches) Next(ctx context.Context) (sample.View, error) {
 	return bt.View, err
 }
 
-func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
+func (f *trainFlags) run(ctx context.Context, out io.Writer) (err error) {
+	stage := jobStage{where: "before its first epoch"}
+	defer func() { err = trainerError(ctx, f.socket, stage, err) }()
 	fan, err := parseLoaderFanouts("--fanouts", f.fanouts)
 	if err != nil {
 		return err
@@ -362,6 +364,7 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer trainL.Close()
+	stage = inTraining("before its first epoch")
 	info := trainL.Info()
 	cfg.FeatDim, cfg.Classes = info.FeatDim, info.NumClasses
 	if cfg.FeatDim == 0 || info.LabelDim == 0 {
@@ -433,6 +436,7 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 			TrainS: st.TrainTime.Seconds(), EvalS: st.EvalTime.Seconds(), WaitS: (tb.wait - waited).Seconds(),
 			BatchesPerS: st.BatchesPerSec(), EdgesPerS: st.EdgesPerSec()}
 		waited = tb.wait
+		stage = inTraining(fmt.Sprintf("after epoch %d", st.Epoch))
 		if f.jsonOut {
 			enc.Encode(l)
 			return
@@ -454,6 +458,11 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) error {
 		fmt.Fprintln(out, stoppedEarly(res, cfg))
 	}
 	if f.save {
+		stage = jobStage{where: "during --save, once training was over", reached: true,
+			interrupted: fmt.Sprintf("whether the trained parameters reached kv table %q and a checkpoint is not known (node kv save --socket %s checkpoints what the nodes hold)", f.paramsTable, f.socket)}
+		if cfg.Rank != 0 {
+			stage.where, stage.interrupted = "while rank 0 saved, once training was over", "rank 0 goes on saving"
+		}
 		if err := f.saveParams(ctx, out, sync, tr.Params()); err != nil {
 			return err
 		}
