@@ -80,7 +80,7 @@ func TestTrainInterrupted(t *testing.T) {
 		name string
 	}{{syscall.SIGINT, "SIGINT (Ctrl-C)"}, {syscall.SIGTERM, "SIGTERM"}} {
 		errs, stderrs := stopJob(t, bin, cl, "int"+c.sig.String()[3:], func(trs []*trainer) { trs[0].cmd.Process.Signal(c.sig) }, true)
-		want := regexp.MustCompile(`^node train: interrupted by ` + regexp.QuoteMeta(c.name) + ` after epoch \d+: the job's other trainers stop too, saying that this one left\n$`)
+		want := regexp.MustCompile(`^node train: interrupted by ` + regexp.QuoteMeta(c.name) + ` after epoch \d+: the job's other trainers stop too, saying that this trainer left or is missing\n$`)
 		var exit *exec.ExitError
 		if !errors.As(errs[0], &exit) || exit.ExitCode() != 1 || !want.MatchString(stderrs[0]) {
 			t.Errorf("rank 0 stopped by %s: %v, stderr:\n%s\nwant exit 1 and %s", c.name, errs[0], stderrs[0], want)
@@ -154,11 +154,11 @@ func TestTrainerError(t *testing.T) {
 		want  string
 	}{
 		{"SIGINT", signalled("interrupt"), inTraining("after epoch 3"), context.Canceled,
-			"interrupted by SIGINT (Ctrl-C) after epoch 3: the job's other trainers stop too, saying that this one left"},
+			"interrupted by SIGINT (Ctrl-C) after epoch 3: the job's other trainers stop too, saying that this trainer left or is missing"},
 		{"SIGTERM while saving", signalled("terminated"), jobStage{where: "during --save", reached: true, interrupted: "not known"}, pipe,
 			"interrupted by SIGTERM during --save: not known"},
 		{"SIGHUP", signalled("hangup"), jobStage{where: "before its first epoch"}, context.Canceled, "interrupted by SIGHUP (its terminal closed) before its first epoch"},
-		{"cancelled", cancelled, inTraining("after epoch 0"), context.Canceled, "interrupted by a stop request after epoch 0: the job's other trainers stop too, saying that this one left"},
+		{"cancelled", cancelled, inTraining("after epoch 0"), context.Canceled, "interrupted by a stop request after epoch 0: the job's other trainers stop too, saying that this trainer left or is missing"},
 		{"node gone", context.Background(), inTraining("after epoch 1"), pipe,
 			"the node at " + gone + " went away (stopped or crashed: its log says why) after epoch 1: " + pipe.Error()},
 		{"never reached", context.Background(), jobStage{where: "before its first epoch"}, pipe, pipe.Error()},

@@ -30,7 +30,7 @@ type jobStage struct {
 // inTraining is the stage of a job at where in its epochs: an
 // interrupted trainer leaves the job's synchronous steps.
 func inTraining(where string) jobStage {
-	return jobStage{where: where, reached: true, interrupted: "the job's other trainers stop too, saying that this one left"}
+	return jobStage{where: where, reached: true, interrupted: "the job's other trainers stop too, saying that this trainer left or is missing"}
 }
 
 // trainerError is what node train and node kge report for err, the
