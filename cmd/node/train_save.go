@@ -58,7 +58,7 @@ func (f *trainFlags) saveParams(ctx context.Context, out io.Writer, sync *client
 			if kerr != nil {
 				return fmt.Errorf("%w; nor could they be kept in a file: %v", err, kerr)
 			}
-			return fmt.Errorf("%w; the trained parameters are kept in %s (NumPy, float32, the rows --params-table would hold)", err, path)
+			return &paramsKept{err, path}
 		}
 		si, err := saveTables(ctx, f.socket)
 		if err != nil {
@@ -75,6 +75,25 @@ func (f *trainFlags) saveParams(ctx context.Context, out io.Writer, sync *client
 		fmt.Fprintln(out, note)
 	}
 	return err
+}
+
+// paramsKept is the error of parameters that kv refused and keepParams
+// kept in the file path: an interrupted trainer, whose message replaces
+// err, says where they are too.
+type paramsKept struct {
+	err  error
+	path string
+}
+
+func (e *paramsKept) Error() string {
+	return fmt.Sprintf("%v; %s", e.err, e.kept())
+}
+
+func (e *paramsKept) Unwrap() error { return e.err }
+
+// kept says where the parameters are.
+func (e *paramsKept) kept() string {
+	return fmt.Sprintf("the trained parameters are kept in %s (NumPy, float32, the rows --params-table would hold)", e.path)
 }
 
 // saveTables is kv_save on a connection of its own: the job's

@@ -157,6 +157,8 @@ func TestTrainerError(t *testing.T) {
 			"interrupted by SIGINT (Ctrl-C) after epoch 3: the job's other trainers stop too, saying that this trainer left or is missing"},
 		{"SIGTERM while saving", signalled("terminated"), jobStage{where: "during --save", reached: true, interrupted: "not known"}, pipe,
 			"interrupted by SIGTERM during --save: not known"},
+		{"SIGTERM, parameters kept", signalled("terminated"), jobStage{where: "during --save", reached: true, interrupted: "not known"}, &paramsKept{context.Canceled, "/tmp/p.npy"},
+			"interrupted by SIGTERM during --save: not known; the trained parameters are kept in /tmp/p.npy (NumPy, float32, the rows --params-table would hold)"},
 		{"SIGHUP", signalled("hangup"), jobStage{where: "before its first epoch"}, context.Canceled, "interrupted by SIGHUP (its terminal closed) before its first epoch"},
 		{"cancelled", cancelled, inTraining("after epoch 0"), context.Canceled, "interrupted by a stop request after epoch 0: the job's other trainers stop too, saying that this trainer left or is missing"},
 		{"node gone", context.Background(), inTraining("after epoch 1"), pipe,

@@ -49,6 +49,9 @@ func trainerError(ctx context.Context, socket string, stage jobStage, err error)
 		if stage.interrupted != "" {
 			msg += ": " + stage.interrupted
 		}
+		if k, ok := errors.AsType[*paramsKept](err); ok {
+			msg += "; " + k.kept()
+		}
 		return errors.New(msg)
 	case stage.reached && strings.Contains(err.Error(), "node is stopping"):
 		// Its drain (SIGTERM, or its terminal closed) cut the request.
