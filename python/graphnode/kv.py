@@ -47,7 +47,8 @@ _SYNC_WAIT = 5 * 60 + 10 + 20
 
 # kv's error codes (docs/control.md): the sentinel errors of package kv.
 CODES = {1: "unknown table", 2: "row not owned", 3: "shape", 4: "wrong mode", 5: "bad step", 6: "step failed",
-         7: "malformed", 8: "cancelled", 9: "deadline exceeded", 10: "invalid spec", 11: "non-finite gradient"}
+         7: "malformed", 8: "cancelled", 9: "deadline exceeded", 10: "invalid spec", 11: "non-finite gradient",
+         12: "checkpoint does not match the table"}
 
 
 class KVError(LoaderError):
