@@ -32,7 +32,9 @@
 //     then the node creates the ring (mode 0600, or 0660 with a group) and
 //     starts W processes of its own executable, `node sampler`, each with
 //     its SamplerSpec as JSON on stdin and Pdeathsig SIGKILL, so that no
-//     sampler outlives the node.
+//     sampler outlives the node. Each sampler first raises its
+//     oom_score_adj SamplerOOMScoreAdj above the node's, so that the OOM
+//     killer takes a sampler (one loader fails) before the node.
 //  5. A loader lives as long as the connection that opened it: when the
 //     trainer closes it or dies, its samplers get SIGTERM (SIGKILL after
 //     samplers.drain_timeout) and its ring file is removed.

@@ -28,6 +28,10 @@ func runSampler(ctx context.Context, a *app, args []string) error {
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
+	// First, before the spec and the mapped part file make us large: the
+	// OOM killer is to take a sampler (one loader fails) before its node
+	// (every loader of the host ends).
+	adj, adjErr := node.RaiseOOMScoreAdj(node.SamplerOOMScoreAdj)
 	spec, err := node.ReadSamplerSpec(os.Stdin)
 	if err != nil {
 		return err
@@ -39,5 +43,10 @@ func runSampler(ctx context.Context, a *app, args []string) error {
 	log := slog.New(newHandler(a.stderr, level, resolveLogFormat(spec.LogFormat, a.stderr))).
 		With("loader", spec.LoaderID, "worker", spec.Worker)
 	routeStdLog(log.Handler())
+	if adjErr != nil {
+		log.Warn("sampler keeps its node's oom_score_adj: the OOM killer may pick the node before it", "err", adjErr)
+	} else {
+		log.Debug("sampler started", "oom_score_adj", adj)
+	}
 	return node.RunSampler(ctx, spec, log, a.stdout)
 }
