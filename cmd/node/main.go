@@ -216,6 +216,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 	if errors.As(err, new(usageError)) {
 		return 2
 	}
+	if errors.As(err, new(configError)) {
+		return exitConfig
+	}
 	return 1
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	stdlog "log"
@@ -44,7 +45,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	}
 	cfg, err := node.LoadConfig(*path)
 	if err != nil {
-		return err
+		return badConfig(err)
 	}
 	log := configLogger(a, &cfg)
 	info, _ := debug.ReadBuildInfo()
@@ -60,12 +61,18 @@ func runRun(ctx context.Context, a *app, args []string) error {
 				log.Info("stopped while fetching; the next start goes on from the bytes fetched", "err", err)
 				return nil
 			}
-			return err
+			if errors.Is(err, node.ErrConfig) {
+				return badConfig(err) // a node.part the fetched graph.toml has not
+			}
+			return err // peers down or refusing: a later start may fetch
 		}
 	}
+	// Whatever New refuses (the partition files, the certificates, the
+	// kv checkpoints to load, rings.dir) fails every start the same way
+	// until an operator changes it.
 	n, err := node.New(cfg, log)
 	if err != nil {
-		return err
+		return badConfig(err)
 	}
 	defer n.Close()
 	a.onAbort(func() {
@@ -95,7 +102,37 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		stopWatchdog() // the stop is bounded by TimeoutStopSec instead
 		sd.send("STOPPING=1")
 	}
-	return n.Run(ctx)
+	err = n.Run(ctx)
+	if errors.Is(err, node.ErrConfig) {
+		// control.socket names what is no socket: found before serving.
+		// Another node serving there, a mesh port in use, are not
+		// the configuration's: a later start may succeed.
+		return badConfig(err)
+	}
+	return err
+}
+
+// exitConfig is the exit status of a node run that cannot start with its
+// configuration: EX_CONFIG of sysexits.h, as systemd.exec(5) lists it.
+// The unit's RestartPreventExitStatus= names it: a node that fails so
+// would fail the same way at each restart, every RestartSec, forever
+// (a start limit of 5 in 10 s never trips at RestartSec=5s), and never
+// show the unit failed. 1 stays for what a restart may mend.
+const exitConfig = 78
+
+// configError is an error of node run's configuration or of what it names
+// (graph.toml and the part file, the certificates, rings.dir, the control
+// socket's path), found before the node serves: exit status exitConfig.
+type configError struct{ error }
+
+func (e configError) Unwrap() error { return e.error }
+
+// badConfig marks err as a configuration error; nil stays nil.
+func badConfig(err error) error {
+	if err == nil {
+		return nil
+	}
+	return configError{err}
 }
 
 // resolveLogFormat turns "auto" into text on a terminal and JSON

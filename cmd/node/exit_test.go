@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRunExitsConfigError: node run exits 78 (EX_CONFIG) for what is
+// wrong with its configuration or the files it names, found before it
+// serves, so that the unit's RestartPreventExitStatus=78 ends the
+// restarts: each of these failed every start alike, every 5 s, with
+// exit 1. What a later start may mend stays 1.
+func TestRunExitsConfigError(t *testing.T) {
+	if exitConfig != 78 {
+		t.Fatalf("exitConfig = %d, want 78 (EX_CONFIG), as the unit and README say", exitConfig)
+	}
+	good := "version = 1\n[node]\nparts = \"$DIR/parts\"\n[control]\nsocket = \"$DIR/s.sock\"\n[log]\nformat = \"text\"\n"
+	for _, tc := range []struct {
+		name   string
+		body   string
+		before func(t *testing.T, dir string) // makes the problem
+		code   int
+		want   string // in stderr, $DIR replaced
+	}{
+		{name: "no graph.toml at node.parts", code: 78,
+			body: strings.Replace(good, `"$DIR/parts"`, `"/nonexistent"`, 1),
+			want: "node run: $DIR/node.toml: node.parts: \"/nonexistent\": no graph.toml there (no such file or directory)\n"},
+		{name: "every problem of the file", code: 78,
+			body: good + "[samplers]\nworkers = 0\nwrkers = 2\n",
+			want: "node run: $DIR/node.toml: unknown key \"samplers.wrkers\"\n$DIR/node.toml: samplers.workers: 0 is out of range 1..64\n"},
+		{name: "no config file", code: 78, body: good,
+			before: func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, "node.toml")) },
+			want:   "node run: node: $DIR/node.toml: no such file or directory\n"},
+		{name: "part file missing", code: 78, body: good,
+			before: func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, "parts", "part-0", "part.csr")) },
+			want:   "node run: node: node.part = 0: csr: open $DIR/parts/part-0/part.csr: "},
+		{name: "control.socket is a directory", code: 78, body: good,
+			before: func(t *testing.T, dir string) { os.Mkdir(filepath.Join(dir, "s.sock"), 0o755) },
+			want:   "control.socket: \"$DIR/s.sock\" exists and is not a socket (a directory)"},
+		{name: "another node serves control.socket", code: 1, body: good,
+			before: func(t *testing.T, dir string) {
+				ln, err := net.Listen("unix", filepath.Join(dir, "s.sock"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { ln.Close() })
+			},
+			want: "node run: node: control.socket: another node is serving socket $DIR/s.sock: socket in use\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, path := writeNodeTOML(t, tc.body)
+			if tc.before != nil {
+				tc.before(t, dir)
+			}
+			code, _, stderr := cliRun("run", "-c", path)
+			want := strings.ReplaceAll(tc.want, "$DIR", dir)
+			if code != tc.code || !strings.Contains(stderr, want) {
+				t.Errorf("exit %d, want %d with %q; stderr:\n%s", code, tc.code, want, stderr)
+			}
+		})
+	}
+}
+
+// TestRunExitsConfigErrorCerts: certificates of another cluster than
+// mesh.cluster, found at start, exit 78 too.
+func TestRunExitsConfigErrorCerts(t *testing.T) {
+	dir := t.TempDir()
+	parts := filepath.Join(dir, "parts")
+	if code, _, stderr := cliRun("partition", "--input", writeEdgeList(t, 20), "--format", "edgelist", "--parts", "2", "--method", "random", "-o", parts); code != 0 {
+		t.Fatalf("partition: exit %d: %s", code, stderr)
+	}
+	certs := filepath.Join(dir, "certs")
+	if code, _, stderr := cliRun("cert", "init", "--cluster", "c1", "--nodes", "host0,host1", "-o", certs); code != 0 {
+		t.Fatalf("cert init: exit %d: %s", code, stderr)
+	}
+	cfg := filepath.Join(dir, "node.toml")
+	body := fmt.Sprintf("version = 1\n[node]\nparts = %q\nname = \"host0\"\n[control]\nsocket = %q\n"+
+		"[mesh]\ncerts = %q\ncluster = \"c2\"\n"+
+		"[[mesh.peers]]\npart = 0\nname = \"host0\"\naddr = \"127.0.0.1:1\"\n"+
+		"[[mesh.peers]]\npart = 1\nname = \"host1\"\naddr = \"127.0.0.1:2\"\n", parts, filepath.Join(dir, "s.sock"), certs)
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := cliRun("run", "-c", cfg)
+	want := `node run: node: mesh.cluster = "c2", but the CA in ` + certs + ` is of cluster "c1": invalid configuration` + "\n"
+	if code != 78 || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d, want 78 with %q; stderr:\n%s", code, want, stderr)
+	}
+}
