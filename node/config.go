@@ -104,7 +104,7 @@ func (c *Config) Client() bool { return c.Node.Role == RoleClient }
 // ControlConfig is [control]: the trainer-facing Unix socket.
 type ControlConfig struct {
 	Socket string `toml:"socket"`
-	Mode   string `toml:"mode"`  // octal permission bits of socket (and, with group, rings)
+	Mode   string `toml:"mode"`  // octal permission bits of socket (rings: RingMode)
 	Group  string `toml:"group"` // group name or gid owning socket and rings; "" = the node's
 }
 
@@ -426,9 +426,14 @@ func (c *Config) GroupID() (int, error) {
 	return strconv.Atoi(grp.Gid)
 }
 
-// RingMode is the permission of ring files: 0600, or 0660 with a group.
+// RingMode is the permission of ring files: 0660 when control.mode lets
+// the socket's group connect (write), 0600 otherwise. A ring has the
+// socket's group (control.group, else the node's), so whoever may open
+// a loader may map the ring open_loader names: with rings 0600 whenever
+// control.group was left out, a trainer of the node's group connected
+// through the default 0660 socket and was refused its ring.
 func (c *Config) RingMode() os.FileMode {
-	if c.Control.Group != "" {
+	if m, err := c.SocketMode(); err == nil && m&0o020 != 0 {
 		return 0o660
 	}
 	return 0o600

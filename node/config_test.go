@@ -70,8 +70,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if got := cfg.RingSizeBytes(); got != 1e9 {
 		t.Errorf("RingSizeBytes = %d, want 1e9", got)
 	}
-	if got := cfg.RingMode(); got != 0o600 {
-		t.Errorf("RingMode = %#o, want 0600 without a group", got)
+	if got := cfg.RingMode(); got != 0o660 {
+		t.Errorf("RingMode = %#o, want 0660: the default socket's group access", got)
 	}
 	if m, _ := cfg.SocketMode(); m != 0o660 {
 		t.Errorf("SocketMode = %#o, want 0660", m)
@@ -292,13 +292,35 @@ func TestSocketMode(t *testing.T) {
 	}
 }
 
+// TestRingMode: rings grant the group read and write exactly when the
+// socket lets the group connect (write on it), group or not: a trainer
+// that may open a loader may map its ring. Rings were 0600 without
+// control.group, beside a 0660 socket of the node's group.
+func TestRingMode(t *testing.T) {
+	for _, tc := range []struct {
+		mode, group string
+		want        os.FileMode
+	}{
+		{"0660", "", 0o660},
+		{"0660", "0", 0o660},
+		{"0620", "", 0o660},
+		{"0770", "", 0o660},
+		{"0600", "", 0o600},
+		{"0600", "0", 0o600},
+		{"0640", "0", 0o600}, // read alone: the group cannot connect
+		{"0666", "", 0o600},  // refused by Validate: no access granted
+	} {
+		c := Config{Control: ControlConfig{Mode: tc.mode, Group: tc.group}}
+		if got := c.RingMode(); got != tc.want {
+			t.Errorf("mode %s group %q: RingMode %#o, want %#o", tc.mode, tc.group, got, tc.want)
+		}
+	}
+}
+
 func TestGroupID(t *testing.T) {
 	c := Config{Control: ControlConfig{Group: "0"}}
 	if gid, err := c.GroupID(); err != nil || gid != 0 {
 		t.Errorf("group 0 = %d, %v", gid, err)
-	}
-	if got := c.RingMode(); got != 0o660 {
-		t.Errorf("RingMode with a group = %#o, want 0660", got)
 	}
 	// A gid is 32 bits and 2^32-1 means none: chown refused a larger one
 	// once the node had started ("invalid argument").

@@ -58,8 +58,12 @@ func setup(t *testing.T) (bin, parts string) {
 	return fixture.bin, fixture.parts
 }
 
-// TestMain removes the fixture's directory after all tests.
+// TestMain removes the fixture's directory after all tests. Started with
+// trainerEnv set, the test binary is a trainer instead (runTrainer).
 func TestMain(m *testing.M) {
+	if socket := os.Getenv(trainerEnv); socket != "" {
+		os.Exit(runTrainer(socket)) // a trainer of another user
+	}
 	code := m.Run()
 	if fixture.bin != "" {
 		os.RemoveAll(filepath.Dir(fixture.bin))
