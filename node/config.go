@@ -319,6 +319,9 @@ func (c *Config) Validate() error {
 		// The kernel's sockaddr_un holds no more: the bind would fail
 		// with "invalid argument" once the node has started.
 		p.add("control.socket", "%q is %d bytes long, a Unix socket path at most %d; choose a shorter path", c.Control.Socket, len(c.Control.Socket), MaxSocketPath)
+	case runtimeDirectory(dir) != "" && !exists(dir):
+		// Made by the service manager as it starts the node, removed
+		// at stop: CheckSocketDir's, at start (New) and in config check.
 	case !isDir(dir):
 		p.add("control.socket", "%q: directory %q does not exist", c.Control.Socket, dir)
 	default:
@@ -459,6 +462,11 @@ func (c *Config) EncodeTOML() ([]byte, error) {
 		return nil, fmt.Errorf("node: encode config: %w", err)
 	}
 	return b.Bytes(), nil
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 func isDir(path string) bool {

@@ -2,9 +2,11 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"graphnode/mesh"
 )
@@ -18,10 +20,15 @@ import (
 // its problems is one more, prefixed with path and its key as the
 // file's own are. An error that does not wrap ErrConfig is LoadConfig's
 // (the file cannot be read as TOML).
-func CheckConfig(path string) (Config, error) {
-	cfg, err := LoadConfig(path)
+//
+// Warnings, each prefixed as a problem is, are what node run would refuse
+// now but what the service manager makes as it starts the node: a
+// control.socket directory under /run (CheckSocketDir), which a check
+// before the first start, or while the unit is stopped, does not find.
+func CheckConfig(path string) (cfg Config, warnings []string, err error) {
+	cfg, err = LoadConfig(path)
 	if err != nil && !errors.Is(err, ErrConfig) {
-		return cfg, err
+		return cfg, nil, err
 	}
 	all := unjoinAll(err)
 	var p problems
@@ -30,7 +37,36 @@ func CheckConfig(path string) (Config, error) {
 	for _, e := range p {
 		all = append(all, configError(path+": "+e.Error()))
 	}
-	return cfg, errors.Join(all...)
+	if err := cfg.CheckSocketDir(); err != nil {
+		warnings = append(warnings, path+": "+err.Error())
+	}
+	return cfg, warnings, errors.Join(all...)
+}
+
+// CheckSocketDir reports a control.socket whose directory under /run does
+// not exist. Validate leaves it out: systemd makes it as it starts a unit
+// of RuntimeDirectory= (deploy/systemd/graphnode.service) and removes it
+// at stop. New refuses it; CheckConfig warns. A missing directory
+// elsewhere is Validate's problem.
+func (c *Config) CheckSocketDir() error {
+	dir := filepath.Dir(c.Control.Socket)
+	name := runtimeDirectory(dir)
+	if c.Control.Socket == "" || name == "" || exists(dir) {
+		return nil
+	}
+	return configError(fmt.Sprintf("control.socket: %q: directory %q does not exist, and node run starts only once it does: "+
+		"systemd makes it as it starts a unit with RuntimeDirectory=%s (and removes it at stop); without such a unit, create it", c.Control.Socket, dir, name))
+}
+
+// runtimeDirectory is dir as a unit's RuntimeDirectory= names it (its
+// path under /run), "" for a directory that is not under /run.
+func runtimeDirectory(dir string) string {
+	for _, root := range []string{"/run/", "/var/run/"} {
+		if name, ok := strings.CutPrefix(filepath.Clean(dir), root); ok && name != "" {
+			return name
+		}
+	}
+	return ""
 }
 
 // unjoinAll is the problems of a LoadConfig error, none for nil.

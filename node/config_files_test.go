@@ -1,6 +1,9 @@
 package node
 
 import (
+	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,7 +47,10 @@ func TestCheckConfigListsEveryFileProblem(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeConfig(t, dir, tc.text)
-			_, err := CheckConfig(path)
+			_, warnings, err := CheckConfig(path)
+			if len(warnings) > 0 {
+				t.Errorf("warnings %q, want none", warnings)
+			}
 			problems := unjoinAll(err)
 			if len(problems) != len(tc.want) {
 				t.Fatalf("%d problems, want %d:\n%v", len(problems), len(tc.want), err)
@@ -55,5 +61,62 @@ func TestCheckConfigListsEveryFileProblem(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSocketDirUnderRun: a control.socket directory under /run that does
+// not exist yet is no problem of the file (systemd makes it as it starts
+// the unit, RuntimeDirectory=, and removes it at stop: config check failed
+// before the first start and whenever the unit was stopped), but New
+// refuses to start without it, naming the key and RuntimeDirectory=. A
+// missing directory elsewhere stays a problem of the file.
+func TestSocketDirUnderRun(t *testing.T) {
+	if !isDir("/run") {
+		t.Skip("no /run")
+	}
+	dir, pre := configDir(t)
+	run, err := os.MkdirTemp("/run", "graphnode-test-")
+	if err != nil {
+		t.Skipf("cannot make a directory under /run: %v", err)
+	}
+	os.Remove(run) // a directory there that does not exist
+	t.Cleanup(func() { os.Remove(run) })
+	sock := filepath.Join(run, "node.sock")
+	text := strings.Replace(pre, quote(filepath.Join(dir, "node.sock")), quote(sock), 1)
+	cfg, err := LoadConfig(writeConfig(t, dir, text))
+	if err != nil {
+		t.Fatalf("LoadConfig: %v, want no problem", err)
+	}
+	want := `control.socket: "` + sock + `": directory "` + run + `" does not exist, and node run starts only once it does: ` +
+		"systemd makes it as it starts a unit with RuntimeDirectory=" + filepath.Base(run) + " (and removes it at stop); without such a unit, create it"
+	if err := cfg.CheckSocketDir(); err == nil || err.Error() != want || !errors.Is(err, ErrConfig) {
+		t.Errorf("CheckSocketDir: %v\nwant %s", err, want)
+	}
+	if _, err := New(cfg, slog.New(slog.DiscardHandler)); err == nil || err.Error() != "node: "+want || !errors.Is(err, ErrConfig) {
+		t.Errorf("New: %v\nwant node: %s", err, want)
+	}
+	if err := os.Mkdir(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.CheckSocketDir(); err != nil {
+		t.Errorf("CheckSocketDir once the directory exists: %v", err)
+	}
+
+	// Elsewhere nothing makes it: the file's problem, as before.
+	gone := filepath.Join(dir, "gone", "node.sock")
+	_, err = LoadConfig(writeConfig(t, dir, strings.Replace(pre, quote(filepath.Join(dir, "node.sock")), quote(gone), 1)))
+	if want := fmt.Sprintf("control.socket: %q: directory %q does not exist", gone, filepath.Dir(gone)); err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("LoadConfig of a socket in a missing directory outside /run: %v, want %q", err, want)
+	}
+}
+
+func TestRuntimeDirectory(t *testing.T) {
+	for dir, want := range map[string]string{
+		"/run/graphnode": "graphnode", "/run/a/b": "a/b", "/var/run/graphnode": "graphnode", "/run/graphnode/": "graphnode",
+		"/run": "", "/run/": "", "/runx/a": "", "/tmp/run/a": "", "/run/../tmp": "", "run/a": "", ".": "",
+	} {
+		if got := runtimeDirectory(dir); got != want {
+			t.Errorf("runtimeDirectory(%q) = %q, want %q", dir, got, want)
+		}
 	}
 }

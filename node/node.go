@@ -137,6 +137,9 @@ func New(cfg Config, log *slog.Logger) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	if err := cfg.CheckSocketDir(); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	// Validate refuses a read-only rings.dir; whether this node's user may
 	// write there is for the node to find. Else every open_loader would be
 	// refused, a relayed one included.

@@ -12,7 +12,7 @@ import (
 
 // runConfig is `node config check -c node.toml`: it prints the effective
 // configuration (defaults filled in) as TOML and fails listing every
-// problem, each with its key.
+// problem, each with its key; a warning does not fail it.
 func runConfig(ctx context.Context, a *app, args []string) error {
 	fs := newFlagSet(a, "config check", "-c node.toml")
 	path := fs.String("c", "", "configuration `file` to check")
@@ -40,7 +40,7 @@ func runConfig(ctx context.Context, a *app, args []string) error {
 	// What the keys name on disk too, as node run reads it at start: a
 	// certificate of another cluster, a key readable by others, a
 	// graph.toml that does not parse passed the check and failed the run.
-	cfg, err := node.CheckConfig(*path)
+	cfg, warnings, err := node.CheckConfig(*path)
 	if err != nil && !errors.Is(err, node.ErrConfig) {
 		return err // not TOML at all: nothing to print
 	}
@@ -49,6 +49,12 @@ func runConfig(ctx context.Context, a *app, args []string) error {
 		return eerr
 	}
 	a.stdout.Write(out)
+	// What the service manager makes at start (the socket's directory
+	// under /run): a check before the first start, or while the unit is
+	// stopped, must pass.
+	for _, w := range warnings {
+		fmt.Fprintf(a.stderr, "node config: warning: %s\n", w)
+	}
 	if err != nil {
 		lines := strings.Split(err.Error(), "\n")
 		return fmt.Errorf("%d problem(s):\n  %s", len(lines), strings.Join(lines, "\n  "))

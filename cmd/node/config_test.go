@@ -228,3 +228,51 @@ func TestConfigCheckFiles(t *testing.T) {
 		t.Errorf("samplers.workers = 0, graph.toml that does not parse and a CA of another cluster: exit %d: %s", code, stderr)
 	}
 }
+
+// missingRunDir is a directory under /run that does not exist, as the
+// unit's RuntimeDirectory= before the first start or while the unit is
+// stopped; removed after the test if the test makes it.
+func missingRunDir(t *testing.T) string {
+	t.Helper()
+	run, err := os.MkdirTemp("/run", "graphnode-test-")
+	if err != nil {
+		t.Skipf("cannot make a directory under /run: %v", err)
+	}
+	os.Remove(run)
+	t.Cleanup(func() { os.Remove(run) })
+	return run
+}
+
+// socketDirWarning is what config check and node run say of run, the
+// missing directory of control.socket.
+func socketDirWarning(run string) string {
+	return `control.socket: "` + run + `/node.sock": directory "` + run + `" does not exist, and node run starts only once it does: ` +
+		"systemd makes it as it starts a unit with RuntimeDirectory=" + filepath.Base(run) + " (and removes it at stop); without such a unit, create it"
+}
+
+// TestConfigCheckSocketDirUnderRun: a control.socket under /run whose
+// directory the unit makes at each start (RuntimeDirectory=) and removes
+// at stop passes config check with a warning, before the first start and
+// while the unit is stopped; it failed it ("directory does not exist").
+// node run still refuses to start without it, exit 78.
+func TestConfigCheckSocketDirUnderRun(t *testing.T) {
+	run := missingRunDir(t)
+	_, path := writeNodeTOML(t, "version = 1\n[node]\nparts = \"$DIR/parts\"\n[control]\nsocket = \""+run+"/node.sock\"\n[log]\nformat = \"text\"\n")
+	code, out, errs := cliRun("config", "check", "-c", path)
+	if want := "node config: warning: " + path + ": " + socketDirWarning(run) + "\n"; code != 0 || errs != want {
+		t.Errorf("config check: exit %d, stderr %q\nwant exit 0 and %q", code, errs, want)
+	}
+	if !strings.Contains(out, `socket = "`+run+`/node.sock"`) {
+		t.Errorf("effective config not printed:\n%s", out)
+	}
+	code, _, errs = cliRun("run", "-c", path)
+	if want := "node run: node: " + socketDirWarning(run) + "\n"; code != 78 || !strings.HasSuffix(errs, want) {
+		t.Errorf("node run: exit %d, stderr:\n%s\nwant exit 78 and %q", code, errs, want)
+	}
+	if err := os.Mkdir(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := cliRun("config", "check", "-c", path); code != 0 || errs != "" {
+		t.Errorf("config check once the directory exists: exit %d, stderr %q; want 0 and nothing", code, errs)
+	}
+}

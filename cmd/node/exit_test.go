@@ -91,3 +91,29 @@ func TestRunExitsConfigErrorCerts(t *testing.T) {
 		t.Errorf("exit %d, want 78 with %q; stderr:\n%s", code, want, stderr)
 	}
 }
+
+// TestRunFetchSocketDirMissing: with fetch = true, node run refuses a
+// control.socket directory that does not exist before it fetches the
+// part file (New, after the fetch, would refuse it), exit 78 at once
+// rather than after waiting for peers.
+func TestRunFetchSocketDirMissing(t *testing.T) {
+	run := missingRunDir(t)
+	dir := t.TempDir()
+	certs := filepath.Join(dir, "certs")
+	if code, _, stderr := cliRun("cert", "init", "--cluster", "c", "--nodes", "h0,h1", "-o", certs); code != 0 {
+		t.Fatalf("cert init: %s", stderr)
+	}
+	cfg := filepath.Join(dir, "node.toml")
+	// Nothing serves peer h0: a fetch would wait for it.
+	body := fmt.Sprintf("version = 1\n[node]\nparts = %q\nfetch = true\nname = \"h1\"\npart = 1\n[control]\nsocket = %q\n"+
+		"[mesh]\nlisten = \"127.0.0.1:2\"\ncluster = \"c\"\ncerts = %q\n"+
+		"[[mesh.peers]]\npart = 0\nname = \"h0\"\naddr = \"127.0.0.1:1\"\n[[mesh.peers]]\npart = 1\nname = \"h1\"\naddr = \"127.0.0.1:2\"\n"+
+		"[log]\nformat = \"text\"\n", filepath.Join(dir, "parts"), filepath.Join(run, "node.sock"), certs)
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := cliRun("run", "-c", cfg)
+	if want := "node run: node: " + socketDirWarning(run) + "\n"; code != 78 || !strings.HasSuffix(stderr, want) || strings.Contains(stderr, `msg="fetch`) {
+		t.Errorf("exit %d, stderr:\n%s\nwant exit 78 with %q, before any fetch", code, stderr, want)
+	}
+}

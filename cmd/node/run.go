@@ -52,6 +52,10 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	log.Info("starting", "config", *path, "build", buildVersion(info, commit))
 	sd := newNotifier(log)
 	if cfg.Node.Fetch {
+		// New would refuse it, after the fetch of a part file.
+		if err := cfg.CheckSocketDir(); err != nil {
+			return badConfig(fmt.Errorf("node: %w", err))
+		}
 		if _, err := node.Fetch(ctx, cfg, log, node.FetchOptions{Progress: func(line string) { sd.send("STATUS=" + line) }}); err != nil {
 			if ctx.Err() != nil {
 				// SIGTERM during the fetch is a stop, as it is once the

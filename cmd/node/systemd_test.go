@@ -328,3 +328,60 @@ func TestRouteStdLog(t *testing.T) {
 		t.Fatalf("standard log line came out as %q (%v)", buf.String(), err)
 	}
 }
+
+// TestExampleChecksBeforeFirstStart: node.toml.example, installed as
+// README's "Running under systemd" says (only its files moved to where
+// this test keeps them), passes node config check before the unit's
+// first start and while it is stopped, when /run/graphnode, the unit's
+// RuntimeDirectory, does not exist: that is a warning. It failed there.
+func TestExampleChecksBeforeFirstStart(t *testing.T) {
+	dir := t.TempDir()
+	parts := filepath.Join(dir, "parts")
+	if code, _, stderr := cliRun("partition", "--input", writeEdgeList(t, 20), "--format", "edgelist", "--parts", "2", "--method", "random", "-o", parts); code != 0 {
+		t.Fatalf("partition: exit %d: %s", code, stderr)
+	}
+	certs := filepath.Join(dir, "certs")
+	if code, _, stderr := cliRun("cert", "init", "--cluster", "products", "--nodes", "host0,host1", "-o", certs); code != 0 {
+		t.Fatalf("cert init: exit %d: %s", code, stderr)
+	}
+	kvDir := filepath.Join(dir, "kv")
+	if err := os.Mkdir(kvDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("../../node.toml.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	for from, to := range map[string]string{
+		`parts = "/var/lib/graphnode/parts"`:       `parts = "` + parts + `"`,
+		`certs = "/etc/graphnode/certs"`:           `certs = "` + certs + `"`,
+		`checkpoint_dir = "/var/lib/graphnode/kv"`: `checkpoint_dir = "` + kvDir + `"`,
+	} {
+		if strings.Count(text, from) != 1 {
+			t.Fatalf("node.toml.example has no line %s, which README's install steps assume", from)
+		}
+		text = strings.Replace(text, from, to, 1)
+	}
+	const socket = "/run/graphnode/node.sock"
+	if !strings.Contains(text, `socket = "`+socket+`"`) {
+		t.Fatalf("node.toml.example's control.socket is not %s", socket)
+	}
+	cfg := filepath.Join(dir, "node.toml")
+	if err := os.WriteFile(cfg, []byte(text), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := cliRun("config", "check", "-c", cfg)
+	want := ""
+	if _, err := os.Stat(filepath.Dir(socket)); err != nil { // the unit stopped, or never started here
+		want = "node config: warning: " + cfg + `: control.socket: "` + socket + `": directory "/run/graphnode" does not exist, and node run starts only once it does: ` +
+			"systemd makes it as it starts a unit with RuntimeDirectory=graphnode (and removes it at stop); without such a unit, create it\n"
+	}
+	if code != 0 || stderr != want {
+		t.Errorf("config check of node.toml.example: exit %d, stderr:\n%s\nwant exit 0 and %q", code, stderr, want)
+	}
+	// The unit makes that directory: its RuntimeDirectory= names it.
+	if got := readUnit(t, unitFile)["Service"]["RuntimeDirectory"]; !slices.Equal(got, []string{"graphnode"}) {
+		t.Errorf("[Service] RuntimeDirectory=%q, want graphnode (the directory of node.toml.example's control.socket)", got)
+	}
+}
