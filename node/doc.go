@@ -13,9 +13,11 @@
 //
 //  1. LoadConfig reads node.toml (unknown keys and every bad value are
 //     reported together, each with its key); cmd/node builds the logger.
-//  2. New validates the config, maps the partition file, reads graph.toml
-//     (the partition book and the partition-set checksum) and, with a
-//     [mesh], loads the node's certificate.
+//  2. New validates the config (and that control.socket's directory
+//     exists, which Validate leaves out under /run: a unit's
+//     RuntimeDirectory= makes it at start), maps the partition file,
+//     reads graph.toml (the partition book and the partition-set
+//     checksum) and, with a [mesh], loads the node's certificate.
 //  3. Run removes ring files of dead nodes (shm.RemoveStale), binds the
 //     socket (refusing one another node answers on) and the mesh's UDP
 //     port, logs "serving", and serves trainers and peers at once. In the
