@@ -227,8 +227,10 @@
 // counts and the sum of the durations, PeerStats.Latency) with p50/p99
 // read from it. A client call is timed from its start to its answer,
 // retries included; a served request from its stream's acceptance to the
-// answer written. Loader streams and their records are counted but not
-// timed: a stream lasts as long as its loader. Client.Metrics is the
+// answer written. A loader stream is one request at both ends, counted
+// when it ends (failed when it broke, not when its reader closed it), and
+// not timed: it lasts as long as its loader; its records' bytes are
+// counted as they go. Client.Metrics is the
 // outbound view, Server.Metrics the inbound; a StatsRequest returns the
 // server's inbound stats plus, when ServerConfig.Outbound is set, the
 // node's outbound ones, without the histograms.

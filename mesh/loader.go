@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -86,13 +87,17 @@ func (s *Server) openLoader(ctx, conn context.Context, peer string, p []byte) (m
 // (ErrTooLarge) and stops the stream, which fails this send: an error on
 // both ends, not a hang. A record goes out in pieces (RecordSender), one
 // LoaderRecord message all the same.
+//
+// The stream is one request, counted when it ends, as its client counts
+// it (RecordStream): failed when it broke or the handler failed, not when
+// its reader stopped reading. Its records' bytes are counted as they go.
 func (s *Server) streamLoader(connCtx context.Context, peer string, st *quic.Stream, p []byte, received int) {
 	st.SetDeadline(time.Time{})
 	ctx, cancel := context.WithCancel(connCtx)
 	defer cancel()
 	stopWatch := context.AfterFunc(st.Context(), cancel)
 	defer stopWatch()
-	sent := 0
+	m := s.in.peer(peer)
 	hdr := make([]byte, 0, HeaderSize)
 	var piece []byte // grows to RecordPiece at most, kept for the stream's records
 	send := func(ctx context.Context, size int, read func(off int, dst []byte) error) error {
@@ -132,7 +137,7 @@ func (s *Server) streamLoader(connCtx context.Context, peer string, st *quic.Str
 			}
 			off += len(dst)
 		}
-		sent += HeaderSize + size
+		m.transfer(HeaderSize+size, 0)
 		return nil
 	}
 	var fail []byte
@@ -149,9 +154,10 @@ func (s *Server) streamLoader(connCtx context.Context, peer string, st *quic.Str
 		}
 	}
 	failed := fail != nil
+	sent := 0
 	if fail != nil && st.Context().Err() == nil {
 		if _, err := st.Write(fail); err == nil {
-			sent += len(fail)
+			sent = len(fail)
 		}
 	}
 	if st.Context().Err() != nil {
@@ -163,7 +169,7 @@ func (s *Server) streamLoader(connCtx context.Context, peer string, st *quic.Str
 	} else {
 		st.Close()
 	}
-	s.in.peer(peer).count(sent, received, failed)
+	m.count(sent, received, failed)
 }
 
 // readerStopped reports whether a stream's context ended because the peer
@@ -250,15 +256,27 @@ func (l *RemoteLoader) Close() {
 const MaxRecordMessage = math.MaxUint32
 
 // RecordStream is one sub-ring of a RemoteLoader, record by record.
+//
+// The stream is one request of the client's counters for the peer (dir
+// out), as the peer counts it (dir in): counted once, when it ends,
+// failed when the peer broke it (an Error message, a reset, a connection
+// gone, a malformed or oversized record), not when its reader closed it
+// or its context ended. The bytes of its records are counted as they
+// come.
 type RecordStream struct {
 	l     *RemoteLoader
 	sub   int
 	st    *quic.Stream
+	m     *peerMetrics
+	sent  int // the stream request's bytes
 	head  [HeaderSize]byte
 	piece []byte // NextInto's reads, up to RecordPiece
 	buf   []byte // Next's record; an Error's payload
 	limit int    // the largest record read
 	stop  func() bool
+	// cancelled: the stream's context ended, and it was reset by this
+	// end; counted: the request is counted (end).
+	cancelled, counted atomic.Bool
 }
 
 // Stream starts streaming sub-ring sub of l; ctx bounds the whole stream.
@@ -277,26 +295,46 @@ func (l *RemoteLoader) Stream(ctx context.Context, sub int, maxRecord int64) (*R
 	if limit < 1 {
 		return nil, l.p.err(op, fmt.Errorf("largest record of %d bytes: %w", maxRecord, ErrMalformed))
 	}
+	m := l.c.out.peer(l.p.name)
+	// A stream that cannot be asked for is a failed request, unless the
+	// caller gave it up first.
+	failed := func(err error) error {
+		if ctx.Err() == nil {
+			m.count(0, 0, true)
+		}
+		return l.p.err(op, err)
+	}
 	if err := l.conn.Context().Err(); err != nil {
-		return nil, l.p.err(op, fmt.Errorf("the connection that opened the loader is gone: %w", context.Cause(l.conn.Context())))
+		return nil, failed(fmt.Errorf("the connection that opened the loader is gone: %w", context.Cause(l.conn.Context())))
 	}
 	st, err := l.conn.OpenStreamSync(ctx)
 	if err != nil {
-		return nil, l.p.err(op, err)
+		return nil, failed(err)
 	}
 	b, start := beginMessage(nil, TypeLoaderStreamRequest)
 	b = AppendLoaderStream(b, &LoaderStream{ID: l.ID, Sub: uint32(sub)})
 	b, _ = endMessage(b, start, 0)
 	if _, err := st.Write(b); err != nil {
 		st.CancelRead(streamCancel)
-		return nil, l.p.err(op, err)
+		return nil, failed(err)
 	}
 	st.Close()
-	stop := context.AfterFunc(ctx, func() {
+	r := &RecordStream{l: l, sub: sub, st: st, m: m, sent: len(b), limit: int(limit)}
+	r.stop = context.AfterFunc(ctx, func() {
+		r.cancelled.Store(true)
 		st.CancelRead(streamCancel)
 		st.CancelWrite(streamCancel)
 	})
-	return &RecordStream{l: l, sub: sub, st: st, limit: int(limit), stop: stop}, nil
+	return r, nil
+}
+
+// end counts the stream as one request, the first time it is called:
+// failed when failed is set and this end did not reset the stream
+// itself (its context ended).
+func (r *RecordStream) end(failed bool) {
+	if r.counted.CompareAndSwap(false, true) {
+		r.m.count(r.sent, 0, failed && !r.cancelled.Load())
+	}
 }
 
 // Next returns the next record of the sub-ring, valid until the next
@@ -333,31 +371,37 @@ func (r *RecordStream) Next() ([]byte, error) {
 // never read into from the stream: quic-go copies what it reads while it
 // holds the stream's lock, and a fault there (a ring file truncated by
 // another process) would leave the lock held and the connection wedged.
-// reserve's and write's errors are returned as they are; after an error
-// past reserve the room is partly written, and the caller abandons it.
-// Other errors are Next's.
+// reserve's and write's errors are returned as they are (the stream is
+// not over: the caller closes it); after an error past reserve the room
+// is partly written, and the caller abandons it. Other errors are Next's,
+// and end the stream.
 func (r *RecordStream) NextInto(reserve func(n int) error, write func(off int, piece []byte) error) (int, error) {
 	op := fmt.Sprintf("loader %d sub-ring %d", r.l.ID, r.sub)
+	broken := func(err error) (int, error) {
+		r.end(true)
+		return 0, r.l.p.err(op, err)
+	}
 	if _, err := io.ReadFull(r.st, r.head[:]); err != nil {
 		if errors.Is(err, io.EOF) { // nothing read: the stream's end
+			r.end(false)
 			return 0, io.EOF
 		}
-		return 0, r.l.p.err(op, explainStream(err))
+		return broken(explainStream(err))
 	}
 	h, err := DecodeHeader(r.head[:])
 	if err != nil {
-		return 0, r.l.p.err(op, err)
+		return broken(err)
 	}
 	switch {
 	case h.Type == TypeError:
-		return 0, r.l.p.err(op, r.remoteError(h))
+		return broken(r.remoteError(h))
 	case h.Type != TypeLoaderRecord:
-		return 0, r.l.p.err(op, fmt.Errorf("mesh: answer is %s, want %s: %w", h.Type, TypeLoaderRecord, ErrMalformed))
+		return broken(fmt.Errorf("mesh: answer is %s, want %s: %w", h.Type, TypeLoaderRecord, ErrMalformed))
 	case h.Len == 0:
-		return 0, r.l.p.err(op, fmt.Errorf("mesh: %s: empty record: %w", h.Type, ErrMalformed))
+		return broken(fmt.Errorf("mesh: %s: empty record: %w", h.Type, ErrMalformed))
 	case uint64(h.Len) > uint64(r.limit):
 		r.st.CancelRead(streamRefused)
-		return 0, r.l.p.err(op, fmt.Errorf("mesh: %s: payload of %d bytes exceeds the limit of %d: %w", h.Type, h.Len, r.limit, ErrTooLarge))
+		return broken(fmt.Errorf("mesh: %s: payload of %d bytes exceeds the limit of %d: %w", h.Type, h.Len, r.limit, ErrTooLarge))
 	}
 	n := int(h.Len)
 	if err := reserve(n); err != nil {
@@ -372,14 +416,14 @@ func (r *RecordStream) NextInto(reserve func(n int) error, write func(off int, p
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return 0, r.l.p.err(op, explainStream(fmt.Errorf("mesh: %s: payload: %w", h.Type, err)))
+			return broken(explainStream(fmt.Errorf("mesh: %s: payload: %w", h.Type, err)))
 		}
 		if err := write(off, piece); err != nil {
 			return 0, err
 		}
 		off += len(piece)
 	}
-	r.l.c.out.peer(r.l.p.name).count(0, HeaderSize+n, false)
+	r.m.transfer(0, HeaderSize+n)
 	return n, nil
 }
 
@@ -397,7 +441,7 @@ func (r *RecordStream) remoteError(h Header) error {
 		}
 		return explainStream(fmt.Errorf("mesh: %s: payload: %w", h.Type, err))
 	}
-	r.l.c.out.peer(r.l.p.name).count(0, HeaderSize+len(r.buf), false)
+	r.m.transfer(0, HeaderSize+len(r.buf))
 	var e ErrorMessage
 	if err := DecodeError(r.buf, &e); err != nil {
 		return err
@@ -421,8 +465,10 @@ func explainStream(err error) error {
 	return err
 }
 
-// Close cancels the stream; the peer stops sending.
+// Close cancels the stream; the peer stops sending. A stream not over
+// yet is counted as a request that did not fail: its reader stopped.
 func (r *RecordStream) Close() {
+	r.end(false)
 	r.stop()
 	r.st.CancelRead(streamCancel)
 	r.st.CancelWrite(streamCancel)

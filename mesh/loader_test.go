@@ -170,11 +170,11 @@ func TestRemoteLoader(t *testing.T) {
 			t.Errorf("StreamLoader returned %v", err)
 		}
 	}
-	// The open is a request with a latency; a stream lasts as long as its
-	// loader, and its records come as the trainer reads: both are
-	// counted, outside the latency histogram.
-	if m := c.Metrics(); len(m) != 1 || m[0].Requests != 1+3*7 || m[0].Latency.Count() != 1 {
-		t.Errorf("client metrics %+v: want 22 requests (the open, 21 records), 1 latency", m)
+	// The open is a request with a latency; a stream, which lasts as
+	// long as its loader, is one request on each end, outside the latency
+	// histogram, however many records it carried.
+	if m := c.Metrics(); len(m) != 1 || m[0].Requests != 1+3 || m[0].Latency.Count() != 1 {
+		t.Errorf("client metrics %+v: want 4 requests (the open, 3 streams), 1 latency", m)
 	}
 	if m := waitRequests(srv.srv, 1+3); len(m) != 1 || m[0].Requests != 4 || m[0].Latency.Count() != 1 {
 		t.Errorf("server metrics %+v: want 4 requests (the open, 3 streams), 1 latency", m)
@@ -614,4 +614,130 @@ func twoRecords(t *testing.T, c *Client, options string) *RecordStream {
 		}
 	}
 	return rs
+}
+
+// TestRemoteLoaderStreamCounts: a loader stream is one request at both
+// ends (the client's dir out, the server's dir in), counted once when it
+// ends: failed at both when the handler fails it or the server goes,
+// at neither when its reader closes it or its context ends. A stream
+// read to its end carries as many bytes at one end as at the other. The
+// client counted every record as a request, the server each stream once.
+func TestRemoteLoaderStreamCounts(t *testing.T) {
+	c, h, srv := loaderPair(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, options string
+		read          int    // records read, then the stream ends as how says
+		how           string // "eof": read to its end; "error": read on to its error; "close"; "cancel": its context ends, then Next
+		failed        bool
+	}{
+		{"read to the end", "3 ok", 3, "eof", false},
+		{"the handler fails", "5 fail", 2, "error", true},
+		{"the reader closes", "0 block", 2, "close", false},
+		{"the reader's context ends", "0 block", 1, "cancel", false},
+	} {
+		out, in := peerStats(c.Metrics(), "host1"), peerStats(srv.srv.Metrics(), "host0")
+		l, err := c.OpenLoader(ctx, 1, []byte(tc.options))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sctx, cancel := context.WithCancel(ctx)
+		rs, err := l.Stream(sctx, 0, 2<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range tc.read {
+			if rec, err := rs.Next(); err != nil || !bytes.Equal(rec, recordBytes(l.ID, 0, i)) {
+				t.Fatalf("%s: record %d: %v", tc.name, i, err)
+			}
+		}
+		if mid := peerStats(c.Metrics(), "host1"); mid.Requests != out.Requests+1 {
+			t.Errorf("%s: %d requests counted while the stream runs, want %d (the open)", tc.name, mid.Requests-out.Requests, 1)
+		}
+		switch tc.how {
+		case "eof":
+			if _, err := rs.Next(); !errors.Is(err, io.EOF) {
+				t.Fatalf("%s: after the last record: %v", tc.name, err)
+			}
+		case "error":
+			if _, err := rs.Next(); err == nil || errors.Is(err, io.EOF) {
+				t.Fatalf("%s: after the last record: %v, want an error", tc.name, err)
+			}
+		case "cancel":
+			cancel() // the stream's reset runs on a goroutine of its own
+			for {
+				if _, err := rs.Next(); err != nil {
+					break
+				}
+			}
+		}
+		rs.Close()
+		rs.Close()
+		cancel()
+		<-h.ended
+		var errs uint64
+		if tc.failed {
+			errs = 1
+		}
+		gotOut := peerStats(c.Metrics(), "host1")
+		var gotIn PeerStats
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			gotIn = peerStats(srv.srv.Metrics(), "host0")
+			if gotIn.Requests >= in.Requests+2 && gotIn.Errors >= in.Errors+errs || time.Now().After(deadline) {
+				break
+			}
+		}
+		if d := gotOut.Requests - out.Requests; d != 2 || gotOut.Errors-out.Errors != errs {
+			t.Errorf("%s: the client counts %d requests, %d failed; want 2 (the open, the stream), %d", tc.name, d, gotOut.Errors-out.Errors, errs)
+		}
+		if d := gotIn.Requests - in.Requests; d != 2 || gotIn.Errors-in.Errors != errs {
+			t.Errorf("%s: the server counts %d requests, %d failed; want 2 (the open, the stream), %d", tc.name, d, gotIn.Errors-in.Errors, errs)
+		}
+		if tc.how == "eof" || tc.how == "error" {
+			if sent, got := gotIn.BytesSent-in.BytesSent, gotOut.BytesReceived-out.BytesReceived; sent != got {
+				t.Errorf("%s: the server sent %d bytes, the client received %d", tc.name, sent, got)
+			}
+			if sent, got := gotOut.BytesSent-out.BytesSent, gotIn.BytesReceived-in.BytesReceived; sent != got {
+				t.Errorf("%s: the client sent %d bytes, the server received %d", tc.name, sent, got)
+			}
+		}
+		l.Close()
+	}
+
+	// The server goes mid-stream (its node stops): the stream breaks,
+	// a failed request.
+	out := peerStats(c.Metrics(), "host1")
+	l, err := c.OpenLoader(ctx, 1, []byte("0 block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rs, err := l.Stream(ctx, 0, 2<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	if _, err := rs.Next(); err != nil {
+		t.Fatal(err)
+	}
+	srv.srv.Close()
+	for {
+		if _, err := rs.Next(); err != nil {
+			break
+		}
+	}
+	rs.Close()
+	if got := peerStats(c.Metrics(), "host1"); got.Requests-out.Requests != 2 || got.Errors-out.Errors != 1 {
+		t.Errorf("a stream its server broke: the client counts %d requests, %d failed; want 2, 1", got.Requests-out.Requests, got.Errors-out.Errors)
+	}
+}
+
+// peerStats is the stats of peer in m (zero when absent).
+func peerStats(m []PeerStats, peer string) PeerStats {
+	for _, p := range m {
+		if p.Peer == peer {
+			return p
+		}
+	}
+	return PeerStats{}
 }

@@ -122,13 +122,21 @@ func (m *peerMetrics) record(sent, received int, d time.Duration, failed bool) {
 }
 
 // count counts one request whose duration is no request latency (a
-// loader stream, which lasts as long as its loader; one record of it)
-// and stays out of the histogram.
+// loader stream, which lasts as long as its loader) and stays out of the
+// histogram.
 func (m *peerMetrics) count(sent, received int, failed bool) {
 	m.requests.Add(1)
 	if failed {
 		m.errors.Add(1)
 	}
+	m.transfer(sent, received)
+}
+
+// transfer counts bytes of a request that is not over yet (a loader
+// stream's records, as they go), so that the byte counters follow a
+// stream that lasts as long as its loader; count counts the request
+// itself once, when it ends.
+func (m *peerMetrics) transfer(sent, received int) {
 	m.sent.Add(uint64(sent))
 	m.received.Add(uint64(received))
 }

@@ -53,15 +53,16 @@ func TestLatencySnapshot(t *testing.T) {
 	} {
 		m.record(10, 20, d, false)
 	}
-	m.count(0, 1<<20, false) // a loader record
+	m.transfer(0, 1<<20)  // a loader stream's record: bytes, no request
+	m.count(16, 0, false) // the stream, once it ended
 	l := m.latency.snapshot()
 	want := Latency{Sum: 10*time.Microsecond + 15*time.Microsecond + 300*time.Microsecond + time.Second + time.Minute}
 	want.Counts[0], want.Counts[1], want.Counts[4], want.Counts[15], want.Counts[NumLatencyBounds] = 1, 1, 2, 1, 1
 	if l != want {
 		t.Fatalf("snapshot\n%+v, want\n%+v", l, want)
 	}
-	if l.Count() != 6 || m.requests.Load() != 7 || m.received.Load() != 6*20+1<<20 {
-		t.Errorf("count %d, requests %d, received %d: want 6, 7, %d", l.Count(), m.requests.Load(), m.received.Load(), 6*20+1<<20)
+	if l.Count() != 6 || m.requests.Load() != 7 || m.received.Load() != 6*20+1<<20 || m.sent.Load() != 6*10+16 {
+		t.Errorf("count %d, requests %d, received %d, sent %d: want 6, 7, %d, %d", l.Count(), m.requests.Load(), m.received.Load(), m.sent.Load(), 6*20+1<<20, 6*10+16)
 	}
 	if p50, p99 := l.quantile(0.5), l.quantile(0.99); p50 != 200*time.Microsecond || p99 != 100*time.Second {
 		t.Errorf("p50 %v, p99 %v: want 200µs, 100s (overflow)", p50, p99)

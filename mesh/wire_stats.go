@@ -27,11 +27,12 @@ func (d Direction) String() string {
 
 // PeerStats is one peer's counters in one direction, since the Client or
 // Server began. P50 and P99 are the upper bounds of the Latency buckets
-// holding the quantile. Latency counts every request but loader streams
-// and their records, whose durations are no request latency; a
+// holding the quantile. Latency counts every request but loader streams,
+// whose durations are no request latency; a
 // StatsResponse does not carry it (it decodes as zero). Errors are the
 // failed requests; a sample request of several nodes refused as too
 // large (CodeTooLarge, which its caller asks again in halves) is not one.
+// A loader stream is one request at both ends, counted when it ends.
 type PeerStats struct {
 	Peer          string
 	Dir           Direction

@@ -107,8 +107,8 @@ func writeMetrics(w io.Writer, st *control.Stats, mm *meshMetrics) {
 		name, kind, help string
 		value            func(control.TrafficStats) float64
 	}{
-		{"graphnode_mesh_requests_total", "counter", "Mesh requests answered (dir=in) or made (dir=out).", func(t control.TrafficStats) float64 { return float64(t.Requests) }},
-		{"graphnode_mesh_errors_total", "counter", "Mesh requests that failed. A sample request of several nodes refused for its answer's size is not one: the sampler asks again in halves (fanout -1); a single node's refusal is.", func(t control.TrafficStats) float64 { return float64(t.Errors) }},
+		{"graphnode_mesh_requests_total", "counter", "Mesh requests answered (dir=in) or made (dir=out). A loader stream (server-client mode, one per sub-ring of a relayed loader) is one request at both ends, counted when it ends.", func(t control.TrafficStats) float64 { return float64(t.Requests) }},
+		{"graphnode_mesh_errors_total", "counter", "Mesh requests that failed. A sample request of several nodes refused for its answer's size is not one: the sampler asks again in halves (fanout -1); a single node's refusal is. A loader stream that breaks before its end (the sampling node stopped, died or failed it) is one; one its reader closed is not.", func(t control.TrafficStats) float64 { return float64(t.Errors) }},
 		{"graphnode_mesh_sent_bytes_total", "counter", "Mesh bytes sent.", func(t control.TrafficStats) float64 { return float64(t.BytesSent) }},
 		{"graphnode_mesh_received_bytes_total", "counter", "Mesh bytes received.", func(t control.TrafficStats) float64 { return float64(t.BytesReceived) }},
 		{"graphnode_mesh_latency_p50_seconds", "gauge", "Median request latency over the whole run of the process that measured it (upper bound of its 1-2-5 histogram bucket; dir=out: the largest of the node's and its live samplers'), never a recent window: graphnode_mesh_request_duration_seconds gives that.", func(t control.TrafficStats) float64 { return t.P50Ms / 1e3 }},

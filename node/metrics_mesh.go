@@ -93,7 +93,7 @@ func addLatency(to map[string]*mesh.Latency, stats []mesh.PeerStats) {
 
 const requestDurationHelp = "Mesh request latency: dir=out a call this node or one of its samplers made, retries and their backoff included; " +
 	"dir=in a request this node served (read, handler, write). Buckets of 1-2-5 steps from 10 µs to 50 s, since the node started; " +
-	"_count is graphnode_mesh_requests_total less loader streams and their records, whose durations are no request latency. " +
+	"_count is graphnode_mesh_requests_total less loader streams, whose durations are no request latency. " +
 	"histogram_quantile(0.99, rate(graphnode_mesh_request_duration_seconds_bucket[5m])) is the recent p99."
 
 // writeLatency writes the request duration histogram of every peer in

@@ -29,6 +29,7 @@ import (
 func TestServerClient(t *testing.T) {
 	parts, c, socket, ctx := serverClient(t, "10s")
 	cl := c.client
+	before := links(t, ctx, socket, c.sockets)
 	for _, tc := range []struct {
 		seed                 uint64
 		workers, concurrency int
@@ -74,6 +75,30 @@ func TestServerClient(t *testing.T) {
 			})
 		}
 	}
+	// Each sampling node's link to the client node carried two opens and
+	// four streams (one per sub-ring: 1, then 3 workers): a request each,
+	// counted alike at both ends. The client node counted every record
+	// and end of stream as a request of its own (dir out), its sampling
+	// node each stream once (dir in).
+	var now [2]link
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		now = links(t, ctx, socket, c.sockets)
+		agree := true
+		for p := range 2 {
+			out, in := now[p].out.minus(before[p].out), now[p].in.minus(before[p].in)
+			agree = agree && out == in && out.Requests == 6
+		}
+		if agree || time.Now().After(deadline) {
+			break
+		}
+	}
+	for p := range 2 {
+		out, in := now[p].out.minus(before[p].out), now[p].in.minus(before[p].in)
+		if out.Requests != 6 || out.Errors != 0 || out != in {
+			t.Errorf("the link between the client node and node %d: the client counts %+v (dir out), node %d %+v (dir in); want 6 requests, no error, alike at both ends",
+				p, out, p, in)
+		}
+	}
 	for p := range 2 {
 		if !c.nodes[p].logHas(`"msg":"remote loader opened"`, `"peer":"trainer0"`) || !c.nodes[p].logHas(`"reason":"every sub-ring streamed"`) {
 			t.Errorf("node %d log lacks the remote loader's opening and closing:\n%s", p, c.nodes[p].log)
@@ -105,6 +130,61 @@ func TestServerClient(t *testing.T) {
 	if !cl.logHas(`"msg":"node ready"`, `"role":"client"`, `"peers":["0=host0@`, `"1=host1@`) {
 		t.Errorf("client node log lacks its ready line naming both sampling nodes:\n%s", cl.log)
 	}
+}
+
+// link is the traffic between the client node and one sampling node:
+// the client node's calls to it (out) and the requests it served for the
+// client node (in).
+type link struct{ out, in traffic }
+
+// traffic is the counters of control.TrafficStats that both ends of a
+// link count alike.
+type traffic struct{ Requests, Errors, BytesSent, BytesReceived uint64 }
+
+// minus is t less o, counter by counter.
+func (t traffic) minus(o traffic) traffic {
+	return traffic{t.Requests - o.Requests, t.Errors - o.Errors, t.BytesSent - o.BytesSent, t.BytesReceived - o.BytesReceived}
+}
+
+// links reads the link of the client node on socket with each sampling
+// node on sockets, from both ends; in is given from the client node's
+// side (sent: what the client node sent).
+func links(t *testing.T, ctx context.Context, socket string, sockets []string) [2]link {
+	t.Helper()
+	cl := stats(t, ctx, socket)
+	var l [2]link
+	for p := range l {
+		in := peerTraffic(stats(t, ctx, sockets[p]), clientName, true)
+		in.BytesSent, in.BytesReceived = in.BytesReceived, in.BytesSent
+		l[p] = link{out: peerTraffic(cl, hostName(p), false), in: in}
+	}
+	return l
+}
+
+// stats is the stats of the node on socket, which must have a mesh.
+func stats(t *testing.T, ctx context.Context, socket string) *control.Stats {
+	t.Helper()
+	st, err := client.Stats(ctx, socket)
+	if err != nil || st.Mesh == nil {
+		t.Fatalf("stats of %s: %+v, %v", socket, st, err)
+	}
+	return st
+}
+
+// peerTraffic is st's traffic with peer: the requests it served for it
+// (in) or made to it.
+func peerTraffic(st *control.Stats, peer string, in bool) traffic {
+	for _, p := range st.Mesh.Peers {
+		if p.Name != peer {
+			continue
+		}
+		d := p.Out
+		if in {
+			d = p.In
+		}
+		return traffic{d.Requests, d.Errors, d.BytesSent, d.BytesReceived}
+	}
+	return traffic{}
 }
 
 // serverClient starts a 2-part cluster and a client node of it, all with
