@@ -73,7 +73,7 @@ func writeMetrics(w io.Writer, st *control.Stats, mm *meshMetrics) {
 	m.one("graphnode_loaders_opened_total", "counter", "Loaders opened since start.", nil, float64(st.Opened))
 	m.one("graphnode_batches_total", "counter", "Batch records written by samplers, all loaders, since start.", nil, float64(st.Batches))
 	m.one("graphnode_sampled_edges_total", "counter", "Edges of the batches this node's samplers wrote, all loaders, since start.", nil, float64(st.SampledEdges))
-	m.one("graphnode_sampler_failures_total", "counter", "Sampler processes that failed, since start.", nil, float64(st.Failures))
+	m.one("graphnode_sampler_failures_total", "counter", "Sampler processes that failed, since start. On a client node: relayed sub-rings that failed, their sampler failed on the sampling node or their stream from it broke (that node stopped, died or went silent).", nil, float64(st.Failures))
 	m.family("graphnode_loader_batches_total", "counter", "Batch records written into an open loader's ring.")
 	for _, l := range st.Loaders {
 		m.sample("graphnode_loader_batches_total", []string{"loader", strconv.FormatUint(l.LoaderID, 10)}, float64(l.Batches))

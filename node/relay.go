@@ -215,7 +215,10 @@ func refusedField(msg string) (key, why string, ok bool) {
 // relaySub copies sub-ring w of the remote loader into prod, record by
 // record, until end of stream. A stream that fails (the sampling node
 // went away, its sampler failed, a record does not decode) ends with an
-// error record naming the sampling node, which the trainer raises.
+// error record naming the sampling node, which the trainer raises, and
+// counts as a sampler failure here, as a relayed error record does: to
+// the trainer, and to an alert on graphnode_sampler_failures_total, it
+// is one. (The mesh counts the broken stream as a failed request too.)
 // Records are read up to maxRecord, the largest prod's sub-ring holds
 // (the sampling node's is no larger): a batch passes the mesh's
 // MaxMessage when its features are wide, and never this. Each is read
@@ -231,6 +234,7 @@ func (n *Node) relaySub(ctx context.Context, l *loader, r *relay, w int, prod *s
 			n.log.Debug("relay stopped", "loader", l.id, "sub_ring", w, "err", err)
 			return
 		}
+		n.failures.Add(1)
 		msg := fmt.Sprintf("%s, sub-ring %d: %v", who, w, err)
 		n.log.Error("relayed loader failed", "loader", l.id, "sub_ring", w, "err", msg)
 		if err := writeControl(ctx, prod, sample.KindError, msg); err != nil {

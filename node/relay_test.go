@@ -292,6 +292,7 @@ func TestServerClientServerStops(t *testing.T) {
 		}
 		loaders[r] = l
 	}
+	before := stats(t, ctx, socket)
 	errs := make(chan error, 2)
 	for r, l := range loaders {
 		c.nodes[r].cmd.Process.Signal(signals[r])
@@ -324,6 +325,29 @@ func TestServerClientServerStops(t *testing.T) {
 	for r := range 2 {
 		<-c.nodes[r].done
 		loaders[r].Close()
+	}
+	// Every sub-ring whose stream broke (at least the one each trainer
+	// read its error from; another may have waited on a ring that the
+	// trainer stopped reading, and ended with its loader) is a sampler
+	// failure of the client node and a failed request to that sampling
+	// node, and is logged once; neither counter used to move.
+	var st *control.Stats
+	eventually(t, 10*time.Second, "the client node closes the failed loaders", func() bool {
+		st = stats(t, ctx, socket)
+		return len(st.Loaders) == 0
+	})
+	var failed uint64
+	for r := range 2 {
+		lines := uint64(c.client.logCount(`"msg":"relayed loader failed"`, fmt.Sprintf(`"err":"the sampling node of part %d, sub-ring `, r)))
+		failed += lines
+		out := peerTraffic(st, hostName(r), false).minus(peerTraffic(before, hostName(r), false))
+		if lines < 1 || lines > uint64(o.Workers) || out.Errors != lines || out.Requests != uint64(o.Workers) {
+			t.Errorf("after %v: the client node logged %d relayed failures of part %d and counts %d requests to it, %d failed; want 1 to %d failures, %d requests (its streams), as many errors as failures",
+				signals[r], lines, r, out.Requests, out.Errors, o.Workers, o.Workers)
+		}
+	}
+	if got := st.Failures - before.Failures; got != failed {
+		t.Errorf("the client node counts %d sampler failures, want %d (one per relayed sub-ring that failed)", got, failed)
 	}
 	for r := range 2 { // each waits for the other to be ready
 		c.nodes[r] = startDaemon(t, c.bin, c.configs[r], c.sockets[r], c.rings[r])
@@ -503,4 +527,20 @@ func TestClientNodeDrainDuringOpen(t *testing.T) {
 	if c.client.err != nil {
 		t.Fatalf("client node exited with %v", c.client.err)
 	}
+}
+
+// logCount is the number of the daemon's log lines that hold every
+// fragment.
+func (d *daemon) logCount(fragments ...string) int {
+	n := 0
+	for _, line := range strings.Split(d.log.String(), "\n") {
+		all := true
+		for _, f := range fragments {
+			all = all && strings.Contains(line, f)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
 }
