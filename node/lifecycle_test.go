@@ -153,7 +153,7 @@ func TestTrainerDisconnectReclaimsLoader(t *testing.T) {
 		t.Fatalf("stats after disconnect: %+v; want 1 opened", st)
 	}
 	// A loader closed on purpose is no sampler's failure.
-	if d.logHas("node sampler:", "consumer gone") {
+	if d.logHas(`"msg":"sampler failed"`) {
 		t.Fatalf("a sampler failed because the trainer left:\n%s", d.log)
 	}
 }
@@ -372,7 +372,7 @@ func TestDrainLoaderWithoutBatches(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("node run did not exit after SIGTERM\n%s", d.log)
 	}
-	if d.err != nil || d.logHas("node sampler:") {
+	if d.err != nil || d.logHas(`"msg":"sampler failed"`) {
 		t.Fatalf("node run exited with %v, or a sampler failed\n%s", d.err, d.log)
 	}
 }

@@ -45,6 +45,9 @@ type proc struct {
 	mu struct {
 		sync.Mutex
 		state, status string
+		// failure is the error the sampler reported before it exited
+		// (its "error" line: ReportSamplerError), "" without one.
+		failure string
 	}
 }
 
@@ -54,7 +57,9 @@ const samplerPartFD = 3
 
 // startProc re-executes this binary as `node sampler` for worker w, with
 // spec (its encoded SamplerSpec) on stdin. Its stdout carries progress
-// lines ("progress <batches> <epoch> <edges>"); its stderr is the node's.
+// lines ("progress <batches> <epoch> <edges>", "mesh <report>") and, last,
+// the error it fails with ("error <JSON string>": ReportSamplerError),
+// which the node logs with its exit status; its stderr is the node's.
 // Pdeathsig makes the kernel kill it if the node dies, so a sampler never
 // outlives its node. It inherits the node's open partition file as
 // samplerPartFD, so that it maps what the node checked and describes, not
@@ -158,6 +163,17 @@ func (n *Node) progress(l *loader, p *proc, line string) {
 		}
 		return
 	}
+	if rest, ok := strings.CutPrefix(line, samplerErrorPrefix); ok {
+		// A line cut short (the sampler killed while it wrote it) is
+		// no JSON string, and is dropped: its exit status says enough.
+		var msg string
+		if json.Unmarshal([]byte(rest), &msg) == nil && msg != "" {
+			p.mu.Lock()
+			p.mu.failure = msg
+			p.mu.Unlock()
+		}
+		return
+	}
 	f := strings.Fields(line)
 	if len(f) != 4 || f[0] != "progress" {
 		return
@@ -178,18 +194,28 @@ func (n *Node) progress(l *loader, p *proc, line string) {
 }
 
 // exited records how p ended. A sampler that fails on its own is logged
-// with its exit status; the trainer learns of it from the ring (an error
-// record, or the ring layer's dead-producer error within about a second).
+// with its exit status and the error it reported (progress), once, here:
+// the sampler does not log it, so it reaches the node's log as one record
+// in the node's format, not as a line of text in a JSON journal. The
+// trainer learns of it from the ring (an error record, or the ring
+// layer's dead-producer error within about a second).
 func (n *Node) exited(l *loader, p *proc, err error) {
 	status := p.cmd.ProcessState.String()
 	state := stateDone
+	p.mu.Lock()
+	cause := p.mu.failure
+	p.mu.Unlock()
 	switch {
 	case p.stopping.Load() && err != nil:
 		state = stateKilled
 	case err != nil:
 		state = stateFailed
 		n.failures.Add(1)
-		n.log.Error("sampler failed", "loader", l.id, "worker", p.worker, "pid", p.pid, "status", status, "err", err)
+		why := cause
+		if why == "" { // killed, or dead before it could say why
+			why = err.Error()
+		}
+		n.log.Error("sampler failed", "loader", l.id, "worker", p.worker, "pid", p.pid, "status", status, "err", why)
 	}
 	p.mu.Lock()
 	p.mu.state, p.mu.status = state, status
@@ -198,6 +224,9 @@ func (n *Node) exited(l *loader, p *proc, err error) {
 	switch {
 	case state == stateFailed:
 		msg := fmt.Sprintf("worker %d (pid %d) failed before producing: %s", p.worker, p.pid, status)
+		if cause != "" {
+			msg += ": " + cause
+		}
 		n.closeUnattached(l, p, sample.KindError, msg)
 	case p.stopping.Load():
 		// Stopped by the node, perhaps before it attached (SIGTERM during

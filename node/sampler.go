@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,7 +40,8 @@ var errStopped = errors.New("node: sampler stopped")
 // spec.Options.Concurrency batches in flight. When ctx is cancelled
 // (SIGTERM) it writes the batches in hand, then end-of-stream, and
 // returns nil. A failure is written to the ring as an error record and
-// returned. Progress lines go to progress.
+// returned, for the caller to report to the node (ReportSamplerError).
+// Progress lines go to progress.
 func RunSampler(ctx context.Context, spec *SamplerSpec, log *slog.Logger, progress io.Writer) error {
 	ring, err := shm.Open(spec.Ring)
 	if err != nil {
@@ -297,6 +299,25 @@ func (r *samplerRun) control(ctx context.Context, k sample.Kind, epoch, index ui
 		return err
 	}
 	return r.prod.Commit(n)
+}
+
+// samplerErrorPrefix starts the line of a sampler's failure on its
+// progress output (ReportSamplerError).
+const samplerErrorPrefix = "error "
+
+// ReportSamplerError is how `node sampler` reports the error it fails
+// with: one line on its progress output w, "error " and err's text as a
+// JSON string, written once every other line is (the progress reports
+// have stopped). Its node logs it with the exit status, in the node's
+// log format; the sampler logs nothing of it. A line cut short (the
+// sampler killed mid-write) does not decode, and the node logs the exit
+// status alone.
+func ReportSamplerError(w io.Writer, err error) error {
+	msg, _ := json.Marshal(err.Error()) // a string always encodes
+	line := make([]byte, 0, len(samplerErrorPrefix)+len(msg)+1)
+	line = append(append(append(line, samplerErrorPrefix...), msg...), '\n')
+	_, werr := w.Write(line)
+	return werr
 }
 
 // reportProgress prints "progress <batches> <epoch> <edges>" lines to w

@@ -211,6 +211,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return 0
 	case errors.Is(err, errUsage):
 		return 2
+	case errors.As(err, new(reportedError)):
+		return 1
 	}
 	fmt.Fprintf(stderr, "node %s: %v\n", args[0], err)
 	if errors.As(err, new(usageError)) {
@@ -224,6 +226,12 @@ func (a *app) run(ctx context.Context, args []string) int {
 
 // errUsage marks an error already reported as a usage message.
 var errUsage = errors.New("usage")
+
+// reportedError is an error the command reported itself, where it is
+// read (a sampler's, to its node): it exits 1, and is not printed again.
+type reportedError struct{ error }
+
+func (e reportedError) Unwrap() error { return e.error }
 
 // usageError is a flag of a bad value, found before any work: printed as
 // any other error, it exits 2, as a flag that does not parse does (1 is

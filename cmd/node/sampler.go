@@ -24,7 +24,8 @@ func runSampler(ctx context.Context, a *app, args []string) error {
 		"Internal: `node run` starts this process, one per loader worker, and\n"+
 		"writes its spec (partition, ring, worker, loader options) as JSON on\n"+
 		"stdin. It samples its share of the batches into its sub-ring and\n"+
-		"reports progress on stdout. Not meant to be run by hand.")
+		"reports progress, and the error it fails with, on stdout. Not meant to\n"+
+		"be run by hand.")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -32,6 +33,22 @@ func runSampler(ctx context.Context, a *app, args []string) error {
 	// OOM killer is to take a sampler (one loader fails) before its node
 	// (every loader of the host ends).
 	adj, adjErr := node.RaiseOOMScoreAdj(node.SamplerOOMScoreAdj)
+	err := sampler(ctx, a, adj, adjErr)
+	if err == nil {
+		return nil
+	}
+	// The node logs our error with our exit status, in its own log
+	// format: printed on stderr, the node's log, it was a line of plain
+	// text in a JSON journal, and the node's record lacked the cause.
+	if rerr := node.ReportSamplerError(a.stdout, err); rerr != nil {
+		return err // no node reads us: stderr, then
+	}
+	return reportedError{err}
+}
+
+// sampler reads the spec on stdin and samples it; adj and adjErr are
+// what raising our oom_score_adj gave, logged once the log is set up.
+func sampler(ctx context.Context, a *app, adj int, adjErr error) error {
 	spec, err := node.ReadSamplerSpec(os.Stdin)
 	if err != nil {
 		return err
