@@ -488,6 +488,14 @@ type configError string
 func (e configError) Error() string        { return string(e) }
 func (e configError) Is(target error) bool { return target == ErrConfig }
 
+// configCause marks an error of what a key names (a file it points at)
+// as a configuration problem, its text unchanged: it matches ErrConfig
+// and what it wraps with errors.Is.
+type configCause struct{ error }
+
+func (e configCause) Is(target error) bool { return target == ErrConfig }
+func (e configCause) Unwrap() error        { return e.error }
+
 func (p *problems) inRange(key string, v, lo, hi int) {
 	if v < lo || v > hi {
 		p.add(key, "%d is out of range %d..%d", v, lo, hi)

@@ -97,9 +97,9 @@ func Fetch(ctx context.Context, cfg Config, log *slog.Logger, opts FetchOptions)
 	if opts.chunk == 0 {
 		opts.chunk = FetchChunk
 	}
-	id, err := mesh.LoadIdentity(cfg.Mesh.Certs, cfg.Node.Name)
+	id, err := loadIdentity(&cfg) // New's check: ErrConfig, as there
 	if err != nil {
-		return nil, fmt.Errorf("node: mesh.certs: %w", err)
+		return nil, err
 	}
 	dir := cfg.Node.Parts
 	if err := os.MkdirAll(dir, 0o755); err != nil {

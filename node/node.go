@@ -280,7 +280,9 @@ func openManifest(cfg *Config) (*partition.Manifest, partition.Book, error) {
 func loadIdentity(cfg *Config) (*mesh.Identity, error) {
 	id, err := mesh.LoadIdentity(cfg.Mesh.Certs, cfg.Node.Name)
 	if err != nil {
-		return nil, fmt.Errorf("node: mesh.certs: %w", err)
+		// Missing, unreadable, expired or not this node's: every start
+		// fails the same way until an operator changes them.
+		return nil, configCause{fmt.Errorf("node: mesh.certs: %w", err)}
 	}
 	if id.Cluster != cfg.Mesh.Cluster {
 		return nil, fmt.Errorf("node: mesh.cluster = %q, but the CA in %s is of cluster %q: %w",

@@ -77,18 +77,38 @@ func TestRunExitsConfigErrorCerts(t *testing.T) {
 	if code, _, stderr := cliRun("cert", "init", "--cluster", "c1", "--nodes", "host0,host1", "-o", certs); code != 0 {
 		t.Fatalf("cert init: exit %d: %s", code, stderr)
 	}
-	cfg := filepath.Join(dir, "node.toml")
-	body := fmt.Sprintf("version = 1\n[node]\nparts = %q\nname = \"host0\"\n[control]\nsocket = %q\n"+
-		"[mesh]\ncerts = %q\ncluster = \"c2\"\n"+
-		"[[mesh.peers]]\npart = 0\nname = \"host0\"\naddr = \"127.0.0.1:1\"\n"+
-		"[[mesh.peers]]\npart = 1\nname = \"host1\"\naddr = \"127.0.0.1:2\"\n", parts, filepath.Join(dir, "s.sock"), certs)
-	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	code, _, stderr := cliRun("run", "-c", cfg)
-	want := `node run: node: mesh.cluster = "c2", but the CA in ` + certs + ` is of cluster "c1": invalid configuration` + "\n"
-	if code != 78 || !strings.Contains(stderr, want) {
-		t.Errorf("exit %d, want 78 with %q; stderr:\n%s", code, want, stderr)
+	// Whether the node fetches its files first (which loads the
+	// certificates before New does) or not, the same problem is the
+	// same exit: with fetch = true a bad key exited 1, and the unit
+	// restarted it every 5 s.
+	for _, fetch := range []bool{false, true} {
+		for _, tc := range []struct {
+			name, cluster, keyMode, want string
+		}{
+			{"another cluster", "c2", "", `node run: node: mesh.cluster = "c2", but the CA in ` + certs + ` is of cluster "c1": invalid configuration` + "\n"},
+			{"key readable by others", "c1", "0644", "node run: node: mesh.certs: "},
+		} {
+			key := filepath.Join(certs, "host0.key")
+			mode := os.FileMode(0o600)
+			if tc.keyMode == "0644" {
+				mode = 0o644
+			}
+			if err := os.Chmod(key, mode); err != nil {
+				t.Fatal(err)
+			}
+			cfg := filepath.Join(dir, "node.toml")
+			body := fmt.Sprintf("version = 1\n[node]\nparts = %q\nname = \"host0\"\npart = 0\nfetch = %t\n[control]\nsocket = %q\n"+
+				"[mesh]\nlisten = \"127.0.0.1:1\"\ncerts = %q\ncluster = %q\n"+
+				"[[mesh.peers]]\npart = 0\nname = \"host0\"\naddr = \"127.0.0.1:1\"\n"+
+				"[[mesh.peers]]\npart = 1\nname = \"host1\"\naddr = \"127.0.0.1:2\"\n", parts, fetch, filepath.Join(dir, "s.sock"), certs, tc.cluster)
+			if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, _, stderr := cliRun("run", "-c", cfg)
+			if code != 78 || !strings.Contains(stderr, tc.want) {
+				t.Errorf("%s, fetch = %t: exit %d, want 78 with %q; stderr:\n%s", tc.name, fetch, code, tc.want, stderr)
+			}
+		}
 	}
 }
 
