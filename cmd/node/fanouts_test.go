@@ -31,6 +31,9 @@ func TestFanoutOverInt32(t *testing.T) {
 		// Past int64 too: it was "not an integer".
 		{"train/past-int64", []string{"train", "--socket", "/nonexist", "--fanouts", "5,99999999999999999999"},
 			`node train: --fanouts "5,99999999999999999999": hop 2 is 99999999999999999999, over 2147483647: -1 takes every neighbour`},
+		// Negative past int64: it named int64's bound, not what was typed.
+		{"partition/negative-past-int64", []string{"partition", "--input", in, "--parts", "2", "--fanouts", "-99999999999999999999", "-o", filepath.Join(t.TempDir(), "parts")},
+			`node partition: --fanouts "-99999999999999999999": hop 1 is -99999999999999999999: want -1 (all) or a count ≥ 0`},
 		{"demo", []string{"demo", "--fanouts", "99999999999,5", "--nodes", "2000", "--epochs", "1", "--workdir", filepath.Join(t.TempDir(), "w")},
 			`node demo: --fanouts "99999999999,5": ` + over},
 	} {

@@ -556,8 +556,8 @@ func parseFanoutsOf(flag, s string, least int) ([]int, error) {
 			return nil, fmt.Errorf("%s %q: %q is not an integer", flag, s, f)
 		case least > 0 && n == 0:
 			return nil, fmt.Errorf("%s %q: hop %d samples 0 neighbours: want -1 (all) or a count ≥ %d", flag, s, k+1, least)
-		case least > 0 && n < -1:
-			return nil, fmt.Errorf("%s %q: hop %d is %d: want -1 (all) or a count ≥ %d", flag, s, k+1, n, least)
+		case n < -1: // as typed: past int's range n is its bound
+			return nil, fmt.Errorf("%s %q: hop %d is %s: want -1 (all) or a count ≥ %d", flag, s, k+1, t, max(least, 0))
 		}
 		out = append(out, n)
 	}
