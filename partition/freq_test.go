@@ -177,6 +177,25 @@ func sampledTouches(t *testing.T, adj *partition.Adj, seeds []uint32, fanouts []
 	return count
 }
 
+// heatAgainst estimates the heat of seeds in adj (one part) and
+// compares it with got, the reads per node and epoch of actually
+// sampling them: Pearson r over the nodes, the ratio of the totals, and
+// both totals.
+func heatAgainst(t *testing.T, adj *partition.Adj, seeds []uint32, fanouts []int, batch int, got []float64) (r, ratio, est, sampled float64) {
+	t.Helper()
+	heat, err := partition.EstimateHeat(context.Background(), adj, [][]uint32{seeds}, partition.HeatOptions{Fanouts: fanouts, BatchSize: batch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := make([]float64, heat.NumNodes())
+	for v := range per {
+		per[v] = float64(heat.At(uint32(v), 0))
+		est += per[v]
+		sampled += got[v]
+	}
+	return pearson(per, got), est / sampled, est, sampled
+}
+
 // pearson is the correlation of x and y.
 func pearson(x, y []float64) float64 {
 	var mx, my float64
@@ -246,18 +265,7 @@ func TestEstimateHeatMatchesSampling(t *testing.T) {
 	} {
 		got := sampledTouches(t, tt.adj.Adj, tt.adj.train, tt.fanouts, tt.batch, tt.epochs)
 		for _, batch := range []int{0, tt.batch} {
-			heat, err := partition.EstimateHeat(context.Background(), tt.adj.Adj, [][]uint32{tt.adj.train}, partition.HeatOptions{Fanouts: tt.fanouts, BatchSize: batch})
-			if err != nil {
-				t.Fatal(err)
-			}
-			est := make([]float64, heat.NumNodes())
-			var se, sg float64
-			for v := range est {
-				est[v] = float64(heat.At(uint32(v), 0))
-				se += est[v]
-				sg += got[v]
-			}
-			r, ratio := pearson(est, got), se/sg
+			r, ratio, se, sg := heatAgainst(t, tt.adj.Adj, tt.adj.train, tt.fanouts, batch, got)
 			t.Logf("%s: %d seeds, fanouts %v, estimate batch %d: %.0f reads per epoch, sampled %.0f (×%.3f), Pearson r %.4f",
 				tt.name, len(tt.adj.train), tt.fanouts, batch, se, sg, ratio, r)
 			if batch > 0 && (r < tt.minR || math.Abs(ratio-1) > tt.maxX) {
