@@ -168,7 +168,7 @@ func (n *Node) startLoader(ctx context.Context, l *loader, o control.LoaderOptio
 	}
 	ring, err := shm.Create(path, shm.Options{
 		SubRings: o.Workers, Capacity: ringBytes,
-		Mode: n.cfg.RingMode(), GID: max(n.gid, 0), Prealloc: true,
+		Mode: n.cfg.RingMode(), Group: n.gid >= 0, GID: max(n.gid, 0), Prealloc: true,
 	})
 	if err != nil {
 		n.log.Error("create ring", "loader", l.id, "ring", path, "err", err)

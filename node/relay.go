@@ -147,7 +147,7 @@ func (n *Node) startRelay(ctx context.Context, l *loader, o control.LoaderOption
 	path := filepath.Join(n.cfg.Rings.Dir, shm.Name(RingPrefix, l.id))
 	ring, err := shm.Create(path, shm.Options{
 		SubRings: info.SubRings, Capacity: info.RingSize,
-		Mode: n.cfg.RingMode(), GID: max(n.gid, 0), Prealloc: true,
+		Mode: n.cfg.RingMode(), Group: n.gid >= 0, GID: max(n.gid, 0), Prealloc: true,
 	})
 	var refused *control.Error
 	switch {

@@ -8,7 +8,7 @@
 //  1. The creator (the daemon) calls RemoveStale(dir, prefix) once at
 //     start, then Create(filepath.Join(dir, Name(prefix, id)), opts)
 //     per loader. The file is created exclusively with mode 0600, or 0660
-//     and the configured group; Options.Capacity is the TOTAL record space
+//     and the group Options.GID (with Options.Group); Options.Capacity is the TOTAL record space
 //     of all sub-rings (see ParseSize for "1GB").
 //  2. It hands the path to W producers (sampler processes) and to one
 //     consumer (the trainer). Each Opens it.

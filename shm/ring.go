@@ -32,12 +32,16 @@ type Options struct {
 	// PageSize, at least MinCapacity. The file is larger by its header
 	// and control blocks (HeaderSize + W*CtlSize rounded up to a page).
 	Capacity int64
-	// Mode of the file: 0600 when zero, or 0660 when GID is set. Bits for
-	// "other" are refused: a ring is never world-accessible.
+	// Mode of the file: 0600 when zero, or 0660 when Group is set. Bits
+	// for "other" are refused: a ring is never world-accessible.
 	Mode os.FileMode
-	// GID, when positive, is the group the file is given (so that a
-	// trainer running as another user of that group can map it).
-	GID int
+	// Group, when set, gives the file the group GID, 0 (root's) included,
+	// so that a trainer running as another user of that group can map
+	// it. Unset, the file has the group a new file gets: the creator's,
+	// or its directory's when that is setgid. The creator must be in the
+	// group (or be root): Create fails otherwise.
+	Group bool
+	GID   int
 	// Prealloc reserves the file's memory at creation (fallocate), so a
 	// full tmpfs is a clear error from Create instead of a SIGBUS in the
 	// producer that first touches a missing page, and populates it: tmpfs
@@ -95,7 +99,7 @@ func (o Options) mode() os.FileMode {
 	switch {
 	case o.Mode != 0:
 		return o.Mode
-	case o.GID > 0:
+	case o.Group:
 		return 0o660
 	}
 	return 0o600
@@ -137,6 +141,14 @@ func (o Options) problems() []string {
 	}
 	if m := o.mode(); m&^fs.ModePerm != 0 || m&0o007 != 0 || m&0o600 != 0o600 {
 		bad = append(bad, fmt.Sprintf("mode %#o, want owner read-write and nothing for others (0600 or 0660)", uint32(m)))
+	}
+	switch {
+	case !o.Group && o.GID != 0:
+		// Once "GID, when positive": without Group it would be ignored.
+		bad = append(bad, fmt.Sprintf("gid = %d without Group: the file would keep the creator's group", o.GID))
+	case o.Group && (o.GID < 0 || o.GID > math.MaxUint32-1):
+		// chown takes the all-ones gid_t (-1) as "no change".
+		bad = append(bad, fmt.Sprintf("gid = %d, want 0..%d", o.GID, uint32(math.MaxUint32-1)))
 	}
 	return bad
 }
@@ -196,7 +208,7 @@ func create(path string, o Options, avail func() (int64, bool)) (*Ring, error) {
 		if err := f.Chmod(mode); err != nil {
 			return nil, err
 		}
-		if o.GID > 0 {
+		if o.Group {
 			if err := f.Chown(-1, o.GID); err != nil {
 				return nil, fmt.Errorf("group %d: %w", o.GID, err)
 			}

@@ -85,27 +85,49 @@ func putFlags(r *Ring, flags uint32) {
 	binary.LittleEndian.PutUint32(r.mem[offFlags:], flags)
 }
 
+// TestCreateMode: a ring has the mode and the group asked for, group 0
+// included (it was taken for "no group": the ring kept its creator's).
 func TestCreateMode(t *testing.T) {
 	dir := testDir(t)
 	gid, group := os.Getgid(), os.Getgid()
-	if os.Getuid() == 0 {
-		group = 65534 // root may give a file any group; 0 would mean "no group"
-	}
-	if group <= 0 {
-		t.Skipf("primary group %d cannot be configured as a ring group", group)
+	root := os.Getuid() == 0
+	if root {
+		group = 65534 // root may give a file any group
 	}
 	for _, tc := range []struct {
 		name     string
 		opts     Options
 		wantMode os.FileMode
 		wantGID  int
+		// root: only root may give the file that group; the ring is
+		// made in a directory setgid to 65534, where a file not given a
+		// group gets 65534 (not root's own 0).
+		root bool
 	}{
-		{"default", Options{SubRings: 2, Capacity: 1 << 20}, 0o600, gid},
-		{"group", Options{SubRings: 2, Capacity: 1 << 20, GID: group}, 0o660, group},
-		{"explicit", Options{SubRings: 1, Capacity: 1 << 20, Mode: 0o640}, 0o640, gid},
+		{"default", Options{SubRings: 2, Capacity: 1 << 20}, 0o600, gid, false},
+		{"group", Options{SubRings: 2, Capacity: 1 << 20, Group: true, GID: group}, 0o660, group, false},
+		{"group=0", Options{SubRings: 1, Capacity: 1 << 20, Group: true, GID: 0}, 0o660, 0, true},
+		{"group=0,mode=0600", Options{SubRings: 1, Capacity: 1 << 20, Mode: 0o600, Group: true, GID: 0}, 0o600, 0, true},
+		{"explicit", Options{SubRings: 1, Capacity: 1 << 20, Mode: 0o640}, 0o640, gid, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(dir, tc.name+".ring")
+			if tc.root {
+				if !root {
+					t.Skip("needs root to give a file group 0")
+				}
+				sub := filepath.Join(dir, tc.name)
+				if err := os.Mkdir(sub, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chown(sub, -1, 65534); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(sub, 0o700|os.ModeSetgid); err != nil {
+					t.Fatal(err)
+				}
+				path = filepath.Join(sub, "ring")
+			}
 			r, err := Create(path, tc.opts)
 			if err != nil {
 				t.Fatal(err)
@@ -162,6 +184,12 @@ func TestOptionsValidate(t *testing.T) {
 		// Its file size wrapped negative: "size -9223372036854775808 bytes".
 		{Options{SubRings: 1, Capacity: math.MaxInt64}, []string{"capacity = 9223372036854775807 bytes: at most 9223372036854771711 with 1 sub-rings"}},
 		{Options{SubRings: 1, Capacity: math.MaxInt64 - PageSize}, nil},
+		{Options{SubRings: 1, Capacity: 1 << 20, Group: true, GID: 0}, nil},
+		// A gid once meant a group when positive: without Group it is
+		// refused rather than ignored.
+		{Options{SubRings: 1, Capacity: 1 << 20, GID: 1000}, []string{"gid = 1000 without Group"}},
+		{Options{SubRings: 1, Capacity: 1 << 20, Group: true, GID: -1}, []string{"gid = -1, want 0..4294967294"}},
+		{Options{SubRings: 1, Capacity: 1 << 20, Group: true, GID: math.MaxUint32}, []string{"gid = 4294967295, want 0..4294967294"}},
 	} {
 		err := tc.opts.Validate()
 		if len(tc.want) == 0 {
