@@ -105,7 +105,7 @@ func (c *Config) Client() bool { return c.Node.Role == RoleClient }
 type ControlConfig struct {
 	Socket string `toml:"socket"`
 	Mode   string `toml:"mode"`  // octal permission bits of socket (rings: RingMode)
-	Group  string `toml:"group"` // group name or gid owning socket and rings; "" = the node's
+	Group  string `toml:"group"` // group name or gid of socket and rings; "" = the socket's as made (the node's, or its setgid directory's)
 }
 
 // RingsConfig is [rings]: where ring files live and how large they are.
@@ -430,9 +430,11 @@ func (c *Config) GroupID() (int, error) {
 }
 
 // RingMode is the permission of ring files: 0660 when control.mode lets
-// the socket's group connect (write), 0600 otherwise. A ring has the
-// socket's group (control.group, else the node's), so whoever may open
-// a loader may map the ring open_loader names: with rings 0600 whenever
+// the socket's group connect (write), 0600 otherwise. A 0660 ring is
+// given the group the socket has once bound (control.group, else the
+// node's, or the socket directory's when that is setgid: Node reads it
+// from the socket), so whoever may open a loader may map the ring
+// open_loader names, and no one else: with rings 0600 whenever
 // control.group was left out, a trainer of the node's group connected
 // through the default 0660 socket and was refused its ring.
 func (c *Config) RingMode() os.FileMode {

@@ -31,8 +31,9 @@
 //     OnStopping hears that the shutdown begins (STOPPING=1).
 //  4. Each connection may open loaders. open_loader is checked against the
 //     partition set (seeds, worst-case record against ring size),
-//     then the node creates the ring (with the socket's group and its
-//     group access: 0660 when the group may connect, else 0600) and
+//     then the node creates the ring (with the socket's group, as listen
+//     read it from the bound socket, and its group access: 0660 when the
+//     group may connect, else 0600) and
 //     starts W processes of its own executable, `node sampler`, each with
 //     its SamplerSpec as JSON on stdin and Pdeathsig SIGKILL, so that no
 //     sampler outlives the node. Each sampler first raises its

@@ -59,10 +59,14 @@ func setup(t *testing.T) (bin, parts string) {
 }
 
 // TestMain removes the fixture's directory after all tests. Started with
-// trainerEnv set, the test binary is a trainer instead (runTrainer).
+// trainerEnv set, the test binary is a trainer instead (runTrainer), and
+// with ringReaderEnv a reader of a ring (readRing).
 func TestMain(m *testing.M) {
 	if socket := os.Getenv(trainerEnv); socket != "" {
 		os.Exit(runTrainer(socket)) // a trainer of another user
+	}
+	if ring := os.Getenv(ringReaderEnv); ring != "" {
+		os.Exit(readRing(ring)) // a user who must not read a ring
 	}
 	code := m.Run()
 	if fixture.bin != "" {

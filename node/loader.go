@@ -166,10 +166,7 @@ func (n *Node) startLoader(ctx context.Context, l *loader, o control.LoaderOptio
 	if err != nil {
 		return err
 	}
-	ring, err := shm.Create(path, shm.Options{
-		SubRings: o.Workers, Capacity: ringBytes,
-		Mode: n.cfg.RingMode(), Group: n.gid >= 0, GID: max(n.gid, 0), Prealloc: true,
-	})
+	ring, err := shm.Create(path, n.ringOptions(o.Workers, ringBytes))
 	if err != nil {
 		n.log.Error("create ring", "loader", l.id, "ring", path, "err", err)
 		return n.ringError(err)

@@ -39,7 +39,7 @@ type Node struct {
 	log      *slog.Logger
 	graph    *csr.Graph
 	part     string // path of the partition file
-	gid      int    // group of socket and rings, -1 for none
+	gid      int    // control.group, given to the socket; -1 for none
 	manifest *partition.Manifest
 	// manifestData is manifest encoded, served to peers fetching it (the
 	// encoding is deterministic: it is what the checksum hashes).
@@ -74,6 +74,10 @@ type Node struct {
 		schema dataSchema
 		err    error
 	}
+
+	// ringAccess is every ring file's mode and group: the socket's group
+	// access (listen sets it, before any loader can open).
+	ringAccess ringAccess
 
 	// bound is set once Run has bound the control socket: from then on
 	// the socket file is this node's to remove (Abandon).
@@ -527,6 +531,9 @@ func (n *Node) listen() (*net.UnixListener, error) {
 	err = os.Chmod(path, mode)
 	if err == nil && n.gid >= 0 {
 		err = os.Chown(path, -1, n.gid)
+	}
+	if err == nil {
+		n.ringAccess, err = ringAccessOf(path, n.cfg.RingMode())
 	}
 	if err != nil {
 		ln.Close()

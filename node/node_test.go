@@ -72,3 +72,62 @@ func TestListenReplacesOnlyASocket(t *testing.T) {
 		})
 	}
 }
+
+// TestListenRingAccess: listen gives rings the group the socket has once
+// bound, whichever gave it, and group access exactly when the socket's
+// mode lets the group connect. With a setgid socket directory and no
+// control.group, rings took the node's group, which could not connect
+// (root only: only root can make a directory setgid to another group).
+func TestListenRingAccess(t *testing.T) {
+	const other = 65534
+	root := os.Geteuid() == 0
+	for _, tc := range []struct {
+		name, mode, group string
+		dirGID            int // setgid socket directory of this group; -1: none
+		want              ringAccess
+		root              bool
+	}{
+		{name: "0660", mode: "0660", dirGID: -1, want: ringAccess{mode: 0o660, group: true, gid: os.Getegid()}},
+		{name: "0600", mode: "0600", dirGID: -1, want: ringAccess{mode: 0o600}},
+		{name: "0640", mode: "0640", dirGID: -1, want: ringAccess{mode: 0o600}},
+		{name: "setgid directory", mode: "0660", dirGID: other, want: ringAccess{mode: 0o660, group: true, gid: other}, root: true},
+		{name: "setgid directory, 0600", mode: "0600", dirGID: other, want: ringAccess{mode: 0o600}, root: true},
+		{name: "group 0 in a setgid directory", mode: "0660", group: "0", dirGID: other, want: ringAccess{mode: 0o660, group: true, gid: 0}, root: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.root && !root {
+				t.Skip("needs root")
+			}
+			dir := t.TempDir()
+			if tc.dirGID >= 0 {
+				if err := os.Chown(dir, -1, tc.dirGID); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(dir, 0o700|os.ModeSetgid); err != nil {
+					t.Fatal(err)
+				}
+			}
+			n := &Node{cfg: DefaultConfig(), log: slog.New(slog.DiscardHandler), gid: -1}
+			n.cfg.Control.Socket = filepath.Join(dir, "node.sock")
+			n.cfg.Control.Mode, n.cfg.Control.Group = tc.mode, tc.group
+			gid, err := n.cfg.GroupID()
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.gid = gid
+			ln, err := n.listen()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.Remove(n.cfg.Control.Socket)
+			defer ln.Close()
+			if n.ringAccess != tc.want {
+				t.Errorf("ring access %+v, want %+v", n.ringAccess, tc.want)
+			}
+			o := n.ringOptions(2, 1<<20)
+			if o.Mode != tc.want.mode || o.Group != tc.want.group || o.GID != tc.want.gid || o.SubRings != 2 || o.Capacity != 1<<20 {
+				t.Errorf("ring options %+v, want access %+v", o, tc.want)
+			}
+		})
+	}
+}

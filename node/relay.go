@@ -145,10 +145,7 @@ func (n *Node) startRelay(ctx context.Context, l *loader, o control.LoaderOption
 		return &control.Error{Msg: fmt.Sprintf("%s described its loader as %.200q (%v)", who, remote.Info, err)}
 	}
 	path := filepath.Join(n.cfg.Rings.Dir, shm.Name(RingPrefix, l.id))
-	ring, err := shm.Create(path, shm.Options{
-		SubRings: info.SubRings, Capacity: info.RingSize,
-		Mode: n.cfg.RingMode(), Group: n.gid >= 0, GID: max(n.gid, 0), Prealloc: true,
-	})
+	ring, err := shm.Create(path, n.ringOptions(info.SubRings, info.RingSize))
 	var refused *control.Error
 	switch {
 	case err != nil:
