@@ -135,7 +135,10 @@
 // spec the cluster refused by its own doing; the peers that accepted it
 // keep it (one may hold trained rows), and the same kv_create again
 // completes it (kv_save refuses it until then). kv_drop removes a table from
-// every node the same way (kv.Store.Drop: a step waiting on it fails).
+// every node the same way (kv.Store.Drop: a step waiting on it fails); one
+// that fails part-way is finished by kv_drop again, and a node whose shard
+// it removed with trained rows keeps a dropped marker, so that a kv_create
+// of the table beside a peer's kept rows is refused (kv_trained.go).
 //
 // Trainers reach kv only through their own node: a control frame whose
 // body does not start with '{' (nor with a node-data kind, below) is a

@@ -345,12 +345,13 @@ const (
 
 // drop removes a table from this node's store and clients and, when
 // forward is set, from every peer. A node that does not hold it is not an
-// error: a drop repeated after a partial failure finishes the job.
+// error: a drop repeated after a partial failure finishes the job. The
+// marker of a shard that held trained rows says the drop until the table
+// is created alike everywhere (forgetDropped).
 func (s *kvServer) drop(ctx context.Context, name string, forward bool) (*control.DropInfo, error) {
 	s.createMu.Lock()
-	dropped := s.forget(name)
+	dropped := s.forgetDropped(name)
 	s.createMu.Unlock()
-	s.forgetMarker(name)
 	if dropped {
 		s.log.Info("kv table dropped", "table", name)
 	}
@@ -364,7 +365,8 @@ func (s *kvServer) drop(ctx context.Context, name string, forward bool) (*contro
 	}
 	ps, acks, err := s.broadcastAcks(ctx, body)
 	if err != nil {
-		return nil, &control.Error{Key: "name", Msg: fmt.Sprintf("drop %q on the other nodes: %v", name, err)}
+		return nil, &control.Error{Key: "name", Msg: fmt.Sprintf("drop %q on the other nodes: %v (the parts named may still hold it: kv_drop it again once the cause is fixed, "+
+			"which finishes the drop; a kv_create of it meanwhile is refused where a node kept trained rows)", name, err)}
 	}
 	for i, p := range ps {
 		switch acks[i] {

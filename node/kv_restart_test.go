@@ -246,8 +246,9 @@ func TestKVMarkerFirstFormat(t *testing.T) {
 }
 
 // TestParseMarker: a marker reads back as written, with or without why
-// its node's exit save failed, and those of earlier builds (the key
-// alone; the key and "trained" or "held") read as they did.
+// its node's exit save failed, dropped or not, and those of earlier
+// builds (the key alone; the key and "trained" or "held") read as they
+// did.
 func TestParseMarker(t *testing.T) {
 	const key, why = "67dc4320c723c382", "kv: save /c/.w.part1.exit.kvt.tmp-7: no space left on device"
 	for _, c := range []struct {
@@ -258,7 +259,12 @@ func TestParseMarker(t *testing.T) {
 		{key + "\n", markerState{Key: key, Trained: true}, true}, // the first format
 		{key + "\nheld\n", markerState{Key: key}, true},
 		{"none\ntrained\n", markerState{Key: "none", Trained: true}, true},
-		{key + "\ntrained\nexit save failed: " + why + "\n", markerState{key, true, why}, true},
+		{key + "\ntrained\nexit save failed: " + why + "\n", markerState{Key: key, Trained: true, ExitFailed: why}, true},
+		{droppedTag + key + "\ntrained\n", markerState{Key: key, Trained: true, Dropped: true}, true},
+		{droppedTag + "none\ntrained\n", markerState{Key: "none", Trained: true, Dropped: true}, true},
+		{droppedTag + key + "\nheld\n", markerState{Key: key, Dropped: true}, true},
+		{droppedTag + "\ntrained\n", markerState{}, false},
+		{droppedTag + key + "\ntrained\nexit save failed: " + why + "\n", markerState{}, false},
 		{key + "\ntrained\nkilled\n", markerState{}, false},
 		{key + "\ntrained\nexit save failed: \n", markerState{}, false},
 		{key + "\ntrained\nexit save failed: " + why + "\nmore\n", markerState{}, false},

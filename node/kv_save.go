@@ -112,6 +112,9 @@ type peerSaveRequest struct {
 	// PrevExitFailed is why the sender's exit save failed when its node
 	// last stopped (markerState.ExitFailed); an earlier build sends none.
 	PrevExitFailed string `json:"check_prev_exit_failed,omitempty"`
+	// PrevDropped says that a kv_drop removed what the marker says
+	// (markerState.Dropped); an earlier build sends none.
+	PrevDropped bool `json:"check_prev_dropped,omitempty"`
 	// Spec is phase "spec"'s: a table of the sender's [[kv.tables]].
 	Spec *control.TableSpec `json:"check_spec,omitempty"`
 }

@@ -432,10 +432,14 @@ func TestDescribeShard(t *testing.T) {
 		{shardState{Key: "exit after 00000000000000ab", File: "/c/w.part0.exit.kvt", Loaded: true}, "part 0 loaded /c/w.part0.exit.kvt, its exit save (exit after 00000000000000ab)"},
 		{shardState{Key: "00000000000000ab", File: "/c/w.part0.kvt", Loaded: true, Lost: true}, "part 0 loaded /c/w.part0.kvt, of save 00000000000000ab, and lost the rows trained since when its node last stopped (killed before a save)"},
 		{shardState{Key: "00000000000000ab", File: "/c/w.part0.kvt", Changed: true}, "part 0 wrote /c/w.part0.kvt, of save 00000000000000ab, and trained its rows since"},
-		{shardState{Key: "00000000000000ab", File: "/c/w.part0.kvt", Loaded: true, Lost: true, Prev: markerState{"00000000000000ab", true, "kv: save /c/.w.part0.exit.kvt.tmp-1: no space left on device"}},
+		{shardState{Key: "00000000000000ab", File: "/c/w.part0.kvt", Loaded: true, Lost: true, Prev: markerState{Key: "00000000000000ab", Trained: true, ExitFailed: "kv: save /c/.w.part0.exit.kvt.tmp-1: no space left on device"}},
 			"part 0 loaded /c/w.part0.kvt, of save 00000000000000ab, and lost the rows trained since when its node last stopped (its exit save failed: kv: save /c/.w.part0.exit.kvt.tmp-1: no space left on device)"},
-		{shardState{Key: "none", Lost: true, Prev: markerState{"00000000000000ab", true, "kv: save /c/.w.part0.exit.kvt.tmp-1: no space left on device"}},
+		{shardState{Key: "none", Lost: true, Prev: markerState{Key: "00000000000000ab", Trained: true, ExitFailed: "kv: save /c/.w.part0.exit.kvt.tmp-1: no space left on device"}},
 			"part 0 holds its initial rows (no checkpoint loaded or saved since its node started), and lost what it held when its node last stopped (save 00000000000000ab and rows trained since; its exit save failed: kv: save /c/.w.part0.exit.kvt.tmp-1: no space left on device)"},
+		{shardState{Key: "none", Lost: true, Prev: markerState{Key: "none", Trained: true, Dropped: true}},
+			"part 0 holds its initial rows (no checkpoint loaded or saved since its node started), created again since a kv_drop removed what it held (its initial rows and rows trained since), a kv_drop that failed part-way if a peer kept its own"},
+		{shardState{Key: "00000000000000ab", File: "/c/w.part0.kvt", Loaded: true, Lost: true, Prev: markerState{Key: "00000000000000ab", Trained: true, Dropped: true}},
+			"part 0 loaded /c/w.part0.kvt, of save 00000000000000ab, created again since a kv_drop removed what it held (save 00000000000000ab and rows trained since), a kv_drop that failed part-way if a peer kept its own"},
 	} {
 		if got := describeShard("part 0", c.st); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.st, got, c.want)

@@ -47,8 +47,22 @@ import (
 // The marker follows the shard within markerPeriod of a change (a node
 // killed sooner after its shard's first change since a save is not told
 // apart from one never trained), and at once after a save. A previous
-// run's marker is kept until settled, and removed with the table
-// (kv_drop); a shard at its initial rows, untrained, has none.
+// run's marker is kept until settled; a shard at its initial rows,
+// untrained, has none.
+//
+// A kv_drop that fails part-way (a node unreachable) removes some
+// nodes' shards and leaves the others' trained rows. A node whose
+// shard it removed then looks like one that never held the table, and
+// a kv_create of it there gave it its initial rows beside the others'
+// trained ones, unchecked. So kv_drop does not remove the marker of a
+// shard that held more than its initial rows (or that a marker said
+// held more, unsettled): it becomes a dropped marker
+// (markerState.Dropped), kept as a previous run's is until settled. A
+// kv_create of the table there is then checked as after a loss (phase
+// "lost"): served when every peer's shard is where the new one is,
+// unchanged (the drop reached every node, and the table starts afresh
+// everywhere), refused and dropped on every node when a peer kept
+// trained rows.
 
 // errLostTraining: a shard that lost what it held beside shards that
 // kept theirs (checkLost); errLostUnchecked: not every peer could be
@@ -72,34 +86,65 @@ func markerName(table string, part int) string {
 // markerState is what a marker says of a shard: it held save Key (or,
 // "none", its initial rows), and had been trained since (Trained); its
 // node's exit save then failed with ExitFailed ("": it did not fail, or
-// the node was killed before one).
+// the node was killed before one). Dropped: a kv_drop then removed it
+// (ExitFailed is then "").
 type markerState struct {
 	Key        string
 	Trained    bool
 	ExitFailed string
+	Dropped    bool
 }
 
 // exitFailedTag starts a marker's third line, which says why its node's
 // exit save failed.
 const exitFailedTag = "exit save failed: "
 
-// text is the marker file's contents: the key, then "trained" or "held",
-// then, when the exit save failed, exitFailedTag and why; a line each.
+// droppedTag starts the first line of a dropped marker, before the key.
+// No originKey starts so, and a build before dropped markers reads the
+// line as the key of a save it never held (parseMarkerLines): to it the
+// shard lost what it held, and a kv_create of the table is checked
+// against every peer.
+const droppedTag = "dropped: "
+
+// text is the marker file's contents: the key (after droppedTag when
+// dropped), then "trained" or "held", then, when the exit save failed,
+// exitFailedTag and why; a line each.
 func (m markerState) text() string {
 	tag := "held"
 	if m.Trained {
 		tag = "trained"
 	}
-	t := m.Key + "\n" + tag + "\n"
-	if m.ExitFailed != "" {
+	key := m.Key
+	if m.Dropped {
+		key = droppedTag + key
+	}
+	t := key + "\n" + tag + "\n"
+	if m.ExitFailed != "" && !m.Dropped {
 		t += exitFailedTag + m.ExitFailed + "\n"
 	}
 	return t
 }
 
 // parseMarker reads a marker file's contents, of this build or an
-// earlier one (without the third line, or of the first format).
+// earlier one (without dropped markers, without the third line, or of
+// the first format).
 func parseMarker(b []byte) (markerState, bool) {
+	m, ok := parseMarkerLines(b)
+	if !ok {
+		return markerState{}, false
+	}
+	if key, dropped := strings.CutPrefix(m.Key, droppedTag); dropped {
+		if key == "" || m.ExitFailed != "" {
+			return markerState{}, false
+		}
+		m.Key, m.Dropped = key, true
+	}
+	return m, true
+}
+
+// parseMarkerLines reads a marker file's lines as a build before
+// dropped markers did: a dropped marker's first line is its key.
+func parseMarkerLines(b []byte) (markerState, bool) {
 	lines := strings.Split(string(b), "\n")
 	if len(lines) == 2 && lines[0] != "" && lines[1] == "" {
 		// The first format (one line, the key): the shard had been
@@ -182,7 +227,7 @@ func (s *kvServer) readMarkers() error {
 		}
 		m, ok := parseMarker(b)
 		if !ok {
-			return fmt.Errorf("node: kv.checkpoint_dir: %s: not a marker of what a shard held (a save's key, then \"trained\" or \"held\", then, if its exit save failed, %q and why, a line each): %q: remove it if it is not this node's", filepath.Join(dir, name), exitFailedTag, b)
+			return fmt.Errorf("node: kv.checkpoint_dir: %s: not a marker of what a shard held (a save's key, after %q if a kv_drop removed the shard, then \"trained\" or \"held\", then, if its exit save failed, %q and why, a line each): %q: remove it if it is not this node's", filepath.Join(dir, name), droppedTag, exitFailedTag, b)
 		}
 		s.mark.onDisk[table], s.mark.prev[table] = m.text(), m
 	}
@@ -253,22 +298,30 @@ func describeShard(who string, st shardState) string {
 	switch {
 	case st.Changed:
 		d += ", and trained its rows since"
+	case st.Lost && st.Prev.Dropped:
+		d += ", created again since a kv_drop removed what it held (" + st.Prev.held() + "), a kv_drop that failed part-way if a peer kept its own"
 	case st.Lost && (st.Prev.Key == "" || st.Prev.Key == st.Key):
 		d += ", and lost the rows trained since when its node last stopped (" + st.Prev.stopped() + ")"
 	case st.Lost:
-		held := "its initial rows"
-		if st.Prev.Key != "none" {
-			held = "save " + st.Prev.Key
-		}
-		if st.Prev.Trained {
-			held += " and rows trained since"
-		}
+		held := st.Prev.held()
 		if st.Prev.ExitFailed != "" {
 			held += "; " + st.Prev.stopped()
 		}
 		d += ", and lost what it held when its node last stopped (" + held + ")"
 	}
 	return d
+}
+
+// held says, in an error, what a marker says its shard held.
+func (m markerState) held() string {
+	held := "its initial rows"
+	if m.Key != "none" {
+		held = "save " + m.Key
+	}
+	if m.Trained {
+		held += " and rows trained since"
+	}
+	return held
 }
 
 // checkLost checks, when this node's shard of table lost what it held
@@ -289,7 +342,7 @@ func (s *kvServer) checkLost(ctx context.Context, table string) (checked bool, e
 		return false, nil
 	}
 	body, err := json.Marshal(peerSaveRequest{Op: "kv_save", Phase: saveLost, Save: me.Key, Table: table, File: me.File,
-		Loaded: me.Loaded, PrevKey: me.Prev.Key, PrevTrained: me.Prev.Trained, PrevExitFailed: me.Prev.ExitFailed})
+		Loaded: me.Loaded, PrevKey: me.Prev.Key, PrevTrained: me.Prev.Trained, PrevExitFailed: me.Prev.ExitFailed, PrevDropped: me.Prev.Dropped})
 	if err != nil {
 		return false, err
 	}
@@ -316,8 +369,12 @@ func (s *kvServer) checkLost(ctx context.Context, table string) (checked bool, e
 			// they changed since, training.
 			return false, nil
 		}
-		return false, fmt.Errorf("table %q: %s; %v: %w, which served together would mix rows no training produced",
-			table, describeShard(fmt.Sprintf("part %d", s.part), me), errors.Join(refusals...), errLostTraining)
+		halfDrop := ""
+		if me.Prev.Dropped {
+			halfDrop = fmt.Sprintf(" (a kv_drop of the table failed part-way: it removed part %d's shard and not the others')", s.part)
+		}
+		return false, fmt.Errorf("table %q: %s; %v: %w%s, which served together would mix rows no training produced",
+			table, describeShard(fmt.Sprintf("part %d", s.part), me), errors.Join(refusals...), errLostTraining, halfDrop)
 	}
 	if len(failures) > 0 {
 		return false, fmt.Errorf("table %q: %s, and not every peer could be asked whether its shard is where this node's is: %v: %w",
@@ -338,7 +395,8 @@ func (s *kvServer) answerLost(r *peerSaveRequest) error {
 	if !ok || me.Key == r.Save && !me.Changed {
 		return nil
 	}
-	asker := shardState{Key: r.Save, File: r.File, Loaded: r.Loaded, Lost: true, Prev: markerState{r.PrevKey, r.PrevTrained, r.PrevExitFailed}}
+	asker := shardState{Key: r.Save, File: r.File, Loaded: r.Loaded, Lost: true,
+		Prev: markerState{Key: r.PrevKey, Trained: r.PrevTrained, ExitFailed: r.PrevExitFailed, Dropped: r.PrevDropped}}
 	return fmt.Errorf("node: table %q: %s; %s", r.Table, describeShard(fmt.Sprintf("part %d", s.part), me), describeShard("the node that asked", asker))
 }
 
@@ -406,7 +464,8 @@ func (s *kvServer) refuseLost(ctx context.Context, table string) error {
 }
 
 // lostFix says how to serve a table again after checkLost's error.
-const lostFix = "a node that lost what its shard held when it last stopped (killed before a save, its exit save failed, or restarted without kv.load) cannot be served beside nodes that kept theirs: " +
+const lostFix = "a node that lost what its shard held when it last stopped (killed before a save, its exit save failed, or restarted without kv.load), " +
+	"or whose shard a kv_drop that failed part-way removed, cannot be served beside nodes that kept theirs: " +
 	"every node goes back to one point, the last save (with kv.load) or the initial rows (without), and what was trained since is lost"
 
 // checkLostAtStart runs checkLost, once the peers answer, for every
@@ -469,7 +528,7 @@ func (s *kvServer) syncMarkers() {
 	}
 	for _, table := range s.store.Tables() {
 		s.markMu.Lock()
-		// Read under markMu: a drop (forgetMarker) between the read and
+		// Read under markMu: a drop (forgetDropped) between the read and
 		// the write would leave a marker of a table that is gone.
 		o, changed, err := s.store.Origin(table)
 		if err != nil {
@@ -524,25 +583,78 @@ func (s *kvServer) markExitFailed(err error) {
 	s.syncMarkers()
 }
 
-// forgetMarker removes table's marker (the table is dropped on this
-// node, by forget, which also forgets the saves it held) and what it
-// said of a previous run.
-func (s *kvServer) forgetMarker(table string) {
+// forgetDropped drops table name from this node (forget), for a kv_drop,
+// and keeps its marker as a dropped one when its shard held more than
+// its initial rows, or a marker said it did and no check has settled
+// that: a peer the kv_drop did not reach may still hold rows trained
+// beside them. Otherwise the marker is removed, as it was with the
+// table. It reports whether forget dropped anything. s.createMu must be
+// held: a kv_create of the table waits until the marker says the drop.
+func (s *kvServer) forgetDropped(name string) bool {
+	rec, keep := s.droppedMarker(name)
+	dropped := s.forget(name)
 	dir := s.cfg.KV.CheckpointDir
 	if s.store == nil || dir == "" {
-		return
+		return dropped
 	}
 	s.markMu.Lock()
 	defer s.markMu.Unlock()
-	delete(s.mark.prev, table)
-	if s.mark.onDisk[table] == "" {
-		return
+	want := ""
+	if keep {
+		s.mark.prev[name], want = rec, rec.text()
+	} else {
+		delete(s.mark.prev, name)
 	}
-	if err := writeMarker(filepath.Join(dir, markerName(table, s.part)), ""); err != nil {
-		s.log.Warn("kv: marker of the dropped table not removed", "table", table, "err", err)
-		return
+	if s.mark.onDisk[name] == want {
+		return dropped
 	}
-	delete(s.mark.onDisk, table)
+	if err := writeMarker(filepath.Join(dir, markerName(name, s.part)), want); err != nil {
+		if keep {
+			s.log.Warn("kv: cannot record that the dropped table's shard held trained rows; if this node restarts before the table is created again, a kv_create of it is not checked against the peers' rows", "table", name, "err", err)
+		} else {
+			s.log.Warn("kv: marker of the dropped table not removed", "table", name, "err", err)
+		}
+		return dropped
+	}
+	if want == "" {
+		delete(s.mark.onDisk, name)
+	} else {
+		s.mark.onDisk[name] = want
+	}
+	return dropped
+}
+
+// droppedMarker is the dropped marker forgetDropped keeps of table name
+// (keep false: none): what its shard holds when it holds more than its
+// initial rows; what the previous run's marker says it held, while that
+// is lost and unsettled (shardState.Lost) or the table is not held; or,
+// of a table not held, what its marker file says.
+func (s *kvServer) droppedMarker(name string) (rec markerState, keep bool) {
+	if s.store == nil || s.cfg.KV.CheckpointDir == "" {
+		return markerState{}, false
+	}
+	s.markMu.Lock()
+	defer s.markMu.Unlock()
+	prev, hasPrev := s.mark.prev[name]
+	o, changed, err := s.store.Origin(name)
+	held := err == nil
+	cur := markerState{Key: originKey(o), Trained: changed}
+	switch {
+	case hasPrev && (!held || prev.Key != cur.Key || prev.Trained):
+		rec = prev
+	case held && (cur.Key != "none" || cur.Trained):
+		rec = cur
+	case !held:
+		m, ok := parseMarker([]byte(s.mark.onDisk[name]))
+		if !ok {
+			return markerState{}, false
+		}
+		rec = m
+	default:
+		return markerState{}, false
+	}
+	rec.Dropped, rec.ExitFailed = true, ""
+	return rec, true
 }
 
 // knownSaves lists the saves table's shard held in this process (see
