@@ -2,10 +2,56 @@ package node
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+
+	"graphnode/node/control"
 )
+
+// halfDropped is a kvPair whose table "w" both nodes created (initial:
+// each's rows then) and trained (trained: each's rows then), after
+// which a trainer's kv_drop of it through part dropped failed to reach
+// the other (the mesh failed), and says to run it again. With restart,
+// that node then restarted without kv.load.
+func halfDropped(t *testing.T, dirs [2]string, dropped int, restart bool) (ss [2]*kvServer, ts control.TableSpec, initial, trained [2][]float32) {
+	t.Helper()
+	ss, ts = kvPair(t, dirs, false)
+	ctx := context.Background()
+	for p, s := range ss {
+		if _, err := s.create(ctx, &ts, false, false); err != nil {
+			t.Fatal(err)
+		}
+		initial[p], _ = shard(t, s)
+	}
+	train(t, ss, 1)
+	markAll(ss)
+	for p := range ss {
+		trained[p], _ = shard(t, ss[p])
+	}
+	wired := ss[dropped].send
+	ss[dropped].send = func(c context.Context, part int, req []byte) ([]byte, error) {
+		var r control.Request
+		if json.Unmarshal(req, &r) == nil && r.Op == control.OpKVDrop {
+			return nil, fmt.Errorf("mesh: part %d: connection refused", part)
+		}
+		return wired(c, part, req)
+	}
+	_, err := ss[dropped].drop(ctx, "w", true)
+	if err == nil || !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "kv_drop it again once the cause is fixed, which finishes the drop") {
+		t.Fatalf("kv_drop through part %d, the other unreachable: %v, want it to say to run it again", dropped, err)
+	}
+	ss[dropped].send = wired
+	if served(ss[dropped]) || !served(ss[1-dropped]) {
+		t.Fatalf("after the kv_drop that failed part-way: part 0 serves %v, part 1 %v; want part %d alone", served(ss[0]), served(ss[1]), 1-dropped)
+	}
+	if restart {
+		ss = restartPart(t, ss, dirs, dropped, false)
+	}
+	return ss, ts, initial, trained
+}
 
 // wantMarkers fails t unless part p's marker of "w" is want[p].
 func wantMarkers(t *testing.T, dirs [2]string, what string, want [2]string) {
@@ -13,6 +59,91 @@ func wantMarkers(t *testing.T, dirs [2]string, what string, want [2]string) {
 	for p := range dirs {
 		if m := marker(t, dirs, p); m != want[p] {
 			t.Errorf("%s: part %d's marker %q, want %q", what, p, m, want[p])
+		}
+	}
+}
+
+// TestKVHalfDropThenCreate: a kv_drop of a trained table that reached
+// one node only (the other unreachable) removed that node's marker with
+// its shard, so that node looked like one that never held the table:
+// kv_save advised a kv_create again, which gave it its initial rows
+// beside the other's trained ones, and the next kv_save saved the mix.
+// The marker now says the drop (also after a restart), kv_save says to
+// kv_drop the table again and not to create it, and a kv_create,
+// through either node, is refused naming the half drop and drops the
+// table on every node: the drop is done. Created again, every node
+// holds its initial rows, and a save goes through.
+func TestKVHalfDropThenCreate(t *testing.T) {
+	for _, tc := range []struct {
+		dropped, asked int
+		restart        bool
+	}{{1, 0, false}, {1, 1, false}, {0, 0, false}, {0, 1, false}, {1, 0, true}, {0, 1, true}} {
+		dirs := [2]string{t.TempDir(), t.TempDir()}
+		ss, ts, initial, trained := halfDropped(t, dirs, tc.dropped, tc.restart)
+		ctx := context.Background()
+		kept := 1 - tc.dropped
+		var want [2]string
+		want[tc.dropped] = "dropped: none\ntrained\n"
+		want[kept] = "none\ntrained\n"
+		wantMarkers(t, dirs, "after the half drop", want)
+
+		before := pairFiles(t, dirs)
+		info, err := ss[tc.asked].save(ctx, true)
+		for _, want := range []string{
+			"nothing saved (every node keeps its checkpoint)",
+			`table "w": part ` + string(rune('0'+tc.dropped)) + ` holds no shard of it (part ` + string(rune('0'+kept)) + ` does)`,
+			`Otherwise a kv_drop of table "w" failed part-way: it removed the shards of the parts without one, which held rows of it but their initial ones, and not the others'`,
+			"kv_drop it again, which removes it from every node. Do not run kv_create for it",
+		} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("%+v: kv_save after the half drop: %+v, %v\nwant it to say %q", tc, info, err, want)
+			}
+		}
+		for _, unsaid := range []string{`run kv_create for table "w" again`, "Otherwise a part without a shard of table"} {
+			if strings.Contains(err.Error(), unsaid) {
+				t.Errorf("%+v: kv_save after the half drop says %q: %v", tc, unsaid, err)
+			}
+		}
+		wantPairFiles(t, dirs, before, "the refused kv_save")
+
+		// What kv_save advised before: kv_create again.
+		_, err = ss[tc.asked].create(ctx, &ts, true, false)
+		for _, want := range []string{
+			"part " + string(rune('0'+tc.dropped)) + " holds its initial rows (no checkpoint loaded or saved since its node started), created again since a kv_drop removed what it held (its initial rows and rows trained since)",
+			"part " + string(rune('0'+kept)) + " holds its initial rows (no checkpoint loaded or saved since its node started), and trained its rows since",
+			"(a kv_drop of the table failed part-way: it removed part " + string(rune('0'+tc.dropped)) + "'s shard and not the others')",
+			errLostTraining.Error(),
+			"The table is not served",
+		} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("%+v: kv_create after the half drop: %v\nwant it to say %q", tc, err, want)
+			}
+		}
+		for p := range ss {
+			if served(ss[p]) {
+				rows, _ := shard(t, ss[p])
+				t.Fatalf("%+v: part %d serves the table after the refused kv_create (rows %v; trained %v, initial %v)", tc, p, rows, trained[p], initial[p])
+			}
+		}
+		// The refusal finished the drop: each node's marker says it.
+		wantMarkers(t, dirs, "after the refused kv_create", [2]string{"dropped: none\ntrained\n", "dropped: none\ntrained\n"})
+
+		// Created again: every shard is fresh, the check passes and
+		// settles the markers.
+		got, err := ss[tc.asked].create(ctx, &ts, true, false)
+		if err != nil || !got.Created {
+			t.Fatalf("%+v: kv_create once the drop reached every node: %+v, %v", tc, got, err)
+		}
+		for p := range ss {
+			if rows, _ := shard(t, ss[p]); !slices.Equal(rows, initial[p]) {
+				t.Errorf("%+v: part %d holds %v, want its initial rows %v", tc, p, rows, initial[p])
+			}
+		}
+		markAll(ss)
+		wantMarkers(t, dirs, "once the table is created afresh everywhere", [2]string{})
+		saved, err := ss[tc.asked].save(ctx, true)
+		if err != nil || !slices.Equal(saved.Tables, []string{"w"}) {
+			t.Errorf("%+v: kv_save of the table created afresh: %+v, %v", tc, saved, err)
 		}
 	}
 }

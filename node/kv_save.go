@@ -216,7 +216,8 @@ func (s *kvServer) coordinate(ctx context.Context) ([]preparedTable, error) {
 	saved := preparedTables(local.Specs())
 	nodes, err := s.preparePeers(ctx, id)
 	if err == nil {
-		err = compareSaveTables(append(nodes, partTables{s.part, saved, s.markedTables(local.Specs())}))
+		marked, dropped := s.markedTables(local.Specs())
+		err = compareSaveTables(append(nodes, partTables{s.part, saved, marked, dropped}))
 		if err != nil && !slices.Equal(slices.Sorted(slices.Values(tableNames(saved))), slices.Sorted(slices.Values(s.store.Tables()))) {
 			// A kv_create or kv_drop ran between this node's prepare and
 			// its peers': the sets differ for that, not for a lost

@@ -93,7 +93,8 @@ func (s *kvServer) prepare(ctx context.Context, r *peerSaveRequest) ([]byte, err
 	}
 	var answer []byte
 	if r.ListTables {
-		if answer, err = json.Marshal(&saveAnswer{Tables: preparedTables(p.Specs()), Marked: s.markedTables(p.Specs())}); err != nil {
+		marked, dropped := s.markedTables(p.Specs())
+		if answer, err = json.Marshal(&saveAnswer{Tables: preparedTables(p.Specs()), Marked: marked, Dropped: dropped}); err != nil {
 			p.Abort()
 			return nil, err
 		}

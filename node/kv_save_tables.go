@@ -26,20 +26,25 @@ import (
 // compares them with its own before any commit, and when they differ
 // aborts the save on every node, which keeps the checkpoint it had.
 //
-// A node lacks a table for one of two reasons, which call for different
-// fixes. Its node restarted since the table was made, without loading
-// it: the rows it held are gone, and a kv_create of it there starts from
-// its initial rows beside the others' trained ones (the check of lost
-// training then drops the table on every node), so every node must go
-// back to the last save. Or a kv_create failed part-way (a node
-// unreachable) and left the table on some nodes only: the nodes that lack
-// it never held rows of it but its initial ones, and the same kv_create
-// again creates it there and keeps the others' rows (a kv_drop that
-// failed part-way looks the same: a drop removes the marker, and
-// kv_drop again ends it). The marker of what a
-// shard held (kv_trained.go) tells them apart: so each prepare also
-// answers the tables the node lacks while a marker says it held rows of
-// them (saveAnswer.Marked).
+// A node lacks a table for one of three reasons, which call for
+// different fixes. Its node restarted since the table was made, without
+// loading it: the rows it held are gone, and a kv_create of it there
+// starts from its initial rows beside the others' trained ones (the
+// check of lost training then drops the table on every node), so every
+// node must go back to the last save. Or a kv_create failed part-way (a
+// node unreachable) and left the table on some nodes only: the nodes that
+// lack it never held rows of it but its initial ones, and the same
+// kv_create again creates it there and keeps the others' rows. Or a
+// kv_drop failed part-way and removed the shards of some nodes, which
+// held trained rows, and not the others': kv_drop again ends it, where a
+// kv_create would give those nodes initial rows beside the others'
+// trained ones (which the check of lost training refuses, as after a
+// restart). The marker of what a shard held (kv_trained.go) tells them
+// apart: so each prepare also answers the tables the node lacks while a
+// marker says it held rows of them (saveAnswer.Marked), and of those the
+// ones a kv_drop removed (saveAnswer.Dropped). A drop of a shard that
+// held only its initial rows leaves no marker: kv_create again is then
+// right, and so is kv_drop.
 //
 // The answer is a JSON body, as the request is: a node of an earlier
 // build neither asks for it (its prepare has no list_tables) nor sends
@@ -61,6 +66,12 @@ type saveAnswer struct {
 	// ones (markedTables): [] when there is none; nil (null, or absent:
 	// a node of an earlier build, which does not say) in other answers.
 	Marked []string `json:"marked_tables"`
+	// Dropped, of a prepare, names those of Marked whose marker says a
+	// kv_drop removed the shard (markerState.Dropped): [] when there is
+	// none; nil in other answers and from a build before dropped
+	// markers, which reads only Marked (and takes them for shards lost
+	// in a restart).
+	Dropped []string `json:"dropped_tables"`
 }
 
 // preparedTable is a table of a save: its name and enough of its spec to
@@ -111,28 +122,31 @@ func saveAnswerOf(part int, resp []byte) (a saveAnswer, listed bool, err error) 
 	return a, true, nil
 }
 
-// partTables are the tables a node prepared, and those it lacks while a
-// marker says it held rows of them (nil: it did not say).
+// partTables are the tables a node prepared, those it lacks while a
+// marker says it held rows of them (nil: it did not say), and of those
+// the ones a kv_drop removed (nil: none, or it did not say).
 type partTables struct {
-	part   int
-	tables []preparedTable
-	marked []string
+	part    int
+	tables  []preparedTable
+	marked  []string
+	dropped []string
 }
 
 // markedTables names the tables this node holds no shard of, none of
-// held, while its marker of one (of a previous run, or of a table left
-// out since) says its shard held rows of it but its initial ones. Never
-// nil: an empty list says there is none.
-func (s *kvServer) markedTables(held []kv.Spec) []string {
+// held, while its marker of one (of a previous run, of a table left out
+// since, or of one a kv_drop removed) says its shard held rows of it but
+// its initial ones; dropped names those whose marker says a kv_drop
+// removed the shard. Neither is nil: an empty list says there is none.
+func (s *kvServer) markedTables(held []kv.Spec) (marked, dropped []string) {
 	seen := map[string]bool{}
 	for _, sp := range held {
 		seen[sp.Name] = true
 	}
-	names := []string{}
+	marked, dropped = []string{}, []string{}
 	add := func(name string) {
 		if !seen[name] {
 			seen[name] = true
-			names = append(names, name)
+			marked = append(marked, name)
 		}
 	}
 	s.markMu.Lock()
@@ -144,9 +158,15 @@ func (s *kvServer) markedTables(held []kv.Spec) []string {
 	for name := range s.mark.prev {
 		add(name)
 	}
+	for _, name := range marked {
+		if s.mark.prev[name].Dropped {
+			dropped = append(dropped, name)
+		}
+	}
 	s.markMu.Unlock()
-	slices.Sort(names)
-	return names
+	slices.Sort(marked)
+	slices.Sort(dropped)
+	return marked, dropped
 }
 
 // compareSaveTables returns an errSaveTables error naming, per table,
@@ -163,7 +183,7 @@ func compareSaveTables(nodes []partTables) error {
 		}
 	}
 	var diffs []string
-	var created, lost, unknown []string // tables some parts lack, by what those say of them (lackedBy)
+	var created, lost, dropped, unknown []string // tables some parts lack, by what those say of them (lackedBy)
 	specs := false
 	for _, name := range slices.Sorted(maps.Keys(held)) {
 		bySpec := held[name]
@@ -184,6 +204,8 @@ func compareSaveTables(nodes []partTables) error {
 				created = append(created, name)
 			case lackLost:
 				lost = append(lost, name)
+			case lackDropped:
+				dropped = append(dropped, name)
 			default:
 				unknown = append(unknown, name)
 			}
@@ -207,13 +229,17 @@ func compareSaveTables(nodes []partTables) error {
 		return nil
 	}
 	var fix []string
-	if len(created)+len(lost)+len(unknown) > 0 {
+	if len(created)+len(lost)+len(dropped)+len(unknown) > 0 {
 		fix = append(fix, "If a kv_create or kv_drop of a table ran during this save, run kv_save again")
 	}
 	if len(created) > 0 {
-		fix = append(fix, fmt.Sprintf("Otherwise no part without a shard of %s lost rows of it (none held any but its initial ones, or a kv_drop removed them): "+
-			"a kv_create of it failed part-way (a node unreachable, say) and left it on some nodes only, or a kv_drop did: "+
+		fix = append(fix, fmt.Sprintf("Otherwise no part without a shard of %s held rows of it but its initial ones: "+
+			"a kv_create of it failed part-way (a node unreachable, say) and left it on some nodes only, or a kv_drop did that removed only initial rows: "+
 			"run kv_create for %s again, with the spec it was created with (it creates the table where it is missing and keeps the rows of the nodes that hold it), or kv_drop it", tablesText(created), tablesText(created)))
+	}
+	if len(dropped) > 0 {
+		fix = append(fix, fmt.Sprintf("Otherwise a kv_drop of %s failed part-way: it removed the shards of the parts without one, which held rows of it but their initial ones, and not the others': %s",
+			tablesText(dropped), droppedShardFix))
 	}
 	if len(lost) > 0 {
 		fix = append(fix, fmt.Sprintf("Otherwise a part without a shard of %s held rows of it, which it holds no more (its node restarted since, without loading it): %s", tablesText(lost), lostShardFix))
@@ -221,7 +247,7 @@ func compareSaveTables(nodes []partTables) error {
 	if len(unknown) > 0 {
 		fix = append(fix, fmt.Sprintf("Otherwise, of %s, a part of an earlier build does not say whether it held rows. "+
 			"If no part without a shard of it held any but its initial ones (a kv_create of it failed part-way, a node unreachable, say, and left it on some nodes only), "+
-			"run kv_create for it again, with the spec it was created with, or kv_drop it. If one did, it holds them no more (its node restarted since, without loading it): %s",
+			"run kv_create for it again, with the spec it was created with, or kv_drop it. If one did, it holds them no more (its node restarted since, without loading it, or a kv_drop of it failed part-way, which kv_drop again finishes): %s",
 			tablesText(unknown), lostShardFix))
 	}
 	if specs {
@@ -238,23 +264,33 @@ const lostShardFix = "restart every node with [kv] load = true and kv_create the
 	"its rows are lost there, the check of lost training refuses them beside the others' trained ones, " +
 	"and the table created again starts from its initial rows on every node. A table no longer wanted: kv_drop it"
 
+// droppedShardFix says how to end a kv_drop that failed part-way.
+const droppedShardFix = "kv_drop it again, which removes it from every node. Do not run kv_create for it: that would give those parts its initial rows " +
+	"beside the others' trained ones, rows no training produced (the check of lost training refuses them and drops the table on every node). " +
+	"To keep the table instead, restart every node with [kv] load = true and kv_create it: each loads its files of the last save, which this refusal left in place, " +
+	"and what was trained since is lost"
+
 // Why the parts without a shard of a table lack it (lackedBy).
 const (
 	lackUnknown   = iota // a part of an earlier build does not say
 	lackNeverHeld        // none lost rows of it (none has a marker of it)
 	lackLost             // one held rows of it (its marker says so)
+	lackDropped          // a kv_drop removed one's rows (its marker says so)
 )
 
 // lackedBy says why the parts without, of nodes, hold no shard of table
-// name.
+// name: a kv_drop's removal of rows first (kv_drop again finishes it,
+// whatever else lost rows), then a loss, then a part that does not say.
 func lackedBy(nodes []partTables, without []int, name string) int {
 	why := lackNeverHeld
 	for _, n := range nodes {
 		switch {
 		case !slices.Contains(without, n.part):
+		case slices.Contains(n.dropped, name):
+			return lackDropped
 		case slices.Contains(n.marked, name):
-			return lackLost
-		case n.marked == nil:
+			why = lackLost
+		case n.marked == nil && why == lackNeverHeld:
 			why = lackUnknown
 		}
 	}
@@ -314,7 +350,7 @@ func (s *kvServer) preparePeers(ctx context.Context, id string) ([]partTables, e
 	listed := make([]bool, n)
 	ps, err := s.sendAll(ctx, body, func(i, p int, resp []byte) error {
 		a, ok, err := saveAnswerOf(p, resp)
-		nodes[i], listed[i] = partTables{part: p, tables: a.Tables, marked: a.Marked}, ok
+		nodes[i], listed[i] = partTables{part: p, tables: a.Tables, marked: a.Marked, dropped: a.Dropped}, ok
 		return err
 	})
 	if err != nil {

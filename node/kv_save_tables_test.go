@@ -344,8 +344,11 @@ func TestKVSaveTablesBesideAnEarlierBuild(t *testing.T) {
 // another spec is named with the parts on each side, and what to do: a
 // table that no part lacking it held rows of (a kv_create that failed
 // part-way) is created again, one whose rows such a part held comes back
-// from the last save, and of a part of an earlier build, which does not
-// say, both are said. Nodes that prepared the same tables (or none) pass.
+// from the last save, one whose rows a kv_drop removed there (a kv_drop
+// that failed part-way) is dropped again, whatever the other parts
+// without it say, and of a part of an earlier build, which does not
+// say, both of the first are said. Nodes that prepared the same tables
+// (or none) pass.
 func TestCompareSaveTables(t *testing.T) {
 	w := preparedTable{Name: "w", Rows: 10, Dim: 2, Mode: "async", Optimizer: "sgd"}
 	v := preparedTable{Name: "v", Rows: 4, Dim: 3, Mode: "sync", Optimizer: "average"}
@@ -363,34 +366,46 @@ func TestCompareSaveTables(t *testing.T) {
 		want   []string // nil: no error
 		unsaid []string
 	}{
-		{"same", []partTables{{0, []preparedTable{v, w}, none}, {1, []preparedTable{v, w}, none}, {2, []preparedTable{v, w}, none}}, nil, nil},
-		{"none", []partTables{{0, []preparedTable{}, none}, {1, nil, none}}, nil, nil},
-		{"one node lacks, never held it", []partTables{{0, []preparedTable{w}, none}, {1, nil, none}, {2, []preparedTable{w}, none}},
+		{"same", []partTables{{0, []preparedTable{v, w}, none, nil}, {1, []preparedTable{v, w}, none, nil}, {2, []preparedTable{v, w}, none, nil}}, nil, nil},
+		{"none", []partTables{{0, []preparedTable{}, none, nil}, {1, nil, none, nil}}, nil, nil},
+		{"one node lacks, never held it", []partTables{{0, []preparedTable{w}, none, nil}, {1, nil, none, nil}, {2, []preparedTable{w}, none, nil}},
 			[]string{`table "w": part 1 holds no shard of it (parts 0, 2 do)`, during,
-				`Otherwise no part without a shard of table "w" lost rows of it (none held any but its initial ones, or a kv_drop removed them): ` +
-					`a kv_create of it failed part-way (a node unreachable, say) and left it on some nodes only, or a kv_drop did: ` + again},
+				`Otherwise no part without a shard of table "w" held rows of it but its initial ones: ` +
+					`a kv_create of it failed part-way (a node unreachable, say) and left it on some nodes only, or a kv_drop did that removed only initial rows: ` + again},
 			[]string{restart}},
-		{"one node lacks, held it", []partTables{{0, []preparedTable{w}, none}, {1, nil, []string{"w"}}, {2, []preparedTable{w}, none}},
+		{"one node lacks, held it", []partTables{{0, []preparedTable{w}, none, nil}, {1, nil, []string{"w"}, nil}, {2, []preparedTable{w}, none, nil}},
 			[]string{`table "w": part 1 holds no shard of it (parts 0, 2 do)`, during,
 				`Otherwise a part without a shard of table "w" held rows of it, which it holds no more (its node restarted since, without loading it): ` + restart},
 			[]string{"run kv_create for table"}},
-		{"two lack, one held it", []partTables{{0, []preparedTable{w}, none}, {1, nil, none}, {2, nil, []string{"v", "w"}}},
+		{"two lack, one held it", []partTables{{0, []preparedTable{w}, none, nil}, {1, nil, none, nil}, {2, nil, []string{"v", "w"}, nil}},
 			[]string{`table "w": parts 1, 2 hold no shard of it (part 0 does)`, `a part without a shard of table "w" held rows of it`},
 			[]string{"run kv_create for table"}},
-		{"one node lacks, an earlier build", []partTables{{0, []preparedTable{w}, none}, {1, nil, nil}, {2, []preparedTable{w}, none}},
+		{"one node lacks, dropped it", []partTables{{0, []preparedTable{w}, none, nil}, {1, nil, []string{"w"}, []string{"w"}}, {2, []preparedTable{w}, none, nil}},
+			[]string{`table "w": part 1 holds no shard of it (parts 0, 2 do)`, during,
+				`Otherwise a kv_drop of table "w" failed part-way: it removed the shards of the parts without one, which held rows of it but their initial ones, and not the others': ` +
+					"kv_drop it again, which removes it from every node. Do not run kv_create for it", restart[:len("restart every node with [kv] load = true and kv_create")]},
+			[]string{"run kv_create for table", "Otherwise a part without a shard of table"}},
+		{"two lack, one lost it, one dropped it", []partTables{{0, []preparedTable{w}, none, nil}, {1, nil, []string{"w"}, none}, {2, nil, []string{"w"}, []string{"w"}}},
+			[]string{`table "w": parts 1, 2 hold no shard of it (part 0 does)`, `Otherwise a kv_drop of table "w" failed part-way`},
+			[]string{"run kv_create for table", "Otherwise a part without a shard of table"}},
+		{"two lack, an earlier build and one dropped it", []partTables{{0, []preparedTable{w}, none, nil}, {1, nil, nil, nil}, {2, nil, []string{"w"}, []string{"w"}}},
+			[]string{`Otherwise a kv_drop of table "w" failed part-way`},
+			[]string{"run kv_create for table", "a part of an earlier build does not say"}},
+		{"one node lacks, an earlier build", []partTables{{0, []preparedTable{w}, none, nil}, {1, nil, nil, nil}, {2, []preparedTable{w}, none, nil}},
 			[]string{`table "w": part 1 holds no shard of it (parts 0, 2 do)`, during, `Otherwise, of table "w", a part of an earlier build does not say whether it held rows`,
-				"run kv_create for it again, with the spec it was created with, or kv_drop it. If one did, it holds them no more (its node restarted since, without loading it): " + restart},
+				"run kv_create for it again, with the spec it was created with, or kv_drop it. If one did, it holds them no more (its node restarted since, without loading it, " +
+					"or a kv_drop of it failed part-way, which kv_drop again finishes): " + restart},
 			nil},
-		{"one node has one more", []partTables{{0, []preparedTable{w}, none}, {1, []preparedTable{v, w}, none}, {2, []preparedTable{w}, none}},
+		{"one node has one more", []partTables{{0, []preparedTable{w}, none, nil}, {1, []preparedTable{v, w}, none, nil}, {2, []preparedTable{w}, none, nil}},
 			[]string{`table "v": parts 0, 2 hold no shard of it (part 1 does)`, `run kv_create for table "v" again`}, nil},
-		{"tables of each kind", []partTables{{0, []preparedTable{v, w}, []string{"v"}}, {1, []preparedTable{}, []string{"v"}}},
+		{"tables of each kind", []partTables{{0, []preparedTable{v, w}, []string{"v"}, nil}, {1, []preparedTable{}, []string{"v"}, nil}},
 			[]string{`table "v": part 1 holds no shard of it (part 0 does); table "w": part 1 holds no shard of it (part 0 does)`,
 				`a part without a shard of table "v" held rows of it`, `run kv_create for table "w" again`},
 			nil},
-		{"specs", []partTables{{0, []preparedTable{w}, none}, {1, []preparedTable{w4}, none}, {2, []preparedTable{w}, none}},
+		{"specs", []partTables{{0, []preparedTable{w}, none, nil}, {1, []preparedTable{w4}, none, nil}, {2, []preparedTable{w}, none, nil}},
 			[]string{`table "w": parts 0, 2 hold it as 10 rows × 2, async, sgd, part 1 holds it as 10 rows × 4, async, sgd`, "give every node the same spec"},
 			[]string{during}},
-		{"both", []partTables{{0, []preparedTable{v, w}, none}, {1, []preparedTable{w4}, none}},
+		{"both", []partTables{{0, []preparedTable{v, w}, none, nil}, {1, []preparedTable{w4}, none, nil}},
 			[]string{`table "v": part 1 holds no shard of it (part 0 does); table "w": part 0 holds it as`, `run kv_create for table "v" again`, "same spec"}, nil},
 	} {
 		err := compareSaveTables(tc.nodes)

@@ -62,7 +62,8 @@ import (
 // "lost"): served when every peer's shard is where the new one is,
 // unchanged (the drop reached every node, and the table starts afresh
 // everywhere), refused and dropped on every node when a peer kept
-// trained rows.
+// trained rows. kv_save's refusal of a table some nodes lack tells a
+// drop that failed part-way by it (saveAnswer.Dropped).
 
 // errLostTraining: a shard that lost what it held beside shards that
 // kept theirs (checkLost); errLostUnchecked: not every peer could be
