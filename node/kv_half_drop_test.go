@@ -148,6 +148,42 @@ func TestKVHalfDropThenCreate(t *testing.T) {
 	}
 }
 
+// TestKVHalfDropThenDropAgain: what kv_save now advises after a half
+// drop, kv_drop again, removes the table everywhere; the next kv_save,
+// which finds no node holding it, makes the dropped markers moot and
+// removes them, and a kv_create afterwards (or without that save in
+// between, checked) starts the table afresh on every node.
+func TestKVHalfDropThenDropAgain(t *testing.T) {
+	for _, saveBetween := range []bool{true, false} {
+		dirs := [2]string{t.TempDir(), t.TempDir()}
+		ss, ts, initial, _ := halfDropped(t, dirs, 1, false)
+		ctx := context.Background()
+		info, err := ss[0].drop(ctx, "w", true)
+		if err != nil || !info.Dropped || len(info.DroppedParts) != 0 {
+			t.Fatalf("kv_drop again through part 0: %+v, %v; want dropped here, on no other part", info, err)
+		}
+		wantMarkers(t, dirs, "after kv_drop again", [2]string{"dropped: none\ntrained\n", "dropped: none\ntrained\n"})
+		if saveBetween {
+			saved, err := ss[1].save(ctx, true)
+			if err != nil || len(saved.Tables) != 0 {
+				t.Fatalf("kv_save once no node holds the table: %+v, %v", saved, err)
+			}
+			wantMarkers(t, dirs, "after a kv_save that no node saved the table in", [2]string{})
+		}
+		got, err := ss[1].create(ctx, &ts, true, false)
+		if err != nil || !got.Created {
+			t.Fatalf("save between %v: kv_create after kv_drop again: %+v, %v", saveBetween, got, err)
+		}
+		for p := range ss {
+			if rows, _ := shard(t, ss[p]); !slices.Equal(rows, initial[p]) {
+				t.Errorf("save between %v: part %d holds %v, want its initial rows %v", saveBetween, p, rows, initial[p])
+			}
+		}
+		markAll(ss)
+		wantMarkers(t, dirs, "once the table is created afresh everywhere", [2]string{})
+	}
+}
+
 // TestKVDropEverywhereThenLoad: a kv_drop that reached every node, of a
 // table trained since its last kv_save, leaves a dropped marker on each;
 // with kv.load, a kv_create of it loads that save on every node, the

@@ -115,6 +115,10 @@ type peerSaveRequest struct {
 	// PrevDropped says that a kv_drop removed what the marker says
 	// (markerState.Dropped); an earlier build sends none.
 	PrevDropped bool `json:"check_prev_dropped,omitempty"`
+	// Compared marks a commit of a save whose tables every peer listed
+	// and the coordinator found alike: the dropped markers of tables no
+	// node holds are moot (settleDropped). An earlier build sends none.
+	Compared bool `json:"compared,omitempty"`
 	// Spec is phase "spec"'s: a table of the sender's [[kv.tables]].
 	Spec *control.TableSpec `json:"check_spec,omitempty"`
 }
@@ -215,6 +219,7 @@ func (s *kvServer) coordinate(ctx context.Context) ([]preparedTable, error) {
 	}
 	saved := preparedTables(local.Specs())
 	nodes, err := s.preparePeers(ctx, id)
+	compared := err == nil && len(nodes) == len(s.peers()) // every peer listed its tables
 	if err == nil {
 		marked, dropped := s.markedTables(local.Specs())
 		err = compareSaveTables(append(nodes, partTables{s.part, saved, marked, dropped}))
@@ -238,9 +243,12 @@ func (s *kvServer) coordinate(ctx context.Context) ([]preparedTable, error) {
 		return nil, fmt.Errorf("%w (the other nodes keep their previous checkpoint)", err)
 	}
 	s.syncMarkers() // the commit moved the shards' origins: the markers follow at once
+	if compared {
+		s.settleDropped(saved)
+	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveCommitTimeout)
 	defer cancel()
-	if err := s.sendSave(cctx, saveCommit, id); err != nil {
+	if err := s.sendSave(cctx, saveCommit, id, compared); err != nil {
 		return nil, fmt.Errorf("commit on the other nodes: %w (the parts not named hold the new checkpoint, those named their previous one: run kv_save again before loading it)", err)
 	}
 	return saved, nil
@@ -290,9 +298,10 @@ func (s *kvServer) checkpointDir() (string, error) {
 	return s.cfg.KV.CheckpointDir, nil
 }
 
-// sendSave sends phase of save id to every peer.
-func (s *kvServer) sendSave(ctx context.Context, phase, id string) error {
-	body, err := json.Marshal(peerSaveRequest{Op: control.OpKVSave, Phase: phase, Save: id, Coordinated: true})
+// sendSave sends phase of save id to every peer (compared: see
+// peerSaveRequest.Compared).
+func (s *kvServer) sendSave(ctx context.Context, phase, id string, compared bool) error {
+	body, err := json.Marshal(peerSaveRequest{Op: control.OpKVSave, Phase: phase, Save: id, Coordinated: true, Compared: compared})
 	if err != nil {
 		return err
 	}
@@ -305,7 +314,7 @@ func (s *kvServer) sendSave(ctx context.Context, phase, id string) error {
 func (s *kvServer) abortPeers(ctx context.Context, id string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveAbortTimeout)
 	defer cancel()
-	if err := s.sendSave(ctx, saveAbort, id); err != nil {
+	if err := s.sendSave(ctx, saveAbort, id, false); err != nil {
 		s.log.Warn("kv save: abort not delivered; those peers drop their prepared save on their own", "save", id, "hold", savePrepareHold, "err", err)
 	}
 }

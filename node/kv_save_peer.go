@@ -41,7 +41,7 @@ func (s *kvServer) peerSave(ctx context.Context, req []byte) (answer []byte, _ e
 	case savePrepare:
 		return s.prepare(ctx, &r)
 	case saveCommit:
-		return nil, s.commitPrepared(r.Save)
+		return nil, s.commitPrepared(r.Save, r.Compared)
 	case saveAbort:
 		if ps := s.takePrepared(r.Save); ps != nil {
 			ps.timer.Stop()
@@ -119,8 +119,9 @@ func (s *kvServer) prepare(ctx context.Context, r *peerSaveRequest) ([]byte, err
 	return answer, nil
 }
 
-// commitPrepared serves a peer's commit of save id.
-func (s *kvServer) commitPrepared(id string) error {
+// commitPrepared serves a peer's commit of save id (compared: see
+// peerSaveRequest.Compared).
+func (s *kvServer) commitPrepared(id string, compared bool) error {
 	ps := s.takePrepared(id)
 	if ps == nil {
 		return fmt.Errorf("node: kv_save %s: nothing prepared on this node to commit (dropped after %v without a commit, or the node stopped): its previous checkpoint is kept", id, s.prepareHold)
@@ -130,6 +131,9 @@ func (s *kvServer) commitPrepared(id string) error {
 		return err
 	}
 	s.syncMarkers() // as after coordinate's commit
+	if compared {
+		s.settleDropped(preparedTables(ps.p.Specs()))
+	}
 	return nil
 }
 

@@ -62,8 +62,10 @@ import (
 // "lost"): served when every peer's shard is where the new one is,
 // unchanged (the drop reached every node, and the table starts afresh
 // everywhere), refused and dropped on every node when a peer kept
-// trained rows. kv_save's refusal of a table some nodes lack tells a
-// drop that failed part-way by it (saveAnswer.Dropped).
+// trained rows. A kv_save that compared every node's tables and found
+// none holding the table settles it too (settleDropped), and kv_save's
+// refusal of a table some nodes lack tells a drop that failed part-way
+// by it (saveAnswer.Dropped).
 
 // errLostTraining: a shard that lost what it held beside shards that
 // kept theirs (checkLost); errLostUnchecked: not every peer could be
@@ -656,6 +658,34 @@ func (s *kvServer) droppedMarker(name string) (rec markerState, keep bool) {
 	}
 	rec.Dropped, rec.ExitFailed = true, ""
 	return rec, true
+}
+
+// settleDropped removes the dropped markers of the tables that this node
+// does not hold and that are not among saved, the tables of a save whose
+// tables every node prepared and the coordinator compared (alike): no
+// node holds rows of them, so whatever a kv_create of them makes next
+// starts alike everywhere.
+func (s *kvServer) settleDropped(saved []preparedTable) {
+	dir := s.cfg.KV.CheckpointDir
+	if s.store == nil || dir == "" {
+		return
+	}
+	s.markMu.Lock()
+	defer s.markMu.Unlock()
+	for name, prev := range s.mark.prev {
+		if !prev.Dropped || slices.ContainsFunc(saved, func(t preparedTable) bool { return t.Name == name }) {
+			continue
+		}
+		if _, _, err := s.store.Origin(name); err == nil {
+			continue // created again since the prepare: its own check settles it
+		}
+		if err := writeMarker(filepath.Join(dir, markerName(name, s.part)), ""); err != nil {
+			s.log.Warn("kv: marker of a table no node holds since a kv_drop not removed", "table", name, "err", err)
+			continue
+		}
+		delete(s.mark.prev, name)
+		delete(s.mark.onDisk, name)
+	}
 }
 
 // knownSaves lists the saves table's shard held in this process (see
