@@ -230,6 +230,9 @@ func (t *table) pushSyncSession(ctx context.Context, step uint64, trainer, world
 			return err
 		}
 		ss.mu.Unlock()
+		if step > v {
+			return t.aheadError(step, v, trainer)
+		}
 		return fmt.Errorf("kv: table %q: trainer %d pushed step %d, shard is at version %d and expects step %d: %w", name, trainer, step, v, v, ErrStep)
 	}
 	if held {
@@ -435,6 +438,21 @@ func (t *table) behindError(step, v uint64, trainer int, rs *rankSession, sessio
 		"session %016x of rank %d pushed up to step %d: two trainers of rank %d, or a job that began at another shard's version "+
 		"(a node restarted without this table's checkpoint leaves its shards at different versions: node kv drop --socket <a node's control socket> %s starts them afresh): %w",
 		t.spec.Name, trainer, session, step, v, rs.session, trainer, rs.step, trainer, t.spec.Name, ErrStepFailed)
+}
+
+// aheadError is the error of trainer pushing step, beyond the shard's
+// version v. A trainer pushes each step to every shard and waits for all
+// of them, so the job counts from another shard's version: its trainers
+// read it there when they began (the shard of the table's first rows),
+// and this one is behind it. A node restarted without the table's
+// checkpoint holds its shard at version 0 while its peers kept theirs
+// (or loaded an earlier checkpoint of it, or a step failed on it alone):
+// every job on the table then failed so, told only which step the shard
+// expected, until the table was dropped.
+func (t *table) aheadError(step, v uint64, trainer int) error {
+	return fmt.Errorf("kv: table %q: trainer %d pushed step %d, shard is at version %d and expects step %d: the job counts its steps from another shard's version, "+
+		"and this one is behind it (a node restarted without this table's checkpoint leaves its shards at different versions: node kv drop --socket <a node's control socket> %s starts them afresh): %w",
+		t.spec.Name, trainer, step, v, v, t.spec.Name, ErrStep)
 }
 
 // tellDuplicateLocked tells the session the table counts as trainer (rs;

@@ -264,6 +264,15 @@ func TestSyncBadSteps(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
+	// A step beyond the shard's version: the job counts from another
+	// shard's, this one made afresh since (its node restarted without
+	// the checkpoint). The error says how to bring the shards together.
+	err := s.PushSync(ctx, "w", 6, 1, 2, make([]float32, 4))
+	const ahead = `kv: table "w": trainer 1 pushed step 6, shard is at version 0 and expects step 0: the job counts its steps from another shard's version, and this one is behind it ` +
+		`(a node restarted without this table's checkpoint leaves its shards at different versions: node kv drop --socket <a node's control socket> w starts them afresh)`
+	if !errors.Is(err, ErrStep) || !strings.Contains(err.Error(), ahead) {
+		t.Errorf("step beyond the shard's version: %v, want %q", err, ahead)
+	}
 	if _, _, err := s.PullVersion(ctx, "e", 1, []uint64{0}, nil); !errors.Is(err, ErrMode) {
 		t.Errorf("waiting for a version of an async table: %v", err)
 	}
