@@ -677,6 +677,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) (err 
 	defer kvc.Close()
 	scale := float64(kv.KGEInitScale(float32(cfg.Gamma), cfg.Hidden))
 	var ent *control.TableInfo
+	made := false // a table this rank's kv_create made (checkTrained)
 	for _, t := range []control.TableSpec{
 		{Name: cfg.EntityTable, Rows: control.Rows{Nodes: true}, Dim: ed},
 		{Name: cfg.RelationTable, Rows: control.Rows{N: uint64(m.Relations)}, Dim: rd},
@@ -704,6 +705,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) (err 
 		if ent == nil {
 			ent = info
 		}
+		made = made || info.Created
 	}
 	if err := f.checkModelRecord(ctx, kvc, cfg); err != nil {
 		return err
@@ -716,7 +718,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) (err 
 		return err
 	}
 	if cfg.Epochs == 0 {
-		if err := f.checkTrained(ctx, kvc, sync, ent, in.client); err != nil {
+		if err := f.checkTrained(ctx, kvc, sync, ent, made, in.client); err != nil {
 			return err
 		}
 	}
