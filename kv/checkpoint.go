@@ -100,8 +100,9 @@ func (s *Store) Save(dir string) error {
 // exit save, ExitFileName, written beside this part's files of the last
 // coordinated save instead of over them (the other nodes keep theirs of
 // that save: replacing this node's would leave the cluster's checkpoint
-// of two saves). A previous exit save of the part is replaced. It
-// returns what the files record.
+// of two saves). A previous exit save of the part is replaced. A table
+// whose files KeepFiles keeps is left out (checkpoint_keep.go): its files
+// and exit file stay as they are. It returns what the files record.
 func (s *Store) SaveExit(dir string) (SaveInfo, error) {
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
@@ -112,6 +113,9 @@ func (s *Store) SaveExit(dir string) (SaveInfo, error) {
 	ents, snaps, err := s.writeAll(dir, info)
 	if err != nil {
 		return SaveInfo{}, err
+	}
+	if len(ents) == 0 {
+		return info, nil // every table is left out (KeepFiles)
 	}
 	if committed, err := commitJournal(dir, s.part, ents, s.syncDir); err != nil {
 		if !committed {
@@ -140,16 +144,21 @@ func coordinatedOf(dir, name string, part int) SaveID {
 // coordinatedInPlace is the save of this part's FileName files in dir
 // when they are all of one (0 otherwise, and for legacy files): what an
 // exit save written now reports it follows (each table's file records
-// its own, coordinatedOf). s.saveMu is held.
+// its own, coordinatedOf). Tables the exit save leaves out (KeepFiles)
+// are not counted. s.saveMu is held.
 func (s *Store) coordinatedInPlace(dir string) SaveID {
 	set := s.set.Load()
 	id := SaveID(0)
-	for i, name := range set.names {
+	first := true
+	for _, name := range set.names {
+		if set.tables[name].keepFiles.Load() {
+			continue
+		}
 		info, ok, err := peekSave(filepath.Join(dir, FileName(name, s.part)))
-		if err != nil || !ok || info.Exit || (i > 0 && info.ID != id) {
+		if err != nil || !ok || info.Exit || (!first && info.ID != id) {
 			return 0
 		}
-		id = info.ID
+		id, first = info.ID, false
 	}
 	return id
 }
@@ -261,28 +270,36 @@ type savedTable struct {
 }
 
 // saved records, once a save is in place, that each table's rows were
-// those of the save when written (Origin), as its file says.
+// those of the save when written (Origin), as its file says. A
+// coordinated save replaced the files that KeepFiles kept.
 func saved(dir string, ents []journalEntry, snaps []savedTable) {
 	for i, sn := range snaps {
 		l := Loaded{Path: filepath.Join(dir, ents[i].final), Save: sn.info, Sync: sn.t.sync != nil, Version: sn.version}
 		sn.t.origin.Store(&Origin{Loaded: l})
+		if !sn.info.Exit {
+			sn.t.keepFiles.Store(false)
+		}
 	}
 }
 
 // writeAll writes every table of s to its temporary file in dir and
 // returns the journal entries that put them in place (FileName files,
-// or ExitFileName ones for an exit save) and what each file holds. On
-// an error it removes the temporaries it wrote.
+// or ExitFileName ones for an exit save, which leaves out the tables
+// whose files KeepFiles keeps) and what each file holds. On an error it
+// removes the temporaries it wrote.
 func (s *Store) writeAll(dir string, info SaveInfo) ([]journalEntry, []savedTable, error) {
 	set := s.set.Load()
 	ents := make([]journalEntry, 0, len(set.names))
 	snaps := make([]savedTable, 0, len(set.names))
 	for _, name := range set.names {
+		t := set.tables[name]
+		if info.Exit && t.keepFiles.Load() {
+			continue
+		}
 		final := FileName(name, s.part)
 		if info.Exit {
 			final = ExitFileName(name, s.part)
 		}
-		t := set.tables[name]
 		ti := info
 		if info.Exit {
 			// The save this table's exit file follows is its own file's:

@@ -32,7 +32,9 @@
 //     for a kv_save (id the coordinator's), and Store.SaveExit(dir) on
 //     SIGTERM, after trainers stop: an exit save is written beside the
 //     node's part of the last coordinated save, never over it
-//     (checkpoint_saveid.go).
+//     (checkpoint_saveid.go), and leaves out a table created over
+//     files of the name's earlier table that it did not load, which the
+//     caller marks with Store.KeepFiles (checkpoint_keep.go).
 //
 // Trainers only see Client: Pull, Push (Async tables), PushSync and
 // PullVersion (Sync tables). The Client splits ids by owner (binary search

@@ -67,6 +67,7 @@ func (s *Store) loadPicked(t *table, l Loaded) error {
 	}
 	l.Sync, l.Version = t.sync != nil, t.version.Load()
 	t.origin.Store(&Origin{Loaded: l, FromLoad: true})
+	t.keepFiles.Store(false) // the files are the table's
 	s.loadedMu.Lock()
 	s.loaded[t.spec.Name] = l
 	s.loadedMu.Unlock()

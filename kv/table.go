@@ -48,6 +48,10 @@ type table struct {
 	// origin is the checkpoint the rows last equalled (see Origin);
 	// replaced whole, never changed in place.
 	origin atomic.Pointer[Origin]
+	// keepFiles: the table's checkpoint files hold the name's earlier
+	// table, which no coordinated save has replaced yet; SaveExit leaves
+	// it out (Store.KeepFiles).
+	keepFiles atomic.Bool
 }
 
 func newTable(s Spec, part int) (*table, error) {

@@ -158,9 +158,10 @@ func (s *kvServer) createLocal(ctx context.Context, sp kv.Spec, forward, replace
 // with kv.load and when there is one. With replace, a file that holds
 // the table at another number of rows (kv.ErrResized) is left alone:
 // the table keeps its initial rows, and the next kv_save replaces the
-// file (the files of the earlier size stay until then, so a job that
-// fails before its save loses nothing that was saved). s.createMu must
-// be held.
+// file. The files of the earlier size stay until then, so a job that
+// fails before its save loses nothing that was saved: this node's exit
+// save leaves the table out meanwhile (kv.Store.KeepFiles), for its exit
+// file would be loaded over them. s.createMu must be held.
 func (s *kvServer) loadCreated(sp kv.Spec, replace bool) error {
 	if !s.cfg.KV.Load {
 		return nil
@@ -180,9 +181,9 @@ func (s *kvServer) loadCreated(sp kv.Spec, replace bool) error {
 	}
 	if err := s.store.LoadTable(s.cfg.KV.CheckpointDir, sp.Name); err != nil {
 		if replace && errors.Is(err, kv.ErrResized) {
-			s.log.Warn("kv table's checkpoint holds it with another number of rows: not loaded, as the kv_create asked; the next kv_save replaces it",
+			s.log.Warn("kv table's checkpoint holds it with another number of rows: not loaded, as the kv_create asked; the next kv_save replaces it, and until then this node's exit save leaves the table out",
 				"table", sp.Name, "rows", sp.Rows, "err", err)
-			return nil
+			return s.store.KeepFiles(sp.Name)
 		}
 		return err
 	}

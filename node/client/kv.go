@@ -135,9 +135,10 @@ func (k *KV) Create(ctx context.Context, spec control.TableSpec) (*control.Table
 // CreateReplacingResized is Create of a table whose size follows a model
 // (node train --save's parameters): with [kv] load, a checkpoint file
 // that holds the table with another number of rows, every other field
-// alike, is not loaded, and the next kv_save replaces it
-// (control.Request.ReplaceResized). A node of an earlier build refuses
-// the request's field.
+// alike, is not loaded, and the next kv_save replaces it; until then a
+// node's exit save leaves the table out, and its files stay what a
+// restart loads (control.Request.ReplaceResized). A node of an earlier
+// build refuses the request's field.
 func (k *KV) CreateReplacingResized(ctx context.Context, spec control.TableSpec) (*control.TableInfo, error) {
 	resp, err := k.request(ctx, &control.Request{Op: control.OpKVCreate, Table: &spec, ReplaceResized: true})
 	if err != nil {

@@ -41,8 +41,10 @@ type Request struct {
 	// ReplaceResized (kv_create): with kv.load, a checkpoint file that
 	// holds the table with another number of rows, every other field
 	// alike (kv.ErrResized), is not loaded: the table starts from its
-	// initial rows and the next kv_save replaces the file. For a table
-	// whose size follows a model (node train --save's parameters).
+	// initial rows and the next kv_save replaces the file, which the
+	// node's exit save leaves as it is until then (kv.Store.KeepFiles).
+	// For a table whose size follows a model (node train --save's
+	// parameters).
 	ReplaceResized bool `json:"replace_resized,omitempty"`
 	LoaderOptions
 }
