@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"time"
 
 	"graphnode/kv"
 	"graphnode/node/client"
@@ -122,7 +123,11 @@ func saveTables(ctx context.Context, socket string) (*control.SaveInfo, error) {
 // an earlier model of another size under that name is dropped first, and
 // its checkpoint files, which nodes with [kv] load = true load on every
 // kv_create of the name, are left unloaded and replaced by the next
-// kv_save (replaced says so).
+// kv_save (replaced says so). When the parameters cannot be stored in
+// the table it made so, it drops it again (dropReplaced): kept, it held
+// its initial rows, or part of a store, under the saved model's name,
+// and the next kv_save, of any job, replaced the earlier model's files
+// with them.
 //
 // It pushes on a connection of its own, which says kv_done at once: the
 // table's one rank is then free for the next --save (last save wins),
@@ -177,9 +182,35 @@ func storeParams(ctx context.Context, socket, name string, params []float32) (re
 		err = s.AllReduce(ctx, 0, slices.Clone(params))
 	}
 	if err != nil {
-		return false, fmt.Errorf("--params-table %q: store the trained parameters: %w", name, err)
+		err = fmt.Errorf("--params-table %q: store the trained parameters: %w", name, err)
+		if replaced {
+			err = fmt.Errorf("%w; %s", err, dropReplaced(ctx, socket, name))
+		}
+		return false, err
 	}
 	return replaced, nil
+}
+
+// dropReplacedTimeout bounds dropReplaced's kv_drop, which runs when
+// the job's context has ended too (Ctrl-C).
+const dropReplacedTimeout = 10 * time.Second
+
+// dropReplaced drops kv table name, which storeParams made in place of
+// an earlier model of another size and could not store the parameters
+// in, on a connection of its own (the job's may have broken), and says
+// what became of it.
+func dropReplaced(ctx context.Context, socket, name string) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropReplacedTimeout)
+	defer cancel()
+	kvc, err := client.DialKV(ctx, socket)
+	if err == nil {
+		defer kvc.Close()
+		_, err = kvc.Drop(ctx, name)
+	}
+	if err != nil {
+		return fmt.Sprintf("dropping the table of the new size that --save made in place of the earlier model failed (%v): node kv drop --socket %s %s removes it, and until then a kv_save replaces the earlier model's checkpoint files with its rows", err, socket, name)
+	}
+	return "the table of the new size that --save made in place of the earlier model is dropped again, and the nodes' checkpoint files of the earlier model stay as they were"
 }
 
 // keepParams writes params, which could not be stored in kv table name,

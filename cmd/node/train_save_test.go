@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -227,5 +228,76 @@ func TestTrainSaveRanksAgree(t *testing.T) {
 	}
 	if want := "node train: --save: rank 0, which does the job's --save once training is over, failed at it: its output says why\n"; res[1].err == nil || !strings.HasSuffix(res[1].out, want) {
 		t.Errorf("rank 1: %v, output:\n%s\nwant it to fail too: %q", res[1].err, res[1].out, want)
+	}
+}
+
+// TestTrainSaveReplacedKeepsSavedModel: --save of a model of another
+// size whose store fails after its replace_resized kv_create (here a
+// non-finite parameter; Ctrl-C, a refused push) drops the table it made
+// again, and the nodes stopped afterwards (SIGTERM) still load the saved
+// model; so do nodes stopped after a replace_resized kv_create that no
+// store or save followed. The table stayed, and the nodes' exit saves
+// wrote its initial rows to <table>.part<K>.exit.kvt, which a restart
+// loaded over the saved model: created at the saved size it was refused,
+// at the new size it held zeros as if loaded.
+func TestTrainSaveReplacedKeepsSavedModel(t *testing.T) {
+	bin := nodeBinary(t)
+	parts := smallParts(t, 200, 8, "5,5")
+	cl := ckCluster(t, bin, parts, [2]string{t.TempDir(), t.TempDir()}, true)
+	ctx := t.Context()
+	n, small := 4*client.SyncDim, 2*client.SyncDim
+	model := make([]float32, n)
+	for i := range model {
+		model[i] = float32(i%7) + 1
+	}
+	if _, err := storeParams(ctx, cl.sockets[0], "p", model); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := saveTables(ctx, cl.sockets[0]); err != nil {
+		t.Fatal(err)
+	}
+	restartNodes(t, cl)
+
+	kvc, err := client.DialKV(ctx, cl.sockets[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { kvc.Close() }()
+	bad := make([]float32, small)
+	bad[3] = float32(math.NaN())
+	replaced, err := storeParams(ctx, cl.sockets[0], "p", bad)
+	const dropped = "; the table of the new size that --save made in place of the earlier model is dropped again, and the nodes' checkpoint files of the earlier model stay as they were"
+	if err == nil || replaced || !strings.Contains(err.Error(), `--params-table "p": store the trained parameters: `) || !strings.HasSuffix(err.Error(), dropped) {
+		t.Fatalf("store of a smaller model that kv refuses: %v, %v; want it refused, ending %q", replaced, err, dropped)
+	}
+	if info, err := kvc.Drop(ctx, "p"); err != nil || info.Any() {
+		t.Errorf("table p after the refused store: %+v, %v; want no node to hold it", info, err)
+	}
+	restartNodes(t, cl)
+	// A trainer that replaced the table and stopped before it stored
+	// anything (killed, or of another build).
+	kvc.Close()
+	if kvc, err = client.DialKV(ctx, cl.sockets[1]); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := kvc.CreateReplacingResized(ctx, client.SyncSpec("p", small)); err != nil || !info.Created {
+		t.Fatalf("replace_resized kv_create of the smaller table: %+v, %v", info, err)
+	}
+	restartNodes(t, cl)
+
+	kvc.Close()
+	if kvc, err = client.DialKV(ctx, cl.sockets[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kvc.Create(ctx, client.SyncSpec("p", small)); err == nil || !strings.Contains(err.Error(), "field rows: file has 4, table has 2") {
+		t.Errorf("kv_create of the smaller table after the restarts: %v; want the saved model's files refusing it", err)
+	}
+	info, err := kvc.Create(ctx, client.SyncSpec("p", n))
+	if err != nil || info.Version != 1 {
+		t.Fatalf("kv_create of the saved model's table after the restarts: %+v, %v; want it loaded at version 1", info, err)
+	}
+	got, err := kvc.Pull(ctx, "p", []uint64{0, 1, 2, 3}, nil)
+	if err != nil || !slices.Equal(got, model) {
+		t.Errorf("the saved model after the restarts: %v, %v; want the stored parameters", got, err)
 	}
 }
