@@ -41,6 +41,9 @@ func TestShutdownWithinDrainTimeout(t *testing.T) {
 		return err == nil
 	})
 	defer c.Close()
+	// This test starts its loader itself, outside Run's goroutines: bound
+	// orders it after listen, which set the rings' access.
+	waitUntil(t, "Run past listen", n.bound.Load)
 
 	o, info, seeds, ringBytes := smallLoader(t, n)
 	l, err := n.reserveLoader()
