@@ -208,6 +208,11 @@ func (n *Node) exited(l *loader, p *proc, err error) {
 	switch {
 	case p.stopping.Load() && err != nil:
 		state = stateKilled
+		if cause != "" {
+			// It failed while it stopped (its end-of-stream record, say):
+			// it says why only to us.
+			n.log.Warn("sampler failed while stopping", "loader", l.id, "worker", p.worker, "pid", p.pid, "status", status, "err", cause)
+		}
 	case err != nil:
 		state = stateFailed
 		n.failures.Add(1)
