@@ -32,6 +32,10 @@ var (
 	ErrClosed = errors.New("closed")
 	// ErrCert: certificate material missing, unreadable or inconsistent.
 	ErrCert = errors.New("bad certificate material")
+	// ErrNotYetValid: a certificate whose validity has not begun, which
+	// time alone mends (a host whose clock is behind, before NTP sets
+	// it); every such problem also wraps ErrCert.
+	ErrNotYetValid = errors.New("certificate not valid yet")
 	// ErrNotFound: the peer does not hold the file asked for (a
 	// FileHandler returns it, wrapped, and the caller asks another peer).
 	ErrNotFound = errors.New("not found")

@@ -116,7 +116,11 @@ func readIdentity(dir, node string) (*Identity, string, []error) {
 			continue
 		}
 		if d := outOfDate(c.cert, now); d != "" {
-			bad("%s: %s: %s: %w", c.path, d, c.fix, ErrCert)
+			err := fmt.Errorf("%s: %s: %s: %w", c.path, d, c.fix, ErrCert)
+			if now.Before(c.cert.NotBefore) {
+				err = notYetValid{err}
+			}
+			problems = append(problems, err)
 			dated = true
 		}
 	}
@@ -220,3 +224,10 @@ func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return !errors.Is(err, fs.ErrNotExist)
 }
+
+// notYetValid is a problem of a certificate whose validity has not
+// begun: errors.Is(err, ErrNotYetValid), its text unchanged.
+type notYetValid struct{ error }
+
+func (e notYetValid) Is(target error) bool { return target == ErrNotYetValid }
+func (e notYetValid) Unwrap() error        { return e.error }

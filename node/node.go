@@ -284,9 +284,17 @@ func openManifest(cfg *Config) (*partition.Manifest, partition.Book, error) {
 func loadIdentity(cfg *Config) (*mesh.Identity, error) {
 	id, err := mesh.LoadIdentity(cfg.Mesh.Certs, cfg.Node.Name)
 	if err != nil {
-		// Missing, unreadable, expired or not this node's: every start
-		// fails the same way until an operator changes them.
-		return nil, configCause{fmt.Errorf("node: mesh.certs: %w", err)}
+		err = fmt.Errorf("node: mesh.certs: %w", err)
+		var pe *fs.PathError
+		if errors.Is(err, mesh.ErrNotYetValid) ||
+			errors.As(err, &pe) && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
+			// Time mends a clock that is behind (a host up before NTP
+			// set it), and a read may fail once: a later start may pass.
+			return nil, err
+		}
+		// Missing, unreadable, expired, of another node or CA: every
+		// start fails the same way until an operator changes them.
+		return nil, configCause{err}
 	}
 	if id.Cluster != cfg.Mesh.Cluster {
 		return nil, fmt.Errorf("node: mesh.cluster = %q, but the CA in %s is of cluster %q: %w",
