@@ -164,7 +164,7 @@ func (s *Server) streamLoader(connCtx context.Context, peer string, st *quic.Str
 		st.CancelWrite(streamCancel)
 		// A reader that stopped reading (its loader closed, as every
 		// client-node loader's does) ended the stream; a failure is the
-		// handler's or the connection's.
+		// handler's or the connection's (lost, not closed).
 		failed = !readerStopped(st.Context())
 	} else {
 		st.Close()
@@ -172,11 +172,17 @@ func (s *Server) streamLoader(connCtx context.Context, peer string, st *quic.Str
 	m.count(sent, received, failed)
 }
 
-// readerStopped reports whether a stream's context ended because the peer
-// cancelled its reading with streamCancel.
+// readerStopped reports whether a loader stream's context ended because
+// the peer stopped reading it: it cancelled its reading with
+// streamCancel, or closed the loader's connection (appClosing: its
+// RemoteLoader.Close or its Client's), which a client node's relay does
+// right after closing its streams, before their stops go out.
 func readerStopped(ctx context.Context) bool {
 	var se *quic.StreamError
-	return errors.As(context.Cause(ctx), &se) && se.Remote && se.ErrorCode == streamCancel
+	var ae *quic.ApplicationError
+	cause := context.Cause(ctx)
+	return errors.As(cause, &se) && se.Remote && se.ErrorCode == streamCancel ||
+		errors.As(cause, &ae) && ae.Remote && ae.ErrorCode == appClosing
 }
 
 // callStream calls h.StreamLoader and returns the Error message that ends

@@ -628,13 +628,17 @@ func TestRemoteLoaderStreamCounts(t *testing.T) {
 	for _, tc := range []struct {
 		name, options string
 		read          int    // records read, then the stream ends as how says
-		how           string // "eof": read to its end; "error": read on to its error; "close"; "cancel": its context ends, then Next
+		how           string // "eof": read to its end; "error": read on to its error; "close"; "cancel": its context ends, then Next; "close loader": the stream, then the loader
 		failed        bool
 	}{
 		{"read to the end", "3 ok", 3, "eof", false},
 		{"the handler fails", "5 fail", 2, "error", true},
 		{"the reader closes", "0 block", 2, "close", false},
 		{"the reader's context ends", "0 block", 1, "cancel", false},
+		// A client node's relay stops so: it closes its streams and then
+		// the loader, whose connection closes before the stream's stop
+		// reaches the server, which counted a failed stream.
+		{"the reader closes, then its loader", "0 block", 1, "close loader", false},
 	} {
 		out, in := peerStats(c.Metrics(), "host1"), peerStats(srv.srv.Metrics(), "host0")
 		l, err := c.OpenLoader(ctx, 1, []byte(tc.options))
@@ -670,6 +674,9 @@ func TestRemoteLoaderStreamCounts(t *testing.T) {
 					break
 				}
 			}
+		case "close loader":
+			rs.Close()
+			l.Close()
 		}
 		rs.Close()
 		rs.Close()
