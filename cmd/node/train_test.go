@@ -459,33 +459,9 @@ func TestTrainSaveParams(t *testing.T) {
 	bin := nodeBinary(t)
 	parts := smallParts(t, 2000, 16, "10,5")
 	ck := t.TempDir()
-	cl, err := newDemoCluster(bin, t.TempDir(), parts, 2, "64MB", 1)
-	t.Cleanup(func() {
-		if err := cl.stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, path := range cl.configs {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b = []byte(strings.Replace(string(b), "[kv]\n", "[kv]\ncheckpoint_dir = "+strconv.Quote(ck)+"\n", 1))
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.start(i, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cl := ckCluster(t, bin, parts, [2]string{ck, ck}, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if err := cl.waitReady(ctx, 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
 	args := func(r int) []string {
 		return []string{"--socket", cl.sockets[r], "--rank", strconv.Itoa(r), "--world-size", "2", "--fanouts", "10,5",
 			"--eval-fanouts", "-1,-1", "--batch-size", "64", "--hidden", "8", "--epochs", "8", "--eval-every", "0",
