@@ -252,7 +252,7 @@ func create(path string, o Options, avail func() (int64, bool)) (*Ring, error) {
 func Open(path string) (*Ring, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		return nil, fmt.Errorf("shm: open %s: %w", path, err)
+		return nil, fmt.Errorf("shm: %w", err) // "open PATH: …" once
 	}
 	keep := false
 	defer func() {
@@ -262,7 +262,7 @@ func Open(path string) (*Ring, error) {
 	}()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("shm: open %s: %w", path, err)
+		return nil, fmt.Errorf("shm: %w", err)
 	}
 	var first [HeaderSize]byte
 	n, _ := f.ReadAt(first[:], 0)

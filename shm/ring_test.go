@@ -242,6 +242,16 @@ func TestOpenRejects(t *testing.T) {
 	}
 }
 
+// TestOpenMissing: a ring that cannot be opened is named once ("shm:
+// open PATH: open PATH: …" said it twice), and the cause still matches.
+func TestOpenMissing(t *testing.T) {
+	path := filepath.Join(testDir(t), "gone.ring")
+	_, err := Open(path)
+	if want := "shm: open " + path + ": no such file or directory"; err == nil || err.Error() != want || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Open: %v, want %q matching os.ErrNotExist", err, want)
+	}
+}
+
 func TestCloseRemoveIdempotent(t *testing.T) {
 	r := newTestRing(t, 1, PageSize)
 	p, err := r.Producer(0)
