@@ -291,8 +291,13 @@ func (s *kvServer) saveExit() (*control.SaveInfo, error) {
 	}
 	s.syncMarkers() // as after coordinate's commit
 	tables := slices.DeleteFunc(s.store.Tables(), func(name string) bool { return slices.Contains(kept, name) })
+	after := info.Base.String()
+	if info.Base == 0 {
+		// Not "legacy" alone: most often no kv_save has been made.
+		after = "none (no kv_save yet, or one of a build before save ids)"
+	}
 	s.log.Info("kv exit save written; this node's files of the last kv_save, if any, stay beside it",
-		"dir", dir, "save", info.ID.String(), "after", info.Base.String(), "files", "<table>.part"+strconv.Itoa(s.part)+".exit.kvt", "tables", len(tables))
+		"dir", dir, "save", info.ID.String(), "after", after, "files", "<table>.part"+strconv.Itoa(s.part)+".exit.kvt", "tables", len(tables))
 	return &control.SaveInfo{Dir: dir, Tables: tables}, nil
 }
 

@@ -539,6 +539,30 @@ func TestKVStopWithoutTables(t *testing.T) {
 	}
 }
 
+// TestKVStopBeforeAnySave: a node with a table that no kv_save has
+// written says so of its exit save, not that it came after save
+// "legacy" (which is a save of a build before save ids).
+func TestKVStopBeforeAnySave(t *testing.T) {
+	bin, parts := setup(t)
+	cfg, socket, rings := newConfig(t, parts, "")
+	ckpt := t.TempDir()
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(f, "[kv]\ncheckpoint_dir = %q\n[[kv.tables]]\nname = \"w\"\nrows = 10\ndim = 4\noptimizer = \"sgd\"\nlr = 0.1\nmode = \"async\"\n", ckpt); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, bin, cfg, socket, rings)
+	d.stop()
+	if d.err != nil || !d.logHas(`"msg":"kv exit save written`, `"after":"none (no kv_save yet, or one of a build before save ids)"`, `"tables":1`) {
+		t.Errorf("node run with a table never saved stopped with %v, logging:\n%s\nwant its exit save written after no kv_save", d.err, d.log)
+	}
+}
+
 // TestKVDrop: kv_drop removes a table from every node, after which it may
 // be created again with another spec; a kv_create that a peer refuses
 // leaves no table behind on the node that created it for that request.
