@@ -334,12 +334,16 @@ func (k *KGE) Run(ctx context.Context, data KGEData, report func(KGEEpochStats))
 		// The loss round is also the barrier after which every trainer's
 		// pushes of the epoch are in: evaluation then reads one model.
 		vec := make([]float32, KGESyncLen)
-		vec[0], vec[1], vec[2] = float32(lossSum), float32(st.Steps), float32(st.Steps*k.cfg.BatchSize)
+		vec[0], vec[1] = float32(lossSum), float32(st.Steps)
 		if err := k.allReduce(ctx, vec); err != nil {
 			return all, fmt.Errorf("train: kge: epoch %d: %w", epoch, err)
 		}
 		st.Loss = float64(vec[0]) / math.Max(float64(vec[1]), 1)
-		st.Triples = int64(vec[2])
+		// Every trainer runs the job's steps of the job's batch size (both
+		// agreed before the first step): the count is theirs multiplied,
+		// exact, where summed through the float32 round it came out one
+		// or more low past 2^24 triples an epoch (Wikidata5M's 20 M).
+		st.Triples = int64(st.Steps) * int64(k.cfg.BatchSize) * int64(k.cfg.World)
 		if evalNow {
 			if err := k.evalInto(ctx, data, &st, vec); err != nil {
 				return all, fmt.Errorf("train: kge: evaluation after epoch %d: %w", epoch, err)
