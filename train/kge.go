@@ -213,12 +213,21 @@ func NewKGE(cfg KGEConfig, params KGEParams, sync Sync) (*KGE, error) {
 }
 
 // KGESyncLen is the length of the vectors a KGE trainer all-reduces
-// (size the Sync's table with it): once per epoch the loss sum, steps and
-// positives, and after each evaluation three zeros, then the metric sums
+// (size the Sync's table with it): once per epoch the loss sum and steps
+// (the third value, once the positives, is left zero: every trainer counts
+// them itself), and after each evaluation three zeros, then the metric sums
 // as digits (see KGEMetrics.vector). Its 51 values fit one row of
 // node/client.Sync's table (SyncDim 256), the one row they took as 9
 // values: a job's sync table keeps its spec.
 const KGESyncLen = 3 + kgeMetricsLen
+
+// SyncLayout numbers the layout of what a job's trainers exchange in the
+// rounds of its sync table: the KGE metric sums' encoding (base-256
+// digits since layout 2: float32 sums before), the rounds of a job's end.
+// A build whose rounds an earlier one would misread has a new number, and
+// the trainers of a job compare it before their first step, so that
+// trainers of two builds are refused at once, not decoded wrongly.
+const SyncLayout = 2
 
 func (k *KGE) progress(stage string, done, total int64) {
 	if k.cfg.Progress != nil {

@@ -37,9 +37,23 @@ func agreeJob(ctx context.Context, s *client.Sync, set []client.Setting, follows
 		return fmt.Errorf("compare the job's settings with its other trainers: %w", err)
 	}
 	if len(differ) > 0 {
-		return fmt.Errorf("the trainers of this job were started with different %s: every trainer of a job needs the same (compare the command lines of its ranks)", strings.Join(differNames(differ, follows), ", "))
+		hint := "compare the command lines of its ranks"
+		if slices.Contains(differ, layoutSetting) {
+			hint = "run the same node build on every host: a trainer of another build reads the job's rounds otherwise"
+		}
+		return fmt.Errorf("the trainers of this job were started with different %s: every trainer of a job needs the same (%s)", strings.Join(differNames(differ, follows), ", "), hint)
 	}
 	return nil
+}
+
+// layoutSetting names train.SyncLayout among a job's settings: first, so
+// that a trainer of an earlier build, which lists no such setting, is
+// told apart at once.
+const layoutSetting = "node build (the layout of its trainers' rounds)"
+
+// withLayout is set with train.SyncLayout before it.
+func withLayout(set ...client.Setting) []client.Setting {
+	return append([]client.Setting{setting(layoutSetting, train.SyncLayout)}, set...)
 }
 
 // differNames is the settings of differ to name (see agreeJob).
@@ -145,7 +159,7 @@ func setting[T int | uint64 | bool | string | float64](name string, v T) client.
 // the model, its optimiser and seed, and the rounds it runs (epochs,
 // evaluations, early stop).
 func trainSettings(cfg train.Config, f *trainFlags, fan, evalFan []int) []client.Setting {
-	return []client.Setting{
+	return withLayout(
 		setting("--fanouts", fmt.Sprint(fan)), setting("--eval-fanouts", fmt.Sprint(evalFan)),
 		setting("--batch-size", f.batch), setting("--eval-batch-size", f.evalBatch),
 		setting("--epochs", cfg.Epochs), setting("--hidden", cfg.Hidden), setting("--layers", cfg.Layers),
@@ -158,7 +172,7 @@ func trainSettings(cfg train.Config, f *trainFlags, fan, evalFan []int) []client
 		// Not the batches per epoch: ranks whose shares of the split
 		// differ by a seed may differ by a batch, and the trainer keeps
 		// them in step.
-	}
+	)
 }
 
 // trainFollows is agreeJob's follows for node train: the flags this
@@ -188,7 +202,7 @@ func kgeFollows(f *kgeFlags) map[string]string {
 // and its initialisation, the steps and their negatives, the evaluation,
 // and the knowledge graph itself.
 func kgeSettings(cfg train.KGEConfig, f *kgeFlags, in *kgeInput) []client.Setting {
-	return []client.Setting{
+	return withLayout(
 		setting("--model", cfg.Model), setting("--hidden", cfg.Hidden), setting("--gamma", cfg.Gamma),
 		setting("--lr", f.lr), setting("--seed", cfg.Seed),
 		setting("--batch-size", cfg.BatchSize), setting("--neg-size", cfg.NegSize), setting("--neg-deg", cfg.NegDeg),
@@ -202,5 +216,5 @@ func kgeSettings(cfg train.KGEConfig, f *kgeFlags, in *kgeInput) []client.Settin
 		setting("--save", f.save), setting("--export (given or not)", f.export != ""),
 		setting("entities (--parts)", cfg.Entities), setting("relations (--parts)", cfg.Relations),
 		setting("evaluation triples (--parts, --eval, --eval-sample)", len(in.eval)),
-	}
+	)
 }
