@@ -209,7 +209,7 @@ func compareSaveTables(nodes []partTables) error {
 			default:
 				unknown = append(unknown, name)
 			}
-			d = append(d, fmt.Sprintf("%s hold%s no shard of it (%s do%s)", partsText(without), verbS(without), partsText(holders), esS(holders)))
+			d = append(d, fmt.Sprintf("%s hold%s no shard of it (%s do%s)", PartsText(without), verbS(without), PartsText(holders), esS(holders)))
 		}
 		if len(bySpec) > 1 {
 			specs = true
@@ -217,7 +217,7 @@ func compareSaveTables(nodes []partTables) error {
 			for _, t := range slices.SortedFunc(maps.Keys(bySpec), func(a, b preparedTable) int { return bySpec[a][0] - bySpec[b][0] }) {
 				ps := bySpec[t]
 				slices.Sort(ps)
-				as = append(as, fmt.Sprintf("%s hold%s it as %s", partsText(ps), verbS(ps), t.shape()))
+				as = append(as, fmt.Sprintf("%s hold%s it as %s", PartsText(ps), verbS(ps), t.shape()))
 			}
 			d = append(d, strings.Join(as, ", "))
 		}
@@ -309,8 +309,9 @@ func tablesText(names []string) string {
 	return "tables " + strings.Join(q, ", ")
 }
 
-// partsText names parts in an error: "part 1", "parts 0, 2".
-func partsText(parts []int) string {
+// PartsText names parts in a message: "part 1", "parts 0, 2" (node kv
+// drop's answer says the parts the same way).
+func PartsText(parts []int) string {
 	s := make([]string, len(parts))
 	for i, p := range parts {
 		s[i] = strconv.Itoa(p)
@@ -321,7 +322,7 @@ func partsText(parts []int) string {
 	return "parts " + strings.Join(s, ", ")
 }
 
-// verbS is the "s" of a verb whose subject is partsText(parts).
+// verbS is the "s" of a verb whose subject is PartsText(parts).
 func verbS(parts []int) string {
 	if len(parts) == 1 {
 		return "s"
@@ -329,7 +330,7 @@ func verbS(parts []int) string {
 	return ""
 }
 
-// esS is the "es" of "do" whose subject is partsText(parts).
+// esS is the "es" of "do" whose subject is PartsText(parts).
 func esS(parts []int) string {
 	if len(parts) == 1 {
 		return "es"

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strconv"
 	"strings"
 
+	"graphnode/node"
 	"graphnode/node/client"
 	"graphnode/node/control"
 )
@@ -113,7 +113,7 @@ func kvDrop(ctx context.Context, a *app, args []string) error {
 func dropMessage(info *control.DropInfo) (string, error) {
 	older := ""
 	if len(info.UnknownParts) > 0 {
-		older = fmt.Sprintf(" (%s, of an older build, did not say whether it held it)", partList(info.UnknownParts))
+		older = fmt.Sprintf(" (%s, of an older build, did not say whether it held it)", node.PartsText(info.UnknownParts))
 	}
 	if !info.Any() {
 		return "", fmt.Errorf("table %q: no node holds such a table%s", info.Name, older)
@@ -123,25 +123,13 @@ func dropMessage(info *control.DropInfo) (string, error) {
 		where = append(where, "this node")
 	}
 	if len(info.DroppedParts) > 0 {
-		where = append(where, partList(info.DroppedParts))
+		where = append(where, node.PartsText(info.DroppedParts))
 	}
 	msg := fmt.Sprintf("dropped table %q on %s", info.Name, strings.Join(where, " and "))
 	if !info.Dropped {
 		msg += " (this node held none)"
 	}
 	return msg + older, nil
-}
-
-// partList is "part 1" or "parts 1, 2".
-func partList(parts []int) string {
-	s := make([]string, len(parts))
-	for i, p := range parts {
-		s[i] = strconv.Itoa(p)
-	}
-	if len(s) == 1 {
-		return "part " + s[0]
-	}
-	return "parts " + strings.Join(s, ", ")
 }
 
 // kvSave is `node kv save --socket PATH`.
