@@ -515,21 +515,7 @@ func TestKVCheckpoint(t *testing.T) {
 // more: it logged "kv exit save written" after save "legacy" and "kv
 // checkpoint written" with tables [].
 func TestKVStopWithoutTables(t *testing.T) {
-	bin, parts := setup(t)
-	cfg, socket, rings := newConfig(t, parts, "")
-	ckpt := t.TempDir()
-	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fmt.Fprintf(f, "[kv]\ncheckpoint_dir = %q\n", ckpt); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	d := startDaemon(t, bin, cfg, socket, rings)
-	d.stop()
+	d, ckpt := stoppedWithCheckpoints(t, "")
 	if d.err != nil || !d.logHas(`"msg":"kv exit save: nothing to save, this node holds no kv table"`, `"dir":"`+ckpt+`"`) ||
 		d.logHas(`"msg":"kv exit save written`) || d.logHas(`"msg":"kv checkpoint written"`) {
 		t.Errorf("node run without kv tables stopped with %v, logging:\n%s\nwant only that its exit save had nothing to save", d.err, d.log)
@@ -543,24 +529,33 @@ func TestKVStopWithoutTables(t *testing.T) {
 // written says so of its exit save, not that it came after save
 // "legacy" (which is a save of a build before save ids).
 func TestKVStopBeforeAnySave(t *testing.T) {
+	d, _ := stoppedWithCheckpoints(t, "[[kv.tables]]\nname = \"w\"\nrows = 10\ndim = 4\noptimizer = \"sgd\"\nlr = 0.1\nmode = \"async\"\n")
+	if d.err != nil || !d.logHas(`"msg":"kv exit save written`, `"after":"none (no kv_save yet, or one of a build before save ids)"`, `"tables":1`) {
+		t.Errorf("node run with a table never saved stopped with %v, logging:\n%s\nwant its exit save written after no kv_save", d.err, d.log)
+	}
+}
+
+// stoppedWithCheckpoints runs `node run` with a checkpoint_dir (ckpt, a
+// new directory) and the TOML of tables after its [kv] section, and
+// stops it.
+func stoppedWithCheckpoints(t *testing.T, tables string) (d *daemon, ckpt string) {
+	t.Helper()
 	bin, parts := setup(t)
 	cfg, socket, rings := newConfig(t, parts, "")
-	ckpt := t.TempDir()
+	ckpt = t.TempDir()
 	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fmt.Fprintf(f, "[kv]\ncheckpoint_dir = %q\n[[kv.tables]]\nname = \"w\"\nrows = 10\ndim = 4\noptimizer = \"sgd\"\nlr = 0.1\nmode = \"async\"\n", ckpt); err != nil {
+	if _, err := fmt.Fprintf(f, "[kv]\ncheckpoint_dir = %q\n%s", ckpt, tables); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, bin, cfg, socket, rings)
+	d = startDaemon(t, bin, cfg, socket, rings)
 	d.stop()
-	if d.err != nil || !d.logHas(`"msg":"kv exit save written`, `"after":"none (no kv_save yet, or one of a build before save ids)"`, `"tables":1`) {
-		t.Errorf("node run with a table never saved stopped with %v, logging:\n%s\nwant its exit save written after no kv_save", d.err, d.log)
-	}
+	return d, ckpt
 }
 
 // TestKVDrop: kv_drop removes a table from every node, after which it may
