@@ -489,16 +489,7 @@ func TestRemoteLoaderRecordsOverMaxMessage(t *testing.T) {
 func TestRecordStreamNextInto(t *testing.T) {
 	c, h, _ := loaderPair(t)
 	ctx := context.Background()
-	l, err := c.OpenLoader(ctx, 1, []byte("4 ok"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	rs, err := l.Stream(ctx, 0, 2<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
+	l, rs := openStream(t, c, "4 ok")
 	for i := 0; ; i++ {
 		var room []byte
 		reserves, next := 0, 0
@@ -593,9 +584,9 @@ func TestRemoteLoaderRecordCutAtItsStart(t *testing.T) {
 	}
 }
 
-// twoRecords opens a loader of options on c's peer, streams its sub-ring
-// 0 and reads its first two records, checked.
-func twoRecords(t *testing.T, c *Client, options string) *RecordStream {
+// openStream opens a loader of options on c's peer (part 1) and streams
+// its sub-ring 0, records of up to 2 MiB; both are closed after the test.
+func openStream(t *testing.T, c *Client, options string) (*RemoteLoader, *RecordStream) {
 	t.Helper()
 	ctx := context.Background()
 	l, err := c.OpenLoader(ctx, 1, []byte(options))
@@ -608,6 +599,14 @@ func twoRecords(t *testing.T, c *Client, options string) *RecordStream {
 		t.Fatal(err)
 	}
 	t.Cleanup(rs.Close)
+	return l, rs
+}
+
+// twoRecords opens a loader of options on c's peer, streams its sub-ring
+// 0 and reads its first two records, checked.
+func twoRecords(t *testing.T, c *Client, options string) *RecordStream {
+	t.Helper()
+	l, rs := openStream(t, c, options)
 	for i := range 2 {
 		if rec, err := rs.Next(); err != nil || !bytes.Equal(rec, recordBytes(l.ID, 0, i)) {
 			t.Fatalf("record %d: %v", i, err)
@@ -714,16 +713,7 @@ func TestRemoteLoaderStreamCounts(t *testing.T) {
 	// The server goes mid-stream (its node stops): the stream breaks,
 	// a failed request.
 	out := peerStats(c.Metrics(), "host1")
-	l, err := c.OpenLoader(ctx, 1, []byte("0 block"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	rs, err := l.Stream(ctx, 0, 2<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
+	_, rs := openStream(t, c, "0 block")
 	if _, err := rs.Next(); err != nil {
 		t.Fatal(err)
 	}
