@@ -142,6 +142,28 @@ func TestConfigCheckSaysDerivedListen(t *testing.T) {
 	}
 }
 
+// twoParts partitions an edge list of 20 nodes into 2 random parts in
+// dir/parts, its path.
+func twoParts(t *testing.T, dir string) string {
+	t.Helper()
+	parts := filepath.Join(dir, "parts")
+	if code, _, stderr := cliRun("partition", "--input", writeEdgeList(t, 20), "--format", "edgelist", "--parts", "2", "--method", "random", "-o", parts); code != 0 {
+		t.Fatalf("partition: exit %d: %s", code, stderr)
+	}
+	return parts
+}
+
+// hostCerts writes the certificates of cluster's nodes host0 and host1
+// into dir/name, its path.
+func hostCerts(t *testing.T, dir, name, cluster string) string {
+	t.Helper()
+	certs := filepath.Join(dir, name)
+	if code, _, stderr := cliRun("cert", "init", "--cluster", cluster, "--nodes", "host0,host1", "-o", certs); code != 0 {
+		t.Fatalf("cert init: exit %d: %s", code, stderr)
+	}
+	return certs
+}
+
 // TestConfigCheckFiles: config check reads what the keys name on disk as
 // node run does at start, and lists each problem with its key: a CA of
 // another cluster, another node's certificate, a key others may read, a
@@ -149,15 +171,9 @@ func TestConfigCheckSaysDerivedListen(t *testing.T) {
 // failed the run.
 func TestConfigCheckFiles(t *testing.T) {
 	dir := t.TempDir()
-	parts := filepath.Join(dir, "parts")
-	if code, _, stderr := cliRun("partition", "--input", writeEdgeList(t, 20), "--format", "edgelist", "--parts", "2", "--method", "random", "-o", parts); code != 0 {
-		t.Fatalf("partition: exit %d: %s", code, stderr)
-	}
-	for _, c := range []struct{ cluster, out string }{{"c1", "certs"}, {"c2", "certs2"}} {
-		if code, _, stderr := cliRun("cert", "init", "--cluster", c.cluster, "--nodes", "host0,host1", "-o", filepath.Join(dir, c.out)); code != 0 {
-			t.Fatalf("cert init: exit %d: %s", code, stderr)
-		}
-	}
+	parts := twoParts(t, dir)
+	hostCerts(t, dir, "certs", "c1")
+	hostCerts(t, dir, "certs2", "c2")
 	body := func(certs, cluster string) string {
 		return fmt.Sprintf("version = 1\n[node]\nparts = %q\nname = \"host0\"\n[control]\nsocket = %q\n"+
 			"[mesh]\ncerts = %q\ncluster = %q\n"+

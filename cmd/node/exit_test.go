@@ -69,14 +69,8 @@ func TestRunExitsConfigError(t *testing.T) {
 // mesh.cluster, found at start, exit 78 too.
 func TestRunExitsConfigErrorCerts(t *testing.T) {
 	dir := t.TempDir()
-	parts := filepath.Join(dir, "parts")
-	if code, _, stderr := cliRun("partition", "--input", writeEdgeList(t, 20), "--format", "edgelist", "--parts", "2", "--method", "random", "-o", parts); code != 0 {
-		t.Fatalf("partition: exit %d: %s", code, stderr)
-	}
-	certs := filepath.Join(dir, "certs")
-	if code, _, stderr := cliRun("cert", "init", "--cluster", "c1", "--nodes", "host0,host1", "-o", certs); code != 0 {
-		t.Fatalf("cert init: exit %d: %s", code, stderr)
-	}
+	parts := twoParts(t, dir)
+	certs := hostCerts(t, dir, "certs", "c1")
 	// Whether the node fetches its files first (which loads the
 	// certificates before New does) or not, the same problem is the
 	// same exit: with fetch = true a bad key exited 1, and the unit

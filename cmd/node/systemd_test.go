@@ -336,14 +336,8 @@ func TestRouteStdLog(t *testing.T) {
 // RuntimeDirectory, does not exist: that is a warning. It failed there.
 func TestExampleChecksBeforeFirstStart(t *testing.T) {
 	dir := t.TempDir()
-	parts := filepath.Join(dir, "parts")
-	if code, _, stderr := cliRun("partition", "--input", writeEdgeList(t, 20), "--format", "edgelist", "--parts", "2", "--method", "random", "-o", parts); code != 0 {
-		t.Fatalf("partition: exit %d: %s", code, stderr)
-	}
-	certs := filepath.Join(dir, "certs")
-	if code, _, stderr := cliRun("cert", "init", "--cluster", "products", "--nodes", "host0,host1", "-o", certs); code != 0 {
-		t.Fatalf("cert init: exit %d: %s", code, stderr)
-	}
+	parts := twoParts(t, dir)
+	certs := hostCerts(t, dir, "certs", "products")
 	kvDir := filepath.Join(dir, "kv")
 	if err := os.Mkdir(kvDir, 0o750); err != nil {
 		t.Fatal(err)
