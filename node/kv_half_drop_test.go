@@ -130,17 +130,7 @@ func TestKVHalfDropThenCreate(t *testing.T) {
 
 		// Created again: every shard is fresh, the check passes and
 		// settles the markers.
-		got, err := ss[tc.asked].create(ctx, &ts, true, false)
-		if err != nil || !got.Created {
-			t.Fatalf("%+v: kv_create once the drop reached every node: %+v, %v", tc, got, err)
-		}
-		for p := range ss {
-			if rows, _ := shard(t, ss[p]); !slices.Equal(rows, initial[p]) {
-				t.Errorf("%+v: part %d holds %v, want its initial rows %v", tc, p, rows, initial[p])
-			}
-		}
-		markAll(ss)
-		wantMarkers(t, dirs, "once the table is created afresh everywhere", [2]string{})
+		createdAfresh(t, ss, dirs, tc.asked, ts, initial, fmt.Sprintf("%+v: kv_create once the drop reached every node", tc))
 		saved, err := ss[tc.asked].save(ctx, true)
 		if err != nil || !slices.Equal(saved.Tables, []string{"w"}) {
 			t.Errorf("%+v: kv_save of the table created afresh: %+v, %v", tc, saved, err)
@@ -170,18 +160,26 @@ func TestKVHalfDropThenDropAgain(t *testing.T) {
 			}
 			wantMarkers(t, dirs, "after a kv_save that no node saved the table in", [2]string{})
 		}
-		got, err := ss[1].create(ctx, &ts, true, false)
-		if err != nil || !got.Created {
-			t.Fatalf("save between %v: kv_create after kv_drop again: %+v, %v", saveBetween, got, err)
-		}
-		for p := range ss {
-			if rows, _ := shard(t, ss[p]); !slices.Equal(rows, initial[p]) {
-				t.Errorf("save between %v: part %d holds %v, want its initial rows %v", saveBetween, p, rows, initial[p])
-			}
-		}
-		markAll(ss)
-		wantMarkers(t, dirs, "once the table is created afresh everywhere", [2]string{})
+		createdAfresh(t, ss, dirs, 1, ts, initial, fmt.Sprintf("save between %v: kv_create after kv_drop again", saveBetween))
 	}
+}
+
+// createdAfresh creates ts through part asked, a kv_create that what
+// names, and wants the table new there, every part at its initial rows,
+// and, once the shards are marked, no marker left on either node.
+func createdAfresh(t *testing.T, ss [2]*kvServer, dirs [2]string, asked int, ts control.TableSpec, initial [2][]float32, what string) {
+	t.Helper()
+	got, err := ss[asked].create(context.Background(), &ts, true, false)
+	if err != nil || !got.Created {
+		t.Fatalf("%s: %+v, %v", what, got, err)
+	}
+	for p := range ss {
+		if rows, _ := shard(t, ss[p]); !slices.Equal(rows, initial[p]) {
+			t.Errorf("%s: part %d holds %v, want its initial rows %v", what, p, rows, initial[p])
+		}
+	}
+	markAll(ss)
+	wantMarkers(t, dirs, "once the table is created afresh everywhere", [2]string{})
 }
 
 // TestKVDropEverywhereThenLoad: a kv_drop that reached every node, of a
