@@ -164,8 +164,11 @@ func (s *Server) streamLoader(connCtx context.Context, peer string, st *quic.Str
 		st.CancelWrite(streamCancel)
 		// A reader that stopped reading (its loader closed, as every
 		// client-node loader's does) ended the stream; a failure is the
-		// handler's or the connection's (lost, not closed).
-		failed = !readerStopped(st.Context())
+		// handler's, whose Error went out before its reader stopped (the
+		// client counts that stream failed), or the connection's (lost,
+		// not closed). A handler that failed because its reader stopped
+		// wrote no Error.
+		failed = sent > 0 || !readerStopped(st.Context())
 	} else {
 		st.Close()
 	}

@@ -627,7 +627,7 @@ func TestRemoteLoaderStreamCounts(t *testing.T) {
 	for _, tc := range []struct {
 		name, options string
 		read          int    // records read, then the stream ends as how says
-		how           string // "eof": read to its end; "error": read on to its error; "close"; "cancel": its context ends, then Next; "close loader": the stream, then the loader
+		how           string // "eof": read to its end; "error": read on to its error; "close"; "cancel": its context ends, then Next; "close loader": the stream, then the loader; "error, close loader": both once the error is read
 		failed        bool
 	}{
 		{"read to the end", "3 ok", 3, "eof", false},
@@ -638,6 +638,10 @@ func TestRemoteLoaderStreamCounts(t *testing.T) {
 		// the loader, whose connection closes before the stream's stop
 		// reaches the server, which counted a failed stream.
 		{"the reader closes, then its loader", "0 block", 1, "close loader", false},
+		// The handler's Error read, the reader closes at once: the
+		// server's stream may end by that close before the server counts
+		// it, which then counted no failure where the client counted one.
+		{"the handler fails, then its loader closes", "5 fail", 2, "error, close loader", true},
 	} {
 		out, in := peerStats(c.Metrics(), "host1"), peerStats(srv.srv.Metrics(), "host0")
 		l, err := c.OpenLoader(ctx, 1, []byte(tc.options))
@@ -674,6 +678,12 @@ func TestRemoteLoaderStreamCounts(t *testing.T) {
 				}
 			}
 		case "close loader":
+			rs.Close()
+			l.Close()
+		case "error, close loader":
+			if _, err := rs.Next(); err == nil || errors.Is(err, io.EOF) {
+				t.Fatalf("%s: after the last record: %v, want an error", tc.name, err)
+			}
 			rs.Close()
 			l.Close()
 		}
