@@ -4,19 +4,20 @@ package partition
 // hot-node cache and the expected feature-read shares of `node inspect`.
 //
 // Definition. For partition p with training seeds S_p, fanouts f_1..f_K
-// and batch size B (nb = ⌈|S_p|/B⌉ batches per epoch), the heat of node v
-// is the expected number of times its feature row is read in one epoch
-// of mini-batches covering S_p once. It is computed for one batch, whose
-// seeds are a random nb-th of S_p, as the chance h_K(v) that the batch
-// reads v, and multiplied by the batches:
+// and batch size B (an epoch of ⌊|S_p|/B⌋ batches of B seeds and, when B
+// does not divide |S_p|, one of the rest), the heat of node v is the
+// expected number of times its feature row is read in one epoch of
+// mini-batches covering S_p once. It is computed for one batch of each
+// size b, whose seeds are a random b of S_p, as the chance h_K(v) that
+// the batch reads v, and summed over the epoch's batches:
 //
-//	π_0(v) = h_0(v) = 1/nb if v ∈ S_p, else 0
+//	π_0(v) = h_0(v) = b/|S_p| if v ∈ S_p, else 0
 //	w_k(u) = π_{k-1}(u) · r_k(u),  r_k(u) = min(1, f_k/deg(u))  (f_k = -1: 1)
 //	a_k(u, v) = max(0, w_k(u) − [u ∈ row(v)] · r_k(u) · w_{k-1}(v))
 //	ρ_k(v) = 1 − Π_{u ≠ v : v ∈ row(u)} (1 − a_k(u, v))
 //	π_k(v) = ρ_k(v) · (1 − h_{k-1}(v))
 //	h_k(v) = h_{k-1}(v) + π_k(v)
-//	heat(v) = nb · h_K(v)
+//	heat(v) = Σ over the epoch's batches of h_K(v)
 //
 // ρ_k(v) is the chance that hop k reaches v, π_k(v) that v is new at hop
 // k (reached, and not read before: only then does hop k+1 expand it), and
@@ -47,13 +48,14 @@ package partition
 //     of theirs, and of ρ_k(v) the part 1 − h_{k−1}(v) is new. A seed,
 //     or a node every neighbour of a seed is sure to reach, is read in
 //     its batch for certain (chance 1, read once). The estimate before
-//     summed visits and spread them over the nb batches at random,
-//     reading a node in nb·(1 − e^{−x/nb}) of them: a seed, visited
-//     once, counted 1 − 1/e in an epoch of one batch, and Cora's 140
-//     training seeds with --fanouts 0 were 88 reads. Then it expanded a
-//     node at every hop that reached it (π_k = ρ_k): a hub reached at
-//     hops 1 and 2 was expanded at hops 2 and 3, and BlogCatalog's
-//     reads came out ×1.09 at batch 64 (now ×1.02).
+//     summed visits and spread them over the nb = ⌈|S_p|/B⌉ batches at
+//     random, reading a node in nb·(1 − e^{−x/nb}) of them: a seed,
+//     visited once, counted 1 − 1/e in an epoch of one batch, and Cora's
+//     140 training seeds with --fanouts 0 were 88 reads. Then it
+//     expanded a node at every hop that reached it (π_k = ρ_k): a hub
+//     reached at hops 1 and 2 was expanded at hops 2 and 3, and
+//     BlogCatalog's reads came out ×1.09 at batch 64 (then ×1.02, now,
+//     with its last batch of 7 at its own size, ×1.00).
 //
 // Without a batch size (B = 0) visits are summed instead (w_k from the
 // visits x_{k−1}, x_k(v) = Σ a_k(u, v), heat the sum over hops, a run of
@@ -73,20 +75,28 @@ package partition
 //     a node that one seed's tree reaches along m paths (cycles near the
 //     seed) counts for up to m reads. Where a batch holds many seeds
 //     their trees overlap and the products saturate; where it holds few
-//     (a small batch, nb large) each tree is read on its own and the
-//     estimate counts its paths more than its nodes. Worst on clustered
-//     graphs whose fanouts take whole rows: Cora's 140 training seeds
-//     (Planetoid, fanouts 15,10,5) read ×1.67 at batch 1, ×1.29 at 16,
-//     ×1.03 at 70, ×1.00 at 140; BlogCatalog ×1.02 at 64. Removing it
-//     needs each seed's (or batch's) own tree: a cost of the sum of the
-//     seeds' K-hop neighbourhoods, which the estimate avoids.
+//     (a small batch, or a small last one) each tree is read on its own
+//     and the estimate counts its paths more than its nodes. Worst on
+//     clustered graphs whose fanouts take whole rows: Cora's 140 training
+//     seeds (Planetoid, fanouts 15,10,5) read ×1.67 at batch 1, ×1.29 at
+//     16, ×1.03 at 70, ×1.00 at 140, and ×1.07 in batches of 128 (and
+//     12); BlogCatalog ×1.00 at 64. Removing it needs each seed's (or
+//     batch's) own tree: a cost of the sum of the seeds' K-hop
+//     neighbourhoods, which the estimate avoids.
 //   - Two neighbours of one seed are not independent draws (without
 //     replacement), and what is new at hop k is judged from the chances
 //     of the earlier hops, not from which seeds gave them.
-//   - Every batch is taken to hold |S_p|/nb seeds, but the last holds
-//     what is left: with few batches and a small remainder the estimate
-//     is high (BlogCatalog's 1031 training seeds in batches of 1024 and
-//     7: ×1.39).
+//
+// The last batch of an epoch is estimated at its own size. Estimating
+// every batch at |S_p|/⌈|S_p|/B⌉ seeds read a small last batch as half
+// of a large one: BlogCatalog's 1031 training seeds in batches of 1024
+// and 7 came out ×1.38 (now ×1.00), Cora's 140 in batches of 128 and 12
+// ×1.31 (now ×1.07). Batches of two sizes cost a second pass, on the
+// partitions whose last batch is shorter: BenchmarkEstimateHeat (4
+// partitions, each with one) 55–60 → 76–85 ms and 16 → 25 MB allocated;
+// `node partition --method freq --cache-ratio 0.2` of an R-MAT graph of
+// 1 M nodes and 10 M edges into 4 parts 2.9–3.5 s either way, peak RSS
+// 293 → 334 MiB.
 //
 // Computation. Each hop is a pull over the transpose: for every target v,
 // the sum over the nodes u whose row holds v, in ascending u, accumulated
@@ -96,7 +106,9 @@ package partition
 //
 // Memory: the transpose (4 bytes and 1 bit per edge, 4 more where some
 // row repeats an entry, 12 bytes per node) plus four float32 arrays of
-// nodes × parts.
+// nodes × parts, and then the same for the partitions whose last batch
+// is shorter, one column each, while the first result waits (nodes ×
+// parts more).
 
 import (
 	"context"
@@ -314,34 +326,68 @@ func (t *transpose) heat(ctx context.Context, seeds [][]uint32, opts HeatOptions
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	// nb[p] is partition p's batches per epoch (0: it has no seeds).
-	// Without a batch size visits are summed instead (see the top).
+	// The estimate runs on columns, one per partition (its batches of
+	// the batch size, or its one batch), and then again on one more for
+	// each partition whose epoch ends with a shorter batch (see
+	// batchColumns). Without a batch size visits are summed instead (see
+	// the top).
 	batched := opts.BatchSize > 0
-	nb := make([]float64, P)
-	for p, s := range seeds {
-		if batched {
-			nb[p] = math.Ceil(float64(len(s)) / float64(opts.BatchSize))
-		}
-	}
-	// heat holds h_k(v) = 1 − Π_k (1 − ρ_k(v)) when batched (the
-	// complement, so that a small chance keeps float32's precision),
-	// Σ_k x_k(v) when not; cur, prev and next hold π or x.
-	heat := make([]float32, n*P)
-	cur := make([]float32, n*P)  // π_{k-1} (x_{k-1}), then w_k
-	prev := make([]float32, n*P) // w_{k-1}
-	next := make([]float32, n*P) // π_k (x_k)
+	first, rest := batchColumns(seeds, opts.BatchSize)
 	for p, s := range seeds {
 		for _, v := range s {
 			if int(v) >= n {
 				return nil, fmt.Errorf("partition: heat: seed %d of part %d beyond %d nodes", v, p, n)
 			}
-			cur[int(v)*P+p]++
+		}
+	}
+	heat, err := t.propagate(ctx, seeds, first, batched, opts.Fanouts, workers)
+	if err != nil {
+		return nil, err
+	}
+	if !batched {
+		return &Heat{Parts: P, Val: heat}, nil
+	}
+	// heat(v) for partition p: each of its columns' h_K(v) times the
+	// batches it stands for.
+	for i, h := range heat {
+		heat[i] = float32(first[i%P].batches * float64(h))
+	}
+	if len(rest) > 0 {
+		last, err := t.propagate(ctx, seeds, rest, batched, opts.Fanouts, workers)
+		if err != nil {
+			return nil, err
+		}
+		R := len(rest)
+		for v := range n {
+			for j, c := range rest {
+				heat[v*P+c.part] += float32(c.batches * float64(last[v*R+j]))
+			}
+		}
+	}
+	return &Heat{Parts: P, Val: heat}, nil
+}
+
+// propagate runs the hops of the estimate for columns cols of seeds'
+// partitions and returns h_K (batched) or the summed visits of every node
+// and column, node-major.
+func (t *transpose) propagate(ctx context.Context, seeds [][]uint32, cols []heatColumn, batched bool, fanouts []int, workers int) ([]float32, error) {
+	n, Q := len(t.deg), len(cols)
+	// heat holds h_k(v) = 1 − Π_k (1 − ρ_k(v)) when batched (the
+	// complement, so that a small chance keeps float32's precision),
+	// Σ_k x_k(v) when not; cur, prev and next hold π or x.
+	heat := make([]float32, n*Q)
+	cur := make([]float32, n*Q)  // π_{k-1} (x_{k-1}), then w_k
+	prev := make([]float32, n*Q) // w_{k-1}
+	next := make([]float32, n*Q) // π_k (x_k)
+	for q, c := range cols {
+		for _, v := range seeds[c.part] {
+			cur[int(v)*Q+q]++
 		}
 	}
 	for i, x := range cur {
 		if batched {
 			if x > 0 {
-				cur[i] = float32(min(1, float64(x)/nb[i%P]))
+				cur[i] = float32(min(1, float64(x)*cols[i%Q].chance))
 			}
 			heat[i] = cur[i]
 		} else {
@@ -350,18 +396,18 @@ func (t *transpose) heat(ctx context.Context, seeds [][]uint32, opts HeatOptions
 	}
 	byNode := splitRange(n, workers, nil)
 	byEdge := splitRange(n, workers, t.indptr)
-	for k, f := range opts.Fanouts {
+	for k, f := range fanouts {
 		ratio := func(u int) float32 { return entryChance(t.deg[u], f) }
 		fb := 0 // hop k−1's fanout, for backtracking over repeated entries
 		if k > 0 {
-			fb = opts.Fanouts[k-1]
+			fb = fanouts[k-1]
 		}
 		// cur becomes w_k: what each expanded node passes to one entry.
 		err := parallelRanges(ctx, byNode, func(lo, hi int) {
 			for u := lo; u < hi; u++ {
 				r := ratio(u)
-				for p := range P {
-					cur[u*P+p] *= r
+				for q := range Q {
+					cur[u*Q+q] *= r
 				}
 			}
 		})
@@ -373,9 +419,9 @@ func (t *transpose) heat(ctx context.Context, seeds [][]uint32, opts HeatOptions
 			// 0 says "certain", as it should), Σ a when not. 1 − a is
 			// taken in float64: in float32 a chance under 3·10⁻⁸ was 0,
 			// and a hub reached along many such branches read nothing.
-			acc := make([]float64, P)
+			acc := make([]float64, Q)
 			for v := lo; v < hi; v++ {
-				back := prev[v*P : (v+1)*P]
+				back := prev[v*Q : (v+1)*Q]
 				for p := range acc {
 					acc[p] = 0
 					if batched {
@@ -392,7 +438,7 @@ func (t *transpose) heat(ctx context.Context, seeds [][]uint32, opts HeatOptions
 						// at hop k finds itself in n_id.
 						continue
 					}
-					w := cur[u*P : (u+1)*P]
+					w := cur[u*Q : (u+1)*Q]
 					recip := t.recip[first/64]&(1<<(first%64)) != 0
 					var mb uint64 // copies of u in row(v)
 					if recip {
@@ -434,7 +480,7 @@ func (t *transpose) heat(ctx context.Context, seeds [][]uint32, opts HeatOptions
 					}
 				}
 				for p, a := range acc {
-					i := v*P + p
+					i := v*Q + p
 					if batched {
 						// ρ_k(v) = 1 − a; q = h_{k−1}(v).
 						rk, q := 1-a, float64(heat[i])
@@ -452,12 +498,41 @@ func (t *transpose) heat(ctx context.Context, seeds [][]uint32, opts HeatOptions
 		}
 		prev, cur, next = cur, next, prev
 	}
-	if batched {
-		for i, h := range heat {
-			heat[i] = float32(nb[i%P] * float64(h))
+	return heat, nil
+}
+
+// heatColumn is one column of the estimate: a partition's batches of one
+// size. chance is a training seed's chance to be in one such batch (its
+// size over the partition's seeds), batches how many of them an epoch
+// has.
+type heatColumn struct {
+	part    int
+	chance  float64
+	batches float64
+}
+
+// batchColumns are the columns of partitions' seeds in batches of size b
+// (0: visits): first, one per partition in order, for its batches of b
+// (or its one batch, or none); rest, one for each partition whose epoch
+// ends with a batch of |S| mod b seeds. The reads of a batch grow less
+// than its seeds (its trees overlap), so a short batch reads more than
+// that share of a full one's.
+func batchColumns(seeds [][]uint32, b int) (first, rest []heatColumn) {
+	first = make([]heatColumn, len(seeds))
+	for p, s := range seeds {
+		first[p] = heatColumn{part: p, chance: 1, batches: float64(min(len(s), 1))}
+		if b <= 0 {
+			continue
+		}
+		full, short := len(s)/b, len(s)%b
+		if full > 0 {
+			first[p].chance, first[p].batches = float64(b)/float64(len(s)), float64(full)
+			if short > 0 {
+				rest = append(rest, heatColumn{part: p, chance: float64(short) / float64(len(s)), batches: 1})
+			}
 		}
 	}
-	return &Heat{Parts: P, Val: heat}, nil
+	return first, rest
 }
 
 // splitRange cuts [0, n) into at most workers ranges of about equal work:

@@ -46,18 +46,22 @@ func realAdj(t *testing.T, name string) testAdj {
 // and far apart, a node that one seed's tree reaches along several paths
 // counts for more than one read (freq.go, "What is left"), most on Cora,
 // whose fanouts take whole rows. Tolerance: from batch 64 up the total
-// within 7% and Pearson r ≥ 0.95; below it, the measured excess plus 5
-// points, so that a change that grows it fails. Measured (go test
-// ./partition -run SamplingReal -v; total/sampled, r; last column: when
-// a node was expanded at every hop that reached it):
+// within 7% and Pearson r ≥ 0.95, unless the epoch's last batch is
+// small (Cora in batches of 128 and 12); below it, and there, the
+// measured excess plus 5 points, so that a change that grows it fails.
+// Measured (go test ./partition -run SamplingReal -v; total/sampled,
+// r; last column: before the last batch of an epoch was estimated at
+// its own size):
 //
-//	graph                  batch  estimate       before
-//	Cora, 140 seeds        1      1.666  0.861   1.676
-//	                       16     1.289  0.902   1.350
-//	                       70     1.031  0.962   1.088
-//	                       140    0.996  0.998   1.012
-//	BlogCatalog, 1031      64     1.018  0.998   1.096
-//	                       516    0.982  0.987   1.076
+//	graph              batch          estimate       before
+//	Cora, 140 seeds    1              1.666  0.861   1.666
+//	                   16 (and 12)    1.287  0.902   1.289
+//	                   70             1.031  0.962   1.031
+//	                   128 (and 12)   1.069  0.981   1.306
+//	                   140            0.996  0.998   0.996
+//	BlogCatalog, 1031  64 (and 7)     0.997  0.998   1.018
+//	                   516 (and 515)  0.982  0.987   0.982
+//	                   1024 (and 7)   0.998  0.982   1.380
 func TestEstimateHeatMatchesSamplingReal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("samples 100 epochs of Cora and 20 of BlogCatalog")
@@ -74,9 +78,11 @@ func TestEstimateHeatMatchesSamplingReal(t *testing.T) {
 		{"cora", cora, 1, 100, 0.72},
 		{"cora", cora, 16, 100, 0.34},
 		{"cora", cora, 70, 100, 0.07},
+		{"cora", cora, 128, 100, 0.12},
 		{"cora", cora, 140, 100, 0.07},
 		{"blogcatalog", blog, 64, 20, 0.07},
 		{"blogcatalog", blog, 516, 20, 0.07},
+		{"blogcatalog", blog, 1024, 20, 0.07},
 	} {
 		got := sampledTouches(t, tt.adj.Adj, tt.adj.train, fanouts, tt.batch, tt.epochs)
 		r, ratio, se, sg := heatAgainst(t, tt.adj.Adj, tt.adj.train, fanouts, tt.batch, got)

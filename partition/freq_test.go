@@ -374,3 +374,38 @@ func TestEstimateHeatSmallChances(t *testing.T) {
 		}
 	}
 }
+
+// TestEstimateHeatPartsAlone: partitions estimated together get what
+// each gets alone, whether its epoch ends with a short batch (two
+// columns of the estimate) or not, so the columns of one partition fold
+// into its own heat and no other's. Seed counts 300, 256 and 0 in
+// batches of 128: 2 × 128 and 44, 2 × 128, no batch.
+func TestEstimateHeatPartsAlone(t *testing.T) {
+	a := sbmAdj(t, 4000, 0.2)
+	seeds := [][]uint32{a.train[:300], a.train[300:556], nil}
+	opts := partition.HeatOptions{Fanouts: []int{10, 5}, BatchSize: 128, Workers: 2}
+	ctx := context.Background()
+	all, err := partition.EstimateHeat(ctx, a.Adj, seeds, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, s := range seeds {
+		alone, err := partition.EstimateHeat(ctx, a.Adj, [][]uint32{s}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for v := range alone.NumNodes() {
+			if got, want := all.At(uint32(v), p), alone.At(uint32(v), 0); got != want {
+				t.Fatalf("part %d, node %d: %g together, %g alone", p, v, got, want)
+			}
+		}
+		if p == 2 && alone.Total(0) != 0 {
+			t.Errorf("part without seeds: %g reads", alone.Total(0))
+		}
+	}
+	// The short batch of 44 seeds reads more than 44/128 of a full one:
+	// the first part reads more than 300/256 × the second's.
+	if r := all.Total(0) / all.Total(1); r <= 300.0/256 {
+		t.Errorf("reads of 300 seeds / 256 seeds = %.4f, want > %.4f", r, 300.0/256)
+	}
+}
