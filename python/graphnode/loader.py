@@ -169,7 +169,9 @@ class Loader:
                 raise ValueError("loader: give split or seed_ids, not both")
             req["seed_ids"] = _id_list(seed_ids, "seed_ids")
         else:
-            req["split"] = split or "train"
+            # Only an absent split means "train": split="" (an unset
+            # setting) goes to the node, which refuses it naming split.
+            req["split"] = "train" if split is None else split
         for key, v, what in (("workers", workers, "sampler processes"), ("concurrency", concurrency, "batches in flight per worker")):
             if v is not None:
                 req[key] = _whole(v, key, what)

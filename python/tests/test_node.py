@@ -321,6 +321,17 @@ class NodeTest(unittest.TestCase):
             kv.done()
         self.stop_node()
 
+    def test_split_refused(self):
+        """A split that is not one of train, val, test is refused by the
+        node, naming the field: the empty string too, which the client
+        used to send as "train" (a split read from an unset config value
+        trained on the train split without a word)."""
+        for split in ("", "training"):
+            with self.assertRaises(graphnode.ControlError) as cm:
+                self.loader(split=split)
+            self.assertEqual(cm.exception.key, "split", str(cm.exception))
+        self.assertEqual(os.listdir(self.rings), [])
+
     def test_client_arguments(self):
         """What a trainer passes as numpy and torch take: numbers as
         np.int64 or one-element tensors; a timeout as a string; a bytes
