@@ -377,13 +377,17 @@ func (c *Client) callWith(ctx context.Context, part int, op string, b []byte, st
 	if p == nil {
 		return response{}, fmt.Errorf("mesh: %s: part %d: %w", op, part, ErrUnknownPart)
 	}
+	m := c.out.peer(p.name)
 	if n := len(b) - start - HeaderSize; n > c.cfg.MaxMessage {
-		return response{}, c.fail(p, op, fmt.Errorf("request of %d bytes exceeds the limit of %d: %w", n, c.cfg.MaxMessage, ErrTooLarge))
+		// A failed request, never sent: counted as one, not as an error
+		// alone (errors outnumbered requests), and out of the latency
+		// histogram, as it took none.
+		m.count(0, 0, true)
+		return response{}, p.err(op, fmt.Errorf("request of %d bytes exceeds the limit of %d: %w", n, c.cfg.MaxMessage, ErrTooLarge))
 	}
 	b, _ = endMessage(b, start, 0)
 	ctx, st, cancel := withStall(ctx, timeout)
 	defer cancel()
-	m := c.out.peer(p.name)
 	began, backoff := time.Now(), c.cfg.Backoff
 	resent := false
 	for attempt := 1; ; attempt++ {

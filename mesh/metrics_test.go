@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -131,5 +132,27 @@ func TestSizeRefusalOfSampleIsNoFailure(t *testing.T) {
 		if in.Requests-beforeIn.Requests != 1 || in.Errors-beforeIn.Errors != want {
 			t.Errorf("%s: the server counts %d requests, %d failed; want 1, %d", tc.name, in.Requests-beforeIn.Requests, in.Errors-beforeIn.Errors, want)
 		}
+	}
+}
+
+// A request the client refuses to send, over its own MaxMessage, is a
+// failed request of its counters: counted as a request as well as an
+// error, and, never sent, no latency. It counted the error alone, so
+// errors outnumbered requests (graphnode_mesh_errors_total over
+// graphnode_mesh_requests_total).
+func TestRequestOverClientLimitIsCounted(t *testing.T) {
+	dir := writeTestCluster(t, testCluster, "host0", "host1")
+	srv := startServer(t, dir, "host1", 1, "127.0.0.1:0", nil)
+	c := newTestClient(t, loadID(t, dir, "host0"), map[int]Peer{1: srv.peer()}, func(c *ClientConfig) { c.MaxMessage = 100 })
+	err := c.Pull(context.Background(), 1, &PullRequest{IDs: ids(100, 0)}, &PullResponse{})
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "peer host1") {
+		t.Fatalf("err = %v, want ErrTooLarge naming host1", err)
+	}
+	m := c.Metrics()
+	if len(m) != 1 || m[0].Requests != 1 || m[0].Errors != 1 || m[0].Latency.Count() != 0 {
+		t.Fatalf("metrics %+v, want 1 request, 1 error, no latency observation", m)
+	}
+	if n := srv.handler.calls.Load(); n != 0 {
+		t.Fatalf("handler called %d times", n)
 	}
 }
