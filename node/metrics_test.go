@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -252,5 +253,39 @@ func TestCertExpiry(t *testing.T) {
 		if c.want == "" && l.Len() > 0 || c.want != "" && !strings.Contains(l.String(), c.want) {
 			t.Errorf("%s ending in %v: log %q, want %q", c.which, c.left, l.String(), c.want)
 		}
+	}
+}
+
+// A sampler's mesh report goes out whenever any counter moved: an error
+// or bytes counted after their request (an answer that failed to
+// decode) went unreported when the check looked at requests and cache
+// reads alone, and, the sampler then failing with no request after it,
+// the node's errors total never counted it.
+func TestSamplerReportsEveryChange(t *testing.T) {
+	var c changedLines
+	var out strings.Builder
+	rep := samplerReport{CacheHits: 3, Peers: []mesh.PeerStats{{Peer: "host1", Dir: mesh.Outbound, Requests: 1}}}
+	c.write(&out, rep.line())
+	rep.Peers[0].Errors = 1
+	c.write(&out, rep.line())
+	rep.Peers[0].BytesReceived = 40
+	c.write(&out, rep.line())
+	c.write(&out, rep.line()) // nothing moved
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want 3:\n%s", len(lines), out.String())
+	}
+	var tr traffic
+	sampler := &proc{}
+	for _, l := range lines {
+		var r samplerReport
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(l, "mesh ")), &r); err != nil {
+			t.Fatal(err)
+		}
+		tr.report(sampler, &r)
+	}
+	got := tr.total["host1"]
+	if got == nil || got.Errors != 1 || got.BytesReceived != 40 || got.Requests != 1 {
+		t.Fatalf("node's totals %+v, want 1 request, 1 error, 40 bytes received", got)
 	}
 }

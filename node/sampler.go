@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -320,13 +321,29 @@ func ReportSamplerError(w io.Writer, err error) error {
 	return werr
 }
 
+// changedLines writes a report line only when it differs from the last
+// one it wrote.
+type changedLines struct{ last []byte }
+
+// write writes line to w unless it is the last line written. Any counter
+// counts: a change seen by requests and cache reads alone missed an
+// error or bytes counted after its request (an answer that failed to
+// decode), and when no request followed, as when the sampler then
+// failed, the node never counted them.
+func (c *changedLines) write(w io.Writer, line []byte) {
+	if !bytes.Equal(line, c.last) {
+		w.Write(line)
+		c.last = line
+	}
+}
+
 // reportProgress prints "progress <batches> <epoch> <edges>" lines to w
 // while the sampler runs, and once more when the returned func is called.
 func (r *samplerRun) reportProgress(w io.Writer) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	last := [3]int64{-1, -1, -1}
-	lastMesh := int64(-1)
+	var meshLines changedLines
 	print := func() {
 		cur := [3]int64{int64(r.batches.Load()), r.epoch.Load(), int64(r.edges.Load())}
 		if cur != last {
@@ -334,15 +351,7 @@ func (r *samplerRun) reportProgress(w io.Writer) (stop func()) {
 			last = cur
 		}
 		if r.src != nil {
-			rep := r.src.report()
-			sig := int64(rep.CacheHits + rep.CacheMisses)
-			for _, p := range rep.Peers {
-				sig += int64(p.Requests)
-			}
-			if sig != lastMesh {
-				w.Write(rep.line())
-				lastMesh = sig
-			}
+			meshLines.write(w, r.src.report().line())
 		}
 	}
 	wg.Go(func() {
