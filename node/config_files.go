@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"graphnode/mesh"
 )
@@ -24,7 +25,10 @@ import (
 // Warnings, each prefixed as a problem is, are what node run would refuse
 // now but what the service manager makes as it starts the node: a
 // control.socket directory under /run (CheckSocketDir), which a check
-// before the first start, or while the unit is stopped, does not find.
+// before the first start, or while the unit is stopped, does not find;
+// and what node run would refuse as the user running the check, who
+// may not be the node's: a setgid socket directory of a group not
+// theirs (checkSocketGroup).
 func CheckConfig(path string) (cfg Config, warnings []string, err error) {
 	cfg, err = LoadConfig(path)
 	if err != nil && !errors.Is(err, ErrConfig) {
@@ -37,10 +41,36 @@ func CheckConfig(path string) (cfg Config, warnings []string, err error) {
 	for _, e := range p {
 		all = append(all, configError(path+": "+e.Error()))
 	}
-	if err := cfg.CheckSocketDir(); err != nil {
-		warnings = append(warnings, path+": "+err.Error())
+	for _, check := range []func() error{cfg.CheckSocketDir, cfg.checkSocketGroup} {
+		if err := check(); err != nil {
+			warnings = append(warnings, path+": "+err.Error())
+		}
 	}
 	return cfg, warnings, errors.Join(all...)
+}
+
+// checkSocketGroup reports a control.socket that would take the group of
+// a setgid directory this process may not give its files (control.group
+// unset, control.mode letting the group connect): node run, as this
+// user, refuses to start there (ringAccessOf). A warning, not a problem:
+// the check may run as another user than the node's service.
+func (c *Config) checkSocketGroup() error {
+	if c.Control.Socket == "" || c.Control.Group != "" || c.RingMode()&0o060 == 0 {
+		return nil
+	}
+	dir := filepath.Dir(c.Control.Socket)
+	st, err := os.Stat(dir)
+	if err != nil || st.Mode()&os.ModeSetgid == 0 {
+		return nil
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || mayGiveGroup(int(sys.Gid)) {
+		return nil
+	}
+	return configError(fmt.Sprintf("control.socket: %q: its directory %s is setgid to group %d, which this user (uid %d, gid %d) is not in: "+
+		"node run as this user would not start, as its rings could not have the socket's group; "+
+		"add the node's user to group %d, or set [control] group to a group of the node's",
+		c.Control.Socket, dir, sys.Gid, os.Geteuid(), os.Getegid(), sys.Gid))
 }
 
 // CheckSocketDir reports a control.socket whose directory under /run does

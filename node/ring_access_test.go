@@ -192,6 +192,13 @@ func TestTrainerOfNodesGroupMapsRing(t *testing.T) {
 				if _, err := os.Lstat(socket); !errors.Is(err, os.ErrNotExist) {
 					t.Errorf("socket %s left behind (%v)", socket, err)
 				}
+				// node config check, as the same user, warns of it.
+				check := exec.Command(filepath.Join(dir, "node"), "config", "check", "-c", cfg)
+				check.SysProcAttr = daemon.SysProcAttr
+				out, err = runFor(check, 30*time.Second)
+				if err != nil || !strings.Contains(out, "warning") || !strings.Contains(out, fmt.Sprintf("setgid to group %d, which this user (uid %d", socketGroup, nodeID)) {
+					t.Errorf("node config check as the node's user: %v, want a warning of the setgid group\n%s", err, out)
+				}
 				return
 			}
 			d := startDaemonCmd(t, daemon, cfg, socket, rings)
