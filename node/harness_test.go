@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"graphnode/csr"
+	"graphnode/node"
 	"graphnode/node/client"
 	"graphnode/partition"
 )
@@ -67,6 +68,9 @@ func TestMain(m *testing.M) {
 	}
 	if ring := os.Getenv(ringReaderEnv); ring != "" {
 		os.Exit(readRing(ring)) // a user who must not read a ring
+	}
+	if os.Getenv(node.CrashingSamplerEnv) != "" {
+		node.CrashingSampler() // a sampler that panics
 	}
 	code := m.Run()
 	if fixture.bin != "" {

@@ -151,7 +151,7 @@ func ringSizeFailed(err error) bool {
 func (n *Node) startLoader(ctx context.Context, l *loader, o control.LoaderOptions, info control.LoaderInfo, seeds []uint64, ringBytes int64) error {
 	path := filepath.Join(n.cfg.Rings.Dir, shm.Name(RingPrefix, l.id))
 	spec := SamplerSpec{
-		Part: n.part, PartFD: samplerPartFD, PartID: n.graph.Identity(), Ring: path, LoaderID: l.id, Workers: o.Workers,
+		Part: n.part, PartFD: samplerPartFD, PartID: n.graph.Identity(), CrashFD: SamplerCrashFD, Ring: path, LoaderID: l.id, Workers: o.Workers,
 		Options: o, LogLevel: n.cfg.Log.Level, LogFormat: n.cfg.Log.Format,
 		Seeds: seeds, Mesh: n.samplerMesh(),
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,12 +49,38 @@ type proc struct {
 		// failure is the error the sampler reported before it exited
 		// (its "error" line: ReportSamplerError), "" without one.
 		failure string
+		// crash is the Go runtime's report of the sampler's crash (an
+		// unrecovered panic, a fatal error), "" without one.
+		crash string
 	}
 }
 
 // samplerPartFD is the descriptor of the node's partition file in a
 // sampler: ExtraFiles[0] (startProc), after stdin, stdout and stderr.
 const samplerPartFD = 3
+
+// SamplerCrashFD is the descriptor in a sampler of the pipe its node
+// reads the Go runtime's crash report from (SetSamplerCrashOutput):
+// ExtraFiles[1].
+const SamplerCrashFD = 4
+
+// SetSamplerCrashOutput makes the Go runtime write the report of this
+// sampler's crash, should it crash (an unrecovered panic in any
+// goroutine, a fatal error), to its node as well as to stderr: to
+// descriptor fd, spec.CrashFD, which the node opened for that (startProc)
+// and which is closed here once the runtime holds its own copy.
+func SetSamplerCrashOutput(fd int) error {
+	f := os.NewFile(uintptr(fd), "crash report")
+	defer f.Close()
+	if err := debug.SetCrashOutput(f, debug.CrashOptions{}); err != nil {
+		return fmt.Errorf("crash report to descriptor %d: %w", fd, err)
+	}
+	return nil
+}
+
+// maxCrashReport bounds what the node keeps of a sampler's crash report
+// (the panic and the goroutines' stacks); it reads the rest and drops it.
+const maxCrashReport = 64 << 10
 
 // startProc re-executes this binary as `node sampler` for worker w, with
 // spec (its encoded SamplerSpec) on stdin. Its stdout carries progress
@@ -63,7 +90,8 @@ const samplerPartFD = 3
 // Pdeathsig makes the kernel kill it if the node dies, so a sampler never
 // outlives its node. It inherits the node's open partition file as
 // samplerPartFD, so that it maps what the node checked and describes, not
-// whatever the path holds now.
+// whatever the path holds now, and as SamplerCrashFD the pipe its crash
+// report comes back on, which the node logs with its exit.
 //
 // The spec goes through a pipe the node writes and closes: given as
 // cmd.Stdin (a reader the command keeps), it stayed in the node's memory
@@ -73,11 +101,18 @@ func (n *Node) startProc(l *loader, w int, spec []byte) (*proc, error) {
 	cmd := exec.Command(n.Executable, "sampler")
 	cmd.Stderr = n.SamplerStderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	crashR, crashW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("node: loader %d worker %d: %w", l.id, w, err)
+	}
+	cmd.ExtraFiles = []*os.File{nil, crashW}
 	if n.graph != nil { // a client node has none (and starts no sampler)
-		cmd.ExtraFiles = []*os.File{n.graph.File()}
+		cmd.ExtraFiles[0] = n.graph.File()
 	}
 	in, specW, err := os.Pipe()
 	if err != nil {
+		crashR.Close()
+		crashW.Close()
 		return nil, fmt.Errorf("node: loader %d worker %d: %w", l.id, w, err)
 	}
 	cmd.Stdin = in
@@ -85,12 +120,16 @@ func (n *Node) startProc(l *loader, w int, spec []byte) (*proc, error) {
 	if err != nil {
 		in.Close()
 		specW.Close()
+		crashR.Close()
+		crashW.Close()
 		return nil, fmt.Errorf("node: loader %d worker %d: %w", l.id, w, err)
 	}
 	err = cmd.Start()
-	in.Close() // the sampler's end, now its stdin
+	in.Close()     // the sampler's end, now its stdin
+	crashW.Close() // and its crash report's
 	if err != nil {
 		specW.Close()
+		crashR.Close()
 		return nil, fmt.Errorf("node: loader %d worker %d: start %s sampler: %w", l.id, w, n.Executable, err)
 	}
 	go func() {
@@ -101,6 +140,15 @@ func (n *Node) startProc(l *loader, w int, spec []byte) (*proc, error) {
 	}()
 	p := &proc{worker: w, pid: cmd.Process.Pid, cmd: cmd, done: make(chan struct{})}
 	p.mu.state = stateRunning
+	crash := make(chan string, 1)
+	go func() {
+		// Read to the end, whatever the size: a sampler must not block
+		// on its crash report.
+		defer crashR.Close()
+		b, _ := io.ReadAll(io.LimitReader(crashR, maxCrashReport))
+		io.Copy(io.Discard, crashR)
+		crash <- string(b)
+	}()
 	go func() {
 		defer close(p.done)
 		skipped, rerr := readLines(out, maxProgressLine, func(line string) { n.progress(l, p, line) })
@@ -108,9 +156,26 @@ func (n *Node) startProc(l *loader, w int, spec []byte) (*proc, error) {
 			n.log.Warn("sampler progress lines lost", "loader", l.id, "worker", w, "pid", p.pid, "over_limit", skipped, "limit_bytes", maxProgressLine, "err", rerr)
 		}
 		err := cmd.Wait() // reads finished: the pipe is at EOF
+		if report := <-crash; report != "" {
+			p.mu.Lock()
+			p.mu.crash = report
+			p.mu.Unlock()
+		}
 		n.exited(l, p, err)
 	}()
 	return p, nil
+}
+
+// crashCause is the line of a Go crash report that says what happened
+// ("panic: …", "fatal error: …"), or its first line.
+func crashCause(report string) string {
+	lines := strings.Split(strings.TrimSpace(report), "\n")
+	for _, l := range lines {
+		if strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ") {
+			return l
+		}
+	}
+	return lines[0]
 }
 
 // maxProgressLine bounds one line of a sampler's stdout. Its longest lines
@@ -203,15 +268,30 @@ func (n *Node) exited(l *loader, p *proc, err error) {
 	status := p.cmd.ProcessState.String()
 	state := stateDone
 	p.mu.Lock()
-	cause := p.mu.failure
+	cause, crash := p.mu.failure, p.mu.crash
 	p.mu.Unlock()
+	// A crash (a panic in any goroutine) reaches the node as the
+	// runtime's report, whose text went to stderr too: the record in the
+	// node's log format carries it whole, and the trainer's error its
+	// cause. It said "exit status 2", and the panic was plain text in a
+	// JSON journal.
+	if crash != "" && cause == "" {
+		cause = crashCause(crash)
+	}
+	attrs := func(why string) []any {
+		a := []any{"loader", l.id, "worker", p.worker, "pid", p.pid, "status", status, "err", why}
+		if crash != "" {
+			a = append(a, "crash", crash)
+		}
+		return a
+	}
 	switch {
 	case p.stopping.Load() && err != nil:
 		state = stateKilled
 		if cause != "" {
 			// It failed while it stopped (its end-of-stream record, say):
 			// it says why only to us.
-			n.log.Warn("sampler failed while stopping", "loader", l.id, "worker", p.worker, "pid", p.pid, "status", status, "err", cause)
+			n.log.Warn("sampler failed while stopping", attrs(cause)...)
 		}
 	case err != nil:
 		state = stateFailed
@@ -220,7 +300,7 @@ func (n *Node) exited(l *loader, p *proc, err error) {
 		if why == "" { // killed, or dead before it could say why
 			why = err.Error()
 		}
-		n.log.Error("sampler failed", "loader", l.id, "worker", p.worker, "pid", p.pid, "status", status, "err", why)
+		n.log.Error("sampler failed", attrs(why)...)
 	}
 	p.mu.Lock()
 	p.mu.state, p.mu.status = state, status

@@ -79,3 +79,75 @@ func TestSamplerFailureCause(t *testing.T) {
 		})
 	}
 }
+
+// CrashingSamplerEnv, set, makes the test binary (TestMain) a sampler
+// that reads its spec, sends its crash report to its node as `node
+// sampler` does, and panics in a goroutine of its own: CrashingSampler.
+const CrashingSamplerEnv = "GRAPHNODE_TEST_CRASHING_SAMPLER"
+
+func CrashingSampler() {
+	var spec SamplerSpec // only its crash_fd: no part, no ring
+	if err := json.NewDecoder(os.Stdin).Decode(&spec); err != nil {
+		os.Exit(3)
+	}
+	if err := SetSamplerCrashOutput(spec.CrashFD); err != nil {
+		os.Exit(4)
+	}
+	fmt.Println("progress 1 0 10")
+	go func() {
+		var counts []int
+		i := 5
+		counts[i]++ // index out of range: a runtime panic, as a bug would
+	}()
+	select {}
+}
+
+// TestSamplerCrashReport: a sampler that panics, in any goroutine, is
+// logged by its node in the node's format with the panic as its error
+// and the runtime's report, stacks and all, as one field, and its stats
+// say it failed. The record said "exit status 2", and the panic reached
+// a JSON journal only as lines of plain text on stderr.
+func TestSamplerCrashReport(t *testing.T) {
+	t.Setenv(CrashingSamplerEnv, "1")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logb bytes.Buffer
+	n := &Node{cfg: DefaultConfig(), log: slog.New(slog.NewJSONHandler(&logb, nil)), gid: -1, Executable: exe, SamplerStderr: io.Discard}
+	spec, err := json.Marshal(SamplerSpec{CrashFD: SamplerCrashFD})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := n.startProc(&loader{id: 1}, 0, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	if st := p.stats(); st.State != stateFailed || st.Status != "exit status 2" {
+		t.Errorf("sampler stats %+v, want failed, exit status 2", st)
+	}
+	var rec struct{ Level, Msg, Status, Err, Crash string }
+	if err := json.Unmarshal(logb.Bytes(), &rec); err != nil || strings.Count(logb.String(), "\n") != 1 {
+		t.Fatalf("log %q: want one JSON record (%v)", logb.String(), err)
+	}
+	const cause = "panic: runtime error: index out of range [5] with length 0"
+	if rec.Level != "ERROR" || rec.Msg != "sampler failed" || rec.Err != cause ||
+		!strings.HasPrefix(rec.Crash, cause) || !strings.Contains(rec.Crash, "goroutine ") || !strings.Contains(rec.Crash, "CrashingSampler") {
+		t.Errorf("record %+v\nwant level ERROR, msg \"sampler failed\", err %q, and the crash report with its stack", rec, cause)
+	}
+}
+
+// TestCrashCause: the line of a crash report that says what happened.
+func TestCrashCause(t *testing.T) {
+	for _, tc := range []struct{ report, want string }{
+		{"panic: boom\n\ngoroutine 1 [running]:\nmain.main()\n", "panic: boom"},
+		{"SIGSEGV: segmentation violation\nfatal error: unexpected signal\n\ngoroutine 1", "fatal error: unexpected signal"},
+		{"fatal error: all goroutines are asleep - deadlock!\n", "fatal error: all goroutines are asleep - deadlock!"},
+		{"\nsomething else\nmore\n", "something else"},
+	} {
+		if got := crashCause(tc.report); got != tc.want {
+			t.Errorf("crashCause(%q) = %q, want %q", tc.report, got, tc.want)
+		}
+	}
+}

@@ -23,7 +23,10 @@ type SamplerSpec struct {
 	PartFD int `json:"part_fd,omitempty"`
 	// PartID is the file the node opened and checked; the sampler
 	// refuses any other (openPart).
-	PartID    csr.Identity          `json:"part_id"`
+	PartID csr.Identity `json:"part_id"`
+	// CrashFD, when not 0, is the descriptor of the pipe the node reads
+	// the sampler's crash report from (SetSamplerCrashOutput).
+	CrashFD   int                   `json:"crash_fd,omitempty"`
 	Ring      string                `json:"ring"` // ring file, created by the node
 	LoaderID  uint64                `json:"loader_id"`
 	Worker    int                   `json:"worker"`  // w: the sub-ring, and batches w, w+W, …

@@ -53,6 +53,10 @@ func sampler(ctx context.Context, a *app, adj int, adjErr error) error {
 	if err != nil {
 		return err
 	}
+	var crashErr error
+	if spec.CrashFD != 0 {
+		crashErr = node.SetSamplerCrashOutput(spec.CrashFD)
+	}
 	level, err := node.ParseLevel(spec.LogLevel)
 	if err != nil {
 		return fmt.Errorf("sampler spec: %w", err)
@@ -60,6 +64,9 @@ func sampler(ctx context.Context, a *app, adj int, adjErr error) error {
 	log := slog.New(newHandler(a.stderr, level, resolveLogFormat(spec.LogFormat, a.stderr))).
 		With("loader", spec.LoaderID, "worker", spec.Worker)
 	routeStdLog(log.Handler())
+	if crashErr != nil {
+		log.Warn("sampler crash reports reach its node's log only as text on stderr", "err", crashErr)
+	}
 	if adjErr != nil {
 		log.Warn("sampler keeps its node's oom_score_adj: the OOM killer may pick the node before it", "err", adjErr)
 	} else {
