@@ -191,9 +191,12 @@ func TestInspectVerifyCorruption(t *testing.T) {
 
 // TestInspectVerifyReadShares: graph.toml's expected read shares of a
 // part disagree with those recomputed from the files (the manifest edited
-// and re-checksummed). Verification must fail on that part's file, and
-// the report must say why (the failure was recorded on the part after
-// the file list was built, which then showed every file OK).
+// and re-checksummed, as a build with another estimate writes it). The
+// checksum says they are what the build that wrote the files estimated:
+// verification passes, and the report gives both, graph.toml's on a line
+// of the part's own. It failed the part's file, so every change of the
+// estimate failed every directory written before it (a Cora partitioning
+// at batch 64, when the last batch came to be estimated at its own size).
 func TestInspectVerifyReadShares(t *testing.T) {
 	dir, m, _, _, _ := cacheDir(t, MethodFreq, CacheOptions{Ratio: 0.2})
 	m.Part[0].ReadsLocal -= 0.1
@@ -203,25 +206,28 @@ func TestInspectVerifyReadShares(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.OK() {
-		t.Fatal("shares that differ from the files verified OK")
+	if !r.OK() {
+		var out strings.Builder
+		r.Format(&out)
+		t.Fatalf("another estimate's shares failed verification:\n%s", out.String())
 	}
-	failed := 0
-	for _, f := range r.Files {
-		if f.Err != nil {
-			failed++
-			if f.Path != PartFile(0) {
-				t.Errorf("%s failed: %v", f.Path, f.Err)
-			}
-		}
+	e := m.Part[0]
+	if got := r.Parts[0].Recorded; got == nil || got.Local != e.ReadsLocal || got.Cached != e.ReadsCached || got.Remote != e.ReadsRemote {
+		t.Errorf("part 0 recorded shares %+v, want graph.toml's %g / %g / %g", got, e.ReadsLocal, e.ReadsCached, e.ReadsRemote)
 	}
-	if failed != 1 {
-		t.Errorf("%d files failed, want 1 (part 0)", failed)
+	if got := r.Parts[1].Recorded; got != nil {
+		t.Errorf("part 1, whose shares agree, has recorded shares %+v", got)
 	}
 	var out strings.Builder
 	r.Format(&out)
-	if want := PartFile(0) + "  FAILED  partition: " + PartFile(0) + ": expected reads local"; !strings.Contains(out.String(), want) {
-		t.Errorf("report lacks %q:\n%s", want, out.String())
+	want := fmt.Sprintf("part 0: graph.toml records expected reads local %.2f%%, cached %.2f%%, remote %.2f%%: the estimate of the build that wrote it",
+		100*e.ReadsLocal, 100*e.ReadsCached, 100*e.ReadsRemote)
+	if !strings.Contains(out.String(), want) || strings.Contains(out.String(), "part 1: graph.toml records") {
+		t.Errorf("report lacks %q, or names part 1:\n%s", want, out.String())
+	}
+	// Without --verify nothing is compared.
+	if r, err := Inspect(context.Background(), dir, InspectOptions{}); err != nil || r.Parts[0].Recorded != nil {
+		t.Errorf("without verify: %v, recorded %+v", err, r.Parts[0].Recorded)
 	}
 }
 
