@@ -94,11 +94,11 @@ package partition
 // of a large one: BlogCatalog's 1031 training seeds in batches of 1024
 // and 7 came out ×1.38 (now ×1.00), Cora's 140 in batches of 128 and 12
 // ×1.31 (now ×1.07). Batches of two sizes cost a second pass, on the
-// partitions whose last batch is shorter: BenchmarkEstimateHeat (4
-// partitions, each with one) 55–60 → 76–85 ms and 16 → 25 MB allocated;
-// `node partition --method freq --cache-ratio 0.2` of an R-MAT graph of
-// 1 M nodes and 10 M edges into 4 parts 2.9–3.5 s either way, peak RSS
-// 293 → 334 MiB.
+// partitions whose last batch is shorter, on the first pass's working
+// arrays: BenchmarkEstimateHeat (4 partitions, each with one) 60 → 84
+// ms and 16 → 18 MB allocated; `node partition --method freq
+// --cache-ratio 0.2` of an R-MAT graph of 1 M nodes and 10 M edges into
+// 4 parts 2.8–2.9 → 3.2–3.5 s, peak RSS the same (292–296 MiB).
 //
 // Computation. Each hop is a pull over the transpose: for every target v,
 // the sum over the nodes u whose row holds v, in ascending u, accumulated
@@ -108,9 +108,9 @@ package partition
 //
 // Memory: the transpose (4 bytes and 1 bit per edge, 4 more where some
 // row repeats an entry, 12 bytes per node) plus four float32 arrays of
-// nodes × parts, and then the same for the partitions whose last batch
-// is shorter, one column each, while the first result waits (nodes ×
-// parts more).
+// nodes × parts, and, where some partition's last batch is shorter, one
+// more for the second pass's result (nodes × those partitions), whose
+// working arrays are the first pass's.
 
 import (
 	"context"
@@ -342,7 +342,8 @@ func (t *transpose) heat(ctx context.Context, seeds [][]uint32, opts HeatOptions
 			}
 		}
 	}
-	heat, err := t.propagate(ctx, seeds, first, batched, opts.Fanouts, workers)
+	var sc heatScratch
+	heat, err := t.propagate(ctx, seeds, first, batched, opts.Fanouts, workers, &sc)
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +356,7 @@ func (t *transpose) heat(ctx context.Context, seeds [][]uint32, opts HeatOptions
 		heat[i] = float32(first[i%P].batches * float64(h))
 	}
 	if len(rest) > 0 {
-		last, err := t.propagate(ctx, seeds, rest, batched, opts.Fanouts, workers)
+		last, err := t.propagate(ctx, seeds, rest, batched, opts.Fanouts, workers, &sc)
 		if err != nil {
 			return nil, err
 		}
@@ -369,18 +370,37 @@ func (t *transpose) heat(ctx context.Context, seeds [][]uint32, opts HeatOptions
 	return &Heat{Parts: P, Val: heat}, nil
 }
 
+// heatScratch is propagate's working arrays, which a second pass takes
+// over from the first (no more columns than it), so that the estimate
+// holds five arrays of nodes × parts at most, not eight until the
+// collector frees the first pass's.
+type heatScratch struct{ cur, prev, next []float32 }
+
+// get returns the scratch's arrays at length m, zeroed, taking them from
+// the last pass where they are large enough.
+func (sc *heatScratch) get(m int) (cur, prev, next []float32) {
+	for _, a := range []*[]float32{&sc.cur, &sc.prev, &sc.next} {
+		if cap(*a) < m {
+			*a = make([]float32, m)
+		} else {
+			*a = (*a)[:m]
+			clear(*a)
+		}
+	}
+	return sc.cur, sc.prev, sc.next
+}
+
 // propagate runs the hops of the estimate for columns cols of seeds'
 // partitions and returns h_K (batched) or the summed visits of every node
-// and column, node-major.
-func (t *transpose) propagate(ctx context.Context, seeds [][]uint32, cols []heatColumn, batched bool, fanouts []int, workers int) ([]float32, error) {
+// and column, node-major. Its working arrays come from sc.
+func (t *transpose) propagate(ctx context.Context, seeds [][]uint32, cols []heatColumn, batched bool, fanouts []int, workers int, sc *heatScratch) ([]float32, error) {
 	n, Q := len(t.deg), len(cols)
 	// heat holds h_k(v) = 1 − Π_k (1 − ρ_k(v)) when batched (the
 	// complement, so that a small chance keeps float32's precision),
-	// Σ_k x_k(v) when not; cur, prev and next hold π or x.
+	// Σ_k x_k(v) when not; cur, prev and next hold π or x: cur π_{k-1}
+	// (x_{k-1}), then w_k; prev w_{k-1}; next π_k (x_k).
 	heat := make([]float32, n*Q)
-	cur := make([]float32, n*Q)  // π_{k-1} (x_{k-1}), then w_k
-	prev := make([]float32, n*Q) // w_{k-1}
-	next := make([]float32, n*Q) // π_k (x_k)
+	cur, prev, next := sc.get(n * Q)
 	for q, c := range cols {
 		for _, v := range seeds[c.part] {
 			cur[int(v)*Q+q]++
