@@ -370,8 +370,9 @@ func (c *Client) call(ctx context.Context, part int, op string, b []byte, start 
 
 // callWith is call with its own bound and retry budget, reading the
 // answer into buf's memory when it is large enough. With halvable set,
-// the peer's refusal of the answer's size (CodeTooLarge) is not counted
-// as a failed request: the caller asks again in parts.
+// the peer's refusal of the answer's size (CodeTooLarge), or this
+// client's of the request's, is not counted as a failed request: the
+// caller asks again in parts.
 func (c *Client) callWith(ctx context.Context, part int, op string, b []byte, start int, want Type, timeout time.Duration, retries int, buf []byte, halvable bool) (response, error) {
 	p := c.peers[part]
 	if p == nil {
@@ -379,10 +380,11 @@ func (c *Client) callWith(ctx context.Context, part int, op string, b []byte, st
 	}
 	m := c.out.peer(p.name)
 	if n := len(b) - start - HeaderSize; n > c.cfg.MaxMessage {
-		// A failed request, never sent: counted as one, not as an error
-		// alone (errors outnumbered requests), and out of the latency
-		// histogram, as it took none.
-		m.count(0, 0, true)
+		// A request never sent: counted as one, not as an error alone
+		// (errors outnumbered requests), out of the latency histogram,
+		// as it took none, and, halvable, no failure, as the peer's
+		// refusal of its answer's size is none.
+		m.count(0, 0, !halvable)
 		return response{}, p.err(op, fmt.Errorf("request of %d bytes exceeds the limit of %d: %w", n, c.cfg.MaxMessage, ErrTooLarge))
 	}
 	b, _ = endMessage(b, start, 0)

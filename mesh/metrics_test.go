@@ -137,7 +137,8 @@ func TestSizeRefusalOfSampleIsNoFailure(t *testing.T) {
 
 // A request the client refuses to send, over its own MaxMessage, is a
 // failed request of its counters: counted as a request as well as an
-// error, and, never sent, no latency. It counted the error alone, so
+// error, and, never sent, no latency; a sample of several nodes, which
+// its caller asks again in parts, a request and no failure. It counted the error alone, so
 // errors outnumbered requests (graphnode_mesh_errors_total over
 // graphnode_mesh_requests_total).
 func TestRequestOverClientLimitIsCounted(t *testing.T) {
@@ -154,5 +155,15 @@ func TestRequestOverClientLimitIsCounted(t *testing.T) {
 	}
 	if n := srv.handler.calls.Load(); n != 0 {
 		t.Fatalf("handler called %d times", n)
+	}
+	// A sample of several nodes that is too large is asked again in
+	// parts (node/remote.go): its refusal is no failure, here as when
+	// the peer refuses the answer's size.
+	err = c.Sample(context.Background(), 1, &SampleRequest{Fanout: -1, IDs: ids(100, 0)}, &SampleResponse{})
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("sample over the limit: %v, want ErrTooLarge", err)
+	}
+	if m := c.Metrics(); m[0].Requests != 2 || m[0].Errors != 1 {
+		t.Fatalf("metrics %+v, want 2 requests, 1 error (the pull's)", m)
 	}
 }
