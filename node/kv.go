@@ -527,3 +527,33 @@ func missingFilesAdvice(dir string, specs []kv.Spec, part int) string {
 		"do not start with load = false: the tables that have files would start from their initial rows, and the check of lost training would refuse them",
 		strings.Join(missing, ", "), strings.Join(found, ", "))
 }
+
+// tableStats describes the tables this node holds a shard of, by name
+// (a table dropped meanwhile is left out); nil on a client node.
+func (s *kvServer) tableStats() []control.KVTableStats {
+	if s.store == nil {
+		return nil
+	}
+	var out []control.KVTableStats
+	for _, name := range s.store.Tables() {
+		sp, err := s.store.Spec(name)
+		if err != nil {
+			continue
+		}
+		v, err := s.store.Version(name)
+		if err != nil {
+			continue
+		}
+		o, changed, err := s.store.Origin(name)
+		if err != nil {
+			continue
+		}
+		lo, hi := sp.Range(s.part)
+		out = append(out, control.KVTableStats{
+			Name: name, Rows: sp.Rows, Dim: sp.Dim, Mode: sp.Mode.String(), Optimizer: sp.Opt.String(),
+			ShardLo: lo, ShardHi: hi, Version: v, Checkpoint: o.Path, Loaded: o.FromLoad, Changed: changed,
+		})
+	}
+	slices.SortFunc(out, func(a, b control.KVTableStats) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}

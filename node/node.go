@@ -751,6 +751,9 @@ func (n *Node) stats() *control.Stats {
 	if !n.cfg.Client() {
 		// A trainer that will ask for kv_save checks this before it trains.
 		s.KV = &control.KVStats{CheckpointDir: n.cfg.KV.CheckpointDir}
+		if n.kv != nil {
+			s.KV.Tables = n.kv.tableStats()
+		}
 	}
 	n.mu.Lock()
 	for _, l := range n.mu.loaders {

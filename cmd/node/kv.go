@@ -2,25 +2,30 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"strings"
+	"text/tabwriter"
 
 	"graphnode/node"
 	"graphnode/node/client"
 	"graphnode/node/control"
 )
 
-const kvSynopsis = "drop|save [flags]"
+const kvSynopsis = "list|drop|save [flags]"
 
-// runKV is `node kv drop` and `node kv save`: what a trainer asks of the
-// parameter server through its connection (kv_drop, kv_save), for an
-// operator: a table whose rows or width a new job changes (node train
-// and node kge refuse it until it is dropped), a checkpoint on demand.
+// runKV is `node kv list`, `node kv drop` and `node kv save`: what the
+// node's parameter server holds, and what a trainer asks of it through
+// its connection (kv_drop, kv_save), for an operator: a table whose rows
+// or width a new job changes (node train and node kge refuse it until it
+// is dropped), a checkpoint on demand.
 func runKV(ctx context.Context, a *app, args []string) error {
 	if len(args) > 0 {
 		switch args[0] {
+		case "list":
+			return kvList(ctx, a, args[1:])
 		case "drop":
 			return kvDrop(ctx, a, args[1:])
 		case "save":
@@ -28,13 +33,14 @@ func runKV(ctx context.Context, a *app, args []string) error {
 		}
 	}
 	if len(args) > 0 && !isHelp(args[0]) {
-		fmt.Fprintf(a.stderr, "node kv: unknown subcommand %q (want drop or save)\n", args[0])
+		fmt.Fprintf(a.stderr, "node kv: unknown subcommand %q (want list, drop or save)\n", args[0])
 	}
 	fmt.Fprintf(a.stderr, "usage: node kv %s\n\n"+
 		"subcommands:\n"+
+		"  list  the tables of this host's node: size, mode, optimiser, its shard, updates, checkpoint\n"+
 		"  drop  remove tables from every node of the cluster (kv_drop)\n"+
 		"  save  checkpoint every table on every node into its [kv] checkpoint_dir (kv_save)\n\n"+
-		"Run 'node kv drop --help' or 'node kv save --help' for the flags.\n", kvSynopsis)
+		"Run 'node kv list --help', 'node kv drop --help' or 'node kv save --help' for the flags.\n", kvSynopsis)
 	if len(args) == 0 || !isHelp(args[0]) {
 		return errUsage
 	}
@@ -44,6 +50,79 @@ func runKV(ctx context.Context, a *app, args []string) error {
 // isHelp reports whether arg asks a command with subcommands for its usage.
 func isHelp(arg string) bool {
 	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
+}
+
+// kvList is `node kv list --socket PATH [--json]`.
+func kvList(ctx context.Context, a *app, args []string) error {
+	fs := newFlagSet(a, "kv list", "--socket PATH [--json]\n\n"+
+		"Lists the tables of the node at PATH and its shard of each: rows, width, mode, optimiser,\n"+
+		"the rows of its shard, the updates applied to it (pushes, or steps of a synchronous table),\n"+
+		"and the checkpoint its rows were last loaded from or saved to. Every node of a cluster\n"+
+		"holds a shard of every table; each node's updates and checkpoint are its own.")
+	jsonOut := fs.Bool("json", false, "print the node's kv stats as JSON")
+	socket, pos, err := kvFlags(a, fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(a.stderr, "node kv list: unexpected argument %q\n", pos[0])
+		fs.Usage()
+		return errUsage
+	}
+	st, err := client.Stats(ctx, socket)
+	if err != nil {
+		return err
+	}
+	if st.KV == nil {
+		return fmt.Errorf("the node at %s holds no kv shard (a client node, or of a build before kv stats): ask a sampling node", socket)
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st.KV)
+	}
+	fmt.Fprint(a.stdout, kvListText(st, socket))
+	return nil
+}
+
+// kvListText is node kv list's report of the node at socket.
+func kvListText(st *control.Stats, socket string) string {
+	var b strings.Builder
+	dir := st.KV.CheckpointDir
+	if dir == "" {
+		dir = "not set"
+	}
+	fmt.Fprintf(&b, "tables of the node at %s (part %d; [kv] checkpoint_dir %s): %d\n", socket, st.Part, dir, len(st.KV.Tables))
+	if len(st.KV.Tables) == 0 {
+		return b.String()
+	}
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "table\trows\tdim\tmode\toptimizer\tshard rows\tupdates\tshard's rows are")
+	for _, t := range st.KV.Tables {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t[%d, %d)\t%d\t%s\n", t.Name, t.Rows, t.Dim, t.Mode, t.Optimizer, t.ShardLo, t.ShardHi, t.Version, rowsState(t))
+	}
+	tw.Flush()
+	return b.String()
+}
+
+// rowsState says where a shard's rows come from: its initial rows or a
+// checkpoint, and whether updates changed them since.
+func rowsState(t control.KVTableStats) string {
+	var from string
+	switch {
+	case t.Checkpoint == "" && t.Changed:
+		return "updated, never saved"
+	case t.Checkpoint == "":
+		return "initial"
+	case t.Loaded:
+		from = "loaded from " + t.Checkpoint
+	default:
+		from = "saved to " + t.Checkpoint
+	}
+	if t.Changed {
+		return "updated since " + from
+	}
+	return "as " + from
 }
 
 // kvFlags parses a kv subcommand's flags (--socket, required); it

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,24 +10,40 @@ import (
 	"graphnode/node/control"
 )
 
-// TestKVCommand: node kv save checkpoints the node's tables into its
-// checkpoint_dir; node kv drop removes a table (then a job may declare
-// it anew) and refuses one the node does not hold; both need --socket.
+// TestKVCommand: node kv list lists the node's tables and where their
+// rows come from; node kv save checkpoints them into its checkpoint_dir;
+// node kv drop removes a table (then a job may declare it anew) and
+// refuses one the node does not hold; all need --socket.
 func TestKVCommand(t *testing.T) {
 	bin := nodeBinary(t)
 	_, _, sock, ckpt, _ := startKVNode(t, bin)
+	code, stdout, stderr := runNode(t, "kv", "list", "--socket", sock, "--json")
+	var st control.KVStats
+	if err := json.Unmarshal([]byte(stdout), &st); code != 0 || err != nil || st.CheckpointDir != ckpt || len(st.Tables) != 1 ||
+		st.Tables[0] != (control.KVTableStats{Name: "emb", Rows: 20, Dim: 4, Mode: "async", Optimizer: "sgd lr 0.1", ShardHi: 20}) {
+		t.Errorf("node kv list --json: exit %d (%v), %+v, stderr %q", code, err, st, stderr)
+	}
+	list := func(state string) string {
+		return "tables of the node at " + sock + " (part 0; [kv] checkpoint_dir " + ckpt + "): 1\n" +
+			"table  rows  dim  mode   optimizer   shard rows  updates  shard's rows are\n" +
+			"emb    20    4    async  sgd lr 0.1  [0, 20)     0        " + state + "\n"
+	}
 	for _, tc := range []struct {
 		args           []string
 		code           int
 		stdout, stderr string
 	}{
+		{[]string{"kv", "list", "--socket", sock}, 0, list("initial"), ""},
 		{[]string{"kv", "save", "--socket", sock}, 0, `saved 1 tables ["emb"] into each node's [kv] checkpoint_dir (` + ckpt + " on the node at " + sock + ")\n", ""},
+		{[]string{"kv", "list", "--socket", sock}, 0, list("as saved to " + filepath.Join(ckpt, "emb.part0.kvt")), ""},
 		{[]string{"kv", "drop", "--socket", sock, "emb", "nope"}, 1, "dropped table \"emb\" on this node\n", `table "nope": no node holds such a table`},
+		{[]string{"kv", "list", "--socket", sock}, 0, "tables of the node at " + sock + " (part 0; [kv] checkpoint_dir " + ckpt + "): 0\n", ""},
+		{[]string{"kv", "list", "--socket", sock, "emb"}, 2, "", `node kv list: unexpected argument "emb"`},
 		{[]string{"kv", "drop", "--socket", sock, "emb"}, 1, "", `table "emb": no node holds such a table`},
 		{[]string{"kv", "drop", "emb"}, 2, "", "node kv drop: --socket is required"},
 		{[]string{"kv", "drop", "--socket", sock}, 2, "", "node kv drop: name the tables to drop"},
 		{[]string{"kv", "save", "--socket", sock, "now"}, 2, "", `node kv save: unexpected argument "now"`},
-		{[]string{"kv", "frob"}, 2, "", "usage: node kv drop|save"},
+		{[]string{"kv", "frob"}, 2, "", "usage: node kv list|drop|save"},
 	} {
 		code, stdout, stderr := runNode(t, tc.args...)
 		if code != tc.code || stdout != tc.stdout || !strings.Contains(stderr, tc.stderr) {
@@ -88,7 +105,7 @@ func TestKVUsageBeforeDial(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"kv", "frob"}, "node kv: unknown subcommand \"frob\" (want drop or save)\n"},
+		{[]string{"kv", "frob"}, "node kv: unknown subcommand \"frob\" (want list, drop or save)\n"},
 		{[]string{"cert", "frob"}, "node cert: unknown subcommand \"frob\" (want init or add)\n"},
 		{[]string{"kv", "drop", "--socket", sock}, "node kv drop: name the tables to drop\n"},
 		{[]string{"kv", "save", "--socket", sock, "now"}, "node kv save: unexpected argument \"now\"\n"},
@@ -97,6 +114,25 @@ func TestKVUsageBeforeDial(t *testing.T) {
 		code, _, stderr := runNode(t, tc.args...)
 		if code != 2 || !strings.HasPrefix(stderr, tc.want) || strings.Contains(stderr, "dial") {
 			t.Errorf("node %v: exit %d, stderr %q; want 2 and %q first, before any dial", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+// TestKVRowsState: node kv list says where a shard's rows come from.
+func TestKVRowsState(t *testing.T) {
+	for _, tc := range []struct {
+		t    control.KVTableStats
+		want string
+	}{
+		{control.KVTableStats{}, "initial"},
+		{control.KVTableStats{Changed: true}, "updated, never saved"},
+		{control.KVTableStats{Checkpoint: "/k/emb.part0.kvt"}, "as saved to /k/emb.part0.kvt"},
+		{control.KVTableStats{Checkpoint: "/k/emb.part0.kvt", Changed: true}, "updated since saved to /k/emb.part0.kvt"},
+		{control.KVTableStats{Checkpoint: "/k/emb.part0.kvt", Loaded: true}, "as loaded from /k/emb.part0.kvt"},
+		{control.KVTableStats{Checkpoint: "/k/emb.part0.kvt", Loaded: true, Changed: true}, "updated since loaded from /k/emb.part0.kvt"},
+	} {
+		if got := rowsState(tc.t); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.t, got, tc.want)
 		}
 	}
 }

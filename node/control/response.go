@@ -90,6 +90,29 @@ type KVStats struct {
 	// CheckpointDir is [kv] checkpoint_dir, where kv_save writes; "" when
 	// it is not set, and a kv_save fails.
 	CheckpointDir string `json:"checkpoint_dir"`
+	// Tables are the tables this node holds a shard of, by name; absent
+	// from the answers of nodes built before them.
+	Tables []KVTableStats `json:"tables,omitempty"`
+}
+
+// KVTableStats is a table of a node's parameter server and the node's
+// shard of it: `node kv list`.
+type KVTableStats struct {
+	Name      string `json:"name"`
+	Rows      uint64 `json:"rows"`
+	Dim       int    `json:"dim"`
+	Mode      string `json:"mode"`      // async or sync
+	Optimizer string `json:"optimizer"` // as its spec words it: "adagrad lr 0.1"
+	// ShardLo and ShardHi bound the rows of this node's shard, [lo, hi).
+	ShardLo uint64 `json:"shard_lo"`
+	ShardHi uint64 `json:"shard_hi"`
+	Version uint64 `json:"version"` // the shard's synchronous steps or pushes applied
+	// Checkpoint is the file the shard's rows were last loaded from
+	// (Loaded) or saved to; "" when neither: its initial rows, and what
+	// training has changed of them.
+	Checkpoint string `json:"checkpoint,omitempty"`
+	Loaded     bool   `json:"loaded,omitempty"`
+	Changed    bool   `json:"changed"` // an update applied since (or since it was made)
 }
 
 // MeshStats is the node's place in the cluster and its traffic per peer.
