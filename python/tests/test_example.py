@@ -18,8 +18,9 @@ PARTS is 2 when node.toml.example documents a [mesh] table (the mesh is
 wired into `node run`), else 1; the environment variable
 GRAPHNODE_EXAMPLE_PARTS overrides it.
 
-Needs the Go toolchain and the LINQS Cora files in ../shared/data/cora
-(relative to the repository). Without the data the test skips; without
+Needs the Go toolchain and the LINQS Cora files in $GRAPHNODE_DATA/cora,
+or in ../shared/data/cora (relative to the repository) when it is unset,
+as the Go tests find them (internal/datasets). Without the data the test skips; without
 go it skips, except when the environment variable CI is set (then it
 fails). Every process it starts (nodes, their samplers, trainers) is
 stopped, and every socket, ring and temporary file removed; the ring
@@ -44,7 +45,15 @@ import time
 import unittest
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-CORA = os.path.normpath(os.path.join(REPO, "..", "shared", "data", "cora"))
+
+
+def data_dir():
+    """$GRAPHNODE_DATA, or ../shared/data beside the checkout: where
+    internal/datasets finds the real datasets for the Go tests."""
+    return os.environ.get("GRAPHNODE_DATA") or os.path.join(REPO, "..", "shared", "data")
+
+
+CORA = os.path.normpath(os.path.abspath(os.path.join(data_dir(), "cora")))
 EXAMPLE = os.path.join(REPO, "python", "examples", "train_sage.py")
 MIN_ACC = 0.77
 SEED = 1  # split and model seed of the unit test
@@ -361,6 +370,25 @@ class ExampleTest(unittest.TestCase):
                          "%.1f s\n" % (parts, ", trainers on a client node" if client else "", res["test"],
                                        res["best_val"], res["epoch"], 100 * res["loader_wait"], time.monotonic() - t0))
         return c
+
+
+class DataDirTest(unittest.TestCase):
+    """CORA is found where the Go tests find the datasets: under
+    $GRAPHNODE_DATA when set, else ../shared/data beside the checkout."""
+
+    def cora(self, env):
+        code = "import test_example; print(test_example.CORA)"
+        out = subprocess.run([sys.executable, "-c", code], env=env, cwd=os.path.dirname(os.path.abspath(__file__)),
+                             check=True, capture_output=True, text=True)
+        return out.stdout.strip()
+
+    def test_graphnode_data(self):
+        env = dict(os.environ, GRAPHNODE_DATA="/srv/datasets")
+        self.assertEqual(self.cora(env), "/srv/datasets/cora")
+
+    def test_default(self):
+        env = {k: v for k, v in os.environ.items() if k != "GRAPHNODE_DATA"}
+        self.assertEqual(self.cora(env), os.path.normpath(os.path.join(REPO, "..", "shared", "data", "cora")))
 
 
 def main():

@@ -4,8 +4,8 @@ Cora from link batches of a real `node run`. Cora's citations are split
 partition of the training edges only, and the test ROC AUC at the best
 validation epoch must reach MIN_AUC.
 
-Needs the Go toolchain and ../shared/data/cora, as test_example (it
-skips without the data). Run as a script for the figures of the README:
+Needs the Go toolchain and Cora ($GRAPHNODE_DATA/cora, else
+../shared/data/cora), as test_example (it skips without the data). Run as a script for the figures of the README:
 
     /usr/bin/python3 python/tests/test_link_example.py --epochs 20
 """
@@ -75,7 +75,7 @@ def run_example(tmp, epochs, seed=0):
 class LinkExampleTest(unittest.TestCase):
     def test_link_sage(self):
         if not os.path.exists(os.path.join(CORA, "cora.cites")):
-            self.skipTest("needs ../shared/data/cora")
+            self.skipTest("needs Cora (LINQS) at %s" % CORA)
         with tempfile.TemporaryDirectory() as tmp:
             lines, sizes = run_example(tmp, epochs=10)
         final = lines[-1]
