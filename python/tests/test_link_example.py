@@ -86,12 +86,22 @@ class LinkExampleTest(unittest.TestCase):
         self.assertLess(lines[-2]["loss"], lines[0]["loss"], "the loss did not fall")
         self.assertGreaterEqual(final["test_auc"], MIN_AUC, final)
 
+    def test_script_without_cora(self):
+        # the script says where it looked, before building anything, rather than a traceback
+        env = dict(os.environ, GRAPHNODE_DATA="/nonexistent-graphnode-data")
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--epochs", "1"], env=env,
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 1, out.stderr)
+        self.assertEqual(out.stderr.strip(), "Cora (LINQS) not found at /nonexistent-graphnode-data/cora")
+
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
+    if not os.path.exists(os.path.join(CORA, "cora.cites")):
+        sys.exit("Cora (LINQS) not found at %s" % CORA)
     with tempfile.TemporaryDirectory() as tmp:
         lines, _ = run_example(tmp, a.epochs, a.seed)
     for line in lines:
