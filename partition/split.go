@@ -85,7 +85,9 @@ func ParseSplit(s string) (SplitOptions, error) {
 			sum += f
 		}
 		if sum > 1+1e-9 {
-			return bad("fractions add up to %g, more than 1", sum)
+			// %.6g: the sum as the user would add the fractions, not
+			// float64's 1.2000000000000002 for 0.8+0.3+0.1.
+			return bad("fractions add up to %.6g, more than 1", sum)
 		}
 		return o, nil
 	}
