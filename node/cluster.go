@@ -332,7 +332,7 @@ func (n *Node) clusterSeeds(ctx context.Context, o control.LoaderOptions) ([]uin
 		return nil, err
 	}
 	if len(ids) == 0 {
-		return nil, &control.Error{Key: "split", Msg: fmt.Sprintf("the partition set has no %s nodes", o.Split)}
+		return nil, &control.Error{Key: "split", Msg: fmt.Sprintf("the partition set has no %s nodes (%s)", o.Split, emptySplitHint)}
 	}
 	return ids, nil
 }

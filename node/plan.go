@@ -103,7 +103,7 @@ func loaderSeeds(g *csr.Graph, o control.LoaderOptions) ([]uint64, error) {
 		return nil, &control.Error{Key: "split", Msg: err.Error()}
 	}
 	if mask.IsEmpty() {
-		return nil, &control.Error{Key: "split", Msg: fmt.Sprintf("partition %d has no %s nodes", m.Part, o.Split)}
+		return nil, &control.Error{Key: "split", Msg: fmt.Sprintf("partition %d has no %s nodes (%s)", m.Part, o.Split, emptySplitHint)}
 	}
 	seeds := make([]uint64, 0, mask.GetCardinality())
 	for it := mask.Iterator(); it.HasNext(); {
@@ -210,3 +210,9 @@ func maxRecord(o control.LoaderOptions, seeds int, total uint64, maxDeg int, deg
 	}
 	return int64(size), nil
 }
+
+// emptySplitHint follows the refusal of a split without nodes: the
+// partitioning of an input that carries no split (a LINQS Cora, an edge
+// list), with node partition's default --split keep, has none.
+const emptySplitHint = "node inspect shows each part's train/val/test counts; node partition keeps the input's split by default, " +
+	"and LINQS files and edge lists carry none: partition them with --split per-class:TRAIN,VAL,TEST or random:TRAIN,VAL,TEST"

@@ -2,11 +2,15 @@ package node
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"graphnode/csr"
 	"graphnode/node/control"
+	"graphnode/partition"
 	"graphnode/sample"
 )
 
@@ -108,5 +112,39 @@ func TestSamplerSpecRoundTrip(t *testing.T) {
 	}
 	if _, err := ReadSamplerSpec(strings.NewReader(`{"part":"x","extra":1}`)); err == nil {
 		t.Error("unknown field accepted")
+	}
+}
+
+// TestEmptySplitHint: a loader over a split the partition has no nodes
+// of is refused naming the split and saying where such a partitioning
+// comes from: a LINQS Cora partitioned with the default --split keep,
+// the first graph many try, failed with "partition 0 has no train nodes"
+// and no word of --split.
+func TestEmptySplitHint(t *testing.T) {
+	ctx := context.Background()
+	g, err := partition.SBM(ctx, partition.SBMConfig{Nodes: 200, Blocks: 2, AvgDegree: 4, Seed: 1, ValFrac: 0.1, TestFrac: 0.1, Workers: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adj, err := partition.BuildAdj(ctx, g, csr.In, partition.CleanOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, err := partition.Write(ctx, dir, g, adj, make([]uint32, g.NumNodes), partition.WriteOptions{Parts: 1, Method: "random"}); err != nil {
+		t.Fatal(err)
+	}
+	part, err := csr.Open(filepath.Join(dir, filepath.FromSlash(partition.PartFile(0))), csr.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer part.Close()
+	_, err = loaderSeeds(part, control.LoaderOptions{Split: "train"})
+	var ce *control.Error
+	if !errors.As(err, &ce) || ce.Key != "split" || ce.Msg != "partition 0 has no train nodes ("+emptySplitHint+")" {
+		t.Fatalf("loader over an empty train split: %v, want a split error with the hint", err)
+	}
+	if seeds, err := loaderSeeds(part, control.LoaderOptions{Split: "val"}); err != nil || len(seeds) == 0 {
+		t.Fatalf("val split: %d seeds, %v", len(seeds), err)
 	}
 }

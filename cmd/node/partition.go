@@ -286,6 +286,12 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 	}
 	prog.done()
 	fmt.Fprintf(a.stdout, "split %s: %d/%d/%d train/val/test\n", m.Split, m.Train, m.Val, m.Test)
+	if m.Train == 0 && m.Relations == 0 && f.split == "keep" {
+		// A LINQS Cora, the first graph many try, then failed at the
+		// trainer with "partition 0 has no train nodes".
+		fmt.Fprintln(a.stdout, "note: no training nodes: the input carries no split of its own (LINQS files and edge lists do not), "+
+			"and a trainer's loader over split \"train\" finds none; pass --split per-class:20,500,1000 (Planetoid's counts) or --split random:0.8,0.1,0.1")
+	}
 	fmt.Fprintf(a.stdout, "partitioned into %d parts (%s, seed %d): %s %.2f%%\n", m.Parts, m.Method, m.Seed, m.CutName(), partitionPct(m.EdgeCut(), m.Edges))
 	train := "-" // no training nodes: nothing to balance
 	if m.Train > 0 {

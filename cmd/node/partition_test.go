@@ -773,3 +773,36 @@ func TestOneWayText(t *testing.T) {
 		}
 	}
 }
+
+// TestPartitionNoSplitNote: a LINQS graph (no split of its own)
+// partitioned with the default --split keep has no training nodes, and
+// node partition says so and how to draw a split: a trainer then failed
+// with "partition 0 has no train nodes". With a split, or with training
+// nodes, no note.
+func TestPartitionNoSplitNote(t *testing.T) {
+	in := t.TempDir()
+	var content strings.Builder
+	for i := range 12 {
+		fmt.Fprintf(&content, "p%d\t1\t0\t%d\tclass%d\n", i, i%2, i%3)
+	}
+	var cites strings.Builder
+	for i := range 12 {
+		fmt.Fprintf(&cites, "p%d\tp%d\n", i, (i+1)%12)
+	}
+	for name, body := range map[string]string{"cora.content": content.String(), "cora.cites": cites.String()} {
+		if err := os.WriteFile(filepath.Join(in, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const note = "note: no training nodes: the input carries no split of its own"
+	for _, tc := range []struct {
+		split string
+		note  bool
+	}{{"keep", true}, {"random:0.5,0.25,0.25", false}} {
+		code, stdout, stderr := runNode(t, "partition", "--input", in, "--format", "linqs", "--undirected", "--parts", "1",
+			"--split", tc.split, "-o", filepath.Join(t.TempDir(), "parts"))
+		if code != 0 || strings.Contains(stdout, note) != tc.note {
+			t.Errorf("--split %s: exit %d, stdout:\n%s\nstderr: %s\nwant the note: %v", tc.split, code, stdout, stderr, tc.note)
+		}
+	}
+}
