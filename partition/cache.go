@@ -40,7 +40,7 @@ func (o CacheOptions) Validate(rowBytes int) error {
 		errs = append(errs, fmt.Errorf("partition: cache ratio %g and cache bytes %d: give one of them", o.Ratio, o.Bytes))
 	}
 	if len(errs) == 0 && o.On() && rowBytes == 0 {
-		errs = append(errs, fmt.Errorf("partition: cache: the graph has no features to cache"))
+		errs = append(errs, fmt.Errorf("partition: cache: the graph has no features to cache (a cache holds feature rows: leave out --cache-ratio and --cache-bytes)"))
 	}
 	return errors.Join(errs...)
 }

@@ -55,7 +55,7 @@ func TestCacheOptions(t *testing.T) {
 	}{
 		{CacheOptions{Ratio: -1}, 4, "partition: cache ratio -1: want a number ≥ 0"},
 		{CacheOptions{Ratio: 0.1, Bytes: 10}, 4, "partition: cache ratio 0.1 and cache bytes 10: give one of them"},
-		{CacheOptions{Ratio: 0.1}, 0, "partition: cache: the graph has no features to cache"},
+		{CacheOptions{Ratio: 0.1}, 0, "partition: cache: the graph has no features to cache (a cache holds feature rows: leave out --cache-ratio and --cache-bytes)"},
 		{CacheOptions{Ratio: -1, Bytes: -2}, 4, "partition: cache ratio -1: want a number ≥ 0\npartition: cache bytes -2: want ≥ 0"},
 	} {
 		if err := tt.o.Validate(tt.row); err == nil || err.Error() != tt.want {

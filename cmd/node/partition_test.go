@@ -403,7 +403,7 @@ func TestPartitionRefusesBeforeAssign(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--split", "random:0.5,0.2,0.3", "--cache-ratio", "0.2"}, "partition: cache: the graph has no features to cache"},
+		{[]string{"--split", "random:0.5,0.2,0.3", "--cache-ratio", "0.2"}, "partition: cache: the graph has no features to cache (a cache holds feature rows: leave out --cache-ratio and --cache-bytes)"},
 		// Not freq's "no training split": its Assign refused first.
 		{[]string{"--method", "freq", "--cache-bytes", "1MB"}, "partition: cache: the graph has no features to cache"},
 	} {
