@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"net"
 	"os"
+	"syscall"
 	"time"
 
 	"graphnode/node/control"
@@ -73,10 +75,9 @@ type Loader struct {
 // ring. The loader lives as long as this connection: Close (or the
 // process's exit) makes the node stop its samplers and remove the ring.
 func OpenLoader(ctx context.Context, socket string, opts Options) (*Loader, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", socket)
+	conn, err := dialNode(ctx, socket)
 	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
+		return nil, err
 	}
 	resp, _, err := roundTrip(ctx, conn, &control.Request{Op: control.OpOpenLoader, LoaderOptions: opts})
 	if err != nil {
@@ -207,10 +208,9 @@ func statsOf(resp *control.Response) (*control.Stats, error) {
 
 // Stats asks the node on socket for its stats.
 func Stats(ctx context.Context, socket string) (*control.Stats, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", socket)
+	conn, err := dialNode(ctx, socket)
 	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
+		return nil, err
 	}
 	defer conn.Close()
 	resp, _, err := roundTrip(ctx, conn, &control.Request{Op: control.OpStats})
@@ -298,4 +298,21 @@ func (l *Loader) Close() error {
 	err := l.cons.Close()
 	err = errors.Join(err, l.ring.Close(), l.conn.Close())
 	return err
+}
+
+// dialNode connects to the control socket of the node at socket. A
+// socket that is not there, or that no process listens on (left by a
+// node killed before it could remove it), says that no node listens:
+// "dial unix …: connect: no such file or directory" left a new user to
+// guess that node run was not started.
+func dialNode(ctx context.Context, socket string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socket)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+		return nil, fmt.Errorf("client: %w (no node listens there: start node run, or give the control.socket of its node.toml)", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return conn, nil
 }

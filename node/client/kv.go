@@ -57,10 +57,9 @@ type session struct {
 }
 
 func dial(ctx context.Context, socket string) (session, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", socket)
+	conn, err := dialNode(ctx, socket)
 	if err != nil {
-		return session{}, fmt.Errorf("client: %w", err)
+		return session{}, err
 	}
 	return session{mu: new(sync.Mutex), conn: conn, raw: conn, closed: new(atomic.Bool), frame: control.MaxFrame}, nil
 }

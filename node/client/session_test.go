@@ -208,3 +208,28 @@ func TestCloseEndsCallInProgress(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 }
+
+// TestDialNoNode: a socket that is not there, or that no process
+// listens on, says that no node listens there, for every way in.
+func TestDialNoNode(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "stale.sock")
+	l, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close() // the file stays, with no listener: a node killed
+	ctx := context.Background()
+	for _, socket := range []string{filepath.Join(dir, "none.sock"), stale} {
+		_, errLoader := OpenLoader(ctx, socket, Options{Split: "train"})
+		_, errStats := Stats(ctx, socket)
+		_, errKV := DialKV(ctx, socket)
+		_, errData := DialData(ctx, socket)
+		for _, err := range []error{errLoader, errStats, errKV, errData} {
+			if err == nil || !strings.Contains(err.Error(), socket) || !strings.Contains(err.Error(), "no node listens there: start node run") {
+				t.Errorf("%s: %v, want the dial's error saying no node listens there", socket, err)
+			}
+		}
+	}
+}

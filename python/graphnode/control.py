@@ -65,7 +65,12 @@ class Connection:
             self._sock.connect(path)
         except OSError as e:
             self._sock.close()
-            raise LoaderError("control: connect to node socket %s: %s" % (path, e)) from e
+            hint = ""
+            if isinstance(e, (FileNotFoundError, ConnectionRefusedError)):
+                # As the Go client says: the bare errno left a new user to
+                # guess that node run was not started.
+                hint = " (no node listens there: start node run, or give the control.socket of its node.toml)"
+            raise LoaderError("control: connect to node socket %s: %s%s" % (path, e, hint)) from e
         except BaseException:
             self._sock.close()
             raise

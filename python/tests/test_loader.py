@@ -6,6 +6,7 @@ import os
 import pathlib
 import shutil
 import signal
+import socket
 import tempfile
 import time
 import unittest
@@ -173,8 +174,15 @@ class FailureTest(LoaderTestCase):
         self.assertEqual(str(cm.exception), "control: fanouts: fanouts[1] = 0: each must be -1 (all) or positive")
 
     def test_no_node(self):
-        with self.assertRaisesRegex(graphnode.LoaderError, "connect to node socket %s/none.sock" % self.dir):
-            graphnode.Loader(os.path.join(self.dir, "none.sock"))
+        # A socket that is not there, or that no node listens on (left by
+        # a node killed), says so, and how to fix it.
+        stale = os.path.join(self.dir, "stale.sock")
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(stale)
+        s.close()
+        for path in (os.path.join(self.dir, "none.sock"), stale):
+            with self.assertRaisesRegex(graphnode.LoaderError, "connect to node socket %s: .*[(]no node listens there: start node run" % path):
+                graphnode.Loader(path)
 
     def test_socket_argument(self):
         # A pathlib.Path is a path (it raised a bare TypeError and left the
