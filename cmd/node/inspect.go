@@ -92,7 +92,11 @@ func runInspect(ctx context.Context, a *app, args []string) error {
 				failed++
 			}
 		}
-		return fmt.Errorf("%s: %d files FAILED", pos[0], failed)
+		files := "files"
+		if failed == 1 {
+			files = "file"
+		}
+		return fmt.Errorf("%s: %d %s FAILED", pos[0], failed, files)
 	}
 	if *verify {
 		fmt.Fprintf(a.stdout, "\n%s: all %d files OK\n", pos[0], len(r.Files)+1)

@@ -160,7 +160,7 @@ func TestInspectVerifyNamesCorruptSection(t *testing.T) {
 	if !strings.Contains(stdout, "part-1/part.csr  FAILED") || !strings.Contains(stdout, `section "indices"`) || !strings.Contains(stdout, "part-0/part.csr  OK") {
 		t.Errorf("report does not name the file and section:\n%s", stdout)
 	}
-	if !strings.Contains(stderr, "node inspect: "+out+": 1 files FAILED") {
+	if !strings.Contains(stderr, "node inspect: "+out+": 1 file FAILED") {
 		t.Errorf("stderr: %s", stderr)
 	}
 }
