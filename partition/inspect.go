@@ -113,6 +113,11 @@ func Inspect(ctx context.Context, dir string, opts InspectOptions) (*Report, err
 		if err == nil {
 			m, err = OpenPart(dir, *opts.Part)
 		}
+	} else if opts.Verify {
+		// Each file is checked below and reported on its own: OpenDir's
+		// check of every file's size stopped at a truncated part, and
+		// the others went unreported.
+		m, err = OpenManifest(dir)
 	} else {
 		m, err = OpenDir(dir)
 	}

@@ -163,6 +163,17 @@ func TestInspectVerifyNamesCorruptSection(t *testing.T) {
 	if !strings.Contains(stderr, "node inspect: "+out+": 1 file FAILED") {
 		t.Errorf("stderr: %s", stderr)
 	}
+
+	// A truncated file is one failure among the files, each reported:
+	// the check of every file's size stopped --verify before any.
+	if err := os.Truncate(path, int64(len(b))-100); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = runNode(t, "inspect", "--verify", out)
+	if code != 1 || !strings.Contains(stdout, "part-1/part.csr  FAILED") || !strings.Contains(stdout, "part-0/part.csr  OK") ||
+		!strings.Contains(stderr, "node inspect: "+out+": 1 file FAILED") {
+		t.Errorf("inspect --verify of a truncated file: code %d\n%s\nstderr: %s", code, stdout, stderr)
+	}
 }
 
 func TestPartitionUsage(t *testing.T) {
