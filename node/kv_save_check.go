@@ -43,6 +43,20 @@ func (s *kvServer) loadedKey(table string) (key, file string) {
 	return key, l.Path
 }
 
+// saveText is a save's key (loadedKey, originKey) as errors and logs
+// word it: an exit save after "legacy" followed no kv_save (or one of a
+// build before save ids), which "exit after legacy" left a reader to
+// decode.
+func saveText(key string) string {
+	switch {
+	case key == "legacy":
+		return "legacy (written before save ids)"
+	case strings.HasPrefix(key, "exit after legacy"):
+		return "exit after no kv_save" + strings.TrimPrefix(key, "exit after legacy")
+	}
+	return key
+}
+
 // describeLoaded says, in an error, that who loaded key from file.
 func describeLoaded(who, key, file string) string {
 	switch key {
@@ -52,9 +66,9 @@ func describeLoaded(who, key, file string) string {
 		return fmt.Sprintf("%s loaded %s, of the legacy save (written before save ids)", who, file)
 	}
 	if strings.HasPrefix(key, "exit after ") {
-		return fmt.Sprintf("%s loaded %s, its exit save (%s)", who, file, key)
+		return fmt.Sprintf("%s loaded %s, its exit save (%s)", who, file, saveText(key))
 	}
-	return fmt.Sprintf("%s loaded %s, of save %s", who, file, key)
+	return fmt.Sprintf("%s loaded %s, of save %s", who, file, saveText(key))
 }
 
 // checkSaves asks every peer whether its shard of table was loaded from

@@ -412,6 +412,9 @@ func TestDescribeLoaded(t *testing.T) {
 		{"none", "", "part 0 loaded no checkpoint file (its rows are its initial ones and what was trained into them since it started)"},
 		{"legacy", "/c/w.part0.kvt", "part 0 loaded /c/w.part0.kvt, of the legacy save (written before save ids)"},
 		{"exit after 00000000000000ab", "/c/w.part0.exit.kvt", "part 0 loaded /c/w.part0.exit.kvt, its exit save (exit after 00000000000000ab)"},
+		// An exit save that followed no kv_save: "exit after legacy" left
+		// a reader to decode it.
+		{"exit after legacy at step 151", "/c/w.part0.exit.kvt", "part 0 loaded /c/w.part0.exit.kvt, its exit save (exit after no kv_save at step 151)"},
 		{"00000000000000ab", "/c/w.part0.kvt", "part 0 loaded /c/w.part0.kvt, of save 00000000000000ab"},
 	} {
 		if got := describeLoaded("part 0", c.key, c.file); got != c.want {

@@ -292,11 +292,11 @@ func describeShard(who string, st shardState) string {
 	case st.Key == "none":
 		d = who + " holds its initial rows (no checkpoint loaded or saved since its node started)"
 	case st.Loaded && strings.HasPrefix(st.Key, "exit after "):
-		d = fmt.Sprintf("%s loaded %s, its exit save (%s)", who, st.File, st.Key)
+		d = fmt.Sprintf("%s loaded %s, its exit save (%s)", who, st.File, saveText(st.Key))
 	case st.Loaded:
-		d = fmt.Sprintf("%s loaded %s, of save %s", who, st.File, st.Key)
+		d = fmt.Sprintf("%s loaded %s, of save %s", who, st.File, saveText(st.Key))
 	default:
-		d = fmt.Sprintf("%s wrote %s, of save %s", who, st.File, st.Key)
+		d = fmt.Sprintf("%s wrote %s, of save %s", who, st.File, saveText(st.Key))
 	}
 	switch {
 	case st.Changed:
@@ -319,7 +319,7 @@ func describeShard(who string, st shardState) string {
 func (m markerState) held() string {
 	held := "its initial rows"
 	if m.Key != "none" {
-		held = "save " + m.Key
+		held = "save " + saveText(m.Key)
 	}
 	if m.Trained {
 		held += " and rows trained since"
@@ -714,7 +714,7 @@ func (s *kvServer) settleLost(table string) {
 	}
 	s.markMu.Unlock()
 	if ok {
-		s.log.Info("kv: every node's shard is back where this node's is after it lost what it held; the table is served", "table", table, "held", prev.Key, "trained", prev.Trained)
+		s.log.Info("kv: every node's shard is back where this node's is after it lost what it held; the table is served", "table", table, "held", saveText(prev.Key), "trained", prev.Trained)
 		s.syncMarkers()
 	}
 }
