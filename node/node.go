@@ -80,8 +80,11 @@ type Node struct {
 	ringAccess ringAccess
 
 	// bound is set once Run has bound the control socket: from then on
-	// the socket file is this node's to remove (Abandon).
+	// the socket file is this node's to remove (Abandon), if it is still
+	// the file listen bound (sock).
 	bound        atomic.Bool
+	sock         os.FileInfo // the socket file as bound; set by listen, before bound
+	sockRemoved  atomic.Bool // removeSocket removed it (Abandon, then Run's end)
 	started      time.Time
 	maxDeg       int  // largest degree of the partition set (of this part with an older graph.toml), bounds fanout -1
 	maxDegExact  bool // maxDeg is the set's (graph.toml records every part's, or there is one part)
@@ -344,14 +347,14 @@ func (n *Node) Run(ctx context.Context) error {
 	n.bound.Store(true)
 	if err := n.startMesh(); err != nil {
 		ln.Close()
-		os.Remove(n.cfg.Control.Socket)
+		n.removeSocket()
 		return err
 	}
 	defer n.closeMesh()
 	stopMetrics, err := n.serveMetrics(n.cfg.Metrics.Listen)
 	if err != nil {
 		ln.Close()
-		os.Remove(n.cfg.Control.Socket)
+		n.removeSocket()
 		return err
 	}
 	defer stopMetrics()
@@ -428,7 +431,7 @@ func (n *Node) Run(ctx context.Context) error {
 			n.log.Info("kv checkpoint written", "dir", info.Dir, "tables", info.Tables)
 		}
 	}
-	if err := os.Remove(n.cfg.Control.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if _, err := n.removeSocket(); err != nil {
 		n.log.Warn("remove socket", "socket", n.cfg.Control.Socket, "err", err)
 	}
 	n.log.Info("node stopped", "socket", n.cfg.Control.Socket)
@@ -446,14 +449,44 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) Abandon() ([]string, error) {
 	removed, err := shm.RemoveOwn(n.cfg.Rings.Dir, RingPrefix)
 	if n.bound.Load() {
-		path := n.cfg.Control.Socket
-		if e := os.Remove(path); e == nil {
-			removed = append(removed, path)
-		} else if !errors.Is(e, fs.ErrNotExist) {
-			err = errors.Join(err, fmt.Errorf("node: remove control socket: %w", e))
+		if ok, e := n.removeSocket(); ok {
+			removed = append(removed, n.cfg.Control.Socket)
+		} else if e != nil {
+			err = errors.Join(err, e)
 		}
 	}
 	return removed, err
+}
+
+// removeSocket removes the control socket file if it is still the one
+// listen bound. Once removed while the node runs (by hand, or a cleaner
+// of /tmp or /run), the path is no longer the node's: another node may
+// have bound its own socket there since, or the operator put a file
+// there, and removing it would cut that node off from its trainers or
+// lose the file. It reports whether it removed the socket.
+func (n *Node) removeSocket() (bool, error) {
+	path := n.cfg.Control.Socket
+	if n.sockRemoved.Load() {
+		return false, nil
+	}
+	st, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		n.log.Warn("the control socket was removed while the node ran: trainers could not connect since", "socket", path)
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("node: remove control socket: %w", err)
+	}
+	if n.sock == nil || !os.SameFile(st, n.sock) {
+		n.log.Warn("the control socket was removed while the node ran and the path holds another file now (another node's socket?): left as it is",
+			"socket", path, "file", fileKind(st.Mode()))
+		return false, nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("node: remove control socket: %w", err)
+	}
+	n.sockRemoved.Store(true)
+	return true, nil
 }
 
 // acceptRetries reports whether an accept error passes by itself: the
@@ -542,6 +575,9 @@ func (n *Node) listen() (*net.UnixListener, error) {
 	}
 	if err == nil {
 		n.ringAccess, err = ringAccessOf(path, n.cfg.RingMode())
+	}
+	if err == nil {
+		n.sock, err = os.Lstat(path)
 	}
 	if err != nil {
 		ln.Close()
