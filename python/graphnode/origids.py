@@ -10,6 +10,7 @@ the pages it touches, never the whole file:
     names = ids.names(batch.n_id[:4]) # string ids (names.txt), when the input had them
 """
 
+import errno
 import os
 
 import numpy as np
@@ -27,16 +28,19 @@ class OrigIds:
         self.path = os.path.join(parts_dir, ORIG_IDS_FILE)
         self._dir = parts_dir
         try:
-            size = os.path.getsize(self.path)
+            self._f = open(self.path, "rb")
         except OSError as e:
             raise FileNotFoundError("origids: %s: %s" % (self.path, e.strerror)) from e
+        size = os.fstat(self._f.fileno()).st_size
         if size % 8:
+            self._f.close()
             raise ValueError("origids: %s: %d bytes is not a whole number of uint64 ids" % (self.path, size))
         nodes = _manifest_nodes(os.path.join(parts_dir, MANIFEST_FILE))
         if nodes is not None and nodes * 8 != size:
+            self._f.close()
             raise ValueError("origids: %s: %d ids, graph.toml says nodes = %d" % (self.path, size // 8, nodes))
         self._n = size // 8
-        self._map = np.memmap(self.path, dtype="<u8", mode="r") if size else np.zeros(0, dtype="<u8")
+        self._map = np.memmap(self._f, dtype="<u8", mode="r") if size else np.zeros(0, dtype="<u8")
         self._names = None
 
     def __reduce__(self):
@@ -56,6 +60,7 @@ class OrigIds:
         if isinstance(ids, (int, np.integer)):
             i = int(ids)
             self._check(np.array([i]))
+            _check_size(self._f, self.path, self._n * 8)
             return int(self._map[i])
         torch = _torch_of(ids)
         idx = ids.cpu().numpy() if torch is not None else np.asarray(ids)
@@ -64,6 +69,7 @@ class OrigIds:
         if idx.dtype.kind not in "iu":
             raise TypeError("origids: ids must be integers, got %s" % idx.dtype)
         self._check(idx)
+        _check_size(self._f, self.path, self._n * 8)
         out = np.asarray(self._map[idx.astype(np.int64, copy=False)])
         if torch is not None:
             # torch has no uint64: an original id of 2^63 or more (hashed
@@ -109,6 +115,12 @@ class OrigIds:
         self._map = np.zeros(0, dtype="<u8")
         self._n = 0
         self._names = None
+        self._f.close()
+
+    def __del__(self):
+        f = getattr(self, "_f", None)  # absent when __init__ failed to open it
+        if f is not None:
+            f.close()
 
 
 class _Lines:
@@ -122,20 +134,42 @@ class _Lines:
     _CHUNK = 1 << 20  # bytes scanned at a time: the scan's temporaries stay small
 
     def __init__(self, path):
-        size = os.path.getsize(path)
-        self._mm = np.memmap(path, dtype=np.uint8, mode="r") if size else np.zeros(0, dtype=np.uint8)
+        self._path = path
+        self._f = open(path, "rb")
+        size = self._size = os.fstat(self._f.fileno()).st_size
+        self._mm = np.memmap(self._f, dtype=np.uint8, mode="r") if size else np.zeros(0, dtype=np.uint8)
         ends = [np.flatnonzero(self._mm[lo:lo + self._CHUNK] == 10) + lo for lo in range(0, size, self._CHUNK)]
         ends = np.concatenate(ends) if ends else np.zeros(0, dtype=np.int64)
         if size and (ends.size == 0 or ends[-1] != size - 1):
             ends = np.append(ends, size)  # a last line without "\n"
         self._ends = ends
 
+    def __del__(self):
+        f = getattr(self, "_f", None)
+        if f is not None:
+            f.close()
+
     def __len__(self):
         return self._ends.size
 
     def __getitem__(self, k):
+        _check_size(self._f, self._path, self._size)
         lo = 0 if k == 0 else int(self._ends[k - 1]) + 1
         return self._mm[lo:int(self._ends[k])].tobytes().decode("utf-8", "surrogateescape")
+
+
+def _check_size(f, path, mapped):
+    """Raise OSError when the file open as f is now shorter than the
+    mapped bytes: it was truncated or rewritten in place (cp, scp,
+    truncate) after it was opened, and reading a page past its new end
+    would end this process with SIGBUS, naming nothing. A file renamed over
+    the path (what node partition --force does) leaves the mapping on the
+    old file and is no change. A truncation within microseconds of the
+    read still faults, as in any process mapping the file."""
+    size = os.fstat(f.fileno()).st_size
+    if size < mapped:
+        raise OSError(errno.ESTALE, "origids: %s: the file is now %d bytes, %d when opened: it was truncated or rewritten in place; "
+                      "replace partition files by renaming a new one over the old, and open OrigIds again" % (path, size, mapped))
 
 
 def _torch_of(x):

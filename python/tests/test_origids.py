@@ -2,6 +2,8 @@
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import tracemalloc
 import unittest
@@ -127,6 +129,46 @@ class OrigIdsTest(unittest.TestCase):
             graphnode.OrigIds(self.dir)
         with self.assertRaisesRegex(FileNotFoundError, "origids: .*/none/orig_ids.bin"):
             graphnode.OrigIds(os.path.join(self.dir, "none"))
+
+    def test_truncated_under_lookups(self):
+        # cp, scp or truncate on orig_ids.bin (or names.txt) while a
+        # trainer holds an OrigIds: a lookup of a page past the new end
+        # ended the trainer with SIGBUS ("Bus error", exit 135), naming
+        # nothing. It is an error naming the file now. In a child process,
+        # so that a fault fails this test rather than ending the run.
+        with open(os.path.join(self.dir, "names.txt"), "w") as f:
+            f.write("\n".join("n%d" % i for i in range(71)) + "\n")
+        code = """if True:
+            import os, sys
+            import numpy as np
+            import graphnode
+            d = sys.argv[1]
+            ids = graphnode.OrigIds(d)
+            assert ids[np.array([5])].tolist() == [33]
+            assert ids.names([1]) == ["n10"]
+            for name, look in (("orig_ids.bin", lambda: ids[np.array([5])]), ("orig_ids.bin", lambda: ids[5]),
+                               ("names.txt", lambda: ids.names([1]))):
+                if name == "names.txt":
+                    np.array([70, 10, 2 ** 40, 5, 0, 33], dtype="<u8").tofile(os.path.join(d, "orig_ids.bin"))
+                    ids = graphnode.OrigIds(d)
+                    ids.names([0])
+                os.truncate(os.path.join(d, name), 0)
+                try:
+                    look()
+                except OSError as e:
+                    print(e)
+                else:
+                    print("no error")
+        """
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(graphnode.__file__)),
+                                                                         os.environ.get("PYTHONPATH", "")) if p))
+        r = subprocess.run([sys.executable, "-c", code, self.dir], capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, "child: exit %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
+        lines = r.stdout.splitlines()
+        self.assertEqual(len(lines), 3, r.stdout)
+        for line, (name, size) in zip(lines, (("orig_ids.bin", 48), ("orig_ids.bin", 48), ("names.txt", 274))):
+            self.assertRegex(line, "origids: .*/%s: the file is now 0 bytes, %d when opened: it was truncated or rewritten in place"
+                             % (name.replace(".", "\\."), size))
 
 
 if __name__ == "__main__":
