@@ -199,7 +199,6 @@ func inspectReads(ctx context.Context, dir string, m *Manifest, opts HeatOptions
 	if m.Nodes > math.MaxUint32 {
 		return nil, fmt.Errorf("partition: %s: %d nodes: the read estimate handles at most 2^32", dir, m.Nodes)
 	}
-	n := int(m.Nodes)
 	graphs := make([]*csr.Graph, m.Parts)
 	defer func() {
 		for _, g := range graphs {
@@ -208,37 +207,55 @@ func inspectReads(ctx context.Context, dir string, m *Manifest, opts HeatOptions
 			}
 		}
 	}()
-	blocks := make([]heatRows[uint64], m.Parts)
-	seeds := make([][]uint32, m.Parts)
-	cache := make([][]uint32, m.Parts)
-	owner := make([]uint32, n)
 	for p := range graphs {
 		g, err := csr.Open(filepath.Join(dir, filepath.FromSlash(PartFile(p))), csr.OpenOptions{})
 		if err != nil {
 			return nil, err
 		}
 		graphs[p] = g
-		start := g.Meta().Start
-		blocks[p] = heatRows[uint64]{start: uint32(start), indptr: g.Indptr(), indices: g.Indices()}
-		mask, err := g.Mask(csr.SecTrain)
-		if err != nil {
-			return nil, err
-		}
-		if mask != nil {
-			for it := mask.Iterator(); it.HasNext(); {
-				seeds[p] = append(seeds[p], uint32(start)+it.Next())
+	}
+	return partsReads(ctx, dir, m, graphs, opts)
+}
+
+// partsReads is inspectReads of the parts' open files. Their mappings are
+// read through csr.Graph.Read: a file truncated or rewritten in place
+// while they are read (a copy into the directory under way) is an error
+// that names it, not a SIGBUS that ends the process.
+func partsReads(ctx context.Context, dir string, m *Manifest, graphs []*csr.Graph, opts HeatOptions) ([]ReadShares, error) {
+	n := int(m.Nodes)
+	blocks := make([]heatRows[uint64], m.Parts)
+	seeds := make([][]uint32, m.Parts)
+	cache := make([][]uint32, m.Parts)
+	owner := make([]uint32, n)
+	var t *transpose
+	err := readMapped(graphs, func() error {
+		for p, g := range graphs {
+			start := g.Meta().Start
+			blocks[p] = heatRows[uint64]{start: uint32(start), indptr: g.Indptr(), indices: g.Indices()}
+			mask, err := g.Mask(csr.SecTrain)
+			if err != nil {
+				return err
+			}
+			if mask != nil {
+				for it := mask.Iterator(); it.HasNext(); {
+					seeds[p] = append(seeds[p], uint32(start)+it.Next())
+				}
+			}
+			for _, id := range g.CacheIDs() {
+				cache[p] = append(cache[p], uint32(id))
+			}
+			for v := start; v < g.Meta().End; v++ {
+				owner[v] = uint32(p)
 			}
 		}
-		for _, id := range g.CacheIDs() {
-			cache[p] = append(cache[p], uint32(id))
+		var err error
+		if t, err = buildTranspose(ctx, n, blocks); err != nil {
+			return fmt.Errorf("partition: %s: %w", dir, err)
 		}
-		for v := start; v < g.Meta().End; v++ {
-			owner[v] = uint32(p)
-		}
-	}
-	t, err := buildTranspose(ctx, n, blocks)
+		return nil // the transpose holds what the estimate reads of the files
+	})
 	if err != nil {
-		return nil, fmt.Errorf("partition: %s: %w", dir, err)
+		return nil, err
 	}
 	// The parts' masks in part order are the training nodes in ascending
 	// global id order.
@@ -260,6 +277,23 @@ func inspectPart(dir string, m *Manifest, p int, verify bool) PartReport {
 		return pr
 	}
 	defer g.Close()
+	measurePart(&pr, g, m, p)
+	return pr
+}
+
+// measurePart fills pr from g, part p of m. It reads the mapping through
+// csr.Graph.Read: a file truncated or rewritten in place meanwhile (a copy
+// into the directory under way) is pr.Err naming it, not a SIGBUS that
+// ends the process.
+func measurePart(pr *PartReport, g *csr.Graph, m *Manifest, p int) {
+	if err := g.Read(func() error { measure(pr, g, m, p); return nil }); err != nil {
+		pr.Err = err
+	}
+}
+
+// measure is measurePart's reads of the mapping.
+func measure(pr *PartReport, g *csr.Graph, m *Manifest, p int) {
+	rel := pr.Path
 	meta, e := g.Meta(), m.Part[p]
 	if meta.Part != uint32(p) || meta.NumParts != uint32(m.Parts) || meta.Start != e.Start || meta.End != e.End || meta.TotalNodes != m.Nodes {
 		pr.Err = fmt.Errorf("partition: %s: header says part %d of %d owning [%d, %d) of %d nodes; graph.toml says part %d of %d owning [%d, %d) of %d: %w",
@@ -280,7 +314,7 @@ func inspectPart(dir string, m *Manifest, p int, verify bool) PartReport {
 		b, err := g.Mask(name)
 		if err != nil {
 			pr.Err = err
-			return pr
+			return
 		}
 		*counts[i] = b.GetCardinality()
 	}
@@ -303,7 +337,16 @@ func inspectPart(dir string, m *Manifest, p int, verify bool) PartReport {
 			pr.Cut++
 		}
 	}
-	return pr
+}
+
+// readMapped runs f, which reads the mappings of graphs, through each one's
+// csr.Graph.Read: a fault on any of them is that file's change (a Read
+// passes on a fault outside its own mapping to the Read around it).
+func readMapped(graphs []*csr.Graph, f func() error) error {
+	if len(graphs) == 0 {
+		return f()
+	}
+	return graphs[0].Read(func() error { return readMapped(graphs[1:], f) })
 }
 
 // verifyFile checks one file's size and CRC-32C against graph.toml; a

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -343,5 +344,53 @@ func TestInspectTotalsWithUnreadablePart(t *testing.T) {
 		if s := out.String(); r.OK() || strings.Contains(s, "balance max/mean") || !strings.Contains(s, "edge cut and balance not computed: part 1 could not be read") {
 			t.Errorf("verify %v: OK %v, report:\n%s", verify, r.OK(), s)
 		}
+	}
+}
+
+// TestInspectPartFileChanged: a part file truncated or rewritten in place
+// after Inspect opened it (a copy into the directory under way) is an
+// error naming the file, from the part's measures and from the read
+// estimate over every part. Both read the mapping outside csr.Graph.Read,
+// and the read past the file's new end ended node inspect with SIGBUS
+// ("fatal error: fault" and every goroutine's stack, exit 2).
+//
+// The graph has no splits: a mask read (csr.Graph.Mask reads through
+// csr.Graph.Read itself) would find the change before the reads at fault.
+func TestInspectPartFileChanged(t *testing.T) {
+	g := testGraph(600, 3000, false, false)
+	g.Train, g.Val, g.Test = nil, nil, nil
+	dir := filepath.Join(t.TempDir(), "parts")
+	m := partitionTo(t, g, dir, csr.In, 3, WriteOptions{Seed: 1})
+	heat := HeatOptions{Fanouts: []int{5, 3}, BatchSize: 16}
+	graphs := make([]*csr.Graph, m.Parts)
+	for p := range graphs {
+		g, err := csr.Open(filepath.Join(dir, filepath.FromSlash(PartFile(p))), csr.OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close() })
+		graphs[p] = g
+	}
+	// Both read whole before the change.
+	pr := PartReport{Part: 1, Path: PartFile(1)}
+	measurePart(&pr, graphs[1], m, 1)
+	if pr.Err != nil || pr.Edges != m.Part[1].Edges {
+		t.Fatalf("part 1 before the change: %v, %d edges, want %d", pr.Err, pr.Edges, m.Part[1].Edges)
+	}
+	if _, err := partsReads(context.Background(), dir, m, graphs, heat); err != nil {
+		t.Fatal(err)
+	}
+	changed := filepath.Join(dir, filepath.FromSlash(PartFile(1)))
+	if err := os.Truncate(changed, 0); err != nil {
+		t.Fatal(err)
+	}
+	pr = PartReport{Part: 1, Path: PartFile(1)}
+	measurePart(&pr, graphs[1], m, 1)
+	if !errors.Is(pr.Err, csr.ErrChanged) || !strings.Contains(pr.Err.Error(), changed) {
+		t.Errorf("part 1 truncated: %v, want csr.ErrChanged naming %s", pr.Err, changed)
+	}
+	_, err := partsReads(context.Background(), dir, m, graphs, heat)
+	if !errors.Is(err, csr.ErrChanged) || !strings.Contains(err.Error(), changed) {
+		t.Errorf("read estimate with part 1 truncated: %v, want csr.ErrChanged naming %s", err, changed)
 	}
 }
