@@ -600,20 +600,34 @@ func readPartTriples(dir string, m *partition.Manifest, p int) ([]train.Triple, 
 		return nil, err
 	}
 	defer g.Close()
+	return partTriples(g, path, m, p)
+}
+
+// partTriples is readPartTriples of the open file g at path. It reads
+// the mapping through csr.Graph.Read: a part file truncated or rewritten
+// in place meanwhile (another copy of the parts arriving) is an error
+// naming it, not a SIGBUS that ends the trainer.
+func partTriples(g *csr.Graph, path string, m *partition.Manifest, p int) (out []train.Triple, err error) {
 	et := g.Etypes()
 	if et == nil {
 		return nil, fmt.Errorf("%s: no etype section: not a knowledge graph (partition it with --format kg)", path)
 	}
 	start := m.Part[p].Start
-	ip, idx := g.Indptr(), g.Indices()
-	out := make([]train.Triple, 0, len(idx))
-	for v := range g.NumNodes() {
-		for e := ip[v]; e < ip[v+1]; e++ {
-			if int(et[e]) >= m.Relations {
-				return nil, fmt.Errorf("%s: edge %d has relation %d of %d: %w", path, e, et[e], m.Relations, csr.ErrCorrupt)
+	err = g.Read(func() error {
+		ip, idx := g.Indptr(), g.Indices()
+		out = make([]train.Triple, 0, len(idx))
+		for v := range g.NumNodes() {
+			for e := ip[v]; e < ip[v+1]; e++ {
+				if int(et[e]) >= m.Relations {
+					return fmt.Errorf("%s: edge %d has relation %d of %d: %w", path, e, et[e], m.Relations, csr.ErrCorrupt)
+				}
+				out = append(out, train.Triple{Head: start + uint64(v), Rel: et[e], Tail: idx[e]})
 			}
-			out = append(out, train.Triple{Head: start + uint64(v), Rel: et[e], Tail: idx[e]})
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
