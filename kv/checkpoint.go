@@ -239,6 +239,7 @@ func (p *PreparedSave) Commit() error {
 	if committed, err := commitJournal(p.dir, s.part, p.ents, s.syncDir); err != nil {
 		if !committed {
 			removeTemps(p.dir, p.ents)
+			return uncommitted{err}
 		}
 		return err
 	}
@@ -248,6 +249,21 @@ func (p *PreparedSave) Commit() error {
 	removeExitFiles(p.dir, s.part, p.ents)
 	saved(p.dir, p.ents, p.snaps)
 	return nil
+}
+
+// uncommitted is Commit's error when the save's journal could not be
+// written: the checkpoint in place is the previous one.
+type uncommitted struct{ error }
+
+func (u uncommitted) Unwrap() error { return u.error }
+
+// Uncommitted reports whether err is a PreparedSave.Commit that left the
+// checkpoint in place as it was (its journal could not be written); any
+// other error of Commit comes after the journal committed the save,
+// which the next Save, Load or Recover finishes.
+func Uncommitted(err error) bool {
+	var u uncommitted
+	return errors.As(err, &u)
 }
 
 // Abort removes a prepared save's temporary files; the checkpoint in

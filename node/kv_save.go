@@ -240,6 +240,11 @@ func (s *kvServer) coordinate(ctx context.Context) ([]preparedTable, error) {
 	}
 	if err := local.Commit(); err != nil {
 		s.abortPeers(ctx, id)
+		if kv.Uncommitted(err) {
+			// Its journal could not be written (a disk full at that
+			// step): this node's checkpoint is its previous one too.
+			return nil, fmt.Errorf("%w (no node's checkpoint changed: each keeps its previous one)", err)
+		}
 		return nil, fmt.Errorf("%w (the other nodes keep their previous checkpoint)", err)
 	}
 	s.syncMarkers() // the commit moved the shards' origins: the markers follow at once

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -130,6 +131,38 @@ func TestKVSaveAllOrNone(t *testing.T) {
 		t.Error("a save every node prepared left the checkpoint as it was")
 	}
 	if want := []string{savePrepare, saveCommit}; !slices.Equal(peer.phases, want) {
+		t.Errorf("phases sent %v, want %v", peer.phases, want)
+	}
+}
+
+// TestKVSaveJournalUnwritten: when this node cannot write the journal
+// that commits its save (a disk full at that step), no node's
+// checkpoint changed, and the error says so: it said only that the other
+// nodes keep theirs, as if this node held the new one.
+func TestKVSaveJournalUnwritten(t *testing.T) {
+	s, peer, dir, before := savingKVServer(t, "none")
+	// Once this node has prepared (which removes a stale journal
+	// temporary), a directory where the journal's temporary goes: the
+	// journal cannot be created.
+	trap := filepath.Join(dir, kv.JournalName(0)+".tmp")
+	send := s.send
+	s.send = func(ctx context.Context, part int, req []byte) ([]byte, error) {
+		if err := os.Mkdir(trap, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+		return send(ctx, part, req)
+	}
+	_, err := s.save(context.Background(), true)
+	if err == nil || !kv.Uncommitted(err) || !strings.Contains(err.Error(), "no node's checkpoint changed: each keeps its previous one") {
+		t.Fatalf("save whose journal cannot be written: %v", err)
+	}
+	if err := os.Remove(trap); err != nil {
+		t.Fatal(err)
+	}
+	if after := readDir(t, dir); !maps.Equal(after, before) {
+		t.Errorf("this node's checkpoint changed though its save did not commit: %v, was %v", slices.Sorted(maps.Keys(after)), slices.Sorted(maps.Keys(before)))
+	}
+	if want := []string{savePrepare, saveAbort}; !slices.Equal(peer.phases, want) {
 		t.Errorf("phases sent %v, want %v", peer.phases, want)
 	}
 }
