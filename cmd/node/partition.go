@@ -246,6 +246,11 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 		return err
 	} else if note != "" {
 		fmt.Fprintln(a.stdout, note)
+	} else if !f.undirected && readFormat(f) == partition.FormatLINQS {
+		// A few citations go both ways, so the note above keeps quiet,
+		// and a DGL or PyG user's Cora then trains on half its edges,
+		// one way: those libraries store Cora and CiteSeer both ways.
+		fmt.Fprintln(a.stdout, "note: LINQS lists each citation once, citing to cited: DGL and PyG train on Cora and CiteSeer undirected, each edge both ways: --undirected adds the reverses. A directed graph needs nothing.")
 	}
 	if read.EvalRepeats > 0 {
 		verb := "dropped"
@@ -571,4 +576,14 @@ func parseFanoutsOf(flag, s string, least int) ([]int, error) {
 		return nil, fmt.Errorf("%s %q: %w", flag, s, err)
 	}
 	return out, nil
+}
+
+// readFormat is the input's format: --format, or the one guessed from
+// the path ("" when neither: Read has refused it then).
+func readFormat(f *partitionFlags) string {
+	if f.read.Format != "" {
+		return f.read.Format
+	}
+	format, _ := partition.DetectFormat(f.input)
+	return format
 }
