@@ -458,6 +458,35 @@ func (n *Node) Abandon() ([]string, error) {
 	return removed, err
 }
 
+// SocketLost reports whether the control socket's path no longer holds
+// the socket this node bound (removed, or another file put there) while
+// the node runs: no trainer can connect, though the node serves the
+// connections it has. False before the socket is bound.
+func (n *Node) SocketLost() bool {
+	if !n.bound.Load() {
+		return false
+	}
+	st, err := os.Lstat(n.cfg.Control.Socket)
+	return errors.Is(err, fs.ErrNotExist) || err == nil && !os.SameFile(st, n.sock)
+}
+
+// Alive reports whether the node answers stats in-process within ctx: its
+// lock is free. The watchdog asks it when the socket is lost and it
+// cannot ask through the socket.
+func (n *Node) Alive(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		n.stats()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("node: stats in-process: %w", context.Cause(ctx))
+	}
+}
+
 // removeSocket removes the control socket file if it is still the one
 // listen bound. Once removed while the node runs (by hand, or a cleaner
 // of /tmp or /run), the path is no longer the node's: another node may

@@ -99,7 +99,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		sd.send("READY=1")
 		if interval > 0 && sd.addr != "" {
 			// systemd watches from READY=1 on.
-			watching.Go(func() { watchdog(wctx, sd, interval, cfg.Control.Socket, log) })
+			watching.Go(func() { watchdog(wctx, sd, interval, cfg.Control.Socket, n, log) })
 		}
 	}
 	n.OnStopping = func() {

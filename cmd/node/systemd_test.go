@@ -206,7 +206,8 @@ func prefix(p string) func(string) bool {
 // peer is down; once node 1 runs it sends READY=1 with a status naming
 // its part, and SIGTERM makes it send STOPPING=1 and exit 0. Node 1 is
 // given a NOTIFY_SOCKET nobody listens on: it logs that systemd cannot
-// be told, and serves all the same.
+// be told, and serves all the same. Node 0's socket file removed, it is
+// still vouched for, and says so.
 func TestRunNotifiesSystemd(t *testing.T) {
 	bin := nodeBinary(t)
 	parts := filepath.Join(t.TempDir(), "parts")
@@ -256,6 +257,19 @@ func TestRunNotifiesSystemd(t *testing.T) {
 	}
 	if log := tail(cl.logs[1]); !strings.Contains(log, "systemd notification failed") || !strings.Contains(log, "nobody.sock") {
 		t.Errorf("node1's log does not say that systemd could not be told:\n%s", log)
+	}
+
+	// Its socket file removed, node0 cannot be asked through it, but is
+	// not wedged: still vouched for, and its log says why no trainer can
+	// connect. It was not, and systemd's SIGABRT lost its kv rows.
+	if err := os.Remove(cl.sockets[0]); err != nil {
+		t.Fatal(err)
+	}
+	if n := countFunc(sd.collect(t, 1500*time.Millisecond), prefix("WATCHDOG=1")); n < 2 {
+		t.Errorf("%d WATCHDOG=1 within 1.5 s of the socket's removal, want 2 or more; messages %q, log:\n%s", n, sd.got, tail(cl.logs[0]))
+	}
+	if log := tail(cl.logs[0]); !strings.Contains(log, "the control socket was removed, or another file put in its place, while the node ran") {
+		t.Errorf("node0's log does not say that its socket was lost:\n%s", log)
 	}
 
 	if err := cl.procs[0].Process.Signal(syscall.SIGTERM); err != nil {

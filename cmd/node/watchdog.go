@@ -33,15 +33,30 @@ func watchdogInterval(usec, pid string, self int) (time.Duration, error) {
 	return time.Duration(n) * time.Microsecond, nil
 }
 
+// watched is what the watchdog asks of the node besides its socket.
+type watched interface {
+	SocketLost() bool
+	Alive(ctx context.Context) error
+}
+
 // watchdog sends WATCHDOG=1 every half interval for as long as the node
 // answers a stats request on its own control socket within a quarter
 // interval: the accept loop, the request path and the node's lock all
 // work. A node that does not answer is not vouched for, and systemd
 // restarts it (Restart=on-failure) once interval passes without a
 // WATCHDOG=1. It returns when ctx ends (the node stops).
-func watchdog(ctx context.Context, sd *notifier, interval time.Duration, socket string, log *slog.Logger) {
+//
+// A node whose socket file was removed (or replaced) while it ran cannot
+// be asked through it, but is not wedged: it is vouched for while it
+// answers in-process, and an error says, once a minute, that no trainer
+// can connect. systemd's restart of it (SIGABRT, no drain) lost the kv
+// rows trained since the last kv_save, which node kv save, through the
+// same socket, could not save first; systemctl restart drains it and
+// writes its exit save.
+func watchdog(ctx context.Context, sd *notifier, interval time.Duration, socket string, n watched, log *slog.Logger) {
 	t := time.NewTicker(interval / 2)
 	defer t.Stop()
+	var told time.Time // when the lost socket was last logged
 	for {
 		select {
 		case <-ctx.Done():
@@ -50,6 +65,10 @@ func watchdog(ctx context.Context, sd *notifier, interval time.Duration, socket 
 		}
 		cctx, cancel := context.WithTimeout(ctx, interval/4)
 		_, err := client.Stats(cctx, socket)
+		lost := err != nil && n.SocketLost()
+		if lost {
+			err = n.Alive(cctx)
+		}
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -57,6 +76,12 @@ func watchdog(ctx context.Context, sd *notifier, interval time.Duration, socket 
 		if err != nil {
 			log.Warn("watchdog: the node does not answer on its own control socket; systemd is not told it is alive", "socket", socket, "err", err)
 			continue
+		}
+		if lost && time.Since(told) >= time.Minute {
+			told = time.Now()
+			log.Error("the control socket was removed, or another file put in its place, while the node ran: no trainer can connect, nor node kv save; "+
+				"the node serves the connections it has and is otherwise alive, so systemd is told it is: restart it (systemctl restart drains it and writes its kv exit save) to make the socket again",
+				"socket", socket)
 		}
 		sd.send("WATCHDOG=1")
 	}
