@@ -60,14 +60,9 @@ func kvList(ctx context.Context, a *app, args []string) error {
 		"and the checkpoint its rows were last loaded from or saved to. Every node of a cluster\n"+
 		"holds a shard of every table; each node's updates and checkpoint are its own.")
 	jsonOut := fs.Bool("json", false, "print the node's kv stats as JSON")
-	socket, pos, err := kvFlags(a, fs, args)
+	socket, err := kvFlagsOnly(a, fs, args)
 	if err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		fmt.Fprintf(a.stderr, "node kv list: unexpected argument %q\n", pos[0])
-		fs.Usage()
-		return errUsage
 	}
 	st, err := client.Stats(ctx, socket)
 	if err != nil {
@@ -139,6 +134,20 @@ func kvFlags(a *app, fs *flag.FlagSet, args []string) (string, []string, error) 
 		return "", nil, errUsage
 	}
 	return *socket, pos, nil
+}
+
+// kvFlagsOnly is kvFlags of a subcommand that takes no argument.
+func kvFlagsOnly(a *app, fs *flag.FlagSet, args []string) (string, error) {
+	socket, pos, err := kvFlags(a, fs, args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(a.stderr, "node %s: unexpected argument %q\n", fs.Name(), pos[0])
+		fs.Usage()
+		return "", errUsage
+	}
+	return socket, nil
 }
 
 // kvDrop is `node kv drop --socket PATH NAME...`.
@@ -216,14 +225,9 @@ func kvSave(ctx context.Context, a *app, args []string) error {
 	fs := newFlagSet(a, "kv save", "--socket PATH\n\n"+
 		"Checkpoints every table on every node into the node's [kv] checkpoint_dir, as one save\n"+
 		"(a crash in the middle leaves the previous checkpoint).")
-	socket, pos, err := kvFlags(a, fs, args)
+	socket, err := kvFlagsOnly(a, fs, args)
 	if err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		fmt.Fprintf(a.stderr, "node kv save: unexpected argument %q\n", pos[0])
-		fs.Usage()
-		return errUsage
 	}
 	k, err := client.DialKV(ctx, socket)
 	if err != nil {
