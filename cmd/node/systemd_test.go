@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	stdlog "log"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"graphnode/node"
+	"graphnode/node/control"
 )
 
 const unitFile = "../../deploy/systemd/graphnode.service"
@@ -391,5 +393,77 @@ func TestExampleChecksBeforeFirstStart(t *testing.T) {
 	// The unit makes that directory: its RuntimeDirectory= names it.
 	if got := readUnit(t, unitFile)["Service"]["RuntimeDirectory"]; !slices.Equal(got, []string{"graphnode"}) {
 		t.Errorf("[Service] RuntimeDirectory=%q, want graphnode (the directory of node.toml.example's control.socket)", got)
+	}
+}
+
+// fakeWatched is the node as the watchdog asks it: its socket lost or
+// not, and its in-process answer (nil: alive; else wedged, it waits for
+// the watchdog's bound).
+type fakeWatched struct {
+	lost   bool
+	wedged bool
+}
+
+func (f fakeWatched) SocketLost() bool { return f.lost }
+
+func (f fakeWatched) Alive(ctx context.Context) error {
+	if f.wedged {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return nil
+}
+
+// TestWatchdogAnotherNodesSocket: a node whose socket path now holds
+// another node's socket is asked in-process, not through the path: the
+// other node's answer vouched for it, wedged or not, and its log never
+// said that no trainer could connect to it.
+func TestWatchdogAnotherNodesSocket(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "node.sock")
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // another node, which answers stats
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if _, err := control.ReadFrame(c); err == nil {
+				control.WriteFrame(c, &control.Response{Stats: &control.Stats{Node: "another", PID: 1}})
+			}
+			c.Close()
+		}
+	}()
+	for _, tc := range []struct {
+		n        fakeWatched
+		vouched  bool
+		lostLine bool
+	}{
+		{fakeWatched{lost: true, wedged: true}, false, false},
+		{fakeWatched{lost: true}, true, true},
+		{fakeWatched{}, true, false},
+	} {
+		sock := newNotifySocket(t)
+		var logb bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&logb, nil)) // read once the watchdog returned
+		sd := &notifier{addr: sock.path, log: log}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			watchdog(ctx, sd, 200*time.Millisecond, socket, tc.n, log)
+		}()
+		got := sock.await(t, time.Second, prefix("WATCHDOG=1"))
+		cancel()
+		<-done
+		if vouched := got != ""; vouched != tc.vouched {
+			t.Errorf("%+v: vouched for %v, want %v; log:\n%s", tc.n, vouched, tc.vouched, logb.String())
+		}
+		if lostLine := strings.Contains(logb.String(), "the control socket was removed, or another file put in its place"); lostLine != tc.lostLine {
+			t.Errorf("%+v: log says the socket was lost: %v, want %v; log:\n%s", tc.n, lostLine, tc.lostLine, logb.String())
+		}
 	}
 }
