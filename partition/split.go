@@ -85,9 +85,18 @@ func ParseSplit(s string) (SplitOptions, error) {
 			sum += f
 		}
 		if sum > 1+1e-9 {
-			// %.6g: the sum as the user would add the fractions, not
-			// float64's 1.2000000000000002 for 0.8+0.3+0.1.
-			return bad("fractions add up to %.6g, more than 1", sum)
+			// 6 digits: the sum as the user would add the fractions, not
+			// float64's 1.2000000000000002 for 0.8+0.3+0.1; more where 6
+			// round it to 1 (0.3333334,0.3333333,0.3333334 said "add up
+			// to 1, more than 1").
+			text := strconv.FormatFloat(sum, 'g', 6, 64)
+			for prec := 7; prec <= 17; prec++ {
+				if v, _ := strconv.ParseFloat(text, 64); v > 1 {
+					break
+				}
+				text = strconv.FormatFloat(sum, 'g', prec, 64)
+			}
+			return bad("fractions add up to %s, more than 1", text)
 		}
 		return o, nil
 	}

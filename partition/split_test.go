@@ -27,6 +27,7 @@ func TestParseSplit(t *testing.T) {
 		{"random:1.5,0,0", SplitOptions{}, `value 1 ("1.5") is not a fraction`},
 		{"random:0.8,0.2,0.1", SplitOptions{}, "fractions add up to 1.1, more than 1"},
 		{"random:0.8,0.3,0.1", SplitOptions{}, "fractions add up to 1.2, more than 1"},
+		{"random:0.3333334,0.3333333,0.3333334", SplitOptions{}, "fractions add up to 1.0000001, more than 1"},
 		{"per-class:20,-1,5", SplitOptions{}, `value 2 ("-1") is not a count`},
 	}
 	for _, tt := range tests {
