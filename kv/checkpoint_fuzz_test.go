@@ -118,10 +118,10 @@ func FuzzSaveInfo(f *testing.F) {
 	}
 	f.Add(legacyFile(tab.header(0, SaveInfo{ID: 1})), uint64(0), false, uint64(0))
 	f.Fuzz(func(t *testing.T, h []byte, id uint64, exit bool, base uint64) {
-		if len(h) != ckHeaderLen {
-			return
-		}
-		h = slices.Clone(h)
+		// Fitted to a header's length: an input of another length was
+		// dropped, and with it the round trip below, which does not
+		// read it (most mutations change the length).
+		h = append(slices.Clone(h[:min(len(h), ckHeaderLen)]), make([]byte, ckHeaderLen-min(len(h), ckHeaderLen))...)
 		le.PutUint32(h[ckHeaderCRC:], crc32.Checksum(h[:ckHeaderCRC], crcTable()))
 		if info, err := decodeSaveInfo(h); err == nil && le.Uint16(h[10:]) != 0 {
 			again := slices.Clone(h)
