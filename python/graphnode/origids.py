@@ -57,6 +57,10 @@ class OrigIds:
         OverflowError there); anything else (list, numpy array) a numpy
         uint64 array. Out-of-range ids raise IndexError naming the first
         one."""
+        if self._f.closed:
+            # Not "id 3 outside [0, 0)", nor, for no ids, an I/O error of
+            # the closed file.
+            raise ValueError("origids: %s: closed" % self.path)
         if isinstance(ids, (int, np.integer)):
             i = int(ids)
             self._check(np.array([i]))
@@ -96,6 +100,8 @@ class OrigIds:
         original index k), for graphs whose input ids were strings. The
         file is memory-mapped too; the first call indexes its lines (8
         bytes per name, one pass over the file)."""
+        if self._f.closed:
+            raise ValueError("origids: %s: closed" % self.path)
         p = os.path.join(self._dir, NAMES_FILE)
         if self._names is None:
             if not os.path.exists(p):

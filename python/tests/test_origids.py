@@ -41,6 +41,15 @@ class OrigIdsTest(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "integers"):
             ids[np.array([0.5])]
 
+    def test_closed(self):
+        """A lookup after close says it is closed: an id said "outside
+        [0, 0)", and no ids an I/O error of the closed file."""
+        ids = graphnode.OrigIds(self.dir)
+        ids.close()
+        for look in (lambda: ids[2], lambda: ids[[]], lambda: ids[torch.tensor([1])], lambda: ids.names([1])):
+            with self.assertRaisesRegex(ValueError, "origids: .*orig_ids.bin: closed"):
+                look()
+
     def test_ids_past_int64(self):
         # Hashed input ids use all 64 bits; torch has no uint64, so a
         # torch lookup refuses an id it would wrap negative, naming it,
