@@ -166,11 +166,21 @@ func (f *demoFlags) runUntilOutputCloses(ctx context.Context, a *app) error {
 	defer stop(nil)
 	da := &app{stdout: &demoOutput{w: a.stdout, stop: stop}, stderr: &demoOutput{w: a.stderr, stop: stop}, log: a.log, memory: a.memory}
 	err := f.run(ctx, da)
+	cleaned := "stopped the nodes and removed the demo's directories"
+	if f.keep {
+		cleaned = "stopped the nodes and removed their rings; the work directory is kept (--keep)"
+	}
 	if cause := context.Cause(ctx); errors.Is(cause, errOutputClosed) {
-		if f.keep {
-			return fmt.Errorf("%w: stopped the nodes and removed their rings; the work directory is kept (--keep)", cause)
+		return fmt.Errorf("%w: %s", cause, cleaned)
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// A signal (Ctrl-C) ended ctx: the bare "context canceled" said
+		// neither what stopped the demo nor that it cleaned up. What
+		// failed in the cleanup is joined to err, and said after it.
+		if err.Error() == context.Canceled.Error() {
+			return fmt.Errorf("interrupted by %s: %s", stopSignal(ctx), cleaned)
 		}
-		return fmt.Errorf("%w: stopped the nodes and removed the demo's directories", cause)
+		return fmt.Errorf("interrupted by %s: %w", stopSignal(ctx), err)
 	}
 	return err
 }

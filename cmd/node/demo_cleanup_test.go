@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -203,5 +204,48 @@ func TestDemoWorkdirKeep(t *testing.T) {
 	}
 	if _, err := os.Stat(kept); err != nil {
 		t.Fatalf("the kept directory: %v", err)
+	}
+}
+
+// TestDemoInterrupted: a demo stopped by Ctrl-C while it trains says what
+// stopped it and that it cleaned up, as one whose output closed does. It
+// said "node demo: context canceled".
+func TestDemoInterrupted(t *testing.T) {
+	bin := nodeBinary(t)
+	before := demoRings(t)
+	work := filepath.Join(t.TempDir(), "w")
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "demo", "--nodes", "2000", "--epochs", "1000", "--batch-size", "64", "--ring-size", "16MB", "--workdir", work)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	for range 5 { // up to the first epoch's line: the cluster trains
+		sc.Scan()
+	}
+	cmd.Process.Signal(os.Interrupt)
+	go io.Copy(io.Discard, out)
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("the demo after Ctrl-C: %v, want exit 1\nstderr:\n%s", err, stderr.String())
+	}
+	if want := "node demo: interrupted by SIGINT (Ctrl-C): stopped the nodes and removed the demo's directories\n"; !strings.HasSuffix(stderr.String(), want) {
+		t.Errorf("stderr does not end in %q:\n%s", want, stderr.String())
+	}
+	for p := range demoRings(t) {
+		if !before[p] {
+			t.Errorf("ring directory %s left behind", p)
+		}
+	}
+	if _, err := os.Stat(work); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the work directory: %v, want it removed", err)
 	}
 }
