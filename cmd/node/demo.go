@@ -47,6 +47,9 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	if f.parts < 2 {
 		return badFlags(fmt.Errorf("--parts %d: a cluster needs at least 2", f.parts))
 	}
+	if err := f.checkGraphFlags(fs); err != nil {
+		return badFlags(err)
+	}
 	// What the partitioning takes is checked before a graph is generated
 	// or read (seconds to minutes), as node partition does.
 	if err := (partition.AssignOptions{Method: f.method, Parts: f.parts}).Validate(); err != nil {
@@ -92,6 +95,26 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	return f.runUntilOutputCloses(ctx, a)
+}
+
+// checkGraphFlags refuses the flags of --input given without it, and
+// those of the generated graph given with it: either was ignored, and a
+// bad value of it (--split bogus) ran the demo as if it were not there.
+func (f *demoFlags) checkGraphFlags(fs *flag.FlagSet) error {
+	var errs []error
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "format", "split", "undirected":
+			if f.input == "" {
+				errs = append(errs, fmt.Errorf("--%s: for --input only (the stochastic block model graph has its own split and format)", fl.Name))
+			}
+		case "nodes", "feat-dim", "classes":
+			if f.input != "" {
+				errs = append(errs, fmt.Errorf("--%s: for the stochastic block model graph, not --input", fl.Name))
+			}
+		}
+	})
+	return errors.Join(errs...)
 }
 
 // newDemoFlags is `node demo`'s flag set and the settings it fills.

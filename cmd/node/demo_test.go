@@ -95,6 +95,11 @@ func TestDemoChecksFlagsFirst(t *testing.T) {
 		{[]string{"--feat-dim", "0"}, 2, "--feat-dim 0: want ≥ 1"},
 		{[]string{"--classes", "1"}, 2, "--classes 1: want ≥ 2"},
 		{[]string{"--cache-ratio", "-1", "--input", "/nonexistent"}, 2, "cache ratio -1: want a number ≥ 0"},
+		// Flags of the other kind of graph were ignored: --split bogus
+		// ran the demo on the generated graph's own split.
+		{[]string{"--split", "bogus"}, 2, "--split: for --input only (the stochastic block model graph has its own split and format)"},
+		{[]string{"--format", "bogus", "--undirected"}, 2, "--format: for --input only"},
+		{[]string{"--input", "/nonexistent", "--nodes", "5000"}, 2, "--nodes: for the stochastic block model graph, not --input"},
 		// Read refused it, once the demo had begun.
 		{[]string{"--input", "/nonexistent", "--format", "bogus"}, 2, `partition: format "bogus": want one of edgelist, linqs, kg, ogb, metis, planetoid`},
 		// Refused once the graph was generated and partitioned: too
