@@ -58,7 +58,9 @@ func runDemo(ctx context.Context, a *app, args []string) error {
 	if err := (partition.CacheOptions{Ratio: f.cacheRatio}).Validate(-1); err != nil {
 		return badFlags(fmt.Errorf("--cache-ratio: %w", err))
 	}
-	if _, err := parseFanouts(f.fanouts); err != nil {
+	// As the demo's trainers' loaders take them: -2 was told "a count
+	// ≥ 0", and 0 then "a count ≥ 1".
+	if _, err := parseLoaderFanouts("--fanouts", f.fanouts); err != nil {
 		return badFlags(err)
 	}
 	ringSize, err := shm.ParseSize(f.ringSize)

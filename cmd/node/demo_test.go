@@ -98,6 +98,9 @@ func TestDemoChecksFlagsFirst(t *testing.T) {
 		// Flags of the other kind of graph were ignored: --split bogus
 		// ran the demo on the generated graph's own split.
 		{[]string{"--split", "bogus"}, 2, "--split: for --input only (the stochastic block model graph has its own split and format)"},
+		// As the loaders take fanouts: -2 said "a count ≥ 0", 0 "≥ 1".
+		{[]string{"--fanouts", "-2"}, 2, `--fanouts "-2": hop 1 is -2: want -1 (all) or a count ≥ 1`},
+		{[]string{"--fanouts", "5,0"}, 2, `--fanouts "5,0": hop 2 samples 0 neighbours: want -1 (all) or a count ≥ 1`},
 		{[]string{"--format", "bogus", "--undirected"}, 2, "--format: for --input only"},
 		{[]string{"--input", "/nonexistent", "--nodes", "5000"}, 2, "--nodes: for the stochastic block model graph, not --input"},
 		// Read refused it, once the demo had begun.
