@@ -46,9 +46,10 @@ type FetchOptions struct {
 	// orig_ids.bin for mapping ids back).
 	All bool
 	// Wait bounds how long Fetch keeps asking peers that cannot be
-	// reached; 0 = DefaultFetchWait. A try under way when it passes ends
-	// first: within mesh.DialTimeout for a peer that is down, while a
-	// transfer that is moving is never cut off.
+	// reached, from its start or from the last bytes a peer gave; 0 =
+	// DefaultFetchWait. A try under way when it passes ends first: within
+	// mesh.DialTimeout for a peer that is down, while a transfer that is
+	// moving is never cut off.
 	Wait time.Duration
 	// Progress, when set, receives a line about the transfer about once
 	// a second (systemd's STATUS=, a terminal's progress line).
@@ -106,7 +107,7 @@ func Fetch(ctx context.Context, cfg Config, log *slog.Logger, opts FetchOptions)
 		return nil, fmt.Errorf("node: fetch: node.parts: %w", err)
 	}
 	peers := cfg.meshPeers()
-	f := &fetcher{cfg: &cfg, log: log, opts: opts, dir: dir, id: id, began: time.Now(),
+	f := &fetcher{cfg: &cfg, log: log, opts: opts, dir: dir, id: id, idleSince: time.Now(),
 		peers: peers, order: slices.Sorted(maps.Keys(peers))}
 	var done []FetchedFile
 	m, err := partition.OpenManifest(dir)
@@ -151,14 +152,17 @@ func Fetch(ctx context.Context, cfg Config, log *slog.Logger, opts FetchOptions)
 
 // fetcher is one Fetch.
 type fetcher struct {
-	cfg   *Config
-	log   *slog.Logger
-	opts  FetchOptions
-	dir   string
-	id    *mesh.Identity
-	began time.Time
-	peers map[int]mesh.Peer // [mesh.peers] but this node
-	order []int             // their parts, the order they are asked in
+	cfg  *Config
+	log  *slog.Logger
+	opts FetchOptions
+	dir  string
+	id   *mesh.Identity
+	// idleSince is when the fetch began or a peer last gave it bytes:
+	// Wait counts from it, so a peer that goes down after a transfer
+	// longer than Wait is asked again as long as one not started yet.
+	idleSince time.Time
+	peers     map[int]mesh.Peer // [mesh.peers] but this node
+	order     []int             // their parts, the order they are asked in
 }
 
 // clientConfig is a mesh client of every peer; checksum "" makes it
@@ -180,7 +184,8 @@ func (f *fetcher) clientConfig(checksum string) mesh.ClientConfig {
 // mesh.ErrNotFound, mesh.ErrRefused (another partitioning or cluster:
 // waiting does not heal it) or ErrFetch is not asked again; the others
 // are asked again a second after a round, until opts.Wait has passed
-// since the fetch began. The error lists each peer's last failure.
+// since the fetch began or a peer last gave it bytes. The error lists
+// each peer's last failure.
 func (f *fetcher) ask(ctx context.Context, what string, left map[int]bool, try func(part int) error) error {
 	last := map[int]error{}
 	skip := maps.Clone(left)
@@ -215,7 +220,7 @@ func (f *fetcher) ask(ctx context.Context, what string, left map[int]bool, try f
 		if !waiting {
 			break
 		}
-		if time.Since(f.began) > f.opts.Wait {
+		if time.Since(f.idleSince) > f.opts.Wait {
 			return failures(fmt.Errorf("node: fetch %s: no peer could give it within %v: %w", what, f.opts.Wait, ErrFetch), last)
 		}
 		t := time.NewTimer(time.Second)
@@ -275,6 +280,7 @@ func (f *fetcher) manifest(ctx context.Context) (*partition.Manifest, FetchedFil
 				return fmt.Errorf("node: peer of part %d: its %s has %d bytes, more than the %d a partition set's can have: %w", part, partition.ManifestFile, resp.Size, maxManifestBytes, ErrFetch)
 			}
 			data = append(data, resp.Data...)
+			f.idleSince = time.Now()
 			if uint64(len(data)) >= resp.Size {
 				break
 			}
@@ -356,6 +362,7 @@ func (f *fetcher) file(ctx context.Context, cli *mesh.Client, e partition.FileEn
 				before := w.have
 				err := w.write(resp.Data)
 				moved += w.have - before
+				f.idleSince = time.Now()
 				if err != nil {
 					return localError{fmt.Errorf("node: fetch %s: %w (%d of %d bytes are in %s; fetch again to go on from them)", e.Path, err, w.have, e.Size, w.f.Name())}
 				}

@@ -30,7 +30,9 @@ type dirFiles struct {
 	srv         atomic.Pointer[mesh.Server]
 	reads       atomic.Int64
 	short       bool // holds every part file less its last byte
-	corrupt     bool // holds every part file with its size and each byte flipped (bit rot)
+	// slow delays every read of a part file: a transfer that takes time.
+	slow    time.Duration
+	corrupt bool // holds every part file with its size and each byte flipped (bit rot)
 }
 
 func (d *dirFiles) SampleNeighbors(context.Context, *mesh.SampleRequest) (*mesh.SampleResponse, error) {
@@ -47,6 +49,7 @@ func (d *dirFiles) ReadFile(ctx context.Context, path string, off int64, dst []b
 		return 0, 0, fmt.Errorf("%s: %w", path, mesh.ErrNotFound)
 	}
 	if strings.HasSuffix(path, ".csr") {
+		time.Sleep(d.slow)
 		if d.vanishAfter > 0 && d.reads.Add(1) == d.vanishAfter {
 			go d.srv.Load().Close() // waits for this handler, whose context it ends
 			<-ctx.Done()
@@ -334,6 +337,70 @@ func TestFetchWaitBound(t *testing.T) {
 	// 4 × 2 s of handshake) a call with retries makes.
 	if limit := wait + mesh.DialTimeout + 2*time.Second; took > limit {
 		t.Errorf("Fetch gave up after %v, want within %v (--wait %v)", took, limit, wait)
+	}
+}
+
+// TestFetchPeerRestartsLate: the one peer goes down in the middle of a
+// transfer that has been moving for longer than Wait, and is back a
+// moment later (as a peer restarted by its unit is); the fetch asks it again and goes on from its bytes. Wait
+// bounds the time without progress, not the transfer: the fetch gave up
+// at the first failure once Wait had passed since it began, a
+// multi-gigabyte part fetched over two minutes failing on a peer's
+// restart that a resume rode out.
+func TestFetchPeerRestartsLate(t *testing.T) {
+	parts, m, certs := fetchFixture(t)
+	want, err := os.ReadFile(filepath.Join(parts, partition.PartFile(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 8 reads of 300 ms before it goes down: longer than the Wait of 2 s.
+	first := &dirFiles{dir: parts, vanishAfter: 9, slow: 300 * time.Millisecond}
+	addr := serve(t, certs, m.Checksum, 0, first)
+	id, err := mesh.LoadIdentity(certs, "host0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarted := make(chan error, 1)
+	go func() {
+		for first.reads.Load() < first.vanishAfter {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond) // down for a moment
+		again := &dirFiles{dir: parts}
+		var srv *mesh.Server
+		var err error
+		for try := 0; try < 20; try++ { // the old server may hold the port a little longer
+			if srv, err = mesh.Listen(context.Background(), addr, mesh.ServerConfig{
+				Identity: id, Cluster: "fetch", Checksum: m.Checksum, Part: 0, Handler: again,
+			}); err == nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err == nil {
+			again.srv.Store(srv)
+			t.Cleanup(func() { srv.Close() })
+		}
+		restarted <- err
+	}()
+	cfg := DefaultConfig()
+	cfg.Node.Parts, cfg.Node.Part, cfg.Node.Name = filepath.Join(t.TempDir(), "parts"), 1, "host1"
+	cfg.Mesh.Certs, cfg.Mesh.Cluster, cfg.Mesh.Timeout, cfg.Mesh.Retries = certs, "fetch", "1s", 1
+	cfg.Mesh.Peers = []MeshPeer{{Part: 0, Name: "host0", Addr: addr}}
+	var logs bytes.Buffer
+	got, err := Fetch(context.Background(), cfg, slog.New(slog.NewTextHandler(&logs, nil)), FetchOptions{Wait: 2 * time.Second, chunk: len(want)/10 + 1})
+	if rerr := <-restarted; rerr != nil {
+		t.Fatalf("restart the peer: %v", rerr)
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s", err, &logs)
+	}
+	if len(got) != 2 || got[1].Fetched != int64(len(want)) {
+		t.Fatalf("fetched %+v, want all %d bytes of part 1", got, len(want))
+	}
+	b, err := os.ReadFile(filepath.Join(cfg.Node.Parts, partition.PartFile(1)))
+	if err != nil || !bytes.Equal(b, want) {
+		t.Fatalf("part file: %d bytes (%v), want the %d of the source", len(b), err, len(want))
 	}
 }
 
