@@ -267,6 +267,12 @@ func (w *ogbWriter) file(path string, rows, chunkRows int, format func(lo, hi in
 	rel, _ := filepath.Rel(w.tmp, path)
 	err := ogbWriteFile(w.ctx, path, "write "+rel, rows, chunkRows, w.opts, format)
 	if err != nil {
+		// The error names the file as it will be, once: the temporary
+		// directory an os.PathError names is gone when the user reads it.
+		var pe *fs.PathError
+		if errors.As(err, &pe) && pe.Path == path {
+			err = pe.Err
+		}
 		w.err = fmt.Errorf("partition: write ogb %s: %w", filepath.Join(w.dir, rel), err)
 	}
 }

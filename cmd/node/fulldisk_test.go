@@ -117,6 +117,11 @@ echo "left: [$(ls -A "$1/g")]"`)
 				t.Errorf("output lacks %q:\n%s", want, out)
 			}
 		}
+		// As with partition: the file as it would have been, once, not
+		// the temporary directory it was written in (removed by then).
+		if !strings.Contains(out, "partition: write ogb "+mnt+"/g/raw/") || strings.Contains(out, ".tmp") {
+			t.Errorf("the error does not name the file, or names a temporary path:\n%s", out)
+		}
 	})
 }
 
