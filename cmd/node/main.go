@@ -214,6 +214,11 @@ func (a *app) run(ctx context.Context, args []string) int {
 	case errors.As(err, new(reportedError)):
 		return 1
 	}
+	if stoppedQuietly[args[0]] && errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		// It said "node partition: context canceled" alone.
+		fmt.Fprintf(stderr, "node %s: stopped by %s: %v\n", args[0], stopSignal(ctx), err)
+		return 1
+	}
 	fmt.Fprintf(stderr, "node %s: %v\n", args[0], err)
 	if errors.As(err, new(usageError)) {
 		return 2
@@ -223,6 +228,11 @@ func (a *app) run(ctx context.Context, args []string) int {
 	}
 	return 1
 }
+
+// stoppedQuietly are the commands whose stop by a signal ends in a bare
+// context error: the others (run, train, kge, demo, fetch) say what
+// stopped them, and what they leave, themselves.
+var stoppedQuietly = map[string]bool{"partition": true, "gen": true, "inspect": true}
 
 // errUsage marks an error already reported as a usage message.
 var errUsage = errors.New("usage")

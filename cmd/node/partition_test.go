@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -824,6 +825,28 @@ func TestPartitionNoSplitNote(t *testing.T) {
 		if code != 0 || strings.Contains(stdout, note) != tc.note || strings.Contains(stdout, linqsNote) == tc.undirected {
 			t.Errorf("--split %s, undirected %v: exit %d, stdout:\n%s\nstderr: %s\nwant the split note: %v, the LINQS note: %v",
 				tc.split, tc.undirected, code, stdout, stderr, tc.note, !tc.undirected)
+		}
+	}
+}
+
+// TestPartitionStoppedBySignal: node partition and node gen stopped by a
+// signal say which, not "context canceled" alone, and leave no output.
+func TestPartitionStoppedBySignal(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("interrupt signal received")) // as signal.NotifyContext says it
+	in := writeEdgeList(t, 12)
+	for _, args := range [][]string{
+		{"partition", "--input", in, "--parts", "2"},
+		{"gen", "sbm", "--nodes", "1000"},
+	} {
+		out := filepath.Join(t.TempDir(), "out")
+		var stdout, stderr strings.Builder
+		code := run(ctx, append(args, "-o", out), &stdout, &stderr)
+		if want := "node " + args[0] + ": stopped by SIGINT (Ctrl-C): "; code != 1 || !strings.Contains(stderr.String(), want) || strings.Contains(stderr.String(), "node "+args[0]+": context canceled") {
+			t.Errorf("%v stopped: exit %d, stderr %q; want 1 and %q", args, code, stderr.String(), want)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%v stopped: %s left (%v)", args, out, err)
 		}
 	}
 }
