@@ -84,12 +84,45 @@ func checkOutput(dir string, force bool) (replacing bool, err error) {
 	if len(ents) > 0 && !force {
 		// Named, since ls hides some: the temporary directory that a
 		// killed run (out of memory, say) left in an empty output.
-		return false, &heldError{fmt.Sprintf("partition: output %s exists and is not empty (--force replaces it): it holds %s", dir, entryNames(ents, 3))}
+		return false, &heldError{fmt.Sprintf("partition: output %s exists and is not empty (--force replaces it): it holds %s%s", dir, entryNames(ents, 3), tempNote(ents, ".tmp-"))}
 	}
 	if len(ents) > 0 && isMountPoint(dir) {
 		return false, &heldError{fmt.Sprintf("partition: output %s is a mount point, which --force cannot move aside to replace it whole: empty it (the partitioning is then written into it) or write into a directory inside it", dir)}
 	}
 	return len(ents) > 0, nil
+}
+
+// tempNote says, of entries among which some are writers' temporary
+// directories (named prefix), what they are; "" when none is.
+func tempNote(ents []os.DirEntry, prefix string) string {
+	if !slices.ContainsFunc(ents, func(e os.DirEntry) bool { return e.IsDir() && strings.HasPrefix(e.Name(), prefix) }) {
+		return ""
+	}
+	return " (" + prefix + "* is the temporary output of a run that did not finish, killed before it put its output in place, or of one writing now: remove it once none runs)"
+}
+
+// Leftovers are the temporary directories of other writers of the output
+// found when the run began, beside it (.NAME.tmp-*) or in it (.tmp-*,
+// but for an output --force replaces whole): runs killed before they
+// put their output in place, whose directories no later run removes
+// (one may be running), or runs writing now.
+func (c *OutputCheck) Leftovers() []string {
+	var out []string
+	clean := filepath.Clean(c.dir)
+	parent, base := filepath.Dir(clean), filepath.Base(clean)
+	places := []struct{ dir, prefix string }{{parent, "." + base + ".tmp-"}}
+	if !c.replacing {
+		places = append(places, struct{ dir, prefix string }{clean, ".tmp-"})
+	}
+	for _, where := range places {
+		ents, _ := os.ReadDir(where.dir)
+		for _, e := range ents {
+			if e.IsDir() && strings.HasPrefix(e.Name(), where.prefix) {
+				out = append(out, filepath.Join(where.dir, e.Name()))
+			}
+		}
+	}
+	return out
 }
 
 // danglingLink refuses a dir that is a symbolic link to nothing, naming
