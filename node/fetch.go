@@ -312,6 +312,10 @@ func (f *fetcher) manifest(ctx context.Context) (*partition.Manifest, FetchedFil
 	return m, FetchedFile{Path: partition.ManifestFile, Size: int64(len(data)), Fetched: int64(len(data)), From: []string{from}, Elapsed: time.Since(start)}, nil
 }
 
+// fetchBeforeLock, when set (tests), runs as a fetch of final has found
+// it absent and is about to lock its .fetch.
+var fetchBeforeLock func(final string)
+
 // file makes the file of e present: kept when it is there with its
 // size, else fetched into <name>.fetch (going on from an earlier fetch's
 // bytes) and renamed once its size and CRC-32C are e's. A download with
@@ -330,11 +334,22 @@ func (f *fetcher) file(ctx context.Context, cli *mesh.Client, e partition.FileEn
 	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
 		return out, fmt.Errorf("node: fetch %s: %w", e.Path, err)
 	}
+	if fetchBeforeLock != nil {
+		fetchBeforeLock(final)
+	}
 	w, err := openPartial(final+fetchSuffix, e.Size)
 	if err != nil {
 		return out, fmt.Errorf("node: fetch %s: %w", e.Path, err)
 	}
 	defer w.close()
+	// Another fetch into the directory may have put the file in place
+	// between the look above and the lock: its .fetch, renamed, left the
+	// lock free, and this one downloaded the whole file again and renamed
+	// it over the other's.
+	if st, err := os.Stat(final); err == nil && st.Size() == e.Size {
+		os.Remove(final + fetchSuffix) // what this fetch just made
+		return out, nil
+	}
 	out.Resumed = w.have
 	if w.have > 0 {
 		f.log.Info("fetch: going on from an earlier fetch", "file", e.Path, "have", w.have, "size", e.Size)

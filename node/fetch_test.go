@@ -162,6 +162,47 @@ func TestFetchAcrossPeers(t *testing.T) {
 	}
 }
 
+// TestFetchPutInPlaceMeanwhile: a file another fetch into the same
+// directory put in place between this fetch's look and its lock is
+// kept, not downloaded again and renamed over it.
+func TestFetchPutInPlaceMeanwhile(t *testing.T) {
+	parts, m, certs := fetchFixture(t)
+	want, err := os.ReadFile(filepath.Join(parts, partition.PartFile(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Node.Parts, cfg.Node.Part, cfg.Node.Name = filepath.Join(t.TempDir(), "parts"), 1, "host1"
+	cfg.Mesh.Certs, cfg.Mesh.Cluster, cfg.Mesh.Timeout, cfg.Mesh.Retries = certs, "fetch", "1s", 1
+	cfg.Mesh.Peers = []MeshPeer{{Part: 0, Name: "host0", Addr: serve(t, certs, m.Checksum, 0, &dirFiles{dir: parts})}}
+	var other os.FileInfo
+	fetchBeforeLock = func(final string) {
+		if filepath.Base(final) != filepath.Base(partition.PartFile(1)) {
+			return
+		}
+		// The other fetch: its .fetch renamed onto the file.
+		if err := os.WriteFile(final, want, 0o644); err != nil {
+			t.Error(err)
+		}
+		other, _ = os.Stat(final)
+	}
+	defer func() { fetchBeforeLock = nil }()
+	got, err := Fetch(context.Background(), cfg, slog.New(slog.DiscardHandler), FetchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[1].Fetched != 0 {
+		t.Errorf("fetched %+v, want part 1 kept as the other fetch put it", got)
+	}
+	final := filepath.Join(cfg.Node.Parts, partition.PartFile(1))
+	if st, err := os.Stat(final); err != nil || other == nil || !os.SameFile(st, other) {
+		t.Errorf("part 1 was replaced (%v)", err)
+	}
+	if _, err := os.Stat(final + fetchSuffix); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s%s left (%v)", final, fetchSuffix, err)
+	}
+}
+
 // TestFetchClientNode: a client node (server-client mode) fetches
 // graph.toml and nothing else; --all also takes every file of the set.
 func TestFetchClientNode(t *testing.T) {
