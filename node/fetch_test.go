@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -553,5 +554,36 @@ func TestFetchKGEvalTriples(t *testing.T) {
 		if err != nil || tr.Len() != 2 {
 			t.Errorf("%s: %s: %d triples, %v; want 2", role, partition.TriplesTestFile, tr.Len(), err)
 		}
+	}
+}
+
+// TestMissingPartNamesFetch: a node whose part file is missing while a
+// fetch cut off left most of it in its .fetch says so, and how to go on:
+// it said the file was missing alone.
+func TestMissingPartNamesFetch(t *testing.T) {
+	parts, _, _ := fetchFixture(t)
+	cfg := DefaultConfig()
+	cfg.Node.Parts, cfg.Node.Part = filepath.Join(t.TempDir(), "parts"), 1
+	if err := os.MkdirAll(filepath.Join(cfg.Node.Parts, "part-1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	toml, err := os.ReadFile(filepath.Join(parts, partition.ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.Node.Parts, partition.ManifestFile), toml, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = openManifest(&cfg)
+	if err == nil || strings.Contains(err.Error(), fetchSuffix) {
+		t.Fatalf("no .fetch: %v, want the part file missing, no word of a fetch", err)
+	}
+	partial := filepath.Join(cfg.Node.Parts, partition.PartFile(1)) + fetchSuffix
+	if err := os.WriteFile(partial, make([]byte, 100), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = openManifest(&cfg)
+	if want := partial + " holds 100 bytes of it, from a fetch cut off: node fetch -c, or [node] fetch = true, goes on from them"; err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("with a .fetch: %v, want %q", err, want)
 	}
 }

@@ -273,6 +273,13 @@ func openManifest(cfg *Config) (*partition.Manifest, partition.Book, error) {
 	}
 	m, err := open(cfg.Node.Parts)
 	if err != nil {
+		if partial := filepath.Join(cfg.Node.Parts, filepath.FromSlash(partition.PartFile(cfg.Node.Part))) + fetchSuffix; errors.Is(err, fs.ErrNotExist) && !cfg.Client() {
+			if st, serr := os.Stat(partial); serr == nil {
+				// It said the part file was missing, and not that a fetch
+				// cut off had most of it.
+				err = fmt.Errorf("%w (%s holds %d bytes of it, from a fetch cut off: node fetch -c, or [node] fetch = true, goes on from them)", err, partial, st.Size())
+			}
+		}
 		return nil, partition.Book{}, fmt.Errorf("node: node.parts: %w", err)
 	}
 	book, err := m.Book()
