@@ -114,27 +114,9 @@ func TestDemoKilledIsSwept(t *testing.T) {
 // directory goes, and stderr says why. The demo died of SIGPIPE at its
 // next line, its nodes with it (Pdeathsig), and left both directories.
 func TestDemoClosedStdout(t *testing.T) {
-	bin := nodeBinary(t)
-	before := demoRings(t)
-	work := filepath.Join(t.TempDir(), "w")
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "demo", "--nodes", "2000", "--epochs", "1000", "--batch-size", "64", "--ring-size", "16MB", "--workdir", work)
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	for range 5 { // head -5: up to the first epoch's line
-		sc.Scan()
-	}
+	cmd, out, stderr, before, work := trainingDemo(t)
 	out.Close()
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		if errors.As(err, &exit) {
@@ -147,6 +129,40 @@ func TestDemoClosedStdout(t *testing.T) {
 	if want := "node demo: output closed (write /dev/stdout: broken pipe): stopped the nodes and removed the demo's directories"; !strings.Contains(stderr.String(), want) {
 		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 	}
+	demoCleanedUp(t, before, work)
+}
+
+// trainingDemo starts a demo of 1000 epochs with its work directory work
+// and reads its stdout up to the first epoch's line: the cluster trains.
+// before is the ring directories there were before it.
+func trainingDemo(t *testing.T) (cmd *exec.Cmd, out io.ReadCloser, stderr *syncBuffer, before map[string]bool, work string) {
+	t.Helper()
+	bin := nodeBinary(t)
+	before = demoRings(t)
+	work = filepath.Join(t.TempDir(), "w")
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	t.Cleanup(cancel)
+	cmd = exec.CommandContext(ctx, bin, "demo", "--nodes", "2000", "--epochs", "1000", "--batch-size", "64", "--ring-size", "16MB", "--workdir", work)
+	stderr = &syncBuffer{}
+	cmd.Stderr = stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	for range 5 { // head -5: up to the first epoch's line
+		sc.Scan()
+	}
+	return cmd, out, stderr, before, work
+}
+
+// demoCleanedUp checks that a stopped demo left no ring directory that
+// was not there before it, and removed its work directory.
+func demoCleanedUp(t *testing.T, before map[string]bool, work string) {
+	t.Helper()
 	for p := range demoRings(t) {
 		if !before[p] {
 			t.Errorf("ring directory %s left behind", p)
@@ -211,28 +227,10 @@ func TestDemoWorkdirKeep(t *testing.T) {
 // stopped it and that it cleaned up, as one whose output closed does. It
 // said "node demo: context canceled".
 func TestDemoInterrupted(t *testing.T) {
-	bin := nodeBinary(t)
-	before := demoRings(t)
-	work := filepath.Join(t.TempDir(), "w")
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "demo", "--nodes", "2000", "--epochs", "1000", "--batch-size", "64", "--ring-size", "16MB", "--workdir", work)
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	for range 5 { // up to the first epoch's line: the cluster trains
-		sc.Scan()
-	}
+	cmd, out, stderr, before, work := trainingDemo(t)
 	cmd.Process.Signal(os.Interrupt)
 	go io.Copy(io.Discard, out)
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Fatalf("the demo after Ctrl-C: %v, want exit 1\nstderr:\n%s", err, stderr.String())
@@ -240,12 +238,5 @@ func TestDemoInterrupted(t *testing.T) {
 	if want := "node demo: interrupted by SIGINT (Ctrl-C): stopped the nodes and removed the demo's directories\n"; !strings.HasSuffix(stderr.String(), want) {
 		t.Errorf("stderr does not end in %q:\n%s", want, stderr.String())
 	}
-	for p := range demoRings(t) {
-		if !before[p] {
-			t.Errorf("ring directory %s left behind", p)
-		}
-	}
-	if _, err := os.Stat(work); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the work directory: %v, want it removed", err)
-	}
+	demoCleanedUp(t, before, work)
 }
