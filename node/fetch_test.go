@@ -299,13 +299,7 @@ func TestFetchCorruptCopy(t *testing.T) {
 				if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
 					t.Fatal(err)
 				}
-				toml, err := os.ReadFile(filepath.Join(parts, partition.ManifestFile))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join(cfg.Node.Parts, partition.ManifestFile), toml, 0o644); err != nil {
-					t.Fatal(err)
-				}
+				copyManifest(t, parts, cfg.Node.Parts)
 				if err := os.WriteFile(final+fetchSuffix, want[:tc.earlier], 0o644); err != nil {
 					t.Fatal(err)
 				}
@@ -567,14 +561,8 @@ func TestMissingPartNamesFetch(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(cfg.Node.Parts, "part-1"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	toml, err := os.ReadFile(filepath.Join(parts, partition.ManifestFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(cfg.Node.Parts, partition.ManifestFile), toml, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, _, err = openManifest(&cfg)
+	copyManifest(t, parts, cfg.Node.Parts)
+	_, _, err := openManifest(&cfg)
 	if err == nil || strings.Contains(err.Error(), fetchSuffix) {
 		t.Fatalf("no .fetch: %v, want the part file missing, no word of a fetch", err)
 	}
@@ -585,5 +573,18 @@ func TestMissingPartNamesFetch(t *testing.T) {
 	_, _, err = openManifest(&cfg)
 	if want := partial + " holds 100 bytes of it, from a fetch cut off: node fetch -c, or [node] fetch = true, goes on from them"; err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("with a .fetch: %v, want %q", err, want)
+	}
+}
+
+// copyManifest copies graph.toml of the directory from into to, as a
+// fetch that has it and none of the files yet.
+func copyManifest(t *testing.T, from, to string) {
+	t.Helper()
+	toml, err := os.ReadFile(filepath.Join(from, partition.ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(to, partition.ManifestFile), toml, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
