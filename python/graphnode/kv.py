@@ -85,7 +85,9 @@ def _ids(ids, who="kv"):
 
 def _floats(x):
     if isinstance(x, torch.Tensor):
-        x = x.detach().cpu().numpy()
+        # float32 before numpy, which has no bfloat16 (a model trained in
+        # bf16 or under torch.autocast): .numpy() of one is a TypeError.
+        x = x.detach().to("cpu", torch.float32).numpy()
     return np.ascontiguousarray(x, dtype="<f4").reshape(-1)
 
 

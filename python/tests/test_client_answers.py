@@ -295,6 +295,20 @@ class PushShape(unittest.TestCase):
         k.push("e", [], [])  # nothing to push: nothing sent, no error
         k.push("e", [1, 2], [1.0, 2.0, 3.0, 4.0])
 
+    def test_bfloat16_gradients_sent_as_float32(self):
+        """A bfloat16 gradient (a model trained in bf16, or under
+        torch.autocast) goes out as float32, as float16 and float64 do:
+        numpy has no bfloat16, and the push was a TypeError "Got
+        unsupported ScalarType BFloat16"."""
+        sent = []
+        k = kv_with(bytes([6, 1]) + struct.pack("<Q", 3))
+        k._conn.exchange = lambda body, op, timeout=None: sent.append(bytes(body)) or bytearray(k._conn.answer)
+        g = torch.tensor([[1.5, -2.0], [0.25, 3.0]], dtype=torch.bfloat16)
+        k.push("e", [1, 2], g)
+        self.assertEqual(sent[-1][-16:], struct.pack("<4f", 1.5, -2.0, 0.25, 3.0))
+        self.assertEqual(k.push_sync("w", 2, 0, 1, g), 3)
+        self.assertEqual(sent[-1][-16:], struct.pack("<4f", 1.5, -2.0, 0.25, 3.0))
+
 
 class PullNode:
     """Answers kv pulls of one table (row id = 10·id + column), refusing,
