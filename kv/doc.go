@@ -67,8 +67,10 @@
 //	         s_r += Σ_j g_j² / dim        one accumulator per row
 //	         w_j += (-lr·g_j) / (sqrt(s_r) + eps)     DGL-KE: eps = 1e-10
 //	         (a push's repeated ids are summed first, one step per row, as
-//	         DGL's SparseAdagrad does; DGL-KE's handler steps per
-//	         occurrence, and node kge pushes no id twice)
+//	         torch's sparse gradients are; DGL-KE's handler steps per
+//	         occurrence, and node kge pushes no id twice. DGL's own
+//	         SparseAdagrad differs twice: an accumulator per element, not
+//	         per row, and a row's repeated gradients averaged, not summed)
 //	Adam     (torch.optim.Adam; step count t per row as DGL's SparseAdam)
 //	         t += 1; m = β1·m + (1-β1)·g; v = β2·v + (1-β2)·g²
 //	         w += -(lr/(1-β1^t)) · (m / (sqrt(v)/sqrt(1-β2^t) + eps))

@@ -291,7 +291,9 @@ class Embedding:
     torch.no_grad(), as DGL's does); step() pushes the
     gradients of every call since the last step to the table's owners,
     whose optimiser applies them (DGL's DistEmbedding with SparseAdagrad
-    works the same way).
+    works the same way, but for the optimiser: the table's "adagrad" is
+    DGL-KE's, one accumulator per row, where DGL's SparseAdagrad keeps one
+    per element; see step() for repeated ids).
 
         emb = graphnode.Embedding(kv, "emb")
         h = emb(batch.n_id)                 # [len(ids), dim], requires_grad
@@ -341,8 +343,9 @@ class Embedding:
         """Push the gradients of every call since the last step (rows
         without a gradient are skipped) and forget the calls. Each row
         gets one update with its gradients summed over the calls, as
-        torch's optimisers and DGL's sparse ones (which merge the traced
-        ids first) give it: pushed call by call, a row looked up twice
+        torch's optimisers give it (DGL's sparse ones merge the traced ids
+        too, but average a row's gradients: lr acts on the sum here, on
+        the mean there): pushed call by call, a row looked up twice
         (a link batch's sources and destinations, accumulated batches)
         would take an Adagrad or Adam step per call. The merged rows go in
         as few pushes as the frame limit allows, each row in one."""

@@ -200,9 +200,9 @@ class EmbeddingUnderNoGrad(unittest.TestCase):
 
 class EmbeddingOneUpdatePerRow(unittest.TestCase):
     """step() gives each row one update with its gradients summed over
-    the calls, as torch's optimisers and DGL's SparseAdagrad (which
-    merges the traced ids) do: pushed call by call, a row looked up twice
-    in a step took an Adagrad or Adam step per call."""
+    the calls, as torch's optimisers do (DGL's SparseAdagrad merges the
+    traced ids too, averaging them): pushed call by call, a row looked up
+    twice in a step took an Adagrad or Adam step per call."""
 
     def test_calls_merged(self):
         kv = RecKV()
