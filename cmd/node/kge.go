@@ -97,7 +97,7 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.StringVar(&f.cfg.Model, "model", f.cfg.Model, "score function: transe_l2, transe_l1, distmult, complex, rotate, rescal, simple (or as DGL-KE spells them: TransE_l2 or TransE, TransE_l1, DistMult, ComplEx, RotatE, RESCAL, SimplE)")
 	fs.IntVar(&f.cfg.Hidden, "hidden", f.cfg.Hidden, "embedding size (entity rows are twice as wide for complex, rotate and simple, relation rows for complex and simple; rescal's relation rows are hidden² wide)")
 	fs.Float64Var(&f.cfg.Gamma, "gamma", f.cfg.Gamma, "margin of transe and rotate; also sets the initial range ±(gamma+2)/hidden")
-	fs.Float64Var(&f.lr, "lr", 0.1, "Adagrad learning rate, applied by the tables' owners (dglke_train's default is 0.01; DGL-KE's examples pass 0.1 for FB15k-237)")
+	fs.Float64Var(&f.lr, "lr", 0.1, "Adagrad learning rate, applied by the tables' owners (dglke_train's default is 0.01)")
 	fs.IntVar(&f.cfg.BatchSize, "batch-size", f.cfg.BatchSize, "positive triples per step")
 	fs.IntVar(&f.cfg.NegSize, "neg-size", f.cfg.NegSize, "negative entities per chunk of this many positives, uniform over all entities; steps alternate head and tail corruption")
 	fs.BoolVar(&f.cfg.NegDeg, "neg-deg", false, "also use each chunk's own heads (tails) as its negatives, entities in proportion to their degree, as DGL-KE's --neg_deg_sample (a positive's own entity is masked as DGL-KE masks it)")
