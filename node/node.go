@@ -84,6 +84,7 @@ type Node struct {
 	// the file listen bound (sock).
 	bound        atomic.Bool
 	sock         os.FileInfo // the socket file as bound; set by listen, before bound
+	sockMu       sync.Mutex  // one removeSocket at a time (Abandon beside Run's end)
 	sockRemoved  atomic.Bool // removeSocket removed it (Abandon, then Run's end)
 	started      time.Time
 	maxDeg       int  // largest degree of the partition set (of this part with an older graph.toml), bounds fanout -1
@@ -501,6 +502,11 @@ func (n *Node) Alive(ctx context.Context) error {
 // there, and removing it would cut that node off from its trainers or
 // lose the file. It reports whether it removed the socket.
 func (n *Node) removeSocket() (bool, error) {
+	// A second signal's Abandon may run beside Run's end: the one that
+	// comes second must find the socket removed by the first, not log
+	// that it was removed while the node ran.
+	n.sockMu.Lock()
+	defer n.sockMu.Unlock()
 	path := n.cfg.Control.Socket
 	if n.sockRemoved.Load() {
 		return false, nil
