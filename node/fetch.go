@@ -135,6 +135,11 @@ func Fetch(ctx context.Context, cfg Config, log *slog.Logger, opts FetchOptions)
 	if len(want) == 0 {
 		return done, nil
 	}
+	// The files' room at once, not file by file: --all fetched
+	// orig_ids.bin and a part file before it found no room for the next.
+	if err := checkSpace(dir, missingBytes(dir, want)); err != nil {
+		return done, fmt.Errorf("node: fetch: the files to fetch %w: %w", err, ErrFetch)
+	}
 	cli, err := mesh.NewClient(f.clientConfig(m.Checksum))
 	if err != nil {
 		return done, fmt.Errorf("node: fetch: %w", err)
@@ -148,6 +153,23 @@ func Fetch(ctx context.Context, cfg Config, log *slog.Logger, opts FetchOptions)
 		done = append(done, got)
 	}
 	return done, nil
+}
+
+// missingBytes is what the files of want still need on disk in dir: all
+// of each that is absent, less what a fetch cut off left of it.
+func missingBytes(dir string, want []partition.FileEntry) int64 {
+	var need int64
+	for _, e := range want {
+		final := filepath.Join(dir, filepath.FromSlash(e.Path))
+		if _, err := os.Stat(final); err == nil {
+			continue // kept, or refused, by file
+		}
+		need += e.Size
+		if st, err := os.Stat(final + fetchSuffix); err == nil {
+			need -= min(st.Size(), e.Size)
+		}
+	}
+	return need
 }
 
 // fetcher is one Fetch.

@@ -16,14 +16,24 @@ import (
 // checkSpace fails when the file system of dir has fewer than need bytes
 // free for this user.
 func checkSpace(dir string, need int64) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return fmt.Errorf("free space of %s: %w", dir, err)
+	free, err := freeSpace(dir)
+	if err != nil {
+		return err
 	}
-	if free := int64(st.Bavail) * st.Bsize; free < need {
+	if free < need {
 		return fmt.Errorf("needs %s more on disk, %s has %s free", humanBytes(need), dir, humanBytes(free))
 	}
 	return nil
+}
+
+// freeSpace is the bytes an unprivileged writer may still use on dir's
+// file system (tests set it).
+var freeSpace = func(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("free space of %s: %w", dir, err)
+	}
+	return int64(st.Bavail) * st.Bsize, nil
 }
 
 // partial is a file being fetched: its bytes so far and their CRC-32C.

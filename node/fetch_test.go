@@ -229,6 +229,48 @@ func TestFetchClientNode(t *testing.T) {
 	}
 }
 
+// TestFetchAllNeedsRoomFirst: fetch --all checks the room of every file
+// it fetches before the first: it fetched orig_ids.bin and a part file
+// before it found no room for the next. What a fetch cut off left counts
+// as there.
+func TestFetchAllNeedsRoomFirst(t *testing.T) {
+	parts, m, certs := fetchFixture(t)
+	cfg := DefaultConfig()
+	cfg.Node.Parts, cfg.Node.Role, cfg.Node.Name = filepath.Join(t.TempDir(), "parts"), RoleClient, "host1"
+	cfg.Mesh.Certs, cfg.Mesh.Cluster, cfg.Mesh.Timeout = certs, "fetch", "1s"
+	cfg.Mesh.Peers = []MeshPeer{{Part: 0, Name: "host0", Addr: serve(t, certs, m.Checksum, 0, &dirFiles{dir: parts})}}
+	var total int64
+	for _, e := range m.File {
+		total += e.Size
+	}
+	var room int64
+	real := freeSpace
+	freeSpace = func(string) (int64, error) { return room, nil }
+	defer func() { freeSpace = real }()
+	log := slog.New(slog.DiscardHandler)
+	room = total - 1
+	got, err := Fetch(context.Background(), cfg, log, FetchOptions{All: true})
+	if !errors.Is(err, ErrFetch) || !strings.Contains(err.Error(), "the files to fetch needs") || len(got) != 1 {
+		t.Fatalf("--all with a byte too little: %+v, %v; want graph.toml alone and the room refused first", got, err)
+	}
+	// A part file's bytes left by a fetch cut off: the rest fits.
+	p := filepath.Join(cfg.Node.Parts, partition.PartFile(1))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(parts, partition.PartFile(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p+fetchSuffix, b[:100], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	room = total - 100
+	if _, err := Fetch(context.Background(), cfg, log, FetchOptions{All: true}); err != nil {
+		t.Fatalf("--all with room for the rest: %v", err)
+	}
+}
+
 // TestFetchLocked: a second fetch of a file another is writing fails
 // at once, naming it, and leaves its bytes alone.
 func TestFetchLocked(t *testing.T) {
