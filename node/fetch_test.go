@@ -244,9 +244,9 @@ func TestFetchAllNeedsRoomFirst(t *testing.T) {
 		total += e.Size
 	}
 	var room int64
-	real := freeSpace
+	orig := freeSpace
 	freeSpace = func(string) (int64, error) { return room, nil }
-	defer func() { freeSpace = real }()
+	defer func() { freeSpace = orig }()
 	log := slog.New(slog.DiscardHandler)
 	room = total - 1
 	got, err := Fetch(context.Background(), cfg, log, FetchOptions{All: true})
