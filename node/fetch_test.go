@@ -207,11 +207,7 @@ func TestFetchPutInPlaceMeanwhile(t *testing.T) {
 // TestFetchClientNode: a client node (server-client mode) fetches
 // graph.toml and nothing else; --all also takes every file of the set.
 func TestFetchClientNode(t *testing.T) {
-	parts, m, certs := fetchFixture(t)
-	cfg := DefaultConfig()
-	cfg.Node.Parts, cfg.Node.Role, cfg.Node.Name = filepath.Join(t.TempDir(), "parts"), RoleClient, "host1"
-	cfg.Mesh.Certs, cfg.Mesh.Cluster, cfg.Mesh.Timeout = certs, "fetch", "1s"
-	cfg.Mesh.Peers = []MeshPeer{{Part: 0, Name: "host0", Addr: serve(t, certs, m.Checksum, 0, &dirFiles{dir: parts})}}
+	_, m, cfg := clientFetch(t)
 	log := slog.New(slog.DiscardHandler)
 	got, err := Fetch(context.Background(), cfg, log, FetchOptions{})
 	if err != nil || len(got) != 1 || got[0].Path != partition.ManifestFile {
@@ -234,11 +230,7 @@ func TestFetchClientNode(t *testing.T) {
 // before it found no room for the next. What a fetch cut off left counts
 // as there.
 func TestFetchAllNeedsRoomFirst(t *testing.T) {
-	parts, m, certs := fetchFixture(t)
-	cfg := DefaultConfig()
-	cfg.Node.Parts, cfg.Node.Role, cfg.Node.Name = filepath.Join(t.TempDir(), "parts"), RoleClient, "host1"
-	cfg.Mesh.Certs, cfg.Mesh.Cluster, cfg.Mesh.Timeout = certs, "fetch", "1s"
-	cfg.Mesh.Peers = []MeshPeer{{Part: 0, Name: "host0", Addr: serve(t, certs, m.Checksum, 0, &dirFiles{dir: parts})}}
+	parts, m, cfg := clientFetch(t)
 	var total int64
 	for _, e := range m.File {
 		total += e.Size
@@ -629,4 +621,17 @@ func copyManifest(t *testing.T, from, to string) {
 	if err := os.WriteFile(filepath.Join(to, partition.ManifestFile), toml, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// clientFetch is the fixture's set (parts, its graph.toml m) served by
+// host0, and the config of a client node, host1, fetching it into a
+// directory of its own.
+func clientFetch(t *testing.T) (parts string, m *partition.Manifest, cfg Config) {
+	t.Helper()
+	parts, m, certs := fetchFixture(t)
+	cfg = DefaultConfig()
+	cfg.Node.Parts, cfg.Node.Role, cfg.Node.Name = filepath.Join(t.TempDir(), "parts"), RoleClient, "host1"
+	cfg.Mesh.Certs, cfg.Mesh.Cluster, cfg.Mesh.Timeout = certs, "fetch", "1s"
+	cfg.Mesh.Peers = []MeshPeer{{Part: 0, Name: "host0", Addr: serve(t, certs, m.Checksum, 0, &dirFiles{dir: parts})}}
+	return parts, m, cfg
 }
