@@ -110,7 +110,8 @@ func (t *Trainer) Run(ctx context.Context, data Data, report func(EpochStats)) (
 		if report != nil {
 			report(st)
 		}
-		if t.cfg.Patience > 0 && since >= t.cfg.Patience {
+		// Patience that runs out at the last epoch cuts nothing short.
+		if t.cfg.Patience > 0 && since >= t.cfg.Patience && e < t.cfg.Epochs-1 {
 			res.Stopped = true
 			break
 		}

@@ -360,6 +360,25 @@ func TestEarlyStopping(t *testing.T) {
 	}
 }
 
+// TestPatienceAtLastEpoch: patience that runs out at the last epoch ends
+// no run early: Result.Stopped said it did, and node train printed
+// "stopped early after epoch 7 of --epochs 8" for a run of all 8 epochs.
+func TestPatienceAtLastEpoch(t *testing.T) {
+	p, cfg := smallSetup(t)
+	cfg.LR, cfg.Epochs, cfg.EvalEvery, cfg.Patience = 1e-12, 8, 2, 3
+	tr, err := New(cfg, NoSync{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tr.Run(context.Background(), data(t, p, 0, 1, 100, []int{-1, -1}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stopped || res.Best != 1 || len(res.Epochs) != 8 {
+		t.Fatalf("stopped %v after %d epochs, best %d; want all 8 epochs, not stopped early, best 1", res.Stopped, len(res.Epochs), res.Best)
+	}
+}
+
 func TestNewErrors(t *testing.T) {
 	_, cfg := smallSetup(t)
 	if _, err := New(cfg, nil); !errors.Is(err, ErrInvalid) {
