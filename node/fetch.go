@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"graphnode/mesh"
 	"graphnode/partition"
 )
@@ -137,7 +139,7 @@ func Fetch(ctx context.Context, cfg Config, log *slog.Logger, opts FetchOptions)
 	}
 	// The files' room at once, not file by file: --all fetched
 	// orig_ids.bin and a part file before it found no room for the next.
-	if err := checkSpace(dir, missingBytes(dir, want)); err != nil {
+	if err := checkRoom(dir, want); err != nil {
 		return done, fmt.Errorf("node: fetch: the files to fetch %w: %w", err, ErrFetch)
 	}
 	cli, err := mesh.NewClient(f.clientConfig(m.Checksum))
@@ -170,6 +172,42 @@ func missingBytes(dir string, want []partition.FileEntry) int64 {
 		}
 	}
 	return need
+}
+
+// checkRoom checks missingBytes on each file system the files of want
+// go to, asking it at the nearest directory of each that exists: a part
+// directory may be a link to, or a mount of, another disk than dir's.
+func checkRoom(dir string, want []partition.FileEntry) error {
+	need := map[uint64]int64{}
+	at := map[uint64]string{}
+	var devs []uint64
+	for _, e := range want {
+		n := missingBytes(dir, []partition.FileEntry{e})
+		if n == 0 {
+			continue
+		}
+		d := filepath.Dir(filepath.Join(dir, filepath.FromSlash(e.Path)))
+		var st unix.Stat_t
+		err := unix.Stat(d, &st)
+		for errors.Is(err, unix.ENOENT) && d != filepath.Clean(dir) {
+			d = filepath.Dir(d)
+			err = unix.Stat(d, &st)
+		}
+		if err != nil {
+			return fmt.Errorf("free space of %s: %w", d, err)
+		}
+		if _, ok := at[st.Dev]; !ok {
+			at[st.Dev] = d
+			devs = append(devs, st.Dev)
+		}
+		need[st.Dev] += n
+	}
+	for _, dev := range devs {
+		if err := checkSpace(at[dev], need[dev]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fetcher is one Fetch.

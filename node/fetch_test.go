@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -260,6 +261,51 @@ func TestFetchAllNeedsRoomFirst(t *testing.T) {
 	room = total - 100
 	if _, err := Fetch(context.Background(), cfg, log, FetchOptions{All: true}); err != nil {
 		t.Fatalf("--all with room for the rest: %v", err)
+	}
+}
+
+// TestFetchRoomPerFileSystem: the room of the files to fetch is asked of
+// the file system each goes to: a part directory that is a link to (or a
+// mount of) another disk was refused for the room of node.parts' own,
+// which fetched it file by file before.
+func TestFetchRoomPerFileSystem(t *testing.T) {
+	parts, m, certs := fetchFixture(t)
+	other, err := os.MkdirTemp("/dev/shm", "fetch-room-")
+	if err != nil {
+		t.Skip("no /dev/shm:", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(other) })
+	cfg := DefaultConfig()
+	cfg.Node.Parts, cfg.Node.Part, cfg.Node.Name = filepath.Join(t.TempDir(), "parts"), 1, "host1"
+	cfg.Mesh.Certs, cfg.Mesh.Cluster, cfg.Mesh.Timeout, cfg.Mesh.Retries = certs, "fetch", "1s", 1
+	cfg.Mesh.Peers = []MeshPeer{{Part: 0, Name: "host0", Addr: serve(t, certs, m.Checksum, 0, &dirFiles{dir: parts})}}
+	if err := os.MkdirAll(cfg.Node.Parts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a, errA := os.Stat(cfg.Node.Parts)
+	b, errB := os.Stat(other)
+	if errA != nil || errB != nil || a.Sys().(*syscall.Stat_t).Dev == b.Sys().(*syscall.Stat_t).Dev {
+		t.Skip("/dev/shm is on the file system of the test's temporary directory")
+	}
+	copyManifest(t, parts, cfg.Node.Parts)
+	if err := os.Symlink(other, filepath.Join(cfg.Node.Parts, filepath.Dir(partition.PartFile(1)))); err != nil {
+		t.Fatal(err)
+	}
+	// node.parts' disk is full; the part directory's has room.
+	orig := freeSpace
+	freeSpace = func(dir string) (int64, error) {
+		if real, err := filepath.EvalSymlinks(dir); err == nil && strings.HasPrefix(real, other) {
+			return 1 << 40, nil
+		}
+		return 0, nil
+	}
+	defer func() { freeSpace = orig }()
+	got, err := Fetch(context.Background(), cfg, slog.New(slog.DiscardHandler), FetchOptions{})
+	if err != nil {
+		t.Fatalf("part directory on a disk with room: %v", err)
+	}
+	if len(got) != 2 || got[1].Path != partition.PartFile(1) || got[1].Fetched != got[1].Size {
+		t.Fatalf("fetched %+v, want part 1 whole", got)
 	}
 }
 
