@@ -641,13 +641,23 @@ func TestMissingPartNamesFetch(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(cfg.Node.Parts, "part-1"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	partial := filepath.Join(cfg.Node.Parts, partition.PartFile(1)) + fetchSuffix
+	if err := os.WriteFile(partial, make([]byte, 100), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// graph.toml missing: the .fetch is not what is missing.
+	if _, _, err := openManifest(&cfg); err == nil || strings.Contains(err.Error(), fetchSuffix) {
+		t.Fatalf("no graph.toml: %v, want it missing, no word of the part's .fetch", err)
+	}
 	copyManifest(t, parts, cfg.Node.Parts)
+	if err := os.Rename(partial, partial+".aside"); err != nil {
+		t.Fatal(err)
+	}
 	_, _, err := openManifest(&cfg)
 	if err == nil || strings.Contains(err.Error(), fetchSuffix) {
 		t.Fatalf("no .fetch: %v, want the part file missing, no word of a fetch", err)
 	}
-	partial := filepath.Join(cfg.Node.Parts, partition.PartFile(1)) + fetchSuffix
-	if err := os.WriteFile(partial, make([]byte, 100), 0o644); err != nil {
+	if err := os.Rename(partial+".aside", partial); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = openManifest(&cfg)

@@ -274,7 +274,8 @@ func openManifest(cfg *Config) (*partition.Manifest, partition.Book, error) {
 	}
 	m, err := open(cfg.Node.Parts)
 	if err != nil {
-		if partial := filepath.Join(cfg.Node.Parts, filepath.FromSlash(partition.PartFile(cfg.Node.Part))) + fetchSuffix; errors.Is(err, fs.ErrNotExist) && !cfg.Client() {
+		partial := filepath.Join(cfg.Node.Parts, filepath.FromSlash(partition.PartFile(cfg.Node.Part))) + fetchSuffix
+		if errors.Is(err, fs.ErrNotExist) && !cfg.Client() && exists(filepath.Join(cfg.Node.Parts, partition.ManifestFile)) {
 			if st, serr := os.Stat(partial); serr == nil {
 				// It said the part file was missing, and not that a fetch
 				// cut off had most of it.
