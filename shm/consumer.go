@@ -122,7 +122,16 @@ func (c *Consumer) Next(ctx context.Context, w int) (_ []byte, err error) {
 		if rec, ok, err = c.poll(w); ok || err != nil {
 			return rec, err
 		}
+		if beforeVerdict != nil {
+			beforeVerdict()
+		}
 		if err := c.producerGone(w, time.Now()); err != nil {
+			// A record published between the poll above and the verdict
+			// (the producer's last, just before it died) is read first:
+			// its death is reported once every record it published was.
+			if rec, ok, perr := c.poll(w); ok || perr != nil {
+				return rec, perr
+			}
 			// A producer that met a truncated file ends early (its
 			// last record faults too): say what happened to the file.
 			if terr := c.r.truncated(); terr != nil {
@@ -136,6 +145,10 @@ func (c *Consumer) Next(ctx context.Context, w int) (_ []byte, err error) {
 		futexSleep(s.dataSeq, seq, waitSlice)
 	}
 }
+
+// beforeVerdict, when set (tests), runs in Next between its poll of a
+// sub-ring and its verdict on the producer.
+var beforeVerdict func()
 
 // poll returns the next record of sub-ring w if one is published, first
 // skipping wrap markers. It validates the counters and every length word

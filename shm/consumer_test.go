@@ -234,6 +234,43 @@ func TestHeartbeatStops(t *testing.T) {
 	}
 }
 
+// TestLastRecordBeforeDeath: a record the producer published between
+// Next's poll and its verdict that the producer is dead is read before
+// the death is reported: Next reported ErrProducerDead with it unread,
+// which doc.go promises never to do.
+func TestLastRecordBeforeDeath(t *testing.T) {
+	r := newTestRing(t, 1, PageSize)
+	c, _ := r.Consumer()
+	p, err := r.Producer(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.stopHeartbeat()
+	stopped := time.Now()
+	published := false
+	beforeVerdict = func() {
+		// Close to DeadAfter of silence, this wait outlasts it, and the
+		// producer's last record lands after the poll, before a verdict
+		// that it is dead.
+		if !published && time.Since(stopped) > DeadAfter-4*waitSlice {
+			published = true
+			time.Sleep(8 * waitSlice)
+			if err := p.Write(context.Background(), []byte("last")); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer func() { beforeVerdict = nil }()
+	rec, err := c.Next(testCtx(t), 0)
+	if err != nil || string(rec) != "last" {
+		t.Fatalf("Next: %q, %v; want the producer's last record before its death", rec, err)
+	}
+	c.Release(0)
+	if _, err := c.Next(testCtx(t), 0); !errors.Is(err, ErrProducerDead) {
+		t.Fatalf("Next after the last record: %v, want ErrProducerDead", err)
+	}
+}
+
 // TestProducerPIDNamespace: the consumer judges a silent producer's pid
 // only when the producer recorded its pid namespace and it is the
 // consumer's own; otherwise the heartbeat alone decides (DeadAfter), not

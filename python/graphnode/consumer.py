@@ -156,7 +156,16 @@ class Consumer:
                     return rec
                 now = time.monotonic()
                 self.ring.check_size()  # truncated while this waited
-                self._producer_gone(w, s, now)
+                try:
+                    self._producer_gone(w, s, now)
+                except (EndOfStream, ProducerDeadError):
+                    # A record published between the poll above and the
+                    # verdict (the producer's last, just before it died)
+                    # is read first, as the Go consumer does.
+                    rec = self._poll(w, s)
+                    if rec is not None:
+                        return rec
+                    raise
                 slice_ = WAIT_SLICE
                 if deadline is not None:
                     if now >= deadline:

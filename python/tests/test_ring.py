@@ -322,6 +322,27 @@ class CrossProcessTest(RingTestCase):
             cons.next(0)
         self.assertTrue(DEAD_AFTER <= time.monotonic() - t0 < DEAD_AFTER + 0.5)
 
+    def test_last_record_before_death(self):
+        """A record the producer published between next's poll and its
+        verdict that the producer is dead is read before the death is
+        reported: next raised ProducerDeadError with it unread."""
+        create(self.path, 1, 4096)
+        ring, cons = self.open()
+        prod = self.producer(0, heartbeat=False)
+        gone = cons._producer_gone
+        calls = []
+
+        def verdict(w, s, now):
+            if not calls:  # the producer's last record, then its death
+                prod.write(b"last")
+                calls.append(now)
+                raise ProducerDeadError("ring: %s sub-ring %d: producer pid %d sent no heartbeat" % (self.path, w, os.getpid()), w, os.getpid())
+            return gone(w, s, now)
+
+        cons._producer_gone = verdict
+        off, n = cons.next(0, timeout=10)
+        self.assertEqual(bytes(ring.mem[off:off + n]), b"last")
+
     def test_creator_gone_before_producer(self):
         gone = subprocess.Popen([sys.executable, "-c", "pass"])
         gone.wait()
