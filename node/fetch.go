@@ -140,7 +140,7 @@ func Fetch(ctx context.Context, cfg Config, log *slog.Logger, opts FetchOptions)
 	// The files' room at once, not file by file: --all fetched
 	// orig_ids.bin and a part file before it found no room for the next.
 	if err := checkRoom(dir, want); err != nil {
-		return done, fmt.Errorf("node: fetch: the files to fetch %w: %w", err, ErrFetch)
+		return done, fmt.Errorf("node: fetch %s: %w: %w", fetchedNames(dir, want), err, ErrFetch)
 	}
 	cli, err := mesh.NewClient(f.clientConfig(m.Checksum))
 	if err != nil {
@@ -172,6 +172,22 @@ func missingBytes(dir string, want []partition.FileEntry) int64 {
 		}
 	}
 	return need
+}
+
+// fetchedNames names the files of want that are not there yet, as a
+// refusal of their room says them: "part-1/part.csr", "orig_ids.bin,
+// part-0/part.csr and 3 more".
+func fetchedNames(dir string, want []partition.FileEntry) string {
+	var names []string
+	for _, e := range want {
+		if missingBytes(dir, []partition.FileEntry{e}) > 0 {
+			names = append(names, e.Path)
+		}
+	}
+	if len(names) > 3 {
+		return strings.Join(names[:2], ", ") + fmt.Sprintf(" and %d more", len(names)-2)
+	}
+	return strings.Join(names, ", ")
 }
 
 // checkRoom checks missingBytes on each file system the files of want
