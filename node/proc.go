@@ -49,9 +49,6 @@ type proc struct {
 		// failure is the error the sampler reported before it exited
 		// (its "error" line: ReportSamplerError), "" without one.
 		failure string
-		// crash is the Go runtime's report of the sampler's crash (an
-		// unrecovered panic, a fatal error), "" without one.
-		crash string
 	}
 }
 
@@ -156,12 +153,7 @@ func (n *Node) startProc(l *loader, w int, spec []byte) (*proc, error) {
 			n.log.Warn("sampler progress lines lost", "loader", l.id, "worker", w, "pid", p.pid, "over_limit", skipped, "limit_bytes", maxProgressLine, "err", rerr)
 		}
 		err := cmd.Wait() // reads finished: the pipe is at EOF
-		if report := <-crash; report != "" {
-			p.mu.Lock()
-			p.mu.crash = report
-			p.mu.Unlock()
-		}
-		n.exited(l, p, err)
+		n.exited(l, p, err, <-crash)
 	}()
 	return p, nil
 }
@@ -263,12 +255,14 @@ func (n *Node) progress(l *loader, p *proc, line string) {
 // the sampler does not log it, so it reaches the node's log as one record
 // in the node's format, not as a line of text in a JSON journal. The
 // trainer learns of it from the ring (an error record, or the ring
-// layer's dead-producer error within about a second).
-func (n *Node) exited(l *loader, p *proc, err error) {
+// layer's dead-producer error within about a second). crash is the Go
+// runtime's report of the sampler's crash (an unrecovered panic, a fatal
+// error), "" without one.
+func (n *Node) exited(l *loader, p *proc, err error, crash string) {
 	status := p.cmd.ProcessState.String()
 	state := stateDone
 	p.mu.Lock()
-	cause, crash := p.mu.failure, p.mu.crash
+	cause := p.mu.failure
 	p.mu.Unlock()
 	// A crash (a panic in any goroutine) reaches the node as the
 	// runtime's report, whose text went to stderr too: the record in the
