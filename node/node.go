@@ -85,7 +85,7 @@ type Node struct {
 	bound        atomic.Bool
 	sock         os.FileInfo // the socket file as bound; set by listen, before bound
 	sockMu       sync.Mutex  // one removeSocket at a time (Abandon beside Run's end)
-	sockRemoved  atomic.Bool // removeSocket removed it (Abandon, then Run's end)
+	sockRemoved  bool        // removeSocket removed it; under sockMu
 	started      time.Time
 	maxDeg       int  // largest degree of the partition set (of this part with an older graph.toml), bounds fanout -1
 	maxDegExact  bool // maxDeg is the set's (graph.toml records every part's, or there is one part)
@@ -509,7 +509,7 @@ func (n *Node) removeSocket() (bool, error) {
 	n.sockMu.Lock()
 	defer n.sockMu.Unlock()
 	path := n.cfg.Control.Socket
-	if n.sockRemoved.Load() {
+	if n.sockRemoved {
 		return false, nil
 	}
 	st, err := os.Lstat(path)
@@ -528,7 +528,7 @@ func (n *Node) removeSocket() (bool, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("node: remove control socket: %w", err)
 	}
-	n.sockRemoved.Store(true)
+	n.sockRemoved = true
 	return true, nil
 }
 
