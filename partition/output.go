@@ -92,34 +92,35 @@ func checkOutput(dir string, force bool) (replacing bool, err error) {
 	return len(ents) > 0, nil
 }
 
+// isTemp reports whether e is a writer's temporary directory, named
+// prefix.
+func isTemp(e os.DirEntry, prefix string) bool {
+	return e.IsDir() && strings.HasPrefix(e.Name(), prefix)
+}
+
 // tempNote says, of entries among which some are writers' temporary
 // directories (named prefix), what they are; "" when none is.
 func tempNote(ents []os.DirEntry, prefix string) string {
-	if !slices.ContainsFunc(ents, func(e os.DirEntry) bool { return e.IsDir() && strings.HasPrefix(e.Name(), prefix) }) {
+	if !slices.ContainsFunc(ents, func(e os.DirEntry) bool { return isTemp(e, prefix) }) {
 		return ""
 	}
 	return " (" + prefix + "* is the temporary output of a run that did not finish, killed before it put its output in place, or of one writing now: remove it once none runs)"
 }
 
 // Leftovers are the temporary directories of other writers of the output
-// found when the run began, beside it (.NAME.tmp-*) or in it (.tmp-*,
-// but for an output --force replaces whole): runs killed before they
-// put their output in place, whose directories no later run removes
-// (one may be running), or runs writing now.
+// found beside it (.NAME.tmp-*) when the run began: runs killed before
+// they put their output in place, whose directories no later run removes
+// (one may be running), or runs writing now. One in the output (.tmp-*)
+// is refused by CheckOutput with tempNote, or replaced with it by
+// --force.
 func (c *OutputCheck) Leftovers() []string {
-	var out []string
 	clean := filepath.Clean(c.dir)
-	parent, base := filepath.Dir(clean), filepath.Base(clean)
-	places := []struct{ dir, prefix string }{{parent, "." + base + ".tmp-"}}
-	if !c.replacing {
-		places = append(places, struct{ dir, prefix string }{clean, ".tmp-"})
-	}
-	for _, where := range places {
-		ents, _ := os.ReadDir(where.dir)
-		for _, e := range ents {
-			if e.IsDir() && strings.HasPrefix(e.Name(), where.prefix) {
-				out = append(out, filepath.Join(where.dir, e.Name()))
-			}
+	parent, prefix := filepath.Dir(clean), "."+filepath.Base(clean)+".tmp-"
+	ents, _ := os.ReadDir(parent)
+	var out []string
+	for _, e := range ents {
+		if isTemp(e, prefix) {
+			out = append(out, filepath.Join(parent, e.Name()))
 		}
 	}
 	return out
@@ -271,9 +272,7 @@ func placeNew(tmp, dir string, into, force bool) error {
 // work is not yet the user's).
 func outputEntries(dir, tmpPrefix string) []os.DirEntry {
 	ents, _ := os.ReadDir(dir)
-	return slices.DeleteFunc(ents, func(e os.DirEntry) bool {
-		return e.IsDir() && strings.HasPrefix(e.Name(), tmpPrefix)
-	})
+	return slices.DeleteFunc(ents, func(e os.DirEntry) bool { return isTemp(e, tmpPrefix) })
 }
 
 // outputChanged is the error of placeNew when something appeared in dir
