@@ -157,19 +157,17 @@ func Fetch(ctx context.Context, cfg Config, log *slog.Logger, opts FetchOptions)
 	return done, nil
 }
 
-// missingBytes is what the files of want still need on disk in dir: all
-// of each that is absent, less what a fetch cut off left of it.
-func missingBytes(dir string, want []partition.FileEntry) int64 {
-	var need int64
-	for _, e := range want {
-		final := filepath.Join(dir, filepath.FromSlash(e.Path))
-		if _, err := os.Stat(final); err == nil {
-			continue // kept, or refused, by file
-		}
-		need += e.Size
-		if st, err := os.Stat(final + fetchSuffix); err == nil {
-			need -= min(st.Size(), e.Size)
-		}
+// missingBytes is what the file of e still needs on disk in dir: all of
+// it when absent, less what a fetch cut off left of it; 0 when it is
+// there (kept, or refused, by file).
+func missingBytes(dir string, e partition.FileEntry) int64 {
+	final := filepath.Join(dir, filepath.FromSlash(e.Path))
+	if _, err := os.Stat(final); err == nil {
+		return 0
+	}
+	need := e.Size
+	if st, err := os.Stat(final + fetchSuffix); err == nil {
+		need -= min(st.Size(), e.Size)
 	}
 	return need
 }
@@ -180,7 +178,7 @@ func missingBytes(dir string, want []partition.FileEntry) int64 {
 func fetchedNames(dir string, want []partition.FileEntry) string {
 	var names []string
 	for _, e := range want {
-		if missingBytes(dir, []partition.FileEntry{e}) > 0 {
+		if missingBytes(dir, e) > 0 {
 			names = append(names, e.Path)
 		}
 	}
@@ -198,7 +196,7 @@ func checkRoom(dir string, want []partition.FileEntry) error {
 	at := map[uint64]string{}
 	var devs []uint64
 	for _, e := range want {
-		n := missingBytes(dir, []partition.FileEntry{e})
+		n := missingBytes(dir, e)
 		if n == 0 {
 			continue
 		}
