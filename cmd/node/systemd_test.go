@@ -218,14 +218,7 @@ func TestRunNotifiesSystemd(t *testing.T) {
 		t.Fatalf("partition: %v\n%s", err, out)
 	}
 	cl, err := newDemoCluster(bin, t.TempDir(), parts, 2, "16MB", 1)
-	t.Cleanup(func() {
-		if err := cl.stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	stoppedAtEnd(t, cl, err)
 	sd := newNotifySocket(t)
 	if err := cl.start(0, []string{"NOTIFY_SOCKET=" + sd.path, "WATCHDOG_USEC=1000000"}); err != nil {
 		t.Fatal(err)

@@ -25,14 +25,7 @@ import (
 func ckCluster(t *testing.T, bin, parts string, dirs [2]string, load bool) *demoCluster {
 	t.Helper()
 	cl, err := newDemoCluster(bin, t.TempDir(), parts, 2, "64MB", 1)
-	t.Cleanup(func() {
-		if err := cl.stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	stoppedAtEnd(t, cl, err)
 	for i, path := range cl.configs {
 		b, err := os.ReadFile(path)
 		if err != nil {

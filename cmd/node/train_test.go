@@ -145,6 +145,13 @@ func smallParts(t *testing.T, nodes, featDim int, fanouts string) string {
 func testCluster(t *testing.T, bin, parts string) *demoCluster {
 	t.Helper()
 	cl, err := startDemoCluster(context.Background(), bin, t.TempDir(), parts, 2, "64MB", 1)
+	return stoppedAtEnd(t, cl, err)
+}
+
+// stoppedAtEnd is cl, made (or started) with err, stopped when t ends
+// (whatever of it err left running); err fails t.
+func stoppedAtEnd(t *testing.T, cl *demoCluster, err error) *demoCluster {
+	t.Helper()
 	t.Cleanup(func() {
 		if err := cl.stop(); err != nil {
 			t.Error(err)
