@@ -362,6 +362,9 @@ func renameNoReplace(from, to string) error {
 	return nil
 }
 
+// replaceRename is os.Rename; tests make it fail.
+var replaceRename = os.Rename
+
 // replaceDir renames tmp to dir, replacing what is there.
 func replaceDir(tmp, dir string) error {
 	parent := filepath.Dir(filepath.Clean(dir))
@@ -377,13 +380,13 @@ func replaceDir(tmp, dir string) error {
 			if err := os.Remove(o); err != nil {
 				return fmt.Errorf("partition: %w", err)
 			}
-			if err := os.Rename(dir, o); err != nil {
+			if err := replaceRename(dir, o); err != nil {
 				return fmt.Errorf("partition: move old output aside: %w", err)
 			}
 			old = o
 		}
 	}
-	if err := os.Rename(tmp, dir); err != nil {
+	if err := replaceRename(tmp, dir); err != nil {
 		return fmt.Errorf("partition: rename output into place: %w", err)
 	}
 	if err := SyncDir(parent); err != nil {
