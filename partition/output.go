@@ -362,44 +362,6 @@ func renameNoReplace(from, to string) error {
 	return nil
 }
 
-// replaceRename is os.Rename; tests make it fail.
-var replaceRename = os.Rename
-
-// replaceDir renames tmp to dir, replacing what is there.
-func replaceDir(tmp, dir string) error {
-	parent := filepath.Dir(filepath.Clean(dir))
-	var old string
-	if _, err := os.Stat(dir); err == nil {
-		// An empty directory is simply removed; a full one is moved
-		// aside first so that dir never holds a mix of two partitionings.
-		if os.Remove(dir) != nil {
-			o, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".old-")
-			if err != nil {
-				return fmt.Errorf("partition: %w", err)
-			}
-			if err := os.Remove(o); err != nil {
-				return fmt.Errorf("partition: %w", err)
-			}
-			if err := replaceRename(dir, o); err != nil {
-				return fmt.Errorf("partition: move old output aside: %w", err)
-			}
-			old = o
-		}
-	}
-	if err := replaceRename(tmp, dir); err != nil {
-		return fmt.Errorf("partition: rename output into place: %w", err)
-	}
-	if err := SyncDir(parent); err != nil {
-		return err
-	}
-	if old != "" {
-		if err := os.RemoveAll(old); err != nil {
-			return fmt.Errorf("partition: remove replaced output: %w", err)
-		}
-	}
-	return nil
-}
-
 // boolCmp orders false before true.
 func boolCmp(a, b bool) int {
 	switch {

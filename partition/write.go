@@ -64,11 +64,12 @@ type WriteOptions struct {
 // at the end, or, when dir is an existing empty directory (a disk
 // mounted for the partitions), into a temporary directory in it whose
 // entries are moved up, graph.toml last; an existing non-empty dir is
-// refused unless opts.Force, and then replaced by renaming it aside,
-// renaming the new one in, and removing the old: at every moment dir
-// holds a whole partitioning. (So replacing needs room for both; an
-// error for a full disk says so. A mount point cannot be replaced so and
-// is refused.) Nothing that appears in dir during the run (from
+// refused unless opts.Force, and then replaced by exchanging the new
+// one with it and removing the old: at every moment dir holds a whole
+// partitioning, where the file system can exchange two names in one
+// rename (see replaceDir). (So replacing needs room for both; an error
+// for a full disk says so. A mount point cannot be replaced so and is
+// refused.) Nothing that appears in dir during the run (from
 // opts.Checked, else from Write's start) is replaced or removed unless
 // dir held something then and opts.Force replaces it (and what appeared
 // in it, which cannot be told apart): Write fails naming what appeared
@@ -181,8 +182,10 @@ func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32,
 		// it since is the user's or another run's. placeNew keeps it,
 		// and keeps tmp, the finished work, when dir cannot take it.
 		err = placeNew(tmp, dir, into, opts.Force)
-		kept = err != nil
 	}
+	// Their errors say what tmp holds by then: the finished work, or
+	// the previous partitioning that replaceDir swapped out of dir.
+	kept = err != nil
 	if err != nil {
 		return nil, err
 	}
