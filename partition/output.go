@@ -92,8 +92,9 @@ func checkOutput(dir string, force bool) (replacing bool, err error) {
 	return len(ents) > 0, nil
 }
 
-// isTemp reports whether e is a writer's temporary directory, named
-// prefix.
+// isTemp reports whether e is a directory that a writer makes in or
+// beside the output and removes once done, named prefix: its temporary
+// output (.tmp-), or the previous output it moved aside (.old-).
 func isTemp(e os.DirEntry, prefix string) bool {
 	return e.IsDir() && strings.HasPrefix(e.Name(), prefix)
 }
@@ -107,20 +108,31 @@ func tempNote(ents []os.DirEntry, prefix string) string {
 	return " (" + prefix + "* is the temporary output of a run that did not finish, killed before it put its output in place, or of one writing now: remove it once none runs)"
 }
 
-// Leftovers are the temporary directories of other writers of the output
-// found beside it (.NAME.tmp-*) when the run began: runs killed before
-// they put their output in place, whose directories no later run removes
-// (one may be running), or runs writing now. One in the output (.tmp-*)
-// is refused by CheckOutput with tempNote, or replaced with it by
-// --force.
-func (c *OutputCheck) Leftovers() []string {
+// Leftover is a directory beside the output that another writer of it
+// left there, found by Leftovers.
+type Leftover struct {
+	Path string
+	// Old says it holds the partitioning that the output held before a
+	// run with Force replaced it (.NAME.old-*), moved aside to be
+	// removed: that run was killed or failed before the removal was
+	// done, or is removing it now (see replaceDir). Otherwise it is the
+	// temporary output (.NAME.tmp-*) of a run killed before it put its
+	// output in place, or of one writing now.
+	Old bool
+}
+
+// Leftovers are the directories of other writers of the output found
+// beside it when the run began, which no later run removes (one may be
+// running). One in the output (.tmp-*) is refused by CheckOutput with
+// tempNote, or replaced with it by --force.
+func (c *OutputCheck) Leftovers() []Leftover {
 	clean := filepath.Clean(c.dir)
-	parent, prefix := filepath.Dir(clean), "."+filepath.Base(clean)+".tmp-"
+	parent, base := filepath.Dir(clean), "."+filepath.Base(clean)
 	ents, _ := os.ReadDir(parent)
-	var out []string
+	var out []Leftover
 	for _, e := range ents {
-		if isTemp(e, prefix) {
-			out = append(out, filepath.Join(parent, e.Name()))
+		if old := isTemp(e, base+".old-"); old || isTemp(e, base+".tmp-") {
+			out = append(out, Leftover{Path: filepath.Join(parent, e.Name()), Old: old})
 		}
 	}
 	return out

@@ -211,7 +211,8 @@ func TestReplaceDirMoveBackFails(t *testing.T) {
 
 // TestReplaceDirRemoveFails: the new partitioning is in place when the
 // old one cannot be removed; the error says so and where the old one
-// is. The error named only a file inside it.
+// is, and the next run names it as the previous output. The error named
+// only a file inside it, and the next run said nothing of it.
 func TestReplaceDirRemoveFails(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -242,6 +243,37 @@ func TestReplaceDirRemoveFails(t *testing.T) {
 			}
 			f.holdsOld(t, old)
 
+			c, err := CheckOutput(f.dir, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := c.Leftovers(), []Leftover{{Path: old, Old: true}}; !slices.Equal(got, want) {
+				t.Errorf("Leftovers() = %+v, want %+v", got, want)
+			}
 		})
+	}
+}
+
+// TestLeftovers: beside the output, a run's temporary output and a
+// previous output moved aside are named, each as what it is; another
+// output's, and files, are not.
+func TestLeftovers(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "parts")
+	for _, d := range []string{"parts", ".parts.tmp-1", ".parts.old-2", ".other.old-3", ".parts.tmpfoo"} {
+		if err := os.Mkdir(filepath.Join(parent, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(parent, ".parts.old-4"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := CheckOutput(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Leftover{{Path: filepath.Join(parent, ".parts.old-2"), Old: true}, {Path: filepath.Join(parent, ".parts.tmp-1")}}
+	if got := c.Leftovers(); !slices.Equal(got, want) {
+		t.Errorf("Leftovers() = %+v, want %+v", got, want)
 	}
 }

@@ -196,10 +196,22 @@ func partitionRun(ctx context.Context, a *app, f *partitionFlags) error {
 		}
 		return err
 	}
-	if left := checked.Leftovers(); len(left) > 0 {
-		// Hidden, and never removed by a later run: two kills left 91 MB.
+	// Hidden, and never removed by a later run: two kills left 91 MB.
+	var tmps, olds []string
+	for _, left := range checked.Leftovers() {
+		if left.Old {
+			olds = append(olds, left.Path)
+		} else {
+			tmps = append(tmps, left.Path)
+		}
+	}
+	if len(tmps) > 0 {
 		fmt.Fprintf(a.stdout, "note: %s: the temporary output of a node partition into %s that did not finish (killed before it put its output in place), or of one running now: remove it once none runs\n",
-			strings.Join(left, ", "), f.out)
+			strings.Join(tmps, ", "), f.out)
+	}
+	if len(olds) > 0 {
+		fmt.Fprintf(a.stdout, "note: %s: the previous partitioning of %s, which a node partition --force moved aside when it replaced it and did not finish removing (killed, or the removal failed), or is removing now: remove it once none runs\n",
+			strings.Join(olds, ", "), f.out)
 	}
 	prog := newProgress(a.stderr)
 	defer prog.stop()

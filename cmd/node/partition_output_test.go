@@ -133,23 +133,30 @@ func TestPartitionKGCutName(t *testing.T) {
 
 // TestPartitionNamesLeftovers: the temporary directory of a node
 // partition killed before it put its output in place (beside the output,
-// or in an empty one) is named by the next run into that output, and in
+// or in an empty one), and the previous output that a node partition
+// --force moved aside and did not finish removing, are named by the next
+// run into that output, each as what it is, and the temporary one in
 // the refusal of an output that holds one: hidden, they were never
 // removed or mentioned (two kills left 91 MB).
 func TestPartitionNamesLeftovers(t *testing.T) {
 	in := writeEdgeList(t, 12)
 	root := t.TempDir()
 	out := filepath.Join(root, "parts")
-	beside := filepath.Join(root, ".parts.tmp-123")
-	if err := os.MkdirAll(filepath.Join(beside, "part-0"), 0o755); err != nil {
-		t.Fatal(err)
+	beside, old := filepath.Join(root, ".parts.tmp-123"), filepath.Join(root, ".parts.old-789")
+	for _, d := range []string{beside, old} {
+		if err := os.MkdirAll(filepath.Join(d, "part-0"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	code, stdout, stderr := runNode(t, "partition", "--input", in, "--parts", "2", "-o", out)
-	if code != 0 || !strings.Contains(stdout, "note: "+beside+": the temporary output of a node partition into "+out+" that did not finish") {
-		t.Errorf("run beside a leftover: exit %d, stdout:\n%s\nstderr: %s", code, stdout, stderr)
+	if code != 0 || !strings.Contains(stdout, "note: "+beside+": the temporary output of a node partition into "+out+" that did not finish") ||
+		!strings.Contains(stdout, "note: "+old+": the previous partitioning of "+out+", which a node partition --force moved aside when it replaced it and did not finish removing") {
+		t.Errorf("run beside leftovers: exit %d, stdout:\n%s\nstderr: %s", code, stdout, stderr)
 	}
-	if _, err := os.Stat(beside); err != nil {
-		t.Errorf("the leftover was removed: %v (one may be running)", err)
+	for _, d := range []string{beside, old} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("the leftover was removed: %v (one may be running)", err)
+		}
 	}
 	// In an output that holds nothing else, without --force: the refusal
 	// says what it is.
