@@ -9,6 +9,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // SocketLost reports whether the control socket's path no longer holds
@@ -108,31 +110,56 @@ func (n *Node) listen() (*net.UnixListener, error) {
 		n.log.Info("removed stale socket", "socket", path)
 	}
 	mode, _ := n.cfg.SocketMode()
-	// Bind with no permissions for group and others, then widen: nobody
-	// can connect before the mode and group are those configured.
-	old := syscall.Umask(0o077)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	syscall.Umask(old)
+	ln, st, err := bindSocket(path, mode, n.gid)
 	if err != nil {
 		return nil, fmt.Errorf("node: control.socket: %w", err)
 	}
-	ln.SetUnlinkOnClose(false)
-	err = os.Chmod(path, mode)
-	if err == nil && n.gid >= 0 {
-		err = os.Chown(path, -1, n.gid)
-	}
-	if err == nil {
-		n.ringAccess, err = ringAccessOf(path, n.cfg.RingMode())
-	}
-	if err == nil {
-		n.sock, err = os.Lstat(path)
-	}
-	if err != nil {
+	if n.ringAccess, err = ringAccessOf(path, n.cfg.RingMode()); err != nil {
 		ln.Close()
 		os.Remove(path)
 		return nil, fmt.Errorf("node: control.socket: %w", err)
 	}
+	n.sock = st
 	return ln, nil
+}
+
+// bindSocket binds a Unix socket at path, gives it mode and, for gid >= 0,
+// group gid, and returns its listener and its file as bound. The file is
+// made with no access for group and others, then widened: nobody can
+// connect before the mode and group are those asked. bind(2) makes the
+// file with the mode of the socket, less the umask: the socket is given
+// 0600 before it is bound. The umask itself, set around the bind before,
+// is the whole process's: a file that another goroutine made meanwhile (a
+// kv marker) and a sampler started meanwhile took it too, which a bind
+// while the node serves (rebind) must not risk.
+func bindSocket(path string, mode os.FileMode, gid int) (*net.UnixListener, os.FileInfo, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) { err = unix.Fchmod(int(fd), 0o600) }); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	l, err := lc.Listen(context.Background(), "unix", path)
+	if err != nil {
+		return nil, nil, err
+	}
+	ln := l.(*net.UnixListener)
+	ln.SetUnlinkOnClose(false)
+	err = os.Chmod(path, mode)
+	if err == nil && gid >= 0 {
+		err = os.Chown(path, -1, gid)
+	}
+	var st os.FileInfo
+	if err == nil {
+		st, err = os.Lstat(path)
+	}
+	if err != nil {
+		ln.Close()
+		os.Remove(path)
+		return nil, nil, err
+	}
+	return ln, st, nil
 }
 
 // fileKind names the type of a file mode for an error message.
