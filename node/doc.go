@@ -28,7 +28,12 @@
 //     that happens at once. OnStatus hears each change of what the node
 //     is doing (waiting for which peers, why they refuse, serving,
 //     draining, writing the checkpoint): systemd's STATUS= lines;
-//     OnStopping hears that the shutdown begins (STOPPING=1).
+//     OnStopping hears that the shutdown begins (STOPPING=1). Every
+//     second it looks at the socket's path: a socket file removed (by
+//     hand, or a cleaner of /tmp or /run) is bound again there as the
+//     first was and accepted on alike, the old listener closed and its
+//     connections served on; a path that holds another file is left as
+//     it is, and logged with why (socket.go, checkSocket).
 //  4. Each connection may open loaders. open_loader is checked against the
 //     partition set (seeds, worst-case record against ring size),
 //     then the node creates the ring (with the socket's group, as listen
@@ -48,7 +53,8 @@
 //     dead producer to the trainer (shm.ErrProducerDead) within a second.
 //  7. On cancellation Run drains: every loader is closed as in 5 — the
 //     samplers write the batches in hand and end-of-stream — then the
-//     socket file is removed and the mesh port released (also by Close,
+//     socket file is removed (the one bound last, if the path still holds
+//     it) and the mesh port released (also by Close,
 //     whatever happened). The caller then calls Close. A loader still
 //     opening when the drain begins is waited for: it removes its ring,
 //     stops its samplers and answers "node is stopping" (a client

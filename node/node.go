@@ -80,11 +80,29 @@ type Node struct {
 
 	// bound is set once Run has bound the control socket: from then on
 	// the socket file is this node's to remove (Abandon), if it is still
-	// the file listen bound (sock).
-	bound        atomic.Bool
-	sock         os.FileInfo // the socket file as bound; set by listen, before bound
-	sockMu       sync.Mutex  // one removeSocket at a time (Abandon beside Run's end)
-	sockRemoved  bool        // removeSocket removed it; under sockMu
+	// the file it bound (sock.file).
+	bound atomic.Bool
+	// sock is the control socket as bound, by listen and then by each
+	// rebind, and the listener Run accepts on (socket.go).
+	sock struct {
+		// One removeSocket or checkSocket at a time: Abandon beside Run's
+		// end, a check beside either.
+		sync.Mutex
+		ln   *net.UnixListener // Run accepts on it
+		file os.FileInfo       // the socket file as bound
+		// stopped: Run accepts no more, or removeSocket ran; no socket is
+		// bound again.
+		stopped bool
+		removed bool // removeSocket removed it
+		// lost says why the path was last found without the socket and
+		// it was not bound again, told when that was logged; "" while
+		// the path holds it (checkSocket).
+		lost string
+		told time.Time
+	}
+	// sockCheck is how often Run looks at its control socket's path;
+	// 0 is socketCheck. Tests shorten it.
+	sockCheck    time.Duration
 	started      time.Time
 	maxDeg       int  // largest degree of the partition set (of this part with an older graph.toml), bounds fanout -1
 	maxDegExact  bool // maxDeg is the set's (graph.toml records every part's, or there is one part)
@@ -343,7 +361,8 @@ func (n *Node) Close() error {
 // (then killed), their rings removed, and the socket removed. With
 // kv.save_on_exit the tables are checkpointed once the control
 // connections have ended; a checkpoint that fails is Run's error, after
-// the rest of the shutdown.
+// the rest of the shutdown. A socket file removed while Run serves is
+// bound again (checkSocket).
 func (n *Node) Run(ctx context.Context) error {
 	n.started = time.Now()
 	n.removeStale()
@@ -378,6 +397,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.kv != nil {
 		readyDone.Go(func() { n.kv.keepMarkers(readyCtx) })
 	}
+	readyDone.Go(func() { n.keepSocket(readyCtx) })
 	defer func() {
 		stopReady()
 		readyDone.Wait()
@@ -388,13 +408,22 @@ func (n *Node) Run(ctx context.Context) error {
 	defer stopConns()
 	go func() {
 		<-ctx.Done()
-		ln.Close()
+		n.stopAccepting()
 	}()
 	var acceptErr error
 	for backoff := time.Duration(0); ; {
 		c, err := ln.Accept()
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+			if ctx.Err() != nil {
+				break
+			}
+			if errors.Is(err, net.ErrClosed) {
+				// A rebind closed it: accept on the socket bound in its
+				// place, as on the first.
+				if next := n.listener(); next != nil && next != ln {
+					ln = next
+					continue
+				}
 				break
 			}
 			if !acceptRetries(err) {
@@ -420,6 +449,7 @@ func (n *Node) Run(ctx context.Context) error {
 			n.serveConn(connCtx, c.(*net.UnixConn))
 		}()
 	}
+	n.stopAccepting() // an accept error ended the loop: no socket is bound again
 	if n.OnStopping != nil {
 		n.OnStopping()
 	}

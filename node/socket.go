@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -16,13 +17,16 @@ import (
 // SocketLost reports whether the control socket's path no longer holds
 // the socket this node bound (removed, or another file put there) while
 // the node runs: no trainer can connect, though the node serves the
-// connections it has. False before the socket is bound.
+// connections it has. False before the socket is bound, and again once
+// checkSocket has bound it anew.
 func (n *Node) SocketLost() bool {
 	if !n.bound.Load() {
 		return false
 	}
+	n.sock.Lock()
+	defer n.sock.Unlock()
 	st, err := os.Lstat(n.cfg.Control.Socket)
-	return errors.Is(err, fs.ErrNotExist) || err == nil && !os.SameFile(st, n.sock)
+	return errors.Is(err, fs.ErrNotExist) || err == nil && !os.SameFile(st, n.sock.file)
 }
 
 // Alive reports whether the node answers stats in-process within ctx: its
@@ -43,19 +47,21 @@ func (n *Node) Alive(ctx context.Context) error {
 }
 
 // removeSocket removes the control socket file if it is still the one
-// listen bound. Once removed while the node runs (by hand, or a cleaner
-// of /tmp or /run), the path is no longer the node's: another node may
-// have bound its own socket there since, or the operator put a file
+// the node bound last (listen, or a rebind), and binds none again. Once
+// removed while the node runs (by hand, or a cleaner of /tmp or /run),
+// the path is no longer the node's until it binds it anew: another node
+// may have bound its own socket there since, or the operator put a file
 // there, and removing it would cut that node off from its trainers or
 // lose the file. It reports whether it removed the socket.
 func (n *Node) removeSocket() (bool, error) {
 	// A second signal's Abandon may run beside Run's end: the one that
 	// comes second must find the socket removed by the first, not log
 	// that it was removed while the node ran.
-	n.sockMu.Lock()
-	defer n.sockMu.Unlock()
+	n.sock.Lock()
+	defer n.sock.Unlock()
+	n.sock.stopped = true
 	path := n.cfg.Control.Socket
-	if n.sockRemoved {
+	if n.sock.removed {
 		return false, nil
 	}
 	st, err := os.Lstat(path)
@@ -66,7 +72,7 @@ func (n *Node) removeSocket() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("node: remove control socket: %w", err)
 	}
-	if n.sock == nil || !os.SameFile(st, n.sock) {
+	if n.sock.file == nil || !os.SameFile(st, n.sock.file) {
 		n.log.Warn("the control socket was removed while the node ran and the path holds another file now (another node's socket?): left as it is",
 			"socket", path, "file", fileKind(st.Mode()))
 		return false, nil
@@ -74,7 +80,7 @@ func (n *Node) removeSocket() (bool, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("node: remove control socket: %w", err)
 	}
-	n.sockRemoved = true
+	n.sock.removed = true
 	return true, nil
 }
 
@@ -119,7 +125,9 @@ func (n *Node) listen() (*net.UnixListener, error) {
 		os.Remove(path)
 		return nil, fmt.Errorf("node: control.socket: %w", err)
 	}
-	n.sock = st
+	n.sock.Lock()
+	n.sock.ln, n.sock.file = ln, st
+	n.sock.Unlock()
 	return ln, nil
 }
 
@@ -177,4 +185,130 @@ func fileKind(m fs.FileMode) string {
 		return "a device"
 	}
 	return "file mode " + m.Type().String()
+}
+
+// socketCheck is how often a running node looks at its control socket's
+// path (checkSocket): the longest a removed socket leaves trainers out,
+// whose clients do not retry a connect. An lstat(2) a second is no work
+// to speak of; the watchdog's period (15 s under the unit, and no check
+// at all without systemd) would leave them out for that long.
+const socketCheck = time.Second
+
+// keepSocket runs checkSocket every sockCheck until ctx ends.
+func (n *Node) keepSocket(ctx context.Context) {
+	every := n.sockCheck
+	if every <= 0 {
+		every = socketCheck
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n.checkSocket()
+	}
+}
+
+// checkSocket binds the control socket again when its path holds nothing:
+// its file was removed (by hand, or a cleaner of /tmp or /run), which cut
+// every new trainer off until a restart, and the restart's drain ended the
+// running trainers' jobs. A path that holds another file (another node's
+// socket, an operator's file or directory) is not this node's and is left
+// as it is. That, and a bind that fails, is logged with why, when it is
+// new and then once a minute while it lasts; the next check tries again.
+func (n *Node) checkSocket() {
+	n.sock.Lock()
+	defer n.sock.Unlock()
+	if n.sock.stopped {
+		return
+	}
+	st, err := os.Lstat(n.cfg.Control.Socket)
+	switch {
+	case err == nil && os.SameFile(st, n.sock.file):
+		n.sock.lost = ""
+	case err == nil:
+		file := fileKind(st.Mode())
+		if st.Mode().Type() == fs.ModeSocket {
+			file = "a socket (another node's?)"
+		}
+		n.lostLocked("the control socket was removed, or another file put in its place, while the node ran: no trainer can connect, nor node kv save; "+
+			"the path holds a file that is not this node's to replace, so the socket is not bound again: move the file away and the node binds its socket within a second, "+
+			"or restart the node (systemctl restart drains it and writes its kv exit save); the node serves the connections it has",
+			"file", file)
+	case !errors.Is(err, fs.ErrNotExist):
+		n.lostLocked("the control socket's path cannot be looked at while the node runs: trainers may not connect, and the socket is not bound again",
+			"err", err)
+	default:
+		if err := n.rebindLocked(); err != nil {
+			n.lostLocked("the control socket was removed while the node ran and binding it again failed: no trainer can connect, nor node kv save; the node tries again every second",
+				"err", err)
+		}
+	}
+}
+
+// lostLocked logs msg with attrs (and the socket's path) when they differ
+// from what was logged last or that was a minute ago. n.sock must be held.
+func (n *Node) lostLocked(msg string, attrs ...any) {
+	lost := fmt.Sprint(append([]any{msg}, attrs...)...)
+	if lost == n.sock.lost && time.Since(n.sock.told) < time.Minute {
+		return
+	}
+	n.sock.lost, n.sock.told = lost, time.Now()
+	n.log.Error(msg, append([]any{"socket", n.cfg.Control.Socket}, attrs...)...)
+}
+
+// rebindLocked binds the control socket at its path, which held nothing,
+// as listen did (bindSocket: the same mode, and the group the first
+// socket had, which the rings have too, whatever its directory gives a
+// new file now), and makes it the one Run accepts on and the one the node
+// removes at its stop. The listener of the removed socket is closed; the
+// connections it accepted go on until their trainers close them.
+// n.sock must be held.
+func (n *Node) rebindLocked() error {
+	path := n.cfg.Control.Socket
+	mode, _ := n.cfg.SocketMode()
+	gid := n.gid
+	if n.ringAccess.group {
+		gid = n.ringAccess.gid
+	}
+	ln, st, err := bindSocket(path, mode, gid)
+	if err != nil {
+		if dir := filepath.Dir(path); errors.Is(err, fs.ErrNotExist) && !exists(dir) {
+			// systemd makes it as the unit starts (RuntimeDirectory=),
+			// with the owner and mode the unit gives it, and removes it
+			// at the stop; without systemd it is the operator's. The
+			// node, which may not even write /run, does not guess them.
+			return fmt.Errorf("its directory %s is gone, which the node does not make: make it again (with the owner and mode trainers need), or restart the node (systemd makes it again at the start: RuntimeDirectory=)", dir)
+		}
+		return err
+	}
+	old := n.sock.ln
+	n.sock.ln, n.sock.file, n.sock.lost = ln, st, ""
+	old.Close() // Run's Accept on it returns, and it accepts on ln
+	n.log.Warn("the control socket was removed while the node ran: re-created it; trainers can connect again", "socket", path)
+	return nil
+}
+
+// listener is the listener Run accepts on now; nil once it accepts no more.
+func (n *Node) listener() *net.UnixListener {
+	n.sock.Lock()
+	defer n.sock.Unlock()
+	if n.sock.stopped {
+		return nil
+	}
+	return n.sock.ln
+}
+
+// stopAccepting closes the listener Run accepts on, and no socket is bound
+// again. The connections it accepted stay open.
+func (n *Node) stopAccepting() {
+	n.sock.Lock()
+	defer n.sock.Unlock()
+	n.sock.stopped = true
+	if n.sock.ln != nil {
+		n.sock.ln.Close()
+	}
 }

@@ -6,11 +6,13 @@ import (
 	"testing"
 )
 
-// TestStopLeavesAnotherSocket: a node whose control socket was removed
-// while it ran (by hand, or a cleaner of /tmp or /run) leaves what the
-// path holds at its stop, and says so. It removed whatever was there: the
-// socket of a second node started on the path since, which kept running
-// cut off from its trainers, or an operator's file.
+// TestStopLeavesAnotherSocket: a node whose control socket was replaced
+// while it ran leaves what the path holds, at its checks and at its stop,
+// and says so. It removed whatever was there: the socket of a second node
+// started on the path since, which kept running cut off from its
+// trainers, or an operator's file. The file is made beside the path and
+// renamed onto it: a path that held nothing for a moment, the node may
+// have bound its socket again.
 func TestStopLeavesAnotherSocket(t *testing.T) {
 	bin, parts := setup(t)
 	for _, tc := range []struct {
@@ -34,10 +36,11 @@ func TestStopLeavesAnotherSocket(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, socket, rings := newConfig(t, parts, "")
 			d := startDaemon(t, bin, cfg, socket, rings)
-			if err := os.Remove(socket); err != nil {
+			beside := socket + ".new"
+			tc.make(t, beside)
+			if err := os.Rename(beside, socket); err != nil {
 				t.Fatal(err)
 			}
-			tc.make(t, socket)
 			before, err := os.Lstat(socket)
 			if err != nil {
 				t.Fatal(err)

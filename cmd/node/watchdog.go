@@ -48,15 +48,14 @@ type watched interface {
 //
 // A node whose socket file was removed (or replaced) while it ran cannot
 // be asked through it, but is not wedged: it is vouched for while it
-// answers in-process, and an error says, once a minute, that no trainer
-// can connect. systemd's restart of it (SIGABRT, no drain) lost the kv
-// rows trained since the last kv_save, which node kv save, through the
-// same socket, could not save first; systemctl restart drains it and
-// writes its exit save.
+// answers in-process. The node binds its socket again by itself within
+// a second when the path holds nothing, and else logs why not, once a
+// minute. systemd's restart of it (SIGABRT, no drain) lost the kv rows
+// trained since the last kv_save, which node kv save, through the same
+// socket, could not save first.
 func watchdog(ctx context.Context, sd *notifier, interval time.Duration, socket string, n watched, log *slog.Logger) {
 	t := time.NewTicker(interval / 2)
 	defer t.Stop()
-	var told time.Time // when the lost socket was last logged
 	for {
 		select {
 		case <-ctx.Done():
@@ -82,12 +81,6 @@ func watchdog(ctx context.Context, sd *notifier, interval time.Duration, socket 
 		if err != nil {
 			log.Warn("watchdog: the node does not answer on its own control socket; systemd is not told it is alive", "socket", socket, "err", err)
 			continue
-		}
-		if lost && time.Since(told) >= time.Minute {
-			told = time.Now()
-			log.Error("the control socket was removed, or another file put in its place, while the node ran: no trainer can connect, nor node kv save; "+
-				"the node serves the connections it has and is otherwise alive, so systemd is told it is: restart it (systemctl restart drains it and writes its kv exit save) to make the socket again",
-				"socket", socket)
 		}
 		sd.send("WATCHDOG=1")
 	}
