@@ -179,6 +179,8 @@ func fileKind(m fs.FileMode) string {
 		return "a directory"
 	case fs.ModeSymlink:
 		return "a symbolic link"
+	case fs.ModeSocket:
+		return "a socket"
 	case fs.ModeNamedPipe:
 		return "a named pipe"
 	case fs.ModeDevice, fs.ModeDevice | fs.ModeCharDevice:
@@ -232,7 +234,7 @@ func (n *Node) checkSocket() {
 	case err == nil:
 		file := fileKind(st.Mode())
 		if st.Mode().Type() == fs.ModeSocket {
-			file = "a socket (another node's?)"
+			file += " (another node's?)"
 		}
 		n.lostLocked("the control socket was removed, or another file put in its place, while the node ran: no trainer can connect, nor node kv save; "+
 			"the path holds a file that is not this node's to replace, so the socket is not bound again: move the file away and the node binds its socket within a second, "+

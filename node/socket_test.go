@@ -212,18 +212,18 @@ func TestSocketPathTaken(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		make func(t *testing.T, path string)
-		file string // the log's file=
+		kind string // fileKind
 	}{
 		{"regular file", func(t *testing.T, path string) {
 			if err := os.WriteFile(path, []byte("an operator's file\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-		}, `file="a regular file"`},
+		}, "a regular file"},
 		{"directory", func(t *testing.T, path string) {
 			if err := os.Mkdir(path, 0o755); err != nil {
 				t.Fatal(err)
 			}
-		}, `file="a directory"`},
+		}, "a directory"},
 		{"another socket", func(t *testing.T, path string) {
 			ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 			if err != nil {
@@ -231,7 +231,7 @@ func TestSocketPathTaken(t *testing.T) {
 			}
 			ln.SetUnlinkOnClose(false)
 			t.Cleanup(func() { ln.Close() })
-		}, `file="a socket (another node's?)"`},
+		}, "a socket"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n, logs := socketNode(t, time.Hour)
@@ -255,8 +255,8 @@ func TestSocketPathTaken(t *testing.T) {
 				t.Error("SocketLost is false with another file at the path")
 			}
 			const why = "the path holds a file that is not this node's to replace, so the socket is not bound again"
-			if got := strings.Count(logs.String(), why); got != 1 || !strings.Contains(logs.String(), tc.file) || !strings.Contains(logs.String(), "socket="+socket) {
-				t.Errorf("the log says %d times %q (want once, with %s and the socket's path):\n%s", got, why, tc.file, logs)
+			if got := strings.Count(logs.String(), why); got != 1 || !strings.Contains(logs.String(), `file="`+tc.kind) || !strings.Contains(logs.String(), "socket="+socket) {
+				t.Errorf("the log says %d times %q (want once, with file=%q and the socket's path):\n%s", got, why, tc.kind, logs)
 			}
 			if strings.Contains(logs.String(), "re-created") {
 				t.Errorf("the log says the socket was re-created:\n%s", logs)
@@ -266,6 +266,9 @@ func TestSocketPathTaken(t *testing.T) {
 			}
 			if after, err := os.Lstat(socket); err != nil || !os.SameFile(before, after) {
 				t.Errorf("%s at control.socket removed or replaced by the stop: %v", tc.name, err)
+			}
+			if stopped := "left as it is\" socket=" + socket + ` file="` + tc.kind + `"`; !strings.Contains(logs.String(), stopped) {
+				t.Errorf("the stop's log does not say %q:\n%s", stopped, logs)
 			}
 		})
 	}
