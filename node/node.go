@@ -1,22 +1,18 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"graphnode/csr"
-	"graphnode/mesh"
 	"graphnode/node/control"
 	"graphnode/partition"
 	"graphnode/shm"
@@ -226,125 +222,6 @@ func New(cfg Config, log *slog.Logger) (*Node, error) {
 	return n, nil
 }
 
-// selfExe names the running process's own binary (Linux): its file
-// even after the path it was started from holds another.
-const selfExe = "/proc/self/exe"
-
-// samplerExecutable is what samplers are started from: the node's own
-// binary, not the file now at its path. An upgrade that installs a new
-// binary there while the node runs would otherwise start samplers of
-// another build, which may not read this node's spec or write the
-// records its trainers expect, until the node is restarted.
-func samplerExecutable() (string, error) {
-	if _, err := os.Stat(selfExe); err == nil {
-		return selfExe, nil
-	}
-	return os.Executable()
-}
-
-// openSet reads graph.toml (the partition book and the partition-set
-// checksum every peer must share), checks the part file against it, and
-// loads the mesh identity when the node joins a mesh.
-func (n *Node) openSet() error {
-	m, book, err := openManifest(&n.cfg)
-	if err != nil {
-		return err
-	}
-	var enc bytes.Buffer
-	if err := m.Encode(&enc); err != nil {
-		return fmt.Errorf("node: node.parts: %w", err)
-	}
-	n.manifest, n.manifestData, n.book = m, enc.Bytes(), book
-	if n.graph != nil { // a client node has no part
-		meta := n.graph.Meta()
-		if lo, hi := book.Range(n.cfg.Node.Part); int(meta.NumParts) != book.Parts() || meta.Start != lo || meta.End != hi {
-			return fmt.Errorf("node: node.part = %d: %s owns [%d, %d) of %d parts, %s says [%d, %d) of %d: %w",
-				n.cfg.Node.Part, n.part, meta.Start, meta.End, meta.NumParts, partition.ManifestFile, lo, hi, book.Parts(), ErrConfig)
-		}
-		if n.handler, err = newHandler(n.graph); err != nil {
-			return fmt.Errorf("node: %w", err)
-		}
-	}
-	if n.kv, err = newKVServer(&n.cfg, n.log, book, n.manifest.Numbering()); err != nil {
-		return err
-	}
-	n.kv.stopping = func() bool {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		return n.mu.draining
-	}
-	if n.cfg.MeshEnabled() {
-		if n.mesh.id, err = loadIdentity(&n.cfg); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// openManifest reads graph.toml of node.parts, checks this node's part
-// file against it (graph.toml alone for a client node) and returns its
-// partition book.
-func openManifest(cfg *Config) (*partition.Manifest, partition.Book, error) {
-	open := func(dir string) (*partition.Manifest, error) { return partition.OpenPart(dir, cfg.Node.Part) }
-	if cfg.Client() {
-		open = partition.OpenManifest
-	}
-	m, err := open(cfg.Node.Parts)
-	if err != nil {
-		partial := filepath.Join(cfg.Node.Parts, filepath.FromSlash(partition.PartFile(cfg.Node.Part))) + fetchSuffix
-		if errors.Is(err, fs.ErrNotExist) && !cfg.Client() && exists(filepath.Join(cfg.Node.Parts, partition.ManifestFile)) {
-			if st, serr := os.Stat(partial); serr == nil {
-				// It said the part file was missing, and not that a fetch
-				// cut off had most of it.
-				err = fmt.Errorf("%w (%s holds %d bytes of it, from a fetch cut off: node fetch -c, or [node] fetch = true, goes on from them)", err, partial, st.Size())
-			}
-		}
-		return nil, partition.Book{}, fmt.Errorf("node: node.parts: %w", err)
-	}
-	book, err := m.Book()
-	if err != nil {
-		return nil, partition.Book{}, fmt.Errorf("node: node.parts: %w", err)
-	}
-	return m, book, nil
-}
-
-// loadIdentity loads the node's mesh certificate, key and CA from
-// mesh.certs and checks that the CA is of mesh.cluster.
-func loadIdentity(cfg *Config) (*mesh.Identity, error) {
-	id, err := mesh.LoadIdentity(cfg.Mesh.Certs, cfg.Node.Name)
-	if err != nil {
-		err = fmt.Errorf("node: mesh.certs: %w", err)
-		var pe *fs.PathError
-		if errors.Is(err, mesh.ErrNotYetValid) ||
-			errors.As(err, &pe) && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
-			// Time mends a clock that is behind (a host up before NTP
-			// set it), and a read may fail once: a later start may pass.
-			return nil, err
-		}
-		// Missing, unreadable, expired, of another node or CA: every
-		// start fails the same way until an operator changes them.
-		return nil, configCause{err}
-	}
-	if id.Cluster != cfg.Mesh.Cluster {
-		return nil, fmt.Errorf("node: mesh.cluster = %q, but the CA in %s is of cluster %q: %w",
-			cfg.Mesh.Cluster, cfg.Mesh.Certs, id.Cluster, ErrConfig)
-	}
-	return id, nil
-}
-
-// PartPath is the partition file of part p in a parts/ directory (DESIGN.md §4).
-func PartPath(parts string, p int) string {
-	return filepath.Join(parts, fmt.Sprintf("part-%d", p), "part.csr")
-}
-
-func maxDegree(indptr []uint64) int {
-	m := uint64(0)
-	for i := 1; i < len(indptr); i++ {
-		m = max(m, indptr[i]-indptr[i-1])
-	}
-	return int(m)
-}
-
 // Close releases the mesh port and unmaps the partition. Call it after
 // Run has returned (or instead of Run).
 func (n *Node) Close() error {
@@ -532,173 +409,6 @@ func (n *Node) checkRingDir() {
 		n.log.Warn("rings.size is more than the memory available: a loader that does not set a smaller ring_size will be refused; "+
 			"lower rings.size",
 			"dir", n.cfg.Rings.Dir, "size", n.cfg.Rings.Size, "available", shm.ApproxSize(free))
-	}
-}
-
-// drain stops every loader; called once the listener is closed. A loader
-// still starting is not closed here: drain waits until it has started
-// (and closes it with the others) or refused with "node is stopping".
-func (n *Node) drain() {
-	n.mu.Lock()
-	if !n.mu.draining {
-		if n.stopping != nil {
-			close(n.stopping)
-		}
-		n.mu.drainBy = time.Now().Add(n.cfg.DrainTimeoutDuration())
-	}
-	n.mu.draining = true
-	n.mu.Unlock()
-	n.starting.Wait()
-	n.mu.Lock()
-	ls := make([]*loader, 0, len(n.mu.loaders))
-	for _, l := range n.mu.loaders {
-		ls = append(ls, l)
-	}
-	n.mu.Unlock()
-	if len(ls) > 0 {
-		n.status(fmt.Sprintf("stopping: draining %d loaders", len(ls)))
-		n.log.Info("draining", "loaders", len(ls))
-	} else {
-		n.status("stopping")
-	}
-	var wg sync.WaitGroup
-	for _, l := range ls {
-		wg.Go(func() { n.closeLoader(l, "node stopping") })
-	}
-	wg.Wait()
-}
-
-// answerGrace is how long a control connection still has to take the
-// answer to its request in hand once the drain has ended (answerDeadline).
-const answerGrace = time.Second
-
-// answerDeadline is the write deadline of a control connection once the
-// node stops serving it: the end of the drain's samplers.drain_timeout,
-// or answerGrace from now if that is later. The answer to the request in
-// hand (an open_loader refused with "node is stopping") reaches a client
-// that reads, and one that pipelines requests without reading holds the
-// shutdown up to the drain's bound and answerGrace, not a whole drain
-// timeout more (a drain_timeout of half the unit's TimeoutStopSec then
-// left the kv checkpoint no time at all).
-func (n *Node) answerDeadline() time.Time {
-	n.mu.Lock()
-	by := n.mu.drainBy
-	n.mu.Unlock()
-	if grace := time.Now().Add(answerGrace); by.Before(grace) {
-		return grace
-	}
-	return by
-}
-
-// beginRelease counts a closing under way that will give loader slots
-// back (mu.releasing, see awaitSlot); endRelease ends it.
-func (n *Node) beginRelease() {
-	n.mu.Lock()
-	n.mu.releasing++
-	n.signalReleasedLocked()
-	n.mu.Unlock()
-}
-
-func (n *Node) endRelease() {
-	n.mu.Lock()
-	n.mu.releasing--
-	n.signalReleasedLocked()
-	n.mu.Unlock()
-}
-
-// signalReleasedLocked wakes awaitSlot. n.mu must be held.
-func (n *Node) signalReleasedLocked() {
-	if n.mu.released != nil {
-		close(n.mu.released)
-		n.mu.released = nil
-	}
-}
-
-// holding records that c owns loaders (held) or no longer does.
-func (n *Node) holding(c *net.UnixConn, held bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if !held {
-		delete(n.mu.holders, c)
-		return
-	}
-	if n.mu.holders == nil {
-		n.mu.holders = map[*net.UnixConn]struct{}{}
-	}
-	n.mu.holders[c] = struct{}{}
-}
-
-// holderGoneLocked reports whether the trainer of a connection that owns
-// loaders has hung up, though the node may not have read the end yet:
-// the kernel has marked the socket as soon as the trainer closed it. So
-// has a client node whose connection of a remote loader has ended
-// before the loader's close has begun (context.AfterFunc runs it on a
-// goroutine of its own: on a busy host a client node's next open came
-// first, 1 in 20 reopens). n.mu must be held.
-func (n *Node) holderGoneLocked() bool {
-	for c := range n.mu.holders {
-		if hungUp(c) {
-			return true
-		}
-	}
-	for _, l := range n.mu.loaders {
-		if rl := l.remote; rl != nil && rl.conn.Err() != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// hungUp reports whether c's peer has closed its end (POLLRDHUP or
-// POLLHUP), without reading or waiting.
-func hungUp(c *net.UnixConn) bool {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return true // closed here: its loaders are being closed
-	}
-	gone := false
-	err = rc.Control(func(fd uintptr) {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
-		if k, err := unix.Poll(fds, 0); err == nil && k > 0 {
-			gone = fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) != 0
-		}
-	})
-	return gone || err != nil // closed here: its loaders are being closed
-}
-
-// awaitSlot returns once a loader may be reserved or none will be
-// given back soon: while every samplers.max_loaders slot is held and a
-// closing is under way (beginRelease), it waits for that to end,
-// within ctx and samplers.drain_timeout (a closing's bound: its
-// samplers are killed then) and until the node begins to drain. A
-// trainer that closes its loader and opens the next (an evaluation
-// loader per epoch) was refused with "node serves N loaders already"
-// about every second time, its old samplers still stopping.
-func (n *Node) awaitSlot(ctx context.Context) {
-	t := time.NewTimer(n.cfg.DrainTimeoutDuration() + time.Second)
-	defer t.Stop()
-	for {
-		n.mu.Lock()
-		released := n.mu.released
-		wait := !n.mu.draining && len(n.mu.loaders) >= n.cfg.Samplers.MaxLoaders &&
-			(n.mu.releasing > 0 || n.holderGoneLocked())
-		if wait && released == nil {
-			released = make(chan struct{})
-			n.mu.released = released
-		}
-		n.mu.Unlock()
-		if !wait {
-			return
-		}
-		select {
-		case <-released:
-		case <-ctx.Done():
-			return
-		case <-n.stopping:
-			return
-		case <-t.C:
-			return
-		}
 	}
 }
 
