@@ -304,10 +304,17 @@ func (l *Loader) Close() error {
 // socket that is not there, or that no process listens on (left by a
 // node killed before it could remove it), says that no node listens:
 // "dial unix …: connect: no such file or directory" left a new user to
-// guess that node run was not started.
+// guess that node run was not started. Anything else at the path (a
+// file, a directory) also refuses the dial, and is named as what it is:
+// node run refuses to start there too, as it never removes it.
 func dialNode(ctx context.Context, socket string) (net.Conn, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", socket)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		if what := notSocket(socket); what != "" {
+			return nil, fmt.Errorf("client: %w (%s is %s, not a socket: give the control.socket of the node's node.toml)", err, socket, what)
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
 		return nil, fmt.Errorf("client: %w (no node listens there: start node run, or give the control.socket of its node.toml)", err)
 	}
@@ -315,4 +322,23 @@ func dialNode(ctx context.Context, socket string) (net.Conn, error) {
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	return conn, nil
+}
+
+// notSocket says what is at path when it is there and not a socket ("a
+// regular file", "a directory", "a special file"), "" otherwise.
+func notSocket(path string) string {
+	fi, err := os.Stat(path) // a link to a socket is dialled as one
+	if err != nil {
+		return ""
+	}
+	switch m := fi.Mode(); {
+	case m&fs.ModeSocket != 0:
+		return ""
+	case m.IsRegular():
+		return "a regular file"
+	case m.IsDir():
+		return "a directory"
+	default:
+		return "a special file"
+	}
 }

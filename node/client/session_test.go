@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -229,6 +230,30 @@ func TestDialNoNode(t *testing.T) {
 		for _, err := range []error{errLoader, errStats, errKV, errData} {
 			if err == nil || !strings.Contains(err.Error(), socket) || !strings.Contains(err.Error(), "no node listens there: start node run") {
 				t.Errorf("%s: %v, want the dial's error saying no node listens there", socket, err)
+			}
+		}
+	}
+}
+
+// TestDialNotSocket: a regular file or a directory at the socket path is
+// named as what it is, not taken for a socket no node listens on (the
+// dial's "connection refused" told the user to start node run, which
+// refuses to start there: it never removes anything but a socket).
+func TestDialNotSocket(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "node.sock")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for socket, what := range map[string]string{file: "a regular file", dir: "a directory"} {
+		_, errLoader := OpenLoader(ctx, socket, Options{Split: "train"})
+		_, errStats := Stats(ctx, socket)
+		_, errKV := DialKV(ctx, socket)
+		_, errData := DialData(ctx, socket)
+		for _, err := range []error{errLoader, errStats, errKV, errData} {
+			if err == nil || !strings.Contains(err.Error(), socket+" is "+what+", not a socket") || strings.Contains(err.Error(), "start node run") {
+				t.Errorf("%s: %v, want it named %s, not a socket", socket, err, what)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ in order. Loaders opened on a connection live as long as it does.
 import json
 import os
 import socket
+import stat
 import struct
 
 from .errors import ControlError, LoaderError
@@ -42,6 +43,22 @@ def check_timeout(timeout):
     return t
 
 
+def _not_socket(path):
+    """What is at path when it is there and not a socket ("a regular
+    file", "a directory", "a special file"), "" otherwise."""
+    try:
+        mode = os.stat(path).st_mode  # a link to a socket is connected to as one
+    except OSError:
+        return ""
+    if stat.S_ISSOCK(mode):
+        return ""
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "a special file"
+
+
 class Connection:
     """One control connection to a node. Not safe for concurrent use.
 
@@ -66,7 +83,12 @@ class Connection:
         except OSError as e:
             self._sock.close()
             hint = ""
-            if isinstance(e, (FileNotFoundError, ConnectionRefusedError)):
+            what = _not_socket(path) if isinstance(e, ConnectionRefusedError) else ""
+            if what:
+                # A file or a directory refuses the connection too; node
+                # run refuses to start over it, so it is named.
+                hint = " (%s is %s, not a socket: give the control.socket of the node's node.toml)" % (path, what)
+            elif isinstance(e, (FileNotFoundError, ConnectionRefusedError)):
                 # As the Go client says: the bare errno left a new user to
                 # guess that node run was not started.
                 hint = " (no node listens there: start node run, or give the control.socket of its node.toml)"

@@ -184,6 +184,21 @@ class FailureTest(LoaderTestCase):
             with self.assertRaisesRegex(graphnode.LoaderError, "connect to node socket %s: .*[(]no node listens there: start node run" % path):
                 graphnode.Loader(path)
 
+    def test_not_socket(self):
+        # A file or a directory at the path is named as such: "no node
+        # listens there: start node run" sent the user to a node run that
+        # refuses to start over it.
+        path = os.path.join(self.dir, "node.sock")
+        with open(path, "w") as f:
+            f.write("x")
+        for p, what in ((path, "a regular file"), (self.dir, "a directory")):
+            for make in (graphnode.Loader, graphnode.KV, graphnode.NodeData):
+                with self.assertRaises(graphnode.LoaderError) as cm:
+                    make(p)
+                self.assertIn("connect to node socket %s: " % p, str(cm.exception))
+                self.assertIn("(%s is %s, not a socket: give the control.socket of the node's node.toml)" % (p, what), str(cm.exception))
+                self.assertNotIn("start node run", str(cm.exception))
+
     def test_socket_argument(self):
         # A pathlib.Path is a path (it raised a bare TypeError and left the
         # socket open); a number is no path and is named as the socket.
