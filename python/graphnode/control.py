@@ -5,6 +5,7 @@ in order. Loaders opened on a connection live as long as it does.
 """
 
 import json
+import math
 import os
 import socket
 import stat
@@ -102,7 +103,16 @@ class Connection:
         response raises ControlError (with .key); a broken connection or a
         malformed frame raises LoaderError."""
         op = obj.get("op", "?")
-        raw = self.exchange(json.dumps(obj, separators=(",", ":"), default=_json_value).encode(), op, timeout)
+        try:
+            body = json.dumps(obj, separators=(",", ":"), default=_json_value, allow_nan=False)
+        except ValueError:
+            # JSON has no NaN or infinity: written as NaN, the node refused
+            # "bad JSON: invalid character 'N'", naming no key.
+            key, v = _non_finite(obj)
+            if key is None:
+                raise
+            raise ValueError("control: %s: %s = %s: want a finite number (JSON has no NaN or infinity)" % (op, key, v)) from None
+        raw = self.exchange(body.encode(), op, timeout)
         try:
             resp = json.loads(raw)
         except ValueError as e:
@@ -192,6 +202,26 @@ def not_picklable(what):
     this process."""
     return LoaderError("%s holds a connection to the node, which cannot be pickled into another process "
                        "(a DataLoader worker started by spawn or forkserver): open one per process" % what)
+
+
+def _non_finite(v, key=""):
+    """The key (as the node names a field: table.lr, ids[1]) and value of
+    the first NaN or infinity in a request, (None, None) when none."""
+    if isinstance(v, dict):
+        items = (((key + "." if key else "") + str(k), x) for k, x in v.items())
+    elif isinstance(v, (list, tuple)):
+        items = (("%s[%d]" % (key, i), x) for i, x in enumerate(v))
+    else:
+        try:
+            x = float(v) if isinstance(v, float) else float(_json_value(v))
+        except (TypeError, ValueError):
+            return None, None
+        return (key, x) if isinstance(x, float) and not math.isfinite(x) else (None, None)
+    for k, x in items:
+        found = _non_finite(x, k)
+        if found[0] is not None:
+            return found
+    return None, None
 
 
 def _json_value(v):

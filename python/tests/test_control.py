@@ -125,3 +125,31 @@ class InterruptedRequestTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class NonFiniteRequestTest(unittest.TestCase):
+    """JSON has no NaN or infinity: json.dumps wrote them as NaN and
+    Infinity, which the node refused as "bad JSON: invalid character 'N'",
+    naming no key. The request is refused before it is sent, naming the
+    value's key as the node names a bad field."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="graphnode-control-")
+        self.path = os.path.join(self.dir, "node.sock")
+        self.node = LateNode(self.path, 0)
+
+    def tearDown(self):
+        self.node.ln.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_refused_before_sending(self):
+        import numpy as np
+        conn = Connection(self.path, 5.0)
+        self.addCleanup(conn.close)
+        for v, text in ((float("nan"), "nan"), (float("inf"), "inf"), (-float("inf"), "-inf"), (np.float32("nan"), "nan")):
+            with self.assertRaisesRegex(ValueError, r"^control: kv_create: table\.lr = %s: want a finite number \(JSON has no NaN or infinity\)$" % text):
+                conn.request({"op": "kv_create", "table": {"name": "t", "lr": v}})
+        with self.assertRaisesRegex(ValueError, r"^control: x: ids\[1\] = nan: want a finite number"):
+            conn.request({"op": "x", "ids": [1.0, float("nan")]})
+        # Nothing was sent: the next request gets the node's first answer.
+        self.assertEqual(conn.stats()["answer"], 1)
