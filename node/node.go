@@ -415,7 +415,7 @@ func (n *Node) checkRingDir() {
 // stats snapshots the node for a stats request.
 func (n *Node) stats() *control.Stats {
 	s := &control.Stats{
-		Node: n.cfg.Node.Name, PID: os.Getpid(), Part: n.cfg.ownPart(),
+		Node: n.cfg.Node.Name, PID: os.Getpid(), Part: n.cfg.ownPart(), Checksum: n.manifest.Checksum,
 		Uptime: time.Since(n.started).Seconds(), Opened: n.opened.Load(),
 		Batches: n.batches.Load(), SampledEdges: n.sampledEdges.Load(), Failures: n.failures.Load(),
 		Loaders: []control.LoaderStats{},

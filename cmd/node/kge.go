@@ -463,8 +463,14 @@ func (f *kgeFlags) load(ctx context.Context) (*kgeInput, error) {
 		return nil, err
 	}
 	m := in.m
-	if st.Mesh != nil && st.Mesh.Checksum != m.Checksum {
-		return nil, fmt.Errorf("%s has checksum %s, the node at %s serves %s: not the same partitioning", f.parts, m.Checksum, f.socket, st.Mesh.Checksum)
+	// A node without a mesh (one part) says its checksum only at the top
+	// of its stats; one of an earlier build only in its mesh's.
+	served := st.Checksum
+	if served == "" && st.Mesh != nil {
+		served = st.Mesh.Checksum
+	}
+	if served != "" && served != m.Checksum {
+		return nil, fmt.Errorf("%s has checksum %s, the node at %s serves %s: not the same partitioning", f.parts, m.Checksum, f.socket, served)
 	}
 	if err := checkKGEManifest(f.parts, m); err != nil {
 		return nil, err

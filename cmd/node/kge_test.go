@@ -339,6 +339,75 @@ func TestKGEEvalTooLarge(t *testing.T) {
 	}
 }
 
+// TestKGEOtherPartitioningOneNode: a trainer whose --parts is another
+// partitioning of the graph than the one its node serves is refused
+// before any table is made, on a node without a mesh too (a set of one
+// part). Only the mesh's stats carried the node's checksum, so a single
+// node trained the other partitioning's ids into its "nodes" table,
+// whose checkpoints then said they were numbered as the node's.
+func TestKGEOtherPartitioningOneNode(t *testing.T) {
+	bin := nodeBinary(t)
+	in := t.TempDir()
+	var ents, train strings.Builder
+	for e := range 50 {
+		fmt.Fprintf(&ents, "%d\te%d\n", e, e)
+		fmt.Fprintf(&train, "e%d\tr0\te%d\n", e, (e*7+3)%50)
+	}
+	for name, text := range map[string]string{"entities.dict": ents.String(), "relations.dict": "0\tr0\n",
+		"train.txt": train.String(), "valid.txt": "e1\tr0\te2\n", "test.txt": "e2\tr0\te1\n"} {
+		if err := os.WriteFile(filepath.Join(in, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var parts [2]string
+	for i, seed := range []string{"1", "2"} {
+		parts[i] = filepath.Join(t.TempDir(), "parts")
+		if code, _, stderr := runNode(t, "partition", "--input", in, "--format", "kg", "--parts", "1", "--seed", seed, "-o", parts[i]); code != 0 {
+			t.Fatalf("partition: exit %d\n%s", code, stderr)
+		}
+	}
+	served, err := partition.OpenPart(parts[0], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := partition.OpenPart(parts[1], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if served.Checksum == other.Checksum {
+		t.Fatalf("both partitionings have checksum %s", served.Checksum)
+	}
+	// One part, no [mesh].
+	dir := t.TempDir()
+	sock, cfg := filepath.Join(dir, "node.sock"), filepath.Join(dir, "node.toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("version = 1\n[node]\nparts = %q\n[control]\nsocket = %q\n", parts[0], sock)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logb := &syncBuffer{}
+	cmd := exec.Command(bin, "run", "-c", cfg)
+	cmd.Stdout, cmd.Stderr = logb, logb
+	awaitReady(t, sock, startChild(t, cmd), logb)
+	job := func(p string) (int, string) {
+		code, _, stderr := runNode(t, "kge", "--socket", sock, "--parts", p, "--hidden", "4", "--batch-size", "16",
+			"--neg-size", "4", "--epochs", "1", "--eval", "none")
+		return code, stderr
+	}
+	want := fmt.Sprintf("node kge: %s has checksum %s, the node at %s serves %s: not the same partitioning", parts[1], other.Checksum, sock, served.Checksum)
+	if code, stderr := job(parts[1]); code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("--parts of another partitioning: exit %d, stderr:\n%s\nwant 1 and %q", code, stderr, want)
+	}
+	st, err := client.Stats(t.Context(), sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.KV == nil || len(st.KV.Tables) != 0 {
+		t.Errorf("the node's kv after the refused job: %+v, want no table", st.KV)
+	}
+	if code, stderr := job(parts[0]); code != 0 {
+		t.Errorf("--parts of the node's partitioning: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
 // copyHostParts gives dir what a host of part p holds, plus the
 // evaluation triples: graph.toml, part-p/part.csr, triples-*.bin.
 func copyHostParts(t *testing.T, parts, dir string, p int) {

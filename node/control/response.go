@@ -73,6 +73,10 @@ type Stats struct {
 	// mesh handshake (always true without a mesh).
 	Ready bool       `json:"ready"`
 	Mesh  *MeshStats `json:"mesh,omitempty"` // nil without a mesh
+	// Checksum is the partition-set checksum of the graph.toml the node
+	// serves, with or without a mesh (mesh.checksum, the same, is absent
+	// without one); absent from the answers of nodes built before it.
+	Checksum string `json:"checksum,omitempty"`
 	// Cache counts feature rows of nodes owned elsewhere that this node's
 	// samplers needed: served from the part file's cache section (hits)
 	// or pulled from a peer (misses). CacheRows is the cache's size.
