@@ -191,6 +191,10 @@ type Spec struct {
 	// records it, and Load refuses a file of another nonzero IDSet
 	// (ErrMismatch). 0: the rows are the table's own.
 	IDSet uint32
+	// IDSetBefore, when not 0, is the tag an earlier build gave the same
+	// numbering (partition.Manifest.LegacyNumbering): Load accepts a file
+	// that records it as well, and a save records IDSet.
+	IDSetBefore uint32
 }
 
 // Parts is the number of shards.

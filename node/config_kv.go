@@ -164,7 +164,7 @@ func (c *Config) checkKVMemory(p *problems) {
 	}
 	var need uint64
 	for i := range c.KV.Tables {
-		sp := resolveSpec(book, 0, &c.KV.Tables[i])
+		sp := resolveSpec(book, numbering{}, &c.KV.Tables[i])
 		if b := sp.ShardBytes(c.ownPart()); b > math.MaxUint64-need {
 			need = math.MaxUint64
 		} else {

@@ -37,9 +37,9 @@ type kvServer struct {
 	stopping func() bool
 	part     int // -1 on a client node
 	book     partition.Book
-	// numbering tags the node ids of the partition set (graph.toml's
-	// Numbering): the kv.Spec.IDSet of "nodes" tables.
-	numbering uint32
+	// numbering tags the node ids of the partition set: the kv.Spec.IDSet
+	// and IDSetBefore of "nodes" tables.
+	numbering numbering
 	store     *kv.Store   // nil on a client node
 	handler   *kv.Handler // nil on a client node
 	tr        *kv.WireTransport
@@ -92,7 +92,7 @@ type kvServer struct {
 
 // newKVServer builds the store with the tables of [kv] and, with
 // kv.load, restores them from the checkpoint directory.
-func newKVServer(cfg *Config, log *slog.Logger, book partition.Book, numbering uint32) (*kvServer, error) {
+func newKVServer(cfg *Config, log *slog.Logger, book partition.Book, numbering numbering) (*kvServer, error) {
 	s := &kvServer{cfg: cfg, log: log, part: cfg.ownPart(), book: book, numbering: numbering, clients: map[string]*kv.Client{}, creating: map[string]*pendingCreate{}, prepared: map[string]*preparedSave{}, prepareHold: savePrepareHold, saving: make(chan struct{}, 1)}
 	s.send = s.call
 	specs := make([]kv.Spec, 0, len(cfg.KV.Tables))
@@ -162,14 +162,24 @@ func newKVServer(cfg *Config, log *slog.Logger, book partition.Book, numbering u
 // resolveSpec).
 func (s *kvServer) resolve(t *control.TableSpec) kv.Spec { return resolveSpec(s.book, s.numbering, t) }
 
+// numbering tags the node ids of a partition set (graph.toml's
+// Numbering), and the tag builds before gave them (LegacyNumbering; 0:
+// the same), whose checkpoints are of the same rows.
+type numbering struct{ tag, before uint32 }
+
+// manifestNumbering is m's numbering.
+func manifestNumbering(m *partition.Manifest) numbering {
+	return numbering{tag: m.Numbering(), before: m.LegacyNumbering()}
+}
+
 // resolveSpec gives a checked TableSpec its shape: "nodes" tables follow
 // the partition book, and their rows are the node ids of numbering (a
 // checkpoint of another partitioning is refused: its rows would be other
 // nodes'); dense ones are split evenly over the parts.
-func resolveSpec(book partition.Book, numbering uint32, t *control.TableSpec) kv.Spec {
+func resolveSpec(book partition.Book, numbering numbering, t *control.TableSpec) kv.Spec {
 	if t.Rows.Nodes {
 		sp := kvSpec(t, book.NumNodes(), slices.Clone(book.Bounds))
-		sp.IDSet = numbering
+		sp.IDSet, sp.IDSetBefore = numbering.tag, numbering.before
 		return sp
 	}
 	return kvSpec(t, t.Rows.N, kv.EvenBounds(t.Rows.N, book.Parts()))

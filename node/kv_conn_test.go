@@ -18,7 +18,7 @@ import (
 // word, and its synchronous ranks left the job).
 func TestKVPullOverFrameLimit(t *testing.T) {
 	cfg := &Config{KV: KVConfig{SyncTimeout: "5s"}}
-	s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10}}, 0)
+	s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10}}, numbering{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ import (
 func loadingKVServer(t *testing.T, dir string) (*kvServer, control.TableSpec) {
 	t.Helper()
 	cfg := &Config{KV: KVConfig{CheckpointDir: dir, Load: true, SyncTimeout: "5s"}}
-	s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10}}, 0)
+	s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10}}, numbering{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestKVCreatePeerFailedLoad(t *testing.T) {
 	book := partition.Book{Bounds: []uint64{0, 5, 10}}
 	pc := &Config{KV: KVConfig{CheckpointDir: dir, Load: true, SyncTimeout: "5s"}}
 	pc.Node.Part = 1
-	peer, err := newKVServer(pc, slog.New(slog.DiscardHandler), book, 0)
+	peer, err := newKVServer(pc, slog.New(slog.DiscardHandler), book, numbering{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestKVCreatePeerFailedLoad(t *testing.T) {
 	if err := os.WriteFile(path, []byte("junk"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s, err := newKVServer(&Config{KV: KVConfig{SyncTimeout: "5s"}}, slog.New(slog.DiscardHandler), book, 0)
+	s, err := newKVServer(&Config{KV: KVConfig{SyncTimeout: "5s"}}, slog.New(slog.DiscardHandler), book, numbering{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func (p *peerStub) send(ctx context.Context, part int, req []byte) ([]byte, erro
 // to a peerStub, and the spec of its async table "w" (10 rows × 2).
 func twoPartKVServer(t *testing.T) (*kvServer, *peerStub, control.TableSpec) {
 	t.Helper()
-	s, err := newKVServer(&Config{}, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
+	s, err := newKVServer(&Config{}, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, numbering{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +398,7 @@ func TestKVCreateKeepsTableAPeerAccepted(t *testing.T) {
 // were refused.
 func TestKVCreateOnClientNodeTakesTheNewSpec(t *testing.T) {
 	cfg := &Config{Node: NodeConfig{Role: RoleClient}, KV: KVConfig{SyncTimeout: "5s"}}
-	s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10, 20}}, 0)
+	s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10, 20}}, numbering{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +476,7 @@ func TestKVCreateSyncPushFits(t *testing.T) {
 	}
 	for _, role := range []string{"", RoleClient} {
 		cfg := &Config{Node: NodeConfig{Role: role}, KV: KVConfig{SyncTimeout: "5s"}}
-		s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10, 20}}, 0)
+		s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10, 20}}, numbering{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -500,7 +500,7 @@ func TestKVCreateSyncPushFits(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := &Config{KV: KVConfig{SyncTimeout: "5s", Tables: []control.TableSpec{nodes}}}
-	_, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 1 << 18, 1 << 20}}, 0)
+	_, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 1 << 18, 1 << 20}}, numbering{})
 	if want := `node: kv.tables[0]: node: kv: table "n" (mode sync): a trainer's push of one step carries all 1048576 rows × dim 64 (256MiB)`; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("a sync \"nodes\" table of 2^20 nodes × dim 64 in [[kv.tables]]: %v, want %s…", err, want)
 	}
@@ -543,7 +543,7 @@ func TestKVLoadOtherNumbering(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	server := func(numbering uint32, load bool, only ...string) (*kvServer, error) {
+	server := func(tag uint32, load bool, only ...string) (*kvServer, error) {
 		var ts []control.TableSpec
 		for _, sp := range tables {
 			if len(only) == 0 || slices.Contains(only, sp.Name) {
@@ -551,7 +551,7 @@ func TestKVLoadOtherNumbering(t *testing.T) {
 			}
 		}
 		cfg := &Config{KV: KVConfig{CheckpointDir: dir, Load: load, SyncTimeout: "5s", Tables: ts}}
-		return newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10}}, numbering)
+		return newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10}}, numbering{tag: tag})
 	}
 	s, err := server(7, false)
 	if err != nil {
@@ -574,6 +574,12 @@ func TestKVLoadOtherNumbering(t *testing.T) {
 	}
 	if _, err := server(7, true); err != nil {
 		t.Fatalf("the same numbering: %v", err)
+	}
+	// A numbering whose tag changed since the save (names.txt now part of
+	// it) loads the file of the tag before.
+	cfg := &Config{KV: KVConfig{CheckpointDir: dir, Load: true, SyncTimeout: "5s", Tables: tables}}
+	if _, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 10}}, numbering{tag: 9, before: 7}); err != nil {
+		t.Fatalf("the file of the tag before: %v", err)
 	}
 }
 

@@ -239,7 +239,7 @@ func TestKVMarkerFirstFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := &Config{KV: KVConfig{CheckpointDir: dir, SyncTimeout: "5s"}}
-	_, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
+	_, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, numbering{})
 	if err != nil {
 		t.Errorf("start after an upgrade from the one-line marker build: %v", err)
 	}

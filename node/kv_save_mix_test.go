@@ -42,7 +42,7 @@ func pairNode(t *testing.T, dirs [2]string, p int, load bool, tables ...control.
 	t.Helper()
 	cfg := &Config{KV: KVConfig{CheckpointDir: dirs[p], Load: load, SyncTimeout: "5s", Tables: tables}}
 	cfg.Node.Part = p
-	s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
+	s, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, numbering{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestKVClientNodeCreateRefusesMixedSaves(t *testing.T) {
 	clientNode := func(rs [2]*kvServer) *kvServer {
 		cfg := &Config{}
 		cfg.Node.Role = RoleClient
-		c, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
+		c, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, numbering{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +340,7 @@ func TestKVCheckWithAnEarlierBuild(t *testing.T) {
 		var logged strings.Builder
 		cfg := &Config{KV: KVConfig{CheckpointDir: t.TempDir(), Load: true, SyncTimeout: "5s"}}
 		cfg.Node.Role = role
-		s, err := newKVServer(cfg, slog.New(slog.NewTextHandler(&logged, nil)), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
+		s, err := newKVServer(cfg, slog.New(slog.NewTextHandler(&logged, nil)), partition.Book{Bounds: []uint64{0, 5, 10}}, numbering{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -587,7 +587,7 @@ func TestKVDeclaredTablesDiffer(t *testing.T) {
 	node := func(t *testing.T, dir string, p int, log *strings.Builder, tables ...control.TableSpec) *kvServer {
 		cfg := &Config{KV: KVConfig{CheckpointDir: dir, SyncTimeout: "5s", Tables: tables}}
 		cfg.Node.Part = p
-		s, err := newKVServer(cfg, slog.New(slog.NewTextHandler(log, nil)), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
+		s, err := newKVServer(cfg, slog.New(slog.NewTextHandler(log, nil)), partition.Book{Bounds: []uint64{0, 5, 10}}, numbering{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -697,7 +697,7 @@ func TestKVLoadFirstStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := &Config{KV: KVConfig{CheckpointDir: t.TempDir(), Load: true, SyncTimeout: "5s", Tables: []control.TableSpec{ts}}}
-	_, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
+	_, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, numbering{})
 	if err == nil || !strings.Contains(err.Error(), "e.part0.kvt") || !strings.Contains(err.Error(), "start the first time with load = false") {
 		t.Fatalf("kv.load on a first start: %v, want the missing file and how to begin", err)
 	}
@@ -775,7 +775,7 @@ func TestKVLoadAddedTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := &Config{KV: KVConfig{CheckpointDir: dirs[0], Load: true, SyncTimeout: "5s", Tables: []control.TableSpec{ts, x}}}
-	_, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
+	_, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, numbering{})
 	if err == nil || !strings.Contains(err.Error(), "without a checkpoint file, added since the last save: x (the others have theirs: w)") ||
 		strings.Contains(err.Error(), "start the first time with load = false") {
 		t.Fatalf("kv.load with a table added since the save: %v", err)

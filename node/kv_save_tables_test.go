@@ -245,7 +245,7 @@ func TestKVSaveAnswersTheTablesSaved(t *testing.T) {
 	}
 	cfg := &Config{}
 	cfg.Node.Role = RoleClient
-	client, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
+	client, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, numbering{})
 	if err != nil {
 		t.Fatal(err)
 	}

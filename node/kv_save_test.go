@@ -346,7 +346,7 @@ func TestKVExitSaveOfNoTables(t *testing.T) {
 	dir := t.TempDir()
 	var logged bytes.Buffer
 	cfg := &Config{KV: KVConfig{CheckpointDir: dir, SyncTimeout: "5s"}}
-	s, err := newKVServer(cfg, slog.New(slog.NewTextHandler(&logged, nil)), partition.Book{Bounds: []uint64{0, 10}}, 0)
+	s, err := newKVServer(cfg, slog.New(slog.NewTextHandler(&logged, nil)), partition.Book{Bounds: []uint64{0, 10}}, numbering{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -221,7 +221,7 @@ func TestKVMarkerCorrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := &Config{KV: KVConfig{CheckpointDir: dirs[0], SyncTimeout: "5s"}}
-	_, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, 0)
+	_, err := newKVServer(cfg, slog.New(slog.DiscardHandler), partition.Book{Bounds: []uint64{0, 5, 10}}, numbering{})
 	if err == nil || !strings.Contains(err.Error(), path) {
 		t.Fatalf("start with a corrupt marker: %v", err)
 	}

@@ -55,7 +55,7 @@ func (n *Node) openSet() error {
 			return fmt.Errorf("node: %w", err)
 		}
 	}
-	if n.kv, err = newKVServer(&n.cfg, n.log, book, n.manifest.Numbering()); err != nil {
+	if n.kv, err = newKVServer(&n.cfg, n.log, book, manifestNumbering(n.manifest)); err != nil {
 		return err
 	}
 	n.kv.stopping = func() bool {

@@ -3,9 +3,11 @@ package partition
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -254,21 +256,53 @@ func (m *Manifest) Lookup(p string) *FileEntry {
 	return nil
 }
 
-// Numbering is a 32-bit tag of the node numbering: the CRC-32C that
-// graph.toml records of orig_ids.bin (new id -> original id), never 0. Two
-// partitionings of one graph into the same ranges number the nodes
-// otherwise (kv checkpoints of "nodes" tables record it); 0 when graph.toml
-// lists no orig_ids.bin.
+// Numbering is a 32-bit tag of the node numbering, never 0: the CRC-32C
+// that graph.toml records of orig_ids.bin (new id -> original id), and,
+// with string ids, combined with names.txt's (original index -> name).
+// Two partitionings of one graph into the same ranges number the nodes
+// otherwise (kv checkpoints of "nodes" tables record it), and so do two
+// graphs of as many nodes partitioned alike whose names differ (WN18 and
+// WN18RR: the same orig_ids.bin, other entities); 0 when graph.toml lists
+// no orig_ids.bin.
 func (m *Manifest) Numbering() uint32 {
-	f := m.Lookup(OrigIDsFile)
-	if f == nil {
+	orig, ok := m.fileCRC(OrigIDsFile)
+	if !ok {
 		return 0
+	}
+	names, ok := m.fileCRC(NamesFile)
+	if !ok {
+		return max(orig, 1)
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint32(b[:], orig)
+	binary.LittleEndian.PutUint32(b[4:], names)
+	return max(crc32.Checksum(b[:], castagnoli()), 1)
+}
+
+// LegacyNumbering is the tag builds before names.txt was part of
+// Numbering gave the same numbering (orig_ids.bin's CRC alone), which
+// their kv checkpoints record; 0 when it is Numbering's (no names.txt) or
+// there is none.
+func (m *Manifest) LegacyNumbering() uint32 {
+	orig, ok := m.fileCRC(OrigIDsFile)
+	if _, names := m.fileCRC(NamesFile); !ok || !names {
+		return 0
+	}
+	return max(orig, 1)
+}
+
+// fileCRC is the CRC-32C graph.toml records of the file at slash path p;
+// false when it lists no such file or its CRC is unreadable.
+func (m *Manifest) fileCRC(p string) (uint32, bool) {
+	f := m.Lookup(p)
+	if f == nil {
+		return 0, false
 	}
 	v, err := strconv.ParseUint(f.CRC32C, 16, 32)
 	if err != nil {
-		return 0
+		return 0, false
 	}
-	return max(uint32(v), 1)
+	return uint32(v), true
 }
 
 // Encode writes m as TOML.
