@@ -427,9 +427,9 @@ func (n *Node) stats() *control.Stats {
 	s.CacheHits, s.CacheMisses = n.mesh.traffic.cache()
 	if !n.cfg.Client() {
 		// A trainer that will ask for kv_save checks this before it trains.
-		s.KV = &control.KVStats{CheckpointDir: n.cfg.KV.CheckpointDir}
+		s.KV = &control.KVStats{CheckpointDir: n.cfg.KV.CheckpointDir, Tables: []control.KVTableStats{}}
 		if n.kv != nil {
-			s.KV.Tables = n.kv.tableStats()
+			s.KV.Tables = append(s.KV.Tables, n.kv.tableStats()...)
 		}
 	}
 	n.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -38,6 +39,7 @@ func TestKVCommand(t *testing.T) {
 		{[]string{"kv", "list", "--socket", sock}, 0, list("as saved to " + filepath.Join(ckpt, "emb.part0.kvt")), ""},
 		{[]string{"kv", "drop", "--socket", sock, "emb", "nope"}, 1, "dropped table \"emb\" on this node\n", `table "nope": no node holds such a table`},
 		{[]string{"kv", "list", "--socket", sock}, 0, "tables of the node at " + sock + " (part 0; [kv] checkpoint_dir " + ckpt + "): 0\n", ""},
+		{[]string{"kv", "list", "--socket", sock, "--json"}, 0, "{\n  \"checkpoint_dir\": " + strconv.Quote(ckpt) + ",\n  \"tables\": []\n}\n", ""},
 		{[]string{"kv", "list", "--socket", sock, "emb"}, 2, "", `node kv list: unexpected argument "emb"`},
 		{[]string{"kv", "drop", "--socket", sock, "emb"}, 1, "", `table "emb": no node holds such a table`},
 		{[]string{"kv", "drop", "emb"}, 2, "", "node kv drop: --socket is required"},

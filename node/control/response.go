@@ -94,9 +94,10 @@ type KVStats struct {
 	// CheckpointDir is [kv] checkpoint_dir, where kv_save writes; "" when
 	// it is not set, and a kv_save fails.
 	CheckpointDir string `json:"checkpoint_dir"`
-	// Tables are the tables this node holds a shard of, by name; absent
+	// Tables are the tables this node holds a shard of, by name: [] when
+	// none (so that `node kv list --json | jq '.tables[]'` works), absent
 	// from the answers of nodes built before them.
-	Tables []KVTableStats `json:"tables,omitempty"`
+	Tables []KVTableStats `json:"tables"`
 }
 
 // KVTableStats is a table of a node's parameter server and the node's
