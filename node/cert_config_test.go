@@ -51,6 +51,9 @@ func TestLoadIdentityConfigOrNot(t *testing.T) {
 			if got := errors.Is(err, ErrConfig); got != tc.config {
 				t.Errorf("errors.Is(%v, ErrConfig) = %t, want %t", err, got, tc.config)
 			}
+			if got := errors.Is(err, ErrTransient); got == tc.config {
+				t.Errorf("errors.Is(%v, ErrTransient) = %t, want %t", err, got, !tc.config)
+			}
 			if !errors.Is(err, mesh.ErrCert) {
 				t.Errorf("%v does not wrap mesh.ErrCert", err)
 			}

@@ -45,6 +45,12 @@ const (
 // ErrConfig is wrapped by every configuration problem.
 var ErrConfig = errors.New("invalid configuration")
 
+// ErrTransient is matched by a problem New finds that a later start may
+// not have, though it is of a file a key names: a certificate not valid
+// yet on a host whose clock is behind, a read that failed. Its text is
+// the problem's alone.
+var ErrTransient = errors.New("may pass at a later start")
+
 // Config is node.toml. Tables for the cache, metrics and kv store will
 // sit beside these, each owned by its package.
 type Config struct {
@@ -497,6 +503,12 @@ type configCause struct{ error }
 
 func (e configCause) Is(target error) bool { return target == ErrConfig }
 func (e configCause) Unwrap() error        { return e.error }
+
+// transientCause marks err as ErrTransient, its text unchanged.
+type transientCause struct{ error }
+
+func (e transientCause) Is(target error) bool { return target == ErrTransient }
+func (e transientCause) Unwrap() error        { return e.error }
 
 func (p *problems) inRange(key string, v, lo, hi int) {
 	if v < lo || v > hi {

@@ -109,7 +109,7 @@ func loadIdentity(cfg *Config) (*mesh.Identity, error) {
 			errors.As(err, &pe) && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
 			// Time mends a clock that is behind (a host up before NTP
 			// set it), and a read may fail once: a later start may pass.
-			return nil, err
+			return nil, transientCause{err}
 		}
 		// Missing, unreadable, expired, of another node or CA: every
 		// start fails the same way until an operator changes them.

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"graphnode/mesh"
 )
 
 // TestRunExitsConfigError: node run exits 78 (EX_CONFIG) for what is
@@ -102,6 +105,35 @@ func TestRunExitsConfigErrorCerts(t *testing.T) {
 			if code != 78 || !strings.Contains(stderr, tc.want) {
 				t.Errorf("%s, fetch = %t: exit %d, want 78 with %q; stderr:\n%s", tc.name, fetch, code, tc.want, stderr)
 			}
+		}
+	}
+}
+
+// TestRunExitsCertNotValidYet: a certificate whose validity has not
+// begun (a host up before NTP set its clock) exits 1, which the unit
+// restarts until the clock is right, not 78, which leaves the node down
+// for good. With fetch = true it did; without, node run took every
+// error of node.New for a configuration error and exited 78.
+func TestRunExitsCertNotValidYet(t *testing.T) {
+	dir := t.TempDir()
+	parts := twoParts(t, dir)
+	certs := filepath.Join(dir, "certs")
+	spec := mesh.ClusterSpec{Cluster: "c1", Nodes: []string{"host0", "host1"}, NotBefore: time.Now().Add(time.Hour)}
+	if err := mesh.WriteCluster(certs, spec); err != nil {
+		t.Fatal(err)
+	}
+	for _, fetch := range []bool{false, true} {
+		cfg := filepath.Join(dir, "node.toml")
+		body := fmt.Sprintf("version = 1\n[node]\nparts = %q\nname = \"host0\"\npart = 0\nfetch = %t\n[control]\nsocket = %q\n"+
+			"[mesh]\nlisten = \"127.0.0.1:1\"\ncerts = %q\ncluster = \"c1\"\n"+
+			"[[mesh.peers]]\npart = 0\nname = \"host0\"\naddr = \"127.0.0.1:1\"\n"+
+			"[[mesh.peers]]\npart = 1\nname = \"host1\"\naddr = \"127.0.0.1:2\"\n", parts, fetch, filepath.Join(dir, "s.sock"), certs)
+		if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, _, stderr := cliRun("run", "-c", cfg)
+		if want := "is this host's clock behind?"; code != 1 || !strings.Contains(stderr, want) {
+			t.Errorf("fetch = %t: exit %d, want 1 with %q; stderr:\n%s", fetch, code, want, stderr)
 		}
 	}
 }

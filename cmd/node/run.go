@@ -73,9 +73,13 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	}
 	// Whatever New refuses (the partition files, the certificates, the
 	// kv checkpoints to load, rings.dir) fails every start the same way
-	// until an operator changes it.
+	// until an operator changes it, but for what it says time may mend
+	// (a certificate not valid yet on a clock behind): exit 1, restarted.
 	n, err := node.New(cfg, log)
 	if err != nil {
+		if errors.Is(err, node.ErrTransient) {
+			return err
+		}
 		return badConfig(err)
 	}
 	defer n.Close()
