@@ -234,6 +234,13 @@ func TestLoadIdentityErrors(t *testing.T) {
 		}, "host0", `certificate of "host1", want "host0"`},
 		{"key does not match", func(d string) { copyFile(t, KeyFile(d, "host1"), KeyFile(d, "host0")) }, "host0", "private key does not match"},
 		{"no CA", func(d string) { os.Remove(filepath.Join(d, CAcertFile)) }, "host0", "ca.crt: no such file"},
+		// Only the first certificate of ca.crt was read: a second CA
+		// (appended to trust two while rotating) looked trusted and was
+		// not, and the CA's key pasted in went to every host unnoticed.
+		{"CA file with a second CA", func(d string) { appendFile(t, filepath.Join(other, CAcertFile), filepath.Join(d, CAcertFile)) },
+			"host0", `ca.crt: a "CERTIFICATE" PEM block after the CA's certificate`},
+		{"CA file with the CA key", func(d string) { appendFile(t, filepath.Join(dir, CAKeyFile), filepath.Join(d, CAcertFile)) },
+			"host0", `ca.crt: a "PRIVATE KEY" PEM block after the CA's certificate`},
 		// A node is a TLS server and a TLS client: a certificate that
 		// allows one only is refused here, not by every peer's handshake.
 		{"server authentication only", func(d string) {
@@ -298,6 +305,25 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// appendFile appends the bytes of from to the file to.
+func appendFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(to, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -167,9 +167,14 @@ func readCA(caPath string) (*x509.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCert, err)
 	}
-	block, _ := pem.Decode(caPEM)
+	block, rest := pem.Decode(caPEM)
 	if block == nil || block.Type != "CERTIFICATE" {
 		return nil, fmt.Errorf("%s: no PEM certificate: %w", caPath, ErrCert)
+	}
+	// A node trusts the first certificate alone: a second CA would look
+	// trusted and not be, and a key would be copied to every host.
+	if next, _ := pem.Decode(rest); next != nil {
+		return nil, fmt.Errorf("%s: a %q PEM block after the CA's certificate: want the cluster CA's certificate alone (node cert init's ca.crt): %w", caPath, next.Type, ErrCert)
 	}
 	ca, err := x509.ParseCertificate(block.Bytes)
 	if err != nil {
