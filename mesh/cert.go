@@ -29,6 +29,7 @@ type Identity struct {
 	Cert    tls.Certificate
 	Roots   *x509.CertPool // the cluster CA alone
 	CA      *x509.Certificate
+	caFile  string // the CA's file, for errors that compare it with a peer's
 
 	// resetKey is derived from the node's private key, so it survives a
 	// restart: peers holding a connection to the previous process get a

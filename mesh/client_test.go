@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,7 +29,10 @@ func TestRefused(t *testing.T) {
 		tweak func(*ClientConfig)
 		want  string
 	}{
-		{"certificate of another CA", loadID(t, other, "host0"), nil, nil, "rejected the certificate"},
+		// The error names this node's CA file: which host holds the odd
+		// one is for the operator to compare, the file theirs to fix.
+		{"certificate of another CA", loadID(t, other, "host0"), nil, nil,
+			"this node rejected the certificate of host1: not signed by the CA in " + filepath.Join(other, CAcertFile) + " (hosts holding files of different node cert init runs?"},
 		{"checksum", loadID(t, dir, "host0"), nil, func(c *ClientConfig) { c.Checksum = "sum-2" },
 			"hello: partition-set checksum sum-1: want sum-2"},
 		{"part", loadID(t, dir, "host0"), map[int]Peer{2: srv.peer()}, nil, "hello: serves part 1: want part 2"},

@@ -213,7 +213,7 @@ func (c *Client) helloErr(err error) error {
 			return fmt.Errorf("hello: peer rejected it: %s: %w", ae.ErrorMessage, ErrRefused)
 		}
 	}
-	if e, ok := explainHandshake(err, c.cfg.alpn); ok {
+	if e, ok := explainHandshake(err, c.cfg.Identity, "", c.cfg.alpn); ok {
 		return e
 	}
 	return fmt.Errorf("hello: %w", err)

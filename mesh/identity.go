@@ -156,7 +156,7 @@ func readIdentity(dir, node string) (*Identity, string, []error) {
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
-	id := &Identity{Cluster: cluster, Node: node, Cert: pair, Roots: roots, CA: ca}
+	id := &Identity{Cluster: cluster, Node: node, Cert: pair, Roots: roots, CA: ca, caFile: caPath}
 	id.resetKey = sha256.Sum256(append([]byte("graphnode stateless reset v1\x00"), keyDER...))
 	return id, cluster, nil
 }

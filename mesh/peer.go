@@ -133,7 +133,7 @@ func (c *Client) dialWith(ctx context.Context, p *peerConn, qc *quic.Config) (*q
 	}
 	conn, err := c.tr.Dial(ctx, ua, clientTLS(c.cfg.Identity, p.name, c.cfg.alpn), qc)
 	if err != nil {
-		if e, ok := explainHandshake(err, c.cfg.alpn); ok {
+		if e, ok := explainHandshake(err, c.cfg.Identity, p.name, c.cfg.alpn); ok {
 			return nil, e
 		}
 		if errors.Is(err, context.DeadlineExceeded) {

@@ -79,11 +79,23 @@ const (
 	alertNoApplicationProto  = 120
 )
 
-// explainHandshake turns a failed handshake into an error that says what
-// differs, wrapping ErrRefused; ok is false for errors that are not about
-// identity or version (timeouts, resets), which may be retried.
-func explainHandshake(err error, alpn string) (_ error, ok bool) {
+// explainHandshake turns a failed handshake with peer (its node name, ""
+// when unknown) into an error that says what differs, wrapping
+// ErrRefused; ok is false for errors that are not about identity or
+// version (timeouts, resets), which may be retried.
+func explainHandshake(err error, id *Identity, peer, alpn string) (_ error, ok bool) {
 	var te *quic.TransportError
+	var ua x509.UnknownAuthorityError
+	if errors.As(err, &te) && te.ErrorCode.IsCryptoError() && !te.Remote && errors.As(err, &ua) {
+		// "signed by unknown authority" alone left each side to think the
+		// other's files wrong: name the CA this node goes by.
+		whose := "the peer's certificate"
+		if peer != "" {
+			whose = "the certificate of " + peer
+		}
+		return fmt.Errorf("TLS handshake: this node rejected %s: not signed by the CA in %s (hosts holding files of different node cert init runs? compare ca.crt on both; every host needs the cluster's ca.crt and a certificate it signed): %v: %w",
+			whose, id.caFile, err, ErrRefused), true
+	}
 	if errors.As(err, &te) && te.ErrorCode.IsCryptoError() {
 		// A rejection by this node carries its reason in err; of the
 		// peer's, the alert is all there is, so the likely cause is named.
