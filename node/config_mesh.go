@@ -126,6 +126,22 @@ func (c *Config) validateMesh(p *problems) {
 		p.add("mesh.listen", "missing: the UDP address to serve on (or a mesh.peers entry for part %d)", c.Node.Part)
 	} else if err := checkAddr(c.MeshListen()); err != nil {
 		p.add("mesh.listen", "%q: %v", c.MeshListen(), err)
+	} else {
+		own := ""
+		for _, e := range m.Peers {
+			if e.Part == c.Node.Part {
+				own = e.Addr
+			}
+		}
+		for i, e := range m.Peers {
+			// Peers dial it for that part: this node would be refused
+			// there under its own name, or fail to bind on this host. (An
+			// own entry of that address too is validatePeers' problem.)
+			if e.Part != c.Node.Part && e.Addr == c.MeshListen() && e.Addr != own {
+				p.add("mesh.listen", "%q is the address of part %d's node (mesh.peers[%d]), not of this node's part %d", e.Addr, e.Part, i, c.Node.Part)
+				break
+			}
+		}
 	}
 }
 

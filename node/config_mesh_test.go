@@ -54,6 +54,11 @@ func TestMeshConfig(t *testing.T) {
 		// not one are not looked for ("no .crt there").
 		{"bad node name", 2, "[mesh]\ncerts = %CERTS%\ncluster = \"c1\"\n" + peers,
 			[]string{`node.name: mesh: node name "": want 1 to 253 characters (it names this node's certificate in mesh.certs)`}},
+		// Copied from the wrong line: it bound the address its peers dial
+		// for part 1 (on another host: exit 1, "cannot assign requested
+		// address", restarted every 5 s for ever).
+		{"listen at another part's address", 2, "[mesh]\nlisten = \"127.0.0.1:7101\"\ncerts = %CERTS%\ncluster = \"c1\"\n" + peers,
+			[]string{`mesh.listen: "127.0.0.1:7101" is the address of part 1's node (mesh.peers[1]), not of this node's part 0`}},
 		{"duplicate part", 2, "[mesh]\ncerts = %CERTS%\ncluster = \"c1\"\n" + peers + "[[mesh.peers]]\npart = 1\nname = \"host1\"\naddr = \"127.0.0.1:7102\"\n",
 			[]string{"mesh.peers[2].part: part 1 listed twice"}},
 	} {
