@@ -709,7 +709,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) (err 
 			if errors.Is(err, kv.ErrMismatch) {
 				// [kv] load: the nodes' checkpoint of the table is of
 				// another model or size (or graph).
-				return fmt.Errorf("create kv table %s: %w (the nodes' checkpoint of the table, which [kv] load brings back, holds another table: pass the --model and --hidden of the job that saved it to go on from it, or another --table-prefix to start afresh, or move its files aside in the nodes' [kv] checkpoint_dir)", t.Name, err)
+				return fmt.Errorf("create kv table %s: %w (the nodes' checkpoint of the table, which [kv] load brings back, holds another table, as the field above says: of another --model or --hidden, pass those of the job that saved it to go on from it; of another partitioning or graph (field id set), serve that one; or pass another --table-prefix to start afresh, or move its files aside in the nodes' [kv] checkpoint_dir)", t.Name, err)
 			}
 			if tableClash(err) {
 				if hyperClash(err) {

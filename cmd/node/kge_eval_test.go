@@ -122,8 +122,9 @@ func TestKGESaveResized(t *testing.T) {
 		}
 	}
 	restartNodes(t, cl)
-	want := "checkpoint does not match the configured table (the table this request created on this node is dropped again) (the nodes' checkpoint of the table, which [kv] load brings back, holds another table: " +
-		"pass the --model and --hidden of the job that saved it to go on from it, or another --table-prefix to start afresh, or move its files aside in the nodes' [kv] checkpoint_dir)\n"
+	want := "checkpoint does not match the configured table (the table this request created on this node is dropped again) (the nodes' checkpoint of the table, which [kv] load brings back, holds another table, as the field above says: " +
+		"of another --model or --hidden, pass those of the job that saved it to go on from it; of another partitioning or graph (field id set), serve that one; " +
+		"or pass another --table-prefix to start afresh, or move its files aside in the nodes' [kv] checkpoint_dir)\n"
 	for r, res := range job("16") {
 		if res.err == nil || !strings.Contains(res.out, "node kge: create kv table kge.entity: ") || !strings.Contains(res.out, "field dim: file has 8, table has 16") ||
 			!strings.HasSuffix(res.out, want) || strings.Contains(res.out, "epoch ") {
