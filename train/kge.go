@@ -62,10 +62,12 @@ type KGEConfig struct {
 	Seed                  uint64
 	Rank, World           int
 	// Entities and Relations size the tables; EntityTable and
-	// RelationTable name them (created by the caller, see KGETableDims).
-	Entities                   uint64
-	Relations                  int
-	EntityTable, RelationTable string
+	// RelationTable name them (created by the caller, see KGETableDims),
+	// and ProjectionTable the third, Relations rows of KGEProjectionDim,
+	// of a model that has one (transr's M_r).
+	Entities                                    uint64
+	Relations                                   int
+	EntityTable, RelationTable, ProjectionTable string
 	// EvalEvery: evaluate after every N-th epoch and the last (0: only
 	// the last). EvalBlock triples are ranked at a time.
 	EvalEvery, EvalBlock int
@@ -91,7 +93,8 @@ type KGEConfig struct {
 // DefaultKGEConfig is DGL-KE's default setting for TransE (L2).
 func DefaultKGEConfig() KGEConfig {
 	return KGEConfig{Model: "transe_l2", Hidden: 400, Gamma: 12, BatchSize: 1024, NegSize: 256,
-		RegCoef: 2e-6, RegNorm: 3, Epochs: 1, World: 1, EntityTable: "kge.entity", RelationTable: "kge.relation", EvalBlock: 64}
+		RegCoef: 2e-6, RegNorm: 3, Epochs: 1, World: 1, EntityTable: "kge.entity", RelationTable: "kge.relation",
+		ProjectionTable: "kge.projection", EvalBlock: 64}
 }
 
 // Validate reports every bad field, joined.
@@ -100,8 +103,10 @@ func (c *KGEConfig) Validate() error {
 	bad := func(f string, a ...any) {
 		errs = append(errs, fmt.Errorf("train: kge: "+f+": %w", append(a, ErrInvalid)...))
 	}
-	if _, err := newKGEModel(c.Model, max(c.Hidden, 1), float32(c.Gamma)); err != nil {
+	if m, err := newKGEModel(c.Model, max(c.Hidden, 1), float32(c.Gamma)); err != nil {
 		errs = append(errs, err) // names the model and wraps ErrInvalid
+	} else if m.ProjDim() > 0 && (c.ProjectionTable == "" || c.ProjectionTable == c.EntityTable || c.ProjectionTable == c.RelationTable) {
+		bad("model %s: projection table %q: want a name apart from the tables %q and %q", c.Model, c.ProjectionTable, c.EntityTable, c.RelationTable)
 	}
 	if c.Hidden < 1 {
 		bad("hidden %d is not positive", c.Hidden)
@@ -155,8 +160,28 @@ func KGETableDims(cfg KGEConfig) (ent, rel int, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	return m.EntDim(), m.RelDim(), nil
+	return m.EntDim(), m.RelDim() - m.ProjDim(), nil
 }
+
+// KGEProjectionDim is the row width of the projection table of the model
+// cfg names: Hidden² for transr (its M_r, DGL-KE's projection_emb, a
+// table of its own there too), 0 for a model without one or that
+// Validate refuses. The caller creates it beside the other two, with
+// KGEProjectionInitScale and the same optimiser.
+func KGEProjectionDim(cfg KGEConfig) int {
+	m, err := newKGEModel(cfg.Model, cfg.Hidden, float32(cfg.Gamma))
+	if err != nil {
+		return 0
+	}
+	return m.ProjDim()
+}
+
+// KGEProjectionInitScale bounds the projection table's uniform
+// initialisation: DGL-KE's TransRScore.reset_parameters,
+// projection_emb.init(1.0), where entity and relation rows start within
+// ±(gamma+2)/hidden. The regulariser leaves the table out, as DGL-KE's
+// (KEModel.forward's norms are of the entity and relation rows alone).
+const KGEProjectionInitScale = 1
 
 // KGEData is what a trainer reads: its own training triples, and for
 // evaluation the triples to rank (every trainer the same list; each ranks

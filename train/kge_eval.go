@@ -1,6 +1,7 @@
 package train
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -87,7 +88,7 @@ func (k *KGE) pullAll(ctx context.Context, table string, rows uint64, dim int, d
 // then heads.
 func (k *KGE) evaluate(ctx context.Context, eval []Triple, f *KGEFilter) (KGEMetrics, error) {
 	m, cfg := k.model, &k.cfg
-	ed, rd := m.EntDim(), m.RelDim()
+	ed, rd, pd := m.EntDim(), m.RelDim(), m.ProjDim()
 	k.progress("evaluation", 0, int64((len(eval)-cfg.Rank+cfg.World-1)/cfg.World))
 	var share []Triple
 	for i := cfg.Rank; i < len(eval); i += cfg.World {
@@ -96,7 +97,14 @@ func (k *KGE) evaluate(ctx context.Context, eval []Triple, f *KGEFilter) (KGEMet
 	if cfg.EvalNeg > 0 && uint64(cfg.EvalNeg) < cfg.Entities {
 		return k.evaluateSampled(ctx, share, f)
 	}
-	E, R, err := k.Embeddings(ctx)
+	if pd > 0 {
+		// transr projects every entity once per distinct M_r of a block:
+		// in relation order a block holds one relation or two, where in
+		// the split's order it held dozens. Each triple's rank against
+		// every entity is its own, so the order changes no rank.
+		slices.SortStableFunc(share, func(a, b Triple) int { return cmp.Compare(a.Rel, b.Rel) })
+	}
+	E, R, P, err := k.Embeddings(ctx)
 	if err != nil {
 		return KGEMetrics{}, err
 	}
@@ -110,12 +118,12 @@ func (k *KGE) evaluate(ctx context.Context, eval []Triple, f *KGEFilter) (KGEMet
 		}
 		blk := share[lo:min(len(share), lo+block)]
 		c := len(blk)
-		h, r, t = grow(h, c*ed), grow(r, c*rd), grow(t, c*ed)
+		h, t = grow(h, c*ed), grow(t, c*ed)
 		for i, tr := range blk {
 			copy(h[i*ed:(i+1)*ed], E[tr.Head*uint64(ed):])
 			copy(t[i*ed:(i+1)*ed], E[tr.Tail*uint64(ed):])
-			copy(r[i*rd:(i+1)*rd], R[uint64(tr.Rel)*uint64(rd):])
 		}
+		r = relRows(r, R, P, blk, rd-pd, pd)
 		s = grow(s, c*N)
 		for _, head := range []bool{false, true} {
 			m.Neg(h, r, t, E, c, N, head, s)
@@ -160,6 +168,10 @@ func (c *KGEConfig) EvalBytes(triples int) float64 {
 		return 0
 	}
 	ed, rd := float64(m.EntDim()), float64(m.RelDim())
+	proj := 0.0 // 1 for a model that projects the candidates (transr)
+	if m.ProjDim() > 0 {
+		proj = 1
+	}
 	world := max(c.World, 1)
 	share := float64((max(triples, 0) + world - 1) / world)
 	rel := float64(c.Relations) * rd
@@ -172,14 +184,14 @@ func (c *KGEConfig) EvalBytes(triples int) float64 {
 			scores += b * b
 		}
 		return f32*(rel+(2*b+n)*ed+b*rd+b+scores) + // rows; r, the positives' and the candidates' scores
-			f32*(b*ed+b+n) + // the model's scratch: the kept rows, the rows' norms
+			f32*(b*ed+b+n+proj*n*ed) + // the model's scratch: the kept rows, the rows' norms, transr's projected candidates
 			id*(2*b+2*n) + entry*n // the block's ids and the candidates', the draw's set
 	}
 	n := float64(max(c.Entities, 1))
 	b := min(float64(kgeEvalBlock(max(c.EvalBlock, 1), int(min(n, math.MaxInt32)))), share)
 	return f32 * (n*ed + rel + // the tables
 		b*(2*ed+rd) + b*n + // h, t, r of a block and its scores
-		b*ed + b + n) // the model's scratch
+		b*ed + b + n + proj*n*ed) // the model's scratch (transr's: the projected entities)
 }
 
 // kgeEvalSeed keys the draws of evaluation's negatives, apart from the
@@ -195,8 +207,8 @@ const kgeEvalSeed = 0x6b67652d6576616c // "kge-eval"
 // the block's true tails (heads) are candidates too (see kgeRankDeg).
 func (k *KGE) evaluateSampled(ctx context.Context, share []Triple, f *KGEFilter) (KGEMetrics, error) {
 	m, cfg := k.model, &k.cfg
-	ed, rd := m.EntDim(), m.RelDim()
-	R, err := k.pullAll(ctx, cfg.RelationTable, uint64(cfg.Relations), rd, nil)
+	ed, pd := m.EntDim(), m.ProjDim()
+	R, P, err := k.relationTables(ctx)
 	if err != nil {
 		return KGEMetrics{}, err
 	}
@@ -227,10 +239,7 @@ func (k *KGE) evaluateSampled(ctx context.Context, share []Triple, f *KGEFilter)
 			return KGEMetrics{}, fmt.Errorf("pulled %d values of %s, want %d rows of %d: %w", len(rows), cfg.EntityTable, len(ids), ed, ErrInvalid)
 		}
 		h, t, E := rows[:c*ed], rows[c*ed:2*c*ed], rows[2*c*ed:]
-		r = grow(r, c*rd)
-		for i, tr := range blk {
-			copy(r[i*rd:(i+1)*rd], R[uint64(tr.Rel)*uint64(rd):])
-		}
+		r = relRows(r, R, P, blk, m.RelDim()-pd, pd)
 		p, s = grow(p, c), grow(s, c*n)
 		m.Pos(h, r, t, c, p)
 		for _, head := range []bool{false, true} {
@@ -351,14 +360,45 @@ func kgeRank(row []float32, target uint64, known []uint64) int {
 	return n
 }
 
-// Embeddings pulls both tables whole: Entities rows of the entity width
-// and Relations rows of the relation width, by global id.
-func (k *KGE) Embeddings(ctx context.Context) (ent, rel []float32, err error) {
+// Embeddings pulls the tables whole, by global id: Entities rows of the
+// entity width, Relations rows of the relation width and, for a model
+// with one (transr), Relations rows of the projection table (proj nil
+// for the others); the widths are KGETableDims's and KGEProjectionDim's.
+func (k *KGE) Embeddings(ctx context.Context) (ent, rel, proj []float32, err error) {
 	if ent, err = k.pullAll(ctx, k.cfg.EntityTable, k.cfg.Entities, k.model.EntDim(), nil); err != nil {
+		return nil, nil, nil, err
+	}
+	if rel, proj, err = k.relationTables(ctx); err != nil {
+		return nil, nil, nil, err
+	}
+	return ent, rel, proj, nil
+}
+
+// relationTables pulls the relation table whole and, for a model with
+// one, the projection table.
+func (k *KGE) relationTables(ctx context.Context) (rel, proj []float32, err error) {
+	m, n := k.model, uint64(k.cfg.Relations)
+	if rel, err = k.pullAll(ctx, k.cfg.RelationTable, n, m.RelDim()-m.ProjDim(), nil); err != nil {
 		return nil, nil, err
 	}
-	if rel, err = k.pullAll(ctx, k.cfg.RelationTable, uint64(k.cfg.Relations), k.model.RelDim(), nil); err != nil {
-		return nil, nil, err
+	if m.ProjDim() > 0 {
+		if proj, err = k.pullAll(ctx, k.cfg.ProjectionTable, n, m.ProjDim(), nil); err != nil {
+			return nil, nil, err
+		}
 	}
-	return ent, rel, nil
+	return rel, proj, nil
+}
+
+// relRows copies the relation rows of blk's triples as the model reads
+// them, the relation table's row (rw wide) and then the projection
+// table's (pd wide), into dst (grown as needed).
+func relRows(dst, R, P []float32, blk []Triple, rw, pd int) []float32 {
+	d := rw + pd
+	dst = grow(dst, len(blk)*d)
+	for i, tr := range blk {
+		r := int(tr.Rel)
+		copy(dst[i*d:i*d+rw], R[r*rw:(r+1)*rw])
+		copy(dst[i*d+rw:(i+1)*d], P[r*pd:(r+1)*pd])
+	}
+	return dst
 }

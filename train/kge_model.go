@@ -41,6 +41,10 @@ type kgeModel interface {
 	Name() string
 	EntDim() int // width of an entity row
 	RelDim() int // width of a relation row
+	// ProjDim is how many of a relation row's last values the trainer
+	// keeps in the projection table rather than the relation table
+	// (transr's M_r); 0 for the models without one.
+	ProjDim() int
 	// Pos sets s[i] = score(h_i, r_i, t_i) for i < c; h and t hold c rows
 	// of EntDim, r c rows of RelDim.
 	Pos(h, r, t []float32, c int, s []float32)
@@ -167,6 +171,7 @@ const kgeTile = 1 << 15
 func (m *kgeScore) Name() string { return m.name }
 func (m *kgeScore) EntDim() int  { return m.ent }
 func (m *kgeScore) RelDim() int  { return m.rel }
+func (m *kgeScore) ProjDim() int { return 0 }
 
 func (m *kgeScore) Pos(h, r, t []float32, c int, s []float32) {
 	x := m.kept(h, r, nil, c, false)

@@ -16,6 +16,10 @@ type kgeStep struct {
 	entSlot      map[uint64]int32
 	relSlot      map[uint64]int32
 	E, R, gE, gR []float32
+	// The rows of the projection table and their gradients, for a model
+	// with one (transr): a relation row as the model reads it is R's row
+	// then P's.
+	P, gP []float32
 	// How many times DGL-KE's regulariser counts each row (see
 	// kgeRegWeights).
 	entW, relW []float64
@@ -60,9 +64,15 @@ func (c *KGEConfig) StepBytes() float64 {
 	ents := c.StepEntities()
 	// Bytes of a row value; of an id, its int32 slot and its map entry.
 	const f32, idAndSlot = 4, 8 + 4 + 48
-	return 2*f32*(ents*ed+b*rd) + idAndSlot*(ents+b) + // pulled rows and their gradients
+	bytes := 2*f32*(ents*ed+b*rd) + idAndSlot*(ents+b) + // pulled rows and their gradients
 		f32*(4*chunk*ed+2*chunk*rd+3*nn*ed) + // h, t, dh, dt; r, dr; e, de and the model's scratch
 		3*f32*chunk*nn // scores, their gradients, the model's weights
+	if m.ProjDim() > 0 {
+		// transr's scratch: a group's projected negatives, one triple's
+		// signs against them and the group's sum of those.
+		bytes += 3 * f32 * nn * ed
+	}
+	return bytes
 }
 
 // slot returns id's index among the step's distinct ids, adding it.
@@ -102,7 +112,8 @@ func (k *KGE) trainStep(ctx context.Context, batch []Triple, corruptHead bool) (
 	for j := range st.ni {
 		st.ni[j] = slot(st.entSlot, &st.ents, k.rng.Uint64N(cfg.Entities))
 	}
-	ed, rd := m.EntDim(), m.RelDim()
+	ed, rd, pd := m.EntDim(), m.RelDim(), m.ProjDim()
+	rw := rd - pd // of a relation row, what the relation table holds
 	t0 := time.Now()
 	var err error
 	if st.E, err = k.params.Pull(ctx, cfg.EntityTable, st.ents, st.E[:0]); err != nil {
@@ -111,18 +122,24 @@ func (k *KGE) trainStep(ctx context.Context, batch []Triple, corruptHead bool) (
 	if st.R, err = k.params.Pull(ctx, cfg.RelationTable, st.rels, st.R[:0]); err != nil {
 		return 0, 0, fmt.Errorf("pull %s: %w", cfg.RelationTable, err)
 	}
-	pulled := time.Since(t0)
-	if len(st.E) != len(st.ents)*ed || len(st.R) != len(st.rels)*rd {
-		return 0, 0, fmt.Errorf("pulled %d and %d values for %d entities of %d and %d relations of %d: %w",
-			len(st.E), len(st.R), len(st.ents), ed, len(st.rels), rd, ErrInvalid)
+	if pd > 0 {
+		if st.P, err = k.params.Pull(ctx, cfg.ProjectionTable, st.rels, st.P[:0]); err != nil {
+			return 0, 0, fmt.Errorf("pull %s: %w", cfg.ProjectionTable, err)
+		}
 	}
-	st.gE, st.gR = growZero(st.gE, len(st.E)), growZero(st.gR, len(st.R))
+	pulled := time.Since(t0)
+	if len(st.E) != len(st.ents)*ed || len(st.R) != len(st.rels)*rw || len(st.P) != len(st.rels)*pd {
+		return 0, 0, fmt.Errorf("pulled %d, %d and %d values for %d entities of %d and %d relations of %d and %d: %w",
+			len(st.E), len(st.R), len(st.P), len(st.ents), ed, len(st.rels), rw, pd, ErrInvalid)
+	}
+	st.gE, st.gR, st.gP = growZero(st.gE, len(st.E)), growZero(st.gR, len(st.R)), growZero(st.gP, len(st.P))
 
 	var loss float64
 	for c := range chunks {
 		lo, hi := c*C, min(B, (c+1)*C)
 		n := hi - lo
-		st.h, st.r, st.t = gather(st.h, st.E, st.hi[lo:hi], ed), gather(st.r, st.R, st.ri[lo:hi], rd), gather(st.t, st.E, st.ti[lo:hi], ed)
+		st.h, st.t = gather(st.h, st.E, st.hi[lo:hi], ed), gather(st.t, st.E, st.ti[lo:hi], ed)
+		st.r = gatherJoined(st.r, st.R, st.P, st.ri[lo:hi], rw, pd)
 		negs, nn := st.ni[c*N:(c+1)*N], N
 		if cfg.NegDeg {
 			own := st.ti[lo:hi]
@@ -156,13 +173,13 @@ func (k *KGE) trainStep(ctx context.Context, batch []Triple, corruptHead bool) (
 		m.NegGrad(st.h, st.r, st.t, st.e, n, nn, corruptHead, st.neg, st.gng, st.dh, st.dr, st.dt, st.de)
 		scatter(st.gE, st.dh, st.hi[lo:hi], ed)
 		scatter(st.gE, st.dt, st.ti[lo:hi], ed)
-		scatter(st.gR, st.dr, st.ri[lo:hi], rd)
+		scatterSplit(st.gR, st.gP, st.dr, st.ri[lo:hi], rw, pd)
 		scatter(st.gE, st.de, negs, ed)
 	}
 	if cfg.RegCoef > 0 {
 		st.kgeRegWeights(B)
 		loss += kgeRegularize(st.E, st.gE, st.entW, ed, cfg.RegCoef, cfg.RegNorm)
-		loss += kgeRegularize(st.R, st.gR, st.relW, rd, cfg.RegCoef, cfg.RegNorm)
+		loss += kgeRegularize(st.R, st.gR, st.relW, rw, cfg.RegCoef, cfg.RegNorm)
 	}
 	// Checked before anything is pushed: the tables are every trainer's,
 	// and one non-finite gradient poisons its rows for all of them.
@@ -172,7 +189,10 @@ func (k *KGE) trainStep(ctx context.Context, batch []Triple, corruptHead bool) (
 	if err := kgeFinite(cfg.EntityTable, st.ents, st.gE, ed); err != nil {
 		return 0, 0, err
 	}
-	if err := kgeFinite(cfg.RelationTable, st.rels, st.gR, rd); err != nil {
+	if err := kgeFinite(cfg.RelationTable, st.rels, st.gR, rw); err != nil {
+		return 0, 0, err
+	}
+	if err := kgeFinite(cfg.ProjectionTable, st.rels, st.gP, pd); err != nil {
 		return 0, 0, err
 	}
 	t1 := time.Now()
@@ -181,6 +201,11 @@ func (k *KGE) trainStep(ctx context.Context, batch []Triple, corruptHead bool) (
 	}
 	if err := k.params.Push(ctx, cfg.RelationTable, st.rels, st.gR); err != nil {
 		return 0, 0, fmt.Errorf("push %s: %w", cfg.RelationTable, err)
+	}
+	if pd > 0 {
+		if err := k.params.Push(ctx, cfg.ProjectionTable, st.rels, st.gP); err != nil {
+			return 0, 0, fmt.Errorf("push %s: %w", cfg.ProjectionTable, err)
+		}
 	}
 	return loss, pulled + time.Since(t1), nil
 }
@@ -305,6 +330,36 @@ func gather(dst, src []float32, slots []int32, dim int) []float32 {
 		copy(dst[i*dim:(i+1)*dim], src[int(s)*dim:(int(s)+1)*dim])
 	}
 	return dst
+}
+
+// gatherJoined copies, for each of slots, the row of a (da wide) and
+// then the row of b (db wide) into dst (grown as needed): the relation
+// rows of a model from the relation table and the projection table
+// (gather, for db 0).
+func gatherJoined(dst, a, b []float32, slots []int32, da, db int) []float32 {
+	d := da + db
+	dst = grow(dst, len(slots)*d)
+	for i, s := range slots {
+		copy(dst[i*d:i*d+da], a[int(s)*da:(int(s)+1)*da])
+		copy(dst[i*d+da:(i+1)*d], b[int(s)*db:(int(s)+1)*db])
+	}
+	return dst
+}
+
+// scatterSplit adds the rows of src, as gatherJoined laid them out, into
+// a and b at slots.
+func scatterSplit(a, b, src []float32, slots []int32, da, db int) {
+	d := da + db
+	for i, s := range slots {
+		x, y := src[i*d:i*d+da], a[int(s)*da:(int(s)+1)*da]
+		for j := range x {
+			y[j] += x[j]
+		}
+		x, y = src[i*d+da:(i+1)*d], b[int(s)*db:(int(s)+1)*db]
+		for j := range x {
+			y[j] += x[j]
+		}
+	}
 }
 
 // scatter adds the rows of src into dst at slots.

@@ -34,8 +34,9 @@ func kgeTestGraph(n int) []Triple {
 	return ts
 }
 
-// kgeStore is one in-process kv store holding cfg's two tables (Adagrad
-// at lr, DGL-KE's initialisation) and a client on it.
+// kgeStore is one in-process kv store holding cfg's tables (Adagrad at
+// lr, DGL-KE's initialisation: transr's projection table within ±1) and
+// a client on it.
 func kgeStore(t testing.TB, cfg KGEConfig, lr float32) *kv.Client {
 	t.Helper()
 	ed, rd, err := KGETableDims(cfg)
@@ -46,6 +47,11 @@ func kgeStore(t testing.TB, cfg KGEConfig, lr float32) *kv.Client {
 	specs := []kv.Spec{
 		{Name: cfg.EntityTable, Rows: cfg.Entities, Dim: ed, Init: init, Opt: kv.Adagrad(lr, 1e-10), Mode: kv.Async, Bounds: []uint64{0, cfg.Entities}},
 		{Name: cfg.RelationTable, Rows: uint64(cfg.Relations), Dim: rd, Init: init, Opt: kv.Adagrad(lr, 1e-10), Mode: kv.Async, Bounds: []uint64{0, uint64(cfg.Relations)}},
+	}
+	if pd := KGEProjectionDim(cfg); pd > 0 {
+		init.Scale = KGEProjectionInitScale
+		specs = append(specs, kv.Spec{Name: cfg.ProjectionTable, Rows: uint64(cfg.Relations), Dim: pd, Init: init, Opt: kv.Adagrad(lr, 1e-10), Mode: kv.Async,
+			Bounds: []uint64{0, uint64(cfg.Relations)}})
 	}
 	s, err := kv.New(kv.Config{Part: 0, Tables: specs})
 	if err != nil {
@@ -448,7 +454,7 @@ func TestKGERegularizerCountsRows(t *testing.T) {
 	step := func(coef float64) (float64, *KGE) {
 		c := cfg
 		c.RegCoef, c.RegNorm = coef, 2
-		k, err := NewKGE(c, newKGERecParams(c, E, R), NoSync{})
+		k, err := NewKGE(c, newKGERecParams(c, E, R, nil), NoSync{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -493,13 +499,22 @@ type kgeRecParams struct {
 	pushed map[string]map[uint64][]float32
 }
 
-func newKGERecParams(cfg KGEConfig, ent, rel []float32) *kgeRecParams {
+// newKGERecParams holds ent, rel and, for a model with a projection
+// table, proj (zeros when nil).
+func newKGERecParams(cfg KGEConfig, ent, rel, proj []float32) *kgeRecParams {
 	ed, rd, _ := KGETableDims(cfg)
-	return &kgeRecParams{
+	p := &kgeRecParams{
 		tabs:   map[string][]float32{cfg.EntityTable: ent, cfg.RelationTable: rel},
 		dims:   map[string]int{cfg.EntityTable: ed, cfg.RelationTable: rd},
 		pushed: map[string]map[uint64][]float32{},
 	}
+	if pd := KGEProjectionDim(cfg); pd > 0 {
+		if proj == nil {
+			proj = make([]float32, cfg.Relations*pd)
+		}
+		p.tabs[cfg.ProjectionTable], p.dims[cfg.ProjectionTable] = proj, pd
+	}
+	return p
 }
 
 func (p *kgeRecParams) Pull(_ context.Context, table string, ids []uint64, dst []float32) ([]float32, error) {
@@ -563,14 +578,15 @@ func TestKGEStepGradient(t *testing.T) {
 				cfg.StepsPerEpoch = 1
 				cfg.RegCoef, cfg.RegNorm = 0.01, 3
 				ed, rd, _ := KGETableDims(cfg)
+				pd := KGEProjectionDim(cfg)
 				rng := rand.New(rand.NewPCG(9, 9))
 				E := make([]float64, int(cfg.Entities)*ed)
 				R := make([]float64, cfg.Relations*rd)
-				for i := range E {
-					E[i] = (rng.Float64()*2 - 1) * c.scale
-				}
-				for i := range R {
-					R[i] = (rng.Float64()*2 - 1) * c.scale
+				P := make([]float64, cfg.Relations*pd) // transr's M_r
+				for _, x := range [][]float64{E, R, P} {
+					for i := range x {
+						x[i] = (rng.Float64()*2 - 1) * c.scale
+					}
 				}
 				batch := []Triple{{0, 1, 0}, {2, 3, 1}, {4, 5, 0}, {1, 0, 1}, {3, 2, 0}}
 				f32 := func(x []float64) []float32 {
@@ -582,7 +598,7 @@ func TestKGEStepGradient(t *testing.T) {
 				}
 				var k *KGE
 				run := func() (float64, *kgeRecParams) {
-					p := newKGERecParams(cfg, f32(E), f32(R))
+					p := newKGERecParams(cfg, f32(E), f32(R), f32(P))
 					var err error
 					if k, err = NewKGE(cfg, p, NoSync{}); err != nil {
 						t.Fatal(err)
@@ -628,6 +644,9 @@ func TestKGEStepGradient(t *testing.T) {
 				}
 				check(cfg.EntityTable, E, ed)
 				check(cfg.RelationTable, R, rd)
+				if pd > 0 {
+					check(cfg.ProjectionTable, P, pd)
+				}
 			})
 		}
 	}
@@ -661,7 +680,7 @@ func TestKGENonFiniteNotPushed(t *testing.T) {
 	} {
 		cfg := cfg
 		cfg.RegCoef = c.regCoef
-		p := newKGERecParams(cfg, huge(8, c.ent), huge(2, c.rel))
+		p := newKGERecParams(cfg, huge(8, c.ent), huge(2, c.rel), nil)
 		k, err := NewKGE(cfg, p, NoSync{})
 		if err != nil {
 			t.Fatal(err)
@@ -778,7 +797,7 @@ func TestKGENegDegLoss(t *testing.T) {
 					rng := rand.New(rand.NewPCG(4, 4))
 					E, R := kgeRows(rng, int(cfg.Entities), ed), kgeRows(rng, cfg.Relations, rd)
 					batch := []Triple{{0, 1, 0}, {2, 3, 1}, {4, 5, 0}, {1, 6, 1}, {3, 2, 0}}
-					k, err := NewKGE(cfg, newKGERecParams(cfg, E, R), NoSync{})
+					k, err := NewKGE(cfg, newKGERecParams(cfg, E, R, nil), NoSync{})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -959,7 +978,7 @@ func TestKGEEvalSampled(t *testing.T) {
 					t.Errorf("the largest entity pull held %d ids, want %d (a block's heads, tails and negatives)", rec.most, want)
 				}
 
-				E, R, err := k.Embeddings(context.Background())
+				E, R, _, err := k.Embeddings(context.Background())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -1058,7 +1077,7 @@ func TestKGEEvalBytes(t *testing.T) {
 			cfg.Entities, cfg.Relations, cfg.StepsPerEpoch = 8000, 20, 1
 			cfg.EvalBlock, cfg.EvalNeg, cfg.EvalNegDeg = 200, tc.neg, tc.deg
 			ed, rd, _ := KGETableDims(cfg)
-			p := newKGERecParams(cfg, make([]float32, int(cfg.Entities)*ed), make([]float32, cfg.Relations*rd))
+			p := newKGERecParams(cfg, make([]float32, int(cfg.Entities)*ed), make([]float32, cfg.Relations*rd), nil)
 			k, err := NewKGE(cfg, p, NoSync{})
 			if err != nil {
 				t.Fatal(err)
@@ -1110,7 +1129,7 @@ func TestKGEStepBytes(t *testing.T) {
 			cfg.Model, cfg.Hidden, cfg.BatchSize, cfg.NegSize, cfg.NegDeg = name, 8, 64, 16, negDeg
 			cfg.Entities, cfg.Relations, cfg.StepsPerEpoch = 100_000, 50, 1
 			ed, rd, _ := KGETableDims(cfg)
-			p := newKGERecParams(cfg, make([]float32, int(cfg.Entities)*ed), make([]float32, cfg.Relations*rd))
+			p := newKGERecParams(cfg, make([]float32, int(cfg.Entities)*ed), make([]float32, cfg.Relations*rd), nil)
 			k, err := NewKGE(cfg, p, NoSync{})
 			if err != nil {
 				t.Fatal(err)
@@ -1124,7 +1143,7 @@ func TestKGEStepBytes(t *testing.T) {
 			}
 			st := &k.st
 			var held int
-			for _, s := range [][]float32{st.E, st.R, st.gE, st.gR, st.h, st.r, st.t, st.e, st.dh, st.dr, st.dt, st.de, st.pos, st.neg, st.gpos, st.gng} {
+			for _, s := range [][]float32{st.E, st.R, st.P, st.gE, st.gR, st.gP, st.h, st.r, st.t, st.e, st.dh, st.dr, st.dt, st.de, st.pos, st.neg, st.gpos, st.gng} {
 				held += 4 * cap(s)
 			}
 			for _, s := range [][]int32{st.hi, st.ri, st.ti, st.ni, st.nd} {

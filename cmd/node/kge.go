@@ -787,7 +787,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) (err 
 		if err := f.finish(ctx, out, sync, func() ([]string, error) {
 			var notes []string
 			if in.orig != nil {
-				ent, rel, err := k.Embeddings(ctx)
+				ent, rel, _, err := k.Embeddings(ctx)
 				if err != nil {
 					return nil, err
 				}
