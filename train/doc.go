@@ -64,16 +64,19 @@
 // # Knowledge-graph embeddings
 //
 // KGE trains DGL-KE's models (kge_model.go: TransE with L1 or L2
-// distance, DistMult, ComplEx, RotatE, RESCAL, SimplE; scores, higher is more plausible,
-// and their gradients written by hand) on embeddings held in a parameter
-// server (KGEParams: kv.Client, or node/client.KV through a node). The
-// caller (cmd/node's kge command, or a test) does, on every host:
+// distance, DistMult, ComplEx, RotatE, RESCAL, SimplE, TransR; scores,
+// higher is more plausible, and their gradients written by hand) on
+// embeddings held in a parameter server (KGEParams: kv.Client, or
+// node/client.KV through a node). The caller (cmd/node's kge command, or
+// a test) does, on every host:
 //
 //  1. Build a KGEConfig (DefaultKGEConfig, then the graph's Entities and
 //     Relations, Rank and World, StepsPerEpoch the same on every trainer).
 //  2. Create the two asynchronous tables with KGETableDims's widths, the
 //     uniform initialisation ±(gamma+2)/hidden (kv.KGEInitScale) and
-//     Adagrad: the owners apply the pushed gradients.
+//     Adagrad: the owners apply the pushed gradients. For a model with a
+//     projection table (transr), the third, ProjectionTable, of
+//     KGEProjectionDim's width and ±KGEProjectionInitScale.
 //  3. NewKGE(cfg, params, sync) with a Sync of KGESyncLen values, and
 //     Run(ctx, KGEData{Train: the part's triples, Eval, Filter}, report).
 //

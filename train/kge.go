@@ -30,9 +30,9 @@ type KGEParams interface {
 // are DGL-KE's: hidden 400, gamma 12, batches of 1024 with 256 shared
 // negatives per chunk, log-sigmoid loss, L3 regularisation 2e-6.
 type KGEConfig struct {
-	Model  string  // transe_l2, transe_l1, distmult, complex, rotate, rescal, simple
+	Model  string  // transe_l2, transe_l1, distmult, complex, rotate, rescal, simple, transr
 	Hidden int     // hidden size (entity rows are 2×Hidden for complex, rotate and simple; see kgeModel)
-	Gamma  float64 // margin of transe and rotate
+	Gamma  float64 // margin of transe, rotate and transr
 	// BatchSize positives per step, in chunks of NegSize that share
 	// NegSize negative entities (DGL-KE's chunked negative sampling);
 	// steps alternate between corrupting tails and heads.

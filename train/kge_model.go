@@ -19,6 +19,7 @@ import (
 //	rotate     γ − Σ_k |h_k e^{iθ_k} − t_k|,  θ_k = r_k π / ((γ + 2)/hidden)
 //	rescal     hᵀ M_r t,  M_r the relation row as a hidden × hidden matrix
 //	simple     clamp(½ Σ_k (h_k r_k t'_k + t_k r'_k h'_k), −20, 20)
+//	transr     γ − ‖hᵀM_r + r − tᵀM_r‖₁,  M_r a hidden × hidden matrix
 //
 // Rows are float32, row-major, one row per triple or entity. transe_l1,
 // transe_l2, distmult and rescal entity rows are hidden wide. complex
@@ -28,7 +29,9 @@ import (
 // + k), hidden² wide. simple entity rows are [h (hidden) | h' (hidden)],
 // its relation rows [r (hidden) | r' (the inverse relation's, hidden)],
 // and its score is clamped as DGL-KE's is (a clamped score has gradient
-// 0).
+// 0). A transr relation row is [r (hidden) | M_r (hidden², as rescal's)],
+// of which the trainer keeps M_r in a table of its own (ProjDim; see
+// kgeTransR).
 // Inputs are only read; gradients are added to what the caller's slices
 // hold.
 //
@@ -66,10 +69,11 @@ type kgeModel interface {
 
 // kgeModelNames lists the names newKGEModel accepts, in that order.
 func kgeModelNames() []string {
-	return []string{"transe_l1", "transe_l2", "distmult", "complex", "rotate", "rescal", "simple"}
+	return []string{"transe_l1", "transe_l2", "distmult", "complex", "rotate", "rescal", "simple", "transr"}
 }
 
-// Kinds of kgeScore, in the order of kgeModelNames.
+// Kinds of model, in the order of kgeModelNames: kgeScore's, then
+// transr's.
 const (
 	kgeTransEL1 = iota
 	kgeTransEL2
@@ -78,19 +82,21 @@ const (
 	kgeRotatE
 	kgeRESCAL
 	kgeSimplE
+	kgeTransRKind // built as a kgeTransR, not a kgeScore
 )
 
-// kgeRESCALMaxHidden bounds rescal's hidden size: its relation rows are
-// hidden² values, and one must fit a kv message with room to spare (16
-// MiB at 2048; DGL-KE's examples use 500).
-const kgeRESCALMaxHidden = 2048
+// kgeMatrixMaxHidden bounds the hidden size of the models that hold a
+// hidden × hidden matrix per relation (rescal's relation rows, transr's
+// projection rows): a row of hidden² values must fit a kv message with
+// room to spare (16 MiB at 2048; DGL-KE's examples use 500).
+const kgeMatrixMaxHidden = 2048
 
 // kgeSimplEClamp is the bound of simple's scores (DGL-KE's, after the
 // reference implementation, "to avoid NaN output").
 const kgeSimplEClamp = 20
 
 // newKGEModel returns the model named name for hidden size hidden and
-// margin gamma (used by transe and rotate only).
+// margin gamma (used by transe, rotate and transr only).
 func newKGEModel(name string, hidden int, gamma float32) (kgeModel, error) {
 	names := kgeModelNames()
 	kind := -1
@@ -106,6 +112,18 @@ func newKGEModel(name string, hidden int, gamma float32) (kgeModel, error) {
 	if hidden < 1 {
 		return nil, fmt.Errorf("train: kge model %s: hidden %d: want ≥ 1: %w", name, hidden, ErrInvalid)
 	}
+	if (kind == kgeRESCAL || kind == kgeTransRKind) && hidden > kgeMatrixMaxHidden {
+		rows := "relation rows"
+		if kind == kgeTransRKind {
+			rows = "projection rows"
+		}
+		// hidden² in float64: an int wraps past 2^32 (2^40 read "0 values").
+		return nil, fmt.Errorf("train: kge model %s: hidden %d: %s are hidden² = %.0f values, want hidden ≤ %d: %w",
+			name, hidden, rows, float64(hidden)*float64(hidden), kgeMatrixMaxHidden, ErrInvalid)
+	}
+	if kind == kgeTransRKind {
+		return &kgeTransR{hidden: hidden, gamma: gamma}, nil
+	}
 	m := &kgeScore{name: name, kind: kind, hidden: hidden, gamma: gamma, ent: hidden, rel: hidden}
 	switch kind {
 	case kgeComplEx:
@@ -114,11 +132,6 @@ func newKGEModel(name string, hidden int, gamma float32) (kgeModel, error) {
 		m.ent = 2 * hidden
 		m.phase = math.Pi / ((gamma + 2) / float32(hidden))
 	case kgeRESCAL:
-		if hidden > kgeRESCALMaxHidden {
-			// hidden² in float64: an int wraps past 2^32 (2^40 read "0 values").
-			return nil, fmt.Errorf("train: kge model rescal: hidden %d: relation rows are hidden² = %.0f values, want hidden ≤ %d: %w",
-				hidden, float64(hidden)*float64(hidden), kgeRESCALMaxHidden, ErrInvalid)
-		}
 		m.rel = hidden * hidden
 	case kgeSimplE:
 		m.ent, m.rel = 2*hidden, 2*hidden
@@ -126,9 +139,10 @@ func newKGEModel(name string, hidden int, gamma float32) (kgeModel, error) {
 	return m, nil
 }
 
-// kgeScore implements every model through one pairwise score: triple i
-// against entity e on the replaced side scores pair(x_i, e), where x_i
-// depends only on the kept sides:
+// kgeScore implements every model but transr (kgeTransR, whose
+// candidates enter through the relation's matrix) through one pairwise
+// score: triple i against entity e on the replaced side scores pair(x_i,
+// e), where x_i depends only on the kept sides:
 //
 //	          tail replaced   head replaced   pair(x, e)
 //	transe    x = h + r       x = t − r       γ − ‖x − e‖ (L1 or L2)

@@ -66,6 +66,20 @@ func kgeRef(name string, h, r, t []float64, hidden int, gamma float64) (score, k
 		}
 		kink = min(math.Abs(score-20), math.Abs(score+20))
 		score = max(-20, min(20, score))
+	case "transr":
+		// r = [r | M], M[j][k] at hidden + j·hidden + k: DGL-KE's
+		// einsum('ab,abc->ac', h, M) of h and t, then TransE's L1.
+		d := hidden
+		var l1 float64
+		for k := range d {
+			u := r[k]
+			for j := range d {
+				u += (h[j] - t[j]) * r[d+j*d+k]
+			}
+			l1 += math.Abs(u)
+			kink = min(kink, math.Abs(u))
+		}
+		return gamma - l1, kink
 	}
 	return score, kink
 }
@@ -168,9 +182,16 @@ func TestKGENegMatchesPos(t *testing.T) {
 // kgeGradCase draws a case whose triples, positive and negative, are all
 // at least 0.02 from a kink, so that central differences see a smooth
 // function.
-func kgeGradCase(t *testing.T, name string) kgeCase {
+func kgeGradCase(t *testing.T, name string) kgeCase { return kgeGradCaseOf(t, name, 3, 4, nil) }
+
+// kgeGradCaseOf is kgeGradCase of c triples and n entities, whose
+// relation rows tie (when not nil) sets before the kinks are looked for.
+func kgeGradCaseOf(t *testing.T, name string, c, n int, tie func(r []float32)) kgeCase {
 	for seed := uint64(1); ; seed++ {
-		k := newKGECase(t, name, seed, 5, 3, 4, 6)
+		k := newKGECase(t, name, seed, 5, c, n, 6)
+		if tie != nil {
+			tie(k.r)
+		}
 		h, r, tl, e := kgeF64(k.h), kgeF64(k.r), kgeF64(k.t), kgeF64(k.e)
 		near := false
 		for i := range k.c {
@@ -223,12 +244,12 @@ func TestKGEGradients(t *testing.T) {
 	const hidden, gamma = 5, 6
 	dims := map[string][2]int{ // EntDim, RelDim
 		"transe_l1": {5, 5}, "transe_l2": {5, 5}, "distmult": {5, 5}, "complex": {10, 10}, "rotate": {10, 5},
-		"rescal": {5, 25}, "simple": {10, 10},
+		"rescal": {5, 25}, "simple": {10, 10}, "transr": {5, 30},
 	}
 	for _, name := range kgeModelNames() {
 		t.Run("model="+name, func(t *testing.T) {
 			k := kgeGradCase(t, name)
-			m, c, n := k.m, k.c, k.n
+			m, c := k.m, k.c
 			if m.Name() != name || m.EntDim() != dims[name][0] || m.RelDim() != dims[name][1] {
 				t.Fatalf("Name, EntDim, RelDim = %s, %d, %d, want %s, %v", m.Name(), m.EntDim(), m.RelDim(), name, dims[name])
 			}
@@ -263,50 +284,60 @@ func TestKGEGradients(t *testing.T) {
 			})
 
 			for _, head := range []bool{false, true} {
-				t.Run(fmt.Sprintf("neg/head=%v", head), func(t *testing.T) {
-					g := kgeRows(rng, c, n)
-					f := func() float64 {
-						var sum float64
-						for i := range c {
-							for j := range n {
-								hh, rr, tt := k.triple(h, r, tl, e, i, j, head)
-								v, _ := kgeRef(name, hh, rr, tt, hidden, gamma)
-								sum += float64(g[i*n+j]) * v
-							}
-						}
-						return sum
-					}
-					// The replaced side is nil: reading or writing it panics.
-					hs, ts := k.h, k.t
-					d, before := kgeGrads(rng, c*ed, c*rd, c*ed, n*ed)
-					dh, dt := d[0], d[2]
-					if head {
-						hs, dh = nil, nil
-					} else {
-						ts, dt = nil, nil
-					}
-					s := make([]float32, c*n)
-					m.Neg(hs, k.r, ts, k.e, c, n, head, s)
-					for i := range c {
-						for j := range n {
-							hh, rr, tt := k.triple(h, r, tl, e, i, j, head)
-							if want, _ := kgeRef(name, hh, rr, tt, hidden, gamma); math.Abs(float64(s[i*n+j])-want) > 1e-5*max(1, math.Abs(want)) {
-								t.Errorf("s[%d,%d] = %g, want %g", i, j, s[i*n+j], want)
-							}
-						}
-					}
-					m.NegGrad(hs, k.r, ts, k.e, c, n, head, s, g, dh, d[1], dt, d[3])
-					if head {
-						kgeCheckGrad(t, "dt", f, tl, d[2], before[2])
-					} else {
-						kgeCheckGrad(t, "dh", f, h, d[0], before[0])
-					}
-					kgeCheckGrad(t, "dr", f, r, d[1], before[1])
-					kgeCheckGrad(t, "de", f, e, d[3], before[3])
-				})
+				t.Run(fmt.Sprintf("neg/head=%v", head), func(t *testing.T) { kgeCheckNeg(t, k, name, head, rng) })
 			}
 		})
 	}
+}
+
+// kgeCheckNeg checks Neg's scores of case k (of hidden 5, gamma 6)
+// against kgeRef and NegGrad's gradients, weighted by random g, against
+// central differences.
+func kgeCheckNeg(t *testing.T, k kgeCase, name string, head bool, rng *rand.Rand) {
+	t.Helper()
+	const hidden, gamma = 5, 6
+	m, c, n := k.m, k.c, k.n
+	ed, rd := m.EntDim(), m.RelDim()
+	h, r, tl, e := kgeF64(k.h), kgeF64(k.r), kgeF64(k.t), kgeF64(k.e)
+	g := kgeRows(rng, c, n)
+	f := func() float64 {
+		var sum float64
+		for i := range c {
+			for j := range n {
+				hh, rr, tt := k.triple(h, r, tl, e, i, j, head)
+				v, _ := kgeRef(name, hh, rr, tt, hidden, gamma)
+				sum += float64(g[i*n+j]) * v
+			}
+		}
+		return sum
+	}
+	// The replaced side is nil: reading or writing it panics.
+	hs, ts := k.h, k.t
+	d, before := kgeGrads(rng, c*ed, c*rd, c*ed, n*ed)
+	dh, dt := d[0], d[2]
+	if head {
+		hs, dh = nil, nil
+	} else {
+		ts, dt = nil, nil
+	}
+	s := make([]float32, c*n)
+	m.Neg(hs, k.r, ts, k.e, c, n, head, s)
+	for i := range c {
+		for j := range n {
+			hh, rr, tt := k.triple(h, r, tl, e, i, j, head)
+			if want, _ := kgeRef(name, hh, rr, tt, hidden, gamma); math.Abs(float64(s[i*n+j])-want) > 1e-5*max(1, math.Abs(want)) {
+				t.Errorf("s[%d,%d] = %g, want %g", i, j, s[i*n+j], want)
+			}
+		}
+	}
+	m.NegGrad(hs, k.r, ts, k.e, c, n, head, s, g, dh, d[1], dt, d[3])
+	if head {
+		kgeCheckGrad(t, "dt", f, tl, d[2], before[2])
+	} else {
+		kgeCheckGrad(t, "dh", f, h, d[0], before[0])
+	}
+	kgeCheckGrad(t, "dr", f, r, d[1], before[1])
+	kgeCheckGrad(t, "de", f, e, d[3], before[3])
 }
 
 func TestKGEScoreValues(t *testing.T) {
@@ -333,6 +364,9 @@ func TestKGEScoreValues(t *testing.T) {
 		{"simple", 2, 0, []float32{1, 2, 3, 4}, []float32{5, 6, 7, 8}, []float32{1, 0, 0, 1}, 16.5},
 		{"simple", 2, 0, []float32{20, 20, 20, 20}, []float32{1, 1, 1, 1}, []float32{1, 1, 1, 1}, 20},
 		{"simple", 2, 0, []float32{-20, -20, -20, -20}, []float32{1, 1, 1, 1}, []float32{1, 1, 1, 1}, -20},
+		// hᵀM = (1·1 + 2·3, 1·2 + 2·4) = (7, 10), tᵀM = (3, 4):
+		// 12 − |7 + 0.5 − 3| − |10 − 1 − 4|.
+		{"transr", 2, 12, []float32{1, 2}, []float32{0.5, -1, 1, 2, 3, 4}, []float32{0, 1}, 12 - 4.5 - 5},
 	} {
 		t.Run("model="+tc.name, func(t *testing.T) {
 			m, err := newKGEModel(tc.name, tc.hidden, tc.gamma)
@@ -392,7 +426,8 @@ func TestNewKGEModelErrors(t *testing.T) {
 		{"", 4, kgeModelNames()},
 		{"rotate", 0, []string{"rotate", "hidden 0"}},
 		{"distmult", -3, []string{"distmult", "hidden -3"}},
-		{"rescal", 2049, []string{"rescal", "hidden 2049", "4198401", "≤ 2048"}},
+		{"rescal", 2049, []string{"rescal", "hidden 2049", "relation rows", "4198401", "≤ 2048"}},
+		{"transr", 2049, []string{"transr", "hidden 2049", "projection rows", "4198401", "≤ 2048"}},
 	} {
 		m, err := newKGEModel(tc.name, tc.hidden, 12)
 		if m != nil || err == nil || !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), "train: ") {
@@ -405,7 +440,7 @@ func TestNewKGEModelErrors(t *testing.T) {
 			}
 		}
 	}
-	if got := strings.Join(kgeModelNames(), ","); got != "transe_l1,transe_l2,distmult,complex,rotate,rescal,simple" {
+	if got := strings.Join(kgeModelNames(), ","); got != "transe_l1,transe_l2,distmult,complex,rotate,rescal,simple,transr" {
 		t.Errorf("kgeModelNames() = %s", got)
 	}
 }
@@ -433,10 +468,11 @@ func TestKGENoAllocs(t *testing.T) {
 }
 
 // transe_l1 and rotate split large loops over goroutines (NegGrad in
-// two passes); the results are those of one goroutine, bit for bit.
+// two passes), transr its sign and score loops and its products; the
+// results are those of one goroutine, bit for bit.
 func TestKGEThreadsAgree(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	for _, name := range []string{"transe_l1", "rotate"} {
+	for _, name := range []string{"transe_l1", "rotate", "transr"} {
 		for _, head := range []bool{false, true} {
 			k := newKGECase(t, name, 4, 32, 32, 64, 6)
 			ed, rd, c, n := k.m.EntDim(), k.m.RelDim(), k.c, k.n

@@ -439,22 +439,30 @@ func TestKGERegularize(t *testing.T) {
 // (KEModel.forward: the norm of curr_emb, every row the step gathered):
 // the positives' distinct entities once each, every negative once per
 // draw, and a relation row once per positive triple. Each distinct row
-// counted once made it 1.378 here instead of 2.448.
+// counted once made it 1.378 here instead of 2.448. transr's projection
+// table (DGL-KE's projection_emb) is not counted, as DGL-KE's.
 func TestKGERegularizerCountsRows(t *testing.T) {
+	for _, model := range []string{"distmult", "transr"} {
+		t.Run(model, func(t *testing.T) { kgeCheckRegularizer(t, model) })
+	}
+}
+
+func kgeCheckRegularizer(t *testing.T, model string) {
 	cfg := DefaultKGEConfig()
-	cfg.Model, cfg.Hidden, cfg.Gamma = "distmult", 3, 2
+	cfg.Model, cfg.Hidden, cfg.Gamma = model, 3, 2
 	cfg.BatchSize, cfg.NegSize = 6, 2
 	cfg.Entities, cfg.Relations = 8, 2
 	cfg.StepsPerEpoch = 1
 	ed, rd, _ := KGETableDims(cfg)
 	rng := rand.New(rand.NewPCG(9, 9))
 	E, R := kgeRows(rng, int(cfg.Entities), ed), kgeRows(rng, cfg.Relations, rd)
+	P := kgeRows(rng, cfg.Relations, KGEProjectionDim(cfg))
 	// Relation 0 in five triples, entity 0 and 1 in three, (0, 1, 0) twice.
 	batch := []Triple{{0, 1, 0}, {2, 3, 0}, {4, 5, 0}, {1, 0, 0}, {3, 2, 1}, {0, 1, 0}}
 	step := func(coef float64) (float64, *KGE) {
 		c := cfg
 		c.RegCoef, c.RegNorm = coef, 2
-		k, err := NewKGE(c, newKGERecParams(c, E, R, nil), NoSync{})
+		k, err := NewKGE(c, newKGERecParams(c, E, R, P), NoSync{})
 		if err != nil {
 			t.Fatal(err)
 		}
