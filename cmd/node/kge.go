@@ -94,9 +94,9 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.IntVar(&f.part, "part", -1, "the part whose triples to train on (-1: the part the node serves; required on a client node)")
 	fs.IntVar(&f.cfg.Rank, "rank", 0, "this trainer's rank: the part it trains (one trainer per part)")
 	fs.IntVar(&f.cfg.World, "world-size", 1, "trainers in the job: the number of parts")
-	fs.StringVar(&f.cfg.Model, "model", f.cfg.Model, "score function: transe_l2, transe_l1, distmult, complex, rotate, rescal, simple (or as DGL-KE spells them: TransE_l2 or TransE, TransE_l1, DistMult, ComplEx, RotatE, RESCAL, SimplE)")
-	fs.IntVar(&f.cfg.Hidden, "hidden", f.cfg.Hidden, "embedding size (entity rows are twice as wide for complex, rotate and simple, relation rows for complex and simple; rescal's relation rows are hidden² wide)")
-	fs.Float64Var(&f.cfg.Gamma, "gamma", f.cfg.Gamma, "margin of transe and rotate; also sets the initial range ±(gamma+2)/hidden")
+	fs.StringVar(&f.cfg.Model, "model", f.cfg.Model, "score function: transe_l2, transe_l1, distmult, complex, rotate, rescal, simple, transr (or as DGL-KE spells them: TransE_l2 or TransE, TransE_l1, DistMult, ComplEx, RotatE, RESCAL, SimplE, TransR)")
+	fs.IntVar(&f.cfg.Hidden, "hidden", f.cfg.Hidden, "embedding size (entity rows are twice as wide for complex, rotate and simple, relation rows for complex and simple; rescal's relation rows are hidden² wide, and transr keeps a hidden × hidden projection per relation in <prefix>.projection)")
+	fs.Float64Var(&f.cfg.Gamma, "gamma", f.cfg.Gamma, "margin of transe, rotate and transr; also sets the initial range ±(gamma+2)/hidden")
 	fs.Float64Var(&f.lr, "lr", 0.1, "Adagrad learning rate, applied by the tables' owners (dglke_train's default is 0.01)")
 	fs.IntVar(&f.cfg.BatchSize, "batch-size", f.cfg.BatchSize, "positive triples per step")
 	fs.IntVar(&f.cfg.NegSize, "neg-size", f.cfg.NegSize, "negative entities per chunk of this many positives, uniform over all entities; steps alternate head and tail corruption")
@@ -114,10 +114,10 @@ func runKGE(ctx context.Context, a *app, args []string) error {
 	fs.BoolVar(&f.cfg.EvalNegDeg, "eval-neg-deg", false, "add each block's true tails (heads) to the --eval-neg candidates, as DGL-KE's --neg_deg_sample_eval; raw ranks only (--eval-filter=false), as there")
 	fs.IntVar(&f.cfg.EvalEvery, "eval-every", 0, "evaluate after every N-th epoch and after the last (0: after the last only, as node train)")
 	fs.BoolVar(&f.filter, "eval-filter", true, "filtered ranks (other known facts are not candidates; needs every part's triples under --parts); false: raw ranks")
-	fs.StringVar(&f.prefix, "table-prefix", "kge", "kv tables <prefix>.entity, <prefix>.relation and <prefix>.sync (the same on every trainer of the job)")
+	fs.StringVar(&f.prefix, "table-prefix", "kge", "kv tables <prefix>.entity, <prefix>.relation, <prefix>.projection (transr) and <prefix>.sync (the same on every trainer of the job)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
 	fs.BoolVar(&f.save, "save", false, "checkpoint every kv table (kv_save) after training (rank 0, once every trainer's pushes are in, and every rank fails when it fails; give it to every trainer of the job, or to none)")
-	fs.StringVar(&f.export, "export", "", "rank 0 writes entity.npy (rows by the input's entity ids), relation.npy and config.json into this directory after training, the arrays also under DGL-KE's names <graph>_<Model>_entity.npy / _relation.npy (needs orig_ids.bin under --parts; give it to every trainer of the job, or to none)")
+	fs.StringVar(&f.export, "export", "", "rank 0 writes entity.npy (rows by the input's entity ids), relation.npy, for transr projection.npy, and config.json into this directory after training, the arrays also under DGL-KE's names <graph>_<Model>_entity.npy / _relation.npy (TransR's projection as <graph>_TransRprojection.npy) (needs orig_ids.bin under --parts; give it to every trainer of the job, or to none)")
 	if hint := dglkeFlagHint(fs, args); hint != "" {
 		fmt.Fprintf(a.stderr, "node kge: %s; node kge --help lists its flags\n", hint)
 		return errUsage
@@ -257,7 +257,11 @@ func (f *kgeFlags) check(have uint64) error {
 	if g := float64(float32(f.cfg.Gamma)); !math.IsNaN(g) && !math.IsInf(g, 0) && !(kv.KGEInitScale(float32(g), max(f.cfg.Hidden, 1)) > 0) {
 		bad("--gamma %g: want > -2 (the initial range is ±(gamma+2)/hidden)", f.cfg.Gamma)
 	}
-	for _, table := range []string{f.prefix + ".entity", f.prefix + ".relation", f.prefix + ".sync"} {
+	tables := []string{f.prefix + ".entity", f.prefix + ".relation", f.prefix + ".sync"}
+	if hasProjection(f.cfg.Model) {
+		tables = append(tables, f.kgeProjectionTable())
+	}
+	for _, table := range tables {
 		if !validTableName(table) {
 			bad("--table-prefix %q: the tables' names (%q) %s", f.prefix, table, tableNameRule())
 			break
@@ -313,7 +317,7 @@ func (f *kgeFlags) check(have uint64) error {
 	// checked above by their names are left out of Validate.
 	cfg := f.cfg
 	cfg.Entities, cfg.Relations = 2, 1
-	cfg.EntityTable, cfg.RelationTable = f.prefix+".entity", f.prefix+".relation"
+	cfg.EntityTable, cfg.RelationTable, cfg.ProjectionTable = f.prefix+".entity", f.prefix+".relation", f.kgeProjectionTable()
 	cfg.Epochs, cfg.StepsPerEpoch = max(cfg.Epochs, 0), max(cfg.StepsPerEpoch, 1)
 	cfg.BatchSize, cfg.NegSize, cfg.Hidden, cfg.EvalEvery = max(cfg.BatchSize, 1), max(cfg.NegSize, 1), max(cfg.Hidden, 1), max(cfg.EvalEvery, 0)
 	cfg.EvalBlock, cfg.EvalNeg = max(cfg.EvalBlock, 1), max(cfg.EvalNeg, 0)
@@ -342,7 +346,7 @@ func (f *kgeFlags) checkSizes(cfg train.KGEConfig, have uint64) error {
 	for _, t := range []struct {
 		table, what string
 		dim         int
-	}{{cfg.EntityTable, "entity", ent}, {cfg.RelationTable, "relation", rel}} {
+	}{{cfg.EntityTable, "entity", ent}, {cfg.RelationTable, "relation", rel}, {cfg.ProjectionTable, "projection", train.KGEProjectionDim(cfg)}} {
 		if most := client.MaxRowDim(t.table); t.dim > most {
 			errs = append(errs, fmt.Errorf("--hidden %d: a %s %s row is %d values, more than the %d a kv message carries (one %s control frame): lower --hidden",
 				cfg.Hidden, cfg.Model, t.what, t.dim, most, shm.FormatSize(control.MaxFrame)))
@@ -671,7 +675,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) (err 
 	stage = inTraining("before its first epoch")
 	m, cfg := in.m, f.cfg
 	cfg.Entities, cfg.Relations = m.Nodes, m.Relations
-	cfg.EntityTable, cfg.RelationTable = f.prefix+".entity", f.prefix+".relation"
+	cfg.EntityTable, cfg.RelationTable, cfg.ProjectionTable = f.prefix+".entity", f.prefix+".relation", f.kgeProjectionTable()
 	if cfg.StepsPerEpoch == 0 {
 		var most uint64
 		for _, p := range m.Part {
@@ -690,6 +694,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) (err 
 	if err != nil {
 		return err
 	}
+	pd := train.KGEProjectionDim(cfg)
 	kvc, err := client.DialKV(ctx, f.socket)
 	if err != nil {
 		return err
@@ -698,11 +703,16 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) (err 
 	scale := float64(kv.KGEInitScale(float32(cfg.Gamma), cfg.Hidden))
 	var ent *control.TableInfo
 	made := false // a table this rank's kv_create made (checkTrained)
-	for _, t := range []control.TableSpec{
-		{Name: cfg.EntityTable, Rows: control.Rows{Nodes: true}, Dim: ed},
-		{Name: cfg.RelationTable, Rows: control.Rows{N: uint64(m.Relations)}, Dim: rd},
-	} {
-		t.Init, t.InitScale, t.InitSeed = "uniform", scale, cfg.Seed
+	specs := []control.TableSpec{
+		{Name: cfg.EntityTable, Rows: control.Rows{Nodes: true}, Dim: ed, InitScale: scale},
+		{Name: cfg.RelationTable, Rows: control.Rows{N: uint64(m.Relations)}, Dim: rd, InitScale: scale},
+	}
+	if pd > 0 {
+		specs = append(specs, control.TableSpec{Name: cfg.ProjectionTable, Rows: control.Rows{N: uint64(m.Relations)}, Dim: pd,
+			InitScale: train.KGEProjectionInitScale})
+	}
+	for _, t := range specs {
+		t.Init, t.InitSeed = "uniform", cfg.Seed
 		t.Optimizer, t.LR, t.Mode = "adagrad", f.lr, "async"
 		info, err := kvc.Create(ctx, t)
 		if err != nil {
@@ -747,8 +757,12 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) (err 
 		return err
 	}
 	if !f.jsonOut {
-		fmt.Fprintf(out, "%s: hidden %d (rows of %d and %d floats); %d entities, %d relations; part %d: %d triples; rank %d of %d; %d steps of %d per epoch\n",
-			cfg.Model, cfg.Hidden, ed, rd, cfg.Entities, cfg.Relations, in.part, len(in.train), cfg.Rank, cfg.World, cfg.StepsPerEpoch, cfg.BatchSize)
+		rows := fmt.Sprintf("rows of %d and %d floats", ed, rd)
+		if pd > 0 {
+			rows = fmt.Sprintf("rows of %d, %d and %d floats, the last %s's", ed, rd, pd, cfg.ProjectionTable)
+		}
+		fmt.Fprintf(out, "%s: hidden %d (%s); %d entities, %d relations; part %d: %d triples; rank %d of %d; %d steps of %d per epoch\n",
+			cfg.Model, cfg.Hidden, rows, cfg.Entities, cfg.Relations, in.part, len(in.train), cfg.Rank, cfg.World, cfg.StepsPerEpoch, cfg.BatchSize)
 		if len(in.eval) > 0 {
 			kind := "filtered"
 			if in.filter == nil {
@@ -787,7 +801,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) (err 
 		if err := f.finish(ctx, out, sync, func() ([]string, error) {
 			var notes []string
 			if in.orig != nil {
-				ent, rel, _, err := k.Embeddings(ctx)
+				ent, rel, proj, err := k.Embeddings(ctx)
 				if err != nil {
 					return nil, err
 				}
@@ -798,7 +812,7 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) (err 
 					meta.KGETrained = &KGETrained{BatchSize: cfg.BatchSize, NegSize: cfg.NegSize, NegDeg: cfg.NegDeg, LR: f.lr,
 						MaxStep: cfg.Epochs * cfg.StepsPerEpoch, Epochs: cfg.Epochs, Steps: cfg.StepsPerEpoch, Seed: cfg.Seed}
 				}
-				if err := writeKGEExport(f.export, in.export, in.orig, ent, ed, rel, rd, meta); err != nil {
+				if err := writeKGEExport(f.export, in.export, in.orig, ent, ed, rel, rd, proj, pd, meta); err != nil {
 					return nil, err
 				}
 				notes = append(notes, fmt.Sprintf("wrote %s: %s", f.export, strings.Join(in.export, ", ")))

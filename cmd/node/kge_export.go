@@ -11,15 +11,15 @@ import (
 	"strings"
 )
 
-// Files `node kge --export DIR` writes. The two arrays are also linked
-// under DGL-KE's names (kgeExportFiles), so that `dglke_predict
-// --model_path DIR` and other DGL-KE readers load them as they load
-// dglke_train's: the score functions and row layouts are DGL-KE's
-// (train/kge_model.go).
+// Files `node kge --export DIR` writes. The arrays are also linked under
+// DGL-KE's names (kgeExportFiles), so that `dglke_predict --model_path
+// DIR` and other DGL-KE readers load them as they load dglke_train's:
+// the score functions and row layouts are DGL-KE's (train/kge_model.go).
 const (
-	kgeEntityFile   = "entity.npy"   // float32 [entities, entity dim], row = the input's entity id
-	kgeRelationFile = "relation.npy" // float32 [relations, relation dim], row = relation id
-	kgeConfigFile   = "config.json"
+	kgeEntityFile     = "entity.npy"     // float32 [entities, entity dim], row = the input's entity id
+	kgeRelationFile   = "relation.npy"   // float32 [relations, relation dim], row = relation id
+	kgeProjectionFile = "projection.npy" // transr: float32 [relations, hidden²], row = relation id, M_r row by row
+	kgeConfigFile     = "config.json"
 )
 
 // kgeExport is config.json: DGL-KE's keys (those its inference reads:
@@ -27,7 +27,7 @@ const (
 // rmap_file; and how the model was trained), then what DGL-KE's lacks.
 type kgeExport struct {
 	Dataset   string  `json:"dataset"`
-	Model     string  `json:"model"`    // DGL-KE's spelling: TransE_l2, TransE_l1, DistMult, ComplEx, RotatE, RESCAL, SimplE
+	Model     string  `json:"model"`    // DGL-KE's spelling: TransE_l2, TransE_l1, DistMult, ComplEx, RotatE, RESCAL, SimplE, TransR
 	Hidden    int     `json:"emb_size"` // --hidden
 	Gamma     float64 `json:"gamma"`
 	DoubleEnt bool    `json:"double_ent"` // entity rows are 2 × emb_size (ComplEx, RotatE, SimplE)
@@ -65,12 +65,13 @@ type KGETrained struct {
 // dglkeModels spells each model name of train as DGL-KE does
 // (dglke_train --model_name); kgeModelName reads them back.
 var dglkeModels = map[string]string{"transe_l2": "TransE_l2", "transe_l1": "TransE_l1", "distmult": "DistMult",
-	"complex": "ComplEx", "rotate": "RotatE", "rescal": "RESCAL", "simple": "SimplE"}
+	"complex": "ComplEx", "rotate": "RotatE", "rescal": "RESCAL", "simple": "SimplE", "transr": "TransR"}
 
 // dglkeDoubleEnt and dglkeDoubleRel are the models whose entity and
 // relation rows are twice the hidden size: DGL-KE's -de and -dr, which
 // its inference reads from config.json (double_ent, double_rel) to lay
-// out the rows. RESCAL's relation rows are hidden² wide, neither.
+// out the rows. RESCAL's relation rows are hidden² wide, neither; so are
+// TransR's projections, in their own file.
 var (
 	dglkeDoubleEnt = map[string]bool{"complex": true, "rotate": true, "simple": true}
 	dglkeDoubleRel = map[string]bool{"complex": true, "simple": true}
@@ -81,9 +82,12 @@ var (
 func dglkeModelName(model string) string { return dglkeModels[model] }
 
 // kgeExportFiles lists the export's files: entity.npy, relation.npy,
-// config.json, then the arrays' DGL-KE names,
+// for transr projection.npy, config.json, then the arrays' DGL-KE names,
 // <dataset>_<model>_entity.npy and _relation.npy (DGL-KE's
-// KEModel.save_emb). The graph's name must fit in a file name.
+// KEModel.save_emb) and <dataset>_TransRprojection.npy (its
+// TransRScore.save appends "projection" to the same prefix, without an
+// underscore, and its load_emb reads that name). The graph's name must
+// fit in a file name.
 func kgeExportFiles(dataset, model string) ([]string, error) {
 	name := dglkeModelName(model)
 	switch {
@@ -93,6 +97,10 @@ func kgeExportFiles(dataset, model string) ([]string, error) {
 		return nil, fmt.Errorf("graph name %q cannot begin a file name (DGL-KE names the arrays <dataset>_<model>_entity.npy): partition again with another --name", dataset)
 	}
 	prefix := dataset + "_" + name
+	if hasProjection(model) {
+		return []string{kgeEntityFile, kgeRelationFile, kgeProjectionFile, kgeConfigFile,
+			prefix + "_entity.npy", prefix + "_relation.npy", prefix + "projection.npy"}, nil
+	}
 	return []string{kgeEntityFile, kgeRelationFile, kgeConfigFile, prefix + "_entity.npy", prefix + "_relation.npy"}, nil
 }
 
@@ -134,10 +142,11 @@ func prepareKGEExport(dir string, files []string) error {
 	return nil
 }
 
-// writeKGEExport writes the arrays and config.json into dir (created if
+// writeKGEExport writes the arrays (proj, of projDim, for a model with a
+// projection table; nil otherwise) and config.json into dir (created if
 // missing) and links the arrays under their DGL-KE names (files, from
 // kgeExportFiles), as one set: see writeExportSet.
-func writeKGEExport(dir string, files []string, orig []uint64, ent []float32, entDim int, rel []float32, relDim int, meta kgeExport) error {
+func writeKGEExport(dir string, files []string, orig []uint64, ent []float32, entDim int, rel []float32, relDim int, proj []float32, projDim int, meta kgeExport) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
@@ -149,7 +158,11 @@ func writeKGEExport(dir string, files []string, orig []uint64, ent []float32, en
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	data := [][]byte{npy(byOrig, len(orig), entDim), npy(rel, meta.Relations, relDim), append(cfg, '\n')}
+	data := [][]byte{npy(byOrig, len(orig), entDim), npy(rel, meta.Relations, relDim)}
+	if projDim > 0 {
+		data = append(data, npy(proj, meta.Relations, projDim)) // linked, so before config.json
+	}
+	data = append(data, append(cfg, '\n'))
 	if err := writeExportSet(dir, files, data, writeAll); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}

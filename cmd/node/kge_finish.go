@@ -104,7 +104,7 @@ func (f *kgeFlags) checkTrained(ctx context.Context, kvc *client.KV, sync *clien
 		dropped = "the tables were on the nodes before this run, which leaves them as they are: " + f.dropCommand() + " removes them"
 	case f.cfg.Rank == 0:
 		var errs []error
-		for _, name := range []string{f.prefix + ".entity", f.prefix + ".relation", f.kgeModelTable()} {
+		for _, name := range f.jobTables() {
 			if _, err := kvc.Drop(ctx, name); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,9 +15,9 @@ import (
 
 // kgeModelName is the model's name as train knows it, from DGL-KE's
 // spelling of the models node kge implements (dglke_train --model_name
-// TransE_l2, DistMult, ComplEx, RotatE, RESCAL, SimplE; its TransE is
-// TransE_l2). Other
-// names are returned as given, for train to refuse with the list.
+// TransE_l2, DistMult, ComplEx, RotatE, RESCAL, SimplE, TransR; its
+// TransE is TransE_l2). Other names are returned as given, for train to
+// refuse with the list.
 func kgeModelName(name string) string {
 	l := strings.ToLower(name)
 	if l == "transe" {
@@ -47,9 +48,31 @@ const (
 // kgeModelTable is the record's table name.
 func (f *kgeFlags) kgeModelTable() string { return f.prefix + ".model" }
 
-// dropCommand is the command that removes the job's tables.
-func (f *kgeFlags) dropCommand() string {
-	return fmt.Sprintf("node kv drop --socket %s %s.entity %s.relation %s", f.socket, f.prefix, f.prefix, f.kgeModelTable())
+// kgeProjectionTable is the projection table's name, a table the job
+// has when its model has one (transr's M_r).
+func (f *kgeFlags) kgeProjectionTable() string { return f.prefix + ".projection" }
+
+// hasProjection reports whether model (train's name) keeps a
+// projection table.
+func hasProjection(model string) bool {
+	return train.KGEProjectionDim(train.KGEConfig{Model: model, Hidden: 1}) > 0
+}
+
+// jobTables are the tables of a job of --model's (and of any of also's)
+// with this --table-prefix: entity, relation, projection for a model
+// that has one, and the model's record.
+func (f *kgeFlags) jobTables(also ...string) []string {
+	tables := []string{f.prefix + ".entity", f.prefix + ".relation"}
+	if hasProjection(f.cfg.Model) || slices.ContainsFunc(also, hasProjection) {
+		tables = append(tables, f.kgeProjectionTable())
+	}
+	return append(tables, f.kgeModelTable())
+}
+
+// dropCommand is the command that removes the job's tables, and those of
+// the models also names (a record's, which left its tables).
+func (f *kgeFlags) dropCommand(also ...string) string {
+	return fmt.Sprintf("node kv drop --socket %s %s", f.socket, strings.Join(f.jobTables(also...), " "))
 }
 
 // kgeModelRecord encodes model and hidden as the row: magic, hidden, the
@@ -127,7 +150,7 @@ func (f *kgeFlags) checkModelRecord(ctx context.Context, kvc *client.KV, cfg tra
 		if model != cfg.Model || hidden != cfg.Hidden {
 			return fmt.Errorf("the tables %s.entity and %s.relation hold a %s model of --hidden %d (%s records it: rank 0's of this job, an earlier job's, or a checkpoint's), "+
 				"not --model %s --hidden %d: pass --model %s --hidden %d to go on training it, or another --table-prefix to start afresh "+
-				"(%s removes them from the nodes, but with [kv] load their checkpoint files bring them back)", f.prefix, f.prefix, model, hidden, name, cfg.Model, cfg.Hidden, model, hidden, f.dropCommand())
+				"(%s removes them from the nodes, but with [kv] load their checkpoint files bring them back)", f.prefix, f.prefix, model, hidden, name, cfg.Model, cfg.Hidden, model, hidden, f.dropCommand(model))
 		}
 		return nil
 	}

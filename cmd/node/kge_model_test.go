@@ -10,14 +10,14 @@ import (
 )
 
 // TestKGEModelName: node kge takes DGL-KE's spellings of the models it
-// implements (--model_name TransE_l2, ComplEx, RotatE, RESCAL, SimplE;
+// implements (--model_name TransE_l2, ComplEx, RotatE, RESCAL, SimplE, TransR;
 // TransE is TransE_l2 in DGL-KE) and passes the others on as given, for
 // train to refuse with the list.
 func TestKGEModelName(t *testing.T) {
 	for in, want := range map[string]string{
 		"transe_l2": "transe_l2", "TransE_l2": "transe_l2", "TransE": "transe_l2", "transe": "transe_l2",
 		"TransE_l1": "transe_l1", "DistMult": "distmult", "ComplEx": "complex", "RotatE": "rotate",
-		"RESCAL": "rescal", "SimplE": "simple", "simple": "simple", "TransR": "TransR", "transx": "transx",
+		"RESCAL": "rescal", "SimplE": "simple", "simple": "simple", "TransR": "transr", "transr": "transr", "TransH": "TransH", "transx": "transx",
 	} {
 		if got := kgeModelName(in); got != want {
 			t.Errorf("kgeModelName(%q) = %q, want %q", in, got, want)

@@ -555,6 +555,7 @@ func TestKGEFlagErrors(t *testing.T) {
 		{[]string{"--hidden", "1099511627776"}, "node kge: --hidden 1099511627776: a transe_l2 entity row is 1099511627776 values, more than the 16777208 a kv message carries (one 64MiB control frame): lower --hidden\n"},
 		{[]string{"--hidden", "10000000", "--model", "complex"}, "node kge: --hidden 10000000: a complex entity row is 20000000 values, more than the 16777208"},
 		{[]string{"--hidden", "1099511627776", "--model", "rescal"}, "relation rows are hidden² = 1208925819614629174706176 values, want hidden ≤ 2048"},
+		{[]string{"--hidden", "3000", "--model", "TransR"}, "kge model transr: hidden 3000: projection rows are hidden² = 9000000 values, want hidden ≤ 2048"},
 		{[]string{"--batch-size", "100000000", "--hidden", "1000000"}, "node kge: --batch-size 100000000, --neg-size 256: a step of transe_l2 rows (--hidden 1000000) holds about "},
 		{[]string{"--batch-size", "1073741824", "--neg-size", "1073741824"}, "batch size 1073741824 and negatives 1073741824: a step gathers up to 3221225472 entities, more than its int32 slots count"},
 		{[]string{"--eval-every", "-1"}, "node kge: --eval-every -1: want ≥ 0 (0: after the last epoch only)\n"},
@@ -569,6 +570,8 @@ func TestKGEFlagErrors(t *testing.T) {
 		// Refused by kv_create only once every triple was read.
 		{[]string{"--table-prefix", ""}, `--table-prefix "": the tables' names (".entity")`},
 		{[]string{"--table-prefix", "my/job"}, `--table-prefix "my/job": the tables' names ("my/job.entity")`},
+		// transr's third table, the longest name: 55 + len(".projection") > 64.
+		{[]string{"--model", "transr", "--table-prefix", strings.Repeat("p", 55)}, `the tables' names ("` + strings.Repeat("p", 55) + `.projection")`},
 		// dglke_train's flags name ours, not only "flag provided but not
 		// defined" and the usage.
 		{[]string{"--model_name", "TransE_l2"}, "node kge: --model_name is dglke_train's flag: node kge takes --model; node kge --help lists its flags\n"},
@@ -789,13 +792,20 @@ func TestKGEExportFiles(t *testing.T) {
 			t.Errorf("%s: %v, %v", model, files, err)
 		}
 	}
+	// TransR's projection, linked as DGL-KE's TransRScore.save names it:
+	// the model's prefix and "projection", no underscore between.
+	files, err := kgeExportFiles("wn18rr", "transr")
+	if err != nil || !slices.Equal(files, []string{kgeEntityFile, kgeRelationFile, kgeProjectionFile, kgeConfigFile,
+		"wn18rr_TransR_entity.npy", "wn18rr_TransR_relation.npy", "wn18rr_TransRprojection.npy"}) {
+		t.Errorf("transr: %v, %v", files, err)
+	}
 	for _, name := range []string{"", ".", "..", "a/b"} {
 		if _, err := kgeExportFiles(name, "distmult"); err == nil || !strings.Contains(err.Error(), "cannot begin a file name") {
 			t.Errorf("graph name %q: %v", name, err)
 		}
 	}
 	dir := t.TempDir()
-	files, err := kgeExportFiles("g", "rotate")
+	files, err = kgeExportFiles("g", "rotate")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -804,7 +814,7 @@ func TestKGEExportFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	meta := kgeExport{Dataset: "g", Model: "RotatE", Hidden: 1, Relations: 1, KGETrained: &KGETrained{NegDeg: true}}
-	if err := writeKGEExport(dir, files, []uint64{1, 0}, []float32{1, 2, 3, 4}, 2, []float32{5}, 1, meta); err != nil {
+	if err := writeKGEExport(dir, files, []uint64{1, 0}, []float32{1, 2, 3, 4}, 2, []float32{5}, 1, nil, 0, meta); err != nil {
 		t.Fatal(err)
 	}
 	// How the model was trained, under DGL-KE's name of the flag.
@@ -816,7 +826,7 @@ func TestKGEExportFiles(t *testing.T) {
 	// (it wrote its own defaults: batch_size 1024, max_train_step 0).
 	untrained := t.TempDir()
 	meta.KGETrained = nil
-	if err := writeKGEExport(untrained, files, []uint64{1, 0}, []float32{1, 2, 3, 4}, 2, []float32{5}, 1, meta); err != nil {
+	if err := writeKGEExport(untrained, files, []uint64{1, 0}, []float32{1, 2, 3, 4}, 2, []float32{5}, 1, nil, 0, meta); err != nil {
 		t.Fatal(err)
 	}
 	conf = nil
@@ -841,6 +851,27 @@ func TestKGEExportFiles(t *testing.T) {
 	if e, err := os.ReadDir(dir); err != nil || len(e) != 5 {
 		t.Errorf("export directory holds %v (%v), want the 5 files and no temporary", e, err)
 	}
+
+	// TransR's projection rows, M_r row by row, linked under DGL-KE's name.
+	transr := t.TempDir()
+	if files, err = kgeExportFiles("g", "transr"); err != nil {
+		t.Fatal(err)
+	}
+	meta = kgeExport{Dataset: "g", Model: "TransR", Hidden: 1, Relations: 2}
+	if err := writeKGEExport(transr, files, []uint64{1, 0}, []float32{1, 2}, 1, []float32{3, 4}, 1, []float32{5, 6}, 1, meta); err != nil {
+		t.Fatal(err)
+	}
+	if got := readNPY(t, filepath.Join(transr, "g_TransRprojection.npy"), 2, 1); !slices.Equal(got, []float32{5, 6}) {
+		t.Errorf("g_TransRprojection.npy holds %v, want [5 6]", got)
+	}
+	if a, errA := os.Stat(filepath.Join(transr, kgeProjectionFile)); errA != nil {
+		t.Error(errA)
+	} else if b, errB := os.Stat(filepath.Join(transr, "g_TransRprojection.npy")); errB != nil || !os.SameFile(a, b) {
+		t.Errorf("g_TransRprojection.npy is not %s: %v", kgeProjectionFile, errB)
+	}
+	if e, err := os.ReadDir(transr); err != nil || len(e) != 7 {
+		t.Errorf("TransR's export directory holds %v (%v), want the 7 files and no temporary", e, err)
+	}
 }
 
 // TestKGEExportSet: a write that fails part way (a disk filling up
@@ -853,7 +884,7 @@ func TestKGEExportSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	meta := kgeExport{Dataset: "g", Model: "DistMult", Hidden: 2, Relations: 1}
-	if err := writeKGEExport(dir, files, []uint64{1, 0}, []float32{1, 2, 3, 4}, 2, []float32{5, 6}, 2, meta); err != nil {
+	if err := writeKGEExport(dir, files, []uint64{1, 0}, []float32{1, 2, 3, 4}, 2, []float32{5, 6}, 2, nil, 0, meta); err != nil {
 		t.Fatal(err)
 	}
 	old := map[string][]byte{}

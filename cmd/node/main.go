@@ -99,7 +99,7 @@ func commands() map[string]command {
 		"config":    {"check a node.toml and print the effective configuration", runConfig},
 		"cert":      {"create the cluster CA and node certificates for the mesh (cert init), or one more node's (cert add)", runCert},
 		"train":     {"train GraphSAGE on the cluster: batches from this host's node, gradients averaged in kv", runTrain},
-		"kge":       {"train knowledge-graph embeddings (TransE, DistMult, ComplEx, RotatE, RESCAL, SimplE) on the cluster, tables in kv", runKGE},
+		"kge":       {"train knowledge-graph embeddings (TransE, DistMult, ComplEx, RotatE, RESCAL, SimplE, TransR) on the cluster, tables in kv", runKGE},
 		"kv":        {"drop parameter-server tables from the cluster (kv drop), or checkpoint them all (kv save)", runKV},
 		"demo":      {"train GraphSAGE on a two-node cluster on loopback over a generated graph", runDemo},
 		"version":   {"print the build (commit) and the version of every file format and protocol", runVersion},
