@@ -164,7 +164,7 @@ func (c *Config) checkKVMemory(p *problems) {
 	}
 	var need uint64
 	for i := range c.KV.Tables {
-		sp := resolveSpec(book, numbering{}, &c.KV.Tables[i])
+		sp := resolveSpec(book, manifestNumbering(m), &c.KV.Tables[i])
 		if b := sp.ShardBytes(c.ownPart()); b > math.MaxUint64-need {
 			need = math.MaxUint64
 		} else {
@@ -177,11 +177,11 @@ func (c *Config) checkKVMemory(p *problems) {
 }
 
 // kvSpecCheck validates what kv checks of a spec, with placeholder bounds,
-// and that a sync table's push fits a control frame (of a "nodes" table,
-// whose rows the graph gives, newKVServer checks that).
+// and that a sync table's push fits a control frame (of a "nodes" or
+// "relations" table, whose rows the graph gives, newKVServer checks that).
 func kvSpecCheck(t *control.TableSpec) error {
 	rows := t.Rows.N
-	if t.Rows.Nodes {
+	if t.Rows.Nodes || t.Rows.Relations {
 		rows = 1
 	}
 	s := kvSpec(t, rows, kv.EvenBounds(rows, 1))

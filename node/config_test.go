@@ -392,14 +392,15 @@ func TestEncodeTOMLRoundTrips(t *testing.T) {
 }
 
 // TestEncodeTOMLRoundTripsKVRows: `node config check` prints a
-// [[kv.tables]] row count as a bare integer and "nodes" as a string, the
+// [[kv.tables]] row count as a bare integer and "nodes" and "relations"
+// as strings, the
 // forms LoadConfig reads, so the printed effective config loads again.
 func TestEncodeTOMLRoundTripsKVRows(t *testing.T) {
 	dir, pre := configDir(t)
 	table := func(name, rows string) string {
 		return "[[kv.tables]]\nname = " + quote(name) + "\nrows = " + rows + "\ndim = 4\noptimizer = \"sgd\"\nlr = 0.1\nmode = \"async\"\n"
 	}
-	cfg, err := LoadConfig(writeConfig(t, dir, pre+table("dense", "10")+table("entity", `"nodes"`)))
+	cfg, err := LoadConfig(writeConfig(t, dir, pre+table("dense", "10")+table("entity", `"nodes"`)+table("relation", `"relations"`)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +414,7 @@ func TestEncodeTOMLRoundTripsKVRows(t *testing.T) {
 			rows = append(rows, strings.TrimSpace(l))
 		}
 	}
-	if want := []string{"rows = 10", `rows = "nodes"`}; !slices.Equal(rows, want) {
+	if want := []string{"rows = 10", `rows = "nodes"`, `rows = "relations"`}; !slices.Equal(rows, want) {
 		t.Errorf("printed rows lines %q, want %q", rows, want)
 	}
 	back, err := LoadConfig(writeConfig(t, dir, string(out)))
@@ -426,7 +427,7 @@ func TestEncodeTOMLRoundTripsKVRows(t *testing.T) {
 	// A quoted count is a string: the error says so, rather than
 	// "10 is neither a row count", which reads as a count.
 	_, err = LoadConfig(writeConfig(t, dir, pre+table("dense", `"10"`)))
-	if err == nil || !strings.Contains(err.Error(), `the string "10" is neither a row count (an integer, unquoted) nor "nodes"`) {
+	if err == nil || !strings.Contains(err.Error(), `the string "10" is neither a row count (an integer, unquoted), "nodes" nor "relations"`) {
 		t.Errorf("rows = \"10\": %v", err)
 	}
 }

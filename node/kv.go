@@ -37,8 +37,9 @@ type kvServer struct {
 	stopping func() bool
 	part     int // -1 on a client node
 	book     partition.Book
-	// numbering tags the node ids of the partition set: the kv.Spec.IDSet
-	// and IDSetBefore of "nodes" tables.
+	// numbering tags the node ids of the partition set, the kv.Spec.IDSet
+	// and IDSetBefore of "nodes" tables, and gives the relations of
+	// "relations" tables.
 	numbering numbering
 	store     *kv.Store   // nil on a client node
 	handler   *kv.Handler // nil on a client node
@@ -97,9 +98,12 @@ func newKVServer(cfg *Config, log *slog.Logger, book partition.Book, numbering n
 	s.send = s.call
 	specs := make([]kv.Spec, 0, len(cfg.KV.Tables))
 	for i := range cfg.KV.Tables {
+		if err := numbering.checkRows(&cfg.KV.Tables[i]); err != nil {
+			return nil, fmt.Errorf("node: kv.tables[%d]: %w", i, err)
+		}
 		sp := s.resolve(&cfg.KV.Tables[i])
-		// Config.Validate checked the counted tables; "nodes" ones
-		// take their rows from the graph.
+		// Config.Validate checked the counted tables; "nodes" and
+		// "relations" ones take their rows from the graph.
 		if err := checkSyncPush(sp); err != nil {
 			return nil, fmt.Errorf("node: kv.tables[%d]: %w", i, err)
 		}
@@ -164,25 +168,47 @@ func (s *kvServer) resolve(t *control.TableSpec) kv.Spec { return resolveSpec(s.
 
 // numbering tags the node ids of a partition set (graph.toml's
 // Numbering), and the tag builds before gave them (LegacyNumbering; 0:
-// the same), whose checkpoints are of the same rows.
-type numbering struct{ tag, before uint32 }
+// the same), whose checkpoints are of the same rows; and, of a knowledge
+// graph, counts its relations and tags their ids (RelationNumbering).
+type numbering struct {
+	tag, before uint32
+	relations   uint64 // 0: not a knowledge graph
+	relTag      uint32
+}
 
 // manifestNumbering is m's numbering.
 func manifestNumbering(m *partition.Manifest) numbering {
-	return numbering{tag: m.Numbering(), before: m.LegacyNumbering()}
+	return numbering{tag: m.Numbering(), before: m.LegacyNumbering(),
+		relations: uint64(m.Relations), relTag: m.RelationNumbering()}
 }
 
 // resolveSpec gives a checked TableSpec its shape: "nodes" tables follow
 // the partition book, and their rows are the node ids of numbering (a
 // checkpoint of another partitioning is refused: its rows would be other
-// nodes'); dense ones are split evenly over the parts.
+// nodes'); dense ones are split evenly over the parts, "relations" ones
+// of numbering's relations, tagged as theirs. The rows of a "relations"
+// table of a graph without relations are 0, which checkRows refuses.
 func resolveSpec(book partition.Book, numbering numbering, t *control.TableSpec) kv.Spec {
-	if t.Rows.Nodes {
+	switch {
+	case t.Rows.Nodes:
 		sp := kvSpec(t, book.NumNodes(), slices.Clone(book.Bounds))
 		sp.IDSet, sp.IDSetBefore = numbering.tag, numbering.before
 		return sp
+	case t.Rows.Relations:
+		sp := kvSpec(t, numbering.relations, kv.EvenBounds(numbering.relations, book.Parts()))
+		sp.IDSet = numbering.relTag
+		return sp
 	}
 	return kvSpec(t, t.Rows.N, kv.EvenBounds(t.Rows.N, book.Parts()))
+}
+
+// checkRows refuses a "relations" table where the partition set is not a
+// knowledge graph.
+func (n numbering) checkRows(t *control.TableSpec) error {
+	if t.Rows.Relations && n.relations == 0 {
+		return fmt.Errorf(`table %q: rows = "relations", but graph.toml lists no relations: the partitioning is not of a knowledge graph (node partition --format kg)`, t.Name)
+	}
+	return nil
 }
 
 // client is the kv.Client of a table, made on first use.

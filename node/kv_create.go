@@ -43,6 +43,9 @@ type pendingCreate struct {
 // another number of rows is not loaded (control.Request.ReplaceResized),
 // here and on the peers.
 func (s *kvServer) create(ctx context.Context, t *control.TableSpec, forward, replace bool) (*control.TableInfo, error) {
+	if err := s.numbering.checkRows(t); err != nil {
+		return nil, &control.Error{Key: "table.rows", Msg: err.Error()}
+	}
 	sp := s.resolve(t)
 	if err := checkSyncPush(sp); err != nil {
 		return nil, &control.Error{Key: "table.rows", Msg: err.Error()}

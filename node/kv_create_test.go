@@ -583,6 +583,70 @@ func TestKVLoadOtherNumbering(t *testing.T) {
 	}
 }
 
+// TestKVRelationsTable: a rows = "relations" table has one row per
+// relation of the node's knowledge graph, split evenly, and its
+// checkpoint records the graph's relations.txt, so that nodes serving a
+// graph of as many relations, other ones, refuse it; a checkpoint without
+// the tag (a relation table declared by its count before) loads; a graph
+// without relations refuses the table, naming it, at start and in a
+// kv_create.
+func TestKVRelationsTable(t *testing.T) {
+	dir := t.TempDir()
+	rel := control.TableSpec{Name: "rel", Rows: control.Rows{Relations: true}, Dim: 2, Optimizer: "sgd", LR: 1, Mode: "async"}
+	counted := control.TableSpec{Name: "rel", Rows: control.Rows{N: 6}, Dim: 2, Optimizer: "sgd", LR: 1, Mode: "async"}
+	for _, sp := range []*control.TableSpec{&rel, &counted} {
+		if err := sp.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	book := partition.Book{Bounds: []uint64{0, 10, 20}}
+	server := func(ts control.TableSpec, num numbering, load bool) (*kvServer, error) {
+		cfg := &Config{KV: KVConfig{CheckpointDir: dir, Load: load, SyncTimeout: "5s", Tables: []control.TableSpec{ts}}}
+		return newKVServer(cfg, slog.New(slog.DiscardHandler), book, num)
+	}
+	kg := numbering{tag: 7, relations: 6, relTag: 41}
+	s, err := server(rel, kg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp, _ := s.store.Spec("rel"); sp.Rows != 6 || !slices.Equal(sp.Bounds, []uint64{0, 3, 6}) || sp.IDSet != 41 {
+		t.Fatalf("relations table: rows %d, bounds %v, id set %d; want 6, [0 3 6], the relations' tag 41", sp.Rows, sp.Bounds, sp.IDSet)
+	}
+	if err := s.store.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	other := kg
+	other.relTag = 42
+	if _, err := server(rel, other, true); !errors.Is(err, kv.ErrMismatch) || !strings.Contains(err.Error(), "rel.part0.kvt") || !strings.Contains(err.Error(), "field id set") {
+		t.Fatalf("another graph's relations, as many: %v, want ErrMismatch naming rel.part0.kvt and the id set", err)
+	}
+	if _, err := server(rel, kg, true); err != nil {
+		t.Fatalf("the same relations: %v", err)
+	}
+	// A relation table saved by its count (no tag) loads as a relations one.
+	s, err = server(counted, kg, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.store.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server(rel, other, true); err != nil {
+		t.Fatalf("a checkpoint without the relations' tag: %v", err)
+	}
+	want := `table "rel": rows = "relations", but graph.toml lists no relations`
+	if _, err := server(rel, numbering{tag: 7}, false); err == nil || !strings.Contains(err.Error(), "kv.tables[0]: "+want) {
+		t.Fatalf("a relations table of a graph without relations: %v, want %q", err, want)
+	}
+	s, err = server(counted, numbering{tag: 7}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.create(context.Background(), &rel, false, false); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("kv_create of a relations table on a graph without relations: %v, want %q", err, want)
+	}
+}
+
 // TestKVSaveNoTables: a kv_save of a node without tables answers
 // "tables": [], not null (Python's KV.save() returned None for them).
 func TestKVSaveNoTables(t *testing.T) {

@@ -291,6 +291,21 @@ func (m *Manifest) LegacyNumbering() uint32 {
 	return max(orig, 1)
 }
 
+// RelationNumbering is a 32-bit tag of a knowledge graph's relation ids,
+// never 0: the CRC-32C that graph.toml records of relations.txt (line r =
+// the name of relation r). kv checkpoints of "relations" tables record
+// it, so that a relation table of another graph of as many relations
+// (FB15k's 1345 against another's, or one whose dictionary orders them
+// otherwise) is refused, not loaded as these relations' rows; 0 when
+// graph.toml lists no relations.txt.
+func (m *Manifest) RelationNumbering() uint32 {
+	crc, ok := m.fileCRC(RelationsFile)
+	if !ok {
+		return 0
+	}
+	return max(crc, 1)
+}
+
 // fileCRC is the CRC-32C graph.toml records of the file at slash path p;
 // false when it lists no such file or its CRC is unreadable.
 func (m *Manifest) fileCRC(p string) (uint32, bool) {

@@ -219,10 +219,13 @@ func (f *kgeFlags) run(ctx context.Context, out io.Writer, prog *progress) (err 
 	made := false // a table this rank's kv_create made (checkTrained)
 	specs := []control.TableSpec{
 		{Name: cfg.EntityTable, Rows: control.Rows{Nodes: true}, Dim: ed, InitScale: scale},
-		{Name: cfg.RelationTable, Rows: control.Rows{N: uint64(m.Relations)}, Dim: rd, InitScale: scale},
+		// "relations": the node sizes them from its graph.toml and tags
+		// the table's checkpoints with its relations.txt, so that another
+		// graph's relation rows of as many relations are refused.
+		{Name: cfg.RelationTable, Rows: control.Rows{Relations: true}, Dim: rd, InitScale: scale},
 	}
 	if pd > 0 {
-		specs = append(specs, control.TableSpec{Name: cfg.ProjectionTable, Rows: control.Rows{N: uint64(m.Relations)}, Dim: pd,
+		specs = append(specs, control.TableSpec{Name: cfg.ProjectionTable, Rows: control.Rows{Relations: true}, Dim: pd,
 			InitScale: train.KGEProjectionInitScale})
 	}
 	for _, t := range specs {

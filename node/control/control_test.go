@@ -158,6 +158,7 @@ func TestDecodeRequestErrors(t *testing.T) {
 		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"dim":3,"optimizer":"sgd","lr":0.1,"mode":"sync"}}`, "table.dim", "given twice"},
 		{`{"op":"kv_create","table":{"name":"a","rows":1e3,"dim":2,"optimizer":"sgd","lr":0.1,"mode":"sync"}}`, "table.rows", "neither a row count"},
 		{`{"op":"kv_create","table":{"name":"a","rows":-1,"dim":2,"optimizer":"sgd","lr":0.1,"mode":"sync"}}`, "table.rows", "neither a row count"},
+		{`{"op":"kv_create","table":{"name":"a","rows":"edges","dim":2,"optimizer":"sgd","lr":0.1,"mode":"sync"}}`, "table.rows", "neither a row count"},
 		// An explicit 0 reads as absent and would become the default.
 		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"optimizer":"adam","lr":0.1,"mode":"sync","beta1":0}}`, "table.beta1", "beta1 0 is not supported"},
 		{`{"op":"kv_create","table":{"name":"a","rows":10,"dim":2,"optimizer":"adam","lr":0.1,"mode":"sync","beta2":0.0}}`, "table.beta2", "default is 0.999"},
@@ -186,6 +187,7 @@ func TestDecodeRequestOK(t *testing.T) {
 		`{"op":"close_loader","loader_id":7}`,
 		`{"op":"kv_drop","name":"emb"}`,
 		`{"op":"kv_create","table":{"name":"p","rows":3,"dim":256,"optimizer":"average","mode":"sync"},"replace_resized":true}`,
+		`{"op":"kv_create","table":{"name":"r","rows":"relations","dim":8,"optimizer":"adagrad","lr":0.1,"mode":"async"}}`,
 		// What a client marshalling a whole Request sends: every field
 		// without omitempty, at its zero value.
 		`{"op":"stats","shuffle":false,"drop_last":false,"seed":0,"rank":0,"features":false,"labels":false}`,
@@ -208,6 +210,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		{Op: OpStats, LoaderOptions: DefaultLoaderOptions()},
 		{Op: OpCloseLoader, LoaderID: 12, LoaderOptions: DefaultLoaderOptions()},
 		{Op: OpKVDrop, Name: "emb", LoaderOptions: DefaultLoaderOptions()},
+		{Op: OpKVCreate, Table: &TableSpec{Name: "rel", Rows: Rows{Relations: true}, Dim: 8, Optimizer: "adagrad", LR: 0.1, Mode: "async"}, LoaderOptions: DefaultLoaderOptions()},
 		{Op: OpOpenLoader, LoaderOptions: LoaderOptions{Split: "train", Fanouts: []int{15, 10, 5}, BatchSize: 1024,
 			Shuffle: true, Epochs: 10, Seed: 1, Rank: 1, WorldSize: 4, Workers: 4, Concurrency: 8, RingSize: "1GB", Features: true, Labels: true}},
 		{Op: OpOpenLoader, LoaderOptions: LoaderOptions{SeedIDs: []uint64{5, 6, 7}, Fanouts: []int{-1}, BatchSize: 2, Epochs: 1, WorldSize: 1}},

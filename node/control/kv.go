@@ -1,7 +1,6 @@
 package control
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -24,18 +23,39 @@ const (
 // JSON request.
 func IsKV(body []byte) bool { return len(body) > 0 && body[0] != '{' && !IsData(body) }
 
-// Rows is a table's row count: a number, or "nodes" for one row per node
-// of the graph, sharded by the partition book (an entity table).
+// Rows is a table's row count: a number, "nodes" for one row per node of
+// the graph, sharded by the partition book (an entity table), or
+// "relations" for one row per relation of a knowledge graph (its
+// relations.txt; a relation table), split evenly.
 type Rows struct {
-	N     uint64
-	Nodes bool
+	N         uint64
+	Nodes     bool
+	Relations bool
 }
 
-// UnmarshalJSON accepts a non-negative integer or "nodes".
+// rowsWords are the row counts given by a word, as JSON and TOML spell
+// them.
+var rowsWords = map[string]Rows{"nodes": {Nodes: true}, "relations": {Relations: true}}
+
+// word is r's word, or "" for a count.
+func (r Rows) word() string {
+	switch {
+	case r.Nodes:
+		return "nodes"
+	case r.Relations:
+		return "relations"
+	}
+	return ""
+}
+
+// UnmarshalJSON accepts a non-negative integer, "nodes" or "relations".
 func (r *Rows) UnmarshalJSON(b []byte) error {
-	if bytes.Equal(b, []byte(`"nodes"`)) {
-		*r = Rows{Nodes: true}
-		return nil
+	var w string
+	if json.Unmarshal(b, &w) == nil {
+		if rows, ok := rowsWords[w]; ok {
+			*r = rows
+			return nil
+		}
 	}
 	n, err := strconv.ParseUint(string(b), 10, 64)
 	if err != nil {
@@ -46,15 +66,16 @@ func (r *Rows) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// MarshalJSON writes the count or "nodes".
+// MarshalJSON writes the count, "nodes" or "relations".
 func (r Rows) MarshalJSON() ([]byte, error) {
-	if r.Nodes {
-		return []byte(`"nodes"`), nil
+	if w := r.word(); w != "" {
+		return []byte(`"` + w + `"`), nil
 	}
 	return strconv.AppendUint(nil, r.N, 10), nil
 }
 
-// UnmarshalTOML accepts an integer or "nodes" (node.toml [[kv.tables]]).
+// UnmarshalTOML accepts an integer, "nodes" or "relations" (node.toml
+// [[kv.tables]]).
 func (r *Rows) UnmarshalTOML(v any) error {
 	switch x := v.(type) {
 	case int64:
@@ -63,38 +84,40 @@ func (r *Rows) UnmarshalTOML(v any) error {
 			return nil
 		}
 	case string:
-		if x == "nodes" {
-			*r = Rows{Nodes: true}
+		if rows, ok := rowsWords[x]; ok {
+			*r = rows
 			return nil
 		}
 	}
 	if s, ok := v.(string); ok {
-		return fmt.Errorf(`the string %q is neither a row count (an integer, unquoted) nor "nodes"`, s)
+		return fmt.Errorf(`the string %q is neither a row count (an integer, unquoted), "nodes" nor "relations"`, s)
 	}
-	return fmt.Errorf(`%v is neither a row count nor "nodes"`, v)
+	return fmt.Errorf(`%v is neither a row count, "nodes" nor "relations"`, v)
 }
 
-// MarshalTOML writes a bare integer or "nodes", what UnmarshalTOML
-// reads back: `node config check` prints the effective config with it.
-// The TOML encoder prefers it to MarshalText, which would quote the count.
+// MarshalTOML writes a bare integer, "nodes" or "relations", what
+// UnmarshalTOML reads back: `node config check` prints the effective
+// config with it. The TOML encoder prefers it to MarshalText, which would
+// quote the count.
 func (r Rows) MarshalTOML() ([]byte, error) {
-	if r.Nodes {
-		return []byte(`"nodes"`), nil
+	if w := r.word(); w != "" {
+		return []byte(`"` + w + `"`), nil
 	}
 	return strconv.AppendUint(nil, r.N, 10), nil
 }
 
-// MarshalText writes the count or nodes, unquoted (text logs).
+// MarshalText writes the count, nodes or relations, unquoted (text logs).
 func (r Rows) MarshalText() ([]byte, error) {
-	if r.Nodes {
-		return []byte("nodes"), nil
+	if w := r.word(); w != "" {
+		return []byte(w), nil
 	}
 	return strconv.AppendUint(nil, r.N, 10), nil
 }
 
 // TableSpec declares a kv table, in a kv_create request or in node.toml.
-// Dense tables (a number of rows) are split evenly over the parts; "nodes"
-// tables follow the partition book, so a node's rows are its graph nodes.
+// Dense tables (a number of rows, or "relations") are split evenly over
+// the parts; "nodes" tables follow the partition book, so a node's rows
+// are its graph nodes.
 type TableSpec struct {
 	Name      string  `json:"name" toml:"name"`
 	Rows      Rows    `json:"rows" toml:"rows"`
@@ -136,8 +159,8 @@ func (t *TableSpec) Problems() []*Error {
 	if t.Name == "" {
 		bad("name", "missing")
 	}
-	if !t.Rows.Nodes && t.Rows.N == 0 {
-		bad("rows", `missing: a row count or "nodes"`)
+	if t.Rows == (Rows{}) {
+		bad("rows", `missing: a row count, "nodes" or "relations"`)
 	}
 	if t.Dim <= 0 {
 		bad("dim", "%d is not positive", t.Dim)

@@ -108,9 +108,10 @@ class KV(Session):
 
     def create(self, name, rows, dim, optimizer, mode, **opts):
         """Declare a table on every node (kv_create); an equal spec is a
-        no-op, another spec a ControlError naming the field. rows: a count
-        or "nodes" (one row per graph node, sharded as the partition
-        book). opts: lr, eps, beta1, beta2, init ("zeros", "uniform",
+        no-op, another spec a ControlError naming the field. rows: a count,
+        "nodes" (one row per graph node, sharded as the partition book)
+        or "relations" (one row per relation of a knowledge graph, split
+        evenly). opts: lr, eps, beta1, beta2, init ("zeros", "uniform",
         "normal"), init_scale, init_seed. Returns the table info dict
         (name, rows, dim, bounds, created, version). A create that fails
         part-way (a node unreachable) may leave the table on some nodes

@@ -260,6 +260,11 @@ class NodeTest(unittest.TestCase):
                 kv.create("emb", rows="nodes", dim=8, optimizer="sgd", lr=0.5, mode="async")
             self.assertEqual((cm.exception.key, cm.exception.kv_code), ("table", 10))
             self.assertIn("dim 8 differs from the existing table's 4", str(cm.exception))
+            # One row per relation: this graph has none.
+            with self.assertRaises(graphnode.ControlError) as cm:
+                kv.create("rel", rows="relations", dim=4, optimizer="sgd", lr=0.5, mode="async")
+            self.assertEqual(cm.exception.key, "table.rows")
+            self.assertIn('rows = "relations", but graph.toml lists no relations', str(cm.exception))
 
             ids = torch.tensor([0, 5, 1999])
             before = kv.pull("emb", ids)
