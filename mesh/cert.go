@@ -29,7 +29,8 @@ type Identity struct {
 	Cert    tls.Certificate
 	Roots   *x509.CertPool // the cluster CA alone
 	CA      *x509.Certificate
-	caFile  string // the CA's file, for errors that compare it with a peer's
+	caFile  string      // the CA's file, for errors that compare it with a peer's
+	pem     IdentityPEM // what it was built from (PEM)
 
 	// resetKey is derived from the node's private key, so it survives a
 	// restart: peers holding a connection to the previous process get a

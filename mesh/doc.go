@@ -14,6 +14,9 @@
 //     ServerConfig{...}) to serve its part, and NewClient(ClientConfig{...})
 //     with the address and node name of every other part. Every node dials
 //     every peer it needs; connections are not shared between directions.
+//     A child process that dials as the same node (a sampler) gets the
+//     node's Identity.PEM over a pipe and calls NewIdentity: it goes by
+//     the identity its node loaded, not by what the files hold later.
 //  3. The daemon calls Client.WaitReady(ctx) before it reports ready: it
 //     retries until every peer answered the hello, whatever the start
 //     order, and fails at once on a refusal (which waiting cannot heal).

@@ -40,38 +40,70 @@ func CheckIdentity(dir, node string) (cluster string, problems []error) {
 	return cluster, problems
 }
 
+// identityFiles are the files of an identity, named in its problems.
+type identityFiles struct{ ca, cert, key string }
+
+// filesOf are node's files in dir; with dir "", their bare names.
+func filesOf(dir, node string) identityFiles {
+	return identityFiles{ca: filepath.Join(dir, CAcertFile), cert: CertFile(dir, node), key: KeyFile(dir, node)}
+}
+
 // readIdentity is LoadIdentity and CheckIdentity: it goes on past each
 // problem as far as the files it has read allow, and returns the
-// Identity only when there is none.
+// Identity only when there is none. Reading the files is its own; the
+// checks of what they hold are checkIdentity's, which NewIdentity shares.
 func readIdentity(dir, node string) (*Identity, string, []error) {
-	caPath, certPath, keyPath := filepath.Join(dir, CAcertFile), CertFile(dir, node), KeyFile(dir, node)
+	files := filesOf(dir, node)
 	var problems []error
 	bad := func(format string, a ...any) { problems = append(problems, fmt.Errorf(format, a...)) }
 
-	ca, err := readCA(caPath)
-	if err != nil {
+	p := IdentityPEM{Dir: dir} // a nil field: unread
+	var ca *x509.Certificate
+	if b, err := os.ReadFile(files.ca); err != nil {
+		bad("%w: %w", ErrCert, err)
+	} else if ca, err = parseCA(b, files.ca); err != nil {
 		problems = append(problems, err)
+	} else {
+		p.CA = b
 	}
-	var keyPEM []byte // nil: unread
-	if st, err := os.Stat(keyPath); err != nil {
+	if st, err := os.Stat(files.key); err != nil {
 		bad("%w: %w", ErrCert, err)
 	} else {
 		if st.Mode().Perm()&0o077 != 0 {
-			bad("%s: mode %#o: a private key must not be readable by group or others (chmod 600): %w", keyPath, st.Mode().Perm(), ErrCert)
+			bad("%s: mode %#o: a private key must not be readable by group or others (chmod 600): %w", files.key, st.Mode().Perm(), ErrCert)
 		}
-		if b, err := os.ReadFile(keyPath); err != nil {
+		if b, err := os.ReadFile(files.key); err != nil {
 			bad("%w: %w", ErrCert, err)
 		} else {
-			keyPEM = b
+			p.Key = b
 		}
 	}
-	var certPEM []byte // nil: unread
-	if b, err := os.ReadFile(certPath); err != nil {
+	if b, err := os.ReadFile(files.cert); err != nil {
 		bad("%w: %w", ErrCert, err)
 	} else {
-		certPEM = b
+		p.Cert = b
 	}
+	id, cluster, more := checkIdentity(node, files, ca, p)
+	if problems = append(problems, more...); len(problems) > 0 {
+		return nil, cluster, problems
+	}
+	return id, cluster, nil
+}
+
+// checkIdentity checks that p's certificate and key, of node, belong
+// together and to ca (p.CA parsed; nil when it could not be read or
+// parsed, its problem already told), naming files in each problem. A
+// nil p.Cert or p.Key is one that could not be read, its problem told
+// too: the checks that need it are skipped. It returns the Identity
+// when it finds no problem.
+func checkIdentity(node string, files identityFiles, ca *x509.Certificate, p IdentityPEM) (*Identity, string, []error) {
+	certPath, keyPath, caPath := files.cert, files.key, files.ca
+	certPEM, keyPEM := p.Cert, p.Key
+	var problems []error
+	bad := func(format string, a ...any) { problems = append(problems, fmt.Errorf(format, a...)) }
+
 	var pair tls.Certificate
+	var err error
 	pairOK := false
 	if certPEM != nil && keyPEM != nil {
 		if pair, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
@@ -143,8 +175,8 @@ func readIdentity(dir, node string) (*Identity, string, []error) {
 	if ca != nil {
 		cluster = ca.Subject.Organization[0]
 	}
-	if len(problems) > 0 {
-		return nil, cluster, problems
+	if len(problems) > 0 || ca == nil || !pairOK {
+		return nil, cluster, problems // without the CA or the pair, the caller told why
 	}
 	// The reset key comes from the parsed private key, not from the file's
 	// first PEM block: `openssl ecparam -genkey` writes the public "EC
@@ -156,17 +188,13 @@ func readIdentity(dir, node string) (*Identity, string, []error) {
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
-	id := &Identity{Cluster: cluster, Node: node, Cert: pair, Roots: roots, CA: ca, caFile: caPath}
+	id := &Identity{Cluster: cluster, Node: node, Cert: pair, Roots: roots, CA: ca, caFile: caPath, pem: p}
 	id.resetKey = sha256.Sum256(append([]byte("graphnode stateless reset v1\x00"), keyDER...))
 	return id, cluster, nil
 }
 
-// readCA reads a cluster CA's certificate.
-func readCA(caPath string) (*x509.Certificate, error) {
-	caPEM, err := os.ReadFile(caPath)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCert, err)
-	}
+// parseCA parses caPEM, read from caPath, as a cluster CA's certificate.
+func parseCA(caPEM []byte, caPath string) (*x509.Certificate, error) {
 	block, rest := pem.Decode(caPEM)
 	if block == nil || block.Type != "CERTIFICATE" {
 		return nil, fmt.Errorf("%s: no PEM certificate: %w", caPath, ErrCert)
