@@ -406,7 +406,7 @@ func (n *Node) samplerMesh() *SamplerMesh {
 	}
 	cc := n.clientConfig()
 	m := &SamplerMesh{
-		Certs: n.cfg.Mesh.Certs, Node: n.cfg.Node.Name, Cluster: cc.Cluster, Checksum: cc.Checksum,
+		Identity: n.mesh.id.PEM(), Node: n.cfg.Node.Name, Cluster: cc.Cluster, Checksum: cc.Checksum,
 		Part: cc.Part, Peers: map[int]SpecPeer{}, Timeout: cc.Timeout, Retries: cc.Retries,
 		Bounds: n.book.Bounds, MaxMessage: cc.MaxMessage,
 	}

@@ -85,8 +85,9 @@
 // in their spec (seed_ids once, as the seeds); a spec larger than a
 // sampler reads (MaxSamplerSpec, 64 MiB: some 6.7 million seeds of a
 // 100-million-node graph) is refused at open_loader, with the key split
-// or seed_ids. Each sampler dials the peers itself (same identity, its
-// own connections) and plugs in meshRemote (one SampleRequest per peer
+// or seed_ids. Each sampler dials the peers itself (the identity the node
+// loaded at its start, handed in the spec, not the certificate files
+// read again; its own connections) and plugs in meshRemote (one SampleRequest per peer
 // per hop; sample sends them before it samples the local nodes) and
 // clusterSource (remote.go): owned rows from the mapping, rows of the
 // part file's cache section (found by rank in a bitmap over cache_ids,

@@ -199,9 +199,9 @@ func TestEncodeSpecRefusesTooManySeeds(t *testing.T) {
 		o              control.LoaderOptions
 	}{
 		{"split", "split", `split "train" has 3355443 seeds over the partition set: too many for one loader ` +
-			`(its sampler spec would be 70464862 bytes, a sampler reads at most 67108864)`, split},
+			`(its sampler spec would be 70464897 bytes, a sampler reads at most 67108864)`, split},
 		{"seed_ids", "seed_ids", `3355443 seed_ids: too many for one loader ` +
-			`(its sampler spec would be 70464846 bytes, a sampler reads at most 67108864)`, ids},
+			`(its sampler spec would be 70464881 bytes, a sampler reads at most 67108864)`, ids},
 	} {
 		spec := SamplerSpec{Part: "/p/part-0/part.csr", Ring: "/dev/shm/r.ring", LoaderID: 1, Workers: 2,
 			Options: tc.o, LogLevel: "info", LogFormat: "json", Seeds: seeds,

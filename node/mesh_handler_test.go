@@ -355,8 +355,12 @@ func (c *meshCluster) spec(t *testing.T, p, w, W int, ring string, o control.Loa
 		}
 	}
 	o.Workers = W
+	id, err := mesh.LoadIdentity(c.certs, fmt.Sprintf("host%d", p))
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &SamplerSpec{Part: PartPath(c.parts, p), PartID: c.parts_[p].Graph().Identity(), Ring: ring, Worker: w, Workers: W, Options: o, Seeds: seeds,
-		Mesh: &SamplerMesh{Certs: c.certs, Node: fmt.Sprintf("host%d", p), Cluster: "test", Checksum: c.m.Checksum, Part: p,
+		Mesh: &SamplerMesh{Identity: id.PEM(), Node: fmt.Sprintf("host%d", p), Cluster: "test", Checksum: c.m.Checksum, Part: p,
 			Peers: peers, Timeout: 3 * time.Second, Retries: 1, Bounds: c.book.Bounds, MaxMessage: c.maxMsg}}
 }
 

@@ -93,7 +93,12 @@ const maxCrashReport = 64 << 10
 // The spec goes through a pipe the node writes and closes: given as
 // cmd.Stdin (a reader the command keeps), it stayed in the node's memory
 // for as long as the sampler ran, W copies per loader of up to
-// MaxSamplerSpec each (a cluster's split travels in every spec).
+// MaxSamplerSpec each (a cluster's split travels in every spec). In a
+// cluster it holds the node's private key (SamplerMesh.Identity): that
+// pipe is the only way it leaves the node — never argv (the command line
+// is "node sampler" alone, readable by every user in /proc), the
+// environment or a file — and neither the node nor the sampler logs the
+// spec (a sampler's error and crash report carry no part of it).
 func (n *Node) startProc(l *loader, w int, spec []byte) (*proc, error) {
 	cmd := exec.Command(n.Executable, "sampler")
 	cmd.Stderr = n.SamplerStderr

@@ -200,17 +200,22 @@ func (r *samplerRun) plans() error {
 	return r.cfg.Validate()
 }
 
-// dial makes the sampler's mesh client (the node's identity; each
-// sampler has its own connections) and its cluster feature source.
+// dial makes the sampler's mesh client (the node's identity, from the
+// spec; each sampler has its own connections) and its cluster feature
+// source. The identity is the one the node loaded, not the files: read
+// at each sampler's start, files replaced under a running node (a new
+// CA copied onto the host before its restart) made every peer refuse
+// its new loaders while the node reported itself ready, and a renewed
+// certificate showed peers two certificates of one node.
 func (r *samplerRun) dial() error {
 	m := r.spec.Mesh
 	book, err := partition.NewBook(m.Bounds)
 	if err != nil {
 		return fmt.Errorf("node: sampler spec: mesh.bounds: %w", err)
 	}
-	id, err := mesh.LoadIdentity(m.Certs, m.Node)
+	id, err := mesh.NewIdentity(m.Node, m.Identity)
 	if err != nil {
-		return err
+		return fmt.Errorf("node: sampler spec: mesh.identity (the node's, as it loaded it at its start): %w", err)
 	}
 	peers := make(map[int]mesh.Peer, len(m.Peers))
 	for p, e := range m.Peers {

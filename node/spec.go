@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"graphnode/csr"
+	"graphnode/mesh"
 	"graphnode/node/control"
 )
 
@@ -46,7 +47,13 @@ type SamplerSpec struct {
 // SamplerMesh is the mesh client of a sampler: the node's identity and
 // peers, and the partition book that routes ids to them.
 type SamplerMesh struct {
-	Certs    string           `json:"certs"`
+	// Identity is the node's, as it loaded it at its start, private key
+	// included: a sampler dials as its node, whatever the certificate
+	// files hold by the time it starts (they are read once, by the node;
+	// a new certificate takes effect when the node restarts). The spec
+	// therefore goes to the sampler through a pipe alone (startProc),
+	// and is never logged or written to a file.
+	Identity mesh.IdentityPEM `json:"identity"`
 	Node     string           `json:"node"`
 	Cluster  string           `json:"cluster"`
 	Checksum string           `json:"checksum"`
