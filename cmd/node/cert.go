@@ -54,11 +54,12 @@ func certInit(a *app, args []string) error {
 		"Writes DIR/ca.crt and DIR/ca.key (the cluster CA, ECDSA P-256) and, per node,\n"+
 		"DIR/NODE.crt and DIR/NODE.key (CN and DNS name NODE, plus 127.0.0.1 and ::1;\n"+
 		"client and server authentication). Every file has mode 0600.\n"+
-		"Copy ca.crt, NODE.crt and NODE.key to each host; keep ca.key off the nodes.")
+		"Copy ca.crt, NODE.crt and NODE.key to each host; keep ca.key off the nodes.\n"+
+		"A node reads them at its start: new files take effect when it restarts.")
 	fs.StringVar(&cluster, "cluster", "", "cluster name, recorded in the CA (required; peers of another cluster are refused)")
 	fs.StringVar(&nodes, "nodes", "", "comma-separated node names, as peers address each other (required)")
 	fs.StringVar(&out, "o", "", "output directory, created with mode 0700 (required)")
-	fs.BoolVar(&force, "force", false, "overwrite an existing CA (every node must then get its new certificate)")
+	fs.BoolVar(&force, "force", false, "overwrite an existing CA (every node must then get its new certificate and be restarted)")
 	fs.IntVar(&days, "days", int(mesh.DefaultCertValidity/(24*time.Hour)), "validity of the certificates in days")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -106,10 +107,11 @@ func certAdd(a *app, args []string) error {
 		"node) with the cluster CA in DIR (ca.crt and ca.key, as node cert init wrote\n"+
 		"them) and writes DIR/NAME.crt and DIR/NAME.key (mode 0600) as init does; the\n"+
 		"other nodes keep theirs. The certificate ends with the CA at the latest.\n"+
-		"Copy ca.crt, NAME.crt and NAME.key to the host.")
+		"Copy ca.crt, NAME.crt and NAME.key to the host. A node reads them at its\n"+
+		"start: a renewed certificate (--force) takes effect when it restarts.")
 	fs.StringVar(&dir, "certs", "", "the directory node cert init wrote, with ca.crt and ca.key (required)")
 	fs.StringVar(&name, "node", "", "the new node's name, as peers address it (required)")
-	fs.BoolVar(&force, "force", false, "overwrite NAME's existing certificate and key (the old certificate stays valid until it expires: there is no revocation)")
+	fs.BoolVar(&force, "force", false, "overwrite NAME's existing certificate and key, which its node takes up when it restarts (the old certificate stays valid until it expires: there is no revocation)")
 	fs.IntVar(&days, "days", int(mesh.DefaultCertValidity/(24*time.Hour)), "validity of the certificate in days (never past the CA's)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
