@@ -469,12 +469,26 @@ func TestKGENoAllocs(t *testing.T) {
 
 // transe_l1 and rotate split large loops over goroutines (NegGrad in
 // two passes), transr its sign and score loops and its products; the
-// results are those of one goroutine, bit for bit.
+// results are those of one goroutine, bit for bit. transr splits a loop
+// only past parallelMin multiply-adds of one group (its triples × the
+// candidates × hidden to score, the candidates × hidden for one triple's
+// signs): its case has 1024 candidates and its 32 triples two relations,
+// where 64 candidates and a relation per triple split none.
 func TestKGEThreadsAgree(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	for _, name := range []string{"transe_l1", "rotate", "transr"} {
 		for _, head := range []bool{false, true} {
-			k := newKGECase(t, name, 4, 32, 32, 64, 6)
+			n := 64
+			if name == "transr" {
+				n = 1024
+			}
+			k := newKGECase(t, name, 4, 32, 32, n, 6)
+			if name == "transr" {
+				rd := k.m.RelDim()
+				for i := 2; i < k.c; i++ {
+					copy(k.r[i*rd:(i+1)*rd], k.r[i%2*rd:(i%2+1)*rd])
+				}
+			}
 			ed, rd, c, n := k.m.EntDim(), k.m.RelDim(), k.c, k.n
 			g := kgeRows(rand.New(rand.NewPCG(5, 5)), c, n)
 			var out [2][]float32
