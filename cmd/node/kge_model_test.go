@@ -25,6 +25,34 @@ func TestKGEModelName(t *testing.T) {
 	}
 }
 
+// TestKGEJobTables: the tables --epochs 0 drops again and the drop
+// hints name are the job's: <prefix>.projection for transr, and for a
+// job whose record names transr (its projections are the prefix's too),
+// beside the entity, relation and record tables.
+func TestKGEJobTables(t *testing.T) {
+	for _, c := range []struct {
+		model, also string
+		want        string
+	}{
+		{"distmult", "", "j.entity j.relation j.model"},
+		{"transr", "", "j.entity j.relation j.projection j.model"},
+		{"distmult", "transr", "j.entity j.relation j.projection j.model"},
+		{"transr", "rescal", "j.entity j.relation j.projection j.model"},
+	} {
+		f := &kgeFlags{socket: "s", prefix: "j", cfg: train.KGEConfig{Model: c.model}}
+		var also []string
+		if c.also != "" {
+			also = []string{c.also}
+		}
+		if got := strings.Join(f.jobTables(also...), " "); got != c.want {
+			t.Errorf("--model %s, record %q: tables %s, want %s", c.model, c.also, got, c.want)
+		}
+		if got, want := f.dropCommand(also...), "node kv drop --socket s "+c.want; got != want {
+			t.Errorf("--model %s, record %q: %q, want %q", c.model, c.also, got, want)
+		}
+	}
+}
+
 // TestKGEModelRecord: the record of <prefix>.model reads back as written,
 // and a row that is no record (zeros: new tables, or of a build before the
 // record) reads as none.
