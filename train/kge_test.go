@@ -950,11 +950,12 @@ func TestKGEDistinct(t *testing.T) {
 // every triple, the rank its true entity has among those candidates in
 // the scores against every entity (the reference below redraws the
 // block's candidates from the same stream), while pulling only the
-// block's rows: no pull of the whole entity table.
+// block's rows: no pull of the whole entity table. transr's blocks join
+// the relation rows with the projection table's.
 func TestKGEEvalSampled(t *testing.T) {
 	const n = 40
 	ts := kgeTestGraph(n)
-	for _, model := range []string{"distmult", "transe_l2", "simple"} {
+	for _, model := range []string{"distmult", "transe_l2", "simple", "transr"} {
 		for _, v := range []struct{ filtered, negDeg bool }{{false, false}, {true, false}, {false, true}} {
 			filtered := v.filtered
 			t.Run(fmt.Sprintf("%s/filtered=%v/negdeg=%v", model, filtered, v.negDeg), func(t *testing.T) {
@@ -986,7 +987,7 @@ func TestKGEEvalSampled(t *testing.T) {
 					t.Errorf("the largest entity pull held %d ids, want %d (a block's heads, tails and negatives)", rec.most, want)
 				}
 
-				E, R, _, err := k.Embeddings(context.Background())
+				E, R, P, err := k.Embeddings(context.Background())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -998,7 +999,8 @@ func TestKGEEvalSampled(t *testing.T) {
 					neg := kgeDistinct(rng, n, cfg.EvalNeg, nil)
 					blk := ts[lo:min(len(ts), lo+cfg.EvalBlock)]
 					for i, tr := range blk {
-						h, r, tl := E[tr.Head*uint64(ed):][:ed], R[uint64(tr.Rel)*uint64(rd):][:rd], E[tr.Tail*uint64(ed):][:ed]
+						h, tl := E[tr.Head*uint64(ed):][:ed], E[tr.Tail*uint64(ed):][:ed]
+						r := relRows(nil, R, P, []Triple{tr}, rd, KGEProjectionDim(cfg)) // transr: [r | M_r]
 						m.Pos(h, r, tl, 1, pos)
 						for _, head := range []bool{false, true} {
 							m.Neg(h, r, tl, E, 1, n, head, row)
