@@ -278,12 +278,21 @@ func (n *Node) rebindLocked() error {
 	}
 	ln, st, err := bindSocket(path, mode, gid)
 	if err != nil {
-		if dir := filepath.Dir(path); errors.Is(err, fs.ErrNotExist) && !exists(dir) {
+		// Under the unit, only a restart helps: its sandbox
+		// (ProtectSystem=strict) leaves writable the RuntimeDirectory=
+		// systemd made at the start, and a directory made again by hand
+		// in its place is read-only to the node.
+		const unit = "under systemd, restart the node (RuntimeDirectory= makes it at the start; one made again by hand is read-only to the unit's sandbox, ProtectSystem=strict)"
+		dir := filepath.Dir(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && !exists(dir):
 			// systemd makes it as the unit starts (RuntimeDirectory=),
 			// with the owner and mode the unit gives it, and removes it
 			// at the stop; without systemd it is the operator's. The
 			// node, which may not even write /run, does not guess them.
-			return fmt.Errorf("its directory %s is gone, which the node does not make: make it again (with the owner and mode trainers need), or restart the node (systemd makes it again at the start: RuntimeDirectory=)", dir)
+			return fmt.Errorf("its directory %s is gone, which the node does not make: %s; without systemd, make it again (with the owner and mode trainers need), or restart the node", dir, unit)
+		case errors.Is(err, syscall.EROFS):
+			return fmt.Errorf("%w: its directory %s is read-only to the node: %s; without systemd, make it writable, or restart the node", err, dir, unit)
 		}
 		return err
 	}

@@ -316,3 +316,56 @@ func TestRebindDirectoryGone(t *testing.T) {
 		t.Errorf("after the stop the socket's directory holds %q", got)
 	}
 }
+
+// TestRebindDirectoryReadOnly: a socket directory that is read-only to
+// the node by now, as /run/graphnode made again by hand is to a node of
+// the unit (ProtectSystem=strict leaves writable only the directory
+// systemd made at the start), gets an error that says so and that a
+// restart is what binds the socket again. The node said that making the
+// directory again was enough, and logged "read-only file system" once a
+// minute after it was. A read-only tmpfs mounted over the directory
+// stands for it: root only.
+func TestRebindDirectoryReadOnly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a read-only tmpfs needs root")
+	}
+	n, logs := socketNode(t, time.Hour)
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n.cfg.Control.Socket = filepath.Join(dir, "node.sock")
+	stop := runNode(t, n)
+	socket := n.cfg.Control.Socket
+	if err := os.Remove(socket); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_RDONLY, "size=64k"); err != nil {
+		t.Skipf("mount a read-only tmpfs on %s: %v", dir, err)
+	}
+	mounted := true
+	unmount := func() {
+		if mounted {
+			if err := syscall.Unmount(dir, 0); err != nil {
+				t.Errorf("unmount %s: %v", dir, err)
+			}
+			mounted = false
+		}
+	}
+	t.Cleanup(unmount)
+	n.checkSocket()
+	if !n.SocketLost() {
+		t.Error("SocketLost is false with its directory read-only")
+	}
+	if log := logs.String(); !strings.Contains(log, "its directory "+dir+" is read-only to the node") || !strings.Contains(log, "restart the node") {
+		t.Errorf("the log does not say that the socket's directory %s is read-only and that a restart binds it:\n%s", dir, log)
+	}
+	unmount()
+	n.checkSocket()
+	if n.SocketLost() || !answersStats(socket) {
+		t.Fatalf("the socket is not bound again once its directory is writable:\n%s", logs)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
