@@ -42,6 +42,14 @@ var (
 // keep.
 func replaceDir(tmp, dir string) error {
 	parent, old := filepath.Dir(tmp), oldPath(tmp, dir)
+	if st, err := os.Lstat(dir); err == nil && !st.IsDir() {
+		// A file or a link put in dir's place during the run is the
+		// user's, not the partitioning that --force replaces: the
+		// exchange swaps it out as readily as a directory, and the
+		// removal took it. It is kept, as placeNew keeps it. (Put
+		// there between this look and the exchange, it is not.)
+		return outputChanged(tmp, dir, true, nil, nil, "")
+	}
 	err := replaceExchange(tmp, dir)
 	switch {
 	case err == nil:

@@ -277,3 +277,58 @@ func TestLeftovers(t *testing.T) {
 		t.Errorf("Leftovers() = %+v, want %+v", got, want)
 	}
 }
+
+// TestReplaceDirFileInPlace: a file or a link put in the output's place
+// during a --force run is the user's, not the partitioning the run was
+// asked to replace: it is left at dir, and the error says so and where
+// the finished output is, as without --force. RENAME_EXCHANGE swaps a
+// directory with a file as readily as with a directory, and the file
+// was moved to .parts.old-* and removed (before the exchange, removed by
+// os.Remove).
+func TestReplaceDirFileInPlace(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		exch func(string, string) error
+	}{
+		{"exchange", exchange},
+		{"move-aside", noExchange},
+	} {
+		for _, kind := range []string{"file", "link"} {
+			t.Run(tt.name+"/"+kind, func(t *testing.T) {
+				replaceSeams(t)
+				replaceExchange = tt.exch
+				parent := t.TempDir()
+				dir := filepath.Join(parent, "parts")
+				m := partitionTo(t, testGraph(50, 200, false, false), filepath.Join(parent, ".parts.tmp-1"), csr.In, 1, WriteOptions{})
+				tmp := filepath.Join(parent, ".parts.tmp-1")
+				switch kind {
+				case "file":
+					if err := os.WriteFile(dir, []byte("the user's\n"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				case "link":
+					if err := os.Mkdir(filepath.Join(parent, "elsewhere"), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Symlink("elsewhere", dir); err != nil {
+						t.Fatal(err)
+					}
+				}
+				before, err := os.Lstat(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = replaceDir(tmp, dir)
+				if !errors.Is(err, ErrOutputNotEmpty) || !strings.Contains(err.Error(), "appeared in its place") || !strings.Contains(err.Error(), "left whole in "+tmp) {
+					t.Errorf("err = %v, want ErrOutputNotEmpty naming what appeared and %s", err, tmp)
+				}
+				if after, err := os.Lstat(dir); err != nil || !os.SameFile(before, after) {
+					t.Errorf("the user's %s at %s was replaced or removed: %v", kind, dir, err)
+				}
+				if got, err := OpenDir(tmp); err != nil || got.Checksum != m.Checksum {
+					t.Errorf("the finished output in %s: %+v, %v", tmp, got, err)
+				}
+			})
+		}
+	}
+}
