@@ -126,7 +126,11 @@ type Leftover struct {
 // running). One in the output (.tmp-*) is refused by CheckOutput with
 // tempNote, or replaced with it by --force.
 func (c *OutputCheck) Leftovers() []Leftover {
+	// Write makes them beside where an output that is a link points.
 	clean := filepath.Clean(c.dir)
+	if real, err := filepath.EvalSymlinks(c.dir); err == nil {
+		clean = real
+	}
 	parent, base := filepath.Dir(clean), "."+filepath.Base(clean)
 	ents, _ := os.ReadDir(parent)
 	var out []Leftover

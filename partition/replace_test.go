@@ -332,3 +332,29 @@ func TestReplaceDirFileInPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestLeftoversThroughLink: an output that is a symbolic link is written
+// where it points, and its runs leave their directories beside the
+// directory it points to, where Leftovers finds them. It looked beside
+// the link, and named none.
+func TestLeftoversThroughLink(t *testing.T) {
+	links, disk := t.TempDir(), t.TempDir()
+	real := filepath.Join(disk, "parts")
+	for _, d := range []string{"parts/part-0", ".parts.tmp-1", ".parts.old-2"} {
+		if err := os.MkdirAll(filepath.Join(disk, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(links, "out")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	c, err := CheckOutput(link, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Leftover{{Path: filepath.Join(disk, ".parts.old-2"), Old: true}, {Path: filepath.Join(disk, ".parts.tmp-1")}}
+	if got := c.Leftovers(); !slices.Equal(got, want) {
+		t.Errorf("Leftovers() = %+v, want %+v", got, want)
+	}
+}
