@@ -71,3 +71,18 @@ func (p IdentityPEM) LogValue() slog.Value {
 	return slog.GroupValue(slog.Int("cert_bytes", len(p.Cert)), slog.String("key", "withheld"),
 		slog.Int("ca_bytes", len(p.CA)), slog.String("dir", p.Dir))
 }
+
+// Format prints id without its key, whatever the verb: its node,
+// cluster and CA file. Printed field by field, the PEM it keeps (an
+// unexported field, whose Format fmt does not ask) showed every byte of
+// the key, and a verb other than %v the tls.Certificate's key in full.
+func (id Identity) Format(f fmt.State, _ rune) {
+	fmt.Fprintf(f, "mesh.Identity{node %q, cluster %q, CA %q, key withheld}", id.Node, id.Cluster, id.caFile)
+}
+
+// LogValue is id in a log record, without its key: a JSON log encoded
+// the tls.Certificate's key in full.
+func (id Identity) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("node", id.Node), slog.String("cluster", id.Cluster),
+		slog.String("ca", id.caFile), slog.String("key", "withheld"))
+}

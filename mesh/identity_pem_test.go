@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"bytes"
+	"crypto/ecdsa"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -143,5 +144,41 @@ func TestIdentityPEMWithholdsKey(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "Key: withheld") || !strings.Contains(log.String(), `"key":"withheld"`) {
 		t.Errorf("output does not say the key is withheld:\n%s", out.String())
+	}
+}
+
+// TestIdentityWithholdsKey: an Identity printed or logged whole (a
+// test's failure, a debug line) shows no byte of its private key. It
+// keeps the PEM in an unexported field, which fmt prints byte by byte
+// without asking its Format; and with a verb other than %v fmt printed
+// the tls.Certificate's key in full (D, the secret scalar), as a JSON
+// log did.
+func TestIdentityWithholdsKey(t *testing.T) {
+	id, err := LoadIdentity(writeTestCluster(t, "c", "host0"), "host0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := id.PEM().Key
+	var out strings.Builder
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%x"} {
+		fmt.Fprintf(&out, verb+"\n"+verb+"\n", id, *id)
+	}
+	var log bytes.Buffer
+	slog.New(slog.NewTextHandler(&log, nil)).Info("identity", "id", id)
+	slog.New(slog.NewJSONHandler(&log, nil)).Info("identity", "id", id, "value", *id)
+	out.Write(log.Bytes())
+	dec := strings.Trim(fmt.Sprint(key[:16]), "[]")
+	hex := strings.Trim(fmt.Sprintf("%#v", key[:16]), "[]uint8{}")
+	d := id.Cert.PrivateKey.(*ecdsa.PrivateKey).D
+	for _, secret := range []string{"PRIVATE KEY", dec, hex, fmt.Sprintf("%x", key[:16]), d.String(), d.Text(16)} {
+		if strings.Contains(out.String(), secret) {
+			t.Fatalf("a printed Identity holds the key (%q)", secret)
+		}
+	}
+	if !strings.Contains(out.String(), `node "host0"`) {
+		t.Errorf("a printed Identity does not name its node:\n%s", out.String())
+	}
+	if p := id.PEM(); !bytes.Equal(p.Key, key) || len(p.Cert) == 0 || len(p.CA) == 0 {
+		t.Fatal("PEM no longer gives the identity's PEM")
 	}
 }
