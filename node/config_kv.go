@@ -140,7 +140,25 @@ func (c *Config) validateKV(p *problems) {
 		}
 	}
 	if tablesOK {
+		c.checkKVRelations(p)
 		c.checkKVMemory(p)
+	}
+}
+
+// checkKVRelations adds a problem for each rows = "relations" table of
+// [[kv.tables]] where graph.toml lists no relations, which the node
+// refuses at start (newKVServer), a client node too. Without a readable
+// graph.toml it checks nothing.
+func (c *Config) checkKVRelations(p *problems) {
+	m, err := partition.OpenManifest(c.Node.Parts)
+	if err != nil {
+		return
+	}
+	num := manifestNumbering(m)
+	for i := range c.KV.Tables {
+		if err := num.checkRows(&c.KV.Tables[i]); err != nil {
+			p.add(fmt.Sprintf("kv.tables[%d].rows", i), "%v", err)
+		}
 	}
 }
 

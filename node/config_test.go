@@ -17,6 +17,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"graphnode/mesh"
 	"graphnode/partition"
 )
 
@@ -812,6 +813,36 @@ func TestKVConfigEveryTableProblem(t *testing.T) {
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v\ndoes not say %q", err, want)
+		}
+	}
+}
+
+// TestKVConfigRelationsWithoutRelations: a rows = "relations" table
+// where graph.toml lists no relations is a problem of config check, named
+// with its key, as it is of the node, which refuses to start with it
+// (config check passed it), on a sampling node and a client node alike.
+func TestKVConfigRelationsWithoutRelations(t *testing.T) {
+	dir := t.TempDir()
+	parts := filepath.Join(dir, "parts")
+	if err := writeSBMPart(parts, partition.SBMConfig{Nodes: 400, Blocks: 2, AvgDegree: 4, Seed: 1, TrainFrac: 0.5, Workers: 1}); err != nil {
+		t.Fatal(err)
+	}
+	tables := "[[kv.tables]]\nname = \"emb\"\nrows = \"nodes\"\ndim = 4\noptimizer = \"sgd\"\nlr = 0.1\nmode = \"async\"\n" +
+		"[[kv.tables]]\nname = \"rel\"\nrows = \"relations\"\ndim = 4\noptimizer = \"sgd\"\nlr = 0.1\nmode = \"async\"\n"
+	want := `kv.tables[1].rows: table "rel": rows = "relations", but graph.toml lists no relations`
+	for _, role := range []string{"", "role = \"client\"\n"} {
+		cfg := "version = 1\n[node]\nparts = " + quote(parts) + "\n" + role + "[control]\nsocket = " + quote(filepath.Join(dir, "node.sock")) + "\n"
+		if role != "" {
+			certs := filepath.Join(dir, "certs")
+			if err := mesh.WriteCluster(certs, mesh.ClusterSpec{Cluster: "c", Nodes: []string{"trainer"}, Force: true}); err != nil {
+				t.Fatal(err)
+			}
+			cfg += "[mesh]\ncerts = " + quote(certs) + "\ncluster = \"c\"\n[[mesh.peers]]\npart = 0\nname = \"host0\"\naddr = \"127.0.0.1:7000\"\n"
+			cfg = strings.Replace(cfg, "[node]\n", "[node]\nname = \"trainer\"\n", 1)
+		}
+		_, err := LoadConfig(writeConfig(t, dir, cfg+tables))
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "kv.tables[0]") {
+			t.Errorf("%q: err = %v\nwant %q alone", role, err, want)
 		}
 	}
 }
