@@ -227,6 +227,11 @@ func (t *table) checkHeader(h []byte, part int) error {
 		return fmt.Errorf("%s: %w", first, ErrMismatch)
 	}
 	if set := le.Uint32(h[ckIDSet:]); set != 0 && s.IDSet != 0 && set != s.IDSet && set != s.IDSetBefore {
+		if s.IDSetRelations {
+			return fmt.Errorf("field id set: the file's rows are the relations of a knowledge graph of relations.txt %08x, this table's of %08x: "+
+				"another graph's relations are other ones, however many, so the rows would be other relations' "+
+				"(serve the graph it was saved with, or move its files aside to start afresh): %w", set, s.IDSet, ErrMismatch)
+		}
 		return fmt.Errorf("field id set: the file's rows are the node ids of partitioning %08x, this table's of %08x: "+
 			"another partitioning of the graph (or another graph of as many nodes) numbers its nodes otherwise, so the rows would be other nodes' "+
 			"(serve the partitioning it was saved with, or move its files aside to start afresh): %w", set, s.IDSet, ErrMismatch)

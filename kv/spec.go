@@ -195,6 +195,11 @@ type Spec struct {
 	// numbering (partition.Manifest.LegacyNumbering): Load accepts a file
 	// that records it as well, and a save records IDSet.
 	IDSetBefore uint32
+	// IDSetRelations says that the rows are a knowledge graph's
+	// relations, and IDSet the tag of their names (relations.txt,
+	// partition.Manifest.RelationNumbering), not a partitioning's node
+	// ids: Load's refusal of another IDSet says which.
+	IDSetRelations bool
 }
 
 // Parts is the number of shards.

@@ -196,7 +196,7 @@ func resolveSpec(book partition.Book, numbering numbering, t *control.TableSpec)
 		return sp
 	case t.Rows.Relations:
 		sp := kvSpec(t, numbering.relations, kv.EvenBounds(numbering.relations, book.Parts()))
-		sp.IDSet = numbering.relTag
+		sp.IDSet, sp.IDSetRelations = numbering.relTag, true
 		return sp
 	}
 	return kvSpec(t, t.Rows.N, kv.EvenBounds(t.Rows.N, book.Parts()))
