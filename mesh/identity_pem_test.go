@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -169,7 +170,11 @@ func TestIdentityWithholdsKey(t *testing.T) {
 	out.Write(log.Bytes())
 	dec := strings.Trim(fmt.Sprint(key[:16]), "[]")
 	hex := strings.Trim(fmt.Sprintf("%#v", key[:16]), "[]uint8{}")
-	d := id.Cert.PrivateKey.(*ecdsa.PrivateKey).D
+	raw, err := id.Cert.PrivateKey.(*ecdsa.PrivateKey).Bytes() // the secret scalar, D
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := new(big.Int).SetBytes(raw)
 	for _, secret := range []string{"PRIVATE KEY", dec, hex, fmt.Sprintf("%x", key[:16]), d.String(), d.Text(16)} {
 		if strings.Contains(out.String(), secret) {
 			t.Fatalf("a printed Identity holds the key (%q)", secret)
