@@ -274,19 +274,25 @@ func TestSocketPathTaken(t *testing.T) {
 	}
 }
 
+// runNodeInDir runs a socketNode (checked only when the test asks) whose
+// socket is in a directory of its own, dir, that the test may remove.
+func runNodeInDir(t *testing.T) (n *Node, logs *syncBuffer, dir, socket string, stop func() error) {
+	t.Helper()
+	n, logs = socketNode(t, time.Hour)
+	dir = filepath.Join(t.TempDir(), "run")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n.cfg.Control.Socket = filepath.Join(dir, "node.sock")
+	return n, logs, dir, n.cfg.Control.Socket, runNode(t, n)
+}
+
 // TestRebindDirectoryGone: a node whose socket's directory was removed
 // does not make it; the log names the socket and says that its
 // directory is gone, and the socket stays lost. Once the directory is
 // made again, the next check binds the socket there.
 func TestRebindDirectoryGone(t *testing.T) {
-	n, logs := socketNode(t, time.Hour)
-	dir := filepath.Join(t.TempDir(), "run")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	n.cfg.Control.Socket = filepath.Join(dir, "node.sock")
-	stop := runNode(t, n)
-	socket := n.cfg.Control.Socket
+	n, logs, dir, socket, stop := runNodeInDir(t)
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -329,14 +335,7 @@ func TestRebindDirectoryReadOnly(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a read-only tmpfs needs root")
 	}
-	n, logs := socketNode(t, time.Hour)
-	dir := filepath.Join(t.TempDir(), "run")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	n.cfg.Control.Socket = filepath.Join(dir, "node.sock")
-	stop := runNode(t, n)
-	socket := n.cfg.Control.Socket
+	n, logs, dir, socket, stop := runNodeInDir(t)
 	if err := os.Remove(socket); err != nil {
 		t.Fatal(err)
 	}
