@@ -90,7 +90,7 @@ func TestDemoChecksFlagsFirst(t *testing.T) {
 		{[]string{"--lr", "0"}, 2, "lr 0: want > 0"},
 		{[]string{"--dropout", "1"}, 2, "dropout 1: want [0, 1)"},
 		{[]string{"--hidden", "0"}, 2, "hidden 0: want ≥ 1"},
-		{[]string{"--fanouts", "5"}, 2, "layers 1: want 2 or 3"},
+		{[]string{"--fanouts", "5"}, 2, `--fanouts "5" samples 1 hop, and the model has a layer per hop: want 2 or 3 hops`},
 		{[]string{"--fanouts", "5,0"}, 2, `--fanouts "5,0": hop 2 samples 0 neighbours`},
 		{[]string{"--feat-dim", "0"}, 2, "--feat-dim 0: want ≥ 1"},
 		{[]string{"--classes", "1"}, 2, "--classes 1: want ≥ 2"},

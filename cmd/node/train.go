@@ -169,8 +169,14 @@ func (f *trainFlags) check() error {
 	cfg.FeatDim, cfg.Classes, cfg.Rank = 1, 2, 0
 	if cfg.Layers == 0 {
 		cfg.Layers = 2
-		if fan != nil {
-			cfg.Layers = len(fan)
+		if n := len(fan); n != 0 {
+			cfg.Layers = n
+			// The count comes from --fanouts: Validate's "layers 1: want
+			// 2 or 3" named a flag that was not given.
+			if n < 2 || n > 3 {
+				bad("--fanouts %q samples %s, and the model has a layer per hop: want 2 or 3 hops", f.fanouts, hops(n))
+				cfg.Layers = 2 // said above
+			}
 		}
 	}
 	if err := cfg.Validate(); err != nil {

@@ -660,6 +660,10 @@ func TestTrainFlagErrors(t *testing.T) {
 		{[]string{"--lr", "NaN"}, "lr NaN: want > 0"},
 		{[]string{"--epochs", "0"}, "epochs 0: want ≥ 1"},
 		{[]string{"--layers", "4"}, "layers 4: want 2 or 3"},
+		// A layer per hop: this said "layers 1: want 2 or 3", naming a
+		// flag that was not given, and not --fanouts.
+		{[]string{"--fanouts", "-1"}, `--fanouts "-1" samples 1 hop, and the model has a layer per hop: want 2 or 3 hops`},
+		{[]string{"--fanouts", "5,5,5,5"}, `--fanouts "5,5,5,5" samples 4 hops, and the model has a layer per hop: want 2 or 3 hops`},
 		// A batch of fewer hops than layers does not fit the model: these
 		// failed at the first batch, or at the first evaluation.
 		{[]string{"--layers", "3", "--fanouts", "5,5"}, `--layers 3: --fanouts "5,5" samples 2 hops; the model needs one per layer`},
