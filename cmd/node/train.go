@@ -270,6 +270,22 @@ func (f *trainFlags) checkBatchMemory(cfg train.Config, fan, evalFan []int, info
 		flags, partitionBytes(int64(min(need, math.MaxInt64))), reach, cfg.Layers, cfg.FeatDim, cfg.Classes, partitionBytes(int64(have)), lower)
 }
 
+// ringHint names node train's flags behind open_loader's refusal err of
+// a ring too small for the split's largest batch, which speaks of the
+// request's ring_size and batch_size: the val and test loaders' batch
+// size is --eval-batch-size, and the ring size is the node's rings.size
+// unless --ring-size was given.
+func ringHint(err error, split string) string {
+	if ce, ok := errors.AsType[*control.Error](err); !ok || ce.Key != "ring_size" {
+		return ""
+	}
+	batch := "--batch-size"
+	if split != "train" {
+		batch = "--eval-batch-size"
+	}
+	return fmt.Sprintf(" (node train: raise --ring-size, or lower %s, the fanouts or --workers)", batch)
+}
+
 // joinInts is fanouts as a flag gives them: 25,10.
 func joinInts(v []int) string {
 	s := make([]string, len(v))
@@ -361,7 +377,7 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) (err error) {
 		o.Seed, o.Rank, o.WorldSize, o.Workers, o.RingSize = cfg.Seed, cfg.Rank, f.worldSize, f.workers, f.ringSize
 		l, err := client.OpenLoader(ctx, f.socket, o)
 		if err != nil {
-			return nil, fmt.Errorf("%s loader: %w", split, err)
+			return nil, fmt.Errorf("%s loader: %w%s", split, err, ringHint(err, split))
 		}
 		return l, nil
 	}

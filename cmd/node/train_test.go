@@ -744,6 +744,35 @@ func TestTrainBatchTooLarge(t *testing.T) {
 	}
 }
 
+// TestTrainRingTooSmallNamesFlags: a loader whose ring cannot hold its
+// largest batch is refused by open_loader in the request's words
+// ("raise ring_size … or lower batch_size"); node train adds its own
+// flags, --eval-batch-size for the val and test loaders, whose batch
+// size the message called batch_size too.
+func TestTrainRingTooSmallNamesFlags(t *testing.T) {
+	bin := nodeBinary(t)
+	parts := smallParts(t, 2000, 512, "5,5")
+	cl := testCluster(t, bin, parts)
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--ring-size", "64KiB"}, "node train: train loader: client: open_loader: control: ring_size: "},
+		{[]string{"--ring-size", "256KiB", "--batch-size", "1", "--fanouts", "2,2"}, "node train: val loader: client: open_loader: control: ring_size: "},
+	} {
+		flags := append([]string{"train", "--socket", cl.sockets[0], "--workers", "1", "--epochs", "1", "--table", "ring.sync"}, c.flags...)
+		code, _, stderr := runNode(t, flags...)
+		batch := "--batch-size"
+		if strings.Contains(c.want, "val loader") {
+			batch = "--eval-batch-size"
+		}
+		hint := "(node train: raise --ring-size, or lower " + batch + ", the fanouts or --workers)"
+		if code != 1 || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, hint) {
+			t.Errorf("%v: exit %d, want 1, %q and %q; stderr:\n%s", c.flags, code, c.want, hint, stderr)
+		}
+	}
+}
+
 // TestEvalEveryHelp: --eval-every 0 means after the last epoch only, for
 // node train as for node kge (node train evaluated every epoch), and both
 // --help texts say so.
