@@ -172,6 +172,19 @@ func features[T float](dst []T, v *sample.View, rows, d int, normalize bool) int
 	return nnz
 }
 
+// finiteFeatures reports whether every feature of v is finite.
+func finiteFeatures(v *sample.View) bool {
+	if x := v.XF32(); x != nil {
+		return firstNonFinite(x) < 0
+	}
+	for _, x := range v.XF16() {
+		if !finite(float64(half(x))) {
+			return false
+		}
+	}
+	return true
+}
+
 // half converts an IEEE 754 binary16 value to float32.
 func half(h uint16) float32 {
 	sign := uint32(h>>15) << 31

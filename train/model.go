@@ -344,7 +344,13 @@ func (n *net[T]) evaluate(v *sample.View, normalize bool) (correct, count int, e
 		for _, x := range z {
 			if !finite(float64(x)) {
 				h := &v.Header
-				return 0, 0, fmt.Errorf("train: evaluation batch %d of epoch %d: a logit of seed %d (node %d) is %g (a NaN or Inf feature in its neighbourhood): %w", h.Index, h.Epoch, i, v.NID[i], x, ErrInvalid)
+				// Finite features overflow too, through parameters that a
+				// learning rate too large sent to 1e30 in one step.
+				cause := " (a NaN or Inf feature in its neighbourhood)"
+				if finiteFeatures(v) {
+					cause = ", and the features of its neighbourhood are finite: the parameters diverged (lr or weight_decay too large)"
+				}
+				return 0, 0, fmt.Errorf("train: evaluation batch %d of epoch %d: a logit of seed %d (node %d) is %g%s: %w", h.Index, h.Epoch, i, v.NID[i], x, cause, ErrInvalid)
 			}
 		}
 		best := 0

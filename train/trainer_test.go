@@ -317,6 +317,27 @@ func TestEvaluateNonFinite(t *testing.T) {
 	}
 }
 
+// TestEvaluateDiverged: logits that overflow on finite features (the
+// parameters of node train --lr 1e30 after one step) fail evaluation
+// naming the learning rate and weight decay: the message blamed "a NaN
+// or Inf feature in its neighbourhood", and the features were fine.
+func TestEvaluateDiverged(t *testing.T) {
+	p, cfg := smallSetup(t)
+	tr, err := New(cfg, NoSync{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range tr.net.params {
+		tr.net.params[i] = 1e30
+	}
+	d := data(t, p, 0, 1, 32, []int{-1, -1})
+	_, _, err = tr.Evaluate(context.Background(), d.Val)
+	want := "is +Inf, and the features of its neighbourhood are finite: the parameters diverged (lr or weight_decay too large)"
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "Inf feature") {
+		t.Errorf("evaluation with diverged parameters: err %v; want ErrInvalid and %q", err, want)
+	}
+}
+
 func TestRunCancelled(t *testing.T) {
 	p, cfg := smallSetup(t)
 	tr, err := New(cfg, NoSync{})
