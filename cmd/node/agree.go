@@ -169,10 +169,23 @@ func trainSettings(cfg train.Config, f *trainFlags, fan, evalFan []int) []client
 		// Rank 0 alone saves: a --save given to another rank only saved
 		// nothing, without a word.
 		setting("--save", f.save),
+		// Rank 0 stores the parameters in its own; a rank given another
+		// said they were saved in that one.
+		setting("--params-table", savedTable(f)),
 		// Not the batches per epoch: ranks whose shares of the split
 		// differ by a seed may differ by a batch, and the trainer keeps
 		// them in step.
 	)
+}
+
+// savedTable is the --params-table that --save stores the parameters
+// in; without --save, where the flag is not used, its default, so that
+// ranks that differ in --save alone are told so.
+func savedTable(f *trainFlags) string {
+	if !f.save {
+		return defaultParamsTable
+	}
+	return f.paramsTable
 }
 
 // trainFollows is agreeJob's follows for node train: the flags this

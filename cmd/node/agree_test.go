@@ -56,3 +56,39 @@ func TestSettingsLeadWithTheLayout(t *testing.T) {
 		t.Errorf("train.SyncLayout = %d: the metric digits of this build are layout 2", train.SyncLayout)
 	}
 }
+
+// TestTrainSettingsParamsTable: with --save, the ranks compare
+// --params-table: rank 0 alone stores the parameters, in its own
+// --params-table, and a rank given another one said that rank 0 had
+// saved them in that one. Without --save it is not used, and not
+// compared.
+func TestTrainSettingsParamsTable(t *testing.T) {
+	differ := func(a, b *trainFlags) []string {
+		cfg, fan := train.DefaultConfig(), []int{10, 5}
+		sa, sb := trainSettings(cfg, a, fan, fan), trainSettings(cfg, b, fan, fan)
+		if len(sa) != len(sb) {
+			t.Fatalf("%d settings and %d", len(sa), len(sb))
+		}
+		var names []string
+		for i := range sa {
+			if sa[i] != sb[i] {
+				names = append(names, sa[i].Name)
+			}
+		}
+		return names
+	}
+	for _, save := range []bool{true, false} {
+		got := differ(&trainFlags{save: save, paramsTable: "graphsage.params"}, &trainFlags{save: save, paramsTable: "other.params"})
+		want := []string{"--params-table"}
+		if !save {
+			want = nil
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("--save %v, --params-table graphsage.params and other.params: settings %v differ, want %v", save, got, want)
+		}
+	}
+	// --save on one rank alone is named alone.
+	if got := differ(&trainFlags{save: true, paramsTable: defaultParamsTable}, &trainFlags{paramsTable: defaultParamsTable}); !slices.Equal(got, []string{"--save"}) {
+		t.Errorf("--save on one rank: settings %v differ, want [--save]", got)
+	}
+}

@@ -76,6 +76,9 @@ func runTrain(ctx context.Context, a *app, args []string) error {
 	return f.run(ctx, a.stdout)
 }
 
+// defaultParamsTable is --params-table's default.
+const defaultParamsTable = "graphsage.params"
+
 // newTrainFlags is `node train`'s flag set and the settings it fills
 // (node demo checks the arguments it will give its trainers with it).
 func newTrainFlags(a *app) (*flag.FlagSet, *trainFlags) {
@@ -106,7 +109,7 @@ func newTrainFlags(a *app) (*flag.FlagSet, *trainFlags) {
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
 	fs.BoolVar(&f.eval, "eval", true, "evaluate on the val and test splits (false: train only, for timing)")
 	fs.BoolVar(&f.save, "save", false, "after training, store the last epoch's parameters (not the best epoch's) in kv table --params-table and checkpoint every kv table (kv_save; rank 0 does both, and every rank fails when it fails; give it to every trainer of the job, or to none): a model of another size saved under that name is replaced, its checkpoint files too; parameters kv refuses are kept in a .npy file in $TMPDIR")
-	fs.StringVar(&f.paramsTable, "params-table", "graphsage.params", "kv table --save stores the trained parameters in: row i holds parameters 256i to 256i+255, per layer W_l, W_r (din × dout, row-major) and b")
+	fs.StringVar(&f.paramsTable, "params-table", defaultParamsTable, "kv table --save stores the trained parameters in: row i holds parameters 256i to 256i+255, per layer W_l, W_r (din × dout, row-major) and b")
 	return fs, f
 }
 
