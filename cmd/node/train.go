@@ -190,9 +190,13 @@ func (f *trainFlags) check() error {
 		errs = append(errs, err)
 	}
 	// A batch of fewer hops than the model's layers does not fit it: the
-	// trainer found out at the first batch, or the first evaluation.
+	// trainer found out at the first batch, or the first evaluation. One
+	// of more hops was sampled, sent and then not read past the model's
+	// layers (DGL's model refuses the extra blocks of such a sampler).
 	if f.cfg.Layers != 0 && fan != nil && len(fan) < f.cfg.Layers {
 		bad("--layers %d: --fanouts %q samples %s; the model needs one per layer", f.cfg.Layers, f.fanouts, hops(len(fan)))
+	} else if f.cfg.Layers != 0 && len(fan) > f.cfg.Layers {
+		bad("--layers %d: --fanouts %q samples %s, and the model reads %s: give one fanout per layer", f.cfg.Layers, f.fanouts, hops(len(fan)), hops(f.cfg.Layers))
 	}
 	if !validTableName(f.table) {
 		bad("--table %q: %s", f.table, tableNameRule())
@@ -207,6 +211,8 @@ func (f *trainFlags) check() error {
 	}
 	if f.eval && evalFan != nil && len(evalFan) < cfg.Layers {
 		bad("--eval-fanouts %q samples %s; the model (%d layers) needs one per layer", f.evalFanouts, hops(len(evalFan)), cfg.Layers)
+	} else if f.eval && len(evalFan) > cfg.Layers {
+		bad("--eval-fanouts %q samples %s, and the model (%d layers) reads %s: give one fanout per layer", f.evalFanouts, hops(len(evalFan)), cfg.Layers, hops(cfg.Layers))
 	}
 	return errors.Join(errs...)
 }

@@ -669,6 +669,9 @@ func TestTrainFlagErrors(t *testing.T) {
 		{[]string{"--layers", "3", "--fanouts", "5,5"}, `--layers 3: --fanouts "5,5" samples 2 hops; the model needs one per layer`},
 		{[]string{"--fanouts", "5,5", "--eval-fanouts", "5"}, `--eval-fanouts "5" samples 1 hop; the model (2 layers) needs one per layer`},
 		{[]string{"--fanouts", "5", "--layers", "2"}, `--layers 2: --fanouts "5" samples 1 hop;`},
+		// More hops than layers were sampled and sent, then not read.
+		{[]string{"--fanouts", "5,5,5,5", "--layers", "2"}, `--layers 2: --fanouts "5,5,5,5" samples 4 hops, and the model reads 2 hops: give one fanout per layer`},
+		{[]string{"--fanouts", "5,5", "--eval-fanouts", "-1,-1,-1"}, `--eval-fanouts "-1,-1,-1" samples 3 hops, and the model (2 layers) reads 2 hops: give one fanout per layer`},
 		// The node's loaders refuse a hop of 0, once node train connected.
 		{[]string{"--fanouts", "5,0"}, `--fanouts "5,0": hop 2 samples 0 neighbours: want -1 (all) or a count ≥ 1`},
 		// The rule applied, ≥ 1, not node partition's ≥ 0.
