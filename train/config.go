@@ -31,6 +31,10 @@ type Config struct {
 	Epochs    int `toml:"epochs"`
 	EvalEvery int `toml:"eval_every"` // evaluate after every EvalEvery-th epoch and after the last (0: the last only, as KGEConfig's)
 	Patience  int `toml:"patience"`   // stop after this many evaluations without a better val accuracy; 0 = never
+	// KeepBest keeps a copy of the parameters of the epoch of the best
+	// val accuracy, Result.Best's (Trainer.BestParams), as DGL's and
+	// PyG's examples keep their best model for saving.
+	KeepBest bool `toml:"keep_best"`
 
 	Seed    uint64 `toml:"seed"`    // parameter initialisation (same on every trainer) and dropout
 	Rank    int    `toml:"-"`       // this trainer's rank: keys its dropout masks

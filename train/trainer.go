@@ -52,6 +52,8 @@ type Trainer struct {
 
 	drops   []drop
 	streams []uint64
+
+	best []float32 // the parameters of the best val accuracy so far (Config.KeepBest)
 }
 
 // New checks cfg and builds a trainer whose parameters are initialised
@@ -90,6 +92,12 @@ func (t *Trainer) SyncLen() int { return len(t.vec) }
 // W_r, b). It must not be written, and changes with every step.
 func (t *Trainer) Params() []float32 { return t.net.params }
 
+// BestParams is a copy of the parameters as they were after the epoch of
+// the best val accuracy of the last Run (Result.Best), laid out as
+// Params; nil without Config.KeepBest or before an epoch was evaluated on
+// val.
+func (t *Trainer) BestParams() []float32 { return t.best }
+
 // Run trains for cfg.Epochs epochs (fewer with early stopping): per epoch
 // one pass over data.Train, then, when cfg.Evaluates(epoch), one pass over
 // data.Val and one over data.Test. report, when non-nil, is called after
@@ -97,6 +105,7 @@ func (t *Trainer) Params() []float32 { return t.net.params }
 func (t *Trainer) Run(ctx context.Context, data Data, report func(EpochStats)) (Result, error) {
 	res := Result{Best: -1}
 	since := 0
+	t.best = nil
 	for e := range t.cfg.Epochs {
 		st, err := t.trainEpoch(ctx, e, data.Train)
 		if err != nil {
@@ -109,6 +118,9 @@ func (t *Trainer) Run(ctx context.Context, data Data, report func(EpochStats)) (
 			if data.Val != nil {
 				if res.Best < 0 || st.ValAcc > res.Epochs[res.Best].ValAcc {
 					res.Best, since = len(res.Epochs), 0
+					if t.cfg.KeepBest {
+						t.best = append(t.best[:0], t.net.params...)
+					}
 				} else {
 					since++
 				}

@@ -400,6 +400,41 @@ func TestPatienceAtLastEpoch(t *testing.T) {
 	}
 }
 
+// TestKeepBest: with KeepBest, BestParams are the parameters as they
+// were after the epoch of the best val accuracy (Result.Best), not the
+// last epoch's; without it, nil.
+func TestKeepBest(t *testing.T) {
+	p, cfg := smallSetup(t)
+	cfg.Epochs, cfg.EvalEvery, cfg.KeepBest = 30, 1, true
+	tr, err := New(cfg, NoSync{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after [][]float32 // the parameters after each epoch
+	res, err := tr.Run(context.Background(), data(t, p, 0, 1, 100, []int{-1, -1}), func(EpochStats) {
+		after = append(after, slices.Clone(tr.Params()))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Best < 0 || !slices.Equal(tr.BestParams(), after[res.Best]) {
+		t.Fatalf("best epoch %d: BestParams are not the parameters after it", res.Best)
+	}
+	// 30 epochs: the val accuracy peaks before the last, so that the last
+	// epoch's parameters would fail the test above.
+	if last := len(after) - 1; res.Best == last || slices.Equal(after[res.Best], after[last]) {
+		t.Fatalf("best epoch %d of %d: the test tells the best epoch from the last by its parameters only when they differ", res.Best, len(after))
+	}
+
+	cfg.KeepBest = false
+	if tr, err = New(cfg, NoSync{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Run(context.Background(), data(t, p, 0, 1, 100, []int{-1, -1}), nil); err != nil || tr.BestParams() != nil {
+		t.Fatalf("without KeepBest: %v, %d best parameters; want none", err, len(tr.BestParams()))
+	}
+}
+
 func TestNewErrors(t *testing.T) {
 	_, cfg := smallSetup(t)
 	if _, err := New(cfg, nil); !errors.Is(err, ErrInvalid) {

@@ -172,6 +172,8 @@ func trainSettings(cfg train.Config, f *trainFlags, fan, evalFan []int) []client
 		// Rank 0 stores the parameters in its own; a rank given another
 		// said they were saved in that one.
 		setting("--params-table", savedTable(f)),
+		// Rank 0 stores its choice of epoch; every rank prints it.
+		setting("--save-best", cfg.KeepBest),
 		// Not the batches per epoch: ranks whose shares of the split
 		// differ by a seed may differ by a batch, and the trainer keeps
 		// them in step.

@@ -108,7 +108,8 @@ func newTrainFlags(a *app) (*flag.FlagSet, *trainFlags) {
 	fs.StringVar(&f.table, "table", "graphsage.sync", "kv table that averages the gradients (the same on every trainer)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per epoch instead of a table")
 	fs.BoolVar(&f.eval, "eval", true, "evaluate on the val and test splits (false: train only, for timing)")
-	fs.BoolVar(&f.save, "save", false, "after training, store the last epoch's parameters (not the best epoch's) in kv table --params-table and checkpoint every kv table (kv_save; rank 0 does both, and every rank fails when it fails; give it to every trainer of the job, or to none): a model of another size saved under that name is replaced, its checkpoint files too; parameters kv refuses are kept in a .npy file in $TMPDIR")
+	fs.BoolVar(&f.cfg.KeepBest, "save-best", false, "with --save, store the parameters of the epoch of the best val accuracy (the \"best epoch\" line) instead of the last epoch's, as DGL's and PyG's examples keep their best model")
+	fs.BoolVar(&f.save, "save", false, "after training, store the last epoch's parameters (--save-best: the best epoch's) in kv table --params-table and checkpoint every kv table (kv_save; rank 0 does both, and every rank fails when it fails; give it to every trainer of the job, or to none): a model of another size saved under that name is replaced, its checkpoint files too; parameters kv refuses are kept in a .npy file in $TMPDIR")
 	fs.StringVar(&f.paramsTable, "params-table", defaultParamsTable, "kv table --save stores the trained parameters in: row i holds parameters 256i to 256i+255, per layer W_l, W_r (din × dout, row-major) and b")
 	return fs, f
 }
@@ -208,6 +209,11 @@ func (f *trainFlags) check() error {
 	}
 	if !f.eval && f.cfg.Patience > 0 {
 		bad("--patience %d: early stopping watches the val accuracy, which --eval=false turns off", f.cfg.Patience)
+	}
+	if f.cfg.KeepBest && !f.save {
+		bad("--save-best chooses the epoch --save stores: give --save too")
+	} else if f.cfg.KeepBest && !f.eval {
+		bad("--save-best stores the epoch of the best val accuracy, which --eval=false does not measure")
 	}
 	if f.eval && evalFan != nil && len(evalFan) < cfg.Layers {
 		bad("--eval-fanouts %q samples %s; the model (%d layers) needs one per layer", f.evalFanouts, hops(len(evalFan)), cfg.Layers)
@@ -494,7 +500,11 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) (err error) {
 		if cfg.Rank != 0 {
 			stage.where, stage.interrupted = "while rank 0 saved, once training was over", "rank 0 goes on saving"
 		}
-		if err := f.saveParams(ctx, out, sync, tr.Params()); err != nil {
+		params, which := tr.Params(), "trained"
+		if b := tr.BestParams(); cfg.KeepBest && b != nil {
+			params, which = b, fmt.Sprintf("epoch %d's (best val)", res.Epochs[res.Best].Epoch)
+		}
+		if err := f.saveParams(ctx, out, sync, params, which); err != nil {
 			return err
 		}
 	}

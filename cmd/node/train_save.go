@@ -41,7 +41,7 @@ func saveFailed(err error, socket string) error {
 // all the training, and the others exited 0 as if the job had saved.
 // Parameters that cannot be stored in kv are kept in a file (keepParams):
 // a refusal at that point lost the trained model.
-func (f *trainFlags) saveParams(ctx context.Context, out io.Writer, sync *client.Sync, params []float32) error {
+func (f *trainFlags) saveParams(ctx context.Context, out io.Writer, sync *client.Sync, params []float32, which string) error {
 	if f.cfg.Rank != 0 {
 		if err := awaitOutcome(ctx, sync, "--save"); err != nil {
 			return err
@@ -65,7 +65,7 @@ func (f *trainFlags) saveParams(ctx context.Context, out io.Writer, sync *client
 		if err != nil {
 			return saveFailed(err, f.socket)
 		}
-		note = fmt.Sprintf("saved the %d trained parameters in kv table %q", len(params), f.paramsTable)
+		note = fmt.Sprintf("saved the %d %s parameters in kv table %q", len(params), which, f.paramsTable)
 		if replaced {
 			note += " (replacing the model of another size saved under that name)"
 		}

@@ -492,55 +492,43 @@ func TestTrainSaveParams(t *testing.T) {
 		}
 	}
 
-	// A trainer of the same model, given the stored parameters, on the
-	// same test seeds (all neighbours: no sampling left to differ).
-	var correct, count int
-	var tr *train.Trainer
-	for r, sock := range cl.sockets {
-		o := client.DefaultOptions()
-		o.Split, o.Fanouts, o.BatchSize, o.Epochs, o.Shuffle = "test", []int{-1, -1}, 1024, 1, false
-		o.Seed, o.Rank, o.WorldSize, o.Workers = 1, r, 2, 1
-		l, err := client.OpenLoader(ctx, sock, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		if tr == nil {
-			cfg := train.DefaultConfig()
-			cfg.Hidden, cfg.Seed, cfg.Threads = 8, 1, 1
-			cfg.FeatDim, cfg.Classes = l.Info().FeatDim, l.Info().NumClasses
-			if tr, err = train.New(cfg, train.NoSync{}); err != nil {
-				t.Fatal(err)
-			}
-			kvc, err := client.DialKV(ctx, sock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer kvc.Close()
-			n := tr.NumParams()
-			ids := make([]uint64, (n+client.SyncDim-1)/client.SyncDim)
-			for i := range ids {
-				ids[i] = uint64(i)
-			}
-			got, err := kvc.Pull(ctx, "graphsage.params", ids, nil)
-			if err != nil {
-				t.Fatalf("pull the stored parameters: %v", err)
-			}
-			if slices.Equal(got[:n], tr.Params()) {
-				t.Fatal("the stored parameters are the initial ones")
-			}
-			copy(tr.Params(), got[:n])
-		}
-		c, n, err := tr.Evaluate(ctx, &timedBatches{l: l})
-		if err != nil {
-			t.Fatal(err)
-		}
-		correct, count = correct+c, count+n
+	if acc := storedTestAccuracy(t, ctx, cl, "graphsage.params"); acc != reported {
+		t.Fatalf("stored parameters score %.4f on the test seeds, the job reported %.4f for its last epoch", acc, reported)
 	}
-	if acc := float64(correct) / float64(count); count == 0 || acc != reported {
-		t.Fatalf("stored parameters score %d of %d test seeds (%.4f), the job reported %.4f for its last epoch", correct, count, acc, reported)
+
+	// --save-best stores the epoch of the best val accuracy (the first of
+	// the highest), evaluated every epoch, and not the last. At --lr 1 the
+	// val accuracy peaks before the last epoch (epoch 18 of 20 here, test
+	// accuracy 0.31 against the last epoch's 0.29), so the last epoch's
+	// parameters score another test accuracy.
+	bestArgs := func(r int) []string {
+		return append(args(r), "--save-best", "--eval-every", "1", "--epochs", "20", "--lr", "1", "--table", "best.sync", "--params-table", "best.params")
 	}
-	t.Logf("stored parameters: test accuracy %.4f (%d of %d), as reported", reported, correct, count)
+	trs = []*trainer{startTrainer(t, bin, bestArgs(0)...), startTrainer(t, bin, bestArgs(1)...)}
+	var val, test []float64
+	for r, tr := range trs {
+		for m := range tr.lines {
+			if _, ok := m["epoch"].(float64); ok && r == 0 {
+				v, _ := m["val_acc"].(float64)
+				a, _ := m["test_acc"].(float64)
+				val, test = append(val, v), append(test, a)
+			}
+		}
+		if err := <-tr.done; err != nil {
+			t.Fatalf("--save-best trainer %d: %v\n%s", r, err, &tr.stderr)
+		}
+	}
+	best := 0
+	for e := range val {
+		if val[e] > val[best] {
+			best = e
+		}
+	}
+	if acc := storedTestAccuracy(t, ctx, cl, "best.params"); len(val) != 20 || acc != test[best] {
+		t.Fatalf("--save-best: stored parameters score %.4f on the test seeds; the job reported %.4f at its best epoch %d of %d (val %v, test %v)",
+			acc, test[best], best, len(val), val, test)
+	}
+	t.Logf("--save-best: epoch %d of %d, test accuracy %.4f (last epoch's %.4f)", best, len(val), test[best], test[len(test)-1])
 
 	// --save given to one rank only is refused on both before training:
 	// rank 1's --save saved nothing, without a word.
@@ -620,6 +608,61 @@ func TestTrainSaveParams(t *testing.T) {
 	}
 }
 
+// storedTestAccuracy is the test accuracy of the model whose parameters
+// node train --save stored in kv table table (hidden 8, seed 1), scored on
+// every test seed with all neighbours (no sampling left to differ) by a
+// trainer of the same model.
+func storedTestAccuracy(t *testing.T, ctx context.Context, cl *demoCluster, table string) float64 {
+	t.Helper()
+	var correct, count int
+	var tr *train.Trainer
+	for r, sock := range cl.sockets {
+		o := client.DefaultOptions()
+		o.Split, o.Fanouts, o.BatchSize, o.Epochs, o.Shuffle = "test", []int{-1, -1}, 1024, 1, false
+		o.Seed, o.Rank, o.WorldSize, o.Workers = 1, r, 2, 1
+		l, err := client.OpenLoader(ctx, sock, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if tr == nil {
+			cfg := train.DefaultConfig()
+			cfg.Hidden, cfg.Seed, cfg.Threads = 8, 1, 1
+			cfg.FeatDim, cfg.Classes = l.Info().FeatDim, l.Info().NumClasses
+			if tr, err = train.New(cfg, train.NoSync{}); err != nil {
+				t.Fatal(err)
+			}
+			kvc, err := client.DialKV(ctx, sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer kvc.Close()
+			n := tr.NumParams()
+			ids := make([]uint64, (n+client.SyncDim-1)/client.SyncDim)
+			for i := range ids {
+				ids[i] = uint64(i)
+			}
+			got, err := kvc.Pull(ctx, table, ids, nil)
+			if err != nil {
+				t.Fatalf("pull the stored parameters: %v", err)
+			}
+			if slices.Equal(got[:n], tr.Params()) {
+				t.Fatal("the stored parameters are the initial ones")
+			}
+			copy(tr.Params(), got[:n])
+		}
+		c, n, err := tr.Evaluate(ctx, &timedBatches{l: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		correct, count = correct+c, count+n
+	}
+	if count == 0 {
+		t.Fatal("no test seeds")
+	}
+	return float64(correct) / float64(count)
+}
+
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
@@ -672,6 +715,8 @@ func TestTrainFlagErrors(t *testing.T) {
 		// More hops than layers were sampled and sent, then not read.
 		{[]string{"--fanouts", "5,5,5,5", "--layers", "2"}, `--layers 2: --fanouts "5,5,5,5" samples 4 hops, and the model reads 2 hops: give one fanout per layer`},
 		{[]string{"--fanouts", "5,5", "--eval-fanouts", "-1,-1,-1"}, `--eval-fanouts "-1,-1,-1" samples 3 hops, and the model (2 layers) reads 2 hops: give one fanout per layer`},
+		{[]string{"--save-best"}, "--save-best chooses the epoch --save stores: give --save too"},
+		{[]string{"--save", "--save-best", "--eval=false"}, "--save-best stores the epoch of the best val accuracy, which --eval=false does not measure"},
 		// The node's loaders refuse a hop of 0, once node train connected.
 		{[]string{"--fanouts", "5,0"}, `--fanouts "5,0": hop 2 samples 0 neighbours: want -1 (all) or a count ≥ 1`},
 		// The rule applied, ≥ 1, not node partition's ≥ 0.
