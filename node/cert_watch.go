@@ -25,18 +25,11 @@ func (n *Node) watchCerts(ctx context.Context) {
 	if id == nil {
 		return
 	}
-	t := time.NewTicker(certCheckEvery)
-	defer t.Stop()
-	for {
+	every(ctx, certCheckEvery, func() {
 		for which, end := range certExpiries(id) {
 			logCertEnd(n.log, which, end, time.Now())
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // logCertEnd logs what certificate which ("node", "ca"), ending at end,

@@ -207,16 +207,7 @@ func (s *kvServer) keepMarkers(ctx context.Context) {
 	if s.store == nil || s.cfg.KV.CheckpointDir == "" {
 		return
 	}
-	t := time.NewTicker(markerPeriod)
-	defer t.Stop()
-	for {
-		s.syncMarkers()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	every(ctx, markerPeriod, s.syncMarkers)
 }
 
 // syncMarkers writes or removes each table's marker as its shard now

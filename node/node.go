@@ -442,3 +442,18 @@ func (n *Node) stats() *control.Stats {
 	sortLoaders(s.Loaders)
 	return s
 }
+
+// every calls fn at once, then every period until ctx ends: the node's
+// background checks (its socket, its certificates, the kv markers).
+func every(ctx context.Context, period time.Duration, fn func()) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		fn()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -198,20 +198,11 @@ const socketCheck = time.Second
 
 // keepSocket runs checkSocket every sockCheck until ctx ends.
 func (n *Node) keepSocket(ctx context.Context) {
-	every := n.sockCheck
-	if every <= 0 {
-		every = socketCheck
+	period := n.sockCheck
+	if period <= 0 {
+		period = socketCheck
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		n.checkSocket()
-	}
+	every(ctx, period, n.checkSocket)
 }
 
 // checkSocket binds the control socket again when its path holds nothing:
