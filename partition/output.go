@@ -40,10 +40,7 @@ func CheckOutput(dir string, force bool) (*OutputCheck, error) {
 	}
 	// Write makes its temporary directory in dir's target when that is
 	// an empty directory (see makeTemp), else beside it.
-	target := dir
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		target = real
-	}
+	target := resolved(dir)
 	where := filepath.Dir(filepath.Clean(target))
 	if ents, err := os.ReadDir(target); err == nil && len(ents) == 0 {
 		where = target
@@ -127,10 +124,7 @@ type Leftover struct {
 // tempNote, or replaced with it by --force.
 func (c *OutputCheck) Leftovers() []Leftover {
 	// Write makes them beside where an output that is a link points.
-	clean := filepath.Clean(c.dir)
-	if real, err := filepath.EvalSymlinks(c.dir); err == nil {
-		clean = real
-	}
+	clean := filepath.Clean(resolved(c.dir))
 	parent, base := filepath.Dir(clean), "."+filepath.Base(clean)
 	ents, _ := os.ReadDir(parent)
 	var out []Leftover
@@ -197,6 +191,16 @@ func entryNames(ents []os.DirEntry, n int) string {
 		s += fmt.Sprintf(" and %d more", len(ents)-n)
 	}
 	return s
+}
+
+// resolved is dir, or where it points when it is a symbolic link (or a
+// path through one): Write writes there, and makes its temporary
+// directories in or beside that.
+func resolved(dir string) string {
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		return real
+	}
+	return dir
 }
 
 // isMountPoint reports whether the directory dir resolves to is on

@@ -113,9 +113,7 @@ func Write(ctx context.Context, dir string, g *Graph, adj *Adj, assign []uint32,
 	// is written where it points: the temporary directory beside the
 	// link, renamed over it, put the files on the link's file system and
 	// replaced the link.
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = real
-	}
+	dir = resolved(dir)
 	// "." and ".." by their names: renaming "." aside fails (EBUSY), and
 	// the temporary directory beside "." is inside it.
 	if abs, err := filepath.Abs(dir); err == nil {
