@@ -139,22 +139,23 @@ func (c *Config) validateKV(p *problems) {
 			p.add(key, "%v", err)
 		}
 	}
-	if tablesOK {
-		c.checkKVRelations(p)
-		c.checkKVMemory(p)
+	if !tablesOK || len(k.Tables) == 0 {
+		return
+	}
+	// The tables' rows and memory against graph.toml, as the node sizes
+	// them at start (newKVServer). Without a readable graph.toml (node.parts
+	// says so, or fetch brings it) neither is checked.
+	if m, err := partition.OpenManifest(c.Node.Parts); err == nil {
+		num := manifestNumbering(m)
+		c.checkKVRelations(p, num)
+		c.checkKVMemory(p, m, num)
 	}
 }
 
 // checkKVRelations adds a problem for each rows = "relations" table of
-// [[kv.tables]] where graph.toml lists no relations, which the node
-// refuses at start (newKVServer), a client node too. Without a readable
-// graph.toml it checks nothing.
-func (c *Config) checkKVRelations(p *problems) {
-	m, err := partition.OpenManifest(c.Node.Parts)
-	if err != nil {
-		return
-	}
-	num := manifestNumbering(m)
+// [[kv.tables]] where graph.toml (of numbering num) lists no relations,
+// which the node refuses at start (newKVServer), a client node too.
+func (c *Config) checkKVRelations(p *problems, num numbering) {
 	for i := range c.KV.Tables {
 		if err := num.checkRows(&c.KV.Tables[i]); err != nil {
 			p.add(fmt.Sprintf("kv.tables[%d].rows", i), "%v", err)
@@ -164,16 +165,11 @@ func (c *Config) checkKVRelations(p *problems) {
 
 // checkKVMemory adds a problem when the shards of [[kv.tables]] on this
 // node's part need more than kv.max_memory, sized as the node sizes them
-// at start (newKVServer) from graph.toml's partition book; the node
-// refused them, and config check said nothing. Without a readable
-// graph.toml (node.parts says so, or fetch brings it) it checks nothing.
-func (c *Config) checkKVMemory(p *problems) {
+// at start (newKVServer) from graph.toml m's partition book and numbering
+// num; the node refused them, and config check said nothing.
+func (c *Config) checkKVMemory(p *problems, m *partition.Manifest, num numbering) {
 	max := c.kvMaxBytes()
-	if c.Client() || max == 0 || len(c.KV.Tables) == 0 {
-		return
-	}
-	m, err := partition.OpenManifest(c.Node.Parts)
-	if err != nil {
+	if c.Client() || max == 0 {
 		return
 	}
 	book, err := m.Book()
@@ -182,7 +178,7 @@ func (c *Config) checkKVMemory(p *problems) {
 	}
 	var need uint64
 	for i := range c.KV.Tables {
-		sp := resolveSpec(book, manifestNumbering(m), &c.KV.Tables[i])
+		sp := resolveSpec(book, num, &c.KV.Tables[i])
 		if b := sp.ShardBytes(c.ownPart()); b > math.MaxUint64-need {
 			need = math.MaxUint64
 		} else {
