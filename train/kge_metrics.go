@@ -59,22 +59,13 @@ func (m KGEMetrics) vector(v []float32) {
 	}
 }
 
-// kgeDigitSum is the sum of world trainers' digits whose mean a
-// reduction gave as mean (see kgeDigits). In float64: mean·world
-// rounded to float32, within 1/2 of the sum, could land on a half
-// (below 2^23, where float32's spacing is 1/2 or less) and round the
-// wrong way.
-func kgeDigitSum(mean float32, world int) float64 {
-	return math.Round(float64(mean) * float64(world))
-}
-
 // kgeMetricsFrom is the metrics of world trainers whose vectors averaged
 // to mean: the inverse of vector on the sum of their sums.
 func kgeMetricsFrom(mean []float32, world int) KGEMetrics {
 	var sums [kgeSums]float64
 	for i := range sums {
 		for j := kgeDigits - 1; j >= 0; j-- {
-			sums[i] = sums[i]*(1<<kgeDigitBits) + kgeDigitSum(mean[i*kgeDigits+j], world)
+			sums[i] = sums[i]*(1<<kgeDigitBits) + meanSum(mean[i*kgeDigits+j], world)
 		}
 	}
 	n := sums[0]
@@ -114,7 +105,7 @@ func (m KGEMetrics) mean() KGEMetrics {
 func (k *KGE) mergeMetrics(ctx context.Context, m KGEMetrics, vec []float32) (KGEMetrics, error) {
 	clear(vec)
 	m.vector(vec[3:])
-	// The mean, not allReduce's sum in float32 (see kgeDigitSum).
+	// The mean, not allReduce's sum in float32 (see meanSum).
 	if err := k.allReduceMean(ctx, vec); err != nil {
 		return KGEMetrics{}, err
 	}

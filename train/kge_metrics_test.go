@@ -179,7 +179,7 @@ func TestKGEDigitSumExact(t *testing.T) {
 			kvMean := float32(s) / float32(world)
 			localMean := float32(float64(s) * inv)
 			for _, mean := range []float32{kvMean, localMean} {
-				if got := kgeDigitSum(mean, world); got != float64(s) && bad < 5 {
+				if got := meanSum(mean, world); got != float64(s) && bad < 5 {
 					bad++
 					t.Errorf("world %d: digits summing to %d averaged to %v, read back as %v", world, s, mean, got)
 				}

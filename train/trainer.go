@@ -272,6 +272,15 @@ func ratio(a, b float32) float64 {
 	return float64(a) / float64(b)
 }
 
+// meanSum is the sum of world trainers' whole numbers (counts, or the
+// KGE metrics' digits) whose mean a reduction gave as mean. In float64:
+// mean·world rounded to float32, within 1/2 of the sum, could land on a
+// half (below 2^23, where float32's spacing is 1/2 or less) and round
+// the wrong way.
+func meanSum(mean float32, world int) float64 {
+	return math.Round(float64(mean) * float64(world))
+}
+
 // countRatio is the ratio of two whole-number sums over the W trainers
 // of a round whose means are a and b, and inv the mean of rank 0's 1
 // alone, 1/W. The ratio of the means, float32 each, was up to about
@@ -285,8 +294,8 @@ func countRatio(a, b, inv float32) float64 {
 	if !(inv > 0) {
 		return ratio(a, b)
 	}
-	w := math.Round(1 / float64(inv))
-	c, n := math.Round(float64(a)*w), math.Round(float64(b)*w)
+	w := int(math.Round(1 / float64(inv)))
+	c, n := meanSum(a, w), meanSum(b, w)
 	if n == 0 {
 		return 0
 	}
