@@ -501,7 +501,7 @@ func (f *trainFlags) run(ctx context.Context, out io.Writer) (err error) {
 			stage.where, stage.interrupted = "while rank 0 saved, once training was over", "rank 0 goes on saving"
 		}
 		params, which := tr.Params(), "trained"
-		if b := tr.BestParams(); cfg.KeepBest && b != nil {
+		if b := tr.BestParams(); b != nil { // --save-best
 			params, which = b, fmt.Sprintf("epoch %d's (best val)", res.Epochs[res.Best].Epoch)
 		}
 		if err := f.saveParams(ctx, out, sync, params, which); err != nil {
