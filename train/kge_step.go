@@ -351,24 +351,22 @@ func gatherJoined(dst, a, b []float32, slots []int32, da, db int) []float32 {
 func scatterSplit(a, b, src []float32, slots []int32, da, db int) {
 	d := da + db
 	for i, s := range slots {
-		x, y := src[i*d:i*d+da], a[int(s)*da:(int(s)+1)*da]
-		for j := range x {
-			y[j] += x[j]
-		}
-		x, y = src[i*d+da:(i+1)*d], b[int(s)*db:(int(s)+1)*db]
-		for j := range x {
-			y[j] += x[j]
-		}
+		addRow(a[int(s)*da:(int(s)+1)*da], src[i*d:i*d+da])
+		addRow(b[int(s)*db:(int(s)+1)*db], src[i*d+da:(i+1)*d])
 	}
 }
 
 // scatter adds the rows of src into dst at slots.
 func scatter(dst, src []float32, slots []int32, dim int) {
 	for i, s := range slots {
-		d, x := dst[int(s)*dim:(int(s)+1)*dim], src[i*dim:(i+1)*dim]
-		for j := range x {
-			d[j] += x[j]
-		}
+		addRow(dst[int(s)*dim:(int(s)+1)*dim], src[i*dim:(i+1)*dim])
+	}
+}
+
+// addRow adds x to y, element by element.
+func addRow(y, x []float32) {
+	for j := range x {
+		y[j] += x[j]
 	}
 }
 
